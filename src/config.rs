@@ -1,0 +1,418 @@
+//! Configuration: a TOML file, command-line options over it, and validation whose messages
+//! name the offending key.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand, ValueEnum};
+use serde::{Deserialize, Deserializer};
+
+use crate::front::{HttpSettings, PostResponse};
+use crate::session::log::Window;
+use crate::session::SessionSettings;
+use crate::upstream::stdio::StdioSpec;
+
+/// A session-aware reverse proxy for MCP servers: it owns their sessions, keeps a replay window
+/// per session and coalesces change notifications, so clients survive dropped streams.
+#[derive(Debug, Parser)]
+#[command(name = "mcp-session-proxy", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    /// TOML configuration file; options given here override it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Address to listen on [default: 127.0.0.1:8787].
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+
+    /// Command line of the stdio MCP server to run per session (split like a shell would, never
+    /// run by one) [default: the bundled demo server].
+    #[arg(long, value_name = "COMMAND")]
+    pub stdio: Option<String>,
+
+    /// End a session after this long without requests or attached streams [default: 10m].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub idle_ttl: Option<Duration>,
+
+    /// Most sessions open at once; more are refused with 503 [default: 10000].
+    #[arg(long, value_name = "N")]
+    pub max_sessions: Option<usize>,
+
+    /// Replay window: most messages kept per session [default: 1024].
+    #[arg(long, value_name = "N")]
+    pub window_events: Option<usize>,
+
+    /// Replay window: most bytes kept per session [default: 1048576].
+    #[arg(long, value_name = "BYTES")]
+    pub window_bytes: Option<usize>,
+
+    /// Replay window: oldest message kept [default: 10m].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub window_age: Option<Duration>,
+
+    /// Largest POST body accepted; larger ones get 413 [default: 4194304].
+    #[arg(long, value_name = "BYTES")]
+    pub max_body_bytes: Option<usize>,
+
+    /// Longest line accepted from a stdio server [default: 4194304].
+    #[arg(long, value_name = "BYTES")]
+    pub max_line_bytes: Option<usize>,
+
+    /// Interval of SSE keep-alive comments on idle streams [default: 15s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub sse_keep_alive: Option<Duration>,
+
+    /// Reconnection delay announced to 2025-11-25 clients with `retry:` [default: 1s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub sse_retry: Option<Duration>,
+
+    /// How a POSTed request is answered: auto (JSON if the response is ready first, else SSE),
+    /// sse, json [default: auto].
+    #[arg(long, value_name = "MODE")]
+    pub post_response: Option<PostResponse>,
+
+    /// Log format [default: text].
+    #[arg(long, value_name = "FORMAT")]
+    pub log_format: Option<LogFormat>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the bundled demo MCP server on stdio (protocol 2025-11-25).
+    DemoServer,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ValueEnum, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// The whole configuration, as the TOML file spells it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub log_format: LogFormat,
+    pub upstream: UpstreamConfig,
+    pub session: SessionConfig,
+    pub http: HttpConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UpstreamConfig {
+    /// Command line of the stdio server; absent means the bundled demo server.
+    pub stdio: Option<String>,
+    pub max_line_bytes: usize,
+    #[serde(deserialize_with = "duration")]
+    pub shutdown_grace: Duration,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SessionConfig {
+    #[serde(deserialize_with = "duration")]
+    pub idle_ttl: Duration,
+    pub max_sessions: usize,
+    pub window_events: usize,
+    pub window_bytes: usize,
+    #[serde(deserialize_with = "duration")]
+    pub window_age: Duration,
+    pub coalesce_progress: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    pub max_body_bytes: usize,
+    #[serde(deserialize_with = "duration")]
+    pub sse_keep_alive: Duration,
+    #[serde(deserialize_with = "duration")]
+    pub sse_retry: Duration,
+    pub post_response: PostResponse,
+    #[serde(deserialize_with = "duration")]
+    pub json_wait: Duration,
+    pub allowed_origins: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8787)),
+            log_format: LogFormat::Text,
+            upstream: UpstreamConfig::default(),
+            session: SessionConfig::default(),
+            http: HttpConfig::default(),
+        }
+    }
+}
+
+impl Default for UpstreamConfig {
+    fn default() -> Self {
+        UpstreamConfig {
+            stdio: None,
+            max_line_bytes: 4 << 20,
+            shutdown_grace: Duration::from_secs(2),
+        }
+    }
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        let session = SessionSettings::default();
+        SessionConfig {
+            idle_ttl: session.idle_ttl,
+            max_sessions: session.max_sessions,
+            window_events: session.window.max_events,
+            window_bytes: session.window.max_bytes,
+            window_age: session.window.max_age,
+            coalesce_progress: session.coalesce_progress,
+        }
+    }
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        let http = HttpSettings::default();
+        HttpConfig {
+            max_body_bytes: http.max_body_bytes,
+            sse_keep_alive: http.sse_keep_alive,
+            sse_retry: http.sse_retry,
+            post_response: http.post_response,
+            json_wait: http.json_wait,
+            allowed_origins: http.allowed_origins,
+        }
+    }
+}
+
+impl Config {
+    /// Reads `--config` (if any), applies the other options over it, and validates.
+    pub fn load(cli: &Cli) -> anyhow::Result<Config> {
+        let mut config = match &cli.config {
+            Some(path) => Config::from_file(path)?,
+            None => Config::default(),
+        };
+        config.apply(cli);
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn from_file(path: &Path) -> anyhow::Result<Config> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the configuration file {}", path.display()))?;
+        Config::from_toml(&text).with_context(|| format!("in {}", path.display()))
+    }
+
+    pub fn from_toml(text: &str) -> anyhow::Result<Config> {
+        let config: Config = toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn apply(&mut self, cli: &Cli) {
+        fn set<T: Clone>(target: &mut T, value: &Option<T>) {
+            if let Some(value) = value {
+                *target = value.clone();
+            }
+        }
+        set(&mut self.listen, &cli.listen);
+        set(&mut self.log_format, &cli.log_format);
+        if cli.stdio.is_some() {
+            self.upstream.stdio = cli.stdio.clone();
+        }
+        set(&mut self.upstream.max_line_bytes, &cli.max_line_bytes);
+        set(&mut self.session.idle_ttl, &cli.idle_ttl);
+        set(&mut self.session.max_sessions, &cli.max_sessions);
+        set(&mut self.session.window_events, &cli.window_events);
+        set(&mut self.session.window_bytes, &cli.window_bytes);
+        set(&mut self.session.window_age, &cli.window_age);
+        set(&mut self.http.max_body_bytes, &cli.max_body_bytes);
+        set(&mut self.http.sse_keep_alive, &cli.sse_keep_alive);
+        set(&mut self.http.sse_retry, &cli.sse_retry);
+        set(&mut self.http.post_response, &cli.post_response);
+    }
+
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let positive = [
+            ("session.max_sessions", self.session.max_sessions),
+            ("session.window_events", self.session.window_events),
+            ("session.window_bytes", self.session.window_bytes),
+            ("http.max_body_bytes", self.http.max_body_bytes),
+            ("upstream.max_line_bytes", self.upstream.max_line_bytes),
+        ];
+        for (key, value) in positive {
+            if value == 0 {
+                bail!("{key} must be at least 1");
+            }
+        }
+        let durations = [
+            ("session.idle_ttl", self.session.idle_ttl),
+            ("session.window_age", self.session.window_age),
+            ("http.sse_keep_alive", self.http.sse_keep_alive),
+        ];
+        for (key, value) in durations {
+            if value.is_zero() {
+                bail!("{key} must be longer than zero");
+            }
+        }
+        if let Some(command) = &self.upstream.stdio {
+            StdioSpec::parse(command).map_err(|e| anyhow::anyhow!("upstream.stdio: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// The stdio server to run: the configured command, or this binary's demo server.
+    pub fn stdio_spec(&self) -> anyhow::Result<StdioSpec> {
+        let mut spec = match &self.upstream.stdio {
+            Some(command) => StdioSpec::parse(command).map_err(|e| anyhow::anyhow!(e))?,
+            None => {
+                let exe = std::env::current_exe().context("cannot locate this executable")?;
+                StdioSpec {
+                    program: exe.to_string_lossy().into_owned(),
+                    args: vec!["demo-server".into()],
+                    ..StdioSpec::parse("demo-server").map_err(|e| anyhow::anyhow!(e))?
+                }
+            }
+        };
+        spec.max_line_bytes = self.upstream.max_line_bytes;
+        spec.shutdown_grace = self.upstream.shutdown_grace;
+        Ok(spec)
+    }
+
+    pub fn session_settings(&self) -> SessionSettings {
+        SessionSettings {
+            window: Window {
+                max_events: self.session.window_events,
+                max_bytes: self.session.window_bytes,
+                max_age: self.session.window_age,
+            },
+            idle_ttl: self.session.idle_ttl,
+            max_sessions: self.session.max_sessions,
+            coalesce_progress: self.session.coalesce_progress,
+        }
+    }
+
+    pub fn http_settings(&self) -> HttpSettings {
+        HttpSettings {
+            max_body_bytes: self.http.max_body_bytes,
+            sse_keep_alive: self.http.sse_keep_alive,
+            sse_retry: self.http.sse_retry,
+            post_response: self.http.post_response,
+            json_wait: self.http.json_wait,
+            allowed_origins: self.http.allowed_origins.clone(),
+        }
+    }
+}
+
+/// Parses `250ms`, `15s`, `10m`, `1h` (a bare number is seconds).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 250ms, 15s, 10m or 1h"))?;
+    let seconds = |n: u64| Duration::from_secs(n);
+    match unit.trim() {
+        "ms" => Ok(Duration::from_millis(number)),
+        "" | "s" => Ok(seconds(number)),
+        "m" => Ok(seconds(number * 60)),
+        "h" => Ok(seconds(number * 3600)),
+        _ => Err(format!("{text:?} has an unknown unit (use ms, s, m or h)")),
+    }
+}
+
+fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(d)?;
+    parse_duration(&text).map_err(serde::de::Error::custom)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_durations() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("15s"), Ok(Duration::from_secs(15)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+
+    #[test]
+    fn reads_a_full_file() {
+        let config = Config::from_toml(
+            r#"
+            listen = "127.0.0.1:9000"
+            [upstream]
+            stdio = "my-server --flag 'two words'"
+            [session]
+            idle_ttl = "30s"
+            window_events = 16
+            [http]
+            post_response = "sse"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.listen.port(), 9000);
+        assert_eq!(config.session.idle_ttl, Duration::from_secs(30));
+        assert_eq!(config.session.window_events, 16);
+        assert_eq!(config.http.post_response, PostResponse::Sse);
+        let spec = config.stdio_spec().unwrap();
+        assert_eq!(spec.program, "my-server");
+        assert_eq!(spec.args, ["--flag", "two words"]);
+    }
+
+    #[test]
+    fn names_the_key_and_line_of_a_mistake() {
+        let error = Config::from_toml("listen = \"127.0.0.1:1\"\n[session]\nidle_tll = \"1s\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("idle_tll") && error.contains("line 3"),
+            "{error}"
+        );
+        let error = Config::from_toml("[session]\nwindow_events = \"many\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("window_events") && error.contains("line 2"),
+            "{error}"
+        );
+        let error = Config::from_toml("[session]\nwindow_events = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("session.window_events"), "{error}");
+        let error = Config::from_toml("[session]\nidle_ttl = \"soon\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("idle_ttl"), "{error}");
+    }
+
+    #[test]
+    fn command_line_overrides_the_file() {
+        let cli = Cli::parse_from([
+            "mcp-session-proxy",
+            "--window-events",
+            "8",
+            "--listen",
+            "127.0.0.1:1",
+        ]);
+        let mut config = Config::from_toml("[session]\nwindow_events = 99\n").unwrap();
+        config.apply(&cli);
+        assert_eq!(config.session.window_events, 8);
+        assert_eq!(config.listen.port(), 1);
+    }
+}

@@ -1,0 +1,306 @@
+//! The bundled demo MCP server (`mcp-session-proxy demo-server`): stdio, protocol 2025-11-25,
+//! deterministic tools and subscribable resources for the README, the tests and benchmarks.
+//! Its state (the counter, subscriptions) lives in the process, like a legacy stateful server.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::upstream::lines::{Line, LineReader};
+
+const PROTOCOL_VERSION: &str = "2025-11-25";
+const KNOWN_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+#[derive(Default)]
+struct State {
+    counter: u64,
+    subscriptions: HashSet<String>,
+    running: HashMap<String, JoinHandle<()>>,
+}
+
+#[derive(Clone)]
+struct Demo {
+    state: Arc<Mutex<State>>,
+    out: mpsc::UnboundedSender<Value>,
+}
+
+/// Serves MCP on stdin/stdout until stdin closes.
+pub async fn run() -> anyhow::Result<()> {
+    let (out, mut lines_out) = mpsc::unbounded_channel::<Value>();
+    let writer = tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        while let Some(message) = lines_out.recv().await {
+            let mut line = message.to_string().into_bytes();
+            line.push(b'\n');
+            if stdout.write_all(&line).await.is_err() || stdout.flush().await.is_err() {
+                return;
+            }
+        }
+    });
+    let demo = Demo {
+        state: Arc::default(),
+        out,
+    };
+    let mut input = LineReader::new(BufReader::new(tokio::io::stdin()), 16 << 20);
+    while let Some(line) = input.next_line().await? {
+        let Line::Text(line) = line else {
+            eprintln!("demo-server: skipped an oversized line");
+            continue;
+        };
+        match serde_json::from_slice::<Value>(&line) {
+            Ok(message) => demo.handle(message),
+            Err(error) => eprintln!("demo-server: not JSON: {error}"),
+        }
+    }
+    drop(demo);
+    let _ = writer.await;
+    Ok(())
+}
+
+impl Demo {
+    fn send(&self, message: Value) {
+        let _ = self.out.send(message);
+    }
+
+    fn reply(&self, id: &Value, result: Value) {
+        self.send(json!({ "jsonrpc": "2.0", "id": id, "result": result }));
+    }
+
+    fn fail(&self, id: &Value, code: i64, message: &str) {
+        self.send(
+            json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message } }),
+        );
+    }
+
+    fn notify(&self, method: &str, params: Value) {
+        self.send(json!({ "jsonrpc": "2.0", "method": method, "params": params }));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn handle(&self, message: Value) {
+        let method = message["method"].as_str().unwrap_or_default();
+        let params = &message["params"];
+        let Some(id) = message.get("id") else {
+            if method == "notifications/cancelled" {
+                self.cancel(&params["requestId"]);
+            }
+            return;
+        };
+        if method.is_empty() {
+            return; // a response to a request we never send
+        }
+        match method {
+            "initialize" => {
+                let asked = params["protocolVersion"].as_str().unwrap_or_default();
+                let version = if KNOWN_VERSIONS.contains(&asked) { asked } else { PROTOCOL_VERSION };
+                self.reply(id, json!({
+                    "protocolVersion": version,
+                    "capabilities": {
+                        "tools": { "listChanged": true },
+                        "resources": { "subscribe": true, "listChanged": true },
+                        "prompts": { "listChanged": false },
+                        "logging": {}
+                    },
+                    "serverInfo": { "name": "mcp-session-proxy-demo", "version": env!("CARGO_PKG_VERSION") },
+                    "instructions": "A deterministic demo server: echo, add, counter, sleep, emit_updates, progress."
+                }));
+            }
+            "ping" | "logging/setLevel" => self.reply(id, json!({})),
+            "tools/list" => self.reply(id, json!({ "tools": tools() })),
+            "tools/call" => self.call_tool(id, params),
+            "resources/list" => self.reply(id, json!({ "resources": [
+                { "uri": "demo://greeting", "name": "greeting", "mimeType": "text/plain" },
+                { "uri": "demo://counter", "name": "counter", "mimeType": "text/plain" }
+            ]})),
+            "resources/templates/list" => self.reply(id, json!({ "resourceTemplates": [] })),
+            "resources/read" => {
+                let uri = params["uri"].as_str().unwrap_or_default();
+                let text = match uri {
+                    "demo://greeting" => "Hello from the demo server".to_string(),
+                    "demo://counter" => self.lock().counter.to_string(),
+                    _ => return self.fail(id, -32002, &format!("Resource not found: {uri}")),
+                };
+                self.reply(id, json!({ "contents": [{ "uri": uri, "mimeType": "text/plain", "text": text }] }));
+            }
+            "resources/subscribe" | "resources/unsubscribe" => {
+                let uri = params["uri"].as_str().unwrap_or_default().to_owned();
+                let mut state = self.lock();
+                if method == "resources/subscribe" {
+                    state.subscriptions.insert(uri);
+                } else {
+                    state.subscriptions.remove(&uri);
+                }
+                drop(state);
+                self.reply(id, json!({}));
+            }
+            "prompts/list" => self.reply(id, json!({ "prompts": [
+                { "name": "greet", "description": "Greets someone", "arguments": [{ "name": "name", "required": true }] }
+            ]})),
+            "prompts/get" => {
+                let name = params["arguments"]["name"].as_str().unwrap_or("world");
+                self.reply(id, json!({ "messages": [
+                    { "role": "user", "content": { "type": "text", "text": format!("Say hello to {name}") } }
+                ]}));
+            }
+            _ => self.fail(id, -32601, &format!("Method not found: {method}")),
+        }
+    }
+
+    fn call_tool(&self, id: &Value, params: &Value) {
+        let args = &params["arguments"];
+        let text = |t: String| json!({ "content": [{ "type": "text", "text": t }] });
+        match params["name"].as_str().unwrap_or_default() {
+            "echo" => self.reply(
+                id,
+                text(args["text"].as_str().unwrap_or_default().to_owned()),
+            ),
+            "add" => {
+                let (a, b) = (
+                    args["a"].as_f64().unwrap_or(0.0),
+                    args["b"].as_f64().unwrap_or(0.0),
+                );
+                self.reply(id, text(format!("{}", a + b)));
+            }
+            "counter" => {
+                let (value, watched) = {
+                    let mut state = self.lock();
+                    state.counter += 1;
+                    (
+                        state.counter,
+                        state.subscriptions.contains("demo://counter"),
+                    )
+                };
+                if watched {
+                    self.notify(
+                        "notifications/resources/updated",
+                        json!({ "uri": "demo://counter" }),
+                    );
+                }
+                self.reply(id, text(value.to_string()));
+            }
+            "sleep" => {
+                let ms = args["ms"].as_u64().unwrap_or(0);
+                let done = text(format!("slept {ms} ms"));
+                self.spawn_for(id, move |demo: Demo, id: Value| async move {
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    demo.reply(&id, done);
+                });
+            }
+            "emit_updates" => {
+                let uris: Vec<String> = args["uris"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|u| u.as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let count = args["count"].as_u64().unwrap_or(1);
+                if uris.is_empty() {
+                    return self.fail(id, -32602, "emit_updates needs a non-empty `uris` list");
+                }
+                for i in 0..count {
+                    let uri = &uris[(i % uris.len() as u64) as usize];
+                    self.notify("notifications/resources/updated", json!({ "uri": uri }));
+                }
+                self.reply(id, text(format!("emitted {count} updates")));
+            }
+            "progress" => {
+                let steps = args["steps"].as_u64().unwrap_or(3);
+                let delay = Duration::from_millis(args["delay_ms"].as_u64().unwrap_or(0));
+                let token = params["_meta"]["progressToken"].clone();
+                let done = text(format!("done after {steps} steps"));
+                if delay.is_zero() {
+                    // Written before the next request is read: tests rely on this order.
+                    for step in 1..=steps {
+                        self.progress(&token, step, steps);
+                    }
+                    return self.reply(id, done);
+                }
+                self.spawn_for(id, move |demo: Demo, id: Value| async move {
+                    for step in 1..=steps {
+                        tokio::time::sleep(delay).await;
+                        demo.progress(&token, step, steps);
+                    }
+                    demo.reply(&id, done);
+                });
+            }
+            "crash" => {
+                let code = args["code"].as_i64().unwrap_or(3) as i32;
+                eprintln!("demo-server: crashing on request with exit code {code}");
+                std::process::exit(code);
+            }
+            other => self.fail(id, -32602, &format!("Unknown tool: {other}")),
+        }
+    }
+
+    fn progress(&self, token: &Value, step: u64, steps: u64) {
+        if !token.is_null() {
+            self.notify(
+                "notifications/progress",
+                json!({
+                    "progressToken": token, "progress": step, "total": steps,
+                    "message": format!("step {step} of {steps}")
+                }),
+            );
+        }
+    }
+
+    /// Runs a slow tool in its own task, cancellable by `notifications/cancelled`.
+    fn spawn_for<F, Fut>(&self, id: &Value, work: F)
+    where
+        F: FnOnce(Demo, Value) -> Fut,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let key = id.to_string();
+        let demo = self.clone();
+        let state = self.state.clone();
+        let task_key = key.clone();
+        let future = work(demo, id.clone());
+        let handle = tokio::spawn(async move {
+            future.await;
+            state
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .running
+                .remove(&task_key);
+        });
+        self.lock().running.insert(key, handle);
+    }
+
+    fn cancel(&self, request_id: &Value) {
+        let task = self.lock().running.remove(&request_id.to_string());
+        let outcome = match task {
+            Some(task) => {
+                task.abort();
+                "cancelled a request in flight"
+            }
+            None => "received a cancellation for no request in flight",
+        };
+        self.notify(
+            "notifications/message",
+            json!({ "level": "info", "logger": "demo", "data": outcome }),
+        );
+    }
+}
+
+fn tools() -> Value {
+    let schema = |properties: Value, required: &[&str]| json!({ "type": "object", "properties": properties, "required": required });
+    json!([
+        { "name": "echo", "description": "Returns its text", "inputSchema": schema(json!({ "text": { "type": "string" } }), &["text"]) },
+        { "name": "add", "description": "Adds two numbers", "inputSchema": schema(json!({ "a": { "type": "number" }, "b": { "type": "number" } }), &["a", "b"]) },
+        { "name": "counter", "description": "Increments a counter kept in this process and returns it", "inputSchema": schema(json!({}), &[]) },
+        { "name": "sleep", "description": "Answers after ms milliseconds (cancellable)", "inputSchema": schema(json!({ "ms": { "type": "integer" } }), &["ms"]) },
+        { "name": "emit_updates", "description": "Sends count resources/updated notifications, round-robin over uris", "inputSchema": schema(json!({ "uris": { "type": "array", "items": { "type": "string" } }, "count": { "type": "integer" } }), &["uris", "count"]) },
+        { "name": "progress", "description": "Sends steps progress notifications (delay_ms apart), then answers", "inputSchema": schema(json!({ "steps": { "type": "integer" }, "delay_ms": { "type": "integer" } }), &["steps"]) },
+        { "name": "crash", "description": "Exits the server process at once (for failure tests)", "inputSchema": schema(json!({ "code": { "type": "integer" } }), &[]) }
+    ])
+}

@@ -1,0 +1,97 @@
+//! Serves one session stream as SSE: priming event, the reader's deliveries with their event
+//! ids, synthesized invalidations after a gap, keep-alive comments while idle.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+use tokio::time::{interval_at, Instant};
+use tracing::Instrument;
+
+use super::body::Body;
+use crate::session::log::EventId;
+use crate::session::{Delivery, Reader};
+use crate::sse;
+
+/// How a stream is framed for its client.
+#[derive(Debug, Clone, Copy)]
+pub struct Framing {
+    /// Send a priming event (2025-11-25 and later clients) with this reconnection delay.
+    pub priming: Option<Option<u64>>,
+    pub keep_alive: Duration,
+}
+
+/// Chunks buffered between the writer task and hyper.
+const CHUNKS: usize = 32;
+
+/// Starts the writer task; `first` is a delivery already taken from `reader`, `start` the
+/// position the reader had before it.
+pub fn open(reader: Reader, start: EventId, first: Option<Delivery>, framing: Framing) -> Body {
+    let (chunks, body) = mpsc::channel(CHUNKS);
+    let span = tracing::debug_span!("stream", stream = %reader.stream());
+    tokio::spawn(write(reader, start, first, framing, chunks).instrument(span));
+    Body::Stream(body)
+}
+
+async fn write(
+    mut reader: Reader,
+    start: EventId,
+    mut pending: Option<Delivery>,
+    framing: Framing,
+    chunks: mpsc::Sender<Bytes>,
+) {
+    if let Some(retry) = framing.priming {
+        if chunks
+            .send(sse::priming(&start.to_string(), retry))
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+    let mut keep_alive = interval_at(Instant::now() + framing.keep_alive, framing.keep_alive);
+    loop {
+        let delivery = match pending.take() {
+            Some(delivery) => delivery,
+            None => tokio::select! {
+                delivery = reader.next() => match delivery {
+                    Some(delivery) => delivery,
+                    None => return,
+                },
+                _ = keep_alive.tick() => {
+                    if chunks.send(sse::keep_alive()).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                () = chunks.closed() => return,
+            },
+        };
+        for chunk in frames(reader.stream(), &delivery) {
+            if chunks.send(chunk).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// The SSE frames of one delivery: logged events with ids, invalidations without (they are
+/// synthesized again if the client loses them too).
+pub fn frames(stream: crate::session::log::StreamKey, delivery: &Delivery) -> Vec<Bytes> {
+    let logged = delivery
+        .events
+        .iter()
+        .filter(|event| !event.payload.is_empty())
+        .map(|event| {
+            let id = EventId {
+                stream,
+                seq: event.seq,
+            };
+            sse::event(Some(&id.to_string()), &event.payload)
+        });
+    let synthesized = delivery
+        .invalidations
+        .iter()
+        .map(|message| sse::event(None, message));
+    logged.chain(synthesized).collect()
+}

@@ -1,0 +1,183 @@
+//! Client-facing adapters: accept connections, route paths, speak the client's transport.
+//! A front turns requests into session calls; it never reaches into an upstream.
+
+pub mod body;
+pub mod event_stream;
+pub mod rejection;
+pub mod streamable_http;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{header, HeaderValue, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde::Deserialize;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, warn};
+
+use crate::metrics::Metrics;
+use crate::session::Registry;
+use body::Body;
+
+/// How a POST that carries a request is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum PostResponse {
+    /// JSON when the response is the first thing ready within `json_wait`, else SSE.
+    Auto,
+    /// Always an SSE stream.
+    Sse,
+    /// Always waits for the response and answers JSON (server messages before it wait in the
+    /// log for a GET stream resume).
+    Json,
+}
+
+/// HTTP-facing settings.
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    pub max_body_bytes: usize,
+    pub sse_keep_alive: Duration,
+    pub sse_retry: Duration,
+    pub post_response: PostResponse,
+    pub json_wait: Duration,
+    /// Extra allowed `Origin` values (exact, or `*`); loopback origins are always allowed.
+    pub allowed_origins: Vec<String>,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings {
+            max_body_bytes: 4 << 20,
+            sse_keep_alive: Duration::from_secs(15),
+            sse_retry: Duration::from_secs(1),
+            post_response: PostResponse::Auto,
+            json_wait: Duration::from_secs(1),
+            allowed_origins: Vec::new(),
+        }
+    }
+}
+
+impl HttpSettings {
+    /// Loopback origins, and those configured.
+    pub fn origin_allowed(&self, origin: &str) -> bool {
+        if self.allowed_origins.iter().any(|o| o == "*" || o == origin) {
+            return true;
+        }
+        let Some(rest) = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"))
+        else {
+            return false;
+        };
+        let host = if rest.starts_with('[') {
+            rest.split_inclusive(']').next().unwrap_or_default()
+        } else {
+            rest.split(':').next().unwrap_or_default()
+        };
+        matches!(host, "localhost" | "127.0.0.1" | "[::1]")
+    }
+}
+
+/// What every request handler shares.
+pub struct App {
+    pub registry: Arc<Registry>,
+    pub http: HttpSettings,
+    pub metrics: Arc<Metrics>,
+}
+
+/// Accepts connections until `shutdown`, then lets open ones finish their current exchange.
+pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: CancellationToken) {
+    let connections = TaskTracker::new();
+    loop {
+        let (socket, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    warn!(%error, "accept failed");
+                    continue;
+                }
+            },
+            () = shutdown.cancelled() => break,
+        };
+        let _ = socket.set_nodelay(true);
+        let app = app.clone();
+        let shutdown = shutdown.clone();
+        connections.spawn(async move {
+            let service = service_fn(move |request| {
+                let app = app.clone();
+                async move { Ok::<_, Infallible>(route(&app, request).await) }
+            });
+            let connection = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .serve_connection(TokioIo::new(socket), service);
+            tokio::pin!(connection);
+            let outcome = tokio::select! {
+                outcome = connection.as_mut() => outcome,
+                () = shutdown.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(error) = outcome {
+                debug!(%peer, %error, "connection ended with an error");
+            }
+        });
+    }
+    connections.close();
+    connections.wait().await;
+}
+
+async fn route(app: &App, request: Request<Incoming>) -> Response<Body> {
+    match request.uri().path() {
+        "/mcp" => streamable_http::handle(app, request).await,
+        "/healthz" | "/readyz" => text(StatusCode::OK, "ok\n".into()),
+        "/metrics" => text(StatusCode::OK, app.metrics.render()),
+        _ => text(StatusCode::NOT_FOUND, "not found\n".into()),
+    }
+}
+
+fn text(status: StatusCode, body: String) -> Response<Body> {
+    let mut response = Response::new(Body::full(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_origins_are_allowed_by_default() {
+        let http = HttpSettings::default();
+        for ok in [
+            "http://localhost:3000",
+            "http://127.0.0.1",
+            "https://[::1]:8443",
+        ] {
+            assert!(http.origin_allowed(ok), "{ok}");
+        }
+        for bad in [
+            "http://evil.example",
+            "http://localhost.evil.example",
+            "null",
+            "http://127.0.0.1.nip.io",
+        ] {
+            assert!(!http.origin_allowed(bad), "{bad}");
+        }
+        let http = HttpSettings {
+            allowed_origins: vec!["https://app.example".into()],
+            ..HttpSettings::default()
+        };
+        assert!(http.origin_allowed("https://app.example"));
+    }
+}

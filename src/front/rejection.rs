@@ -1,0 +1,140 @@
+//! The one place where a refused request becomes an HTTP status and a JSON-RPC error body
+//! (DESIGN "Bad input gets a clear answer"). Codes: the JSON-RPC standard ones, and -32001
+//! "session not found" from the legacy server range, as the official SDKs use it.
+
+use http::{header, HeaderValue, Response, StatusCode};
+use serde_json::Value;
+
+use super::body::Body;
+use crate::jsonrpc::{self, ParseError, INTERNAL_ERROR, INVALID_REQUEST};
+use crate::session::SessionError;
+
+/// JSON-RPC code for an unknown, expired or foreign session.
+pub const SESSION_NOT_FOUND: i64 = -32001;
+
+#[derive(Debug)]
+pub struct Rejection {
+    pub status: StatusCode,
+    pub code: i64,
+    pub message: String,
+    pub id: Value,
+    pub retry_after: Option<u64>,
+    pub allow: Option<&'static str>,
+}
+
+impl Rejection {
+    pub fn new(status: StatusCode, code: i64, message: impl Into<String>) -> Rejection {
+        Rejection {
+            status,
+            code,
+            message: message.into(),
+            id: Value::Null,
+            retry_after: None,
+            allow: None,
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Rejection {
+        Rejection::new(StatusCode::BAD_REQUEST, INVALID_REQUEST, message)
+    }
+
+    pub fn session_not_found() -> Rejection {
+        Rejection::new(
+            StatusCode::NOT_FOUND,
+            SESSION_NOT_FOUND,
+            "Session not found: it is unknown, expired or ended; start a new one with initialize",
+        )
+    }
+
+    pub fn forbidden_origin(origin: &str) -> Rejection {
+        Rejection::new(
+            StatusCode::FORBIDDEN,
+            INVALID_REQUEST,
+            format!("Forbidden: Origin {origin} is not allowed"),
+        )
+    }
+
+    pub fn too_large(limit: usize) -> Rejection {
+        Rejection::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            INVALID_REQUEST,
+            format!("Payload Too Large: the body exceeds {limit} bytes"),
+        )
+    }
+
+    pub fn unsupported_media_type() -> Rejection {
+        Rejection::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            INVALID_REQUEST,
+            "Unsupported Media Type: Content-Type must be application/json",
+        )
+    }
+
+    pub fn not_acceptable(required: &str) -> Rejection {
+        Rejection::new(
+            StatusCode::NOT_ACCEPTABLE,
+            INVALID_REQUEST,
+            format!("Not Acceptable: Accept must include {required}"),
+        )
+    }
+
+    pub fn method_not_allowed() -> Rejection {
+        Rejection {
+            allow: Some("GET, POST, DELETE"),
+            ..Rejection::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                INVALID_REQUEST,
+                "Method Not Allowed: use POST, GET or DELETE",
+            )
+        }
+    }
+
+    /// A session-layer failure: too many sessions → 503 with `Retry-After`; an upstream that
+    /// could not be reached → 502.
+    pub fn session(error: &SessionError) -> Rejection {
+        match error {
+            SessionError::TooManySessions(_) => Rejection {
+                retry_after: Some(1),
+                ..Rejection::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    INTERNAL_ERROR,
+                    format!("Service Unavailable: {error}"),
+                )
+            },
+            _ => Rejection::new(StatusCode::BAD_GATEWAY, INTERNAL_ERROR, error.to_string()),
+        }
+    }
+
+    pub fn with_id(mut self, id: Option<&Value>) -> Rejection {
+        self.id = id.cloned().unwrap_or(Value::Null);
+        self
+    }
+
+    pub fn into_response(self) -> Response<Body> {
+        let body = jsonrpc::error_response(&self.id, self.code, &self.message, None);
+        let mut response = Response::new(Body::full(body));
+        *response.status_mut() = self.status;
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if let Some(seconds) = self.retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if let Some(allow) = self.allow {
+            headers.insert(header::ALLOW, HeaderValue::from_static(allow));
+        }
+        response
+    }
+}
+
+impl From<ParseError> for Rejection {
+    fn from(error: ParseError) -> Rejection {
+        let message = match &error {
+            ParseError::Json(_) => format!("Parse error: {error}"),
+            ParseError::NotJsonRpc(_) => format!("Invalid Request: {error}"),
+        };
+        Rejection::new(StatusCode::BAD_REQUEST, error.code(), message)
+    }
+}

@@ -1,0 +1,344 @@
+//! The Streamable HTTP front (MCP 2025-03-26 … 2025-11-25, basic/transports §Streamable HTTP):
+//! POST carries one client message, GET opens (or, with `Last-Event-ID`, resumes) a stream,
+//! DELETE ends the session. Names sessions by the `Mcp-Session-Id` header; knows nothing of
+//! upstreams.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use serde_json::Value;
+
+use super::body::Body;
+use super::event_stream::{self, Framing};
+use super::rejection::Rejection;
+use super::{App, PostResponse};
+use crate::jsonrpc::{self, Kind, Message, METHOD_NOT_FOUND};
+use crate::session::id::Principal;
+use crate::session::log::{EventId, StreamKey};
+use crate::session::{Delivery, Reader, Session};
+
+pub const SESSION_HEADER: &str = "mcp-session-id";
+pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
+const LAST_EVENT_ID: &str = "last-event-id";
+
+/// Protocol versions whose Streamable HTTP rules this front implements.
+pub const SUPPORTED_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+/// The first version whose clients expect priming events.
+const PRIMING_SINCE: &str = "2025-11-25";
+
+pub async fn handle(app: &App, request: Request<Incoming>) -> Response<Body> {
+    let outcome = match check_origin(app, request.headers()) {
+        Err(rejection) => Err(rejection),
+        Ok(()) => match *request.method() {
+            Method::POST => post(app, request).await,
+            Method::GET => get(app, request.headers()),
+            Method::DELETE => delete(app, request.headers()),
+            _ => Err(Rejection::method_not_allowed()),
+        },
+    };
+    outcome.unwrap_or_else(Rejection::into_response)
+}
+
+async fn post(app: &App, request: Request<Incoming>) -> Result<Response<Body>, Rejection> {
+    let headers = request.headers().clone();
+    if !media_type_is(&headers, "application/json") {
+        return Err(Rejection::unsupported_media_type());
+    }
+    require_accept(&headers, &["application/json", "text/event-stream"])?;
+    let body = read_body(request, app.http.max_body_bytes).await?;
+    let message = Message::parse(body)?;
+    let principal = principal(&headers);
+    let session_id = header_str(&headers, SESSION_HEADER);
+
+    if message.kind() == Kind::Request && message.method() == Some("initialize") {
+        if session_id.is_some() {
+            return Err(Rejection::bad_request(
+                "Bad Request: initialize must not carry Mcp-Session-Id; this session is already initialized",
+            )
+            .with_id(message.id()));
+        }
+        let session = app
+            .registry
+            .create(principal)
+            .map_err(|e| Rejection::session(&e).with_id(message.id()))?;
+        return exchange(app, session, message, true).await;
+    }
+
+    let Some(session_id) = session_id else {
+        return Err(
+            Rejection::bad_request("Bad Request: Mcp-Session-Id header is required")
+                .with_id(message.id()),
+        );
+    };
+    let session = app
+        .registry
+        .get(session_id, &principal)
+        .ok_or_else(|| Rejection::session_not_found().with_id(message.id()))?;
+    check_protocol_version(&headers)?;
+    match message.kind() {
+        Kind::Request if message.method().is_some_and(|m| m.starts_with("session/")) => {
+            let error = jsonrpc::error_response(
+                message.id().unwrap_or(&Value::Null),
+                METHOD_NOT_FOUND,
+                &format!(
+                    "Method not found: {} (the session/ methods are not offered on this endpoint)",
+                    message.method().unwrap_or_default()
+                ),
+                None,
+            );
+            Ok(json(StatusCode::OK, error))
+        }
+        Kind::Request => exchange(app, session, message, false).await,
+        Kind::Notification => {
+            session
+                .notify(message)
+                .await
+                .map_err(|e| Rejection::session(&e))?;
+            Ok(accepted())
+        }
+        Kind::Response => {
+            session
+                .answer(message)
+                .await
+                .map_err(|e| Rejection::session(&e))?;
+            Ok(accepted())
+        }
+    }
+}
+
+/// Sends a request upstream and answers with its response as JSON, or as an SSE stream when
+/// anything else comes first or the response is slow.
+async fn exchange(
+    app: &App,
+    session: Arc<Session>,
+    request: Message,
+    initializing: bool,
+) -> Result<Response<Body>, Rejection> {
+    let request_id = request.id().cloned().unwrap_or(Value::Null);
+    let stream = match session.call(request).await {
+        Ok(stream) => stream,
+        Err(error) if initializing => {
+            app.registry.end(session.id());
+            return Err(Rejection::session(&error).with_id(Some(&request_id)));
+        }
+        Err(error) => {
+            let body = jsonrpc::error_response(
+                &request_id,
+                jsonrpc::INTERNAL_ERROR,
+                &error.to_string(),
+                None,
+            );
+            return Ok(json(StatusCode::OK, body));
+        }
+    };
+    let mut reader = session.attach(stream, None);
+    let start = reader.position();
+    let first = match app.http.post_response {
+        PostResponse::Sse => None,
+        PostResponse::Json => reader.next().await,
+        PostResponse::Auto => tokio::time::timeout(app.http.json_wait, reader.next())
+            .await
+            .ok()
+            .flatten(),
+    };
+    if let Some(response) = first.as_ref().and_then(lone_response) {
+        if initializing && is_error(&response) {
+            app.registry.end(session.id());
+            return Ok(json(StatusCode::OK, response));
+        }
+        let mut reply = json(StatusCode::OK, response);
+        if initializing {
+            set_session_header(&mut reply, &session);
+        }
+        return Ok(reply);
+    }
+    let mut reply = open_stream(app, &session, reader, start, first);
+    if initializing {
+        set_session_header(&mut reply, &session);
+    }
+    Ok(reply)
+}
+
+/// The payload of a delivery that is nothing but the stream's response.
+fn lone_response(delivery: &Delivery) -> Option<Bytes> {
+    match (&delivery.events[..], delivery.invalidations.is_empty()) {
+        ([only], true) if only.terminal && !only.payload.is_empty() => Some(only.payload.clone()),
+        _ => None,
+    }
+}
+
+fn is_error(payload: &Bytes) -> bool {
+    Message::parse(payload.clone()).is_ok_and(|m| m.is_error())
+}
+
+fn get(app: &App, headers: &HeaderMap) -> Result<Response<Body>, Rejection> {
+    require_accept(headers, &["text/event-stream"])?;
+    let session = find_session(app, headers)?;
+    check_protocol_version(headers)?;
+    let (stream, after) = match header_str(headers, LAST_EVENT_ID) {
+        None => (StreamKey::Standalone, None),
+        Some(text) => {
+            let id: EventId = text.parse().map_err(|()| {
+                Rejection::bad_request(format!(
+                    "Bad Request: Last-Event-ID {text:?} is not an event id of this proxy"
+                ))
+            })?;
+            (id.stream, Some(id.seq))
+        }
+    };
+    if !session.has_stream(stream) {
+        return Err(Rejection::bad_request(
+            "Bad Request: Last-Event-ID names no stream of this session",
+        ));
+    }
+    let reader = session.attach(stream, after);
+    let start = reader.position();
+    Ok(open_stream(app, &session, reader, start, None))
+}
+
+fn delete(app: &App, headers: &HeaderMap) -> Result<Response<Body>, Rejection> {
+    let session = find_session(app, headers)?;
+    app.registry.end(session.id());
+    Ok(Response::new(Body::empty()))
+}
+
+fn open_stream(
+    app: &App,
+    session: &Session,
+    reader: Reader,
+    start: EventId,
+    first: Option<Delivery>,
+) -> Response<Body> {
+    let primes = session
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= PRIMING_SINCE);
+    let framing = Framing {
+        priming: primes.then_some(Some(app.http.sse_retry.as_millis() as u64)),
+        keep_alive: app.http.sse_keep_alive,
+    };
+    let body = event_stream::open(reader, start, first, framing);
+    let mut response = Response::new(body);
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+fn find_session(app: &App, headers: &HeaderMap) -> Result<Arc<Session>, Rejection> {
+    let id = header_str(headers, SESSION_HEADER)
+        .ok_or_else(|| Rejection::bad_request("Bad Request: Mcp-Session-Id header is required"))?;
+    app.registry
+        .get(id, &principal(headers))
+        .ok_or_else(Rejection::session_not_found)
+}
+
+fn set_session_header(response: &mut Response<Body>, session: &Session) {
+    if let Ok(value) = HeaderValue::from_str(session.id()) {
+        response.headers_mut().insert(SESSION_HEADER, value);
+    }
+}
+
+fn json(status: StatusCode, body: Bytes) -> Response<Body> {
+    let mut response = Response::new(Body::full(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn accepted() -> Response<Body> {
+    let mut response = Response::new(Body::empty());
+    *response.status_mut() = StatusCode::ACCEPTED;
+    response
+}
+
+async fn read_body(request: Request<Incoming>, limit: usize) -> Result<Bytes, Rejection> {
+    let declared = header_str(request.headers(), header::CONTENT_LENGTH.as_str())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limit as u64) {
+        return Err(Rejection::too_large(limit));
+    }
+    match Limited::new(request.into_body(), limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) if error.is::<http_body_util::LengthLimitError>() => {
+            Err(Rejection::too_large(limit))
+        }
+        Err(error) => Err(Rejection::bad_request(format!(
+            "Bad Request: the body could not be read: {error}"
+        ))),
+    }
+}
+
+fn check_origin(app: &App, headers: &HeaderMap) -> Result<(), Rejection> {
+    match header_str(headers, header::ORIGIN.as_str()) {
+        Some(origin) if !app.http.origin_allowed(origin) => {
+            Err(Rejection::forbidden_origin(origin))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// 2025-06-18: `MCP-Protocol-Version` on every request after initialization; absent means
+/// 2025-03-26, unsupported is a 400.
+fn check_protocol_version(headers: &HeaderMap) -> Result<(), Rejection> {
+    match header_str(headers, PROTOCOL_VERSION_HEADER) {
+        Some(version) if !SUPPORTED_VERSIONS.contains(&version) => {
+            Err(Rejection::bad_request(format!(
+                "Bad Request: unsupported MCP-Protocol-Version {version:?} (supported: {})",
+                SUPPORTED_VERSIONS.join(", ")
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn require_accept(headers: &HeaderMap, required: &[&str]) -> Result<(), Rejection> {
+    let accepted: Vec<String> = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|part| {
+            part.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .collect();
+    let satisfied = |wanted: &str| {
+        let family = wanted.split('/').next().unwrap_or_default();
+        accepted
+            .iter()
+            .any(|a| a == wanted || a == "*/*" || *a == format!("{family}/*"))
+    };
+    match required.iter().find(|wanted| !satisfied(wanted)) {
+        Some(_) => Err(Rejection::not_acceptable(&required.join(" and "))),
+        None => Ok(()),
+    }
+}
+
+fn media_type_is(headers: &HeaderMap, wanted: &str) -> bool {
+    header_str(headers, header::CONTENT_TYPE.as_str())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case(wanted))
+}
+
+fn principal(headers: &HeaderMap) -> Principal {
+    match headers.get(header::AUTHORIZATION) {
+        Some(credential) => Principal::from_credential(credential.as_bytes()),
+        None => Principal::anonymous(),
+    }
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}

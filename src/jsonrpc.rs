@@ -1,0 +1,306 @@
+//! JSON-RPC 2.0 message model: classify a message, rewrite its id, build errors — while the
+//! payload (`params`, `result`, `error`) is carried as raw JSON and never re-serialised.
+
+use bytes::Bytes;
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
+
+/// What a message is, by the shape JSON-RPC gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Request,
+    Notification,
+    Response,
+}
+
+/// Why bytes are not a JSON-RPC message.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ParseError {
+    #[error("malformed JSON: {0}")]
+    Json(String),
+    #[error("not a JSON-RPC 2.0 message: {0}")]
+    NotJsonRpc(String),
+}
+
+impl ParseError {
+    pub fn code(&self) -> i64 {
+        match self {
+            ParseError::Json(_) => PARSE_ERROR,
+            ParseError::NotJsonRpc(_) => INVALID_REQUEST,
+        }
+    }
+}
+
+/// One JSON-RPC message. `raw` holds the bytes it was parsed from until something is changed,
+/// so a message that is only forwarded goes out exactly as it came in.
+#[derive(Debug, Clone)]
+pub struct Message {
+    id: Option<Value>,
+    method: Option<String>,
+    params: Option<Box<RawValue>>,
+    result: Option<Box<RawValue>>,
+    error: Option<Box<RawValue>>,
+    raw: Option<Bytes>,
+}
+
+#[derive(Deserialize)]
+struct Wire {
+    jsonrpc: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    id: Option<Value>,
+    method: Option<String>,
+    params: Option<Box<RawValue>>,
+    result: Option<Box<RawValue>>,
+    error: Option<Box<RawValue>>,
+}
+
+/// Distinguishes `"id": null` (Some(Null)) from an absent id (None).
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+impl Message {
+    /// Parses one message. A JSON array (a 2025-03-26 batch) is refused as not JSON-RPC.
+    pub fn parse(bytes: Bytes) -> Result<Message, ParseError> {
+        let wire: Wire = serde_json::from_slice(&bytes).map_err(|e| match e.classify() {
+            serde_json::error::Category::Data => ParseError::NotJsonRpc(
+                if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+                    "JSON-RPC batches are not supported".into()
+                } else {
+                    "expected a JSON object with \"jsonrpc\": \"2.0\"".into()
+                },
+            ),
+            _ => ParseError::Json(e.to_string()),
+        })?;
+        if wire.jsonrpc.as_deref() != Some("2.0") {
+            return Err(ParseError::NotJsonRpc("\"jsonrpc\" must be \"2.0\"".into()));
+        }
+        match &wire.id {
+            None | Some(Value::String(_)) | Some(Value::Number(_)) => {}
+            Some(Value::Null) if wire.method.is_none() => {}
+            Some(_) => {
+                return Err(ParseError::NotJsonRpc(
+                    "\"id\" must be a string or a number".into(),
+                ))
+            }
+        }
+        let message = Message {
+            id: wire.id,
+            method: wire.method,
+            params: wire.params,
+            result: wire.result,
+            error: wire.error,
+            raw: Some(bytes),
+        };
+        match (&message.method, &message.id) {
+            (Some(_), _) if message.result.is_some() || message.error.is_some() => Err(
+                ParseError::NotJsonRpc("a message has either \"method\" or a result".into()),
+            ),
+            (Some(_), _) => Ok(message),
+            (None, Some(_)) if message.result.is_some() != message.error.is_some() => Ok(message),
+            (None, Some(_)) => Err(ParseError::NotJsonRpc(
+                "a response carries exactly one of \"result\" and \"error\"".into(),
+            )),
+            (None, None) => Err(ParseError::NotJsonRpc(
+                "a message needs \"method\" or \"id\"".into(),
+            )),
+        }
+    }
+
+    /// Builds a request or notification (`id: None`) from parts.
+    pub fn request(id: Option<Value>, method: &str, params: Option<Box<RawValue>>) -> Message {
+        Message {
+            id,
+            method: Some(method.to_owned()),
+            params,
+            result: None,
+            error: None,
+            raw: None,
+        }
+    }
+
+    pub fn kind(&self) -> Kind {
+        match (&self.method, &self.id) {
+            (Some(_), Some(_)) => Kind::Request,
+            (Some(_), None) => Kind::Notification,
+            (None, _) => Kind::Response,
+        }
+    }
+
+    pub fn id(&self) -> Option<&Value> {
+        self.id.as_ref()
+    }
+
+    pub fn method(&self) -> Option<&str> {
+        self.method.as_deref()
+    }
+
+    pub fn params(&self) -> Option<&RawValue> {
+        self.params.as_deref()
+    }
+
+    pub fn result(&self) -> Option<&RawValue> {
+        self.result.as_deref()
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.error.is_some()
+    }
+
+    /// Replaces the id; the message is re-encoded on the next `to_bytes`.
+    pub fn set_id(&mut self, id: Value) {
+        self.id = Some(id);
+        self.raw = None;
+    }
+
+    /// Replaces the params; the message is re-encoded on the next `to_bytes`.
+    pub fn set_params(&mut self, params: Box<RawValue>) {
+        self.params = Some(params);
+        self.raw = None;
+    }
+
+    /// Deserialises the params into `T` (absent params read as `{}`).
+    pub fn params_as<'a, T: Deserialize<'a>>(&'a self) -> Option<T> {
+        let raw = self.params.as_deref().map(RawValue::get).unwrap_or("{}");
+        serde_json::from_str(raw).ok()
+    }
+
+    /// The wire form: the original bytes when nothing changed, else a compact encoding in
+    /// which the raw payload parts are copied verbatim.
+    pub fn to_bytes(&self) -> Bytes {
+        if let Some(raw) = &self.raw {
+            return raw.clone();
+        }
+        let mut out = String::with_capacity(64 + self.payload_len());
+        out.push_str("{\"jsonrpc\":\"2.0\"");
+        if let Some(id) = &self.id {
+            out.push_str(",\"id\":");
+            out.push_str(&id.to_string());
+        }
+        if let Some(method) = &self.method {
+            out.push_str(",\"method\":");
+            out.push_str(&Value::String(method.clone()).to_string());
+        }
+        for (name, part) in [
+            ("params", &self.params),
+            ("result", &self.result),
+            ("error", &self.error),
+        ] {
+            if let Some(part) = part {
+                out.push_str(",\"");
+                out.push_str(name);
+                out.push_str("\":");
+                out.push_str(part.get());
+            }
+        }
+        out.push('}');
+        Bytes::from(out)
+    }
+
+    fn payload_len(&self) -> usize {
+        [&self.params, &self.result, &self.error]
+            .iter()
+            .filter_map(|p| p.as_deref().map(|r| r.get().len()))
+            .sum()
+    }
+}
+
+/// The wire form of an error response.
+pub fn error_response(id: &Value, code: i64, message: &str, data: Option<Value>) -> Bytes {
+    let mut error = serde_json::json!({ "code": code, "message": message });
+    if let Some(data) = data {
+        error["data"] = data;
+    }
+    let body = serde_json::json!({ "jsonrpc": "2.0", "id": id, "error": error });
+    Bytes::from(body.to_string())
+}
+
+/// The wire form of a notification built by the proxy itself.
+pub fn notification(method: &str, params: Value) -> Bytes {
+    Bytes::from(
+        serde_json::json!({ "jsonrpc": "2.0", "method": method, "params": params }).to_string(),
+    )
+}
+
+/// A stable text key for an id, for maps (`1` and `"1"` stay distinct).
+pub fn id_key(id: &Value) -> String {
+    id.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Message, ParseError> {
+        Message::parse(Bytes::from(s.to_owned()))
+    }
+
+    #[test]
+    fn classifies_requests_notifications_and_responses() {
+        let m = parse(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).unwrap();
+        assert_eq!(m.kind(), Kind::Request);
+        let m = parse(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
+        assert_eq!(m.kind(), Kind::Notification);
+        let m = parse(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#).unwrap();
+        assert_eq!(m.kind(), Kind::Response);
+        let m = parse(r#"{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"x"}}"#).unwrap();
+        assert!(m.is_error());
+    }
+
+    #[test]
+    fn rejects_what_is_not_json_rpc() {
+        assert!(matches!(parse("{nope"), Err(ParseError::Json(_))));
+        assert!(matches!(parse(""), Err(ParseError::Json(_))));
+        for bad in [
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+            r#""hello""#,
+            r#"{"id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            r#"{"jsonrpc":"2.0"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","result":{}}"#,
+        ] {
+            assert!(
+                matches!(parse(bad), Err(ParseError::NotJsonRpc(_))),
+                "accepted {bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn forwards_unchanged_bytes_and_rewrites_ids_losslessly() {
+        let text =
+            r#"{"jsonrpc":"2.0", "id":7,"method":"tools/call","params":{"n":1.50,"s":"é\n"}}"#;
+        let mut m = parse(text).unwrap();
+        assert_eq!(&m.to_bytes()[..], text.as_bytes());
+        m.set_id(Value::from(42));
+        assert_eq!(
+            &m.to_bytes()[..],
+            r#"{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"n":1.50,"s":"é\n"}}"#
+                .as_bytes()
+        );
+    }
+
+    #[test]
+    fn error_responses_carry_code_message_and_data() {
+        let b = error_response(
+            &Value::from("x"),
+            INTERNAL_ERROR,
+            "gone",
+            Some(Value::from(3)),
+        );
+        let v: Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(v["error"]["code"], INTERNAL_ERROR);
+        assert_eq!(v["error"]["data"], 3);
+        assert_eq!(v["id"], "x");
+    }
+}

@@ -1,0 +1,27 @@
+//! mcp-session-proxy: a session-aware reverse proxy for MCP servers.
+//!
+//! Requests flow front → session → upstream; server messages flow back through the session's
+//! event log.
+//!
+//! - [`front`]: client transports. `streamable_http` serves POST/GET/DELETE on `/mcp`, names a
+//!   session by its `Mcp-Session-Id` header and turns `Last-Event-ID` into a stream resume;
+//!   `event_stream` writes a session stream as SSE; `rejection` is the one place where refused
+//!   input becomes an HTTP status and a JSON-RPC error.
+//! - [`session`]: what a session is. `registry` creates, finds (per principal) and expires
+//!   sessions; `log` is the bounded, coalescing event log every server message is filed in;
+//!   `routing` decides which stream a server message belongs to; `id` mints session ids.
+//! - [`upstream`]: server transports. `stdio` runs one child process per session.
+//! - [`jsonrpc`] the message model, [`sse`] the SSE codec, [`config`] options and validation,
+//!   [`metrics`] Prometheus counters, [`server`] start and stop, [`demo`] the bundled server.
+
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod demo;
+pub mod front;
+pub mod jsonrpc;
+pub mod metrics;
+pub mod server;
+pub mod session;
+pub mod sse;
+pub mod upstream;

@@ -1,0 +1,492 @@
+//! A session's event log: every server→client message gets a sequence number and a stream key,
+//! is kept for replay inside a window bounded by count, bytes and age, and is coalesced with an
+//! undelivered earlier message that carries the same coalesce key.
+//!
+//! Pure data structure: no I/O, no locking; time comes in as an argument.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+
+/// Which stream of a session a message belongs to (Streamable HTTP: the GET stream, or the
+/// POST stream that answers one request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum StreamKey {
+    /// The standalone GET stream: session-wide messages.
+    Standalone,
+    /// The stream of the n-th request of the session.
+    Request(u64),
+}
+
+impl fmt::Display for StreamKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StreamKey::Standalone => f.write_str("g"),
+            StreamKey::Request(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// A position in a session's log: the SSE event id is `"<stream>.<seq>"`, so a `Last-Event-ID`
+/// names both the stream to resume and where in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventId {
+    pub stream: StreamKey,
+    pub seq: u64,
+}
+
+impl fmt::Display for EventId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.stream, self.seq)
+    }
+}
+
+impl std::str::FromStr for EventId {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        let (stream, seq) = s.split_once('.').ok_or(())?;
+        let stream = match stream {
+            "g" => StreamKey::Standalone,
+            n => StreamKey::Request(n.parse().map_err(|_| ())?),
+        };
+        Ok(EventId {
+            stream,
+            seq: seq.parse().map_err(|_| ())?,
+        })
+    }
+}
+
+/// The bounds of a replay window.
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    pub max_events: usize,
+    pub max_bytes: usize,
+    pub max_age: Duration,
+}
+
+impl Default for Window {
+    fn default() -> Self {
+        Window {
+            max_events: 1024,
+            max_bytes: 1 << 20,
+            max_age: Duration::from_secs(600),
+        }
+    }
+}
+
+/// One logged message. An empty payload is an end-of-stream marker that is never sent.
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub seq: u64,
+    pub payload: Bytes,
+    /// The message ends its stream (the response of a request stream).
+    pub terminal: bool,
+}
+
+#[derive(Debug)]
+struct Entry {
+    stream: StreamKey,
+    payload: Bytes,
+    terminal: bool,
+    coalesce: Option<String>,
+    at: Instant,
+}
+
+/// What a read of one stream found.
+#[derive(Debug, Default)]
+pub struct Read {
+    pub events: Vec<Event>,
+    /// Some message of this stream after the read position was evicted before it was read.
+    pub gap: bool,
+    /// The position the reader has now caught up to (its next `after`).
+    pub through: u64,
+}
+
+/// What one append did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    pub seq: u64,
+    pub coalesced: u64,
+    pub evicted: u64,
+}
+
+/// Counters the log keeps about itself.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct LogCounters {
+    pub appended: u64,
+    pub coalesced: u64,
+    pub evicted: u64,
+}
+
+/// How many per-request eviction records are kept; older ones fall back to `evicted_floor`.
+const EVICTION_RECORDS: usize = 1024;
+
+#[derive(Debug)]
+pub struct EventLog {
+    window: Window,
+    next_seq: u64,
+    entries: BTreeMap<u64, Entry>,
+    by_stream: HashMap<StreamKey, BTreeSet<u64>>,
+    /// Undelivered coalescable entries: (stream, key) → seq.
+    pending_coalesce: HashMap<(StreamKey, String), u64>,
+    delivered: HashMap<StreamKey, u64>,
+    /// Highest evicted seq of the standalone stream.
+    evicted_standalone: u64,
+    /// Highest evicted seq per request stream, for the newest `EVICTION_RECORDS` of them.
+    evicted_requests: BTreeMap<u64, u64>,
+    /// Records of request streams numbered below this were dropped.
+    requests_forgotten_below: u64,
+    /// Highest seq evicted from any stream.
+    evicted_floor: u64,
+    bytes: usize,
+    counters: LogCounters,
+}
+
+impl EventLog {
+    pub fn new(window: Window) -> EventLog {
+        EventLog {
+            window,
+            next_seq: 1,
+            entries: BTreeMap::new(),
+            by_stream: HashMap::new(),
+            pending_coalesce: HashMap::new(),
+            delivered: HashMap::new(),
+            evicted_standalone: 0,
+            evicted_requests: BTreeMap::new(),
+            requests_forgotten_below: 0,
+            evicted_floor: 0,
+            bytes: 0,
+            counters: LogCounters::default(),
+        }
+    }
+
+    /// The sequence number of the newest message (0 before the first).
+    pub fn head(&self) -> u64 {
+        self.next_seq - 1
+    }
+
+    pub fn counters(&self) -> LogCounters {
+        self.counters
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Appends a message. With a coalesce key, an undelivered earlier message of the same
+    /// stream and key is removed: the survivor takes this position.
+    pub fn append(
+        &mut self,
+        stream: StreamKey,
+        payload: Bytes,
+        terminal: bool,
+        coalesce: Option<String>,
+        now: Instant,
+    ) -> Appended {
+        let before = self.counters;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        if let Some(key) = &coalesce {
+            let delivered = self.delivered_through(stream);
+            if let Some(old) = self.pending_coalesce.insert((stream, key.clone()), seq) {
+                if old > delivered && self.remove(old).is_some() {
+                    self.counters.coalesced += 1;
+                }
+            }
+        }
+        self.bytes += payload.len();
+        self.entries.insert(
+            seq,
+            Entry {
+                stream,
+                payload,
+                terminal,
+                coalesce,
+                at: now,
+            },
+        );
+        self.by_stream.entry(stream).or_default().insert(seq);
+        self.counters.appended += 1;
+        self.enforce_window(now);
+        Appended {
+            seq,
+            coalesced: self.counters.coalesced - before.coalesced,
+            evicted: self.counters.evicted - before.evicted,
+        }
+    }
+
+    /// The messages of `stream` after `after`, oldest first, and whether any were lost.
+    pub fn read(&mut self, stream: StreamKey, after: u64, now: Instant) -> Read {
+        self.expire(now);
+        let events: Vec<Event> = self
+            .by_stream
+            .get(&stream)
+            .map(|seqs| {
+                seqs.range(after + 1..)
+                    .map(|seq| {
+                        let entry = &self.entries[seq];
+                        Event {
+                            seq: *seq,
+                            payload: entry.payload.clone(),
+                            terminal: entry.terminal,
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let evicted = self.evicted_through(stream);
+        let last = events.last().map_or(0, |e| e.seq);
+        Read {
+            events,
+            gap: evicted > after,
+            through: after.max(evicted).max(last),
+        }
+    }
+
+    /// Records that `stream` was handed out through `seq`: earlier messages are no longer
+    /// coalesced away, since the client may have seen them.
+    pub fn mark_delivered(&mut self, stream: StreamKey, seq: u64) {
+        let delivered = self.delivered.entry(stream).or_insert(0);
+        *delivered = (*delivered).max(seq);
+    }
+
+    pub fn delivered_through(&self, stream: StreamKey) -> u64 {
+        self.delivered.get(&stream).copied().unwrap_or(0)
+    }
+
+    /// The newest evicted position of `stream`. For a request stream whose record was dropped,
+    /// the newest eviction of any stream stands in: a false gap costs a few synthesized
+    /// invalidations, a missed one would lose data.
+    fn evicted_through(&self, stream: StreamKey) -> u64 {
+        match stream {
+            StreamKey::Standalone => self.evicted_standalone,
+            StreamKey::Request(n) => match self.evicted_requests.get(&n) {
+                Some(evicted) => *evicted,
+                None if n < self.requests_forgotten_below => self.evicted_floor,
+                None => 0,
+            },
+        }
+    }
+
+    fn enforce_window(&mut self, now: Instant) {
+        self.expire(now);
+        while self.entries.len() > self.window.max_events || self.bytes > self.window.max_bytes {
+            if !self.evict_oldest() {
+                break;
+            }
+        }
+    }
+
+    fn expire(&mut self, now: Instant) {
+        while let Some((_, entry)) = self.entries.first_key_value() {
+            if now.saturating_duration_since(entry.at) < self.window.max_age {
+                break;
+            }
+            self.evict_oldest();
+        }
+    }
+
+    fn evict_oldest(&mut self) -> bool {
+        let Some(seq) = self.entries.keys().next().copied() else {
+            return false;
+        };
+        let Some(entry) = self.remove(seq) else {
+            return false;
+        };
+        self.counters.evicted += 1;
+        self.evicted_floor = self.evicted_floor.max(seq);
+        match entry.stream {
+            StreamKey::Standalone => self.evicted_standalone = seq,
+            StreamKey::Request(n) => {
+                self.evicted_requests.insert(n, seq);
+                if self.evicted_requests.len() > EVICTION_RECORDS {
+                    if let Some((oldest, _)) = self.evicted_requests.pop_first() {
+                        self.requests_forgotten_below = oldest + 1;
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    fn remove(&mut self, seq: u64) -> Option<Entry> {
+        let entry = self.entries.remove(&seq)?;
+        self.bytes -= entry.payload.len();
+        if let Some(seqs) = self.by_stream.get_mut(&entry.stream) {
+            seqs.remove(&seq);
+            if seqs.is_empty() {
+                self.by_stream.remove(&entry.stream);
+            }
+        }
+        if let Some(key) = &entry.coalesce {
+            let index_key = (entry.stream, key.clone());
+            if self.pending_coalesce.get(&index_key) == Some(&seq) {
+                self.pending_coalesce.remove(&index_key);
+            }
+        }
+        Some(entry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log(max_events: usize, max_bytes: usize) -> EventLog {
+        EventLog::new(Window {
+            max_events,
+            max_bytes,
+            max_age: Duration::from_secs(60),
+        })
+    }
+
+    fn payloads(read: &Read) -> Vec<&[u8]> {
+        read.events.iter().map(|e| &e.payload[..]).collect()
+    }
+
+    const G: StreamKey = StreamKey::Standalone;
+
+    #[test]
+    fn event_ids_round_trip() {
+        for id in [
+            EventId { stream: G, seq: 9 },
+            EventId {
+                stream: StreamKey::Request(3),
+                seq: 12,
+            },
+        ] {
+            assert_eq!(id.to_string().parse::<EventId>(), Ok(id));
+        }
+        assert!("x.1".parse::<EventId>().is_err());
+        assert!("17".parse::<EventId>().is_err());
+    }
+
+    #[test]
+    fn streams_are_read_separately_in_order() {
+        let now = Instant::now();
+        let mut log = log(100, 1 << 20);
+        let r1 = StreamKey::Request(1);
+        log.append(G, "a".into(), false, None, now);
+        log.append(r1, "b".into(), false, None, now);
+        log.append(G, "c".into(), false, None, now);
+        log.append(r1, "d".into(), true, None, now);
+        assert_eq!(payloads(&log.read(G, 0, now)), [b"a", b"c"]);
+        assert_eq!(payloads(&log.read(r1, 2, now)), [b"d"]);
+        assert!(log.read(r1, 2, now).events[0].terminal);
+        assert_eq!(log.head(), 4);
+    }
+
+    #[test]
+    fn coalesces_undelivered_messages_with_the_same_key() {
+        let now = Instant::now();
+        let mut log = log(10_000, 1 << 20);
+        for i in 0..1000 {
+            let uri = format!("u{}", i % 10);
+            log.append(G, format!("{uri}#{i}").into(), false, Some(uri), now);
+        }
+        let read = log.read(G, 0, now);
+        assert_eq!(read.events.len(), 10);
+        assert_eq!(&read.events[0].payload[..], b"u0#990");
+        assert_eq!(&read.events[9].payload[..], b"u9#999");
+        assert_eq!(log.counters().coalesced, 990);
+        assert!(!read.gap);
+    }
+
+    #[test]
+    fn delivered_messages_are_not_coalesced_away() {
+        let now = Instant::now();
+        let mut log = log(100, 1 << 20);
+        let first = log.append(G, "1".into(), false, Some("k".into()), now).seq;
+        log.mark_delivered(G, first);
+        log.append(G, "2".into(), false, Some("k".into()), now);
+        log.append(G, "3".into(), false, Some("k".into()), now);
+        assert_eq!(payloads(&log.read(G, 0, now)), [b"1", b"3"]);
+    }
+
+    #[test]
+    fn keys_do_not_coalesce_across_streams() {
+        let now = Instant::now();
+        let mut log = log(100, 1 << 20);
+        log.append(G, "1".into(), false, Some("k".into()), now);
+        log.append(
+            StreamKey::Request(1),
+            "2".into(),
+            false,
+            Some("k".into()),
+            now,
+        );
+        assert_eq!(log.read(G, 0, now).events.len(), 1);
+    }
+
+    #[test]
+    fn evicts_by_count_and_reports_the_gap() {
+        let now = Instant::now();
+        let mut log = log(3, 1 << 20);
+        for i in 1..=5 {
+            log.append(G, format!("{i}").into(), false, None, now);
+        }
+        let read = log.read(G, 1, now);
+        assert_eq!(payloads(&read), [b"3", b"4", b"5"]);
+        assert!(read.gap, "2 was evicted");
+        assert_eq!(read.through, 5);
+        assert!(!log.read(G, 2, now).gap);
+        let caught_up = log.read(G, 5, now);
+        assert!(!caught_up.gap && caught_up.events.is_empty());
+        assert_eq!(log.counters().evicted, 2);
+    }
+
+    #[test]
+    fn evicts_by_bytes() {
+        let now = Instant::now();
+        let mut log = log(100, 10);
+        log.append(G, "12345".into(), false, None, now);
+        log.append(G, "12345".into(), false, None, now);
+        log.append(G, "1".into(), false, None, now);
+        assert_eq!(log.len(), 2);
+        assert_eq!(log.bytes(), 6);
+    }
+
+    #[test]
+    fn evicts_by_age() {
+        let start = Instant::now();
+        let mut log = log(100, 1 << 20);
+        log.append(G, "old".into(), false, None, start);
+        let later = start + Duration::from_secs(61);
+        log.append(G, "new".into(), false, None, later);
+        let read = log.read(G, 0, later);
+        assert_eq!(payloads(&read), [b"new"]);
+        assert!(read.gap);
+    }
+
+    #[test]
+    fn a_gap_in_one_stream_is_not_a_gap_in_another() {
+        let now = Instant::now();
+        let mut log = log(2, 1 << 20);
+        log.append(StreamKey::Request(1), "x".into(), true, None, now);
+        log.append(G, "a".into(), false, None, now);
+        log.append(G, "b".into(), false, None, now);
+        assert!(!log.read(G, 0, now).gap);
+        assert!(log.read(StreamKey::Request(1), 0, now).gap);
+    }
+
+    #[test]
+    fn coalesce_index_is_dropped_with_evicted_entries() {
+        let now = Instant::now();
+        let mut log = log(2, 1 << 20);
+        for i in 0..50 {
+            log.append(G, "x".into(), false, Some(format!("k{i}")), now);
+        }
+        assert!(log.pending_coalesce.len() <= 2);
+    }
+}

@@ -1,0 +1,577 @@
+//! Sessions: what a session is, independent of how a request names it. A session owns its
+//! upstream binding, its event log and the streams attached to it; client messages go in through
+//! `call`/`notify`/`answer`, server messages come out through a `Reader` per stream.
+
+pub mod id;
+pub mod log;
+pub mod registry;
+pub mod routing;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, Span};
+
+use crate::jsonrpc::{self, id_key, Message};
+use crate::metrics::Metrics;
+use crate::upstream::{Upstream, UpstreamError, UpstreamEvent};
+use id::Principal;
+use log::{Event, EventId, EventLog, StreamKey, Window};
+use routing::Route;
+
+pub use registry::Registry;
+
+/// Per-session behaviour, from configuration.
+#[derive(Debug, Clone)]
+pub struct SessionSettings {
+    pub window: Window,
+    pub idle_ttl: Duration,
+    pub max_sessions: usize,
+    /// Let a newer progress notification replace an undelivered older one of its token.
+    pub coalesce_progress: bool,
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        SessionSettings {
+            window: Window::default(),
+            idle_ttl: Duration::from_secs(600),
+            max_sessions: 10_000,
+            coalesce_progress: false,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("{0}")]
+    UpstreamFailed(String),
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+    #[error("the limit of {0} open sessions is reached")]
+    TooManySessions(usize),
+}
+
+/// A client request the upstream has not answered yet, keyed by the upstream id.
+#[derive(Debug)]
+struct Inflight {
+    client_id: Value,
+    stream: u64,
+    method: String,
+    progress_token: Option<String>,
+}
+
+#[derive(Debug)]
+struct Attachment {
+    generation: u64,
+    detached: CancellationToken,
+}
+
+#[derive(Debug)]
+struct State {
+    log: EventLog,
+    next_stream: u64,
+    next_upstream_id: u64,
+    inflight: HashMap<u64, Inflight>,
+    progress: HashMap<String, u64>,
+    attachments: HashMap<StreamKey, Attachment>,
+    next_generation: u64,
+    subscriptions: BTreeSet<String>,
+    /// The `list_changed` notifications the server announced it may send.
+    changeable_lists: Vec<&'static str>,
+    protocol_version: Option<String>,
+    upstream_failure: Option<String>,
+    last_active: Instant,
+}
+
+impl State {
+    fn is_open(&self, stream: u64) -> bool {
+        self.inflight.values().any(|r| r.stream == stream)
+    }
+
+    /// The stream of the most recent request still in flight (SEP-2260: the request that caused
+    /// a server request or log message), else the standalone stream.
+    fn related_stream(&self) -> StreamKey {
+        self.inflight
+            .values()
+            .map(|r| r.stream)
+            .max()
+            .map_or(StreamKey::Standalone, StreamKey::Request)
+    }
+
+    /// What a client that lost messages must re-read: one `resources/updated` per subscribed
+    /// URI and one `list_changed` per list the server can change.
+    fn invalidations(&self) -> Vec<Bytes> {
+        let updates = self.subscriptions.iter().map(|uri| {
+            jsonrpc::notification(
+                "notifications/resources/updated",
+                serde_json::json!({ "uri": uri }),
+            )
+        });
+        let lists = self
+            .changeable_lists
+            .iter()
+            .map(|method| jsonrpc::notification(method, serde_json::json!({})));
+        updates.chain(lists).collect()
+    }
+}
+
+pub struct Session {
+    id: String,
+    principal: Principal,
+    span: Span,
+    settings: Arc<SessionSettings>,
+    metrics: Arc<Metrics>,
+    upstream: Upstream,
+    state: Mutex<State>,
+    changes: watch::Sender<u64>,
+    ended: CancellationToken,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("id", &self.id).finish()
+    }
+}
+
+/// What a reader takes out of its stream in one go.
+#[derive(Debug)]
+pub struct Delivery {
+    pub events: Vec<Event>,
+    /// Synthesized invalidations, present when messages were lost (evicted unread).
+    pub invalidations: Vec<Bytes>,
+}
+
+impl Session {
+    fn new(
+        id: String,
+        principal: Principal,
+        upstream: Upstream,
+        settings: Arc<SessionSettings>,
+        metrics: Arc<Metrics>,
+    ) -> Session {
+        let span = tracing::info_span!("session", id = %id);
+        Session {
+            state: Mutex::new(State {
+                log: EventLog::new(settings.window),
+                next_stream: 1,
+                next_upstream_id: 1,
+                inflight: HashMap::new(),
+                progress: HashMap::new(),
+                attachments: HashMap::new(),
+                next_generation: 1,
+                subscriptions: BTreeSet::new(),
+                changeable_lists: Vec::new(),
+                protocol_version: None,
+                upstream_failure: None,
+                last_active: Instant::now(),
+            }),
+            id,
+            principal,
+            span,
+            settings,
+            metrics,
+            upstream,
+            changes: watch::channel(0).0,
+            ended: CancellationToken::new(),
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn principal(&self) -> &Principal {
+        &self.principal
+    }
+
+    pub fn span(&self) -> &Span {
+        &self.span
+    }
+
+    /// The protocol version the server agreed to in `initialize`, once it has answered.
+    pub fn protocol_version(&self) -> Option<String> {
+        self.lock().protocol_version.clone()
+    }
+
+    pub fn upstream(&self) -> &Upstream {
+        &self.upstream
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends a client request upstream under a fresh upstream id and opens the stream its
+    /// answer will be logged on.
+    pub async fn call(&self, mut request: Message) -> Result<StreamKey, SessionError> {
+        let (stream, upstream_id, wire) = {
+            let mut state = self.lock();
+            if let Some(cause) = &state.upstream_failure {
+                return Err(SessionError::UpstreamFailed(cause.clone()));
+            }
+            state.last_active = Instant::now();
+            let stream = state.next_stream;
+            state.next_stream += 1;
+            let upstream_id = state.next_upstream_id;
+            state.next_upstream_id += 1;
+            let method = request.method().unwrap_or_default().to_owned();
+            match method.as_str() {
+                "resources/subscribe" | "resources/unsubscribe" => {
+                    if let Some(uri) = routing::subscription_uri(&request) {
+                        if method == "resources/subscribe" {
+                            state.subscriptions.insert(uri);
+                        } else {
+                            state.subscriptions.remove(&uri);
+                        }
+                    }
+                }
+                _ => {}
+            }
+            let progress_token = routing::progress_token(&request);
+            if let Some(token) = &progress_token {
+                state.progress.insert(token.clone(), stream);
+            }
+            let client_id = request.id().cloned().unwrap_or(Value::Null);
+            state.inflight.insert(
+                upstream_id,
+                Inflight {
+                    client_id,
+                    stream,
+                    method,
+                    progress_token,
+                },
+            );
+            request.set_id(Value::from(upstream_id));
+            (stream, upstream_id, request.to_bytes())
+        };
+        if let Err(error) = self.upstream.send(wire).await {
+            let mut state = self.lock();
+            if let Some(request) = state.inflight.remove(&upstream_id) {
+                if let Some(token) = request.progress_token {
+                    state.progress.remove(&token);
+                }
+            }
+            return Err(error.into());
+        }
+        Ok(StreamKey::Request(stream))
+    }
+
+    /// Forwards a client notification. `notifications/cancelled` is readdressed to the upstream
+    /// id, and the cancelled request's stream is closed.
+    pub async fn notify(&self, mut notification: Message) -> Result<(), SessionError> {
+        if notification.method() == Some("notifications/cancelled") {
+            #[derive(Deserialize)]
+            struct Cancelled {
+                #[serde(rename = "requestId")]
+                request_id: Value,
+            }
+            let Some(cancelled) = notification.params_as::<Cancelled>() else {
+                return Ok(());
+            };
+            let wanted = id_key(&cancelled.request_id);
+            let upstream_id = {
+                let mut state = self.lock();
+                let found = state
+                    .inflight
+                    .iter()
+                    .find(|(_, r)| id_key(&r.client_id) == wanted)
+                    .map(|(id, _)| *id);
+                let Some(upstream_id) = found else {
+                    debug!(request = %wanted, "cancellation of a request that is not in flight");
+                    return Ok(());
+                };
+                if let Some(request) = state.inflight.remove(&upstream_id) {
+                    if let Some(token) = request.progress_token {
+                        state.progress.remove(&token);
+                    }
+                    self.append(
+                        &mut state,
+                        StreamKey::Request(request.stream),
+                        Bytes::new(),
+                        true,
+                        None,
+                    );
+                }
+                upstream_id
+            };
+            let mut params: Value = notification
+                .params()
+                .and_then(|p| serde_json::from_str(p.get()).ok())
+                .unwrap_or_default();
+            params["requestId"] = Value::from(upstream_id);
+            if let Ok(raw) = serde_json::value::to_raw_value(&params) {
+                notification.set_params(raw);
+            }
+        }
+        self.forward(notification).await
+    }
+
+    /// Forwards the client's response to a server request.
+    pub async fn answer(&self, response: Message) -> Result<(), SessionError> {
+        self.forward(response).await
+    }
+
+    async fn forward(&self, message: Message) -> Result<(), SessionError> {
+        {
+            let mut state = self.lock();
+            if let Some(cause) = &state.upstream_failure {
+                return Err(SessionError::UpstreamFailed(cause.clone()));
+            }
+            state.last_active = Instant::now();
+        }
+        Ok(self.upstream.send(message.to_bytes()).await?)
+    }
+
+    /// Whether `stream` is one this session has opened.
+    pub fn has_stream(&self, stream: StreamKey) -> bool {
+        match stream {
+            StreamKey::Standalone => true,
+            StreamKey::Request(n) => n >= 1 && n < self.lock().next_stream,
+        }
+    }
+
+    /// Attaches a reader to `stream`, reading after `after` (or after what was already handed
+    /// out). It becomes the stream's only reader: an earlier one is detached.
+    pub fn attach(self: &Arc<Self>, stream: StreamKey, after: Option<u64>) -> Reader {
+        let mut state = self.lock();
+        let generation = state.next_generation;
+        state.next_generation += 1;
+        let detached = CancellationToken::new();
+        let previous = state.attachments.insert(
+            stream,
+            Attachment {
+                generation,
+                detached: detached.clone(),
+            },
+        );
+        if let Some(previous) = previous {
+            previous.detached.cancel();
+        }
+        if after.is_some() {
+            Metrics::inc(&self.metrics.replays_total);
+        }
+        let cursor = after.unwrap_or_else(|| state.log.delivered_through(stream));
+        Reader {
+            session: self.clone(),
+            stream,
+            cursor,
+            generation,
+            detached,
+            changes: self.changes.subscribe(),
+        }
+    }
+
+    /// Takes what `stream` holds after `cursor`, in one critical section with the check for
+    /// its end, so a response logged in between is never mistaken for the end.
+    fn take(&self, stream: StreamKey, cursor: &mut u64) -> Take {
+        let mut state = self.lock();
+        let read = state.log.read(stream, *cursor, Instant::now());
+        let invalidations = if read.gap {
+            Metrics::inc(&self.metrics.replay_gaps_total);
+            state.invalidations()
+        } else {
+            Vec::new()
+        };
+        *cursor = read.through;
+        state.log.mark_delivered(stream, read.through);
+        if !read.events.is_empty() || !invalidations.is_empty() {
+            return Take::Delivery(Delivery {
+                events: read.events,
+                invalidations,
+            });
+        }
+        match stream {
+            StreamKey::Request(n) if !state.is_open(n) => Take::Finished,
+            _ => Take::Nothing,
+        }
+    }
+
+    fn detach(&self, stream: StreamKey, generation: u64) {
+        let mut state = self.lock();
+        if state.attachments.get(&stream).map(|a| a.generation) == Some(generation) {
+            state.attachments.remove(&stream);
+        }
+        state.last_active = Instant::now();
+    }
+
+    /// Files a message from the upstream in the log.
+    pub(crate) fn on_upstream(&self, event: UpstreamEvent) {
+        let mut state = self.lock();
+        match event {
+            UpstreamEvent::Message(message) => self.file(&mut state, message),
+            UpstreamEvent::Exited(cause) => {
+                Metrics::inc(&self.metrics.upstream_exits_total);
+                let failed: Vec<Inflight> = state.inflight.drain().map(|(_, r)| r).collect();
+                state.progress.clear();
+                for request in failed {
+                    let error = jsonrpc::error_response(
+                        &request.client_id,
+                        jsonrpc::INTERNAL_ERROR,
+                        &cause,
+                        None,
+                    );
+                    self.append(
+                        &mut state,
+                        StreamKey::Request(request.stream),
+                        error,
+                        true,
+                        None,
+                    );
+                }
+                state.upstream_failure = Some(cause);
+            }
+        }
+    }
+
+    fn file(&self, state: &mut State, mut message: Message) {
+        let filing = routing::file(&message, self.settings.coalesce_progress);
+        let (stream, terminal) = match filing.route {
+            Route::Response(id) => {
+                let request = id
+                    .parse::<u64>()
+                    .ok()
+                    .and_then(|id| state.inflight.remove(&id));
+                let Some(request) = request else {
+                    debug!(%id, "response to no request in flight; dropped");
+                    return;
+                };
+                if let Some(token) = &request.progress_token {
+                    state.progress.remove(token);
+                }
+                if request.method == "initialize" {
+                    record_initialize(state, &message);
+                }
+                message.set_id(request.client_id);
+                (StreamKey::Request(request.stream), true)
+            }
+            Route::Progress(token) => match state.progress.get(&token) {
+                Some(stream) => (StreamKey::Request(*stream), false),
+                None => (StreamKey::Standalone, false),
+            },
+            Route::Related => (state.related_stream(), false),
+            Route::SessionWide => (StreamKey::Standalone, false),
+        };
+        self.append(state, stream, message.to_bytes(), terminal, filing.coalesce);
+    }
+
+    fn append(
+        &self,
+        state: &mut State,
+        stream: StreamKey,
+        payload: Bytes,
+        terminal: bool,
+        coalesce: Option<String>,
+    ) {
+        let appended = state
+            .log
+            .append(stream, payload, terminal, coalesce, Instant::now());
+        Metrics::inc(&self.metrics.events_logged_total);
+        Metrics::add(&self.metrics.events_coalesced_total, appended.coalesced);
+        Metrics::add(&self.metrics.events_evicted_total, appended.evicted);
+        self.changes.send_replace(appended.seq);
+    }
+
+    /// Since when the session has been idle: no stream attached, nothing in flight.
+    pub(crate) fn idle_since(&self) -> Option<Instant> {
+        let state = self.lock();
+        (state.attachments.is_empty() && state.inflight.is_empty()).then_some(state.last_active)
+    }
+
+    /// Ends the session: readers stop, the upstream is released.
+    pub(crate) fn end(&self) {
+        self.ended.cancel();
+        self.upstream.release();
+    }
+}
+
+fn record_initialize(state: &mut State, response: &Message) {
+    #[derive(Deserialize)]
+    struct InitializeResult {
+        #[serde(rename = "protocolVersion")]
+        protocol_version: Option<String>,
+        #[serde(default)]
+        capabilities: Value,
+    }
+    let Some(result) = response
+        .result()
+        .and_then(|r| serde_json::from_str::<InitializeResult>(r.get()).ok())
+    else {
+        return;
+    };
+    state.protocol_version = result.protocol_version;
+    state.changeable_lists = [
+        ("tools", "notifications/tools/list_changed"),
+        ("resources", "notifications/resources/list_changed"),
+        ("prompts", "notifications/prompts/list_changed"),
+    ]
+    .into_iter()
+    .filter(|(capability, _)| result.capabilities[capability]["listChanged"] == true)
+    .map(|(_, method)| method)
+    .collect();
+}
+
+enum Take {
+    Delivery(Delivery),
+    Nothing,
+    Finished,
+}
+
+/// The one reader of a stream. Replay and live delivery are the same loop: read the log after
+/// the cursor, then wait for it to grow.
+pub struct Reader {
+    session: Arc<Session>,
+    stream: StreamKey,
+    cursor: u64,
+    generation: u64,
+    detached: CancellationToken,
+    changes: watch::Receiver<u64>,
+}
+
+impl Reader {
+    pub fn stream(&self) -> StreamKey {
+        self.stream
+    }
+
+    /// The position this reader has reached, as an SSE event id.
+    pub fn position(&self) -> EventId {
+        EventId {
+            stream: self.stream,
+            seq: self.cursor,
+        }
+    }
+
+    /// The next delivery; `None` once the stream is over: a request stream after its response,
+    /// or any stream whose reader was replaced or whose session ended.
+    pub async fn next(&mut self) -> Option<Delivery> {
+        loop {
+            if self.detached.is_cancelled() || self.session.ended.is_cancelled() {
+                return None;
+            }
+            self.changes.borrow_and_update();
+            match self.session.take(self.stream, &mut self.cursor) {
+                Take::Delivery(delivery) => return Some(delivery),
+                Take::Finished => return None,
+                Take::Nothing => {}
+            }
+            tokio::select! {
+                changed = self.changes.changed() => if changed.is_err() { return None },
+                () = self.detached.cancelled() => return None,
+                () = self.session.ended.cancelled() => return None,
+            }
+        }
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.session.detach(self.stream, self.generation);
+    }
+}

@@ -1,0 +1,161 @@
+//! The registry of live sessions: creates them (binding an upstream), finds them for the
+//! principal that owns them, ends them on request, on idle expiry or at shutdown.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::DashMap;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, Instrument};
+
+use super::id::{self, Principal};
+use super::{Session, SessionError, SessionSettings};
+use crate::metrics::Metrics;
+use crate::upstream::stdio::{StdioSpec, StdioUpstream};
+use crate::upstream::{Upstream, UpstreamEvent};
+
+/// Server messages buffered between an upstream and its session before the upstream waits.
+const UPSTREAM_EVENTS: usize = 256;
+
+pub struct Registry {
+    sessions: DashMap<String, Arc<Session>>,
+    /// Sessions counted against the limit, including ones being created.
+    reserved: AtomicUsize,
+    upstream: StdioSpec,
+    settings: Arc<SessionSettings>,
+    metrics: Arc<Metrics>,
+}
+
+impl Registry {
+    pub fn new(upstream: StdioSpec, settings: SessionSettings, metrics: Arc<Metrics>) -> Registry {
+        Registry {
+            sessions: DashMap::new(),
+            reserved: AtomicUsize::new(0),
+            upstream,
+            settings: Arc::new(settings),
+            metrics,
+        }
+    }
+
+    pub fn settings(&self) -> &SessionSettings {
+        &self.settings
+    }
+
+    pub fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+
+    /// Creates a session for `principal` with a fresh upstream.
+    pub fn create(&self, principal: Principal) -> Result<Arc<Session>, SessionError> {
+        let limit = self.settings.max_sessions;
+        if self.reserved.fetch_add(1, Ordering::AcqRel) >= limit {
+            self.reserved.fetch_sub(1, Ordering::AcqRel);
+            Metrics::inc(&self.metrics.sessions_rejected_total);
+            return Err(SessionError::TooManySessions(limit));
+        }
+        let (events, inbox) = mpsc::channel(UPSTREAM_EVENTS);
+        let upstream = match StdioUpstream::spawn(&self.upstream, events) {
+            Ok(stdio) => Upstream::Stdio(stdio),
+            Err(error) => {
+                self.reserved.fetch_sub(1, Ordering::AcqRel);
+                return Err(error.into());
+            }
+        };
+        Metrics::inc(&self.metrics.upstream_spawns_total);
+        let session = Arc::new(Session::new(
+            id::mint(),
+            principal,
+            upstream,
+            self.settings.clone(),
+            self.metrics.clone(),
+        ));
+        tokio::spawn(pump(session.clone(), inbox).instrument(session.span().clone()));
+        self.sessions
+            .insert(session.id().to_owned(), session.clone());
+        Metrics::inc(&self.metrics.sessions_created_total);
+        Metrics::inc(&self.metrics.sessions_open);
+        session.span().in_scope(|| info!("session created"));
+        Ok(session)
+    }
+
+    /// The session `id` if `principal` owns it. Another principal's session is not found.
+    pub fn get(&self, id: &str, principal: &Principal) -> Option<Arc<Session>> {
+        if !id::is_well_formed(id) {
+            return None;
+        }
+        let session = self.sessions.get(id)?.value().clone();
+        (session.principal() == principal).then_some(session)
+    }
+
+    /// Ends session `id`; false if it was not open.
+    pub fn end(&self, id: &str) -> bool {
+        let Some((_, session)) = self.sessions.remove(id) else {
+            return false;
+        };
+        self.reserved.fetch_sub(1, Ordering::AcqRel);
+        Metrics::dec(&self.metrics.sessions_open);
+        session.end();
+        session.span().in_scope(|| info!("session ended"));
+        true
+    }
+
+    /// Ends every session idle for the idle TTL or longer; returns how many.
+    pub fn expire_idle(&self, now: Instant) -> usize {
+        let ttl = self.settings.idle_ttl;
+        let expired: Vec<String> = self
+            .sessions
+            .iter()
+            .filter(|entry| {
+                entry
+                    .value()
+                    .idle_since()
+                    .is_some_and(|since| now.saturating_duration_since(since) >= ttl)
+            })
+            .map(|entry| entry.key().clone())
+            .collect();
+        let mut count = 0;
+        for id in expired {
+            if self.end(&id) {
+                Metrics::inc(&self.metrics.sessions_expired_total);
+                count += 1;
+            }
+        }
+        count
+    }
+
+    /// Expires idle sessions until `shutdown`, checking a few times per TTL.
+    pub async fn run_expiry(self: Arc<Self>, shutdown: CancellationToken) {
+        let period =
+            (self.settings.idle_ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
+        let mut ticks = tokio::time::interval(period);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => { self.expire_idle(Instant::now()); }
+                () = shutdown.cancelled() => return,
+            }
+        }
+    }
+
+    /// Ends every session (shutdown).
+    pub fn end_all(&self) {
+        let ids: Vec<String> = self.sessions.iter().map(|e| e.key().clone()).collect();
+        for id in ids {
+            self.end(&id);
+        }
+    }
+}
+
+/// Carries upstream events into the session until the upstream goes away.
+async fn pump(session: Arc<Session>, mut inbox: mpsc::Receiver<UpstreamEvent>) {
+    while let Some(event) = inbox.recv().await {
+        session.on_upstream(event);
+    }
+}

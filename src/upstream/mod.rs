@@ -1,0 +1,52 @@
+//! Upstream adapters: how the proxy talks to the MCP server behind a session. Each kind turns
+//! the server's transport into two things: `send` (client→server messages, already addressed
+//! with upstream ids) and a channel of `UpstreamEvent`s (server→client messages, then the end).
+
+pub mod lines;
+pub mod stdio;
+
+use bytes::Bytes;
+
+use crate::jsonrpc::Message;
+
+/// What an upstream reports to its session.
+#[derive(Debug)]
+pub enum UpstreamEvent {
+    /// A message from the server.
+    Message(Message),
+    /// The server went away on its own; the text says why (exit status, last stderr lines).
+    Exited(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("could not start the upstream server `{command}`: {source}")]
+    Spawn {
+        command: String,
+        source: std::io::Error,
+    },
+    #[error("the upstream server is gone")]
+    Gone,
+}
+
+/// The upstream bound to one session.
+#[derive(Debug, Clone)]
+pub enum Upstream {
+    Stdio(stdio::StdioUpstream),
+}
+
+impl Upstream {
+    /// Sends one message; the bytes are a complete JSON-RPC message.
+    pub async fn send(&self, message: Bytes) -> Result<(), UpstreamError> {
+        match self {
+            Upstream::Stdio(stdio) => stdio.send(message).await,
+        }
+    }
+
+    /// Lets the server go (stdio: close stdin, then SIGTERM, then SIGKILL). Idempotent.
+    pub fn release(&self) {
+        match self {
+            Upstream::Stdio(stdio) => stdio.release(),
+        }
+    }
+}

@@ -1,0 +1,272 @@
+//! The stdio upstream (MCP spec, basic/transports §stdio): one child process per session,
+//! newline-delimited JSON on stdin/stdout, stderr to the log. An actor task owns the child;
+//! shutdown is close stdin → SIGTERM → SIGKILL, each step after a grace period.
+
+use std::collections::VecDeque;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn, Instrument};
+
+use super::lines::{Line, LineReader};
+use super::{UpstreamError, UpstreamEvent};
+use crate::jsonrpc::Message;
+
+/// How to start and stop a stdio server. Comes from configuration only.
+#[derive(Debug, Clone)]
+pub struct StdioSpec {
+    pub program: String,
+    pub args: Vec<String>,
+    /// Longest line accepted from the server's stdout.
+    pub max_line_bytes: usize,
+    /// Wait after closing stdin, and again after SIGTERM.
+    pub shutdown_grace: Duration,
+}
+
+impl StdioSpec {
+    /// Splits a command line the way a POSIX shell would, without running a shell.
+    pub fn parse(command_line: &str) -> Result<StdioSpec, String> {
+        let words = shell_words::split(command_line)
+            .map_err(|e| format!("cannot split the command line `{command_line}`: {e}"))?;
+        let (program, args) = words
+            .split_first()
+            .ok_or_else(|| "the stdio command line is empty".to_string())?;
+        Ok(StdioSpec {
+            program: program.clone(),
+            args: args.to_vec(),
+            max_line_bytes: 4 << 20,
+            shutdown_grace: Duration::from_secs(2),
+        })
+    }
+
+    pub fn display(&self) -> String {
+        shell_words::join(std::iter::once(&self.program).chain(&self.args))
+    }
+}
+
+/// Lines of stderr kept to explain a crash.
+const STDERR_TAIL: usize = 10;
+/// Longest stderr line kept whole.
+const MAX_STDERR_LINE: usize = 8 << 10;
+
+/// Messages queued for the child's stdin before senders wait: backpressure onto clients.
+const STDIN_QUEUE: usize = 64;
+
+/// Handle to a running child. Cloning shares the child.
+#[derive(Debug, Clone)]
+pub struct StdioUpstream {
+    outbox: mpsc::Sender<Bytes>,
+    released: CancellationToken,
+    pid: Option<u32>,
+}
+
+impl StdioUpstream {
+    /// Starts the child; its messages and its end arrive on `events`.
+    pub fn spawn(
+        spec: &StdioSpec,
+        events: mpsc::Sender<UpstreamEvent>,
+    ) -> Result<StdioUpstream, UpstreamError> {
+        let mut child = Command::new(&spec.program)
+            .args(&spec.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .process_group(0)
+            .spawn()
+            .map_err(|source| UpstreamError::Spawn {
+                command: spec.display(),
+                source,
+            })?;
+        let pid = child.id();
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            unreachable!("all three pipes were requested");
+        };
+        let span = tracing::info_span!("upstream", pid);
+        let tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
+        let reader = tokio::spawn(
+            read_stdout(stdout, spec.max_line_bytes, events.clone()).instrument(span.clone()),
+        );
+        tokio::spawn(read_stderr(stderr, tail.clone()).instrument(span.clone()));
+        let (outbox, inbox) = mpsc::channel(STDIN_QUEUE);
+        let released = CancellationToken::new();
+        let actor = Actor {
+            child,
+            stdin: Some(stdin),
+            inbox,
+            released: released.clone(),
+            reader,
+            tail,
+            events,
+            grace: spec.shutdown_grace,
+        };
+        tokio::spawn(actor.run().instrument(span));
+        debug!(pid, command = %spec.display(), "upstream started");
+        Ok(StdioUpstream {
+            outbox,
+            released,
+            pid,
+        })
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    pub async fn send(&self, message: Bytes) -> Result<(), UpstreamError> {
+        self.outbox
+            .send(message)
+            .await
+            .map_err(|_| UpstreamError::Gone)
+    }
+
+    pub fn release(&self) {
+        self.released.cancel();
+    }
+}
+
+struct Actor {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    inbox: mpsc::Receiver<Bytes>,
+    released: CancellationToken,
+    reader: JoinHandle<()>,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    events: mpsc::Sender<UpstreamEvent>,
+    grace: Duration,
+}
+
+impl Actor {
+    async fn run(mut self) {
+        let status = loop {
+            tokio::select! {
+                biased;
+                () = self.released.cancelled() => break None,
+                status = self.child.wait() => break Some(status),
+                message = self.inbox.recv() => match message {
+                    Some(message) => self.write(&message).await,
+                    None => break None,
+                },
+            }
+        };
+        let Some(status) = status else {
+            self.stdin = None;
+            let status = terminate(&mut self.child, self.grace).await;
+            debug!(?status, "upstream released");
+            return;
+        };
+        // Exited on its own: let the reader deliver what it printed before reporting the end.
+        let _ = (&mut self.reader).await;
+        let cause = describe_exit(status, &self.tail);
+        warn!(%cause, "upstream exited");
+        let _ = self.events.send(UpstreamEvent::Exited(cause)).await;
+    }
+
+    async fn write(&mut self, message: &[u8]) {
+        let Some(stdin) = self.stdin.as_mut() else {
+            return;
+        };
+        // A JSON text holds raw newlines only as whitespace, so they can become spaces.
+        let mut line = Vec::with_capacity(message.len() + 1);
+        line.extend(
+            message
+                .iter()
+                .map(|b| if matches!(b, b'\n' | b'\r') { b' ' } else { *b }),
+        );
+        line.push(b'\n');
+        if let Err(error) = stdin.write_all(&line).await {
+            warn!(%error, "writing to the upstream's stdin failed");
+            self.stdin = None;
+        }
+    }
+}
+
+async fn terminate(child: &mut Child, grace: Duration) -> std::io::Result<ExitStatus> {
+    if let Ok(status) = tokio::time::timeout(grace, child.wait()).await {
+        return status;
+    }
+    if let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok()) {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+    }
+    if let Ok(status) = tokio::time::timeout(grace, child.wait()).await {
+        return status;
+    }
+    child.kill().await?;
+    child.wait().await
+}
+
+fn describe_exit(status: std::io::Result<ExitStatus>, tail: &Mutex<VecDeque<String>>) -> String {
+    let status = match status {
+        Ok(status) => status.to_string(),
+        Err(error) => format!("status unknown ({error})"),
+    };
+    let tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+    if tail.is_empty() {
+        format!("upstream server exited ({status})")
+    } else {
+        let lines: Vec<&str> = tail.iter().map(String::as_str).collect();
+        format!(
+            "upstream server exited ({status}); last stderr: {}",
+            lines.join(" | ")
+        )
+    }
+}
+
+async fn read_stdout(
+    stdout: tokio::process::ChildStdout,
+    max_line: usize,
+    events: mpsc::Sender<UpstreamEvent>,
+) {
+    let mut lines = LineReader::new(BufReader::new(stdout), max_line);
+    loop {
+        match lines.next_line().await {
+            Ok(Some(Line::Text(line))) if line.iter().all(u8::is_ascii_whitespace) => {}
+            Ok(Some(Line::Text(line))) => match Message::parse(Bytes::from(line)) {
+                Ok(message) => {
+                    if events.send(UpstreamEvent::Message(message)).await.is_err() {
+                        return;
+                    }
+                }
+                Err(error) => warn!(%error, "upstream wrote a line that is not JSON-RPC; dropped"),
+            },
+            Ok(Some(Line::TooLong { max })) => {
+                warn!(
+                    max,
+                    "upstream wrote a message longer than max_line_bytes; dropped"
+                )
+            }
+            Ok(None) => return,
+            Err(error) => {
+                warn!(%error, "reading the upstream's stdout failed");
+                return;
+            }
+        }
+    }
+}
+
+async fn read_stderr(stderr: tokio::process::ChildStderr, tail: Arc<Mutex<VecDeque<String>>>) {
+    let mut lines = LineReader::new(BufReader::new(stderr), MAX_STDERR_LINE);
+    while let Ok(Some(line)) = lines.next_line().await {
+        let text = match line {
+            Line::Text(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Line::TooLong { max } => format!("[a stderr line over {max} bytes]"),
+        };
+        info!(target: "mcp_session_proxy::upstream::stderr", "{text}");
+        let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+        if tail.len() == STDERR_TAIL {
+            tail.pop_front();
+        }
+        tail.push_back(text);
+    }
+}
