@@ -1,0 +1,340 @@
+//! Test harness: a proxy listening on 127.0.0.1:0 in front of the real demo server binary, and
+//! a small HTTP client that speaks Streamable HTTP over real sockets.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use mcp_session_proxy::config::Config;
+use mcp_session_proxy::server::{self, Running};
+use mcp_session_proxy::sse::{self, Decoder};
+use serde_json::{json, Value};
+use tokio::net::TcpStream;
+
+pub const DEMO: &str = env!("CARGO_BIN_EXE_mcp-session-proxy");
+
+/// A proxy in front of the demo server. Dropping the runtime kills its children
+/// (`kill_on_drop`), so a failing test leaves nothing behind.
+pub struct Proxy {
+    pub running: Running,
+}
+
+impl Proxy {
+    pub async fn start() -> Proxy {
+        Proxy::start_with(|_| {}).await
+    }
+
+    pub async fn start_with(adjust: impl FnOnce(&mut Config)) -> Proxy {
+        let mut config = Config::default();
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        config.upstream.stdio = Some(format!("{} demo-server", shell_words::quote(DEMO)));
+        config.upstream.shutdown_grace = Duration::from_millis(500);
+        adjust(&mut config);
+        let running = server::start(&config).await.expect("the proxy starts");
+        Proxy { running }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.running.addr
+    }
+
+    pub fn client(&self) -> Client {
+        Client::new(self.addr())
+    }
+
+    pub fn metric(&self, name: &str) -> u64 {
+        let text = self.running.metrics.render();
+        text.lines()
+            .find_map(|line| line.strip_prefix(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no metric {name}"))
+            .parse()
+            .unwrap()
+    }
+
+    pub async fn stop(self) {
+        self.running.stop().await;
+    }
+}
+
+/// A Streamable HTTP client with just enough state: its session id, credentials, next id.
+#[derive(Clone)]
+pub struct Client {
+    pub addr: SocketAddr,
+    pub session: Option<String>,
+    pub authorization: Option<String>,
+    pub protocol_version: Option<String>,
+    next_id: u64,
+}
+
+impl Client {
+    pub fn new(addr: SocketAddr) -> Client {
+        Client {
+            addr,
+            session: None,
+            authorization: None,
+            protocol_version: None,
+            next_id: 1,
+        }
+    }
+
+    /// Sends one request to `/mcp` on a fresh connection.
+    pub async fn send(
+        &self,
+        method: Method,
+        headers: &[(&str, &str)],
+        body: Option<Bytes>,
+    ) -> Reply {
+        self.send_to("/mcp", method, headers, body).await
+    }
+
+    /// Sends one request to `path` on a fresh connection.
+    pub async fn send_to(
+        &self,
+        path: &str,
+        method: Method,
+        headers: &[(&str, &str)],
+        body: Option<Bytes>,
+    ) -> Reply {
+        let stream = TcpStream::connect(self.addr).await.expect("connect");
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("handshake");
+        tokio::spawn(connection);
+        let mut request = Request::builder()
+            .method(method)
+            .uri(format!("http://{}{path}", self.addr))
+            .header("host", self.addr.to_string());
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request.body(Full::new(body.unwrap_or_default())).unwrap();
+        let response = sender.send_request(request).await.expect("response");
+        let (parts, body) = response.into_parts();
+        Reply {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+            decoder: Decoder::new(1 << 24),
+            ended: false,
+        }
+    }
+
+    fn session_headers(&self) -> Vec<(&str, &str)> {
+        let mut headers = Vec::new();
+        if let Some(session) = &self.session {
+            headers.push(("mcp-session-id", session.as_str()));
+        }
+        if let Some(authorization) = &self.authorization {
+            headers.push(("authorization", authorization.as_str()));
+        }
+        if let Some(version) = &self.protocol_version {
+            headers.push(("mcp-protocol-version", version.as_str()));
+        }
+        headers
+    }
+
+    /// POSTs a message with the headers a well-behaved client sends.
+    pub async fn post(&self, message: &Value) -> Reply {
+        let mut headers = self.session_headers();
+        headers.push(("content-type", "application/json"));
+        headers.push(("accept", "application/json, text/event-stream"));
+        self.send(
+            Method::POST,
+            &headers,
+            Some(Bytes::from(message.to_string())),
+        )
+        .await
+    }
+
+    /// Opens the GET stream, or resumes the stream named by `last_event_id`.
+    pub async fn get(&self, last_event_id: Option<&str>) -> Reply {
+        let mut headers = self.session_headers();
+        headers.push(("accept", "text/event-stream"));
+        if let Some(id) = last_event_id {
+            headers.push(("last-event-id", id));
+        }
+        self.send(Method::GET, &headers, None).await
+    }
+
+    pub async fn delete(&self) -> StatusCode {
+        self.send(Method::DELETE, &self.session_headers(), None)
+            .await
+            .status
+    }
+
+    pub fn next_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    /// initialize + notifications/initialized; keeps the session id.
+    pub async fn initialize(&mut self, version: &str) -> Value {
+        let id = self.next_id();
+        let reply = self
+            .post(&json!({
+                "jsonrpc": "2.0", "id": id, "method": "initialize",
+                "params": {
+                    "protocolVersion": version,
+                    "capabilities": {},
+                    "clientInfo": { "name": "harness", "version": "1" }
+                }
+            }))
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "initialize");
+        let session = reply
+            .headers
+            .get("mcp-session-id")
+            .expect("initialize answers with Mcp-Session-Id")
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let response = reply.response().await;
+        self.session = Some(session);
+        self.protocol_version = Some(version.to_owned());
+        let ack = self
+            .post(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
+            .await;
+        assert_eq!(ack.status, StatusCode::ACCEPTED);
+        response
+    }
+
+    /// Sends a request and returns its response message (from JSON or from the SSE stream).
+    pub async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id();
+        let reply = self
+            .post(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{method}");
+        let response = reply.response().await;
+        assert_eq!(
+            response["id"], id,
+            "{method}: the response carries the client's id"
+        );
+        response
+    }
+
+    /// Calls a tool and returns the text of its first content item.
+    pub async fn call_tool(&mut self, name: &str, arguments: Value) -> String {
+        let response = self
+            .request(
+                "tools/call",
+                json!({ "name": name, "arguments": arguments }),
+            )
+            .await;
+        response["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name} answered {response}"))
+            .to_owned()
+    }
+}
+
+/// A response, read as a whole or as an SSE stream.
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    body: Incoming,
+    decoder: Decoder,
+    ended: bool,
+}
+
+/// One SSE message: its event id and its JSON-RPC payload.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub id: Option<String>,
+    pub message: Value,
+}
+
+impl Reply {
+    pub fn is_sse(&self) -> bool {
+        self.headers
+            .get("content-type")
+            .is_some_and(|v| v.to_str().unwrap().starts_with("text/event-stream"))
+    }
+
+    pub async fn bytes(self) -> Bytes {
+        self.body.collect().await.expect("body").to_bytes()
+    }
+
+    pub async fn json(self) -> Value {
+        let bytes = self.bytes().await;
+        serde_json::from_slice(&bytes)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&bytes)))
+    }
+
+    /// The raw next chunk of the body (`None` at its end).
+    pub async fn next_chunk(&mut self) -> Option<Bytes> {
+        loop {
+            let frame = self.body.frame().await?.ok()?;
+            if let Ok(data) = frame.into_data() {
+                return Some(data);
+            }
+        }
+    }
+
+    /// The next SSE event, priming events included; `None` when the stream ends.
+    pub async fn next_event(&mut self) -> Option<sse::Event> {
+        loop {
+            if let Some(event) = self.decoder.next_event().expect("valid SSE") {
+                return Some(event);
+            }
+            if self.ended {
+                return None;
+            }
+            match self.next_chunk().await {
+                Some(chunk) => self.decoder.feed(&chunk),
+                None => self.ended = true,
+            }
+        }
+    }
+
+    /// The next SSE event that carries a message (priming events skipped).
+    pub async fn next_message(&mut self) -> Option<Received> {
+        loop {
+            let event = self.next_event().await?;
+            if event.data.is_empty() {
+                continue;
+            }
+            let message = serde_json::from_str(&event.data).expect("SSE data is JSON");
+            return Some(Received {
+                id: event.id,
+                message,
+            });
+        }
+    }
+
+    /// Every remaining message until the stream ends.
+    pub async fn remaining_messages(&mut self) -> Vec<Received> {
+        let mut all = Vec::new();
+        while let Some(received) = self.next_message().await {
+            all.push(received);
+        }
+        all
+    }
+
+    /// The response message: the JSON body, or the response on the SSE stream.
+    pub async fn response(mut self) -> Value {
+        if !self.is_sse() {
+            return self.json().await;
+        }
+        while let Some(received) = self.next_message().await {
+            if received.message.get("method").is_none() {
+                return received.message;
+            }
+        }
+        panic!("the SSE stream ended without a response");
+    }
+}
+
+/// Bounds a wait that should finish quickly, so a regression fails instead of hanging.
+pub async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(20), future)
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
