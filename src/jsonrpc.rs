@@ -234,6 +234,52 @@ pub fn id_key(id: &Value) -> String {
     id.to_string()
 }
 
+/// The top-level `"id"` of a message of which only the first bytes are known (an oversized
+/// line), if it appears there whole: lets the proxy answer the request it belonged to.
+pub fn top_level_id(head: &[u8]) -> Option<Value> {
+    let mut depth = 0usize;
+    let mut at = 0;
+    while at < head.len() {
+        match head[at] {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.checked_sub(1)?,
+            b'"' => {
+                let end = string_end(head, at)?;
+                let is_id_key = depth == 1 && &head[at..end] == b"\"id\"";
+                at = end;
+                let rest = &head[at..];
+                let colon = rest.iter().position(|b| !b.is_ascii_whitespace())?;
+                if is_id_key && rest[colon] == b':' {
+                    let after_colon = &rest[colon + 1..];
+                    let mut values =
+                        serde_json::Deserializer::from_slice(after_colon).into_iter::<Value>();
+                    let value = values.next()?.ok()?;
+                    // A value that runs to the end of the head may have been cut short.
+                    let whole = values.byte_offset() < after_colon.len();
+                    return (whole && (value.is_string() || value.is_number())).then_some(value);
+                }
+                continue;
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    None
+}
+
+/// The index just past the string that opens at `start`.
+fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
+    let mut at = start + 1;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'\\' => at += 2,
+            b'"' => return Some(at + 1),
+            _ => at += 1,
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,6 +334,34 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"n":1.50,"s":"é\n"}}"#
                 .as_bytes()
         );
+    }
+
+    #[test]
+    fn finds_the_top_level_id_in_the_head_of_a_message() {
+        let id = |s: &str| top_level_id(s.as_bytes());
+        assert_eq!(
+            id(r#"{"id":5,"jsonrpc":"2.0","result":{"content":[{"text":"xxxx"#),
+            Some(Value::from(5))
+        );
+        assert_eq!(
+            id(r#"{"jsonrpc":"2.0", "id" : "a\"b", "result":"#),
+            Some(Value::from("a\"b"))
+        );
+        assert_eq!(
+            id(r#"{"result":{"id":9,"text":"xxxx"#),
+            None,
+            "nested ids do not count"
+        );
+        assert_eq!(
+            id(r#"{"result":{"x":"\"id\":3"}, "id": 4}"#),
+            Some(Value::from(4))
+        );
+        assert_eq!(
+            id(r#"{"jsonrpc":"2.0","method":"m","params":{"id":1"#),
+            None
+        );
+        assert_eq!(id(r#"{"id":12"#), None, "a number cut short is not trusted");
+        assert_eq!(id(""), None);
     }
 
     #[test]

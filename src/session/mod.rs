@@ -92,6 +92,15 @@ struct State {
 }
 
 impl State {
+    /// Takes a request out of flight, with its progress token.
+    fn finish(&mut self, upstream_id: u64) -> Option<Inflight> {
+        let request = self.inflight.remove(&upstream_id)?;
+        if let Some(token) = &request.progress_token {
+            self.progress.remove(token);
+        }
+        Some(request)
+    }
+
     fn is_open(&self, stream: u64) -> bool {
         self.inflight.values().any(|r| r.stream == stream)
     }
@@ -253,12 +262,7 @@ impl Session {
             (stream, upstream_id, request.to_bytes())
         };
         if let Err(error) = self.upstream.send(wire).await {
-            let mut state = self.lock();
-            if let Some(request) = state.inflight.remove(&upstream_id) {
-                if let Some(token) = request.progress_token {
-                    state.progress.remove(&token);
-                }
-            }
+            self.lock().finish(upstream_id);
             return Err(error.into());
         }
         Ok(StreamKey::Request(stream))
@@ -288,10 +292,7 @@ impl Session {
                     debug!(request = %wanted, "cancellation of a request that is not in flight");
                     return Ok(());
                 };
-                if let Some(request) = state.inflight.remove(&upstream_id) {
-                    if let Some(token) = request.progress_token {
-                        state.progress.remove(&token);
-                    }
+                if let Some(request) = state.finish(upstream_id) {
                     self.append(
                         &mut state,
                         StreamKey::Request(request.stream),
@@ -407,6 +408,29 @@ impl Session {
         let mut state = self.lock();
         match event {
             UpstreamEvent::Message(message) => self.file(&mut state, message),
+            UpstreamEvent::Oversized { id, max } => {
+                let request = id
+                    .and_then(|id| id.as_u64())
+                    .and_then(|id| state.finish(id));
+                if let Some(request) = request {
+                    let error = jsonrpc::error_response(
+                        &request.client_id,
+                        jsonrpc::INTERNAL_ERROR,
+                        &format!(
+                            "the upstream server's answer exceeded the {max}-byte line limit \
+                             (upstream.max_line_bytes) and was dropped"
+                        ),
+                        None,
+                    );
+                    self.append(
+                        &mut state,
+                        StreamKey::Request(request.stream),
+                        error,
+                        true,
+                        None,
+                    );
+                }
+            }
             UpstreamEvent::Exited(cause) => {
                 Metrics::inc(&self.metrics.upstream_exits_total);
                 let failed: Vec<Inflight> = state.inflight.drain().map(|(_, r)| r).collect();
@@ -435,17 +459,11 @@ impl Session {
         let filing = routing::file(&message, self.settings.coalesce_progress);
         let (stream, terminal) = match filing.route {
             Route::Response(id) => {
-                let request = id
-                    .parse::<u64>()
-                    .ok()
-                    .and_then(|id| state.inflight.remove(&id));
+                let request = id.parse::<u64>().ok().and_then(|id| state.finish(id));
                 let Some(request) = request else {
                     debug!(%id, "response to no request in flight; dropped");
                     return;
                 };
-                if let Some(token) = &request.progress_token {
-                    state.progress.remove(token);
-                }
                 if request.method == "initialize" {
                     record_initialize(state, &message);
                 }

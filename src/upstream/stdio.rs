@@ -19,7 +19,7 @@ use tracing::{debug, info, warn, Instrument};
 
 use super::lines::{Line, LineReader};
 use super::{UpstreamError, UpstreamEvent};
-use crate::jsonrpc::Message;
+use crate::jsonrpc::{self, Message};
 
 /// How to start and stop a stdio server. Comes from configuration only.
 #[derive(Debug, Clone)]
@@ -240,11 +240,20 @@ async fn read_stdout(
                 }
                 Err(error) => warn!(%error, "upstream wrote a line that is not JSON-RPC; dropped"),
             },
-            Ok(Some(Line::TooLong { max })) => {
+            Ok(Some(Line::TooLong { max, head })) => {
+                let id = jsonrpc::top_level_id(&head);
                 warn!(
                     max,
+                    ?id,
                     "upstream wrote a message longer than max_line_bytes; dropped"
-                )
+                );
+                if events
+                    .send(UpstreamEvent::Oversized { id, max })
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
             }
             Ok(None) => return,
             Err(error) => {
@@ -260,7 +269,7 @@ async fn read_stderr(stderr: tokio::process::ChildStderr, tail: Arc<Mutex<VecDeq
     while let Ok(Some(line)) = lines.next_line().await {
         let text = match line {
             Line::Text(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-            Line::TooLong { max } => format!("[a stderr line over {max} bytes]"),
+            Line::TooLong { max, .. } => format!("[a stderr line over {max} bytes]"),
         };
         info!(target: "mcp_session_proxy::upstream::stderr", "{text}");
         let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());

@@ -1,0 +1,339 @@
+//! Every row of DESIGN's bad-input table over real sockets: the documented status and JSON-RPC
+//! code, no panic, and a bystander session that carries on untouched.
+
+mod common;
+
+use bytes::Bytes;
+use common::{within, Client, Proxy};
+use http::{Method, StatusCode};
+use serde_json::{json, Value};
+
+const JSON_AND_SSE: &str = "application/json, text/event-stream";
+
+/// A proxy with one healthy session next to the one under test.
+async fn with_bystander(
+    adjust: impl FnOnce(&mut mcp_session_proxy::config::Config),
+) -> (Proxy, Client) {
+    let proxy = Proxy::start_with(adjust).await;
+    let mut bystander = proxy.client();
+    bystander.initialize("2025-06-18").await;
+    assert_eq!(bystander.call_tool("counter", json!({})).await, "1");
+    (proxy, bystander)
+}
+
+async fn bystander_unharmed(proxy: Proxy, mut bystander: Client) {
+    assert_eq!(
+        bystander.call_tool("counter", json!({})).await,
+        "2",
+        "the other session kept its state"
+    );
+    proxy.stop().await;
+}
+
+async fn raw_post(client: &Client, headers: &[(&str, &str)], body: &str) -> (StatusCode, Value) {
+    let mut all: Vec<(&str, &str)> = headers.to_vec();
+    if let Some(session) = &client.session {
+        all.push(("mcp-session-id", session));
+    }
+    let reply = client
+        .send(Method::POST, &all, Some(Bytes::from(body.to_owned())))
+        .await;
+    let status = reply.status;
+    (status, reply.json().await)
+}
+
+fn code(body: &Value) -> i64 {
+    body["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no error code in {body}"))
+}
+
+#[tokio::test]
+async fn malformed_json_is_400_parse_error() {
+    let (proxy, bystander) = with_bystander(|_| {}).await;
+    let (status, body) = raw_post(
+        &bystander,
+        &[
+            ("content-type", "application/json"),
+            ("accept", JSON_AND_SSE),
+        ],
+        r#"{"jsonrpc":"2.0","id":1,"method":"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(code(&body), -32700);
+    bystander_unharmed(proxy, bystander).await;
+}
+
+#[tokio::test]
+async fn json_that_is_not_json_rpc_is_400_invalid_request() {
+    let (proxy, bystander) = with_bystander(|_| {}).await;
+    for body in [
+        r#"{"hello":"world"}"#,
+        r#"[1,2]"#,
+        r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#,
+    ] {
+        let (status, reply) = raw_post(
+            &bystander,
+            &[
+                ("content-type", "application/json"),
+                ("accept", JSON_AND_SSE),
+            ],
+            body,
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert_eq!(code(&reply), -32600, "{body}");
+    }
+    bystander_unharmed(proxy, bystander).await;
+}
+
+#[tokio::test]
+async fn a_method_the_proxy_reserves_but_does_not_offer_is_method_not_found() {
+    let (proxy, mut bystander) = with_bystander(|_| {}).await;
+    let reply = bystander.request("session/bogus", json!({})).await;
+    assert_eq!(code(&reply), -32601);
+    bystander_unharmed(proxy, bystander).await;
+}
+
+#[tokio::test]
+async fn a_method_the_server_lacks_is_method_not_found_from_the_server() {
+    let (proxy, mut bystander) = with_bystander(|_| {}).await;
+    let reply = bystander.request("no/such/method", json!({})).await;
+    assert_eq!(code(&reply), -32601);
+    bystander_unharmed(proxy, bystander).await;
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_413() {
+    let (proxy, bystander) = with_bystander(|c| c.http.max_body_bytes = 2048).await;
+    let big = json!({ "jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": { "name": "echo", "arguments": { "text": "x".repeat(4096) } } })
+    .to_string();
+    let (status, body) = raw_post(
+        &bystander,
+        &[
+            ("content-type", "application/json"),
+            ("accept", JSON_AND_SSE),
+        ],
+        &big,
+    )
+    .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(body["error"]["message"].as_str().unwrap().contains("2048"));
+    bystander_unharmed(proxy, bystander).await;
+}
+
+#[tokio::test]
+async fn a_wrong_content_type_is_415() {
+    let (proxy, bystander) = with_bystander(|_| {}).await;
+    let (status, _) = raw_post(
+        &bystander,
+        &[("content-type", "text/plain"), ("accept", JSON_AND_SSE)],
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    bystander_unharmed(proxy, bystander).await;
+}
+
+#[tokio::test]
+async fn an_accept_header_missing_a_required_type_is_406() {
+    let (proxy, bystander) = with_bystander(|_| {}).await;
+    let (status, _) = raw_post(
+        &bystander,
+        &[
+            ("content-type", "application/json"),
+            ("accept", "application/json"),
+        ],
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_ACCEPTABLE, "POST needs both types");
+    let session = bystander.session.clone().unwrap();
+    let get = bystander
+        .send(
+            Method::GET,
+            &[("mcp-session-id", &session), ("accept", "application/json")],
+            None,
+        )
+        .await;
+    assert_eq!(
+        get.status,
+        StatusCode::NOT_ACCEPTABLE,
+        "GET needs text/event-stream"
+    );
+    bystander_unharmed(proxy, bystander).await;
+}
+
+#[tokio::test]
+async fn unknown_and_foreign_sessions_are_404_and_a_missing_one_is_400() {
+    let (proxy, bystander) = with_bystander(|_| {}).await;
+    let ping = json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" });
+    for unknown in [
+        "AAAAAAAAAAAAAAAAAAAAAAAA",
+        "not-even-close",
+        "../../etc/passwd",
+    ] {
+        let mut stranger = bystander.clone();
+        stranger.session = Some(unknown.into());
+        let reply = stranger.post(&ping).await;
+        assert_eq!(reply.status, StatusCode::NOT_FOUND, "{unknown}");
+        assert_eq!(code(&reply.json().await), -32001);
+    }
+    let mut foreign = bystander.clone();
+    foreign.authorization = Some("Bearer another-principal".into());
+    assert_eq!(foreign.post(&ping).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        foreign.delete().await,
+        StatusCode::NOT_FOUND,
+        "cannot end it either"
+    );
+
+    let mut anonymous = bystander.clone();
+    anonymous.session = None;
+    let reply = anonymous.post(&ping).await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert!(reply.json().await["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("Mcp-Session-Id"));
+    bystander_unharmed(proxy, bystander).await;
+}
+
+#[tokio::test]
+async fn a_disallowed_origin_is_403_and_loopback_origins_pass() {
+    let (proxy, bystander) = with_bystander(|_| {}).await;
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let base = [
+        ("content-type", "application/json"),
+        ("accept", JSON_AND_SSE),
+    ];
+    let (status, _) = raw_post(
+        &bystander,
+        &[base[0], base[1], ("origin", "http://evil.example")],
+        ping,
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _) = raw_post(
+        &bystander,
+        &[base[0], base[1], ("origin", "http://localhost:3000")],
+        ping,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    bystander_unharmed(proxy, bystander).await;
+}
+
+#[tokio::test]
+async fn too_many_sessions_is_503_with_retry_after() {
+    let (proxy, bystander) = with_bystander(|c| c.session.max_sessions = 1).await;
+    let reply = proxy
+        .client()
+        .post(&json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": { "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "x", "version": "1" } } }))
+        .await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(reply.headers.contains_key("retry-after"));
+    assert!(reply.headers.get("mcp-session-id").is_none());
+    assert_eq!(proxy.metric("mcp_proxy_sessions_rejected_total"), 1);
+    bystander_unharmed(proxy, bystander).await;
+}
+
+#[tokio::test]
+async fn an_upstream_that_cannot_start_is_a_clear_internal_error() {
+    let proxy = Proxy::start_with(|c| {
+        c.upstream.stdio = Some("/nonexistent/mcp-server --stdio".into());
+    })
+    .await;
+    let reply = proxy
+        .client()
+        .post(&json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": { "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "x", "version": "1" } } }))
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_GATEWAY);
+    assert!(reply.headers.get("mcp-session-id").is_none());
+    let body = reply.json().await;
+    assert_eq!(code(&body), -32603);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/mcp-server"),
+        "{body}"
+    );
+    assert_eq!(proxy.metric("mcp_proxy_sessions_open"), 0);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_server_crash_fails_in_flight_requests_with_the_cause_and_later_ones_at_once() {
+    let (proxy, bystander) = with_bystander(|_| {}).await;
+    let mut victim = proxy.client();
+    victim.initialize("2025-06-18").await;
+    let mut slow = victim
+        .post(
+            &json!({ "jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+            "params": { "name": "sleep", "arguments": { "ms": 60000 } } }),
+        )
+        .await;
+    let crash = victim
+        .request(
+            "tools/call",
+            json!({ "name": "crash", "arguments": { "code": 3 } }),
+        )
+        .await;
+    let message = crash["error"]["message"].as_str().unwrap().to_owned();
+    assert_eq!(code(&crash), -32603);
+    assert!(
+        message.contains("exited") && message.contains('3'),
+        "{message}"
+    );
+    assert!(
+        message.contains("crashing on request"),
+        "names the last stderr: {message}"
+    );
+
+    let slow_answer = if slow.is_sse() {
+        within("the slow call's answer", slow.next_message())
+            .await
+            .unwrap()
+            .message
+    } else {
+        slow.json().await
+    };
+    assert_eq!(slow_answer["id"], "slow");
+    assert_eq!(code(&slow_answer), -32603);
+
+    let later = within("a later request", victim.request("tools/list", json!({}))).await;
+    assert_eq!(code(&later), -32603);
+    assert!(later["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("exited"));
+    assert_eq!(proxy.metric("mcp_proxy_upstream_exits_total"), 1);
+    bystander_unharmed(proxy, bystander).await;
+}
+
+#[tokio::test]
+async fn an_oversized_server_line_fails_that_request_and_the_session_goes_on() {
+    let (proxy, bystander) = with_bystander(|c| c.upstream.max_line_bytes = 4096).await;
+    let mut client = proxy.client();
+    client.initialize("2025-06-18").await;
+    let reply = client
+        .request(
+            "tools/call",
+            json!({ "name": "echo", "arguments": { "text": "y".repeat(8000) } }),
+        )
+        .await;
+    assert_eq!(code(&reply), -32603);
+    assert!(reply["error"]["message"].as_str().unwrap().contains("4096"));
+    assert_eq!(
+        client
+            .call_tool("echo", json!({ "text": "still here" }))
+            .await,
+        "still here"
+    );
+    bystander_unharmed(proxy, bystander).await;
+}
