@@ -1,0 +1,63 @@
+//! Idle expiry on tokio's paused clock: an idle session ends and its child is released; a
+//! session with an attached stream stays.
+
+mod common;
+
+use std::time::Duration;
+
+use common::Proxy;
+use http::StatusCode;
+use mcp_session_proxy::session::id::Principal;
+use mcp_session_proxy::upstream::Upstream;
+use nix::sys::signal::kill;
+use nix::unistd::Pid;
+
+fn child_pid(proxy: &Proxy, session: &str) -> i32 {
+    let session = proxy
+        .running
+        .registry
+        .get(session, &Principal::anonymous())
+        .expect("the session is registered");
+    let Upstream::Stdio(stdio) = session.upstream();
+    stdio.pid().expect("a running child") as i32
+}
+
+fn alive(pid: i32) -> bool {
+    kill(Pid::from_raw(pid), None).is_ok()
+}
+
+/// Long enough that set-up cannot reach it: under the paused clock every moment the runtime
+/// waits on a child process auto-advances time to the next timer (a sweep, at most 30 s).
+const TTL: Duration = Duration::from_secs(6 * 3600);
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_session_expires_and_its_child_is_released() {
+    let proxy = Proxy::start_with(|c| c.session.idle_ttl = TTL).await;
+    let mut idle = proxy.client();
+    idle.initialize("2025-06-18").await;
+    let mut watched = proxy.client();
+    watched.initialize("2025-06-18").await;
+    let _stream = watched.get(None).await;
+    let idle_pid = child_pid(&proxy, idle.session.as_deref().unwrap());
+    assert!(alive(idle_pid));
+    assert_eq!(proxy.metric("mcp_proxy_sessions_expired_total"), 0);
+
+    tokio::time::advance(TTL + Duration::from_secs(30)).await;
+    while proxy.metric("mcp_proxy_sessions_expired_total") == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    assert_eq!(idle.get(None).await.status, StatusCode::NOT_FOUND);
+    while alive(idle_pid) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(proxy.metric("mcp_proxy_sessions_expired_total"), 1);
+    assert_eq!(
+        watched
+            .call_tool("echo", serde_json::json!({ "text": "kept" }))
+            .await,
+        "kept",
+        "a session with an attached stream is not idle"
+    );
+    proxy.stop().await;
+}

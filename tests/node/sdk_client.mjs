@@ -1,0 +1,59 @@
+// The official TypeScript SDK client through the proxy: initialize, call a tool, subscribe,
+// receive resources/updated, terminate. Usage: node sdk_client.mjs <url> demo|everything
+// Prints one JSON line with what it saw; exits non-zero on any failure.
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+
+const [url, server] = process.argv.slice(2);
+
+function check(condition, what) {
+  if (!condition) throw new Error(`check failed: ${what}`);
+}
+
+function within(ms, promise, what) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+const client = new Client({ name: "sdk-through-proxy", version: "1.0.0" });
+const transport = new StreamableHTTPClientTransport(new URL(url));
+let notifyUpdate;
+const updated = new Promise((resolve) => (notifyUpdate = resolve));
+client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => notifyUpdate(n.params.uri));
+
+await client.connect(transport);
+const sessionId = transport.sessionId;
+check(typeof sessionId === "string" && sessionId.length >= 22, "a proxy session id");
+
+const tools = (await client.listTools()).tools.map((t) => t.name);
+check(tools.includes("echo"), `echo is listed (${tools})`);
+
+let echoed, subscribed;
+if (server === "demo") {
+  const result = await client.callTool({ name: "echo", arguments: { text: "hi" } });
+  echoed = result.content[0].text;
+  check(echoed === "hi", `echo answered ${echoed}`);
+  subscribed = "demo://counter";
+  await client.subscribeResource({ uri: subscribed });
+  await client.callTool({ name: "counter", arguments: {} });
+} else {
+  const result = await client.callTool({ name: "echo", arguments: { message: "hi" } });
+  echoed = result.content[0].text;
+  check(echoed === "Echo: hi", `echo answered ${echoed}`);
+  const resources = (await client.listResources()).resources;
+  check(resources.length > 0, "resources are listed");
+  subscribed = resources[0].uri;
+  await client.subscribeResource({ uri: subscribed });
+  await client.callTool({ name: "toggle-subscriber-updates", arguments: {} });
+}
+const uri = await within(10000, updated, "notifications/resources/updated");
+check(uri === subscribed, `the update is for ${subscribed}, got ${uri}`);
+
+await transport.terminateSession();
+check(transport.sessionId === undefined, "the session is terminated");
+await client.close();
+console.log(JSON.stringify({ ok: true, sessionId, echoed, updated: uri }));
