@@ -63,6 +63,16 @@ pub struct Cli {
     #[arg(long, value_name = "BYTES")]
     pub max_line_bytes: Option<usize>,
 
+    /// On release of a stdio server: close stdin, wait this long, SIGTERM, wait again, SIGKILL
+    /// [default: 2s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub shutdown_grace: Option<Duration>,
+
+    /// Let a newer progress notification replace an undelivered older one of the same token
+    /// [default: off].
+    #[arg(long)]
+    pub coalesce_progress: bool,
+
     /// Interval of SSE keep-alive comments on idle streams [default: 15s].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub sse_keep_alive: Option<Duration>,
@@ -75,6 +85,15 @@ pub struct Cli {
     /// sse, json [default: auto].
     #[arg(long, value_name = "MODE")]
     pub post_response: Option<PostResponse>,
+
+    /// With --post-response auto: how long to wait for a response before answering with a
+    /// stream instead of JSON [default: 1s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub json_wait: Option<Duration>,
+
+    /// An Origin to allow besides loopback ones (exact, or `*`); repeatable [default: none].
+    #[arg(long = "allowed-origin", value_name = "ORIGIN")]
+    pub allowed_origins: Vec<String>,
 
     /// Log format [default: text].
     #[arg(long, value_name = "FORMAT")]
@@ -229,6 +248,14 @@ impl Config {
             self.upstream.stdio = cli.stdio.clone();
         }
         set(&mut self.upstream.max_line_bytes, &cli.max_line_bytes);
+        set(&mut self.upstream.shutdown_grace, &cli.shutdown_grace);
+        if cli.coalesce_progress {
+            self.session.coalesce_progress = true;
+        }
+        set(&mut self.http.json_wait, &cli.json_wait);
+        if !cli.allowed_origins.is_empty() {
+            self.http.allowed_origins = cli.allowed_origins.clone();
+        }
         set(&mut self.session.idle_ttl, &cli.idle_ttl);
         set(&mut self.session.max_sessions, &cli.max_sessions);
         set(&mut self.session.window_events, &cli.window_events);
@@ -399,6 +426,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("idle_ttl"), "{error}");
+    }
+
+    #[test]
+    fn the_shipped_example_is_valid_and_states_the_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/proxy.toml");
+        let example = Config::from_file(&path).unwrap();
+        let defaults = Config::default();
+        assert_eq!(format!("{example:?}"), format!("{defaults:?}"));
     }
 
     #[test]

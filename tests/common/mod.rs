@@ -31,8 +31,10 @@ impl Proxy {
     }
 
     pub async fn start_with(adjust: impl FnOnce(&mut Config)) -> Proxy {
-        let mut config = Config::default();
-        config.listen = "127.0.0.1:0".parse().unwrap();
+        let mut config = Config {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            ..Config::default()
+        };
         config.upstream.stdio = Some(format!("{} demo-server", shell_words::quote(DEMO)));
         config.upstream.shutdown_grace = Duration::from_millis(500);
         adjust(&mut config);
