@@ -53,11 +53,11 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
 }
 
 impl Running {
-    /// Stops accepting, ends every session (closing its streams and releasing its upstream),
-    /// and waits for open connections to finish.
+    /// Stops accepting, ends every session (closing its streams), waits for open connections to
+    /// finish and for every upstream to be released (stdin closed, then SIGTERM, then SIGKILL).
     pub async fn stop(self) {
         self.shutdown.cancel();
-        self.registry.end_all();
+        self.registry.end_all().await;
         let _ = self.served.await;
     }
 }

@@ -13,6 +13,14 @@ fn method(received: &Received) -> &str {
     received.message["method"].as_str().unwrap_or("")
 }
 
+/// Opens the GET stream, notes the position its priming event names, and goes away.
+async fn position_of_get_stream(client: &Client) -> String {
+    let mut get = client.get(None).await;
+    let priming = within("priming", get.next_event()).await.unwrap();
+    assert_eq!(priming.data, "", "a priming event");
+    priming.id.expect("the priming event names a position")
+}
+
 /// A request whose answer proves the server has written everything it wrote before it.
 async fn fence(client: &mut Client) {
     assert_eq!(
@@ -72,9 +80,7 @@ async fn resuming_a_stream_never_replays_another_streams_events() {
     client
         .request("resources/subscribe", json!({ "uri": "demo://counter" }))
         .await;
-    let mut get = client.get(None).await;
-    let priming = within("priming", get.next_event()).await.unwrap();
-    drop(get);
+    let away_from = position_of_get_stream(&client).await;
     // POST stream events, and one GET-stream event while the GET stream is away.
     client.call_tool("counter", json!({})).await;
     let mut call = client
@@ -84,7 +90,7 @@ async fn resuming_a_stream_never_replays_another_streams_events() {
     let post_events = within("post stream", call.remaining_messages()).await;
     assert_eq!(post_events.len(), 3);
 
-    let mut resumed = client.get(priming.id.as_deref()).await;
+    let mut resumed = client.get(Some(&away_from)).await;
     let update = within("the GET stream's event", resumed.next_message())
         .await
         .unwrap();
@@ -104,9 +110,7 @@ async fn a_thousand_updates_over_ten_uris_reach_a_resuming_client_as_ten() {
     let proxy = Proxy::start().await;
     let mut client = proxy.client();
     client.initialize("2025-11-25").await;
-    let mut get = client.get(None).await;
-    let priming = within("priming", get.next_event()).await.unwrap();
-    drop(get);
+    let away_from = position_of_get_stream(&client).await;
 
     let uris: Vec<String> = (0..10).map(|i| format!("demo://doc/{i}")).collect();
     let emitted = client
@@ -114,7 +118,7 @@ async fn a_thousand_updates_over_ten_uris_reach_a_resuming_client_as_ten() {
         .await;
     assert_eq!(emitted, "emitted 1000 updates");
 
-    let mut resumed = client.get(priming.id.as_deref()).await;
+    let mut resumed = client.get(Some(&away_from)).await;
     let mut seen = Vec::new();
     while seen.len() < 10 {
         let received = within("updates", resumed.next_message()).await.unwrap();
@@ -151,9 +155,7 @@ async fn resuming_from_an_evicted_position_synthesizes_invalidations() {
     client
         .request("resources/subscribe", json!({ "uri": "demo://counter" }))
         .await;
-    let mut get = client.get(None).await;
-    let priming = within("priming", get.next_event()).await.unwrap();
-    drop(get);
+    let away_from = position_of_get_stream(&client).await;
 
     let uris: Vec<String> = (0..50).map(|i| format!("demo://doc/{i}")).collect();
     client
@@ -161,7 +163,7 @@ async fn resuming_from_an_evicted_position_synthesizes_invalidations() {
         .await;
     fence(&mut client).await;
 
-    let mut resumed = client.get(priming.id.as_deref()).await;
+    let mut resumed = client.get(Some(&away_from)).await;
     let mut retained = Vec::new();
     let mut synthesized = Vec::new();
     while synthesized.len() < 3 {

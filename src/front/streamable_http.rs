@@ -43,12 +43,13 @@ pub async fn handle(app: &App, request: Request<Incoming>) -> Response<Body> {
 }
 
 async fn post(app: &App, request: Request<Incoming>) -> Result<Response<Body>, Rejection> {
-    let headers = request.headers().clone();
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
     if !media_type_is(&headers, "application/json") {
         return Err(Rejection::unsupported_media_type());
     }
     require_accept(&headers, &["application/json", "text/event-stream"])?;
-    let body = read_body(request, app.http.max_body_bytes).await?;
+    let body = read_body(&headers, body, app.http.max_body_bytes).await?;
     let message = Message::parse(body)?;
     let principal = principal(&headers);
     let session_id = header_str(&headers, SESSION_HEADER);
@@ -260,13 +261,13 @@ fn accepted() -> Response<Body> {
     response
 }
 
-async fn read_body(request: Request<Incoming>, limit: usize) -> Result<Bytes, Rejection> {
-    let declared = header_str(request.headers(), header::CONTENT_LENGTH.as_str())
-        .and_then(|v| v.parse::<u64>().ok());
+async fn read_body(headers: &HeaderMap, body: Incoming, limit: usize) -> Result<Bytes, Rejection> {
+    let declared =
+        header_str(headers, header::CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|len| len > limit as u64) {
         return Err(Rejection::too_large(limit));
     }
-    match Limited::new(request.into_body(), limit).collect().await {
+    match Limited::new(body, limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(error) if error.is::<http_body_util::LengthLimitError>() => {
             Err(Rejection::too_large(limit))

@@ -413,22 +413,11 @@ impl Session {
                     .and_then(|id| id.as_u64())
                     .and_then(|id| state.finish(id));
                 if let Some(request) = request {
-                    let error = jsonrpc::error_response(
-                        &request.client_id,
-                        jsonrpc::INTERNAL_ERROR,
-                        &format!(
-                            "the upstream server's answer exceeded the {max}-byte line limit \
-                             (upstream.max_line_bytes) and was dropped"
-                        ),
-                        None,
+                    let message = format!(
+                        "the upstream server's answer exceeded the {max}-byte line limit \
+                         (upstream.max_line_bytes) and was dropped"
                     );
-                    self.append(
-                        &mut state,
-                        StreamKey::Request(request.stream),
-                        error,
-                        true,
-                        None,
-                    );
+                    self.fail(&mut state, request, &message);
                 }
             }
             UpstreamEvent::Exited(cause) => {
@@ -436,23 +425,18 @@ impl Session {
                 let failed: Vec<Inflight> = state.inflight.drain().map(|(_, r)| r).collect();
                 state.progress.clear();
                 for request in failed {
-                    let error = jsonrpc::error_response(
-                        &request.client_id,
-                        jsonrpc::INTERNAL_ERROR,
-                        &cause,
-                        None,
-                    );
-                    self.append(
-                        &mut state,
-                        StreamKey::Request(request.stream),
-                        error,
-                        true,
-                        None,
-                    );
+                    self.fail(&mut state, request, &cause);
                 }
                 state.upstream_failure = Some(cause);
             }
         }
+    }
+
+    /// Answers a request taken out of flight with an internal error, ending its stream.
+    fn fail(&self, state: &mut State, request: Inflight, message: &str) {
+        let error =
+            jsonrpc::error_response(&request.client_id, jsonrpc::INTERNAL_ERROR, message, None);
+        self.append(state, StreamKey::Request(request.stream), error, true, None);
     }
 
     fn file(&self, state: &mut State, mut message: Message) {

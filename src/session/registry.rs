@@ -9,6 +9,7 @@ use dashmap::DashMap;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tracing::{info, Instrument};
 
 use super::id::{self, Principal};
@@ -27,6 +28,8 @@ pub struct Registry {
     upstream: StdioSpec,
     settings: Arc<SessionSettings>,
     metrics: Arc<Metrics>,
+    /// The upstream actors, so shutdown can wait until every child is released.
+    upstream_tasks: TaskTracker,
 }
 
 impl Registry {
@@ -37,6 +40,7 @@ impl Registry {
             upstream,
             settings: Arc::new(settings),
             metrics,
+            upstream_tasks: TaskTracker::new(),
         }
     }
 
@@ -61,7 +65,7 @@ impl Registry {
             return Err(SessionError::TooManySessions(limit));
         }
         let (events, inbox) = mpsc::channel(UPSTREAM_EVENTS);
-        let upstream = match StdioUpstream::spawn(&self.upstream, events) {
+        let upstream = match StdioUpstream::spawn(&self.upstream, events, &self.upstream_tasks) {
             Ok(stdio) => Upstream::Stdio(stdio),
             Err(error) => {
                 self.reserved.fetch_sub(1, Ordering::AcqRel);
@@ -144,12 +148,14 @@ impl Registry {
         }
     }
 
-    /// Ends every session (shutdown).
-    pub fn end_all(&self) {
+    /// Ends every session (shutdown) and waits until their upstreams are released.
+    pub async fn end_all(&self) {
         let ids: Vec<String> = self.sessions.iter().map(|e| e.key().clone()).collect();
         for id in ids {
             self.end(&id);
         }
+        self.upstream_tasks.close();
+        self.upstream_tasks.wait().await;
     }
 }
 

@@ -15,6 +15,7 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn, Instrument};
 
 use super::lines::{Line, LineReader};
@@ -71,9 +72,11 @@ pub struct StdioUpstream {
 
 impl StdioUpstream {
     /// Starts the child; its messages and its end arrive on `events`.
+    /// The actor runs on `tasks`, so shutdown can wait for every child to be released.
     pub fn spawn(
         spec: &StdioSpec,
         events: mpsc::Sender<UpstreamEvent>,
+        tasks: &TaskTracker,
     ) -> Result<StdioUpstream, UpstreamError> {
         let mut child = Command::new(&spec.program)
             .args(&spec.args)
@@ -111,7 +114,7 @@ impl StdioUpstream {
             events,
             grace: spec.shutdown_grace,
         };
-        tokio::spawn(actor.run().instrument(span));
+        tasks.spawn(actor.run().instrument(span));
         debug!(pid, command = %spec.display(), "upstream started");
         Ok(StdioUpstream {
             outbox,

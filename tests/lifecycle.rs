@@ -1,5 +1,5 @@
-//! Idle expiry on tokio's paused clock: an idle session ends and its child is released; a
-//! session with an attached stream stays.
+//! How sessions and their children end: idle expiry on tokio's paused clock (an idle session
+//! ends and its child is released; one with an attached stream stays), and proxy shutdown.
 
 mod common;
 
@@ -60,4 +60,20 @@ async fn an_idle_session_expires_and_its_child_is_released() {
         "a session with an attached stream is not idle"
     );
     proxy.stop().await;
+}
+
+#[tokio::test]
+async fn stopping_the_proxy_releases_every_child_before_it_returns() {
+    let proxy = Proxy::start().await;
+    let mut pids = Vec::new();
+    for _ in 0..3 {
+        let mut client = proxy.client();
+        client.initialize("2025-06-18").await;
+        pids.push(child_pid(&proxy, client.session.as_deref().unwrap()));
+    }
+    assert!(pids.iter().all(|pid| alive(*pid)));
+    proxy.stop().await;
+    for pid in pids {
+        assert!(!alive(pid), "child {pid} is gone once stop returns");
+    }
 }
