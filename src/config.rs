@@ -81,6 +81,11 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub sse_retry: Option<Duration>,
 
+    /// Close the SSE streams of 2025-11-25 clients after this long; they resume with
+    /// Last-Event-ID (0s: never) [default: 0s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub sse_close_after: Option<Duration>,
+
     /// How a POSTed request is answered: auto (JSON if the response is ready first, else SSE),
     /// sse, json [default: auto].
     #[arg(long, value_name = "MODE")]
@@ -156,6 +161,8 @@ pub struct HttpConfig {
     pub sse_keep_alive: Duration,
     #[serde(deserialize_with = "duration")]
     pub sse_retry: Duration,
+    #[serde(deserialize_with = "duration")]
+    pub sse_close_after: Duration,
     pub post_response: PostResponse,
     #[serde(deserialize_with = "duration")]
     pub json_wait: Duration,
@@ -205,6 +212,7 @@ impl Default for HttpConfig {
             max_body_bytes: http.max_body_bytes,
             sse_keep_alive: http.sse_keep_alive,
             sse_retry: http.sse_retry,
+            sse_close_after: http.sse_close_after,
             post_response: http.post_response,
             json_wait: http.json_wait,
             allowed_origins: http.allowed_origins,
@@ -264,6 +272,7 @@ impl Config {
         set(&mut self.http.max_body_bytes, &cli.max_body_bytes);
         set(&mut self.http.sse_keep_alive, &cli.sse_keep_alive);
         set(&mut self.http.sse_retry, &cli.sse_retry);
+        set(&mut self.http.sse_close_after, &cli.sse_close_after);
         set(&mut self.http.post_response, &cli.post_response);
     }
 
@@ -332,6 +341,7 @@ impl Config {
             max_body_bytes: self.http.max_body_bytes,
             sse_keep_alive: self.http.sse_keep_alive,
             sse_retry: self.http.sse_retry,
+            sse_close_after: self.http.sse_close_after,
             post_response: self.http.post_response,
             json_wait: self.http.json_wait,
             allowed_origins: self.http.allowed_origins.clone(),

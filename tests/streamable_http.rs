@@ -226,3 +226,52 @@ async fn health_and_metrics_endpoints_answer() {
     assert_eq!(unknown.status, StatusCode::NOT_FOUND);
     proxy.stop().await;
 }
+
+#[tokio::test]
+async fn sse_close_after_closes_primed_streams_and_the_client_resumes_them() {
+    let proxy = Proxy::start_with(|c| {
+        c.http.sse_close_after = Duration::from_millis(200);
+        c.http.post_response = mcp_session_proxy::front::PostResponse::Sse;
+    })
+    .await;
+    let mut client = proxy.client();
+    client.initialize("2025-11-25").await;
+    let mut call = client
+        .post(&json!({ "jsonrpc": "2.0", "id": 9, "method": "tools/call",
+            "params": { "name": "sleep", "arguments": { "ms": 600 } } }))
+        .await;
+    let priming = within("priming", call.next_event()).await.unwrap();
+    assert_eq!(priming.data, "");
+    assert!(
+        within("the stream to close", call.remaining_messages())
+            .await
+            .is_empty(),
+        "closed before the answer"
+    );
+    let mut resumed = client.get(priming.id.as_deref()).await;
+    let answer = within("the answer", async {
+        loop {
+            match resumed.next_message().await {
+                Some(received) => return received,
+                // Closed again before the answer: resume from the same position.
+                None => resumed = client.get(priming.id.as_deref()).await,
+            }
+        }
+    })
+    .await;
+    assert_eq!(answer.message["id"], 9);
+    assert_eq!(
+        answer.message["result"]["content"][0]["text"],
+        "slept 600 ms"
+    );
+
+    // Clients before 2025-11-25 get no priming event, so their streams are never cut.
+    let mut old = proxy.client();
+    old.initialize("2025-06-18").await;
+    let call = old
+        .post(&json!({ "jsonrpc": "2.0", "id": 10, "method": "tools/call",
+            "params": { "name": "sleep", "arguments": { "ms": 400 } } }))
+        .await;
+    assert_eq!(within("the answer", call.response()).await["id"], 10);
+    proxy.stop().await;
+}

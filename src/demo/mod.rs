@@ -2,13 +2,15 @@
 //! deterministic tools and subscribable resources for the README, the tests and benchmarks.
 //! Its state (the counter, subscriptions) lives in the process, like a legacy stateful server.
 
+mod conformance;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::upstream::lines::{Line, LineReader};
@@ -21,6 +23,10 @@ struct State {
     counter: u64,
     subscriptions: HashSet<String>,
     running: HashMap<String, JoinHandle<()>>,
+    client_capabilities: Value,
+    /// Requests this server sent to the client, by id, awaiting the client's answer.
+    asked: HashMap<String, oneshot::Sender<Value>>,
+    next_ask: u64,
 }
 
 #[derive(Clone)]
@@ -95,40 +101,73 @@ impl Demo {
             return;
         };
         if method.is_empty() {
-            return; // a response to a request we never send
+            // The client's answer to one of our requests.
+            if let Some(waiting) = self.lock().asked.remove(&id.to_string()) {
+                let _ = waiting.send(message);
+            }
+            return;
         }
         match method {
             "initialize" => {
+                self.lock().client_capabilities = params["capabilities"].clone();
                 let asked = params["protocolVersion"].as_str().unwrap_or_default();
-                let version = if KNOWN_VERSIONS.contains(&asked) { asked } else { PROTOCOL_VERSION };
+                let version = if KNOWN_VERSIONS.contains(&asked) {
+                    asked
+                } else {
+                    PROTOCOL_VERSION
+                };
                 self.reply(id, json!({
                     "protocolVersion": version,
                     "capabilities": {
                         "tools": { "listChanged": true },
                         "resources": { "subscribe": true, "listChanged": true },
                         "prompts": { "listChanged": false },
-                        "logging": {}
+                        "logging": {},
+                        "completions": {}
                     },
                     "serverInfo": { "name": "mcp-session-proxy-demo", "version": env!("CARGO_PKG_VERSION") },
                     "instructions": "A deterministic demo server: echo, add, counter, sleep, emit_updates, progress."
                 }));
             }
             "ping" | "logging/setLevel" => self.reply(id, json!({})),
-            "tools/list" => self.reply(id, json!({ "tools": tools() })),
+            "tools/list" => {
+                let mut all = tools();
+                all.extend(conformance::tools());
+                self.reply(id, json!({ "tools": all }));
+            }
+            "completion/complete" => self.reply(
+                id,
+                json!({ "completion": { "values": [], "total": 0, "hasMore": false } }),
+            ),
             "tools/call" => self.call_tool(id, params),
-            "resources/list" => self.reply(id, json!({ "resources": [
-                { "uri": "demo://greeting", "name": "greeting", "mimeType": "text/plain" },
-                { "uri": "demo://counter", "name": "counter", "mimeType": "text/plain" }
-            ]})),
-            "resources/templates/list" => self.reply(id, json!({ "resourceTemplates": [] })),
+            "resources/list" => {
+                let mut all = vec![
+                    json!({ "uri": "demo://greeting", "name": "greeting", "description": "A fixed greeting", "mimeType": "text/plain" }),
+                    json!({ "uri": "demo://counter", "name": "counter", "description": "The counter tool's value", "mimeType": "text/plain" }),
+                ];
+                all.extend(conformance::resources());
+                self.reply(id, json!({ "resources": all }));
+            }
+            "resources/templates/list" => self.reply(
+                id,
+                json!({ "resourceTemplates": conformance::resource_templates() }),
+            ),
             "resources/read" => {
                 let uri = params["uri"].as_str().unwrap_or_default();
                 let text = match uri {
                     "demo://greeting" => "Hello from the demo server".to_string(),
                     "demo://counter" => self.lock().counter.to_string(),
-                    _ => return self.fail(id, -32002, &format!("Resource not found: {uri}")),
+                    _ => {
+                        return match conformance::read_resource(uri) {
+                            Some(contents) => self.reply(id, json!({ "contents": [contents] })),
+                            None => self.fail(id, -32002, &format!("Resource not found: {uri}")),
+                        }
+                    }
                 };
-                self.reply(id, json!({ "contents": [{ "uri": uri, "mimeType": "text/plain", "text": text }] }));
+                self.reply(
+                    id,
+                    json!({ "contents": [{ "uri": uri, "mimeType": "text/plain", "text": text }] }),
+                );
             }
             "resources/subscribe" | "resources/unsubscribe" => {
                 let uri = params["uri"].as_str().unwrap_or_default().to_owned();
@@ -141,9 +180,22 @@ impl Demo {
                 drop(state);
                 self.reply(id, json!({}));
             }
-            "prompts/list" => self.reply(id, json!({ "prompts": [
-                { "name": "greet", "description": "Greets someone", "arguments": [{ "name": "name", "required": true }] }
-            ]})),
+            "prompts/list" => {
+                let mut all = vec![json!(
+                    { "name": "greet", "description": "Greets someone", "arguments": [{ "name": "name", "required": true }] }
+                )];
+                all.extend(conformance::prompts());
+                self.reply(id, json!({ "prompts": all }));
+            }
+            "prompts/get" if params["name"] != "greet" => {
+                match conformance::get_prompt(
+                    params["name"].as_str().unwrap_or_default(),
+                    &params["arguments"],
+                ) {
+                    Some(prompt) => self.reply(id, prompt),
+                    None => self.fail(id, -32602, &format!("Unknown prompt: {}", params["name"])),
+                }
+            }
             "prompts/get" => {
                 let name = params["arguments"]["name"].as_str().unwrap_or("world");
                 self.reply(id, json!({ "messages": [
@@ -238,8 +290,30 @@ impl Demo {
                 eprintln!("demo-server: crashing on request with exit code {code}");
                 std::process::exit(code);
             }
-            other => self.fail(id, -32602, &format!("Unknown tool: {other}")),
+            other => {
+                if !conformance::call_tool(self, id, other, args, params) {
+                    self.fail(id, -32602, &format!("Unknown tool: {other}"));
+                }
+            }
         }
+    }
+
+    /// Sends a request to the client and waits for its answer (the whole response message).
+    async fn ask(&self, method: &str, params: Value) -> Value {
+        let (answer, answered) = oneshot::channel();
+        let id = {
+            let mut state = self.lock();
+            state.next_ask += 1;
+            let id = Value::from(format!("demo-{}", state.next_ask));
+            state.asked.insert(id.to_string(), answer);
+            id
+        };
+        self.send(json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
+        answered.await.unwrap_or(Value::Null)
+    }
+
+    fn client_supports(&self, capability: &str) -> bool {
+        !self.lock().client_capabilities[capability].is_null()
     }
 
     fn progress(&self, token: &Value, step: u64, steps: u64) {
@@ -292,9 +366,9 @@ impl Demo {
     }
 }
 
-fn tools() -> Value {
+fn tools() -> Vec<Value> {
     let schema = |properties: Value, required: &[&str]| json!({ "type": "object", "properties": properties, "required": required });
-    json!([
+    let Value::Array(tools) = json!([
         { "name": "echo", "description": "Returns its text", "inputSchema": schema(json!({ "text": { "type": "string" } }), &["text"]) },
         { "name": "add", "description": "Adds two numbers", "inputSchema": schema(json!({ "a": { "type": "number" }, "b": { "type": "number" } }), &["a", "b"]) },
         { "name": "counter", "description": "Increments a counter kept in this process and returns it", "inputSchema": schema(json!({}), &[]) },
@@ -302,5 +376,8 @@ fn tools() -> Value {
         { "name": "emit_updates", "description": "Sends count resources/updated notifications, round-robin over uris", "inputSchema": schema(json!({ "uris": { "type": "array", "items": { "type": "string" } }, "count": { "type": "integer" } }), &["uris", "count"]) },
         { "name": "progress", "description": "Sends steps progress notifications (delay_ms apart), then answers", "inputSchema": schema(json!({ "steps": { "type": "integer" }, "delay_ms": { "type": "integer" } }), &["steps"]) },
         { "name": "crash", "description": "Exits the server process at once (for failure tests)", "inputSchema": schema(json!({ "code": { "type": "integer" } }), &[]) }
-    ])
+    ]) else {
+        unreachable!("a JSON array literal")
+    };
+    tools
 }

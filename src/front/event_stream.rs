@@ -19,6 +19,9 @@ pub struct Framing {
     /// Send a priming event (2025-11-25 and later clients) with this reconnection delay.
     pub priming: Option<Option<u64>>,
     pub keep_alive: Duration,
+    /// Close the stream once it has been open this long (2025-11-25 polling, SEP-1699): the
+    /// client resumes from its last event id. Only with priming, so it always has one.
+    pub close_after: Option<Duration>,
 }
 
 /// Chunks buffered between the writer task and hyper.
@@ -50,6 +53,17 @@ async fn write(
         }
     }
     let mut keep_alive = interval_at(Instant::now() + framing.keep_alive, framing.keep_alive);
+    let close_at = framing
+        .close_after
+        .filter(|_| framing.priming.is_some())
+        .map(|after| Instant::now() + after);
+    let closing = async {
+        match close_at {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(closing);
     loop {
         let delivery = match pending.take() {
             Some(delivery) => delivery,
@@ -65,6 +79,7 @@ async fn write(
                     continue;
                 }
                 () = chunks.closed() => return,
+                () = &mut closing => return,
             },
         };
         for chunk in frames(reader.stream(), &delivery) {

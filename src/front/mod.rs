@@ -44,6 +44,8 @@ pub struct HttpSettings {
     pub max_body_bytes: usize,
     pub sse_keep_alive: Duration,
     pub sse_retry: Duration,
+    /// Close streams of 2025-11-25 clients after this long (zero: never).
+    pub sse_close_after: Duration,
     pub post_response: PostResponse,
     pub json_wait: Duration,
     /// Extra allowed `Origin` values (exact, or `*`); loopback origins are always allowed.
@@ -56,6 +58,7 @@ impl Default for HttpSettings {
             max_body_bytes: 4 << 20,
             sse_keep_alive: Duration::from_secs(15),
             sse_retry: Duration::from_secs(1),
+            sse_close_after: Duration::ZERO,
             post_response: PostResponse::Auto,
             json_wait: Duration::from_secs(1),
             allowed_origins: Vec::new(),

@@ -219,6 +219,7 @@ fn open_stream(
     let framing = Framing {
         priming: primes.then_some(Some(app.http.sse_retry.as_millis() as u64)),
         keep_alive: app.http.sse_keep_alive,
+        close_after: Some(app.http.sse_close_after).filter(|d| !d.is_zero()),
     };
     let body = event_stream::open(reader, start, first, framing);
     let mut response = Response::new(body);
