@@ -285,6 +285,20 @@ impl Demo {
                     demo.reply(&id, done);
                 });
             }
+            "list_roots" | "ping_client" => {
+                let (method, label) = match params["name"].as_str() {
+                    Some("list_roots") => ("roots/list", "roots"),
+                    _ => ("ping", "pong"),
+                };
+                self.spawn_for(id, move |demo: Demo, id: Value| async move {
+                    let answer = demo.ask(method, json!({})).await;
+                    let reply = match answer.get("result") {
+                        Some(result) => format!("{label}: {result}"),
+                        None => format!("the client answered {method} with {answer}"),
+                    };
+                    demo.reply(&id, text(reply));
+                });
+            }
             "crash" => {
                 let code = args["code"].as_i64().unwrap_or(3) as i32;
                 eprintln!("demo-server: crashing on request with exit code {code}");
@@ -375,6 +389,8 @@ fn tools() -> Vec<Value> {
         { "name": "sleep", "description": "Answers after ms milliseconds (cancellable)", "inputSchema": schema(json!({ "ms": { "type": "integer" } }), &["ms"]) },
         { "name": "emit_updates", "description": "Sends count resources/updated notifications, round-robin over uris", "inputSchema": schema(json!({ "uris": { "type": "array", "items": { "type": "string" } }, "count": { "type": "integer" } }), &["uris", "count"]) },
         { "name": "progress", "description": "Sends steps progress notifications (delay_ms apart), then answers", "inputSchema": schema(json!({ "steps": { "type": "integer" }, "delay_ms": { "type": "integer" } }), &["steps"]) },
+        { "name": "list_roots", "description": "Asks the client for its roots (roots/list) and returns them", "inputSchema": schema(json!({}), &[]) },
+        { "name": "ping_client", "description": "Pings the client and reports its answer", "inputSchema": schema(json!({}), &[]) },
         { "name": "crash", "description": "Exits the server process at once (for failure tests)", "inputSchema": schema(json!({ "code": { "type": "integer" } }), &[]) }
     ]) else {
         unreachable!("a JSON array literal")
