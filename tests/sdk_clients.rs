@@ -1,6 +1,7 @@
 //! Real third-party peers through the proxy: the official TypeScript SDK client, in front of the
-//! demo server and in front of npm `@modelcontextprotocol/server-everything` over stdio.
-//! `scripts/test` installs them into tests/node (pinned by its package-lock.json).
+//! demo server and in front of npm `@modelcontextprotocol/server-everything` over stdio, and the
+//! official Python client. `scripts/test` installs them (tests/node, pinned by its
+//! package-lock.json; tests/python/.venv from tests/python/requirements.txt).
 
 mod common;
 
@@ -21,19 +22,36 @@ fn node_dir() -> PathBuf {
     dir
 }
 
-/// Runs the SDK client script against the proxy and returns its JSON report.
-async fn run_sdk_client(proxy: &Proxy, server: &str) -> Value {
+/// A proxy that closes streams mid-call (SEP-1699 polling), so clients must resume them.
+async fn polling_proxy() -> Proxy {
+    Proxy::start_with(|c| {
+        c.http.sse_close_after = Duration::from_millis(500);
+        c.http.json_wait = Duration::from_millis(100);
+    })
+    .await
+}
+
+/// Runs the TypeScript SDK client script against the proxy and returns its JSON report.
+async fn run_sdk_client(proxy: &Proxy, args: &[&str]) -> Value {
     let dir = node_dir();
     let url = format!("http://{}/mcp", proxy.addr());
-    let child = Command::new("node")
+    let mut command = Command::new("node");
+    command
         .arg(dir.join("sdk_client.mjs"))
-        .args([&url, server])
-        .current_dir(&dir)
+        .arg(&url)
+        .args(args)
+        .current_dir(&dir);
+    run_client(command).await
+}
+
+/// Runs a client program to completion and returns the JSON line it printed.
+async fn run_client(mut command: Command) -> Value {
+    let child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .expect("node runs");
+        .expect("the client starts");
     let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
         .await
         .expect("the SDK client finishes")
@@ -41,7 +59,7 @@ async fn run_sdk_client(proxy: &Proxy, server: &str) -> Value {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
-        "the SDK client failed ({}):\n{stdout}\n{}",
+        "the client failed ({}):\n{stdout}\n{}",
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );
@@ -49,12 +67,17 @@ async fn run_sdk_client(proxy: &Proxy, server: &str) -> Value {
 }
 
 #[tokio::test]
-async fn typescript_sdk_client_in_front_of_the_demo_server() {
-    let proxy = Proxy::start().await;
-    let report = run_sdk_client(&proxy, "demo").await;
+async fn typescript_sdk_client_in_front_of_the_demo_server_resumes_a_closed_stream() {
+    let proxy = polling_proxy().await;
+    let report = run_sdk_client(&proxy, &["demo", "resume"]).await;
     assert_eq!(report["ok"], true);
     assert_eq!(report["echoed"], "hi");
     assert_eq!(report["updated"], "demo://counter");
+    assert_eq!(report["resumed"], "Reconnection test completed");
+    assert!(
+        proxy.metric("mcp_proxy_replays_total") >= 1,
+        "resumed with Last-Event-ID"
+    );
     assert_eq!(proxy.metric("mcp_proxy_sessions_created_total"), 1);
     assert_eq!(
         proxy.metric("mcp_proxy_sessions_open"),
@@ -75,7 +98,7 @@ async fn typescript_sdk_client_in_front_of_server_everything_over_stdio() {
         ));
     })
     .await;
-    let report = run_sdk_client(&proxy, "everything").await;
+    let report = run_sdk_client(&proxy, &["everything"]).await;
     assert_eq!(report["ok"], true);
     assert_eq!(report["echoed"], "Echo: hi");
     assert!(report["updated"].as_str().unwrap().starts_with("demo://"));
@@ -83,6 +106,36 @@ async fn typescript_sdk_client_in_front_of_server_everything_over_stdio() {
         proxy.metric("mcp_proxy_sessions_open"),
         0,
         "terminated by DELETE"
+    );
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn python_sdk_client_through_the_proxy_resumes_a_closed_stream() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python");
+    let python = dir.join(".venv/bin/python");
+    assert!(
+        python.exists(),
+        "the Python client is not installed: run scripts/test (it creates tests/python/.venv)"
+    );
+    let proxy = polling_proxy().await;
+    let mut command = Command::new(python);
+    command
+        .arg(dir.join("client.py"))
+        .arg(format!("http://{}/mcp", proxy.addr()));
+    let report = run_client(command).await;
+    assert_eq!(report["ok"], true);
+    assert_eq!(report["echoed"], "from python");
+    assert_eq!(report["updated"], "demo://counter");
+    assert_eq!(report["resumed"], "Reconnection test completed");
+    assert!(
+        proxy.metric("mcp_proxy_replays_total") >= 1,
+        "resumed with Last-Event-ID"
+    );
+    assert_eq!(
+        proxy.metric("mcp_proxy_sessions_open"),
+        0,
+        "closed by DELETE"
     );
     proxy.stop().await;
 }

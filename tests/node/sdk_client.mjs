@@ -1,11 +1,13 @@
 // The official TypeScript SDK client through the proxy: initialize, call a tool, subscribe,
-// receive resources/updated, terminate. Usage: node sdk_client.mjs <url> demo|everything
+// receive resources/updated, terminate; with "resume", also a call whose stream the proxy
+// closes mid-call (the client must resume it with Last-Event-ID on its own).
+// Usage: node sdk_client.mjs <url> demo|everything [resume]
 // Prints one JSON line with what it saw; exits non-zero on any failure.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 
-const [url, server] = process.argv.slice(2);
+const [url, server, resume] = process.argv.slice(2);
 
 function check(condition, what) {
   if (!condition) throw new Error(`check failed: ${what}`);
@@ -53,7 +55,14 @@ if (server === "demo") {
 const uri = await within(10000, updated, "notifications/resources/updated");
 check(uri === subscribed, `the update is for ${subscribed}, got ${uri}`);
 
+let resumed;
+if (resume === "resume") {
+  const result = await within(20000, client.callTool({ name: "test_reconnection", arguments: {} }), "the resumed call");
+  resumed = result.content[0].text;
+  check(resumed === "Reconnection test completed", `test_reconnection answered ${resumed}`);
+}
+
 await transport.terminateSession();
 check(transport.sessionId === undefined, "the session is terminated");
 await client.close();
-console.log(JSON.stringify({ ok: true, sessionId, echoed, updated: uri }));
+console.log(JSON.stringify({ ok: true, sessionId, echoed, updated: uri, resumed }));
