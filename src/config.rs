@@ -103,6 +103,11 @@ pub struct Cli {
     /// Log format [default: text].
     #[arg(long, value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,
+
+    /// On SIGTERM or SIGINT: the longest the proxy takes to close streams, release every server
+    /// and exit [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub shutdown_timeout: Option<Duration>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -125,6 +130,8 @@ pub enum LogFormat {
 pub struct Config {
     pub listen: SocketAddr,
     pub log_format: LogFormat,
+    #[serde(deserialize_with = "duration")]
+    pub shutdown_timeout: Duration,
     pub upstream: UpstreamConfig,
     pub session: SessionConfig,
     pub http: HttpConfig,
@@ -174,6 +181,7 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8787)),
             log_format: LogFormat::Text,
+            shutdown_timeout: Duration::from_secs(10),
             upstream: UpstreamConfig::default(),
             session: SessionConfig::default(),
             http: HttpConfig::default(),
@@ -252,6 +260,7 @@ impl Config {
         }
         set(&mut self.listen, &cli.listen);
         set(&mut self.log_format, &cli.log_format);
+        set(&mut self.shutdown_timeout, &cli.shutdown_timeout);
         if cli.stdio.is_some() {
             self.upstream.stdio = cli.stdio.clone();
         }

@@ -17,7 +17,12 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!(addr = %running.addr, upstream = %config.stdio_spec()?.display(), "listening on http://{}/mcp", running.addr);
     wait_for_signal().await?;
     tracing::info!("shutting down");
-    running.stop().await;
+    if tokio::time::timeout(config.shutdown_timeout, running.stop())
+        .await
+        .is_err()
+    {
+        tracing::warn!(timeout = ?config.shutdown_timeout, "shutdown took too long; killing what is left");
+    }
     Ok(())
 }
 

@@ -35,12 +35,13 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         config.session_settings(),
         metrics.clone(),
     ));
+    let shutdown = CancellationToken::new();
     let app = Arc::new(App {
         registry: registry.clone(),
         http: config.http_settings(),
         metrics: metrics.clone(),
+        shutdown: shutdown.clone(),
     });
-    let shutdown = CancellationToken::new();
     tokio::spawn(registry.clone().run_expiry(shutdown.clone()));
     let served = tokio::spawn(front::serve(listener, app, shutdown.clone()));
     Ok(Running {
@@ -53,8 +54,9 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
 }
 
 impl Running {
-    /// Stops accepting, ends every session (closing its streams), waits for open connections to
-    /// finish and for every upstream to be released (stdin closed, then SIGTERM, then SIGKILL).
+    /// Stops accepting, tells every open stream when to reconnect (`retry:`) and closes it, ends
+    /// every session, waits for open connections to finish and for every upstream to be released
+    /// (stdin closed, then SIGTERM, then SIGKILL).
     pub async fn stop(self) {
         self.shutdown.cancel();
         self.registry.end_all().await;

@@ -32,6 +32,12 @@ pub fn priming(id: &str, retry_ms: Option<u64>) -> Bytes {
     Bytes::from(out)
 }
 
+/// A field-only block that sets the client's reconnection delay (sent before the proxy closes
+/// streams at shutdown; dispatches no event, so any client can take it).
+pub fn retry(retry_ms: u64) -> Bytes {
+    Bytes::from(format!("retry: {retry_ms}\n\n"))
+}
+
 /// A comment line: keeps idle connections (and the load balancers in front of them) alive.
 pub fn keep_alive() -> Bytes {
     Bytes::from_static(b": keep-alive\n\n")

@@ -6,6 +6,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio::time::{interval_at, Instant};
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::body::Body;
@@ -22,17 +23,37 @@ pub struct Framing {
     /// Close the stream once it has been open this long (2025-11-25 polling, SEP-1699): the
     /// client resumes from its last event id. Only with priming, so it always has one.
     pub close_after: Option<Duration>,
+    /// Sent as `retry:` before the stream is closed at shutdown.
+    pub retry_ms: u64,
 }
 
 /// Chunks buffered between the writer task and hyper.
 const CHUNKS: usize = 32;
 
 /// Starts the writer task; `first` is a delivery already taken from `reader`, `start` the
-/// position the reader had before it.
-pub fn open(reader: Reader, start: EventId, first: Option<Delivery>, framing: Framing) -> Body {
+/// position the reader had before it. At `shutdown` the stream gets a `retry:` and closes.
+pub fn open(
+    reader: Reader,
+    start: EventId,
+    first: Option<Delivery>,
+    framing: Framing,
+    shutdown: CancellationToken,
+) -> Body {
     let (chunks, body) = mpsc::channel(CHUNKS);
     let span = tracing::debug_span!("stream", stream = %reader.stream());
-    tokio::spawn(write(reader, start, first, framing, chunks).instrument(span));
+    let retry_ms = framing.retry_ms;
+    tokio::spawn(
+        async move {
+            let shut_down = tokio::select! {
+                () = write(reader, start, first, framing, &chunks) => shutdown.is_cancelled(),
+                () = shutdown.cancelled() => true,
+            };
+            if shut_down {
+                let _ = chunks.send(sse::retry(retry_ms)).await;
+            }
+        }
+        .instrument(span),
+    );
     Body::Stream(body)
 }
 
@@ -41,7 +62,7 @@ async fn write(
     start: EventId,
     mut pending: Option<Delivery>,
     framing: Framing,
-    chunks: mpsc::Sender<Bytes>,
+    chunks: &mpsc::Sender<Bytes>,
 ) {
     if let Some(retry) = framing.priming {
         if chunks

@@ -92,6 +92,8 @@ pub struct App {
     pub registry: Arc<Registry>,
     pub http: HttpSettings,
     pub metrics: Arc<Metrics>,
+    /// Cancelled when the proxy starts shutting down.
+    pub shutdown: CancellationToken,
 }
 
 /// Accepts connections until `shutdown`, then lets open ones finish their current exchange.
@@ -139,7 +141,11 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: CancellationT
 async fn route(app: &App, request: Request<Incoming>) -> Response<Body> {
     match request.uri().path() {
         "/mcp" => streamable_http::handle(app, request).await,
-        "/healthz" | "/readyz" => text(StatusCode::OK, "ok\n".into()),
+        "/healthz" => text(StatusCode::OK, "ok\n".into()),
+        "/readyz" if app.shutdown.is_cancelled() => {
+            text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n".into())
+        }
+        "/readyz" => text(StatusCode::OK, "ready\n".into()),
         "/metrics" => text(StatusCode::OK, app.metrics.render()),
         _ => text(StatusCode::NOT_FOUND, "not found\n".into()),
     }

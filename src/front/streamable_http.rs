@@ -220,8 +220,9 @@ fn open_stream(
         priming: primes.then_some(Some(app.http.sse_retry.as_millis() as u64)),
         keep_alive: app.http.sse_keep_alive,
         close_after: Some(app.http.sse_close_after).filter(|d| !d.is_zero()),
+        retry_ms: app.http.sse_retry.as_millis() as u64,
     };
-    let body = event_stream::open(reader, start, first, framing);
+    let body = event_stream::open(reader, start, first, framing, app.shutdown.clone());
     let mut response = Response::new(body);
     let headers = response.headers_mut();
     headers.insert(
