@@ -16,6 +16,7 @@ use super::event_stream::{self, Framing};
 use super::rejection::Rejection;
 use super::{App, PostResponse};
 use crate::jsonrpc::{self, Kind, Message, METHOD_NOT_FOUND};
+use crate::metrics;
 use crate::session::id::Principal;
 use crate::session::log::{EventId, StreamKey};
 use crate::session::{Delivery, Reader, Session};
@@ -30,19 +31,35 @@ pub const SUPPORTED_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-
 const PRIMING_SINCE: &str = "2025-11-25";
 
 pub async fn handle(app: &App, request: Request<Incoming>) -> Response<Body> {
+    let started = std::time::Instant::now();
+    let mut method = match *request.method() {
+        Method::POST => "unparsed",
+        Method::GET => "GET",
+        Method::DELETE => "DELETE",
+        _ => "other",
+    };
     let outcome = match check_origin(app, request.headers()) {
         Err(rejection) => Err(rejection),
         Ok(()) => match *request.method() {
-            Method::POST => post(app, request).await,
+            Method::POST => post(app, request, &mut method).await,
             Method::GET => get(app, request.headers()),
             Method::DELETE => delete(app, request.headers()),
             _ => Err(Rejection::method_not_allowed()),
         },
     };
-    outcome.unwrap_or_else(Rejection::into_response)
+    let response = outcome.unwrap_or_else(Rejection::into_response);
+    app.metrics
+        .requests
+        .record(method, response.status().as_u16(), started.elapsed());
+    response
 }
 
-async fn post(app: &App, request: Request<Incoming>) -> Result<Response<Body>, Rejection> {
+/// `method` is set to the metrics label of the message once it is parsed.
+async fn post(
+    app: &App,
+    request: Request<Incoming>,
+    method: &mut &'static str,
+) -> Result<Response<Body>, Rejection> {
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
     if !media_type_is(&headers, "application/json") {
@@ -51,6 +68,10 @@ async fn post(app: &App, request: Request<Incoming>) -> Result<Response<Body>, R
     require_accept(&headers, &["application/json", "text/event-stream"])?;
     let body = read_body(&headers, body, app.http.max_body_bytes).await?;
     let message = Message::parse(body)?;
+    *method = match message.method() {
+        Some(name) => metrics::method_label(name),
+        None => "response",
+    };
     let principal = principal(&headers);
     let session_id = header_str(&headers, SESSION_HEADER);
 
