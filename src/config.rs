@@ -100,6 +100,20 @@ pub struct Cli {
     #[arg(long = "allowed-origin", value_name = "ORIGIN")]
     pub allowed_origins: Vec<String>,
 
+    /// A Host to allow (host or host:port, or `*`); repeatable [default: loopback names when
+    /// listening on loopback, else any].
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    pub allowed_hosts: Vec<String>,
+
+    /// A header, set by a trusted authenticating proxy in front, that names the principal
+    /// owning a session [default: none: a digest of Authorization].
+    #[arg(long, value_name = "HEADER")]
+    pub principal_header: Option<String>,
+
+    /// Most sessions one principal may hold; more are refused with 503 [default: no limit].
+    #[arg(long, value_name = "N")]
+    pub max_sessions_per_principal: Option<usize>,
+
     /// Log format [default: text].
     #[arg(long, value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,
@@ -153,6 +167,7 @@ pub struct SessionConfig {
     #[serde(deserialize_with = "duration")]
     pub idle_ttl: Duration,
     pub max_sessions: usize,
+    pub max_sessions_per_principal: Option<usize>,
     pub window_events: usize,
     pub window_bytes: usize,
     #[serde(deserialize_with = "duration")]
@@ -174,6 +189,8 @@ pub struct HttpConfig {
     #[serde(deserialize_with = "duration")]
     pub json_wait: Duration,
     pub allowed_origins: Vec<String>,
+    pub allowed_hosts: Vec<String>,
+    pub principal_header: Option<String>,
 }
 
 impl Default for Config {
@@ -205,6 +222,7 @@ impl Default for SessionConfig {
         SessionConfig {
             idle_ttl: session.idle_ttl,
             max_sessions: session.max_sessions,
+            max_sessions_per_principal: session.max_sessions_per_principal,
             window_events: session.window.max_events,
             window_bytes: session.window.max_bytes,
             window_age: session.window.max_age,
@@ -224,6 +242,8 @@ impl Default for HttpConfig {
             post_response: http.post_response,
             json_wait: http.json_wait,
             allowed_origins: http.allowed_origins,
+            allowed_hosts: http.allowed_hosts,
+            principal_header: http.principal_header,
         }
     }
 }
@@ -273,6 +293,15 @@ impl Config {
         if !cli.allowed_origins.is_empty() {
             self.http.allowed_origins = cli.allowed_origins.clone();
         }
+        if !cli.allowed_hosts.is_empty() {
+            self.http.allowed_hosts = cli.allowed_hosts.clone();
+        }
+        if cli.principal_header.is_some() {
+            self.http.principal_header = cli.principal_header.clone();
+        }
+        if cli.max_sessions_per_principal.is_some() {
+            self.session.max_sessions_per_principal = cli.max_sessions_per_principal;
+        }
         set(&mut self.session.idle_ttl, &cli.idle_ttl);
         set(&mut self.session.max_sessions, &cli.max_sessions);
         set(&mut self.session.window_events, &cli.window_events);
@@ -296,6 +325,16 @@ impl Config {
         for (key, value) in positive {
             if value == 0 {
                 bail!("{key} must be at least 1");
+            }
+        }
+        if self.session.max_sessions_per_principal == Some(0) {
+            bail!(
+                "session.max_sessions_per_principal must be at least 1 (leave it out for no limit)"
+            );
+        }
+        if let Some(name) = &self.http.principal_header {
+            if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                bail!("http.principal_header: {name:?} is not a valid header name");
             }
         }
         let durations = [
@@ -341,6 +380,7 @@ impl Config {
             },
             idle_ttl: self.session.idle_ttl,
             max_sessions: self.session.max_sessions,
+            max_sessions_per_principal: self.session.max_sessions_per_principal,
             coalesce_progress: self.session.coalesce_progress,
         }
     }
@@ -354,6 +394,9 @@ impl Config {
             post_response: self.http.post_response,
             json_wait: self.http.json_wait,
             allowed_origins: self.http.allowed_origins.clone(),
+            allowed_hosts: self.http.allowed_hosts.clone(),
+            loopback_hosts_only: self.listen.ip().is_loopback(),
+            principal_header: self.http.principal_header.clone(),
         }
     }
 }

@@ -227,6 +227,93 @@ async fn a_disallowed_origin_is_403_and_loopback_origins_pass() {
 }
 
 #[tokio::test]
+async fn a_host_that_is_not_loopback_is_403_on_a_loopback_listener() {
+    let (proxy, bystander) = with_bystander(|_| {}).await;
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let base = [
+        ("content-type", "application/json"),
+        ("accept", JSON_AND_SSE),
+    ];
+    let (status, body) = raw_post(
+        &bystander,
+        &[base[0], base[1], ("host", "evil.example:8787")],
+        ping,
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("evil.example"));
+    let (status, _) = raw_post(
+        &bystander,
+        &[base[0], base[1], ("host", "localhost:8787")],
+        ping,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    bystander_unharmed(proxy, bystander).await;
+}
+
+#[tokio::test]
+async fn configured_hosts_are_the_only_ones_allowed() {
+    let proxy = Proxy::start_with(|c| c.http.allowed_hosts = vec!["mcp.example".into()]).await;
+    let mut client = proxy.client();
+    client.extra_headers = vec![("host".into(), "mcp.example:443".into())];
+    client.initialize("2025-06-18").await;
+    client.extra_headers = vec![("host".into(), proxy.addr().to_string())];
+    let reply = client
+        .post(&json!({ "jsonrpc": "2.0", "id": 5, "method": "ping" }))
+        .await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_trusted_principal_header_owns_sessions_instead_of_authorization() {
+    let proxy = Proxy::start_with(|c| c.http.principal_header = Some("x-user".into())).await;
+    let mut alice = proxy.client();
+    alice.extra_headers = vec![("x-user".into(), "alice".into())];
+    alice.authorization = Some("Bearer token-1".into());
+    alice.initialize("2025-06-18").await;
+    // The same person with a rotated token still owns the session.
+    alice.authorization = Some("Bearer token-2".into());
+    assert_eq!(alice.call_tool("counter", json!({})).await, "1");
+    // Someone else with alice's token and session id does not.
+    let mut bob = alice.clone();
+    bob.extra_headers = vec![("x-user".into(), "bob".into())];
+    let reply = bob
+        .post(&json!({ "jsonrpc": "2.0", "id": 7, "method": "ping" }))
+        .await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_principal_over_its_own_session_limit_is_503_and_others_are_not() {
+    let (proxy, bystander) =
+        with_bystander(|c| c.session.max_sessions_per_principal = Some(1)).await;
+    let initialize = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": { "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "x", "version": "1" } } });
+    let again = proxy.client().post(&initialize).await;
+    assert_eq!(
+        again.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the anonymous principal holds one"
+    );
+    assert!(again.headers.contains_key("retry-after"));
+    let mut other = proxy.client();
+    other.authorization = Some("Bearer someone-else".into());
+    other.initialize("2025-06-18").await;
+    // Ending a session frees its principal's place.
+    let mut freed = bystander.clone();
+    assert_eq!(freed.delete().await, StatusCode::OK);
+    freed.session = None;
+    freed.initialize("2025-06-18").await;
+    proxy.stop().await;
+}
+
+#[tokio::test]
 async fn too_many_sessions_is_503_with_retry_after() {
     let (proxy, bystander) = with_bystander(|c| c.session.max_sessions = 1).await;
     let reply = proxy

@@ -54,6 +54,14 @@ impl Rejection {
         )
     }
 
+    pub fn forbidden_host(host: &str) -> Rejection {
+        Rejection::new(
+            StatusCode::FORBIDDEN,
+            INVALID_REQUEST,
+            format!("Forbidden: Host {host} is not allowed"),
+        )
+    }
+
     pub fn too_large(limit: usize) -> Rejection {
         Rejection::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -93,7 +101,7 @@ impl Rejection {
     /// could not be reached → 502.
     pub fn session(error: &SessionError) -> Rejection {
         match error {
-            SessionError::TooManySessions(_) => Rejection {
+            SessionError::TooManySessions(_) | SessionError::TooManyForPrincipal(_) => Rejection {
                 retry_after: Some(1),
                 ..Rejection::new(
                     StatusCode::SERVICE_UNAVAILABLE,

@@ -13,11 +13,11 @@ use serde_json::Value;
 
 use super::body::Body;
 use super::event_stream::{self, Framing};
+use super::guard;
 use super::rejection::Rejection;
 use super::{App, PostResponse};
 use crate::jsonrpc::{self, Kind, Message, METHOD_NOT_FOUND};
 use crate::metrics;
-use crate::session::id::Principal;
 use crate::session::log::{EventId, StreamKey};
 use crate::session::{Delivery, Reader, Session};
 
@@ -72,7 +72,7 @@ async fn post(
         Some(name) => metrics::method_label(name),
         None => "response",
     };
-    let principal = principal(&headers);
+    let principal = guard::principal(&app.http, &headers);
     let session_id = header_str(&headers, SESSION_HEADER);
 
     if message.kind() == Kind::Request && message.method() == Some("initialize") {
@@ -258,7 +258,7 @@ fn find_session(app: &App, headers: &HeaderMap) -> Result<Arc<Session>, Rejectio
     let id = header_str(headers, SESSION_HEADER)
         .ok_or_else(|| Rejection::bad_request("Bad Request: Mcp-Session-Id header is required"))?;
     app.registry
-        .get(id, &principal(headers))
+        .get(id, &guard::principal(&app.http, headers))
         .ok_or_else(Rejection::session_not_found)
 }
 
@@ -301,11 +301,15 @@ async fn read_body(headers: &HeaderMap, body: Incoming, limit: usize) -> Result<
     }
 }
 
+/// `Origin` and `Host` checks against DNS rebinding: 403 when either is not allowed.
 fn check_origin(app: &App, headers: &HeaderMap) -> Result<(), Rejection> {
-    match header_str(headers, header::ORIGIN.as_str()) {
-        Some(origin) if !app.http.origin_allowed(origin) => {
-            Err(Rejection::forbidden_origin(origin))
+    if let Some(origin) = header_str(headers, header::ORIGIN.as_str()) {
+        if !guard::origin_allowed(&app.http, origin) {
+            return Err(Rejection::forbidden_origin(origin));
         }
+    }
+    match header_str(headers, header::HOST.as_str()) {
+        Some(host) if !guard::host_allowed(&app.http, host) => Err(Rejection::forbidden_host(host)),
         _ => Ok(()),
     }
 }
@@ -354,13 +358,6 @@ fn media_type_is(headers: &HeaderMap, wanted: &str) -> bool {
     header_str(headers, header::CONTENT_TYPE.as_str())
         .and_then(|v| v.split(';').next())
         .is_some_and(|media| media.trim().eq_ignore_ascii_case(wanted))
-}
-
-fn principal(headers: &HeaderMap) -> Principal {
-    match headers.get(header::AUTHORIZATION) {
-        Some(credential) => Principal::from_credential(credential.as_bytes()),
-        None => Principal::anonymous(),
-    }
 }
 
 fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {

@@ -34,6 +34,8 @@ pub struct SessionSettings {
     pub window: Window,
     pub idle_ttl: Duration,
     pub max_sessions: usize,
+    /// Most sessions one principal may hold (none: no limit of its own).
+    pub max_sessions_per_principal: Option<usize>,
     /// Let a newer progress notification replace an undelivered older one of its token.
     pub coalesce_progress: bool,
 }
@@ -44,6 +46,7 @@ impl Default for SessionSettings {
             window: Window::default(),
             idle_ttl: Duration::from_secs(600),
             max_sessions: 10_000,
+            max_sessions_per_principal: None,
             coalesce_progress: false,
         }
     }
@@ -57,6 +60,8 @@ pub enum SessionError {
     Upstream(#[from] UpstreamError),
     #[error("the limit of {0} open sessions is reached")]
     TooManySessions(usize),
+    #[error("this principal already holds its limit of {0} open sessions")]
+    TooManyForPrincipal(usize),
 }
 
 /// A client request the upstream has not answered yet, keyed by the upstream id.

@@ -25,6 +25,8 @@ pub struct Registry {
     sessions: DashMap<String, Arc<Session>>,
     /// Sessions counted against the limit, including ones being created.
     reserved: AtomicUsize,
+    /// Open sessions per principal, when principals have a limit of their own.
+    per_principal: DashMap<Principal, usize>,
     upstream: StdioSpec,
     settings: Arc<SessionSettings>,
     metrics: Arc<Metrics>,
@@ -37,6 +39,7 @@ impl Registry {
         Registry {
             sessions: DashMap::new(),
             reserved: AtomicUsize::new(0),
+            per_principal: DashMap::new(),
             upstream,
             settings: Arc::new(settings),
             metrics,
@@ -64,11 +67,17 @@ impl Registry {
             Metrics::inc(&self.metrics.sessions_rejected_total);
             return Err(SessionError::TooManySessions(limit));
         }
+        if let Err(error) = self.reserve_for(&principal) {
+            self.reserved.fetch_sub(1, Ordering::AcqRel);
+            Metrics::inc(&self.metrics.sessions_rejected_total);
+            return Err(error);
+        }
         let (events, inbox) = mpsc::channel(UPSTREAM_EVENTS);
         let upstream = match StdioUpstream::spawn(&self.upstream, events, &self.upstream_tasks) {
             Ok(stdio) => Upstream::Stdio(stdio),
             Err(error) => {
                 self.reserved.fetch_sub(1, Ordering::AcqRel);
+                self.release_for(&principal);
                 return Err(error.into());
             }
         };
@@ -89,6 +98,29 @@ impl Registry {
         Ok(session)
     }
 
+    /// Counts a new session against its principal's own limit, if there is one.
+    fn reserve_for(&self, principal: &Principal) -> Result<(), SessionError> {
+        let Some(limit) = self.settings.max_sessions_per_principal else {
+            return Ok(());
+        };
+        let mut held = self.per_principal.entry(principal.clone()).or_insert(0);
+        if *held >= limit {
+            return Err(SessionError::TooManyForPrincipal(limit));
+        }
+        *held += 1;
+        Ok(())
+    }
+
+    fn release_for(&self, principal: &Principal) {
+        if self.settings.max_sessions_per_principal.is_none() {
+            return;
+        }
+        self.per_principal.remove_if_mut(principal, |_, held| {
+            *held = held.saturating_sub(1);
+            *held == 0
+        });
+    }
+
     /// The session `id` if `principal` owns it. Another principal's session is not found.
     pub fn get(&self, id: &str, principal: &Principal) -> Option<Arc<Session>> {
         if !id::is_well_formed(id) {
@@ -104,6 +136,7 @@ impl Registry {
             return false;
         };
         self.reserved.fetch_sub(1, Ordering::AcqRel);
+        self.release_for(session.principal());
         Metrics::dec(&self.metrics.sessions_open);
         session.end();
         session.span().in_scope(|| info!("session ended"));

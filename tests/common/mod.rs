@@ -71,6 +71,8 @@ pub struct Client {
     pub session: Option<String>,
     pub authorization: Option<String>,
     pub protocol_version: Option<String>,
+    /// Extra headers sent with every request (a trusted principal header, say).
+    pub extra_headers: Vec<(String, String)>,
     next_id: u64,
 }
 
@@ -81,6 +83,7 @@ impl Client {
             session: None,
             authorization: None,
             protocol_version: None,
+            extra_headers: Vec::new(),
             next_id: 1,
         }
     }
@@ -110,8 +113,13 @@ impl Client {
         tokio::spawn(connection);
         let mut request = Request::builder()
             .method(method)
-            .uri(format!("http://{}{path}", self.addr))
-            .header("host", self.addr.to_string());
+            .uri(format!("http://{}{path}", self.addr));
+        if !headers
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+        {
+            request = request.header("host", self.addr.to_string());
+        }
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
@@ -137,6 +145,9 @@ impl Client {
         }
         if let Some(version) = &self.protocol_version {
             headers.push(("mcp-protocol-version", version.as_str()));
+        }
+        for (name, value) in &self.extra_headers {
+            headers.push((name.as_str(), value.as_str()));
         }
         headers
     }
