@@ -499,6 +499,20 @@ mod tests {
     }
 
     #[test]
+    fn every_shipped_example_loads() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        let mut loaded = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                Config::from_file(&path).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+                loaded += 1;
+            }
+        }
+        assert!(loaded >= 3, "{loaded} examples");
+    }
+
+    #[test]
     fn command_line_overrides_the_file() {
         let cli = Cli::parse_from([
             "mcp-session-proxy",
