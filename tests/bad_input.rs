@@ -15,8 +15,7 @@ async fn with_bystander(
     adjust: impl FnOnce(&mut mcp_session_proxy::config::Config),
 ) -> (Proxy, Client) {
     let proxy = Proxy::start_with(adjust).await;
-    let mut bystander = proxy.client();
-    bystander.initialize("2025-06-18").await;
+    let mut bystander = proxy.initialized_client("2025-06-18").await;
     assert_eq!(bystander.call_tool("counter", json!({})).await, "1");
     (proxy, bystander)
 }
@@ -357,8 +356,7 @@ async fn an_upstream_that_cannot_start_is_a_clear_internal_error() {
 #[tokio::test]
 async fn a_server_crash_fails_in_flight_requests_with_the_cause_and_later_ones_at_once() {
     let (proxy, bystander) = with_bystander(|_| {}).await;
-    let mut victim = proxy.client();
-    victim.initialize("2025-06-18").await;
+    let mut victim = proxy.initialized_client("2025-06-18").await;
     let mut slow = victim
         .post(
             &json!({ "jsonrpc": "2.0", "id": "slow", "method": "tools/call",
@@ -406,8 +404,7 @@ async fn a_server_crash_fails_in_flight_requests_with_the_cause_and_later_ones_a
 #[tokio::test]
 async fn an_oversized_server_line_fails_that_request_and_the_session_goes_on() {
     let (proxy, bystander) = with_bystander(|c| c.upstream.max_line_bytes = 4096).await;
-    let mut client = proxy.client();
-    client.initialize("2025-06-18").await;
+    let mut client = proxy.initialized_client("2025-06-18").await;
     let reply = client
         .request(
             "tools/call",

@@ -33,10 +33,8 @@ const TTL: Duration = Duration::from_secs(6 * 3600);
 #[tokio::test(start_paused = true)]
 async fn an_idle_session_expires_and_its_child_is_released() {
     let proxy = Proxy::start_with(|c| c.session.idle_ttl = TTL).await;
-    let mut idle = proxy.client();
-    idle.initialize("2025-06-18").await;
-    let mut watched = proxy.client();
-    watched.initialize("2025-06-18").await;
+    let idle = proxy.initialized_client("2025-06-18").await;
+    let mut watched = proxy.initialized_client("2025-06-18").await;
     let _stream = watched.get(None).await;
     let idle_pid = child_pid(&proxy, idle.session.as_deref().unwrap());
     assert!(alive(idle_pid));
@@ -67,8 +65,7 @@ async fn stopping_the_proxy_releases_every_child_before_it_returns() {
     let proxy = Proxy::start().await;
     let mut pids = Vec::new();
     for _ in 0..3 {
-        let mut client = proxy.client();
-        client.initialize("2025-06-18").await;
+        let client = proxy.initialized_client("2025-06-18").await;
         pids.push(child_pid(&proxy, client.session.as_deref().unwrap()));
     }
     assert!(pids.iter().all(|pid| alive(*pid)));

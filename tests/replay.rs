@@ -32,8 +32,7 @@ async fn fence(client: &mut Client) {
 #[tokio::test]
 async fn a_cut_post_stream_resumes_with_every_missed_event_then_the_response() {
     let proxy = Proxy::start().await;
-    let mut client = proxy.client();
-    client.initialize("2025-11-25").await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
     let mut call = client
         .post(&json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call",
             "params": { "name": "progress", "arguments": { "steps": 5 }, "_meta": { "progressToken": "tok" } } }))
@@ -75,8 +74,7 @@ async fn a_cut_post_stream_resumes_with_every_missed_event_then_the_response() {
 #[tokio::test]
 async fn resuming_a_stream_never_replays_another_streams_events() {
     let proxy = Proxy::start().await;
-    let mut client = proxy.client();
-    client.initialize("2025-11-25").await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
     client
         .request("resources/subscribe", json!({ "uri": "demo://counter" }))
         .await;
@@ -108,8 +106,7 @@ async fn resuming_a_stream_never_replays_another_streams_events() {
 #[tokio::test]
 async fn a_thousand_updates_over_ten_uris_reach_a_resuming_client_as_ten() {
     let proxy = Proxy::start().await;
-    let mut client = proxy.client();
-    client.initialize("2025-11-25").await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
     let away_from = position_of_get_stream(&client).await;
 
     let uris: Vec<String> = (0..10).map(|i| format!("demo://doc/{i}")).collect();
@@ -150,8 +147,7 @@ async fn a_thousand_updates_over_ten_uris_reach_a_resuming_client_as_ten() {
 #[tokio::test]
 async fn resuming_from_an_evicted_position_synthesizes_invalidations() {
     let proxy = Proxy::start_with(|c| c.session.window_events = 8).await;
-    let mut client = proxy.client();
-    client.initialize("2025-11-25").await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
     client
         .request("resources/subscribe", json!({ "uri": "demo://counter" }))
         .await;

@@ -47,8 +47,7 @@ async fn call_and_answer(
 #[tokio::test]
 async fn roots_list_goes_to_the_client_on_the_causing_stream_and_the_answer_comes_back() {
     let proxy = Proxy::start().await;
-    let mut client = proxy.client();
-    client.initialize("2025-06-18").await;
+    let mut client = proxy.initialized_client("2025-06-18").await;
     let (request, text) = call_and_answer(
         &mut client,
         "list_roots",
@@ -63,8 +62,7 @@ async fn roots_list_goes_to_the_client_on_the_causing_stream_and_the_answer_come
 #[tokio::test]
 async fn ping_goes_both_ways() {
     let proxy = Proxy::start().await;
-    let mut client = proxy.client();
-    client.initialize("2025-06-18").await;
+    let mut client = proxy.initialized_client("2025-06-18").await;
     let pong = client.request("ping", json!({})).await;
     assert_eq!(pong["result"], json!({}), "client → server");
     let (request, text) = call_and_answer(&mut client, "ping_client", |_| json!({})).await;

@@ -109,8 +109,7 @@ async fn clients_of_2025_11_25_get_a_priming_event_with_retry_older_ones_do_not(
 #[tokio::test]
 async fn idle_streams_carry_keep_alive_comments() {
     let proxy = Proxy::start_with(|c| c.http.sse_keep_alive = Duration::from_millis(50)).await;
-    let mut client = proxy.client();
-    client.initialize("2025-06-18").await;
+    let client = proxy.initialized_client("2025-06-18").await;
     let mut stream = client.get(None).await;
     let chunk = within("a keep-alive", stream.next_chunk()).await.unwrap();
     assert_eq!(&chunk[..], b": keep-alive\n\n");
@@ -120,8 +119,7 @@ async fn idle_streams_carry_keep_alive_comments() {
 #[tokio::test]
 async fn a_new_get_stream_replaces_the_old_one() {
     let proxy = Proxy::start().await;
-    let mut client = proxy.client();
-    client.initialize("2025-06-18").await;
+    let mut client = proxy.initialized_client("2025-06-18").await;
     let mut first = client.get(None).await;
     let mut second = client.get(None).await;
     assert_eq!(
@@ -141,8 +139,7 @@ async fn a_new_get_stream_replaces_the_old_one() {
 #[tokio::test]
 async fn unsupported_protocol_version_header_is_a_400() {
     let proxy = Proxy::start().await;
-    let mut client = proxy.client();
-    client.initialize("2025-06-18").await;
+    let mut client = proxy.initialized_client("2025-06-18").await;
     client.protocol_version = Some("1999-01-01".into());
     let reply = client
         .post(&json!({ "jsonrpc": "2.0", "id": 2, "method": "ping" }))
@@ -168,8 +165,7 @@ async fn unsupported_protocol_version_header_is_a_400() {
 #[tokio::test]
 async fn client_cancellation_reaches_the_server_under_its_upstream_id() {
     let proxy = Proxy::start().await;
-    let mut client = proxy.client();
-    client.initialize("2025-06-18").await;
+    let client = proxy.initialized_client("2025-06-18").await;
     let mut events = client.get(None).await;
     let mut slow = client
         .post(
@@ -203,8 +199,7 @@ async fn client_cancellation_reaches_the_server_under_its_upstream_id() {
 #[tokio::test]
 async fn health_and_metrics_endpoints_answer() {
     let proxy = Proxy::start().await;
-    let mut client = proxy.client();
-    client.initialize("2025-06-18").await;
+    let client = proxy.initialized_client("2025-06-18").await;
     for path in ["/healthz", "/readyz"] {
         let reply = client.send_to(path, http::Method::GET, &[], None).await;
         assert_eq!(reply.status, StatusCode::OK, "{path}");
@@ -234,8 +229,7 @@ async fn sse_close_after_closes_primed_streams_and_the_client_resumes_them() {
         c.http.post_response = mcp_session_proxy::front::PostResponse::Sse;
     })
     .await;
-    let mut client = proxy.client();
-    client.initialize("2025-11-25").await;
+    let client = proxy.initialized_client("2025-11-25").await;
     let mut call = client
         .post(&json!({ "jsonrpc": "2.0", "id": 9, "method": "tools/call",
             "params": { "name": "sleep", "arguments": { "ms": 600 } } }))
@@ -266,8 +260,7 @@ async fn sse_close_after_closes_primed_streams_and_the_client_resumes_them() {
     );
 
     // Clients before 2025-11-25 get no priming event, so their streams are never cut.
-    let mut old = proxy.client();
-    old.initialize("2025-06-18").await;
+    let old = proxy.initialized_client("2025-06-18").await;
     let call = old
         .post(&json!({ "jsonrpc": "2.0", "id": 10, "method": "tools/call",
             "params": { "name": "sleep", "arguments": { "ms": 400 } } }))

@@ -50,6 +50,13 @@ impl Proxy {
         Client::new(self.addr())
     }
 
+    /// A client with a session, initialized at `version`.
+    pub async fn initialized_client(&self, version: &str) -> Client {
+        let mut client = self.client();
+        client.initialize(version).await;
+        client
+    }
+
     pub fn metric(&self, name: &str) -> u64 {
         let text = self.running.metrics.render();
         text.lines()
