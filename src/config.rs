@@ -13,6 +13,8 @@ use crate::front::{HttpSettings, PostResponse};
 use crate::session::log::Window;
 use crate::session::SessionSettings;
 use crate::upstream::stdio::StdioSpec;
+use crate::upstream::streamable_http::HttpSpec;
+use crate::upstream::UpstreamSpec;
 
 /// A session-aware reverse proxy for MCP servers: it owns their sessions, keeps a replay window
 /// per session and coalesces change notifications, so clients survive dropped streams.
@@ -32,8 +34,17 @@ pub struct Cli {
 
     /// Command line of the stdio MCP server to run per session (split like a shell would, never
     /// run by one) [default: the bundled demo server].
-    #[arg(long, value_name = "COMMAND")]
+    #[arg(long, value_name = "COMMAND", conflicts_with = "http")]
     pub stdio: Option<String>,
+
+    /// URL of a Streamable HTTP MCP server to front instead of a stdio one; each proxy session
+    /// gets its own upstream session [default: none].
+    #[arg(long, value_name = "URL")]
+    pub http: Option<String>,
+
+    /// With --http: longest wait for the upstream to begin answering a request [default: 30s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub request_timeout: Option<Duration>,
 
     /// End a session after this long without requests or attached streams [default: 10m].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
@@ -127,7 +138,11 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the bundled demo MCP server on stdio (protocol 2025-11-25).
-    DemoServer,
+    DemoServer {
+        /// Serve it over Streamable HTTP on this address instead (prints its URL on stdout).
+        #[arg(long, value_name = "ADDR")]
+        http: Option<SocketAddr>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ValueEnum, Default)]
@@ -154,8 +169,13 @@ pub struct Config {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct UpstreamConfig {
-    /// Command line of the stdio server; absent means the bundled demo server.
+    /// Command line of the stdio server; absent (and no `http`): the bundled demo server.
     pub stdio: Option<String>,
+    /// URL of a Streamable HTTP server, instead of a stdio one.
+    pub http: Option<String>,
+    /// HTTP upstream: longest wait for the server to begin answering a request.
+    #[serde(deserialize_with = "duration")]
+    pub request_timeout: Duration,
     pub max_line_bytes: usize,
     #[serde(deserialize_with = "duration")]
     pub shutdown_grace: Duration,
@@ -210,6 +230,8 @@ impl Default for UpstreamConfig {
     fn default() -> Self {
         UpstreamConfig {
             stdio: None,
+            http: None,
+            request_timeout: Duration::from_secs(30),
             max_line_bytes: 4 << 20,
             shutdown_grace: Duration::from_secs(2),
         }
@@ -283,7 +305,13 @@ impl Config {
         set(&mut self.shutdown_timeout, &cli.shutdown_timeout);
         if cli.stdio.is_some() {
             self.upstream.stdio = cli.stdio.clone();
+            self.upstream.http = None;
         }
+        if cli.http.is_some() {
+            self.upstream.http = cli.http.clone();
+            self.upstream.stdio = None;
+        }
+        set(&mut self.upstream.request_timeout, &cli.request_timeout);
         set(&mut self.upstream.max_line_bytes, &cli.max_line_bytes);
         set(&mut self.upstream.shutdown_grace, &cli.shutdown_grace);
         if cli.coalesce_progress {
@@ -350,7 +378,29 @@ impl Config {
         if let Some(command) = &self.upstream.stdio {
             StdioSpec::parse(command).map_err(|e| anyhow::anyhow!("upstream.stdio: {e}"))?;
         }
+        if let Some(url) = &self.upstream.http {
+            if self.upstream.stdio.is_some() {
+                bail!("upstream.stdio and upstream.http are exclusive: front one server");
+            }
+            parse_http_url(url)?;
+        }
+        if self.upstream.request_timeout.is_zero() {
+            bail!("upstream.request_timeout must be longer than zero");
+        }
         Ok(())
+    }
+
+    /// The server sessions get: the configured HTTP server or stdio command, else this binary's
+    /// demo server.
+    pub fn upstream_spec(&self) -> anyhow::Result<UpstreamSpec> {
+        match &self.upstream.http {
+            Some(url) => Ok(UpstreamSpec::Http(HttpSpec {
+                url: parse_http_url(url)?,
+                request_timeout: self.upstream.request_timeout,
+                max_event_bytes: self.upstream.max_line_bytes,
+            })),
+            None => self.stdio_spec().map(UpstreamSpec::Stdio),
+        }
     }
 
     /// The stdio server to run: the configured command, or this binary's demo server.
@@ -399,6 +449,17 @@ impl Config {
             principal_header: self.http.principal_header.clone(),
         }
     }
+}
+
+/// An `http://` URL with a host (the proxy speaks plain HTTP to its upstreams).
+fn parse_http_url(url: &str) -> anyhow::Result<http::Uri> {
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e| anyhow::anyhow!("upstream.http: {url:?} is not a URL: {e}"))?;
+    if uri.scheme_str() != Some("http") || uri.host().is_none() {
+        bail!("upstream.http: {url:?} must be an http:// URL with a host");
+    }
+    Ok(uri)
 }
 
 /// Parses `250ms`, `15s`, `10m`, `1h` (a bare number is seconds).

@@ -8,13 +8,15 @@ use tracing_subscriber::EnvFilter;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    if let Some(Command::DemoServer) = cli.command {
-        return demo::run().await;
+    match cli.command {
+        Some(Command::DemoServer { http: None }) => return demo::run().await,
+        Some(Command::DemoServer { http: Some(listen) }) => return demo_over_http(listen).await,
+        None => {}
     }
     let config = Config::load(&cli)?;
     init_logging(config.log_format);
     let running = server::start(&config).await?;
-    tracing::info!(addr = %running.addr, upstream = %config.stdio_spec()?.display(), "listening on http://{}/mcp", running.addr);
+    tracing::info!(addr = %running.addr, upstream = %config.upstream_spec()?.display(), "listening on http://{}/mcp", running.addr);
     wait_for_signal().await?;
     tracing::info!("shutting down");
     if tokio::time::timeout(config.shutdown_timeout, running.stop())
@@ -23,6 +25,21 @@ async fn main() -> anyhow::Result<()> {
     {
         tracing::warn!(timeout = ?config.shutdown_timeout, "shutdown took too long; killing what is left");
     }
+    Ok(())
+}
+
+/// The demo over Streamable HTTP: this proxy's front in front of the stdio demo, i.e. a plain
+/// HTTP MCP server whose sessions expire (404) like any other's.
+async fn demo_over_http(listen: std::net::SocketAddr) -> anyhow::Result<()> {
+    init_logging(LogFormat::Text);
+    let config = Config {
+        listen,
+        ..Config::default()
+    };
+    let running = server::start(&config).await?;
+    println!("http://{}/mcp", running.addr);
+    wait_for_signal().await?;
+    running.stop().await;
     Ok(())
 }
 

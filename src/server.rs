@@ -31,7 +31,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
     let addr = listener.local_addr()?;
     let metrics = Arc::new(Metrics::default());
     let registry = Arc::new(Registry::new(
-        config.stdio_spec()?,
+        config.upstream_spec()?,
         config.session_settings(),
         metrics.clone(),
     ));

@@ -18,7 +18,9 @@ fn child_pid(proxy: &Proxy, session: &str) -> i32 {
         .registry
         .get(session, &Principal::anonymous())
         .expect("the session is registered");
-    let Upstream::Stdio(stdio) = session.upstream();
+    let Upstream::Stdio(stdio) = session.upstream() else {
+        panic!("a stdio upstream");
+    };
     stdio.pid().expect("a running child") as i32
 }
 

@@ -15,8 +15,9 @@ use tracing::{info, Instrument};
 use super::id::{self, Principal};
 use super::{Session, SessionError, SessionSettings};
 use crate::metrics::Metrics;
-use crate::upstream::stdio::{StdioSpec, StdioUpstream};
-use crate::upstream::{Upstream, UpstreamEvent};
+use crate::upstream::stdio::StdioUpstream;
+use crate::upstream::streamable_http::{self, HttpClient, HttpUpstream};
+use crate::upstream::{Upstream, UpstreamEvent, UpstreamSpec};
 
 /// Server messages buffered between an upstream and its session before the upstream waits.
 const UPSTREAM_EVENTS: usize = 256;
@@ -27,7 +28,9 @@ pub struct Registry {
     reserved: AtomicUsize,
     /// Open sessions per principal, when principals have a limit of their own.
     per_principal: DashMap<Principal, usize>,
-    upstream: StdioSpec,
+    upstream: UpstreamSpec,
+    /// One connection pool for every HTTP upstream session.
+    http_client: HttpClient,
     settings: Arc<SessionSettings>,
     metrics: Arc<Metrics>,
     /// The upstream actors, so shutdown can wait until every child is released.
@@ -35,12 +38,17 @@ pub struct Registry {
 }
 
 impl Registry {
-    pub fn new(upstream: StdioSpec, settings: SessionSettings, metrics: Arc<Metrics>) -> Registry {
+    pub fn new(
+        upstream: UpstreamSpec,
+        settings: SessionSettings,
+        metrics: Arc<Metrics>,
+    ) -> Registry {
         Registry {
             sessions: DashMap::new(),
             reserved: AtomicUsize::new(0),
             per_principal: DashMap::new(),
             upstream,
+            http_client: streamable_http::client(),
             settings: Arc::new(settings),
             metrics,
             upstream_tasks: TaskTracker::new(),
@@ -73,8 +81,18 @@ impl Registry {
             return Err(error);
         }
         let (events, inbox) = mpsc::channel(UPSTREAM_EVENTS);
-        let upstream = match StdioUpstream::spawn(&self.upstream, events, &self.upstream_tasks) {
-            Ok(stdio) => Upstream::Stdio(stdio),
+        let upstream = match &self.upstream {
+            UpstreamSpec::Stdio(spec) => {
+                StdioUpstream::spawn(spec, events, &self.upstream_tasks).map(Upstream::Stdio)
+            }
+            UpstreamSpec::Http(spec) => Ok(Upstream::Http(HttpUpstream::start(
+                spec,
+                self.http_client.clone(),
+                events,
+            ))),
+        };
+        let upstream = match upstream {
+            Ok(upstream) => upstream,
             Err(error) => {
                 self.reserved.fetch_sub(1, Ordering::AcqRel);
                 self.release_for(&principal);

@@ -4,6 +4,7 @@
 
 pub mod lines;
 pub mod stdio;
+pub mod streamable_http;
 
 use bytes::Bytes;
 
@@ -35,10 +36,27 @@ pub enum UpstreamError {
     Gone,
 }
 
+/// Which server a session gets, from configuration.
+#[derive(Debug, Clone)]
+pub enum UpstreamSpec {
+    Stdio(stdio::StdioSpec),
+    Http(streamable_http::HttpSpec),
+}
+
+impl UpstreamSpec {
+    pub fn display(&self) -> String {
+        match self {
+            UpstreamSpec::Stdio(spec) => spec.display(),
+            UpstreamSpec::Http(spec) => spec.url.to_string(),
+        }
+    }
+}
+
 /// The upstream bound to one session.
 #[derive(Debug, Clone)]
 pub enum Upstream {
     Stdio(stdio::StdioUpstream),
+    Http(streamable_http::HttpUpstream),
 }
 
 impl Upstream {
@@ -46,13 +64,16 @@ impl Upstream {
     pub async fn send(&self, message: Bytes) -> Result<(), UpstreamError> {
         match self {
             Upstream::Stdio(stdio) => stdio.send(message).await,
+            Upstream::Http(http) => http.send(message).await,
         }
     }
 
-    /// Lets the server go (stdio: close stdin, then SIGTERM, then SIGKILL). Idempotent.
+    /// Lets the server go (stdio: close stdin, then SIGTERM, then SIGKILL; HTTP: DELETE the
+    /// upstream session). Idempotent.
     pub fn release(&self) {
         match self {
             Upstream::Stdio(stdio) => stdio.release(),
+            Upstream::Http(http) => http.release(),
         }
     }
 }

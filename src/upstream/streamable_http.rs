@@ -1,0 +1,600 @@
+//! The Streamable HTTP upstream (MCP 2025-03-26 … 2025-11-25, transports §Streamable HTTP, as a
+//! client). One upstream session per proxy session; its `Mcp-Session-Id` never leaves this
+//! module. Each client message is POSTed on its own task; answers (JSON or SSE) and the held GET
+//! stream become `UpstreamEvent`s. An upstream 404 means the server forgot the session: it is
+//! re-initialized from the stored `initialize` params and re-subscribed, and the message retried.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Method, Request, Response, StatusCode, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn, Instrument};
+
+use super::{UpstreamError, UpstreamEvent};
+use crate::jsonrpc::{self, Kind, Message};
+use crate::sse;
+
+/// The pooled HTTP client shared by every HTTP upstream.
+pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+pub fn client() -> HttpClient {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(60))
+        .build(connector)
+}
+
+/// Where the server is and how patient to be with it.
+#[derive(Debug, Clone)]
+pub struct HttpSpec {
+    pub url: Uri,
+    /// Longest wait for the answer to a POST to begin (headers, or a JSON body).
+    pub request_timeout: Duration,
+    /// Largest SSE event accepted from the server.
+    pub max_event_bytes: usize,
+}
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+/// Reconnection delay for the GET stream when the server names none.
+const DEFAULT_RETRY: Duration = Duration::from_secs(1);
+const MAX_RETRY: Duration = Duration::from_secs(5);
+/// Resumptions of one POST stream that broke before its response.
+const POST_RESUMPTIONS: usize = 3;
+
+/// Handle to one upstream session. Cloning shares it.
+#[derive(Debug, Clone)]
+pub struct HttpUpstream {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    spec: HttpSpec,
+    client: HttpClient,
+    events: mpsc::Sender<UpstreamEvent>,
+    released: CancellationToken,
+    link: Mutex<Link>,
+    /// One re-initialization at a time.
+    reinitializing: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpUpstream")
+            .field("url", &self.spec.url)
+            .finish()
+    }
+}
+
+/// What the proxy knows of its upstream session.
+#[derive(Debug, Default)]
+struct Link {
+    session: Option<HeaderValue>,
+    protocol_version: Option<HeaderValue>,
+    initialize_params: Option<Value>,
+    subscriptions: BTreeSet<String>,
+    /// Bumped by each (re-)initialization; a GET stream of an older one stops.
+    generation: u64,
+    internal_ids: u64,
+}
+
+/// A POST's outcome that needs more than forwarding.
+enum Outcome {
+    Done,
+    SessionLost,
+}
+
+impl HttpUpstream {
+    pub fn start(spec: &HttpSpec, client: HttpClient, events: mpsc::Sender<UpstreamEvent>) -> Self {
+        HttpUpstream {
+            inner: Arc::new(Inner {
+                spec: spec.clone(),
+                client,
+                events,
+                released: CancellationToken::new(),
+                link: Mutex::new(Link::default()),
+                reinitializing: tokio::sync::Mutex::new(()),
+            }),
+        }
+    }
+
+    /// Queues one message; its answer arrives as events.
+    pub async fn send(&self, wire: Bytes) -> Result<(), UpstreamError> {
+        if self.inner.released.is_cancelled() {
+            return Err(UpstreamError::Gone);
+        }
+        let message = Message::parse(wire.clone()).map_err(|_| UpstreamError::Gone)?;
+        self.inner.remember(&message);
+        let inner = self.inner.clone();
+        tokio::spawn(async move { inner.deliver(message, wire).await }.in_current_span());
+        Ok(())
+    }
+
+    /// Ends the upstream session (DELETE, best effort) and stops its GET stream.
+    pub fn release(&self) {
+        if self.inner.released.is_cancelled() {
+            return;
+        }
+        self.inner.released.cancel();
+        let inner = self.inner.clone();
+        tokio::spawn(async move {
+            let Some(session) = inner.lock().session.clone() else {
+                return;
+            };
+            let request = inner.request(Method::DELETE, Some(session), None, Bytes::new());
+            let _ = tokio::time::timeout(inner.spec.request_timeout, inner.client.request(request))
+                .await;
+        });
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, Link> {
+        self.link.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keeps what a re-initialization needs: the initialize params and the subscriptions.
+    fn remember(&self, message: &Message) {
+        if message.kind() != Kind::Request {
+            return;
+        }
+        let mut link = self.lock();
+        match message.method() {
+            Some("initialize") => {
+                link.initialize_params = message
+                    .params()
+                    .and_then(|p| serde_json::from_str(p.get()).ok());
+            }
+            Some(method @ ("resources/subscribe" | "resources/unsubscribe")) => {
+                #[derive(serde::Deserialize)]
+                struct Uri {
+                    uri: String,
+                }
+                if let Some(Uri { uri }) = message.params_as::<Uri>() {
+                    if method == "resources/subscribe" {
+                        link.subscriptions.insert(uri);
+                    } else {
+                        link.subscriptions.remove(&uri);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    async fn deliver(self: Arc<Self>, message: Message, wire: Bytes) {
+        let initializing = message.method() == Some("initialize");
+        for attempt in 0..2 {
+            let session = if initializing {
+                None
+            } else {
+                self.lock().session.clone()
+            };
+            match self.post(&message, wire.clone(), session).await {
+                Ok(Outcome::Done) => break,
+                Ok(Outcome::SessionLost) if attempt == 0 => {
+                    if let Err(cause) = self.clone().reinitialize().await {
+                        self.fail(&message, &format!("the upstream session was lost and could not be re-established: {cause}")).await;
+                        break;
+                    }
+                }
+                Ok(Outcome::SessionLost) => {
+                    self.fail(&message, "the upstream server lost the session again")
+                        .await;
+                    break;
+                }
+                Err(cause) => {
+                    self.fail(&message, &cause).await;
+                    break;
+                }
+            }
+        }
+        if message.method() == Some("notifications/initialized") {
+            let generation = self.lock().generation;
+            tokio::spawn(self.clone().listen(generation).in_current_span());
+        }
+    }
+
+    /// POSTs one message and forwards what comes back.
+    async fn post(
+        &self,
+        message: &Message,
+        wire: Bytes,
+        session: Option<HeaderValue>,
+    ) -> Result<Outcome, String> {
+        let had_session = session.is_some();
+        let request = self.request(Method::POST, session, Some(message), wire);
+        let response =
+            tokio::time::timeout(self.spec.request_timeout, self.client.request(request))
+                .await
+                .map_err(|_| {
+                    format!(
+                        "the upstream server did not answer within {:?}",
+                        self.spec.request_timeout
+                    )
+                })?
+                .map_err(|e| {
+                    format!(
+                        "the upstream server is unreachable ({}): {}",
+                        self.spec.url,
+                        error_chain(&e)
+                    )
+                })?;
+        let status = response.status();
+        if status == StatusCode::NOT_FOUND && had_session {
+            return Ok(Outcome::SessionLost);
+        }
+        if !status.is_success() {
+            let body =
+                tokio::time::timeout(self.spec.request_timeout, response.into_body().collect())
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .map(|b| {
+                        String::from_utf8_lossy(&b.to_bytes())
+                            .chars()
+                            .take(200)
+                            .collect::<String>()
+                    })
+                    .unwrap_or_default();
+            return Err(format!(
+                "the upstream server answered HTTP {status}: {body}"
+            ));
+        }
+        if message.method() == Some("initialize") {
+            self.adopt_session(&response);
+        }
+        if is_event_stream(&response) {
+            self.forward_post_stream(message, response).await;
+        } else if status != StatusCode::ACCEPTED {
+            let body =
+                tokio::time::timeout(self.spec.request_timeout, response.into_body().collect())
+                    .await
+                    .map_err(|_| "the upstream server's answer did not arrive in time".to_string())?
+                    .map_err(|e| format!("reading the upstream server's answer failed: {e}"))?
+                    .to_bytes();
+            if !body.is_empty() {
+                self.forward(body).await;
+            }
+        }
+        Ok(Outcome::Done)
+    }
+
+    /// Forwards a POST's SSE stream; if it breaks before the response, resumes it with GET +
+    /// Last-Event-ID (the upstream's own id, never the client's).
+    async fn forward_post_stream(&self, message: &Message, response: Response<Incoming>) {
+        let wanted = message.id().cloned();
+        let mut answered = false;
+        let mut last_id = None;
+        let mut retry = None;
+        let mut body = response.into_body();
+        for resumption in 0..=POST_RESUMPTIONS {
+            self.read_stream(&mut body, &mut last_id, &mut retry, |m| {
+                if m.kind() == Kind::Response && m.id() == wanted.as_ref() {
+                    answered = true;
+                }
+            })
+            .await;
+            if answered || wanted.is_none() || resumption == POST_RESUMPTIONS {
+                break;
+            }
+            let Some(from) = last_id.clone() else { break };
+            tokio::time::sleep(retry.unwrap_or(DEFAULT_RETRY).min(MAX_RETRY)).await;
+            match self.get_stream(Some(&from)).await {
+                Ok(Some(resumed)) => body = resumed.into_body(),
+                _ => break,
+            }
+        }
+        if !answered && wanted.is_some() && !self.released.is_cancelled() {
+            self.fail(
+                message,
+                "the upstream server's stream ended before its answer",
+            )
+            .await;
+        }
+    }
+
+    /// Reads SSE events from `body` until it ends, forwarding each message.
+    async fn read_stream(
+        &self,
+        body: &mut Incoming,
+        last_id: &mut Option<String>,
+        retry: &mut Option<Duration>,
+        mut seen: impl FnMut(&Message),
+    ) {
+        let mut decoder = sse::Decoder::new(self.spec.max_event_bytes);
+        loop {
+            let frame = tokio::select! {
+                frame = body.frame() => frame,
+                () = self.released.cancelled() => return,
+            };
+            let Some(Ok(frame)) = frame else { return };
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            decoder.feed(&data);
+            loop {
+                match decoder.next_event() {
+                    Ok(Some(event)) => {
+                        if let Some(id) = event.id {
+                            *last_id = Some(id);
+                        }
+                        if let Some(ms) = event.retry {
+                            *retry = Some(Duration::from_millis(ms));
+                        }
+                        if event.data.is_empty() {
+                            continue;
+                        }
+                        if let Ok(message) = Message::parse(Bytes::from(event.data)) {
+                            seen(&message);
+                            let _ = self.events.send(UpstreamEvent::Message(message)).await;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(error) => {
+                        warn!(%error, "unreadable upstream event stream");
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Holds the session's GET stream, resuming it after cuts, until released or superseded.
+    async fn listen(self: Arc<Self>, generation: u64) {
+        let mut last_id: Option<String> = None;
+        let mut retry = None;
+        let mut failures = 0u32;
+        while !self.released.is_cancelled() && self.lock().generation == generation {
+            match self.get_stream(last_id.as_deref()).await {
+                Ok(Some(response)) => {
+                    failures = 0;
+                    let mut body = response.into_body();
+                    self.read_stream(&mut body, &mut last_id, &mut retry, |_| {})
+                        .await;
+                }
+                Ok(None) => return, // no GET stream offered (405)
+                Err(StatusCode::NOT_FOUND) => {
+                    let _ = self.clone().reinitialize().await;
+                    return; // the new generation listens
+                }
+                Err(status) => {
+                    failures += 1;
+                    debug!(%status, failures, "upstream GET stream refused");
+                }
+            }
+            let pause = retry.unwrap_or(DEFAULT_RETRY).min(MAX_RETRY) * failures.clamp(1, 5);
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = self.released.cancelled() => return,
+            }
+        }
+    }
+
+    /// Opens (or resumes) the GET stream: `Ok(None)` when the server offers none.
+    async fn get_stream(
+        &self,
+        last_event_id: Option<&str>,
+    ) -> Result<Option<Response<Incoming>>, StatusCode> {
+        let session = self.lock().session.clone();
+        let mut request = self.request(Method::GET, session, None, Bytes::new());
+        if let Some(id) = last_event_id.and_then(|id| HeaderValue::from_str(id).ok()) {
+            request.headers_mut().insert("last-event-id", id);
+        }
+        let response =
+            tokio::time::timeout(self.spec.request_timeout, self.client.request(request))
+                .await
+                .map_err(|_| StatusCode::GATEWAY_TIMEOUT)?
+                .map_err(|_| StatusCode::BAD_GATEWAY)?;
+        match response.status() {
+            StatusCode::METHOD_NOT_ALLOWED => Ok(None),
+            status if status.is_success() && is_event_stream(&response) => Ok(Some(response)),
+            status => Err(status),
+        }
+    }
+
+    /// Re-establishes the upstream session: initialize with the client's original params,
+    /// notifications/initialized, then every subscription again.
+    /// (Boxed with an explicit `Send`: it and `listen` start each other.)
+    fn reinitialize(self: Arc<Self>) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> {
+        Box::pin(async move {
+            let generation = self.lock().generation;
+            let _one_at_a_time = self.reinitializing.lock().await;
+            if self.lock().generation != generation {
+                return Ok(()); // someone else already did
+            }
+            let params = self
+                .lock()
+                .initialize_params
+                .clone()
+                .ok_or("the client's initialize params are unknown")?;
+            warn!(url = %self.spec.url, "upstream session lost; re-initializing");
+            self.lock().session = None;
+            let answer = self.internal("initialize", params).await?;
+            if answer.get("error").is_some() {
+                return Err(format!("initialize was refused: {}", answer["error"]));
+            }
+            let initialized = jsonrpc::notification("notifications/initialized", json!({}));
+            self.internal_post(initialized, false).await?;
+            let subscriptions: Vec<String> = self.lock().subscriptions.iter().cloned().collect();
+            for uri in subscriptions {
+                self.internal("resources/subscribe", json!({ "uri": uri }))
+                    .await?;
+            }
+            let generation = {
+                let mut link = self.lock();
+                link.generation += 1;
+                link.generation
+            };
+            tokio::spawn(self.clone().listen(generation).in_current_span());
+            Ok(())
+        })
+    }
+
+    /// A request of the proxy's own: its answer is returned, not forwarded.
+    async fn internal(&self, method: &str, params: Value) -> Result<Value, String> {
+        let id = {
+            let mut link = self.lock();
+            link.internal_ids += 1;
+            format!("proxy-{}", link.internal_ids)
+        };
+        let wire = Bytes::from(
+            json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }).to_string(),
+        );
+        let response = self.internal_post(wire, method == "initialize").await?;
+        let answer = match response {
+            Some(answer) => answer,
+            None => return Err(format!("no answer to {method}")),
+        };
+        Ok(answer)
+    }
+
+    async fn internal_post(
+        &self,
+        wire: Bytes,
+        initializing: bool,
+    ) -> Result<Option<Value>, String> {
+        let message = Message::parse(wire.clone()).map_err(|e| e.to_string())?;
+        let session = if initializing {
+            None
+        } else {
+            self.lock().session.clone()
+        };
+        let request = self.request(Method::POST, session, Some(&message), wire);
+        let response =
+            tokio::time::timeout(self.spec.request_timeout, self.client.request(request))
+                .await
+                .map_err(|_| "timed out".to_string())?
+                .map_err(|e| error_chain(&e))?;
+        if !response.status().is_success() {
+            return Err(format!("HTTP {}", response.status()));
+        }
+        if initializing {
+            self.adopt_session(&response);
+        }
+        let streamed = is_event_stream(&response);
+        let body = tokio::time::timeout(self.spec.request_timeout, response.into_body().collect())
+            .await
+            .map_err(|_| "timed out".to_string())?
+            .map_err(|e| e.to_string())?
+            .to_bytes();
+        if body.is_empty() {
+            return Ok(None);
+        }
+        let wanted = message.id().cloned();
+        if !streamed {
+            return Ok(serde_json::from_slice(&body).ok());
+        }
+        let mut decoder = sse::Decoder::new(self.spec.max_event_bytes);
+        decoder.feed(&body);
+        while let Ok(Some(event)) = decoder.next_event() {
+            let Ok(value) = serde_json::from_str::<Value>(&event.data) else {
+                continue;
+            };
+            if value.get("id") == wanted.as_ref() && value.get("method").is_none() {
+                return Ok(Some(value));
+            }
+        }
+        Ok(None)
+    }
+
+    fn adopt_session(&self, response: &Response<Incoming>) {
+        let mut link = self.lock();
+        link.session = response.headers().get(SESSION_HEADER).cloned();
+        if link.protocol_version.is_none() {
+            link.protocol_version = link
+                .initialize_params
+                .as_ref()
+                .and_then(|p| p["protocolVersion"].as_str())
+                .and_then(|v| HeaderValue::from_str(v).ok());
+        }
+    }
+
+    fn request(
+        &self,
+        method: Method,
+        session: Option<HeaderValue>,
+        message: Option<&Message>,
+        body: Bytes,
+    ) -> Request<Full<Bytes>> {
+        let mut request = Request::new(Full::new(body));
+        *request.method_mut() = method.clone();
+        *request.uri_mut() = self.spec.url.clone();
+        let headers = request.headers_mut();
+        let accept = if method == Method::POST {
+            "application/json, text/event-stream"
+        } else {
+            "text/event-stream"
+        };
+        headers.insert(header::ACCEPT, HeaderValue::from_static(accept));
+        if message.is_some() {
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+        }
+        if let Some(session) = session {
+            headers.insert(SESSION_HEADER, session);
+        }
+        if message.is_none_or(|m| m.method() != Some("initialize")) {
+            if let Some(version) = self.lock().protocol_version.clone() {
+                headers.insert(VERSION_HEADER, version);
+            }
+        }
+        request
+    }
+
+    async fn forward(&self, body: Bytes) {
+        match Message::parse(body) {
+            Ok(message) => {
+                let _ = self.events.send(UpstreamEvent::Message(message)).await;
+            }
+            Err(error) => {
+                warn!(%error, "the upstream server answered with something that is not JSON-RPC")
+            }
+        }
+    }
+
+    /// Answers a request that could not be delivered with an error naming the cause.
+    async fn fail(&self, message: &Message, cause: &str) {
+        warn!(%cause, method = message.method().unwrap_or("response"), "upstream delivery failed");
+        if message.kind() != Kind::Request {
+            return;
+        }
+        let id = message.id().cloned().unwrap_or(Value::Null);
+        let error = jsonrpc::error_response(&id, jsonrpc::INTERNAL_ERROR, cause, None);
+        self.forward(error).await;
+    }
+}
+
+fn is_event_stream(response: &Response<Incoming>) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"))
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

@@ -1,0 +1,265 @@
+//! The Streamable HTTP upstream over real sockets: the proxy as the client of an HTTP MCP
+//! server (the demo over HTTP, and npm server-everything), its session kept private,
+//! notifications from the upstream GET stream, resume, transparent re-initialization, failures.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{within, Proxy};
+use http::StatusCode;
+use mcp_session_proxy::session::id::Principal;
+use serde_json::json;
+use tokio::process::Command;
+
+async fn in_front_of(
+    url: String,
+    adjust: impl FnOnce(&mut mcp_session_proxy::config::Config),
+) -> Proxy {
+    Proxy::start_with(|c| {
+        c.upstream.stdio = None;
+        c.upstream.http = Some(url);
+        adjust(c);
+    })
+    .await
+}
+
+fn url_of(proxy: &Proxy) -> String {
+    format!("http://{}/mcp", proxy.addr())
+}
+
+#[tokio::test]
+async fn sessions_calls_and_notifications_go_through_an_http_upstream() {
+    let upstream = Proxy::start().await; // the demo over Streamable HTTP
+    let front = in_front_of(url_of(&upstream), |_| {}).await;
+    let mut a = front.initialized_client("2025-11-25").await;
+    let mut b = front.initialized_client("2025-11-25").await;
+    assert_eq!(
+        upstream.metric("mcp_proxy_sessions_open"),
+        2,
+        "one upstream session each"
+    );
+    for id in [&a.session, &b.session] {
+        let id = id.as_deref().unwrap();
+        assert!(
+            upstream
+                .running
+                .registry
+                .get(id, &Principal::anonymous())
+                .is_none(),
+            "the client's session id is the front's own, not the upstream's"
+        );
+    }
+    assert_eq!(a.call_tool("counter", json!({})).await, "1");
+    assert_eq!(a.call_tool("counter", json!({})).await, "2");
+    assert_eq!(
+        b.call_tool("counter", json!({})).await,
+        "1",
+        "separate upstream sessions"
+    );
+
+    // Notifications from the upstream's GET stream reach the client's GET stream.
+    a.request("resources/subscribe", json!({ "uri": "demo://counter" }))
+        .await;
+    let mut events = a.get(None).await;
+    a.call_tool("counter", json!({})).await;
+    let update = within("the update", async {
+        loop {
+            let received = events.next_message().await.expect("the stream stays open");
+            if received.message["method"] == "notifications/resources/updated" {
+                return received;
+            }
+        }
+    })
+    .await;
+    assert_eq!(update.message["params"]["uri"], "demo://counter");
+
+    assert_eq!(a.delete().await, StatusCode::OK);
+    while upstream.metric("mcp_proxy_sessions_open") != 1 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    front.stop().await;
+    upstream.stop().await;
+}
+
+#[tokio::test]
+async fn a_cut_stream_through_an_http_upstream_resumes_with_nothing_lost() {
+    let upstream = Proxy::start().await;
+    let front = in_front_of(url_of(&upstream), |_| {}).await;
+    let client = front.initialized_client("2025-11-25").await;
+    let mut call = client
+        .post(&json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": { "name": "progress", "arguments": { "steps": 4 }, "_meta": { "progressToken": "t" } } }))
+        .await;
+    let first = within("first progress", call.next_message()).await.unwrap();
+    drop(call);
+    let mut resumed = client.get(first.id.as_deref()).await;
+    let rest = within("the rest", resumed.remaining_messages()).await;
+    let progress: Vec<i64> = rest
+        .iter()
+        .filter_map(|r| r.message["params"]["progress"].as_i64())
+        .collect();
+    assert_eq!(progress, [2, 3, 4]);
+    assert_eq!(rest.last().unwrap().message["id"], 3);
+    front.stop().await;
+    upstream.stop().await;
+}
+
+#[tokio::test]
+async fn a_restarted_upstream_is_re_initialized_and_re_subscribed_transparently() {
+    let upstream = Proxy::start().await;
+    let addr = upstream.addr();
+    let front = in_front_of(url_of(&upstream), |_| {}).await;
+    let mut client = front.initialized_client("2025-06-18").await;
+    client
+        .request("resources/subscribe", json!({ "uri": "demo://counter" }))
+        .await;
+    assert_eq!(
+        client.call_tool("echo", json!({ "text": "before" })).await,
+        "before"
+    );
+
+    upstream.stop().await; // every upstream session is gone
+    let upstream = Proxy::start_with(|c| c.listen = addr).await;
+
+    assert_eq!(
+        client.call_tool("echo", json!({ "text": "after" })).await,
+        "after",
+        "the same client session goes on"
+    );
+    assert_eq!(
+        upstream.metric("mcp_proxy_sessions_created_total"),
+        1,
+        "re-initialized: one new upstream session"
+    );
+    let mut events = client.get(None).await;
+    client.call_tool("counter", json!({})).await;
+    let update = within("the update after re-subscription", async {
+        loop {
+            let received = events.next_message().await.expect("open");
+            if received.message["method"] == "notifications/resources/updated" {
+                return received;
+            }
+        }
+    })
+    .await;
+    assert_eq!(update.message["params"]["uri"], "demo://counter");
+    front.stop().await;
+    upstream.stop().await;
+}
+
+#[tokio::test]
+async fn an_unreachable_upstream_is_a_clear_error_and_no_session() {
+    let vacant = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/mcp", vacant.local_addr().unwrap());
+    drop(vacant);
+    let front = in_front_of(url, |_| {}).await;
+    let reply = front
+        .client()
+        .post(&json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": { "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "x", "version": "1" } } }))
+        .await;
+    assert!(reply.headers.get("mcp-session-id").is_none());
+    let body = within("the answer", reply.response()).await;
+    assert_eq!(body["error"]["code"], -32603);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unreachable"),
+        "{body}"
+    );
+    assert_eq!(front.metric("mcp_proxy_sessions_open"), 0);
+    front.stop().await;
+}
+
+#[tokio::test]
+async fn a_slow_upstream_is_an_error_within_the_request_timeout() {
+    let upstream =
+        Proxy::start_with(|c| c.http.post_response = mcp_session_proxy::front::PostResponse::Json)
+            .await;
+    let front = in_front_of(url_of(&upstream), |c| {
+        c.upstream.request_timeout = Duration::from_millis(300)
+    })
+    .await;
+    let mut client = front.initialized_client("2025-06-18").await;
+    let reply = within(
+        "the timeout",
+        client.request(
+            "tools/call",
+            json!({ "name": "sleep", "arguments": { "ms": 5000 } }),
+        ),
+    )
+    .await;
+    assert_eq!(reply["error"]["code"], -32603);
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("did not answer within"),
+        "{reply}"
+    );
+    assert_eq!(
+        client.call_tool("echo", json!({ "text": "ok" })).await,
+        "ok",
+        "the session goes on"
+    );
+    front.stop().await;
+    upstream.stop().await;
+}
+
+#[tokio::test]
+async fn typescript_sdk_client_through_the_proxy_to_server_everything_over_http() {
+    let node = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/node");
+    let everything =
+        node.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        everything.exists(),
+        "run scripts/test to install the npm peers"
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Command::new("node")
+        .arg("--require")
+        .arg(node.join("loopback.cjs"))
+        .arg(&everything)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    within("server-everything to listen", async {
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let front = in_front_of(format!("http://127.0.0.1:{port}/mcp"), |_| {}).await;
+    let run = Command::new("node")
+        .arg(node.join("sdk_client.mjs"))
+        .args([&url_of(&front), "everything"])
+        .current_dir(&node)
+        .kill_on_drop(true)
+        .output();
+    let output = within("the SDK client", run).await.unwrap();
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["echoed"], "Echo: hi");
+    front.stop().await;
+    server.kill().await.unwrap();
+}
