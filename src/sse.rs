@@ -21,6 +21,11 @@ pub fn event(id: Option<&str>, data: &[u8]) -> Bytes {
     out.freeze()
 }
 
+/// The legacy transport's (2024-11-05) first event: where to POST messages.
+pub fn endpoint(url: &str) -> Bytes {
+    Bytes::from(format!("event: endpoint\ndata: {url}\n\n"))
+}
+
 /// The priming event of 2025-11-25: an id to resume from and empty data, optionally with the
 /// reconnection delay the client should use.
 pub fn priming(id: &str, retry_ms: Option<u64>) -> Bytes {

@@ -30,6 +30,15 @@ pub struct Framing {
 /// Chunks buffered between the writer task and hyper.
 const CHUNKS: usize = 32;
 
+/// What a stream carries besides the reader's deliveries.
+#[derive(Default)]
+pub struct Extras {
+    /// Sent first (the legacy transport's `endpoint` event).
+    pub prelude: Option<Bytes>,
+    /// Run once the stream is over, however it ended.
+    pub on_close: Option<Box<dyn FnOnce() + Send>>,
+}
+
 /// Starts the writer task; `first` is a delivery already taken from `reader`, `start` the
 /// position the reader had before it. At `shutdown` the stream gets a `retry:` and closes.
 pub fn open(
@@ -38,18 +47,28 @@ pub fn open(
     first: Option<Delivery>,
     framing: Framing,
     shutdown: CancellationToken,
+    extras: Extras,
 ) -> Body {
     let (chunks, body) = mpsc::channel(CHUNKS);
     let span = tracing::debug_span!("stream", stream = %reader.stream());
     let retry_ms = framing.retry_ms;
     tokio::spawn(
         async move {
-            let shut_down = tokio::select! {
-                () = write(reader, start, first, framing, &chunks) => shutdown.is_cancelled(),
-                () = shutdown.cancelled() => true,
+            let prelude_sent = match extras.prelude {
+                Some(prelude) => chunks.send(prelude).await.is_ok(),
+                None => true,
             };
-            if shut_down {
-                let _ = chunks.send(sse::retry(retry_ms)).await;
+            if prelude_sent {
+                let shut_down = tokio::select! {
+                    () = write(reader, start, first, framing, &chunks) => shutdown.is_cancelled(),
+                    () = shutdown.cancelled() => true,
+                };
+                if shut_down {
+                    let _ = chunks.send(sse::retry(retry_ms)).await;
+                }
+            }
+            if let Some(on_close) = extras.on_close {
+                on_close();
             }
         }
         .instrument(span),

@@ -4,7 +4,9 @@
 pub mod body;
 pub mod event_stream;
 pub mod guard;
+pub mod legacy_sse;
 pub mod rejection;
+pub mod request;
 pub mod streamable_http;
 
 use std::convert::Infallible;
@@ -132,6 +134,8 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: CancellationT
 async fn route(app: &App, request: Request<Incoming>) -> Response<Body> {
     match request.uri().path() {
         "/mcp" => streamable_http::handle(app, request).await,
+        "/sse" => legacy_sse::open(app, request).await,
+        "/messages" => legacy_sse::message(app, request).await,
         "/healthz" => text(StatusCode::OK, "ok\n".into()),
         "/readyz" if app.shutdown.is_cancelled() => {
             text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n".into())

@@ -7,19 +7,21 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use serde_json::Value;
 
 use super::body::Body;
-use super::event_stream::{self, Framing};
+use super::event_stream::{self, Extras, Framing};
 use super::guard;
 use super::rejection::Rejection;
+use super::request::{
+    accepted, check_origin, header_str, json, media_type_is, read_body, require_accept,
+};
 use super::{App, PostResponse};
 use crate::jsonrpc::{self, Kind, Message, METHOD_NOT_FOUND};
 use crate::metrics;
 use crate::session::log::{EventId, StreamKey};
-use crate::session::{Delivery, Reader, Session};
+use crate::session::{Delivery, Reader, Session, Shape};
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
@@ -84,7 +86,7 @@ async fn post(
         }
         let session = app
             .registry
-            .create(principal)
+            .create(principal, Shape::Streams)
             .map_err(|e| Rejection::session(&e).with_id(message.id()))?;
         return exchange(app, session, message, true).await;
     }
@@ -243,7 +245,14 @@ fn open_stream(
         close_after: Some(app.http.sse_close_after).filter(|d| !d.is_zero()),
         retry_ms: app.http.sse_retry.as_millis() as u64,
     };
-    let body = event_stream::open(reader, start, first, framing, app.shutdown.clone());
+    let body = event_stream::open(
+        reader,
+        start,
+        first,
+        framing,
+        app.shutdown.clone(),
+        Extras::default(),
+    );
     let mut response = Response::new(body);
     let headers = response.headers_mut();
     headers.insert(
@@ -268,52 +277,6 @@ fn set_session_header(response: &mut Response<Body>, session: &Session) {
     }
 }
 
-fn json(status: StatusCode, body: Bytes) -> Response<Body> {
-    let mut response = Response::new(Body::full(body));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
-}
-
-fn accepted() -> Response<Body> {
-    let mut response = Response::new(Body::empty());
-    *response.status_mut() = StatusCode::ACCEPTED;
-    response
-}
-
-async fn read_body(headers: &HeaderMap, body: Incoming, limit: usize) -> Result<Bytes, Rejection> {
-    let declared =
-        header_str(headers, header::CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > limit as u64) {
-        return Err(Rejection::too_large(limit));
-    }
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) if error.is::<http_body_util::LengthLimitError>() => {
-            Err(Rejection::too_large(limit))
-        }
-        Err(error) => Err(Rejection::bad_request(format!(
-            "Bad Request: the body could not be read: {error}"
-        ))),
-    }
-}
-
-/// `Origin` and `Host` checks against DNS rebinding: 403 when either is not allowed.
-fn check_origin(app: &App, headers: &HeaderMap) -> Result<(), Rejection> {
-    if let Some(origin) = header_str(headers, header::ORIGIN.as_str()) {
-        if !guard::origin_allowed(&app.http, origin) {
-            return Err(Rejection::forbidden_origin(origin));
-        }
-    }
-    match header_str(headers, header::HOST.as_str()) {
-        Some(host) if !guard::host_allowed(&app.http, host) => Err(Rejection::forbidden_host(host)),
-        _ => Ok(()),
-    }
-}
-
 /// 2025-06-18: `MCP-Protocol-Version` on every request after initialization; absent means
 /// 2025-03-26, unsupported is a 400.
 fn check_protocol_version(headers: &HeaderMap) -> Result<(), Rejection> {
@@ -326,40 +289,4 @@ fn check_protocol_version(headers: &HeaderMap) -> Result<(), Rejection> {
         }
         _ => Ok(()),
     }
-}
-
-fn require_accept(headers: &HeaderMap, required: &[&str]) -> Result<(), Rejection> {
-    let accepted: Vec<String> = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|part| {
-            part.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .collect();
-    let satisfied = |wanted: &str| {
-        let family = wanted.split('/').next().unwrap_or_default();
-        accepted
-            .iter()
-            .any(|a| a == wanted || a == "*/*" || *a == format!("{family}/*"))
-    };
-    match required.iter().find(|wanted| !satisfied(wanted)) {
-        Some(_) => Err(Rejection::not_acceptable(&required.join(" and "))),
-        None => Ok(()),
-    }
-}
-
-fn media_type_is(headers: &HeaderMap, wanted: &str) -> bool {
-    header_str(headers, header::CONTENT_TYPE.as_str())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|media| media.trim().eq_ignore_ascii_case(wanted))
-}
-
-fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers.get(name).and_then(|v| v.to_str().ok())
 }

@@ -79,8 +79,18 @@ struct Attachment {
     detached: CancellationToken,
 }
 
+/// How a session's server messages are laid out for its client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// Streamable HTTP: a stream per request, and the standalone stream.
+    Streams,
+    /// Legacy HTTP+SSE (2024-11-05): everything, responses included, on the one stream.
+    SingleStream,
+}
+
 #[derive(Debug)]
 struct State {
+    shape: Shape,
     log: EventLog,
     next_stream: u64,
     next_upstream_id: u64,
@@ -106,6 +116,14 @@ impl State {
         Some(request)
     }
 
+    /// Where the messages of the session's n-th request go.
+    fn stream_of(&self, n: u64) -> StreamKey {
+        match self.shape {
+            Shape::Streams => StreamKey::Request(n),
+            Shape::SingleStream => StreamKey::Standalone,
+        }
+    }
+
     fn is_open(&self, stream: u64) -> bool {
         self.inflight.values().any(|r| r.stream == stream)
     }
@@ -117,7 +135,7 @@ impl State {
             .values()
             .map(|r| r.stream)
             .max()
-            .map_or(StreamKey::Standalone, StreamKey::Request)
+            .map_or(StreamKey::Standalone, |n| self.stream_of(n))
     }
 
     /// What a client that lost messages must re-read: one `resources/updated` per subscribed
@@ -167,6 +185,7 @@ impl Session {
     fn new(
         id: String,
         principal: Principal,
+        shape: Shape,
         upstream: Upstream,
         settings: Arc<SessionSettings>,
         metrics: Arc<Metrics>,
@@ -174,6 +193,7 @@ impl Session {
         let span = tracing::info_span!("session", id = %id);
         Session {
             state: Mutex::new(State {
+                shape,
                 log: EventLog::new(settings.window),
                 next_stream: 1,
                 next_upstream_id: 1,
@@ -270,7 +290,7 @@ impl Session {
             self.lock().finish(upstream_id);
             return Err(error.into());
         }
-        Ok(StreamKey::Request(stream))
+        Ok(self.lock().stream_of(stream))
     }
 
     /// Forwards a client notification. `notifications/cancelled` is readdressed to the upstream
@@ -298,13 +318,8 @@ impl Session {
                     return Ok(());
                 };
                 if let Some(request) = state.finish(upstream_id) {
-                    self.append(
-                        &mut state,
-                        StreamKey::Request(request.stream),
-                        Bytes::new(),
-                        true,
-                        None,
-                    );
+                    let stream = state.stream_of(request.stream);
+                    self.append(&mut state, stream, Bytes::new(), true, None);
                 }
                 upstream_id
             };
@@ -441,7 +456,8 @@ impl Session {
     fn fail(&self, state: &mut State, request: Inflight, message: &str) {
         let error =
             jsonrpc::error_response(&request.client_id, jsonrpc::INTERNAL_ERROR, message, None);
-        self.append(state, StreamKey::Request(request.stream), error, true, None);
+        let stream = state.stream_of(request.stream);
+        self.append(state, stream, error, true, None);
     }
 
     fn file(&self, state: &mut State, mut message: Message) {
@@ -457,10 +473,10 @@ impl Session {
                     record_initialize(state, &message);
                 }
                 message.set_id(request.client_id);
-                (StreamKey::Request(request.stream), true)
+                (state.stream_of(request.stream), true)
             }
             Route::Progress(token) => match state.progress.get(&token) {
-                Some(stream) => (StreamKey::Request(*stream), false),
+                Some(stream) => (state.stream_of(*stream), false),
                 None => (StreamKey::Standalone, false),
             },
             Route::Related => (state.related_stream(), false),

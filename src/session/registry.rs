@@ -13,7 +13,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, Instrument};
 
 use super::id::{self, Principal};
-use super::{Session, SessionError, SessionSettings};
+use super::{Session, SessionError, SessionSettings, Shape};
 use crate::metrics::Metrics;
 use crate::upstream::stdio::StdioUpstream;
 use crate::upstream::streamable_http::{self, HttpClient, HttpUpstream};
@@ -68,7 +68,7 @@ impl Registry {
     }
 
     /// Creates a session for `principal` with a fresh upstream.
-    pub fn create(&self, principal: Principal) -> Result<Arc<Session>, SessionError> {
+    pub fn create(&self, principal: Principal, shape: Shape) -> Result<Arc<Session>, SessionError> {
         let limit = self.settings.max_sessions;
         if self.reserved.fetch_add(1, Ordering::AcqRel) >= limit {
             self.reserved.fetch_sub(1, Ordering::AcqRel);
@@ -103,6 +103,7 @@ impl Registry {
         let session = Arc::new(Session::new(
             id::mint(),
             principal,
+            shape,
             upstream,
             self.settings.clone(),
             self.metrics.clone(),

@@ -1,13 +1,16 @@
 // The official TypeScript SDK client through the proxy: initialize, call a tool, subscribe,
 // receive resources/updated, terminate; with "resume", also a call whose stream the proxy
 // closes mid-call (the client must resume it with Last-Event-ID on its own).
-// Usage: node sdk_client.mjs <url> demo|everything [resume]
+// With "legacy", the client speaks the 2024-11-05 HTTP+SSE transport to <url> (the /sse path).
+// Usage: node sdk_client.mjs <url> demo|everything [resume|legacy]
 // Prints one JSON line with what it saw; exits non-zero on any failure.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import { ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 
-const [url, server, resume] = process.argv.slice(2);
+const [url, server, mode] = process.argv.slice(2);
+const legacy = mode === "legacy";
 
 function check(condition, what) {
   if (!condition) throw new Error(`check failed: ${what}`);
@@ -22,14 +25,16 @@ function within(ms, promise, what) {
 }
 
 const client = new Client({ name: "sdk-through-proxy", version: "1.0.0" });
-const transport = new StreamableHTTPClientTransport(new URL(url));
+const transport = legacy
+  ? new SSEClientTransport(new URL(url))
+  : new StreamableHTTPClientTransport(new URL(url));
 let notifyUpdate;
 const updated = new Promise((resolve) => (notifyUpdate = resolve));
 client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => notifyUpdate(n.params.uri));
 
 await client.connect(transport);
 const sessionId = transport.sessionId;
-check(typeof sessionId === "string" && sessionId.length >= 22, "a proxy session id");
+check(legacy || (typeof sessionId === "string" && sessionId.length >= 22), "a proxy session id");
 
 const tools = (await client.listTools()).tools.map((t) => t.name);
 check(tools.includes("echo"), `echo is listed (${tools})`);
@@ -56,13 +61,15 @@ const uri = await within(10000, updated, "notifications/resources/updated");
 check(uri === subscribed, `the update is for ${subscribed}, got ${uri}`);
 
 let resumed;
-if (resume === "resume") {
+if (mode === "resume") {
   const result = await within(20000, client.callTool({ name: "test_reconnection", arguments: {} }), "the resumed call");
   resumed = result.content[0].text;
   check(resumed === "Reconnection test completed", `test_reconnection answered ${resumed}`);
 }
 
-await transport.terminateSession();
-check(transport.sessionId === undefined, "the session is terminated");
+if (!legacy) {
+  await transport.terminateSession();
+  check(transport.sessionId === undefined, "the session is terminated");
+}
 await client.close();
 console.log(JSON.stringify({ ok: true, sessionId, echoed, updated: uri, resumed }));

@@ -1,0 +1,132 @@
+//! The legacy HTTP+SSE front (MCP 2024-11-05, transports §HTTP with SSE): `GET …/sse` opens a
+//! session and its one stream, whose first event (`endpoint`) names where to POST messages;
+//! every answer comes back on that stream. The session lives as long as the stream, and has the
+//! same replay window and coalescing as any other.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use http::{header, HeaderValue, Method, Request, Response};
+use hyper::body::Incoming;
+
+use super::body::Body;
+use super::event_stream::{self, Extras, Framing};
+use super::guard;
+use super::rejection::Rejection;
+use super::request::{accepted, check_origin, media_type_is, read_body};
+use super::App;
+use crate::jsonrpc::{Kind, Message};
+use crate::metrics;
+use crate::session::log::StreamKey;
+use crate::session::{Session, Shape};
+use crate::sse;
+
+/// `GET …/sse`: a new session and its stream.
+pub async fn open(app: &App, request: Request<Incoming>) -> Response<Body> {
+    let started = Instant::now();
+    let response = match *request.method() {
+        Method::GET => stream(app, &request).unwrap_or_else(Rejection::into_response),
+        _ => Rejection::method_not_allowed().into_response(),
+    };
+    app.metrics
+        .requests
+        .record("GET", response.status().as_u16(), started.elapsed());
+    response
+}
+
+fn stream(app: &App, request: &Request<Incoming>) -> Result<Response<Body>, Rejection> {
+    check_origin(app, request.headers())?;
+    let principal = guard::principal(&app.http, request.headers());
+    let session = app
+        .registry
+        .create(principal, Shape::SingleStream)
+        .map_err(|e| Rejection::session(&e))?;
+    let reader = session.attach(StreamKey::Standalone, None);
+    let start = reader.position();
+    let messages = match request.uri().path().strip_suffix("sse") {
+        Some(base) => format!("{base}messages"),
+        None => "/messages".to_owned(),
+    };
+    let endpoint = format!("{messages}?sessionId={}", session.id());
+    let registry = app.registry.clone();
+    let id = session.id().to_owned();
+    let framing = Framing {
+        priming: None,
+        keep_alive: app.http.sse_keep_alive,
+        close_after: None,
+        retry_ms: app.http.sse_retry.as_millis() as u64,
+    };
+    let extras = Extras {
+        prelude: Some(sse::endpoint(&endpoint)),
+        // In this transport the stream is the session.
+        on_close: Some(Box::new(move || {
+            registry.end(&id);
+        })),
+    };
+    let body = event_stream::open(reader, start, None, framing, app.shutdown.clone(), extras);
+    let mut response = Response::new(body);
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    Ok(response)
+}
+
+/// `POST …/messages?sessionId=…`: one client message; its answer comes on the stream.
+pub async fn message(app: &App, request: Request<Incoming>) -> Response<Body> {
+    let started = Instant::now();
+    let mut method = "unparsed";
+    let response = match *request.method() {
+        Method::POST => post(app, request, &mut method)
+            .await
+            .unwrap_or_else(Rejection::into_response),
+        _ => Rejection::method_not_allowed().into_response(),
+    };
+    app.metrics
+        .requests
+        .record(method, response.status().as_u16(), started.elapsed());
+    response
+}
+
+async fn post(
+    app: &App,
+    request: Request<Incoming>,
+    method: &mut &'static str,
+) -> Result<Response<Body>, Rejection> {
+    let (parts, body) = request.into_parts();
+    check_origin(app, &parts.headers)?;
+    if !media_type_is(&parts.headers, "application/json") {
+        return Err(Rejection::unsupported_media_type());
+    }
+    let session = find_session(app, &parts)?;
+    let body = read_body(&parts.headers, body, app.http.max_body_bytes).await?;
+    let message = Message::parse(body)?;
+    *method = message.method().map_or("response", metrics::method_label);
+    let outcome = match message.kind() {
+        Kind::Request => session.call(message).await.map(|_| ()),
+        Kind::Notification => session.notify(message).await,
+        Kind::Response => session.answer(message).await,
+    };
+    outcome.map_err(|e| Rejection::session(&e))?;
+    Ok(accepted())
+}
+
+fn find_session(app: &App, parts: &http::request::Parts) -> Result<Arc<Session>, Rejection> {
+    let id = parts
+        .uri
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .find_map(|pair| {
+            pair.strip_prefix("sessionId=")
+                .or_else(|| pair.strip_prefix("session_id="))
+        })
+        .ok_or_else(|| {
+            Rejection::bad_request("Bad Request: the sessionId query parameter is required")
+        })?;
+    app.registry
+        .get(id, &guard::principal(&app.http, &parts.headers))
+        .ok_or_else(Rejection::session_not_found)
+}
