@@ -34,13 +34,18 @@ pub struct Cli {
 
     /// Command line of the stdio MCP server to run per session (split like a shell would, never
     /// run by one) [default: the bundled demo server].
-    #[arg(long, value_name = "COMMAND", conflicts_with = "http")]
+    #[arg(long, value_name = "COMMAND", conflicts_with_all = ["http", "sse"])]
     pub stdio: Option<String>,
 
     /// URL of a Streamable HTTP MCP server to front instead of a stdio one; each proxy session
     /// gets its own upstream session [default: none].
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", conflicts_with = "sse")]
     pub http: Option<String>,
+
+    /// URL of the SSE endpoint of a legacy (2024-11-05) HTTP+SSE MCP server to front; each proxy
+    /// session gets its own stream [default: none].
+    #[arg(long, value_name = "URL")]
+    pub sse: Option<String>,
 
     /// With --http: longest wait for the upstream to begin answering a request [default: 30s].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
@@ -173,6 +178,8 @@ pub struct UpstreamConfig {
     pub stdio: Option<String>,
     /// URL of a Streamable HTTP server, instead of a stdio one.
     pub http: Option<String>,
+    /// URL of a legacy HTTP+SSE server's SSE endpoint, instead.
+    pub sse: Option<String>,
     /// HTTP upstream: longest wait for the server to begin answering a request.
     #[serde(deserialize_with = "duration")]
     pub request_timeout: Duration,
@@ -231,6 +238,7 @@ impl Default for UpstreamConfig {
         UpstreamConfig {
             stdio: None,
             http: None,
+            sse: None,
             request_timeout: Duration::from_secs(30),
             max_line_bytes: 4 << 20,
             shutdown_grace: Duration::from_secs(2),
@@ -303,13 +311,11 @@ impl Config {
         set(&mut self.listen, &cli.listen);
         set(&mut self.log_format, &cli.log_format);
         set(&mut self.shutdown_timeout, &cli.shutdown_timeout);
-        if cli.stdio.is_some() {
+        // One server is fronted: naming one on the command line replaces the file's.
+        if cli.stdio.is_some() || cli.http.is_some() || cli.sse.is_some() {
             self.upstream.stdio = cli.stdio.clone();
-            self.upstream.http = None;
-        }
-        if cli.http.is_some() {
             self.upstream.http = cli.http.clone();
-            self.upstream.stdio = None;
+            self.upstream.sse = cli.sse.clone();
         }
         set(&mut self.upstream.request_timeout, &cli.request_timeout);
         set(&mut self.upstream.max_line_bytes, &cli.max_line_bytes);
@@ -378,10 +384,18 @@ impl Config {
         if let Some(command) = &self.upstream.stdio {
             StdioSpec::parse(command).map_err(|e| anyhow::anyhow!("upstream.stdio: {e}"))?;
         }
-        if let Some(url) = &self.upstream.http {
-            if self.upstream.stdio.is_some() {
-                bail!("upstream.stdio and upstream.http are exclusive: front one server");
-            }
+        let named = [
+            &self.upstream.stdio,
+            &self.upstream.http,
+            &self.upstream.sse,
+        ];
+        if named.iter().filter(|u| u.is_some()).count() > 1 {
+            bail!("upstream.stdio, upstream.http and upstream.sse are exclusive: front one server");
+        }
+        for url in [&self.upstream.http, &self.upstream.sse]
+            .into_iter()
+            .flatten()
+        {
             parse_http_url(url)?;
         }
         if self.upstream.request_timeout.is_zero() {
@@ -393,13 +407,17 @@ impl Config {
     /// The server sessions get: the configured HTTP server or stdio command, else this binary's
     /// demo server.
     pub fn upstream_spec(&self) -> anyhow::Result<UpstreamSpec> {
-        match &self.upstream.http {
-            Some(url) => Ok(UpstreamSpec::Http(HttpSpec {
+        let http = |url: &str| -> anyhow::Result<HttpSpec> {
+            Ok(HttpSpec {
                 url: parse_http_url(url)?,
                 request_timeout: self.upstream.request_timeout,
                 max_event_bytes: self.upstream.max_line_bytes,
-            })),
-            None => self.stdio_spec().map(UpstreamSpec::Stdio),
+            })
+        };
+        match (&self.upstream.http, &self.upstream.sse) {
+            (Some(url), _) => Ok(UpstreamSpec::Http(http(url)?)),
+            (None, Some(url)) => Ok(UpstreamSpec::Sse(http(url)?)),
+            (None, None) => self.stdio_spec().map(UpstreamSpec::Stdio),
         }
     }
 
@@ -455,9 +473,9 @@ impl Config {
 fn parse_http_url(url: &str) -> anyhow::Result<http::Uri> {
     let uri: http::Uri = url
         .parse()
-        .map_err(|e| anyhow::anyhow!("upstream.http: {url:?} is not a URL: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("upstream URL {url:?} is not a URL: {e}"))?;
     if uri.scheme_str() != Some("http") || uri.host().is_none() {
-        bail!("upstream.http: {url:?} must be an http:// URL with a host");
+        bail!("upstream URL {url:?} must be an http:// URL with a host");
     }
     Ok(uri)
 }

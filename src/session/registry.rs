@@ -15,6 +15,7 @@ use tracing::{info, Instrument};
 use super::id::{self, Principal};
 use super::{Session, SessionError, SessionSettings, Shape};
 use crate::metrics::Metrics;
+use crate::upstream::legacy_sse::SseUpstream;
 use crate::upstream::stdio::StdioUpstream;
 use crate::upstream::streamable_http::{self, HttpClient, HttpUpstream};
 use crate::upstream::{Upstream, UpstreamEvent, UpstreamSpec};
@@ -86,6 +87,11 @@ impl Registry {
                 StdioUpstream::spawn(spec, events, &self.upstream_tasks).map(Upstream::Stdio)
             }
             UpstreamSpec::Http(spec) => Ok(Upstream::Http(HttpUpstream::start(
+                spec,
+                self.http_client.clone(),
+                events,
+            ))),
+            UpstreamSpec::Sse(spec) => Ok(Upstream::Sse(SseUpstream::start(
                 spec,
                 self.http_client.clone(),
                 events,

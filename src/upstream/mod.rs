@@ -2,7 +2,9 @@
 //! the server's transport into two things: `send` (client→server messages, already addressed
 //! with upstream ids) and a channel of `UpstreamEvent`s (server→client messages, then the end).
 
+pub mod legacy_sse;
 pub mod lines;
+pub mod recall;
 pub mod stdio;
 pub mod streamable_http;
 
@@ -41,13 +43,15 @@ pub enum UpstreamError {
 pub enum UpstreamSpec {
     Stdio(stdio::StdioSpec),
     Http(streamable_http::HttpSpec),
+    /// A legacy HTTP+SSE server: the URL of its SSE endpoint.
+    Sse(streamable_http::HttpSpec),
 }
 
 impl UpstreamSpec {
     pub fn display(&self) -> String {
         match self {
             UpstreamSpec::Stdio(spec) => spec.display(),
-            UpstreamSpec::Http(spec) => spec.url.to_string(),
+            UpstreamSpec::Http(spec) | UpstreamSpec::Sse(spec) => spec.url.to_string(),
         }
     }
 }
@@ -57,6 +61,7 @@ impl UpstreamSpec {
 pub enum Upstream {
     Stdio(stdio::StdioUpstream),
     Http(streamable_http::HttpUpstream),
+    Sse(legacy_sse::SseUpstream),
 }
 
 impl Upstream {
@@ -65,15 +70,17 @@ impl Upstream {
         match self {
             Upstream::Stdio(stdio) => stdio.send(message).await,
             Upstream::Http(http) => http.send(message).await,
+            Upstream::Sse(sse) => sse.send(message).await,
         }
     }
 
     /// Lets the server go (stdio: close stdin, then SIGTERM, then SIGKILL; HTTP: DELETE the
-    /// upstream session). Idempotent.
+    /// upstream session; SSE: close the stream). Idempotent.
     pub fn release(&self) {
         match self {
             Upstream::Stdio(stdio) => stdio.release(),
             Upstream::Http(http) => http.release(),
+            Upstream::Sse(sse) => sse.release(),
         }
     }
 }

@@ -4,7 +4,6 @@
 //! stream become `UpstreamEvent`s. An upstream 404 means the server forgot the session: it is
 //! re-initialized from the stored `initialize` params and re-subscribed, and the message retried.
 
-use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -22,6 +21,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn, Instrument};
 
+use super::recall::Recall;
 use super::{UpstreamError, UpstreamEvent};
 use crate::jsonrpc::{self, Kind, Message};
 use crate::sse;
@@ -84,8 +84,7 @@ impl std::fmt::Debug for Inner {
 struct Link {
     session: Option<HeaderValue>,
     protocol_version: Option<HeaderValue>,
-    initialize_params: Option<Value>,
-    subscriptions: BTreeSet<String>,
+    recall: Recall,
     /// Bumped by each (re-)initialization; a GET stream of an older one stops.
     generation: u64,
     internal_ids: u64,
@@ -146,33 +145,8 @@ impl Inner {
         self.link.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Keeps what a re-initialization needs: the initialize params and the subscriptions.
     fn remember(&self, message: &Message) {
-        if message.kind() != Kind::Request {
-            return;
-        }
-        let mut link = self.lock();
-        match message.method() {
-            Some("initialize") => {
-                link.initialize_params = message
-                    .params()
-                    .and_then(|p| serde_json::from_str(p.get()).ok());
-            }
-            Some(method @ ("resources/subscribe" | "resources/unsubscribe")) => {
-                #[derive(serde::Deserialize)]
-                struct Uri {
-                    uri: String,
-                }
-                if let Some(Uri { uri }) = message.params_as::<Uri>() {
-                    if method == "resources/subscribe" {
-                        link.subscriptions.insert(uri);
-                    } else {
-                        link.subscriptions.remove(&uri);
-                    }
-                }
-            }
-            _ => {}
-        }
+        self.lock().recall.note(message);
     }
 
     async fn deliver(self: Arc<Self>, message: Message, wire: Bytes) {
@@ -418,6 +392,7 @@ impl Inner {
             }
             let params = self
                 .lock()
+                .recall
                 .initialize_params
                 .clone()
                 .ok_or("the client's initialize params are unknown")?;
@@ -429,7 +404,8 @@ impl Inner {
             }
             let initialized = jsonrpc::notification("notifications/initialized", json!({}));
             self.internal_post(initialized, false).await?;
-            let subscriptions: Vec<String> = self.lock().subscriptions.iter().cloned().collect();
+            let subscriptions: Vec<String> =
+                self.lock().recall.subscriptions.iter().cloned().collect();
             for uri in subscriptions {
                 self.internal("resources/subscribe", json!({ "uri": uri }))
                     .await?;
@@ -516,9 +492,8 @@ impl Inner {
         link.session = response.headers().get(SESSION_HEADER).cloned();
         if link.protocol_version.is_none() {
             link.protocol_version = link
-                .initialize_params
-                .as_ref()
-                .and_then(|p| p["protocolVersion"].as_str())
+                .recall
+                .protocol_version()
                 .and_then(|v| HeaderValue::from_str(v).ok());
         }
     }
@@ -588,7 +563,8 @@ fn is_event_stream(response: &Response<Incoming>) -> bool {
         .is_some_and(|v| v.starts_with("text/event-stream"))
 }
 
-fn error_chain(error: &dyn std::error::Error) -> String {
+/// An error with its causes, for messages that say what really went wrong.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

@@ -1,0 +1,412 @@
+//! The legacy HTTP+SSE upstream (MCP 2024-11-05 as a client): a GET stream whose first event
+//! (`endpoint`, treated as opaque) names where to POST, and on which every answer arrives. A cut
+//! stream is a lost upstream session: the stream is re-opened, the session re-initialized from
+//! the client's `initialize` params and re-subscribed; requests in flight at the cut get an error
+//! (their answers went with the old stream).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Method, Request, StatusCode, Uri};
+use http_body_util::{BodyExt, Full};
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn, Instrument};
+
+use super::recall::Recall;
+use super::streamable_http::{error_chain, HttpClient, HttpSpec};
+use super::{UpstreamError, UpstreamEvent};
+use crate::jsonrpc::{self, id_key, Kind, Message};
+use crate::sse;
+
+const RECONNECT: Duration = Duration::from_secs(1);
+const MAX_RECONNECT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone)]
+pub struct SseUpstream {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    spec: HttpSpec,
+    client: HttpClient,
+    events: mpsc::Sender<UpstreamEvent>,
+    released: CancellationToken,
+    /// Where to POST: known once the current stream announced it.
+    endpoint: watch::Sender<Option<Uri>>,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SseUpstream")
+            .field("url", &self.spec.url)
+            .finish()
+    }
+}
+
+#[derive(Default)]
+struct State {
+    recall: Recall,
+    /// Client requests whose answers are awaited on the stream (ids in key form).
+    pending: HashSet<String>,
+    /// The proxy's own requests (re-initialization), by id.
+    internal: HashMap<String, oneshot::Sender<Value>>,
+    internal_ids: u64,
+}
+
+impl SseUpstream {
+    pub fn start(spec: &HttpSpec, client: HttpClient, events: mpsc::Sender<UpstreamEvent>) -> Self {
+        let inner = Arc::new(Inner {
+            spec: spec.clone(),
+            client,
+            events,
+            released: CancellationToken::new(),
+            endpoint: watch::channel(None).0,
+            state: Mutex::new(State::default()),
+        });
+        tokio::spawn(inner.clone().run().in_current_span());
+        SseUpstream { inner }
+    }
+
+    pub async fn send(&self, wire: Bytes) -> Result<(), UpstreamError> {
+        if self.inner.released.is_cancelled() {
+            return Err(UpstreamError::Gone);
+        }
+        let message = Message::parse(wire.clone()).map_err(|_| UpstreamError::Gone)?;
+        {
+            let mut state = self.inner.lock();
+            state.recall.note(&message);
+            if message.kind() == Kind::Request {
+                if let Some(id) = message.id() {
+                    state.pending.insert(id_key(id));
+                }
+            }
+        }
+        let inner = self.inner.clone();
+        tokio::spawn(
+            async move {
+                if let Err(cause) = inner.post(wire).await {
+                    inner.fail(&message, &cause).await;
+                }
+            }
+            .in_current_span(),
+        );
+        Ok(())
+    }
+
+    pub fn release(&self) {
+        self.inner.released.cancel();
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Holds the stream; after a cut, re-opens it and re-establishes the session.
+    async fn run(self: Arc<Self>) {
+        let mut established_before = false;
+        let mut failures = 0u32;
+        while !self.released.is_cancelled() {
+            match self.open().await {
+                Ok(mut body) => {
+                    failures = 0;
+                    let mut decoder = sse::Decoder::new(self.spec.max_event_bytes);
+                    let mut reestablished = !established_before;
+                    loop {
+                        let frame = tokio::select! {
+                            frame = body.frame() => frame,
+                            () = self.released.cancelled() => return,
+                        };
+                        let Some(Ok(frame)) = frame else { break };
+                        let Ok(data) = frame.into_data() else {
+                            continue;
+                        };
+                        decoder.feed(&data);
+                        while let Ok(Some(event)) = decoder.next_event() {
+                            if event.event.as_deref() == Some("endpoint") {
+                                let url = resolve(&self.spec.url, event.data.trim());
+                                if reestablished {
+                                    self.endpoint.send_replace(url);
+                                } else if let Some(url) = url {
+                                    // Client traffic waits until the session is back.
+                                    reestablished = true;
+                                    tokio::spawn(self.clone().reestablish(url).in_current_span());
+                                }
+                            } else if !event.data.is_empty() {
+                                self.receive(Bytes::from(event.data)).await;
+                            }
+                        }
+                    }
+                    established_before = true;
+                    self.endpoint.send_replace(None);
+                    self.cut().await;
+                }
+                Err(cause) => {
+                    failures += 1;
+                    debug!(%cause, failures, "upstream SSE stream could not be opened");
+                    if failures == 1 {
+                        self.fail_pending(&cause).await;
+                    }
+                }
+            }
+            let pause = (RECONNECT * failures.max(1)).min(MAX_RECONNECT);
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = self.released.cancelled() => return,
+            }
+        }
+    }
+
+    async fn open(&self) -> Result<hyper::body::Incoming, String> {
+        let mut request = Request::new(Full::new(Bytes::new()));
+        *request.uri_mut() = self.spec.url.clone();
+        request.headers_mut().insert(
+            header::ACCEPT,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        let response =
+            tokio::time::timeout(self.spec.request_timeout, self.client.request(request))
+                .await
+                .map_err(|_| {
+                    format!(
+                        "the upstream server did not answer within {:?}",
+                        self.spec.request_timeout
+                    )
+                })?
+                .map_err(|e| {
+                    format!(
+                        "the upstream server is unreachable ({}): {}",
+                        self.spec.url,
+                        error_chain(&e)
+                    )
+                })?;
+        if response.status() != StatusCode::OK {
+            return Err(format!(
+                "the upstream server answered HTTP {}",
+                response.status()
+            ));
+        }
+        Ok(response.into_body())
+    }
+
+    /// A message from the stream: the answer to one of the proxy's own requests, or the client's.
+    async fn receive(&self, data: Bytes) {
+        let Ok(message) = Message::parse(data) else {
+            warn!("the upstream stream carried something that is not JSON-RPC");
+            return;
+        };
+        if message.kind() == Kind::Response {
+            let key = message.id().map(id_key).unwrap_or_default();
+            let internal = {
+                let mut state = self.lock();
+                state.pending.remove(&key);
+                state.internal.remove(&key)
+            };
+            if let Some(waiting) = internal {
+                let answer = serde_json::from_slice(&message.to_bytes()).unwrap_or(Value::Null);
+                let _ = waiting.send(answer);
+                return;
+            }
+        }
+        let _ = self.events.send(UpstreamEvent::Message(message)).await;
+    }
+
+    /// POSTs one message to the current endpoint, waiting for one if the stream is re-opening.
+    async fn post(&self, wire: Bytes) -> Result<(), String> {
+        let Some(url) = self.announced_endpoint().await else {
+            return Err(format!(
+                "the upstream server's stream did not announce an endpoint within {:?}",
+                self.spec.request_timeout
+            ));
+        };
+        self.post_to(url, wire).await
+    }
+
+    async fn post_to(&self, url: Uri, wire: Bytes) -> Result<(), String> {
+        let mut request = Request::new(Full::new(wire));
+        *request.method_mut() = Method::POST;
+        *request.uri_mut() = url;
+        request.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        let response =
+            tokio::time::timeout(self.spec.request_timeout, self.client.request(request))
+                .await
+                .map_err(|_| {
+                    format!(
+                        "the upstream server did not answer within {:?}",
+                        self.spec.request_timeout
+                    )
+                })?
+                .map_err(|e| {
+                    format!(
+                        "the upstream server is unreachable ({}): {}",
+                        self.spec.url,
+                        error_chain(&e)
+                    )
+                })?;
+        let status = response.status();
+        let _ = response.into_body().collect().await;
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(format!("the upstream server answered HTTP {status}"))
+        }
+    }
+
+    /// The current endpoint, waiting (up to the request timeout) while the stream re-opens.
+    async fn announced_endpoint(&self) -> Option<Uri> {
+        let mut endpoint = self.endpoint.subscribe();
+        let ready = tokio::time::timeout(
+            self.spec.request_timeout,
+            endpoint.wait_for(Option::is_some),
+        )
+        .await;
+        match ready {
+            Ok(Ok(url)) => url.clone(),
+            _ => None,
+        }
+    }
+
+    /// After a cut: initialize again with the client's params, then every subscription; then
+    /// let client traffic through to `url`.
+    async fn reestablish(self: Arc<Self>, url: Uri) {
+        let Some(params) = self.lock().recall.initialize_params.clone() else {
+            self.endpoint.send_replace(Some(url));
+            return;
+        };
+        warn!(url = %self.spec.url, "upstream SSE stream was cut; re-initializing");
+        let outcome = async {
+            let answer = self.internal(&url, "initialize", params).await?;
+            if answer.get("error").is_some() {
+                return Err(format!("initialize was refused: {}", answer["error"]));
+            }
+            let initialized = jsonrpc::notification("notifications/initialized", json!({}));
+            self.post_to(url.clone(), initialized).await?;
+            let subscriptions: Vec<String> =
+                self.lock().recall.subscriptions.iter().cloned().collect();
+            for uri in subscriptions {
+                self.internal(&url, "resources/subscribe", json!({ "uri": uri }))
+                    .await?;
+            }
+            Ok::<(), String>(())
+        }
+        .await;
+        if let Err(cause) = outcome {
+            warn!(%cause, "re-initializing the upstream failed");
+        }
+        self.endpoint.send_replace(Some(url));
+    }
+
+    async fn internal(&self, url: &Uri, method: &str, params: Value) -> Result<Value, String> {
+        let (answer, answered) = oneshot::channel();
+        let id = {
+            let mut state = self.lock();
+            state.internal_ids += 1;
+            let id = Value::from(format!("proxy-{}", state.internal_ids));
+            state.internal.insert(id_key(&id), answer);
+            id
+        };
+        let wire = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        self.post_to(url.clone(), Bytes::from(wire.to_string()))
+            .await?;
+        tokio::time::timeout(self.spec.request_timeout, answered)
+            .await
+            .map_err(|_| {
+                format!(
+                    "no answer to {method} within {:?}",
+                    self.spec.request_timeout
+                )
+            })?
+            .map_err(|_| format!("the stream was cut before the answer to {method}"))
+    }
+
+    /// The stream was cut: the answers of the requests in flight went with it.
+    async fn cut(&self) {
+        self.lock().internal.clear();
+        self.fail_pending("the upstream server's stream was cut; this request's answer was lost")
+            .await;
+    }
+
+    async fn fail_pending(&self, cause: &str) {
+        let pending: Vec<String> = self.lock().pending.drain().collect();
+        for key in pending {
+            let id: Value = serde_json::from_str(&key).unwrap_or(Value::Null);
+            let error = jsonrpc::error_response(&id, jsonrpc::INTERNAL_ERROR, cause, None);
+            if let Ok(message) = Message::parse(error) {
+                let _ = self.events.send(UpstreamEvent::Message(message)).await;
+            }
+        }
+    }
+
+    async fn fail(&self, message: &Message, cause: &str) {
+        warn!(%cause, "upstream delivery failed");
+        if message.kind() != Kind::Request {
+            return;
+        }
+        let id = message.id().cloned().unwrap_or(Value::Null);
+        if !self.lock().pending.remove(&id_key(&id)) {
+            return; // already answered or failed
+        }
+        let error = jsonrpc::error_response(&id, jsonrpc::INTERNAL_ERROR, cause, None);
+        if let Ok(message) = Message::parse(error) {
+            let _ = self.events.send(UpstreamEvent::Message(message)).await;
+        }
+    }
+}
+
+/// The endpoint announced by the stream, resolved against the stream's URL.
+fn resolve(base: &Uri, reference: &str) -> Option<Uri> {
+    if reference.starts_with("http://") || reference.starts_with("https://") {
+        return reference.parse().ok();
+    }
+    let authority = base.authority()?;
+    let scheme = base.scheme_str().unwrap_or("http");
+    let path = if reference.starts_with('/') {
+        reference.to_owned()
+    } else {
+        let directory = base.path().rsplit_once('/').map_or("", |(dir, _)| dir);
+        format!("{directory}/{reference}")
+    };
+    format!("{scheme}://{authority}{path}").parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_the_announced_endpoint_against_the_stream_url() {
+        let base: Uri = "http://127.0.0.1:3001/sse".parse().unwrap();
+        let cases = [
+            (
+                "/message?sessionId=abc",
+                "http://127.0.0.1:3001/message?sessionId=abc",
+            ),
+            (
+                "messages?session_id=1",
+                "http://127.0.0.1:3001/messages?session_id=1",
+            ),
+            ("http://10.0.0.1:9/m", "http://10.0.0.1:9/m"),
+        ];
+        for (reference, expected) in cases {
+            assert_eq!(
+                resolve(&base, reference).unwrap().to_string(),
+                expected,
+                "{reference}"
+            );
+        }
+        let nested: Uri = "http://h/servers/a/sse".parse().unwrap();
+        assert_eq!(
+            resolve(&nested, "messages?x=1").unwrap().to_string(),
+            "http://h/servers/a/messages?x=1"
+        );
+    }
+}

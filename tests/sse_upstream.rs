@@ -1,0 +1,152 @@
+//! The legacy HTTP+SSE upstream over real sockets: the proxy as a 2024-11-05 client of the demo
+//! (behind a legacy front) and of npm server-everything in its `sse` mode.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{within, Proxy};
+use serde_json::json;
+use tokio::process::Command;
+
+async fn in_front_of_sse(url: String) -> Proxy {
+    Proxy::start_with(|c| {
+        c.upstream.stdio = None;
+        c.upstream.sse = Some(url);
+    })
+    .await
+}
+
+async fn next_update(events: &mut common::Reply) -> serde_json::Value {
+    within("an update", async {
+        loop {
+            let received = events.next_message().await.expect("the stream stays open");
+            if received.message["method"] == "notifications/resources/updated" {
+                return received.message;
+            }
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn sessions_calls_notifications_and_resume_through_an_sse_upstream() {
+    let upstream = Proxy::start().await; // the demo behind a legacy front
+    let front = in_front_of_sse(format!("http://{}/sse", upstream.addr())).await;
+    let mut a = front.initialized_client("2025-11-25").await;
+    let mut b = front.initialized_client("2025-11-25").await;
+    assert_eq!(a.call_tool("counter", json!({})).await, "1");
+    assert_eq!(a.call_tool("counter", json!({})).await, "2");
+    assert_eq!(
+        b.call_tool("counter", json!({})).await,
+        "1",
+        "a stream (a session) each"
+    );
+
+    a.request("resources/subscribe", json!({ "uri": "demo://counter" }))
+        .await;
+    let mut events = a.get(None).await;
+    a.call_tool("counter", json!({})).await;
+    assert_eq!(
+        next_update(&mut events).await["params"]["uri"],
+        "demo://counter"
+    );
+
+    let mut call = a
+        .post(&json!({ "jsonrpc": "2.0", "id": 50, "method": "tools/call",
+            "params": { "name": "progress", "arguments": { "steps": 3 }, "_meta": { "progressToken": 9 } } }))
+        .await;
+    let first = within("first progress", call.next_message()).await.unwrap();
+    drop(call);
+    let mut resumed = a.get(first.id.as_deref()).await;
+    let rest = within("the rest", resumed.remaining_messages()).await;
+    assert_eq!(rest.len(), 3, "progress 2, 3 and the response");
+    assert_eq!(rest[2].message["id"], 50);
+    front.stop().await;
+    upstream.stop().await;
+}
+
+#[tokio::test]
+async fn a_cut_upstream_stream_is_reopened_re_initialized_and_re_subscribed() {
+    let upstream = Proxy::start().await;
+    let addr = upstream.addr();
+    let front = in_front_of_sse(format!("http://{addr}/sse")).await;
+    let mut client = front.initialized_client("2025-06-18").await;
+    client
+        .request("resources/subscribe", json!({ "uri": "demo://counter" }))
+        .await;
+    assert_eq!(client.call_tool("counter", json!({})).await, "1");
+
+    upstream.stop().await; // the stream, and the upstream session with it, are gone
+    let upstream = Proxy::start_with(|c| c.listen = addr).await;
+
+    let mut events = client.get(None).await;
+    assert_eq!(
+        client.call_tool("counter", json!({})).await,
+        "1",
+        "a new upstream session (a new server process), transparently initialized"
+    );
+    assert_eq!(
+        next_update(&mut events).await["params"]["uri"],
+        "demo://counter",
+        "re-subscribed"
+    );
+    front.stop().await;
+    upstream.stop().await;
+}
+
+#[tokio::test]
+async fn typescript_sdk_client_through_the_proxy_to_server_everything_over_sse() {
+    let node = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/node");
+    let everything =
+        node.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        everything.exists(),
+        "run scripts/test to install the npm peers"
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Command::new("node")
+        .arg("--require")
+        .arg(node.join("loopback.cjs"))
+        .arg(&everything)
+        .arg("sse")
+        .env("PORT", port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    within("server-everything to listen", async {
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let front = in_front_of_sse(format!("http://127.0.0.1:{port}/sse")).await;
+    let run = Command::new("node")
+        .arg(node.join("sdk_client.mjs"))
+        .args([&format!("http://{}/mcp", front.addr()), "everything"])
+        .current_dir(&node)
+        .kill_on_drop(true)
+        .output();
+    let output = within("the SDK client", run).await.unwrap();
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["echoed"], "Echo: hi");
+    front.stop().await;
+    server.kill().await.unwrap();
+}
