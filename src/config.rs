@@ -1,6 +1,7 @@
 //! Configuration: a TOML file, command-line options over it, and validation whose messages
 //! name the offending key.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -169,6 +170,17 @@ pub struct Config {
     pub upstream: UpstreamConfig,
     pub session: SessionConfig,
     pub http: HttpConfig,
+    /// Gateway mode: named servers, each at `/servers/<name>/mcp` (and `/sse`).
+    pub servers: BTreeMap<String, ServerConfig>,
+}
+
+/// One named server of a gateway.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    pub upstream: UpstreamConfig,
+    /// Its own session limits and window; absent: the top-level `[session]`.
+    pub session: Option<SessionConfig>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -229,6 +241,7 @@ impl Default for Config {
             upstream: UpstreamConfig::default(),
             session: SessionConfig::default(),
             http: HttpConfig::default(),
+            servers: BTreeMap::new(),
         }
     }
 }
@@ -349,108 +362,50 @@ impl Config {
     }
 
     pub fn validate(&self) -> anyhow::Result<()> {
-        let positive = [
-            ("session.max_sessions", self.session.max_sessions),
-            ("session.window_events", self.session.window_events),
-            ("session.window_bytes", self.session.window_bytes),
-            ("http.max_body_bytes", self.http.max_body_bytes),
-            ("upstream.max_line_bytes", self.upstream.max_line_bytes),
-        ];
-        for (key, value) in positive {
-            if value == 0 {
-                bail!("{key} must be at least 1");
-            }
+        self.session.validate("session")?;
+        self.upstream.validate("upstream")?;
+        if self.http.max_body_bytes == 0 {
+            bail!("http.max_body_bytes must be at least 1");
         }
-        if self.session.max_sessions_per_principal == Some(0) {
-            bail!(
-                "session.max_sessions_per_principal must be at least 1 (leave it out for no limit)"
-            );
+        if self.http.sse_keep_alive.is_zero() {
+            bail!("http.sse_keep_alive must be longer than zero");
         }
         if let Some(name) = &self.http.principal_header {
             if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
                 bail!("http.principal_header: {name:?} is not a valid header name");
             }
         }
-        let durations = [
-            ("session.idle_ttl", self.session.idle_ttl),
-            ("session.window_age", self.session.window_age),
-            ("http.sse_keep_alive", self.http.sse_keep_alive),
-        ];
-        for (key, value) in durations {
-            if value.is_zero() {
-                bail!("{key} must be longer than zero");
+        for (name, server) in &self.servers {
+            let valid = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+            if !valid {
+                bail!("servers.{name}: a server name is letters, digits, '-' and '_' only");
             }
-        }
-        if let Some(command) = &self.upstream.stdio {
-            StdioSpec::parse(command).map_err(|e| anyhow::anyhow!("upstream.stdio: {e}"))?;
-        }
-        let named = [
-            &self.upstream.stdio,
-            &self.upstream.http,
-            &self.upstream.sse,
-        ];
-        if named.iter().filter(|u| u.is_some()).count() > 1 {
-            bail!("upstream.stdio, upstream.http and upstream.sse are exclusive: front one server");
-        }
-        for url in [&self.upstream.http, &self.upstream.sse]
-            .into_iter()
-            .flatten()
-        {
-            parse_http_url(url)?;
-        }
-        if self.upstream.request_timeout.is_zero() {
-            bail!("upstream.request_timeout must be longer than zero");
+            server
+                .upstream
+                .validate(&format!("servers.{name}.upstream"))?;
+            if let Some(session) = &server.session {
+                session.validate(&format!("servers.{name}.session"))?;
+            }
         }
         Ok(())
     }
 
-    /// The server sessions get: the configured HTTP server or stdio command, else this binary's
-    /// demo server.
-    pub fn upstream_spec(&self) -> anyhow::Result<UpstreamSpec> {
-        let http = |url: &str| -> anyhow::Result<HttpSpec> {
-            Ok(HttpSpec {
-                url: parse_http_url(url)?,
-                request_timeout: self.upstream.request_timeout,
-                max_event_bytes: self.upstream.max_line_bytes,
-            })
-        };
-        match (&self.upstream.http, &self.upstream.sse) {
-            (Some(url), _) => Ok(UpstreamSpec::Http(http(url)?)),
-            (None, Some(url)) => Ok(UpstreamSpec::Sse(http(url)?)),
-            (None, None) => self.stdio_spec().map(UpstreamSpec::Stdio),
-        }
+    /// Whether `/mcp` serves a server of its own: always without named servers; with them, only
+    /// when the top-level `[upstream]` names one.
+    pub fn serves_default(&self) -> bool {
+        self.servers.is_empty() || self.upstream.names_a_server()
     }
 
-    /// The stdio server to run: the configured command, or this binary's demo server.
-    pub fn stdio_spec(&self) -> anyhow::Result<StdioSpec> {
-        let mut spec = match &self.upstream.stdio {
-            Some(command) => StdioSpec::parse(command).map_err(|e| anyhow::anyhow!(e))?,
-            None => {
-                let exe = std::env::current_exe().context("cannot locate this executable")?;
-                StdioSpec {
-                    program: exe.to_string_lossy().into_owned(),
-                    args: vec!["demo-server".into()],
-                    ..StdioSpec::parse("demo-server").map_err(|e| anyhow::anyhow!(e))?
-                }
-            }
-        };
-        spec.max_line_bytes = self.upstream.max_line_bytes;
-        spec.shutdown_grace = self.upstream.shutdown_grace;
-        Ok(spec)
+    /// The server sessions on `/mcp` get.
+    pub fn upstream_spec(&self) -> anyhow::Result<UpstreamSpec> {
+        self.upstream.spec()
     }
 
     pub fn session_settings(&self) -> SessionSettings {
-        SessionSettings {
-            window: Window {
-                max_events: self.session.window_events,
-                max_bytes: self.session.window_bytes,
-                max_age: self.session.window_age,
-            },
-            idle_ttl: self.session.idle_ttl,
-            max_sessions: self.session.max_sessions,
-            max_sessions_per_principal: self.session.max_sessions_per_principal,
-            coalesce_progress: self.session.coalesce_progress,
-        }
+        self.session.settings()
     }
 
     pub fn http_settings(&self) -> HttpSettings {
@@ -465,6 +420,107 @@ impl Config {
             allowed_hosts: self.http.allowed_hosts.clone(),
             loopback_hosts_only: self.listen.ip().is_loopback(),
             principal_header: self.http.principal_header.clone(),
+        }
+    }
+}
+
+impl UpstreamConfig {
+    fn names_a_server(&self) -> bool {
+        self.stdio.is_some() || self.http.is_some() || self.sse.is_some()
+    }
+
+    fn validate(&self, key: &str) -> anyhow::Result<()> {
+        if self.max_line_bytes == 0 {
+            bail!("{key}.max_line_bytes must be at least 1");
+        }
+        if self.request_timeout.is_zero() {
+            bail!("{key}.request_timeout must be longer than zero");
+        }
+        if let Some(command) = &self.stdio {
+            StdioSpec::parse(command).map_err(|e| anyhow::anyhow!("{key}.stdio: {e}"))?;
+        }
+        let named = [&self.stdio, &self.http, &self.sse];
+        if named.iter().filter(|u| u.is_some()).count() > 1 {
+            bail!("{key}.stdio, {key}.http and {key}.sse are exclusive: front one server");
+        }
+        for url in [&self.http, &self.sse].into_iter().flatten() {
+            parse_http_url(url).map_err(|e| anyhow::anyhow!("{key}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// The server sessions get: the configured HTTP, SSE or stdio server, else this binary's
+    /// demo server.
+    pub fn spec(&self) -> anyhow::Result<UpstreamSpec> {
+        let http = |url: &str| -> anyhow::Result<HttpSpec> {
+            Ok(HttpSpec {
+                url: parse_http_url(url)?,
+                request_timeout: self.request_timeout,
+                max_event_bytes: self.max_line_bytes,
+            })
+        };
+        match (&self.http, &self.sse) {
+            (Some(url), _) => Ok(UpstreamSpec::Http(http(url)?)),
+            (None, Some(url)) => Ok(UpstreamSpec::Sse(http(url)?)),
+            (None, None) => self.stdio_spec().map(UpstreamSpec::Stdio),
+        }
+    }
+
+    /// The stdio server to run: the configured command, or this binary's demo server.
+    pub fn stdio_spec(&self) -> anyhow::Result<StdioSpec> {
+        let mut spec = match &self.stdio {
+            Some(command) => StdioSpec::parse(command).map_err(|e| anyhow::anyhow!(e))?,
+            None => {
+                let exe = std::env::current_exe().context("cannot locate this executable")?;
+                StdioSpec {
+                    program: exe.to_string_lossy().into_owned(),
+                    args: vec!["demo-server".into()],
+                    ..StdioSpec::parse("demo-server").map_err(|e| anyhow::anyhow!(e))?
+                }
+            }
+        };
+        spec.max_line_bytes = self.max_line_bytes;
+        spec.shutdown_grace = self.shutdown_grace;
+        Ok(spec)
+    }
+}
+
+impl SessionConfig {
+    fn validate(&self, key: &str) -> anyhow::Result<()> {
+        let positive = [
+            ("max_sessions", self.max_sessions),
+            ("window_events", self.window_events),
+            ("window_bytes", self.window_bytes),
+        ];
+        for (name, value) in positive {
+            if value == 0 {
+                bail!("{key}.{name} must be at least 1");
+            }
+        }
+        if self.max_sessions_per_principal == Some(0) {
+            bail!(
+                "{key}.max_sessions_per_principal must be at least 1 (leave it out for no limit)"
+            );
+        }
+        for (name, value) in [("idle_ttl", self.idle_ttl), ("window_age", self.window_age)] {
+            if value.is_zero() {
+                bail!("{key}.{name} must be longer than zero");
+            }
+        }
+        Ok(())
+    }
+
+    pub fn settings(&self) -> SessionSettings {
+        SessionSettings {
+            window: Window {
+                max_events: self.window_events,
+                max_bytes: self.window_bytes,
+                max_age: self.window_age,
+            },
+            idle_ttl: self.idle_ttl,
+            max_sessions: self.max_sessions,
+            max_sessions_per_principal: self.max_sessions_per_principal,
+            coalesce_progress: self.coalesce_progress,
         }
     }
 }
@@ -538,7 +594,7 @@ mod tests {
         assert_eq!(config.session.idle_ttl, Duration::from_secs(30));
         assert_eq!(config.session.window_events, 16);
         assert_eq!(config.http.post_response, PostResponse::Sse);
-        let spec = config.stdio_spec().unwrap();
+        let spec = config.upstream.stdio_spec().unwrap();
         assert_eq!(spec.program, "my-server");
         assert_eq!(spec.args, ["--flag", "two words"]);
     }
@@ -578,6 +634,28 @@ mod tests {
     }
 
     #[test]
+    fn gateway_servers_are_checked_and_named_in_messages() {
+        let config = Config::from_toml(
+            "[servers.a.upstream]\nhttp = \"http://127.0.0.1:1/mcp\"\n[servers.b.session]\nwindow_events = 3\n",
+        )
+        .unwrap();
+        assert!(!config.serves_default(), "no top-level server: /mcp serves nothing");
+        assert_eq!(config.servers["b"].session.as_ref().unwrap().window_events, 3);
+        let error = Config::from_toml("[servers.a.upstream]\nhttp = \"ftp://x\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("servers.a.upstream"), "{error}");
+        let error = Config::from_toml("[servers.a.session]\nmax_sessions = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("servers.a.session.max_sessions"), "{error}");
+        let error = Config::from_toml("[servers.\"a b\".upstream]\n").unwrap_err().to_string();
+        assert!(error.contains("servers.a b"), "{error}");
+        let error = Config::from_toml("[servers.a]\nstdio = \"x\"\n").unwrap_err().to_string();
+        assert!(error.contains("stdio") && error.contains("line 2"), "{error}");
+    }
+
+    #[test]
     fn every_shipped_example_loads() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
         let mut loaded = 0;
@@ -588,7 +666,7 @@ mod tests {
                 loaded += 1;
             }
         }
-        assert!(loaded >= 3, "{loaded} examples");
+        assert!(loaded >= 4, "{loaded} examples");
     }
 
     #[test]

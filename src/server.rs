@@ -1,6 +1,7 @@
 //! Wires a configuration into a running proxy: binds, serves, expires idle sessions, and stops
 //! cleanly (no new connections, sessions ended, upstreams released).
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -9,16 +10,16 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
-use crate::front::{self, App};
+use crate::config::{Config, SessionConfig, UpstreamConfig};
+use crate::front::{self, App, Router};
 use crate::metrics::Metrics;
 use crate::session::Registry;
 
 /// A proxy that is listening.
 pub struct Running {
     pub addr: SocketAddr,
-    pub registry: Arc<Registry>,
     pub metrics: Arc<Metrics>,
+    router: Arc<Router>,
     shutdown: CancellationToken,
     served: JoinHandle<()>,
 }
@@ -30,36 +31,75 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
     let metrics = Arc::new(Metrics::default());
-    let registry = Arc::new(Registry::new(
-        config.upstream_spec()?,
-        config.session_settings(),
-        metrics.clone(),
-    ));
     let shutdown = CancellationToken::new();
-    let app = Arc::new(App {
-        registry: registry.clone(),
-        http: config.http_settings(),
+    let serve = |upstream: &UpstreamConfig, session: &SessionConfig| -> anyhow::Result<Arc<App>> {
+        let registry = Arc::new(Registry::new(
+            upstream.spec()?,
+            session.settings(),
+            metrics.clone(),
+        ));
+        tokio::spawn(registry.clone().run_expiry(shutdown.clone()));
+        Ok(Arc::new(App {
+            registry,
+            http: config.http_settings(),
+            metrics: metrics.clone(),
+            shutdown: shutdown.clone(),
+        }))
+    };
+    let default = match config.serves_default() {
+        true => Some(serve(&config.upstream, &config.session)?),
+        false => None,
+    };
+    let mut servers = BTreeMap::new();
+    for (name, server) in &config.servers {
+        let session = server.session.as_ref().unwrap_or(&config.session);
+        servers.insert(name.clone(), serve(&server.upstream, session)?);
+    }
+    let router = Arc::new(Router {
+        default,
+        servers,
         metrics: metrics.clone(),
         shutdown: shutdown.clone(),
     });
-    tokio::spawn(registry.clone().run_expiry(shutdown.clone()));
-    let served = tokio::spawn(front::serve(listener, app, shutdown.clone()));
+    let served = tokio::spawn(front::serve(listener, router.clone(), shutdown.clone()));
     Ok(Running {
         addr,
-        registry,
         metrics,
+        router,
         shutdown,
         served,
     })
 }
 
 impl Running {
+    /// The sessions of `/mcp`.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self
+            .router
+            .default
+            .as_ref()
+            .expect("this proxy serves /mcp")
+            .registry
+    }
+
+    /// The sessions of `/servers/<name>/mcp`.
+    pub fn server(&self, name: &str) -> Option<&Arc<Registry>> {
+        self.router.servers.get(name).map(|app| &app.registry)
+    }
+
     /// Stops accepting, tells every open stream when to reconnect (`retry:`) and closes it, ends
     /// every session, waits for open connections to finish and for every upstream to be released
     /// (stdin closed, then SIGTERM, then SIGKILL).
     pub async fn stop(self) {
         self.shutdown.cancel();
-        self.registry.end_all().await;
+        let apps = self
+            .router
+            .default
+            .iter()
+            .chain(self.router.servers.values());
+        for app in apps {
+            app.registry.end_all().await;
+        }
         let _ = self.served.await;
     }
 }

@@ -46,7 +46,7 @@ async fn sessions_calls_and_notifications_go_through_an_http_upstream() {
         assert!(
             upstream
                 .running
-                .registry
+                .registry()
                 .get(id, &Principal::anonymous())
                 .is_none(),
             "the client's session id is the front's own, not the upstream's"

@@ -15,7 +15,7 @@ use nix::unistd::Pid;
 fn child_pid(proxy: &Proxy, session: &str) -> i32 {
     let session = proxy
         .running
-        .registry
+        .registry()
         .get(session, &Principal::anonymous())
         .expect("the session is registered");
     let Upstream::Stdio(stdio) = session.upstream() else {

@@ -9,6 +9,7 @@ pub mod rejection;
 pub mod request;
 pub mod streamable_http;
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -80,7 +81,7 @@ impl Default for HttpSettings {
     }
 }
 
-/// What every request handler shares.
+/// One MCP server as served to clients: its sessions and the settings every handler shares.
 pub struct App {
     pub registry: Arc<Registry>,
     pub http: HttpSettings,
@@ -89,8 +90,16 @@ pub struct App {
     pub shutdown: CancellationToken,
 }
 
+/// Every served server: `/mcp` (the single-server form) and `/servers/<name>/…` (a gateway).
+pub struct Router {
+    pub default: Option<Arc<App>>,
+    pub servers: BTreeMap<String, Arc<App>>,
+    pub metrics: Arc<Metrics>,
+    pub shutdown: CancellationToken,
+}
+
 /// Accepts connections until `shutdown`, then lets open ones finish their current exchange.
-pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: CancellationToken) {
+pub async fn serve(listener: TcpListener, router: Arc<Router>, shutdown: CancellationToken) {
     let connections = TaskTracker::new();
     loop {
         let (socket, peer) = tokio::select! {
@@ -104,12 +113,12 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: CancellationT
             () = shutdown.cancelled() => break,
         };
         let _ = socket.set_nodelay(true);
-        let app = app.clone();
+        let router = router.clone();
         let shutdown = shutdown.clone();
         connections.spawn(async move {
             let service = service_fn(move |request| {
-                let app = app.clone();
-                async move { Ok::<_, Infallible>(route(&app, request).await) }
+                let router = router.clone();
+                async move { Ok::<_, Infallible>(route(&router, request).await) }
             });
             let connection = http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -131,17 +140,30 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: CancellationT
     connections.wait().await;
 }
 
-async fn route(app: &App, request: Request<Incoming>) -> Response<Body> {
-    match request.uri().path() {
-        "/mcp" => streamable_http::handle(app, request).await,
-        "/sse" => legacy_sse::open(app, request).await,
-        "/messages" => legacy_sse::message(app, request).await,
-        "/healthz" => text(StatusCode::OK, "ok\n".into()),
-        "/readyz" if app.shutdown.is_cancelled() => {
-            text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n".into())
-        }
-        "/readyz" => text(StatusCode::OK, "ready\n".into()),
-        "/metrics" => text(StatusCode::OK, app.metrics.render()),
+async fn route(router: &Router, request: Request<Incoming>) -> Response<Body> {
+    let path = request.uri().path();
+    let (app, endpoint) = match path.strip_prefix("/servers/") {
+        Some(rest) => match rest.split_once('/') {
+            Some((name, endpoint)) => (router.servers.get(name), endpoint),
+            None => (None, ""),
+        },
+        None => match path {
+            "/healthz" => return text(StatusCode::OK, "ok\n".into()),
+            "/readyz" if router.shutdown.is_cancelled() => {
+                return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n".into())
+            }
+            "/readyz" => return text(StatusCode::OK, "ready\n".into()),
+            "/metrics" => return text(StatusCode::OK, router.metrics.render()),
+            _ => (router.default.as_ref(), path.trim_start_matches('/')),
+        },
+    };
+    let Some(app) = app else {
+        return text(StatusCode::NOT_FOUND, "not found\n".into());
+    };
+    match endpoint {
+        "mcp" => streamable_http::handle(app, request).await,
+        "sse" => legacy_sse::open(app, request).await,
+        "messages" => legacy_sse::message(app, request).await,
         _ => text(StatusCode::NOT_FOUND, "not found\n".into()),
     }
 }

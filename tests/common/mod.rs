@@ -80,6 +80,8 @@ pub struct Client {
     pub protocol_version: Option<String>,
     /// Extra headers sent with every request (a trusted principal header, say).
     pub extra_headers: Vec<(String, String)>,
+    /// The MCP endpoint: `/mcp`, or `/servers/<name>/mcp` in a gateway.
+    pub path: String,
     next_id: u64,
 }
 
@@ -91,18 +93,19 @@ impl Client {
             authorization: None,
             protocol_version: None,
             extra_headers: Vec::new(),
+            path: "/mcp".into(),
             next_id: 1,
         }
     }
 
-    /// Sends one request to `/mcp` on a fresh connection.
+    /// Sends one request to the MCP endpoint on a fresh connection.
     pub async fn send(
         &self,
         method: Method,
         headers: &[(&str, &str)],
         body: Option<Bytes>,
     ) -> Reply {
-        self.send_to("/mcp", method, headers, body).await
+        self.send_to(&self.path, method, headers, body).await
     }
 
     /// Sends one request to `path` on a fresh connection.
