@@ -639,8 +639,14 @@ mod tests {
             "[servers.a.upstream]\nhttp = \"http://127.0.0.1:1/mcp\"\n[servers.b.session]\nwindow_events = 3\n",
         )
         .unwrap();
-        assert!(!config.serves_default(), "no top-level server: /mcp serves nothing");
-        assert_eq!(config.servers["b"].session.as_ref().unwrap().window_events, 3);
+        assert!(
+            !config.serves_default(),
+            "no top-level server: /mcp serves nothing"
+        );
+        assert_eq!(
+            config.servers["b"].session.as_ref().unwrap().window_events,
+            3
+        );
         let error = Config::from_toml("[servers.a.upstream]\nhttp = \"ftp://x\"\n")
             .unwrap_err()
             .to_string();
@@ -649,10 +655,17 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("servers.a.session.max_sessions"), "{error}");
-        let error = Config::from_toml("[servers.\"a b\".upstream]\n").unwrap_err().to_string();
+        let error = Config::from_toml("[servers.\"a b\".upstream]\n")
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("servers.a b"), "{error}");
-        let error = Config::from_toml("[servers.a]\nstdio = \"x\"\n").unwrap_err().to_string();
-        assert!(error.contains("stdio") && error.contains("line 2"), "{error}");
+        let error = Config::from_toml("[servers.a]\nstdio = \"x\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("stdio") && error.contains("line 2"),
+            "{error}"
+        );
     }
 
     #[test]
