@@ -48,6 +48,11 @@ pub struct Cli {
     #[arg(long, value_name = "URL")]
     pub sse: Option<String>,
 
+    /// stdio: per-session (a child each) or shared (one child for all sessions, for servers that
+    /// keep no per-client state) [default: per-session].
+    #[arg(long, value_name = "MODE")]
+    pub isolation: Option<Isolation>,
+
     /// With --http: longest wait for the upstream to begin answering a request [default: 30s].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub request_timeout: Option<Duration>,
@@ -151,6 +156,16 @@ pub enum Command {
     },
 }
 
+/// How stdio children are shared among sessions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Isolation {
+    /// One child per session: stateful servers stay correct.
+    PerSession,
+    /// One child for all sessions, for servers that keep no per-client state.
+    Shared,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ValueEnum, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
@@ -195,6 +210,8 @@ pub struct UpstreamConfig {
     /// HTTP upstream: longest wait for the server to begin answering a request.
     #[serde(deserialize_with = "duration")]
     pub request_timeout: Duration,
+    /// stdio: a child per session, or one shared by all sessions.
+    pub isolation: Isolation,
     pub max_line_bytes: usize,
     #[serde(deserialize_with = "duration")]
     pub shutdown_grace: Duration,
@@ -253,6 +270,7 @@ impl Default for UpstreamConfig {
             http: None,
             sse: None,
             request_timeout: Duration::from_secs(30),
+            isolation: Isolation::PerSession,
             max_line_bytes: 4 << 20,
             shutdown_grace: Duration::from_secs(2),
         }
@@ -331,6 +349,7 @@ impl Config {
             self.upstream.sse = cli.sse.clone();
         }
         set(&mut self.upstream.request_timeout, &cli.request_timeout);
+        set(&mut self.upstream.isolation, &cli.isolation);
         set(&mut self.upstream.max_line_bytes, &cli.max_line_bytes);
         set(&mut self.upstream.shutdown_grace, &cli.shutdown_grace);
         if cli.coalesce_progress {
@@ -446,6 +465,9 @@ impl UpstreamConfig {
         for url in [&self.http, &self.sse].into_iter().flatten() {
             parse_http_url(url).map_err(|e| anyhow::anyhow!("{key}: {e}"))?;
         }
+        if self.isolation == Isolation::Shared && (self.http.is_some() || self.sse.is_some()) {
+            bail!("{key}.isolation = \"shared\" applies to stdio servers only");
+        }
         Ok(())
     }
 
@@ -462,7 +484,10 @@ impl UpstreamConfig {
         match (&self.http, &self.sse) {
             (Some(url), _) => Ok(UpstreamSpec::Http(http(url)?)),
             (None, Some(url)) => Ok(UpstreamSpec::Sse(http(url)?)),
-            (None, None) => self.stdio_spec().map(UpstreamSpec::Stdio),
+            (None, None) => match self.isolation {
+                Isolation::PerSession => self.stdio_spec().map(UpstreamSpec::Stdio),
+                Isolation::Shared => self.stdio_spec().map(UpstreamSpec::SharedStdio),
+            },
         }
     }
 

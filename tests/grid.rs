@@ -6,11 +6,13 @@ mod common;
 
 use common::{within, Client, Proxy, Reply};
 use http::{Method, StatusCode};
+use mcp_session_proxy::config::Isolation;
 use serde_json::{json, Value};
 
 #[derive(Clone, Copy, Debug)]
 enum Upstream {
     Stdio,
+    SharedStdio,
     Http,
     Sse,
 }
@@ -18,7 +20,7 @@ enum Upstream {
 /// The proxy under test, and the upstream proxy serving the demo over HTTP when there is one.
 async fn proxies(upstream: Upstream) -> (Proxy, Option<Proxy>) {
     let behind = match upstream {
-        Upstream::Stdio => None,
+        Upstream::Stdio | Upstream::SharedStdio => None,
         Upstream::Http | Upstream::Sse => Some(Proxy::start().await),
     };
     let url = behind.as_ref().map(|p| p.addr());
@@ -31,6 +33,7 @@ async fn proxies(upstream: Upstream) -> (Proxy, Option<Proxy>) {
             c.upstream.stdio = None;
             c.upstream.sse = Some(format!("http://{addr}/sse"));
         }
+        (Upstream::SharedStdio, _) => c.upstream.isolation = Isolation::Shared,
         _ => {}
     })
     .await;
@@ -156,6 +159,16 @@ async fn next_answer(stream: &mut Reply, id: i64) -> Value {
 #[tokio::test]
 async fn streamable_http_client_stdio_upstream() {
     streamable_http_scenario(Upstream::Stdio).await;
+}
+
+#[tokio::test]
+async fn streamable_http_client_shared_stdio_upstream() {
+    streamable_http_scenario(Upstream::SharedStdio).await;
+}
+
+#[tokio::test]
+async fn legacy_sse_client_shared_stdio_upstream() {
+    legacy_sse_scenario(Upstream::SharedStdio).await;
 }
 
 #[tokio::test]

@@ -16,6 +16,7 @@ use super::id::{self, Principal};
 use super::{Session, SessionError, SessionSettings, Shape};
 use crate::metrics::Metrics;
 use crate::upstream::legacy_sse::SseUpstream;
+use crate::upstream::shared::SharedStdio;
 use crate::upstream::stdio::StdioUpstream;
 use crate::upstream::streamable_http::{self, HttpClient, HttpUpstream};
 use crate::upstream::{Upstream, UpstreamEvent, UpstreamSpec};
@@ -32,6 +33,8 @@ pub struct Registry {
     upstream: UpstreamSpec,
     /// One connection pool for every HTTP upstream session.
     http_client: HttpClient,
+    /// The one child of `shared` isolation.
+    shared: Option<Arc<SharedStdio>>,
     settings: Arc<SessionSettings>,
     metrics: Arc<Metrics>,
     /// The upstream actors, so shutdown can wait until every child is released.
@@ -44,15 +47,25 @@ impl Registry {
         settings: SessionSettings,
         metrics: Arc<Metrics>,
     ) -> Registry {
+        let upstream_tasks = TaskTracker::new();
+        let shared = match &upstream {
+            UpstreamSpec::SharedStdio(spec) => Some(SharedStdio::new(
+                spec.clone(),
+                upstream_tasks.clone(),
+                metrics.clone(),
+            )),
+            _ => None,
+        };
         Registry {
             sessions: DashMap::new(),
             reserved: AtomicUsize::new(0),
             per_principal: DashMap::new(),
             upstream,
             http_client: streamable_http::client(),
+            shared,
             settings: Arc::new(settings),
             metrics,
-            upstream_tasks: TaskTracker::new(),
+            upstream_tasks,
         }
     }
 
@@ -82,16 +95,18 @@ impl Registry {
             return Err(error);
         }
         let (events, inbox) = mpsc::channel(UPSTREAM_EVENTS);
-        let upstream = match &self.upstream {
-            UpstreamSpec::Stdio(spec) => {
+        let upstream = match (&self.upstream, &self.shared) {
+            (_, Some(shared)) => shared.attach(events).map(Upstream::Shared),
+            (UpstreamSpec::Stdio(spec) | UpstreamSpec::SharedStdio(spec), None) => {
+                Metrics::inc(&self.metrics.upstream_spawns_total);
                 StdioUpstream::spawn(spec, events, &self.upstream_tasks).map(Upstream::Stdio)
             }
-            UpstreamSpec::Http(spec) => Ok(Upstream::Http(HttpUpstream::start(
+            (UpstreamSpec::Http(spec), None) => Ok(Upstream::Http(HttpUpstream::start(
                 spec,
                 self.http_client.clone(),
                 events,
             ))),
-            UpstreamSpec::Sse(spec) => Ok(Upstream::Sse(SseUpstream::start(
+            (UpstreamSpec::Sse(spec), None) => Ok(Upstream::Sse(SseUpstream::start(
                 spec,
                 self.http_client.clone(),
                 events,
@@ -105,7 +120,6 @@ impl Registry {
                 return Err(error.into());
             }
         };
-        Metrics::inc(&self.metrics.upstream_spawns_total);
         let session = Arc::new(Session::new(
             id::mint(),
             principal,
@@ -211,6 +225,9 @@ impl Registry {
         let ids: Vec<String> = self.sessions.iter().map(|e| e.key().clone()).collect();
         for id in ids {
             self.end(&id);
+        }
+        if let Some(shared) = &self.shared {
+            shared.release_all();
         }
         self.upstream_tasks.close();
         self.upstream_tasks.wait().await;

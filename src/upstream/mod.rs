@@ -5,6 +5,7 @@
 pub mod legacy_sse;
 pub mod lines;
 pub mod recall;
+pub mod shared;
 pub mod stdio;
 pub mod streamable_http;
 
@@ -41,7 +42,10 @@ pub enum UpstreamError {
 /// Which server a session gets, from configuration.
 #[derive(Debug, Clone)]
 pub enum UpstreamSpec {
+    /// A child per session.
     Stdio(stdio::StdioSpec),
+    /// One child for every session (`shared` isolation).
+    SharedStdio(stdio::StdioSpec),
     Http(streamable_http::HttpSpec),
     /// A legacy HTTP+SSE server: the URL of its SSE endpoint.
     Sse(streamable_http::HttpSpec),
@@ -51,6 +55,7 @@ impl UpstreamSpec {
     pub fn display(&self) -> String {
         match self {
             UpstreamSpec::Stdio(spec) => spec.display(),
+            UpstreamSpec::SharedStdio(spec) => format!("{} (shared)", spec.display()),
             UpstreamSpec::Http(spec) | UpstreamSpec::Sse(spec) => spec.url.to_string(),
         }
     }
@@ -60,6 +65,8 @@ impl UpstreamSpec {
 #[derive(Debug, Clone)]
 pub enum Upstream {
     Stdio(stdio::StdioUpstream),
+    /// A session's share of a child serving many (`shared` isolation).
+    Shared(shared::SharedHandle),
     Http(streamable_http::HttpUpstream),
     Sse(legacy_sse::SseUpstream),
 }
@@ -69,6 +76,7 @@ impl Upstream {
     pub async fn send(&self, message: Bytes) -> Result<(), UpstreamError> {
         match self {
             Upstream::Stdio(stdio) => stdio.send(message).await,
+            Upstream::Shared(shared) => shared.send(message).await,
             Upstream::Http(http) => http.send(message).await,
             Upstream::Sse(sse) => sse.send(message).await,
         }
@@ -79,6 +87,7 @@ impl Upstream {
     pub fn release(&self) {
         match self {
             Upstream::Stdio(stdio) => stdio.release(),
+            Upstream::Shared(shared) => shared.release(),
             Upstream::Http(http) => http.release(),
             Upstream::Sse(sse) => sse.release(),
         }

@@ -1,0 +1,446 @@
+//! `shared` isolation for stdio servers that keep no per-client state: one child serves many
+//! sessions. Request ids and progress tokens are multiplexed (two sessions may both use id 1 or
+//! token 1); `resources/subscribe` is reference-counted per URI; `resources/updated` reaches only
+//! the sessions subscribed to its URI, other notifications reach every session; progress and
+//! server requests reach the session whose request caused them. The first `initialize` goes to
+//! the child; later sessions are answered from its result.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use serde_json::value::{to_raw_value, RawValue};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, Instrument};
+
+use super::stdio::{StdioSpec, StdioUpstream};
+use super::{UpstreamError, UpstreamEvent};
+use crate::jsonrpc::{id_key, Kind, Message};
+use crate::metrics::Metrics;
+
+/// Child events buffered before the child waits.
+const CHILD_EVENTS: usize = 256;
+
+/// The one child of a server in `shared` isolation, and the sessions it serves.
+pub struct SharedStdio {
+    spec: StdioSpec,
+    tasks: TaskTracker,
+    metrics: Arc<Metrics>,
+    state: Mutex<Mux>,
+}
+
+#[derive(Default)]
+struct Mux {
+    child: Option<StdioUpstream>,
+    sessions: HashMap<u64, mpsc::Sender<UpstreamEvent>>,
+    next_session: u64,
+    next_id: u64,
+    /// Requests in flight at the child, by the child-facing id.
+    pending: HashMap<u64, Pending>,
+    /// Child-facing progress token → (session, the session's token).
+    tokens: HashMap<String, (u64, Value)>,
+    subscribers: HashMap<String, BTreeSet<u64>>,
+    initialize_result: Option<Box<RawValue>>,
+    initialized: bool,
+}
+
+struct Pending {
+    session: u64,
+    id: Value,
+    method: String,
+    token: Option<String>,
+}
+
+/// One session's view of the shared child.
+#[derive(Clone)]
+pub struct SharedHandle {
+    mux: Arc<SharedStdio>,
+    session: u64,
+}
+
+impl std::fmt::Debug for SharedHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedHandle")
+            .field("session", &self.session)
+            .finish()
+    }
+}
+
+impl SharedStdio {
+    pub fn new(spec: StdioSpec, tasks: TaskTracker, metrics: Arc<Metrics>) -> Arc<SharedStdio> {
+        Arc::new(SharedStdio {
+            spec,
+            tasks,
+            metrics,
+            state: Mutex::new(Mux::default()),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Mux> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Joins a new session, starting the child if none is running.
+    pub fn attach(
+        self: &Arc<Self>,
+        events: mpsc::Sender<UpstreamEvent>,
+    ) -> Result<SharedHandle, UpstreamError> {
+        let mut mux = self.lock();
+        if mux.child.is_none() {
+            let (child_events, inbox) = mpsc::channel(CHILD_EVENTS);
+            mux.child = Some(StdioUpstream::spawn(&self.spec, child_events, &self.tasks)?);
+            Metrics::inc(&self.metrics.upstream_spawns_total);
+            let mux_ref = self.clone();
+            tokio::spawn(mux_ref.dispatch_all(inbox).in_current_span());
+        }
+        mux.next_session += 1;
+        let session = mux.next_session;
+        mux.sessions.insert(session, events);
+        Ok(SharedHandle {
+            mux: self.clone(),
+            session,
+        })
+    }
+
+    async fn dispatch_all(self: Arc<Self>, mut inbox: mpsc::Receiver<UpstreamEvent>) {
+        while let Some(event) = inbox.recv().await {
+            for (sender, event) in self.route(event) {
+                let _ = sender.send(event).await;
+            }
+        }
+    }
+
+    /// Where each child event goes.
+    fn route(&self, event: UpstreamEvent) -> Vec<(mpsc::Sender<UpstreamEvent>, UpstreamEvent)> {
+        let mut mux = self.lock();
+        let mut message = match event {
+            UpstreamEvent::Message(message) => message,
+            UpstreamEvent::Oversized { id, max } => {
+                let pending = id.and_then(|id| id.as_u64()).and_then(|g| mux.finish(g));
+                return match pending {
+                    Some(p) => mux.to(
+                        p.session,
+                        UpstreamEvent::Oversized {
+                            id: Some(p.id),
+                            max,
+                        },
+                    ),
+                    None => Vec::new(),
+                };
+            }
+            UpstreamEvent::Exited(cause) => {
+                let everyone: Vec<_> = mux.sessions.values().cloned().collect();
+                *mux = Mux {
+                    sessions: std::mem::take(&mut mux.sessions),
+                    next_session: mux.next_session,
+                    ..Mux::default()
+                };
+                return everyone
+                    .into_iter()
+                    .map(|s| (s, UpstreamEvent::Exited(cause.clone())))
+                    .collect();
+            }
+        };
+        match message.kind() {
+            Kind::Response => {
+                let Some(pending) = message
+                    .id()
+                    .and_then(Value::as_u64)
+                    .and_then(|g| mux.finish(g))
+                else {
+                    return Vec::new(); // the answer to one of the mux's own requests
+                };
+                if pending.method == "initialize" && !message.is_error() {
+                    mux.initialize_result = message.result().map(|r| r.to_owned());
+                }
+                message.set_id(pending.id);
+                mux.to(pending.session, UpstreamEvent::Message(message))
+            }
+            Kind::Request => match mux.causing_session() {
+                Some(session) => mux.to(session, UpstreamEvent::Message(message)),
+                None => mux.to_any(message),
+            },
+            Kind::Notification => match message.method().unwrap_or_default() {
+                "notifications/progress" => {
+                    let token = message
+                        .params_as::<Value>()
+                        .map(|p| id_key(&p["progressToken"]));
+                    let Some((session, original)) = token.and_then(|t| mux.tokens.get(&t).cloned())
+                    else {
+                        return Vec::new();
+                    };
+                    if let Some(mut params) = message.params_as::<Value>() {
+                        params["progressToken"] = original;
+                        if let Ok(raw) = to_raw_value(&params) {
+                            message.set_params(raw);
+                        }
+                    }
+                    mux.to(session, UpstreamEvent::Message(message))
+                }
+                "notifications/resources/updated" => {
+                    let uri = message
+                        .params_as::<Value>()
+                        .and_then(|p| p["uri"].as_str().map(str::to_owned));
+                    let subscribed: Vec<u64> = uri
+                        .and_then(|uri| mux.subscribers.get(&uri))
+                        .map(|s| s.iter().copied().collect())
+                        .unwrap_or_default();
+                    subscribed
+                        .into_iter()
+                        .flat_map(|s| mux.to(s, UpstreamEvent::Message(message.clone())))
+                        .collect()
+                }
+                "notifications/message" | "notifications/cancelled" => {
+                    match mux.causing_session() {
+                        Some(session) => mux.to(session, UpstreamEvent::Message(message)),
+                        None => mux.to_all(&message),
+                    }
+                }
+                _ => mux.to_all(&message),
+            },
+        }
+    }
+
+    fn leave(&self, session: u64) {
+        let (child, unsubscribe) = {
+            let mut mux = self.lock();
+            mux.sessions.remove(&session);
+            mux.pending.retain(|_, p| p.session != session);
+            mux.tokens.retain(|_, (s, _)| *s != session);
+            let mut emptied = Vec::new();
+            mux.subscribers.retain(|uri, sessions| {
+                let was_subscribed = sessions.remove(&session);
+                if was_subscribed && sessions.is_empty() {
+                    emptied.push(uri.clone());
+                }
+                !sessions.is_empty()
+            });
+            let messages: Vec<Bytes> = emptied
+                .into_iter()
+                .map(|uri| {
+                    mux.next_id += 1;
+                    let id = format!("proxy-unsubscribe-{}", mux.next_id);
+                    Bytes::from(json!({ "jsonrpc": "2.0", "id": id, "method": "resources/unsubscribe", "params": { "uri": uri } }).to_string())
+                })
+                .collect();
+            (mux.child.clone(), messages)
+        };
+        if let Some(child) = child {
+            tokio::spawn(async move {
+                for message in unsubscribe {
+                    let _ = child.send(message).await;
+                }
+            });
+        }
+    }
+
+    /// Ends the child (registry shutdown).
+    pub fn release_all(&self) {
+        if let Some(child) = self.lock().child.take() {
+            child.release();
+        }
+    }
+}
+
+impl Mux {
+    fn finish(&mut self, id: u64) -> Option<Pending> {
+        let pending = self.pending.remove(&id)?;
+        if let Some(token) = &pending.token {
+            self.tokens.remove(token);
+        }
+        Some(pending)
+    }
+
+    /// The session of the most recent request in flight (SEP-2260's "the request that caused it").
+    fn causing_session(&self) -> Option<u64> {
+        self.pending
+            .iter()
+            .max_by_key(|(id, _)| **id)
+            .map(|(_, p)| p.session)
+    }
+
+    fn to(
+        &self,
+        session: u64,
+        event: UpstreamEvent,
+    ) -> Vec<(mpsc::Sender<UpstreamEvent>, UpstreamEvent)> {
+        self.sessions
+            .get(&session)
+            .map(|s| vec![(s.clone(), event)])
+            .unwrap_or_default()
+    }
+
+    fn to_all(&self, message: &Message) -> Vec<(mpsc::Sender<UpstreamEvent>, UpstreamEvent)> {
+        self.sessions
+            .values()
+            .map(|s| (s.clone(), UpstreamEvent::Message(message.clone())))
+            .collect()
+    }
+
+    /// A server request nobody caused still needs exactly one answer: the oldest session gets it.
+    fn to_any(&self, message: Message) -> Vec<(mpsc::Sender<UpstreamEvent>, UpstreamEvent)> {
+        let oldest = self.sessions.keys().min().copied();
+        oldest
+            .map(|s| self.to(s, UpstreamEvent::Message(message)))
+            .unwrap_or_default()
+    }
+}
+
+/// What to do with one message of a session.
+enum Plan {
+    /// Send these bytes to the child.
+    Forward(Bytes),
+    /// Answer the session here.
+    Answer(Message),
+    Drop,
+}
+
+impl SharedHandle {
+    pub async fn send(&self, wire: Bytes) -> Result<(), UpstreamError> {
+        let mut message = Message::parse(wire.clone()).map_err(|_| UpstreamError::Gone)?;
+        let (plan, child, session_events) = {
+            let mut mux = self.mux.lock();
+            let plan = self.plan(&mut mux, &mut message, wire);
+            (
+                plan,
+                mux.child.clone(),
+                mux.sessions.get(&self.session).cloned(),
+            )
+        };
+        match plan {
+            Plan::Forward(bytes) => child.ok_or(UpstreamError::Gone)?.send(bytes).await,
+            Plan::Answer(answer) => {
+                if let Some(events) = session_events {
+                    let _ = events.send(UpstreamEvent::Message(answer)).await;
+                }
+                Ok(())
+            }
+            Plan::Drop => Ok(()),
+        }
+    }
+
+    fn plan(&self, mux: &mut Mux, message: &mut Message, wire: Bytes) -> Plan {
+        let session = self.session;
+        let uri = || {
+            message
+                .params_as::<Value>()
+                .and_then(|p| p["uri"].as_str().map(str::to_owned))
+        };
+        match (message.kind(), message.method().unwrap_or_default()) {
+            (Kind::Request, "initialize") if mux.initialize_result.is_some() => {
+                Plan::Answer(answer(message, mux.initialize_result.clone()))
+            }
+            (Kind::Request, "resources/subscribe") => {
+                let Some(uri) = uri() else {
+                    return self.forward(mux, message);
+                };
+                let subscribers = mux.subscribers.entry(uri).or_default();
+                let first = subscribers.is_empty();
+                subscribers.insert(session);
+                if first {
+                    self.forward(mux, message)
+                } else {
+                    Plan::Answer(answer(message, to_raw_value(&json!({})).ok()))
+                }
+            }
+            (Kind::Request, "resources/unsubscribe") => {
+                let Some(uri) = uri() else {
+                    return self.forward(mux, message);
+                };
+                let last = match mux.subscribers.get_mut(&uri) {
+                    Some(subscribers) => subscribers.remove(&session) && subscribers.is_empty(),
+                    None => false,
+                };
+                if last {
+                    mux.subscribers.remove(&uri);
+                    self.forward(mux, message)
+                } else {
+                    Plan::Answer(answer(message, to_raw_value(&json!({})).ok()))
+                }
+            }
+            (Kind::Request, _) => self.forward(mux, message),
+            (Kind::Notification, "notifications/initialized") => {
+                if std::mem::replace(&mut mux.initialized, true) {
+                    Plan::Drop
+                } else {
+                    Plan::Forward(wire)
+                }
+            }
+            (Kind::Notification, "notifications/cancelled") => {
+                let Some(mut params) = message.params_as::<Value>() else {
+                    return Plan::Drop;
+                };
+                let wanted = params["requestId"].clone();
+                let found = mux
+                    .pending
+                    .iter()
+                    .find(|(_, p)| p.session == session && p.id == wanted)
+                    .map(|(g, _)| *g);
+                let Some(global) = found else {
+                    return Plan::Drop;
+                };
+                mux.finish(global);
+                params["requestId"] = Value::from(global);
+                match to_raw_value(&params) {
+                    Ok(raw) => {
+                        message.set_params(raw);
+                        Plan::Forward(message.to_bytes())
+                    }
+                    Err(_) => Plan::Drop,
+                }
+            }
+            _ => Plan::Forward(wire),
+        }
+    }
+
+    /// Readdresses a request to a child-wide id (and progress token) and records it.
+    fn forward(&self, mux: &mut Mux, message: &mut Message) -> Plan {
+        mux.next_id += 1;
+        let global = mux.next_id;
+        let mut token = None;
+        if let Some(mut params) = message.params_as::<Value>() {
+            let original = params["_meta"]["progressToken"].clone();
+            if !original.is_null() {
+                let shared = format!("s{}-{}", self.session, id_key(&original));
+                params["_meta"]["progressToken"] = Value::from(shared.clone());
+                if let Ok(raw) = to_raw_value(&params) {
+                    message.set_params(raw);
+                }
+                let key = id_key(&Value::from(shared));
+                mux.tokens.insert(key.clone(), (self.session, original));
+                token = Some(key);
+            }
+        }
+        mux.pending.insert(
+            global,
+            Pending {
+                session: self.session,
+                id: message.id().cloned().unwrap_or(Value::Null),
+                method: message.method().unwrap_or_default().to_owned(),
+                token,
+            },
+        );
+        message.set_id(Value::from(global));
+        debug!(
+            session = self.session,
+            global, "forwarded to the shared child"
+        );
+        Plan::Forward(message.to_bytes())
+    }
+
+    pub fn release(&self) {
+        self.mux.leave(self.session);
+    }
+}
+
+/// A response to `request` with `result`, answered by the proxy.
+fn answer(request: &Message, result: Option<Box<RawValue>>) -> Message {
+    let id = request.id().cloned().unwrap_or(Value::Null);
+    let result: Value = result
+        .and_then(|r| serde_json::from_str(r.get()).ok())
+        .unwrap_or_else(|| json!({}));
+    let wire = json!({ "jsonrpc": "2.0", "id": id, "result": result }).to_string();
+    Message::parse(Bytes::from(wire)).expect("a response the proxy built")
+}
