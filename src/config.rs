@@ -53,6 +53,11 @@ pub struct Cli {
     #[arg(long, value_name = "MODE")]
     pub isolation: Option<Isolation>,
 
+    /// stdio, per-session: children kept started ahead of sessions, so initialize does not
+    /// wait for process start-up [default: 0].
+    #[arg(long, value_name = "N")]
+    pub warm: Option<usize>,
+
     /// With --http: longest wait for the upstream to begin answering a request [default: 30s].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub request_timeout: Option<Duration>,
@@ -212,6 +217,8 @@ pub struct UpstreamConfig {
     pub request_timeout: Duration,
     /// stdio: a child per session, or one shared by all sessions.
     pub isolation: Isolation,
+    /// stdio, per-session: children kept started ahead of sessions.
+    pub warm: usize,
     pub max_line_bytes: usize,
     #[serde(deserialize_with = "duration")]
     pub shutdown_grace: Duration,
@@ -271,6 +278,7 @@ impl Default for UpstreamConfig {
             sse: None,
             request_timeout: Duration::from_secs(30),
             isolation: Isolation::PerSession,
+            warm: 0,
             max_line_bytes: 4 << 20,
             shutdown_grace: Duration::from_secs(2),
         }
@@ -350,6 +358,7 @@ impl Config {
         }
         set(&mut self.upstream.request_timeout, &cli.request_timeout);
         set(&mut self.upstream.isolation, &cli.isolation);
+        set(&mut self.upstream.warm, &cli.warm);
         set(&mut self.upstream.max_line_bytes, &cli.max_line_bytes);
         set(&mut self.upstream.shutdown_grace, &cli.shutdown_grace);
         if cli.coalesce_progress {
@@ -465,6 +474,11 @@ impl UpstreamConfig {
         for url in [&self.http, &self.sse].into_iter().flatten() {
             parse_http_url(url).map_err(|e| anyhow::anyhow!("{key}: {e}"))?;
         }
+        if self.warm > 0
+            && (self.isolation == Isolation::Shared || self.http.is_some() || self.sse.is_some())
+        {
+            bail!("{key}.warm applies to stdio servers in per-session isolation only");
+        }
         if self.isolation == Isolation::Shared && (self.http.is_some() || self.sse.is_some()) {
             bail!("{key}.isolation = \"shared\" applies to stdio servers only");
         }
@@ -506,6 +520,7 @@ impl UpstreamConfig {
         };
         spec.max_line_bytes = self.max_line_bytes;
         spec.shutdown_grace = self.shutdown_grace;
+        spec.warm = self.warm;
         Ok(spec)
     }
 }

@@ -38,6 +38,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
             session.settings(),
             metrics.clone(),
         ));
+        registry.prewarm();
         tokio::spawn(registry.clone().run_expiry(shutdown.clone()));
         Ok(Arc::new(App {
             registry,

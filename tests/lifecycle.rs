@@ -76,3 +76,21 @@ async fn stopping_the_proxy_releases_every_child_before_it_returns() {
         assert!(!alive(pid), "child {pid} is gone once stop returns");
     }
 }
+
+#[tokio::test]
+async fn a_warm_pool_hands_out_children_started_beforehand_and_refills() {
+    let proxy = Proxy::start_with(|c| c.upstream.warm = 2).await;
+    assert_eq!(
+        proxy.metric("mcp_proxy_upstream_spawns_total"),
+        2,
+        "started with the proxy, before any session"
+    );
+    let mut client = proxy.initialized_client("2025-06-18").await;
+    assert_eq!(client.call_tool("counter", serde_json::json!({})).await, "1");
+    assert_eq!(proxy.metric("mcp_proxy_upstream_spawns_total"), 3, "one taken, one started");
+    let pid = child_pid(&proxy, client.session.as_deref().unwrap());
+    let mut other = proxy.initialized_client("2025-06-18").await;
+    assert_eq!(other.call_tool("counter", serde_json::json!({})).await, "1", "a child each");
+    proxy.stop().await;
+    assert!(!alive(pid));
+}

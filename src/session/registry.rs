@@ -1,8 +1,9 @@
 //! The registry of live sessions: creates them (binding an upstream), finds them for the
 //! principal that owns them, ends them on request, on idle expiry or at shutdown.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dashmap::DashMap;
@@ -10,16 +11,16 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{info, Instrument};
+use tracing::{info, warn, Instrument};
 
 use super::id::{self, Principal};
 use super::{Session, SessionError, SessionSettings, Shape};
 use crate::metrics::Metrics;
 use crate::upstream::legacy_sse::SseUpstream;
 use crate::upstream::shared::SharedStdio;
-use crate::upstream::stdio::StdioUpstream;
+use crate::upstream::stdio::{StdioSpec, StdioUpstream};
 use crate::upstream::streamable_http::{self, HttpClient, HttpUpstream};
-use crate::upstream::{Upstream, UpstreamEvent, UpstreamSpec};
+use crate::upstream::{Upstream, UpstreamError, UpstreamEvent, UpstreamSpec};
 
 /// Server messages buffered between an upstream and its session before the upstream waits.
 const UPSTREAM_EVENTS: usize = 256;
@@ -39,7 +40,11 @@ pub struct Registry {
     metrics: Arc<Metrics>,
     /// The upstream actors, so shutdown can wait until every child is released.
     upstream_tasks: TaskTracker,
+    /// Children started ahead of sessions (`warm`), with their event channels.
+    warm: Mutex<WarmPool>,
 }
+
+type WarmPool = VecDeque<(StdioUpstream, mpsc::Receiver<UpstreamEvent>)>;
 
 impl Registry {
     pub fn new(
@@ -66,6 +71,17 @@ impl Registry {
             settings: Arc::new(settings),
             metrics,
             upstream_tasks,
+            warm: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// Fills the warm pool (a no-op without one); call once the runtime is up.
+    pub fn prewarm(&self) {
+        if let UpstreamSpec::Stdio(spec) = &self.upstream {
+            self.refill(
+                spec,
+                &mut self.warm.lock().unwrap_or_else(|e| e.into_inner()),
+            );
         }
     }
 
@@ -94,26 +110,8 @@ impl Registry {
             Metrics::inc(&self.metrics.sessions_rejected_total);
             return Err(error);
         }
-        let (events, inbox) = mpsc::channel(UPSTREAM_EVENTS);
-        let upstream = match (&self.upstream, &self.shared) {
-            (_, Some(shared)) => shared.attach(events).map(Upstream::Shared),
-            (UpstreamSpec::Stdio(spec) | UpstreamSpec::SharedStdio(spec), None) => {
-                Metrics::inc(&self.metrics.upstream_spawns_total);
-                StdioUpstream::spawn(spec, events, &self.upstream_tasks).map(Upstream::Stdio)
-            }
-            (UpstreamSpec::Http(spec), None) => Ok(Upstream::Http(HttpUpstream::start(
-                spec,
-                self.http_client.clone(),
-                events,
-            ))),
-            (UpstreamSpec::Sse(spec), None) => Ok(Upstream::Sse(SseUpstream::start(
-                spec,
-                self.http_client.clone(),
-                events,
-            ))),
-        };
-        let upstream = match upstream {
-            Ok(upstream) => upstream,
+        let (upstream, inbox) = match self.bind_upstream() {
+            Ok(bound) => bound,
             Err(error) => {
                 self.reserved.fetch_sub(1, Ordering::AcqRel);
                 self.release_for(&principal);
@@ -135,6 +133,67 @@ impl Registry {
         Metrics::inc(&self.metrics.sessions_open);
         session.span().in_scope(|| info!("session created"));
         Ok(session)
+    }
+
+    /// An upstream for a new session, and the channel its events arrive on.
+    fn bind_upstream(&self) -> Result<(Upstream, mpsc::Receiver<UpstreamEvent>), UpstreamError> {
+        if let Some((stdio, inbox)) = self.take_warm() {
+            return Ok((Upstream::Stdio(stdio), inbox));
+        }
+        let (events, inbox) = mpsc::channel(UPSTREAM_EVENTS);
+        let upstream = match (&self.upstream, &self.shared) {
+            (_, Some(shared)) => Upstream::Shared(shared.attach(events)?),
+            (UpstreamSpec::Stdio(spec) | UpstreamSpec::SharedStdio(spec), None) => {
+                Metrics::inc(&self.metrics.upstream_spawns_total);
+                Upstream::Stdio(StdioUpstream::spawn(spec, events, &self.upstream_tasks)?)
+            }
+            (UpstreamSpec::Http(spec), None) => {
+                Upstream::Http(HttpUpstream::start(spec, self.http_client.clone(), events))
+            }
+            (UpstreamSpec::Sse(spec), None) => {
+                Upstream::Sse(SseUpstream::start(spec, self.http_client.clone(), events))
+            }
+        };
+        Ok((upstream, inbox))
+    }
+
+    /// A child started ahead of time (`warm`), replaced at once; `None` without a pool.
+    fn take_warm(&self) -> Option<(StdioUpstream, mpsc::Receiver<UpstreamEvent>)> {
+        let UpstreamSpec::Stdio(spec) = &self.upstream else {
+            return None;
+        };
+        if spec.warm == 0 {
+            return None;
+        }
+        let mut pool = self.warm.lock().unwrap_or_else(|e| e.into_inner());
+        let taken = loop {
+            match pool.pop_front() {
+                // A waiting child says nothing before initialize; one that did has died.
+                Some((stdio, mut inbox)) => match inbox.try_recv() {
+                    Err(mpsc::error::TryRecvError::Empty) => break Some((stdio, inbox)),
+                    _ => stdio.release(),
+                },
+                None => break None,
+            }
+        };
+        self.refill(spec, &mut pool);
+        taken
+    }
+
+    fn refill(&self, spec: &StdioSpec, pool: &mut WarmPool) {
+        while pool.len() < spec.warm {
+            let (events, inbox) = mpsc::channel(UPSTREAM_EVENTS);
+            match StdioUpstream::spawn(spec, events, &self.upstream_tasks) {
+                Ok(stdio) => {
+                    Metrics::inc(&self.metrics.upstream_spawns_total);
+                    pool.push_back((stdio, inbox));
+                }
+                Err(error) => {
+                    warn!(%error, "could not start a warm upstream");
+                    return;
+                }
+            }
+        }
     }
 
     /// Counts a new session against its principal's own limit, if there is one.
@@ -228,6 +287,15 @@ impl Registry {
         }
         if let Some(shared) = &self.shared {
             shared.release_all();
+        }
+        let warm: Vec<_> = self
+            .warm
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+            .collect();
+        for (stdio, _) in warm {
+            stdio.release();
         }
         self.upstream_tasks.close();
         self.upstream_tasks.wait().await;

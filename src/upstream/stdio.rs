@@ -31,6 +31,8 @@ pub struct StdioSpec {
     pub max_line_bytes: usize,
     /// Wait after closing stdin, and again after SIGTERM.
     pub shutdown_grace: Duration,
+    /// Children kept started ahead of sessions (per-session isolation).
+    pub warm: usize,
 }
 
 impl StdioSpec {
@@ -46,6 +48,7 @@ impl StdioSpec {
             args: args.to_vec(),
             max_line_bytes: 4 << 20,
             shutdown_grace: Duration::from_secs(2),
+            warm: 0,
         })
     }
 
