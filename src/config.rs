@@ -58,6 +58,11 @@ pub struct Cli {
     #[arg(long, value_name = "N")]
     pub warm: Option<usize>,
 
+    /// Answer list requests from a per-server, per-principal cache (true/false) [default: on for
+    /// shared isolation, off otherwise].
+    #[arg(long, value_name = "BOOL")]
+    pub cache_lists: Option<bool>,
+
     /// With --http: longest wait for the upstream to begin answering a request [default: 30s].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub request_timeout: Option<Duration>,
@@ -219,6 +224,9 @@ pub struct UpstreamConfig {
     pub isolation: Isolation,
     /// stdio, per-session: children kept started ahead of sessions.
     pub warm: usize,
+    /// Answer list requests from a per-server, per-principal cache; absent: on for `shared`
+    /// isolation (one child: one set of lists), off otherwise.
+    pub cache_lists: Option<bool>,
     pub max_line_bytes: usize,
     #[serde(deserialize_with = "duration")]
     pub shutdown_grace: Duration,
@@ -279,6 +287,7 @@ impl Default for UpstreamConfig {
             request_timeout: Duration::from_secs(30),
             isolation: Isolation::PerSession,
             warm: 0,
+            cache_lists: None,
             max_line_bytes: 4 << 20,
             shutdown_grace: Duration::from_secs(2),
         }
@@ -359,6 +368,9 @@ impl Config {
         set(&mut self.upstream.request_timeout, &cli.request_timeout);
         set(&mut self.upstream.isolation, &cli.isolation);
         set(&mut self.upstream.warm, &cli.warm);
+        if cli.cache_lists.is_some() {
+            self.upstream.cache_lists = cli.cache_lists;
+        }
         set(&mut self.upstream.max_line_bytes, &cli.max_line_bytes);
         set(&mut self.upstream.shutdown_grace, &cli.shutdown_grace);
         if cli.coalesce_progress {
@@ -433,7 +445,10 @@ impl Config {
     }
 
     pub fn session_settings(&self) -> SessionSettings {
-        self.session.settings()
+        SessionSettings {
+            cache_lists: self.upstream.caches_lists(),
+            ..self.session.settings()
+        }
     }
 
     pub fn http_settings(&self) -> HttpSettings {
@@ -453,6 +468,13 @@ impl Config {
 }
 
 impl UpstreamConfig {
+    /// Whether the list cache is on, explicitly or by the isolation's default.
+    pub fn caches_lists(&self) -> bool {
+        let shared_stdio =
+            self.isolation == Isolation::Shared && self.http.is_none() && self.sse.is_none();
+        self.cache_lists.unwrap_or(shared_stdio)
+    }
+
     fn names_a_server(&self) -> bool {
         self.stdio.is_some() || self.http.is_some() || self.sse.is_some()
     }
@@ -561,6 +583,7 @@ impl SessionConfig {
             max_sessions: self.max_sessions,
             max_sessions_per_principal: self.max_sessions_per_principal,
             coalesce_progress: self.coalesce_progress,
+            cache_lists: false,
         }
     }
 }

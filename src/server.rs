@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, SessionConfig, UpstreamConfig};
 use crate::front::{self, App, Router};
 use crate::metrics::Metrics;
-use crate::session::Registry;
+use crate::session::{Registry, SessionSettings};
 
 /// A proxy that is listening.
 pub struct Running {
@@ -33,11 +33,11 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
     let metrics = Arc::new(Metrics::default());
     let shutdown = CancellationToken::new();
     let serve = |upstream: &UpstreamConfig, session: &SessionConfig| -> anyhow::Result<Arc<App>> {
-        let registry = Arc::new(Registry::new(
-            upstream.spec()?,
-            session.settings(),
-            metrics.clone(),
-        ));
+        let settings = SessionSettings {
+            cache_lists: upstream.caches_lists(),
+            ..session.settings()
+        };
+        let registry = Arc::new(Registry::new(upstream.spec()?, settings, metrics.clone()));
         registry.prewarm();
         tokio::spawn(registry.clone().run_expiry(shutdown.clone()));
         Ok(Arc::new(App {

@@ -86,11 +86,22 @@ async fn a_warm_pool_hands_out_children_started_beforehand_and_refills() {
         "started with the proxy, before any session"
     );
     let mut client = proxy.initialized_client("2025-06-18").await;
-    assert_eq!(client.call_tool("counter", serde_json::json!({})).await, "1");
-    assert_eq!(proxy.metric("mcp_proxy_upstream_spawns_total"), 3, "one taken, one started");
+    assert_eq!(
+        client.call_tool("counter", serde_json::json!({})).await,
+        "1"
+    );
+    assert_eq!(
+        proxy.metric("mcp_proxy_upstream_spawns_total"),
+        3,
+        "one taken, one started"
+    );
     let pid = child_pid(&proxy, client.session.as_deref().unwrap());
     let mut other = proxy.initialized_client("2025-06-18").await;
-    assert_eq!(other.call_tool("counter", serde_json::json!({})).await, "1", "a child each");
+    assert_eq!(
+        other.call_tool("counter", serde_json::json!({})).await,
+        "1",
+        "a child each"
+    );
     proxy.stop().await;
     assert!(!alive(pid));
 }

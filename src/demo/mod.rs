@@ -285,6 +285,11 @@ impl Demo {
                     demo.reply(&id, done);
                 });
             }
+            "notify_list_changed" => {
+                let list = args["list"].as_str().unwrap_or("tools").to_owned();
+                self.notify(&format!("notifications/{list}/list_changed"), json!({}));
+                self.reply(id, text(format!("announced a change of the {list} list")));
+            }
             "list_roots" | "ping_client" => {
                 let (method, label) = match params["name"].as_str() {
                     Some("list_roots") => ("roots/list", "roots"),
@@ -389,6 +394,7 @@ fn tools() -> Vec<Value> {
         { "name": "sleep", "description": "Answers after ms milliseconds (cancellable)", "inputSchema": schema(json!({ "ms": { "type": "integer" } }), &["ms"]) },
         { "name": "emit_updates", "description": "Sends count resources/updated notifications, round-robin over uris", "inputSchema": schema(json!({ "uris": { "type": "array", "items": { "type": "string" } }, "count": { "type": "integer" } }), &["uris", "count"]) },
         { "name": "progress", "description": "Sends steps progress notifications (delay_ms apart), then answers", "inputSchema": schema(json!({ "steps": { "type": "integer" }, "delay_ms": { "type": "integer" } }), &["steps"]) },
+        { "name": "notify_list_changed", "description": "Announces that a list (tools, prompts, resources) changed", "inputSchema": schema(json!({ "list": { "type": "string" } }), &["list"]) },
         { "name": "list_roots", "description": "Asks the client for its roots (roots/list) and returns them", "inputSchema": schema(json!({}), &[]) },
         { "name": "ping_client", "description": "Pings the client and reports its answer", "inputSchema": schema(json!({}), &[]) },
         { "name": "crash", "description": "Exits the server process at once (for failure tests)", "inputSchema": schema(json!({ "code": { "type": "integer" } }), &[]) }

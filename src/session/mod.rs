@@ -3,6 +3,7 @@
 //! `call`/`notify`/`answer`, server messages come out through a `Reader` per stream.
 
 pub mod id;
+pub mod list_cache;
 pub mod log;
 pub mod registry;
 pub mod routing;
@@ -13,7 +14,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -23,6 +25,7 @@ use crate::jsonrpc::{self, id_key, Message};
 use crate::metrics::Metrics;
 use crate::upstream::{Upstream, UpstreamError, UpstreamEvent};
 use id::Principal;
+use list_cache::{ListCache, Lookup, Ticket};
 use log::{Event, EventId, EventLog, StreamKey, Window};
 use routing::Route;
 
@@ -38,6 +41,8 @@ pub struct SessionSettings {
     pub max_sessions_per_principal: Option<usize>,
     /// Let a newer progress notification replace an undelivered older one of its token.
     pub coalesce_progress: bool,
+    /// Answer list requests from a cache shared by the server's sessions.
+    pub cache_lists: bool,
 }
 
 impl Default for SessionSettings {
@@ -48,6 +53,7 @@ impl Default for SessionSettings {
             max_sessions: 10_000,
             max_sessions_per_principal: None,
             coalesce_progress: false,
+            cache_lists: false,
         }
     }
 }
@@ -71,6 +77,8 @@ struct Inflight {
     stream: u64,
     method: String,
     progress_token: Option<String>,
+    /// Where a cacheable list answer goes.
+    ticket: Option<Ticket>,
 }
 
 #[derive(Debug)]
@@ -162,6 +170,8 @@ pub struct Session {
     settings: Arc<SessionSettings>,
     metrics: Arc<Metrics>,
     upstream: Upstream,
+    /// The server's list cache, when its lists do not depend on the session.
+    list_cache: Option<Arc<ListCache>>,
     state: Mutex<State>,
     changes: watch::Sender<u64>,
     ended: CancellationToken,
@@ -187,6 +197,7 @@ impl Session {
         principal: Principal,
         shape: Shape,
         upstream: Upstream,
+        list_cache: Option<Arc<ListCache>>,
         settings: Arc<SessionSettings>,
         metrics: Arc<Metrics>,
     ) -> Session {
@@ -213,6 +224,7 @@ impl Session {
             settings,
             metrics,
             upstream,
+            list_cache,
             changes: watch::channel(0).0,
             ended: CancellationToken::new(),
         }
@@ -254,9 +266,25 @@ impl Session {
             state.last_active = Instant::now();
             let stream = state.next_stream;
             state.next_stream += 1;
+            let method = request.method().unwrap_or_default().to_owned();
+            let ticket = match self.cached_list(&request, &method) {
+                Ok(ticket) => ticket,
+                Err(result) => {
+                    let client_id = request.id().cloned().unwrap_or(Value::Null);
+                    let answer = json!({ "jsonrpc": "2.0", "id": client_id, "result": result });
+                    let stream = state.stream_of(stream);
+                    self.append(
+                        &mut state,
+                        stream,
+                        Bytes::from(answer.to_string()),
+                        true,
+                        None,
+                    );
+                    return Ok(stream);
+                }
+            };
             let upstream_id = state.next_upstream_id;
             state.next_upstream_id += 1;
-            let method = request.method().unwrap_or_default().to_owned();
             match method.as_str() {
                 "resources/subscribe" | "resources/unsubscribe" => {
                     if let Some(uri) = routing::subscription_uri(&request) {
@@ -281,6 +309,7 @@ impl Session {
                     stream,
                     method,
                     progress_token,
+                    ticket,
                 },
             );
             request.set_id(Value::from(upstream_id));
@@ -291,6 +320,28 @@ impl Session {
             return Err(error.into());
         }
         Ok(self.lock().stream_of(stream))
+    }
+
+    /// A list the cache can answer: `Err(result)` on a hit, `Ok(ticket)` to fill it on a miss.
+    fn cached_list(
+        &self,
+        request: &Message,
+        method: &str,
+    ) -> Result<Option<Ticket>, Box<RawValue>> {
+        let Some(cache) = &self.list_cache else {
+            return Ok(None);
+        };
+        match cache.lookup(&self.principal, method, request.params()) {
+            Lookup::Hit(result) => {
+                Metrics::inc(&self.metrics.list_cache_hits_total);
+                Err(result)
+            }
+            Lookup::Miss(ticket) => {
+                Metrics::inc(&self.metrics.list_cache_misses_total);
+                Ok(Some(ticket))
+            }
+            Lookup::Uncached => Ok(None),
+        }
     }
 
     /// Forwards a client notification. `notifications/cancelled` is readdressed to the upstream
@@ -472,6 +523,11 @@ impl Session {
                 if request.method == "initialize" {
                     record_initialize(state, &message);
                 }
+                if let (Some(cache), Some(ticket), Some(result)) =
+                    (&self.list_cache, request.ticket, message.result())
+                {
+                    cache.store(ticket, result);
+                }
                 message.set_id(request.client_id);
                 (state.stream_of(request.stream), true)
             }
@@ -480,7 +536,12 @@ impl Session {
                 None => (StreamKey::Standalone, false),
             },
             Route::Related => (state.related_stream(), false),
-            Route::SessionWide => (StreamKey::Standalone, false),
+            Route::SessionWide => {
+                if let (Some(cache), Some(method)) = (&self.list_cache, message.method()) {
+                    cache.invalidate(method);
+                }
+                (StreamKey::Standalone, false)
+            }
         };
         self.append(state, stream, message.to_bytes(), terminal, filing.coalesce);
     }

@@ -14,6 +14,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn, Instrument};
 
 use super::id::{self, Principal};
+use super::list_cache::ListCache;
 use super::{Session, SessionError, SessionSettings, Shape};
 use crate::metrics::Metrics;
 use crate::upstream::legacy_sse::SseUpstream;
@@ -42,6 +43,7 @@ pub struct Registry {
     upstream_tasks: TaskTracker,
     /// Children started ahead of sessions (`warm`), with their event channels.
     warm: Mutex<WarmPool>,
+    list_cache: Option<Arc<ListCache>>,
 }
 
 type WarmPool = VecDeque<(StdioUpstream, mpsc::Receiver<UpstreamEvent>)>;
@@ -53,6 +55,7 @@ impl Registry {
         metrics: Arc<Metrics>,
     ) -> Registry {
         let upstream_tasks = TaskTracker::new();
+        let settings_cache = settings.cache_lists.then(Arc::default);
         let shared = match &upstream {
             UpstreamSpec::SharedStdio(spec) => Some(SharedStdio::new(
                 spec.clone(),
@@ -72,6 +75,7 @@ impl Registry {
             metrics,
             upstream_tasks,
             warm: Mutex::new(VecDeque::new()),
+            list_cache: settings_cache,
         }
     }
 
@@ -123,6 +127,7 @@ impl Registry {
             principal,
             shape,
             upstream,
+            self.list_cache.clone(),
             self.settings.clone(),
             self.metrics.clone(),
         ));
