@@ -3,10 +3,6 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::Stdio;
-use std::time::Duration;
-
 use common::{within, Proxy};
 use serde_json::json;
 use tokio::process::Command;
@@ -99,38 +95,8 @@ async fn a_cut_upstream_stream_is_reopened_re_initialized_and_re_subscribed() {
 
 #[tokio::test]
 async fn typescript_sdk_client_through_the_proxy_to_server_everything_over_sse() {
-    let node = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/node");
-    let everything =
-        node.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    assert!(
-        everything.exists(),
-        "run scripts/test to install the npm peers"
-    );
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut server = Command::new("node")
-        .arg("--require")
-        .arg(node.join("loopback.cjs"))
-        .arg(&everything)
-        .arg("sse")
-        .env("PORT", port.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    within("server-everything to listen", async {
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    let node = common::node_dir();
+    let (mut server, port) = common::server_everything("sse").await;
     let front = in_front_of_sse(format!("http://127.0.0.1:{port}/sse")).await;
     let run = Command::new("node")
         .arg(node.join("sdk_client.mjs"))

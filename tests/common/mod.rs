@@ -361,3 +361,43 @@ pub async fn within<T>(what: &str, future: impl std::future::Future<Output = T>)
         .await
         .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
 }
+
+/// The npm peers' directory (installed by scripts/test).
+pub fn node_dir() -> std::path::PathBuf {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/node");
+    assert!(
+        dir.join("node_modules/@modelcontextprotocol/server-everything")
+            .is_dir(),
+        "the npm peers are not installed: run scripts/test (it runs `npm ci` in tests/node)"
+    );
+    dir
+}
+
+/// npm server-everything in `mode` (`streamableHttp` or `sse`), bound to 127.0.0.1, once it
+/// accepts connections; killed when the handle drops.
+pub async fn server_everything(mode: &str) -> (tokio::process::Child, u16) {
+    let node = node_dir();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = tokio::process::Command::new("node")
+        .arg("--require")
+        .arg(node.join("loopback.cjs"))
+        .arg(node.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js"))
+        .arg(mode)
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node starts server-everything");
+    within("server-everything to listen", async {
+        while TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    (child, port)
+}
