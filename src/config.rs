@@ -13,8 +13,8 @@ use serde::{Deserialize, Deserializer};
 use crate::front::{HttpSettings, PostResponse};
 use crate::session::log::Window;
 use crate::session::SessionSettings;
+use crate::upstream::http_client::HttpSpec;
 use crate::upstream::stdio::StdioSpec;
-use crate::upstream::streamable_http::HttpSpec;
 use crate::upstream::UpstreamSpec;
 
 /// A session-aware reverse proxy for MCP servers: it owns their sessions, keeps a replay window

@@ -17,10 +17,11 @@ use super::id::{self, Principal};
 use super::list_cache::ListCache;
 use super::{Session, SessionError, SessionSettings, Shape};
 use crate::metrics::Metrics;
+use crate::upstream::http_client::{self, HttpClient};
 use crate::upstream::legacy_sse::SseUpstream;
 use crate::upstream::shared::SharedStdio;
 use crate::upstream::stdio::{StdioSpec, StdioUpstream};
-use crate::upstream::streamable_http::{self, HttpClient, HttpUpstream};
+use crate::upstream::streamable_http::HttpUpstream;
 use crate::upstream::{Upstream, UpstreamError, UpstreamEvent, UpstreamSpec};
 
 /// Server messages buffered between an upstream and its session before the upstream waits.
@@ -69,7 +70,7 @@ impl Registry {
             reserved: AtomicUsize::new(0),
             per_principal: DashMap::new(),
             upstream,
-            http_client: streamable_http::client(),
+            http_client: http_client::client(),
             shared,
             settings: Arc::new(settings),
             metrics,

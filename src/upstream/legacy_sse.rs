@@ -16,8 +16,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn, Instrument};
 
+use super::http_client::{self, HttpClient, HttpSpec};
 use super::recall::Recall;
-use super::streamable_http::{error_chain, HttpClient, HttpSpec};
 use super::{UpstreamError, UpstreamEvent};
 use crate::jsonrpc::{self, id_key, Kind, Message};
 use crate::sse;
@@ -170,22 +170,7 @@ impl Inner {
             header::ACCEPT,
             HeaderValue::from_static("text/event-stream"),
         );
-        let response =
-            tokio::time::timeout(self.spec.request_timeout, self.client.request(request))
-                .await
-                .map_err(|_| {
-                    format!(
-                        "the upstream server did not answer within {:?}",
-                        self.spec.request_timeout
-                    )
-                })?
-                .map_err(|e| {
-                    format!(
-                        "the upstream server is unreachable ({}): {}",
-                        self.spec.url,
-                        error_chain(&e)
-                    )
-                })?;
+        let response = http_client::send(&self.client, &self.spec, request).await?;
         if response.status() != StatusCode::OK {
             return Err(format!(
                 "the upstream server answered HTTP {}",
@@ -236,22 +221,7 @@ impl Inner {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        let response =
-            tokio::time::timeout(self.spec.request_timeout, self.client.request(request))
-                .await
-                .map_err(|_| {
-                    format!(
-                        "the upstream server did not answer within {:?}",
-                        self.spec.request_timeout
-                    )
-                })?
-                .map_err(|e| {
-                    format!(
-                        "the upstream server is unreachable ({}): {}",
-                        self.spec.url,
-                        error_chain(&e)
-                    )
-                })?;
+        let response = http_client::send(&self.client, &self.spec, request).await?;
         let status = response.status();
         let _ = response.into_body().collect().await;
         if status.is_success() {

@@ -2,6 +2,7 @@
 //! the server's transport into two things: `send` (client→server messages, already addressed
 //! with upstream ids) and a channel of `UpstreamEvent`s (server→client messages, then the end).
 
+pub mod http_client;
 pub mod legacy_sse;
 pub mod lines;
 pub mod recall;
@@ -46,9 +47,9 @@ pub enum UpstreamSpec {
     Stdio(stdio::StdioSpec),
     /// One child for every session (`shared` isolation).
     SharedStdio(stdio::StdioSpec),
-    Http(streamable_http::HttpSpec),
+    Http(http_client::HttpSpec),
     /// A legacy HTTP+SSE server: the URL of its SSE endpoint.
-    Sse(streamable_http::HttpSpec),
+    Sse(http_client::HttpSpec),
 }
 
 impl UpstreamSpec {

@@ -10,42 +10,19 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{header, HeaderValue, Method, Request, Response, StatusCode, Uri};
+use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn, Instrument};
 
+use super::http_client::{self, is_event_stream, HttpClient, HttpSpec};
 use super::recall::Recall;
 use super::{UpstreamError, UpstreamEvent};
 use crate::jsonrpc::{self, Kind, Message};
 use crate::sse;
-
-/// The pooled HTTP client shared by every HTTP upstream.
-pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
-
-pub fn client() -> HttpClient {
-    let mut connector = HttpConnector::new();
-    connector.set_nodelay(true);
-    Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(Duration::from_secs(60))
-        .build(connector)
-}
-
-/// Where the server is and how patient to be with it.
-#[derive(Debug, Clone)]
-pub struct HttpSpec {
-    pub url: Uri,
-    /// Longest wait for the answer to a POST to begin (headers, or a JSON body).
-    pub request_timeout: Duration,
-    /// Largest SSE event accepted from the server.
-    pub max_event_bytes: usize,
-}
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -134,8 +111,7 @@ impl HttpUpstream {
                 return;
             };
             let request = inner.request(Method::DELETE, Some(session), None, Bytes::new());
-            let _ = tokio::time::timeout(inner.spec.request_timeout, inner.client.request(request))
-                .await;
+            let _ = http_client::send(&inner.client, &inner.spec, request).await;
         });
     }
 }
@@ -191,22 +167,7 @@ impl Inner {
     ) -> Result<Outcome, String> {
         let had_session = session.is_some();
         let request = self.request(Method::POST, session, Some(message), wire);
-        let response =
-            tokio::time::timeout(self.spec.request_timeout, self.client.request(request))
-                .await
-                .map_err(|_| {
-                    format!(
-                        "the upstream server did not answer within {:?}",
-                        self.spec.request_timeout
-                    )
-                })?
-                .map_err(|e| {
-                    format!(
-                        "the upstream server is unreachable ({}): {}",
-                        self.spec.url,
-                        error_chain(&e)
-                    )
-                })?;
+        let response = http_client::send(&self.client, &self.spec, request).await?;
         let status = response.status();
         if status == StatusCode::NOT_FOUND && had_session {
             return Ok(Outcome::SessionLost);
@@ -368,11 +329,9 @@ impl Inner {
         if let Some(id) = last_event_id.and_then(|id| HeaderValue::from_str(id).ok()) {
             request.headers_mut().insert("last-event-id", id);
         }
-        let response =
-            tokio::time::timeout(self.spec.request_timeout, self.client.request(request))
-                .await
-                .map_err(|_| StatusCode::GATEWAY_TIMEOUT)?
-                .map_err(|_| StatusCode::BAD_GATEWAY)?;
+        let response = http_client::send(&self.client, &self.spec, request)
+            .await
+            .map_err(|_| StatusCode::BAD_GATEWAY)?;
         match response.status() {
             StatusCode::METHOD_NOT_ALLOWED => Ok(None),
             status if status.is_success() && is_event_stream(&response) => Ok(Some(response)),
@@ -450,11 +409,7 @@ impl Inner {
             self.lock().session.clone()
         };
         let request = self.request(Method::POST, session, Some(&message), wire);
-        let response =
-            tokio::time::timeout(self.spec.request_timeout, self.client.request(request))
-                .await
-                .map_err(|_| "timed out".to_string())?
-                .map_err(|e| error_chain(&e))?;
+        let response = http_client::send(&self.client, &self.spec, request).await?;
         if !response.status().is_success() {
             return Err(format!("HTTP {}", response.status()));
         }
@@ -553,24 +508,4 @@ impl Inner {
         let error = jsonrpc::error_response(&id, jsonrpc::INTERNAL_ERROR, cause, None);
         self.forward(error).await;
     }
-}
-
-fn is_event_stream(response: &Response<Incoming>) -> bool {
-    response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("text/event-stream"))
-}
-
-/// An error with its causes, for messages that say what really went wrong.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }

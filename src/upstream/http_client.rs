@@ -1,0 +1,76 @@
+//! The HTTP client side shared by the Streamable HTTP and legacy SSE upstreams: one pooled
+//! client, where a server is, and one way to send a request that names what went wrong.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{header, Request, Response, Uri};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+/// The pooled HTTP client shared by every HTTP upstream.
+pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+pub fn client() -> HttpClient {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(60))
+        .build(connector)
+}
+
+/// Where the server is and how patient to be with it.
+#[derive(Debug, Clone)]
+pub struct HttpSpec {
+    pub url: Uri,
+    /// Longest wait for the answer to a POST to begin (headers, or a JSON body).
+    pub request_timeout: Duration,
+    /// Largest SSE event accepted from the server.
+    pub max_event_bytes: usize,
+}
+
+/// Sends `request`, waiting at most the request timeout for its answer to begin.
+pub async fn send(
+    client: &HttpClient,
+    spec: &HttpSpec,
+    request: Request<Full<Bytes>>,
+) -> Result<Response<Incoming>, String> {
+    tokio::time::timeout(spec.request_timeout, client.request(request))
+        .await
+        .map_err(|_| {
+            format!(
+                "the upstream server did not answer within {:?}",
+                spec.request_timeout
+            )
+        })?
+        .map_err(|e| {
+            format!(
+                "the upstream server is unreachable ({}): {}",
+                spec.url,
+                error_chain(&e)
+            )
+        })
+}
+
+pub fn is_event_stream(response: &Response<Incoming>) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"))
+}
+
+/// An error with its causes, for messages that say what really went wrong.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
