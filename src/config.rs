@@ -63,6 +63,11 @@ pub struct Cli {
     #[arg(long, value_name = "BOOL")]
     pub cache_lists: Option<bool>,
 
+    /// With --http or --sse: send the session creator's Authorization to the server [default:
+    /// off: client credentials never leave the proxy].
+    #[arg(long)]
+    pub forward_authorization: bool,
+
     /// With --http: longest wait for the upstream to begin answering a request [default: 30s].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub request_timeout: Option<Duration>,
@@ -222,6 +227,8 @@ pub struct UpstreamConfig {
     pub request_timeout: Duration,
     /// stdio: a child per session, or one shared by all sessions.
     pub isolation: Isolation,
+    /// HTTP and SSE upstreams: send the session creator's `Authorization` to the server.
+    pub forward_authorization: bool,
     /// stdio, per-session: children kept started ahead of sessions.
     pub warm: usize,
     /// Answer list requests from a per-server, per-principal cache; absent: on for `shared`
@@ -286,6 +293,7 @@ impl Default for UpstreamConfig {
             sse: None,
             request_timeout: Duration::from_secs(30),
             isolation: Isolation::PerSession,
+            forward_authorization: false,
             warm: 0,
             cache_lists: None,
             max_line_bytes: 4 << 20,
@@ -367,6 +375,9 @@ impl Config {
         }
         set(&mut self.upstream.request_timeout, &cli.request_timeout);
         set(&mut self.upstream.isolation, &cli.isolation);
+        if cli.forward_authorization {
+            self.upstream.forward_authorization = true;
+        }
         set(&mut self.upstream.warm, &cli.warm);
         if cli.cache_lists.is_some() {
             self.upstream.cache_lists = cli.cache_lists;
@@ -501,6 +512,9 @@ impl UpstreamConfig {
         {
             bail!("{key}.warm applies to stdio servers in per-session isolation only");
         }
+        if self.forward_authorization && self.http.is_none() && self.sse.is_none() {
+            bail!("{key}.forward_authorization applies to http and sse servers only");
+        }
         if self.isolation == Isolation::Shared && (self.http.is_some() || self.sse.is_some()) {
             bail!("{key}.isolation = \"shared\" applies to stdio servers only");
         }
@@ -515,6 +529,7 @@ impl UpstreamConfig {
                 url: parse_http_url(url)?,
                 request_timeout: self.request_timeout,
                 max_event_bytes: self.max_line_bytes,
+                forward_authorization: self.forward_authorization,
             })
         };
         match (&self.http, &self.sse) {

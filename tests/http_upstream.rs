@@ -231,3 +231,48 @@ async fn typescript_sdk_client_through_the_proxy_to_server_everything_over_http(
     front.stop().await;
     server.kill().await.unwrap();
 }
+
+/// A listener that records the first request head it receives, answers 503, and closes.
+async fn recording_upstream() -> (String, tokio::task::JoinHandle<String>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let recorded = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        let mut buffer = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = socket.read(&mut buffer).await.unwrap();
+            assert!(n > 0, "the request head arrives");
+            head.extend_from_slice(&buffer[..n]);
+        }
+        let _ = socket
+            .write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+            .await;
+        String::from_utf8_lossy(&head).to_lowercase()
+    });
+    (url, recorded)
+}
+
+#[tokio::test]
+async fn client_credentials_reach_an_http_upstream_only_when_configured() {
+    for forward in [false, true] {
+        let (url, recorded) = recording_upstream().await;
+        let front = in_front_of(url, |c| c.upstream.forward_authorization = forward).await;
+        let mut client = front.client();
+        client.authorization = Some("Bearer secret-token".into());
+        let reply = client
+            .post(&json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": { "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "x", "version": "1" } } }))
+            .await;
+        let answer = within("the answer", reply.response()).await;
+        assert_eq!(answer["error"]["code"], -32603, "the upstream refused");
+        let head = within("the recorded request", recorded).await.unwrap();
+        assert_eq!(
+            head.contains("authorization: bearer secret-token"),
+            forward,
+            "forward_authorization = {forward}: {head}"
+        );
+        front.stop().await;
+    }
+}

@@ -39,7 +39,11 @@ fn stream(app: &App, request: &Request<Incoming>) -> Result<Response<Body>, Reje
     let principal = guard::principal(&app.http, request.headers());
     let session = app
         .registry
-        .create(principal, Shape::SingleStream)
+        .create(
+            principal,
+            Shape::SingleStream,
+            request.headers().get(header::AUTHORIZATION).cloned(),
+        )
         .map_err(|e| Rejection::session(&e))?;
     let reader = session.attach(StreamKey::Standalone, None);
     let start = reader.position();

@@ -86,7 +86,11 @@ async fn post(
         }
         let session = app
             .registry
-            .create(principal, Shape::Streams)
+            .create(
+                principal,
+                Shape::Streams,
+                headers.get(header::AUTHORIZATION).cloned(),
+            )
             .map_err(|e| Rejection::session(&e).with_id(message.id()))?;
         return exchange(app, session, message, true).await;
     }

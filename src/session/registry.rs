@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dashmap::DashMap;
+use http::HeaderValue;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -102,8 +103,14 @@ impl Registry {
         self.sessions.is_empty()
     }
 
-    /// Creates a session for `principal` with a fresh upstream.
-    pub fn create(&self, principal: Principal, shape: Shape) -> Result<Arc<Session>, SessionError> {
+    /// Creates a session for `principal` with a fresh upstream. `credential` (the client's
+    /// `Authorization`) reaches an HTTP upstream only when configured to.
+    pub fn create(
+        &self,
+        principal: Principal,
+        shape: Shape,
+        credential: Option<HeaderValue>,
+    ) -> Result<Arc<Session>, SessionError> {
         let limit = self.settings.max_sessions;
         if self.reserved.fetch_add(1, Ordering::AcqRel) >= limit {
             self.reserved.fetch_sub(1, Ordering::AcqRel);
@@ -115,7 +122,7 @@ impl Registry {
             Metrics::inc(&self.metrics.sessions_rejected_total);
             return Err(error);
         }
-        let (upstream, inbox) = match self.bind_upstream() {
+        let (upstream, inbox) = match self.bind_upstream(credential) {
             Ok(bound) => bound,
             Err(error) => {
                 self.reserved.fetch_sub(1, Ordering::AcqRel);
@@ -142,7 +149,10 @@ impl Registry {
     }
 
     /// An upstream for a new session, and the channel its events arrive on.
-    fn bind_upstream(&self) -> Result<(Upstream, mpsc::Receiver<UpstreamEvent>), UpstreamError> {
+    fn bind_upstream(
+        &self,
+        credential: Option<HeaderValue>,
+    ) -> Result<(Upstream, mpsc::Receiver<UpstreamEvent>), UpstreamError> {
         if let Some((stdio, inbox)) = self.take_warm() {
             return Ok((Upstream::Stdio(stdio), inbox));
         }
@@ -153,12 +163,18 @@ impl Registry {
                 Metrics::inc(&self.metrics.upstream_spawns_total);
                 Upstream::Stdio(StdioUpstream::spawn(spec, events, &self.upstream_tasks)?)
             }
-            (UpstreamSpec::Http(spec), None) => {
-                Upstream::Http(HttpUpstream::start(spec, self.http_client.clone(), events))
-            }
-            (UpstreamSpec::Sse(spec), None) => {
-                Upstream::Sse(SseUpstream::start(spec, self.http_client.clone(), events))
-            }
+            (UpstreamSpec::Http(spec), None) => Upstream::Http(HttpUpstream::start(
+                spec,
+                self.http_client.clone(),
+                events,
+                credential,
+            )),
+            (UpstreamSpec::Sse(spec), None) => Upstream::Sse(SseUpstream::start(
+                spec,
+                self.http_client.clone(),
+                events,
+                credential,
+            )),
         };
         Ok((upstream, inbox))
     }

@@ -30,6 +30,8 @@ pub struct HttpSpec {
     pub request_timeout: Duration,
     /// Largest SSE event accepted from the server.
     pub max_event_bytes: usize,
+    /// Send the session creator's `Authorization` to the server (off: credentials stay here).
+    pub forward_authorization: bool,
 }
 
 /// Sends `request`, waiting at most the request timeout for its answer to begin.

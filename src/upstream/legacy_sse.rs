@@ -34,6 +34,7 @@ struct Inner {
     spec: HttpSpec,
     client: HttpClient,
     events: mpsc::Sender<UpstreamEvent>,
+    authorization: Option<HeaderValue>,
     released: CancellationToken,
     /// Where to POST: known once the current stream announced it.
     endpoint: watch::Sender<Option<Uri>>,
@@ -59,11 +60,18 @@ struct State {
 }
 
 impl SseUpstream {
-    pub fn start(spec: &HttpSpec, client: HttpClient, events: mpsc::Sender<UpstreamEvent>) -> Self {
+    /// `authorization` is sent on every request when the spec forwards credentials.
+    pub fn start(
+        spec: &HttpSpec,
+        client: HttpClient,
+        events: mpsc::Sender<UpstreamEvent>,
+        authorization: Option<HeaderValue>,
+    ) -> Self {
         let inner = Arc::new(Inner {
             spec: spec.clone(),
             client,
             events,
+            authorization: authorization.filter(|_| spec.forward_authorization),
             released: CancellationToken::new(),
             endpoint: watch::channel(None).0,
             state: Mutex::new(State::default()),
@@ -164,7 +172,7 @@ impl Inner {
     }
 
     async fn open(&self) -> Result<hyper::body::Incoming, String> {
-        let mut request = Request::new(Full::new(Bytes::new()));
+        let mut request = self.request(Bytes::new());
         *request.uri_mut() = self.spec.url.clone();
         request.headers_mut().insert(
             header::ACCEPT,
@@ -178,6 +186,17 @@ impl Inner {
             ));
         }
         Ok(response.into_body())
+    }
+
+    /// A request carrying the forwarded credential, if any.
+    fn request(&self, body: Bytes) -> Request<Full<Bytes>> {
+        let mut request = Request::new(Full::new(body));
+        if let Some(credential) = &self.authorization {
+            request
+                .headers_mut()
+                .insert(header::AUTHORIZATION, credential.clone());
+        }
+        request
     }
 
     /// A message from the stream: the answer to one of the proxy's own requests, or the client's.
@@ -214,7 +233,7 @@ impl Inner {
     }
 
     async fn post_to(&self, url: Uri, wire: Bytes) -> Result<(), String> {
-        let mut request = Request::new(Full::new(wire));
+        let mut request = self.request(wire);
         *request.method_mut() = Method::POST;
         *request.uri_mut() = url;
         request.headers_mut().insert(

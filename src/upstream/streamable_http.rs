@@ -42,6 +42,7 @@ struct Inner {
     spec: HttpSpec,
     client: HttpClient,
     events: mpsc::Sender<UpstreamEvent>,
+    authorization: Option<HeaderValue>,
     released: CancellationToken,
     link: Mutex<Link>,
     /// One re-initialization at a time.
@@ -74,12 +75,19 @@ enum Outcome {
 }
 
 impl HttpUpstream {
-    pub fn start(spec: &HttpSpec, client: HttpClient, events: mpsc::Sender<UpstreamEvent>) -> Self {
+    /// `authorization` is sent on every request when the spec forwards credentials.
+    pub fn start(
+        spec: &HttpSpec,
+        client: HttpClient,
+        events: mpsc::Sender<UpstreamEvent>,
+        authorization: Option<HeaderValue>,
+    ) -> Self {
         HttpUpstream {
             inner: Arc::new(Inner {
                 spec: spec.clone(),
                 client,
                 events,
+                authorization: authorization.filter(|_| spec.forward_authorization),
                 released: CancellationToken::new(),
                 link: Mutex::new(Link::default()),
                 reinitializing: tokio::sync::Mutex::new(()),
@@ -478,6 +486,9 @@ impl Inner {
         }
         if let Some(session) = session {
             headers.insert(SESSION_HEADER, session);
+        }
+        if let Some(credential) = &self.authorization {
+            headers.insert(header::AUTHORIZATION, credential.clone());
         }
         if message.is_none_or(|m| m.method() != Some("initialize")) {
             if let Some(version) = self.lock().protocol_version.clone() {
