@@ -1,0 +1,378 @@
+//! mcp-bench: the load generator of the benchmark harness. Speaks Streamable HTTP like a real
+//! client (pooled keep-alive connections, real sessions, JSON or SSE answers) and prints one JSON
+//! object per run, so `bench/run` can put proxies side by side.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use clap::{Parser, Subcommand};
+use http::{header, HeaderValue, Method, Request, Response};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use mcp_session_proxy::session::log::{EventLog, StreamKey, Window};
+use mcp_session_proxy::sse;
+use mcp_session_proxy::upstream::http_client::{self, HttpClient};
+use serde_json::{json, Value};
+
+#[derive(Parser)]
+#[command(
+    name = "mcp-bench",
+    about = "Load generator and micro-benchmarks for MCP proxies"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Concurrent sessions, each calling a tool in a loop: latency percentiles and throughput.
+    Calls {
+        #[arg(long)]
+        url: String,
+        #[arg(long, default_value_t = 1)]
+        sessions: usize,
+        /// Calls per session (after the warm-up).
+        #[arg(long, default_value_t = 1000)]
+        calls: usize,
+        #[arg(long, default_value_t = 50)]
+        warmup: usize,
+        /// Tool and JSON arguments.
+        #[arg(long, default_value = "echo")]
+        tool: String,
+        #[arg(long, default_value = r#"{"text":"hello"}"#)]
+        arguments: String,
+    },
+    /// Opens sessions and leaves them idle (the caller measures the proxy's memory).
+    Idle {
+        #[arg(long)]
+        url: String,
+        #[arg(long, default_value_t = 1000)]
+        sessions: usize,
+    },
+    /// Event-log micro-benchmarks: append rate, and replay of 1,000 events.
+    Log {
+        #[arg(long, default_value_t = 200_000)]
+        events: usize,
+    },
+    /// Time to resume a session that missed `missed` events (mcp-session-proxy only).
+    Resume {
+        #[arg(long)]
+        url: String,
+        #[arg(long, default_value_t = 1000)]
+        missed: usize,
+    },
+}
+
+#[tokio::main]
+async fn main() -> Result<(), String> {
+    let report = match Cli::parse().command {
+        Command::Calls {
+            url,
+            sessions,
+            calls,
+            warmup,
+            tool,
+            arguments,
+        } => {
+            let arguments: Value = serde_json::from_str(&arguments).map_err(|e| e.to_string())?;
+            calls_bench(&url, sessions, calls, warmup, &tool, arguments).await?
+        }
+        Command::Idle { url, sessions } => idle(&url, sessions).await?,
+        Command::Log { events } => log_bench(events),
+        Command::Resume { url, missed } => resume(&url, missed).await?,
+    };
+    println!("{report}");
+    Ok(())
+}
+
+/// One client session.
+struct Session {
+    client: HttpClient,
+    url: http::Uri,
+    id: Option<HeaderValue>,
+    next: u64,
+}
+
+impl Session {
+    async fn open(client: &HttpClient, url: &str, version: &str) -> Result<Session, String> {
+        let mut session = Session {
+            client: client.clone(),
+            url: url.parse().map_err(|e| format!("{url}: {e}"))?,
+            id: None,
+            next: 1,
+        };
+        let response = session
+            .post(
+                json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": version, "capabilities": {},
+                "clientInfo": { "name": "mcp-bench", "version": "1" } } }),
+            )
+            .await?;
+        session.id = response.headers().get("mcp-session-id").cloned();
+        answer(response).await?;
+        let ack = session
+            .post(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
+            .await?;
+        let _ = ack.into_body().collect().await;
+        Ok(session)
+    }
+
+    async fn post(&self, message: Value) -> Result<Response<Incoming>, String> {
+        let mut request = Request::new(Full::new(Bytes::from(message.to_string())));
+        *request.method_mut() = Method::POST;
+        *request.uri_mut() = self.url.clone();
+        let headers = request.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        headers.insert(
+            "mcp-protocol-version",
+            HeaderValue::from_static("2025-06-18"),
+        );
+        if let Some(id) = &self.id {
+            headers.insert("mcp-session-id", id.clone());
+        }
+        self.client
+            .request(request)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Calls a tool; returns the response message.
+    async fn call(&mut self, tool: &str, arguments: &Value) -> Result<Value, String> {
+        self.next += 1;
+        let response = self
+            .post(
+                json!({ "jsonrpc": "2.0", "id": self.next, "method": "tools/call",
+                "params": { "name": tool, "arguments": arguments } }),
+            )
+            .await?;
+        answer(response).await
+    }
+}
+
+/// The response message of a POST, from a JSON body or an SSE stream.
+async fn answer(response: Response<Incoming>) -> Result<Value, String> {
+    let status = response.status();
+    let streamed = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let mut body = response.into_body();
+    if !status.is_success() {
+        return Err(format!("HTTP {status}"));
+    }
+    if !streamed {
+        let bytes = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+        return serde_json::from_slice(&bytes).map_err(|e| e.to_string());
+    }
+    let mut decoder = sse::Decoder::new(16 << 20);
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(|e| e.to_string())?.into_data() else {
+            continue;
+        };
+        decoder.feed(&data);
+        while let Some(event) = decoder.next_event().map_err(|e| e.to_string())? {
+            let Ok(message) = serde_json::from_str::<Value>(&event.data) else {
+                continue;
+            };
+            if message.get("id").is_some() && message.get("method").is_none() {
+                return Ok(message);
+            }
+        }
+    }
+    Err("the stream ended without a response".into())
+}
+
+async fn calls_bench(
+    url: &str,
+    sessions: usize,
+    calls: usize,
+    warmup: usize,
+    tool: &str,
+    arguments: Value,
+) -> Result<Value, String> {
+    let client = http_client::client();
+    let mut opened = Vec::with_capacity(sessions);
+    for _ in 0..sessions {
+        opened.push(Session::open(&client, url, "2025-06-18").await?);
+    }
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for mut session in opened {
+        let tool = tool.to_owned();
+        let arguments = arguments.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..warmup {
+                session.call(&tool, &arguments).await?;
+            }
+            let mut latencies = Vec::with_capacity(calls);
+            let mut errors = 0usize;
+            for _ in 0..calls {
+                let sent = Instant::now();
+                let reply = session.call(&tool, &arguments).await?;
+                latencies.push(sent.elapsed());
+                errors += usize::from(reply.get("error").is_some());
+            }
+            Ok::<_, String>((latencies, errors))
+        }));
+    }
+    let mut latencies = Vec::new();
+    let mut errors = 0;
+    for task in tasks {
+        let (mut measured, failed) = task.await.map_err(|e| e.to_string())??;
+        latencies.append(&mut measured);
+        errors += failed;
+    }
+    let elapsed = started.elapsed();
+    latencies.sort();
+    let percentile = |p: f64| {
+        let index = ((latencies.len() as f64 * p).ceil() as usize).clamp(1, latencies.len()) - 1;
+        latencies[index].as_secs_f64() * 1e6
+    };
+    let mean = latencies.iter().sum::<Duration>().as_secs_f64() * 1e6 / latencies.len() as f64;
+    Ok(json!({
+        "sessions": sessions,
+        "calls": latencies.len(),
+        "errors": errors,
+        "p50_us": percentile(0.50),
+        "p99_us": percentile(0.99),
+        "mean_us": mean,
+        "throughput_rps": latencies.len() as f64 / elapsed.as_secs_f64(),
+    }))
+}
+
+async fn idle(url: &str, sessions: usize) -> Result<Value, String> {
+    let client = http_client::client();
+    let started = Instant::now();
+    let mut opened = Vec::with_capacity(sessions);
+    for _ in 0..sessions {
+        opened.push(Session::open(&client, url, "2025-06-18").await?);
+    }
+    Ok(json!({ "sessions": opened.len(), "seconds": started.elapsed().as_secs_f64() }))
+}
+
+fn log_bench(events: usize) -> Value {
+    let payload = Bytes::from_static(
+        br#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"demo://doc/1"}}"#,
+    );
+    let window = Window {
+        max_events: 1024,
+        max_bytes: 1 << 30,
+        max_age: Duration::from_secs(3600),
+    };
+    let now = tokio::time::Instant::now();
+    let mut log = EventLog::new(window);
+    let started = Instant::now();
+    for _ in 0..events {
+        log.append(StreamKey::Standalone, payload.clone(), false, None, now);
+    }
+    let append = started.elapsed();
+
+    let mut coalescing = EventLog::new(window);
+    let keys: Vec<String> = (0..10).map(|i| format!("demo://doc/{i}")).collect();
+    let started = Instant::now();
+    for i in 0..events {
+        coalescing.append(
+            StreamKey::Standalone,
+            payload.clone(),
+            false,
+            Some(keys[i % 10].clone()),
+            now,
+        );
+    }
+    let coalesce = started.elapsed();
+
+    let mut full = EventLog::new(Window {
+        max_events: 1000,
+        ..window
+    });
+    for _ in 0..1000 {
+        full.append(StreamKey::Standalone, payload.clone(), false, None, now);
+    }
+    let rounds = 1000;
+    let started = Instant::now();
+    let mut replayed = 0;
+    for _ in 0..rounds {
+        replayed += full.read(StreamKey::Standalone, 0, now).events.len();
+    }
+    let replay = started.elapsed() / rounds;
+    json!({
+        "append_per_second": events as f64 / append.as_secs_f64(),
+        "append_coalescing_per_second": events as f64 / coalesce.as_secs_f64(),
+        "replay_1000_us": replay.as_secs_f64() * 1e6,
+        "replayed_per_round": replayed / rounds as usize,
+    })
+}
+
+async fn resume(url: &str, missed: usize) -> Result<Value, String> {
+    let client = http_client::client();
+    let mut session = Session::open(&client, url, "2025-11-25").await?;
+    // Note the GET stream's position, then let `missed` distinct updates pile up.
+    let position = {
+        let response = get(&session, None).await?;
+        let mut body = response.into_body();
+        let mut decoder = sse::Decoder::new(1 << 20);
+        loop {
+            let frame = body
+                .frame()
+                .await
+                .ok_or("no priming event (negotiate 2025-11-25?)")?;
+            if let Ok(data) = frame.map_err(|e| e.to_string())?.into_data() {
+                decoder.feed(&data);
+            }
+            if let Some(event) = decoder.next_event().map_err(|e| e.to_string())? {
+                break event.id.ok_or("the first event has no id")?;
+            }
+        }
+    };
+    let uris: Vec<String> = (0..missed).map(|i| format!("demo://bench/{i}")).collect();
+    session
+        .call("emit_updates", &json!({ "uris": uris, "count": missed }))
+        .await?;
+    let started = Instant::now();
+    let response = get(&session, Some(&position)).await?;
+    let mut body = response.into_body();
+    let mut decoder = sse::Decoder::new(1 << 20);
+    let mut received = 0;
+    while received < missed {
+        let frame = body.frame().await.ok_or("the stream ended early")?;
+        if let Ok(data) = frame.map_err(|e| e.to_string())?.into_data() {
+            decoder.feed(&data);
+        }
+        while let Some(event) = decoder.next_event().map_err(|e| e.to_string())? {
+            received += usize::from(!event.data.is_empty());
+        }
+    }
+    Ok(
+        json!({ "missed": missed, "received": received, "resume_ms": started.elapsed().as_secs_f64() * 1e3 }),
+    )
+}
+
+async fn get(session: &Session, last_event_id: Option<&str>) -> Result<Response<Incoming>, String> {
+    let mut request = Request::new(Full::new(Bytes::new()));
+    *request.uri_mut() = session.url.clone();
+    let headers = request.headers_mut();
+    headers.insert(
+        header::ACCEPT,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    if let Some(id) = &session.id {
+        headers.insert("mcp-session-id", id.clone());
+    }
+    if let Some(position) = last_event_id.and_then(|p| HeaderValue::from_str(p).ok()) {
+        headers.insert("last-event-id", position);
+    }
+    session
+        .client
+        .request(request)
+        .await
+        .map_err(|e| e.to_string())
+}

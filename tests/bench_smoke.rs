@@ -1,0 +1,64 @@
+//! The benchmark harness in smoke mode (tiny counts): every measurement `bench/run` takes still
+//! runs and reports sane figures.
+
+mod common;
+
+use common::{within, Proxy};
+use serde_json::Value;
+use tokio::process::Command;
+
+async fn bench(args: &[&str]) -> Value {
+    let output = within(
+        "mcp-bench",
+        Command::new(env!("CARGO_BIN_EXE_mcp-bench"))
+            .args(args)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "mcp-bench {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("one JSON report")
+}
+
+#[tokio::test]
+async fn every_measurement_runs_in_smoke_mode() {
+    let proxy = Proxy::start().await;
+    let url = format!("http://{}/mcp", proxy.addr());
+
+    let calls = bench(&[
+        "calls",
+        "--url",
+        &url,
+        "--sessions",
+        "2",
+        "--calls",
+        "20",
+        "--warmup",
+        "2",
+    ])
+    .await;
+    assert_eq!(calls["calls"], 40);
+    assert_eq!(calls["errors"], 0);
+    assert!(calls["p50_us"].as_f64().unwrap() > 0.0);
+    assert!(calls["p99_us"].as_f64().unwrap() >= calls["p50_us"].as_f64().unwrap());
+    assert!(calls["throughput_rps"].as_f64().unwrap() > 0.0);
+
+    let resume = bench(&["resume", "--url", &url, "--missed", "50"]).await;
+    assert_eq!(
+        resume["received"], 50,
+        "every missed event, none coalesced away"
+    );
+
+    let idle = bench(&["idle", "--url", &url, "--sessions", "5"]).await;
+    assert_eq!(idle["sessions"], 5);
+
+    let log = bench(&["log", "--events", "5000"]).await;
+    assert_eq!(log["replayed_per_round"], 1000);
+    assert!(log["append_per_second"].as_f64().unwrap() > 0.0);
+    proxy.stop().await;
+}
