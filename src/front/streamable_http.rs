@@ -173,6 +173,8 @@ async fn exchange(
             .flatten(),
     };
     if let Some(response) = first.as_ref().and_then(lone_response) {
+        // A JSON body carries no event id: nothing of this stream can ever be resumed.
+        session.forget(stream);
         if initializing && is_error(&response) {
             app.registry.end(session.id());
             return Ok(json(StatusCode::OK, response));

@@ -257,8 +257,26 @@ impl EventLog {
     /// Records that `stream` was handed out through `seq`: earlier messages are no longer
     /// coalesced away, since the client may have seen them.
     pub fn mark_delivered(&mut self, stream: StreamKey, seq: u64) {
+        // A request stream with nothing left in the log needs no mark.
+        if matches!(stream, StreamKey::Request(_)) && !self.by_stream.contains_key(&stream) {
+            self.delivered.remove(&stream);
+            return;
+        }
         let delivered = self.delivered.entry(stream).or_insert(0);
         *delivered = (*delivered).max(seq);
+    }
+
+    /// Drops every message of `stream` without recording a gap: for messages handed over in a
+    /// way no client can resume (a plain JSON response body carries no event id).
+    pub fn forget_stream(&mut self, stream: StreamKey) {
+        let seqs: Vec<u64> = self
+            .by_stream
+            .get(&stream)
+            .map(|seqs| seqs.iter().copied().collect())
+            .unwrap_or_default();
+        for seq in seqs {
+            self.remove(seq);
+        }
     }
 
     pub fn delivered_through(&self, stream: StreamKey) -> u64 {
@@ -327,6 +345,9 @@ impl EventLog {
             seqs.remove(&seq);
             if seqs.is_empty() {
                 self.by_stream.remove(&entry.stream);
+                if matches!(entry.stream, StreamKey::Request(_)) {
+                    self.delivered.remove(&entry.stream);
+                }
             }
         }
         if let Some(key) = &entry.coalesce {
@@ -335,7 +356,18 @@ impl EventLog {
                 self.pending_coalesce.remove(&index_key);
             }
         }
+        if self.entries.is_empty() {
+            self.release_containers();
+        }
         Some(entry)
+    }
+
+    /// Emptied collections keep their allocations; an idle session should hold no log memory.
+    fn release_containers(&mut self) {
+        self.entries = BTreeMap::new();
+        self.by_stream = HashMap::new();
+        self.pending_coalesce = HashMap::new();
+        self.delivered.shrink_to_fit();
     }
 }
 
@@ -478,6 +510,28 @@ mod tests {
         log.append(G, "b".into(), false, None, now);
         assert!(!log.read(G, 0, now).gap);
         assert!(log.read(StreamKey::Request(1), 0, now).gap);
+    }
+
+    #[test]
+    fn bookkeeping_of_request_streams_goes_with_their_messages() {
+        let now = Instant::now();
+        let mut log = log(4, 1 << 20);
+        for n in 1..=100 {
+            let stream = StreamKey::Request(n);
+            let seq = log.append(stream, "r".into(), true, None, now).seq;
+            log.mark_delivered(stream, seq);
+        }
+        assert!(
+            log.delivered.len() <= 4,
+            "{} delivery marks",
+            log.delivered.len()
+        );
+        log.forget_stream(StreamKey::Request(100));
+        assert_eq!(log.len(), 3);
+        assert!(
+            !log.read(StreamKey::Request(100), 0, now).gap,
+            "forgetting is not a gap"
+        );
     }
 
     #[test]

@@ -402,6 +402,11 @@ impl Session {
         Ok(self.upstream.send(message.to_bytes()).await?)
     }
 
+    /// Forgets a stream whose messages were handed over in a form no client can resume.
+    pub fn forget(&self, stream: StreamKey) {
+        self.lock().log.forget_stream(stream);
+    }
+
     /// Whether `stream` is one this session has opened.
     pub fn has_stream(&self, stream: StreamKey) -> bool {
         match stream {
@@ -478,7 +483,7 @@ impl Session {
     pub(crate) fn on_upstream(&self, event: UpstreamEvent) {
         let mut state = self.lock();
         match event {
-            UpstreamEvent::Message(message) => self.file(&mut state, message),
+            UpstreamEvent::Message(message) => self.file(&mut state, *message),
             UpstreamEvent::Oversized { id, max } => {
                 let request = id
                     .and_then(|id| id.as_u64())
@@ -498,7 +503,7 @@ impl Session {
                 for request in failed {
                     self.fail(&mut state, request, &cause);
                 }
-                state.upstream_failure = Some(cause);
+                state.upstream_failure = Some(cause.into());
             }
         }
     }

@@ -218,7 +218,10 @@ impl Inner {
                 return;
             }
         }
-        let _ = self.events.send(UpstreamEvent::Message(message)).await;
+        let _ = self
+            .events
+            .send(UpstreamEvent::Message(Box::new(message)))
+            .await;
     }
 
     /// POSTs one message to the current endpoint, waiting for one if the stream is re-opening.
@@ -330,7 +333,10 @@ impl Inner {
             let id: Value = serde_json::from_str(&key).unwrap_or(Value::Null);
             let error = jsonrpc::error_response(&id, jsonrpc::INTERNAL_ERROR, cause, None);
             if let Ok(message) = Message::parse(error) {
-                let _ = self.events.send(UpstreamEvent::Message(message)).await;
+                let _ = self
+                    .events
+                    .send(UpstreamEvent::Message(Box::new(message)))
+                    .await;
             }
         }
     }
@@ -346,7 +352,10 @@ impl Inner {
         }
         let error = jsonrpc::error_response(&id, jsonrpc::INTERNAL_ERROR, cause, None);
         if let Ok(message) = Message::parse(error) {
-            let _ = self.events.send(UpstreamEvent::Message(message)).await;
+            let _ = self
+                .events
+                .send(UpstreamEvent::Message(Box::new(message)))
+                .await;
         }
     }
 }

@@ -18,15 +18,15 @@ use crate::jsonrpc::Message;
 #[derive(Debug)]
 pub enum UpstreamEvent {
     /// A message from the server.
-    Message(Message),
+    Message(Box<Message>),
     /// The server wrote a message over the line limit; it was dropped. `id` is its top-level
     /// id when that could be read from its first bytes.
     Oversized {
-        id: Option<serde_json::Value>,
+        id: Option<Box<serde_json::Value>>,
         max: usize,
     },
     /// The server went away on its own; the text says why (exit status, last stderr lines).
-    Exited(String),
+    Exited(Box<str>),
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -116,14 +116,14 @@ impl SharedStdio {
     fn route(&self, event: UpstreamEvent) -> Vec<(mpsc::Sender<UpstreamEvent>, UpstreamEvent)> {
         let mut mux = self.lock();
         let mut message = match event {
-            UpstreamEvent::Message(message) => message,
+            UpstreamEvent::Message(message) => *message,
             UpstreamEvent::Oversized { id, max } => {
                 let pending = id.and_then(|id| id.as_u64()).and_then(|g| mux.finish(g));
                 return match pending {
                     Some(p) => mux.to(
                         p.session,
                         UpstreamEvent::Oversized {
-                            id: Some(p.id),
+                            id: Some(Box::new(p.id)),
                             max,
                         },
                     ),
@@ -156,10 +156,10 @@ impl SharedStdio {
                     mux.initialize_result = message.result().map(|r| r.to_owned());
                 }
                 message.set_id(pending.id);
-                mux.to(pending.session, UpstreamEvent::Message(message))
+                mux.to(pending.session, UpstreamEvent::Message(Box::new(message)))
             }
             Kind::Request => match mux.causing_session() {
-                Some(session) => mux.to(session, UpstreamEvent::Message(message)),
+                Some(session) => mux.to(session, UpstreamEvent::Message(Box::new(message))),
                 None => mux.to_any(message),
             },
             Kind::Notification => match message.method().unwrap_or_default() {
@@ -177,7 +177,7 @@ impl SharedStdio {
                             message.set_params(raw);
                         }
                     }
-                    mux.to(session, UpstreamEvent::Message(message))
+                    mux.to(session, UpstreamEvent::Message(Box::new(message)))
                 }
                 "notifications/resources/updated" => {
                     let uri = message
@@ -189,12 +189,12 @@ impl SharedStdio {
                         .unwrap_or_default();
                     subscribed
                         .into_iter()
-                        .flat_map(|s| mux.to(s, UpstreamEvent::Message(message.clone())))
+                        .flat_map(|s| mux.to(s, UpstreamEvent::Message(Box::new(message.clone()))))
                         .collect()
                 }
                 "notifications/message" | "notifications/cancelled" => {
                     match mux.causing_session() {
-                        Some(session) => mux.to(session, UpstreamEvent::Message(message)),
+                        Some(session) => mux.to(session, UpstreamEvent::Message(Box::new(message))),
                         None => mux.to_all(&message),
                     }
                 }
@@ -275,7 +275,7 @@ impl Mux {
     fn to_all(&self, message: &Message) -> Vec<(mpsc::Sender<UpstreamEvent>, UpstreamEvent)> {
         self.sessions
             .values()
-            .map(|s| (s.clone(), UpstreamEvent::Message(message.clone())))
+            .map(|s| (s.clone(), UpstreamEvent::Message(Box::new(message.clone()))))
             .collect()
     }
 
@@ -283,7 +283,7 @@ impl Mux {
     fn to_any(&self, message: Message) -> Vec<(mpsc::Sender<UpstreamEvent>, UpstreamEvent)> {
         let oldest = self.sessions.keys().min().copied();
         oldest
-            .map(|s| self.to(s, UpstreamEvent::Message(message)))
+            .map(|s| self.to(s, UpstreamEvent::Message(Box::new(message))))
             .unwrap_or_default()
     }
 }
@@ -313,7 +313,7 @@ impl SharedHandle {
             Plan::Forward(bytes) => child.ok_or(UpstreamError::Gone)?.send(bytes).await,
             Plan::Answer(answer) => {
                 if let Some(events) = session_events {
-                    let _ = events.send(UpstreamEvent::Message(answer)).await;
+                    let _ = events.send(UpstreamEvent::Message(Box::new(answer))).await;
                 }
                 Ok(())
             }

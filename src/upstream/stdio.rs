@@ -176,7 +176,7 @@ impl Actor {
         let _ = (&mut self.reader).await;
         let cause = describe_exit(status, &self.tail);
         warn!(%cause, "upstream exited");
-        let _ = self.events.send(UpstreamEvent::Exited(cause)).await;
+        let _ = self.events.send(UpstreamEvent::Exited(cause.into())).await;
     }
 
     async fn write(&mut self, message: &[u8]) {
@@ -240,7 +240,11 @@ async fn read_stdout(
             Ok(Some(Line::Text(line))) if line.iter().all(u8::is_ascii_whitespace) => {}
             Ok(Some(Line::Text(line))) => match Message::parse(Bytes::from(line)) {
                 Ok(message) => {
-                    if events.send(UpstreamEvent::Message(message)).await.is_err() {
+                    if events
+                        .send(UpstreamEvent::Message(Box::new(message)))
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }
@@ -254,7 +258,10 @@ async fn read_stdout(
                     "upstream wrote a message longer than max_line_bytes; dropped"
                 );
                 if events
-                    .send(UpstreamEvent::Oversized { id, max })
+                    .send(UpstreamEvent::Oversized {
+                        id: id.map(Box::new),
+                        max,
+                    })
                     .await
                     .is_err()
                 {

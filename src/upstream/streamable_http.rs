@@ -283,7 +283,10 @@ impl Inner {
                         }
                         if let Ok(message) = Message::parse(Bytes::from(event.data)) {
                             seen(&message);
-                            let _ = self.events.send(UpstreamEvent::Message(message)).await;
+                            let _ = self
+                                .events
+                                .send(UpstreamEvent::Message(Box::new(message)))
+                                .await;
                         }
                     }
                     Ok(None) => break,
@@ -501,7 +504,10 @@ impl Inner {
     async fn forward(&self, body: Bytes) {
         match Message::parse(body) {
             Ok(message) => {
-                let _ = self.events.send(UpstreamEvent::Message(message)).await;
+                let _ = self
+                    .events
+                    .send(UpstreamEvent::Message(Box::new(message)))
+                    .await;
             }
             Err(error) => {
                 warn!(%error, "the upstream server answered with something that is not JSON-RPC")

@@ -1,0 +1,380 @@
+#!/usr/bin/env python3
+"""The benchmark run: every proxy side by side, against the same upstream, in one run.
+
+Builds the release binaries, installs the pinned peers (npm mcp-proxy 6.7.19, npm supergateway
+4.0.0, crates.io mcp-proxy 0.6.0), starts each target on 127.0.0.1, drives it with mcp-bench, and
+writes BENCHMARKS.md (ratios to direct and to each peer) and bench/results.svg.
+
+    bench/run.py            the full run (minutes)
+    bench/run.py --quick    fewer calls, for trying the script itself
+
+Every process it starts binds 127.0.0.1 and is stopped by its own PID.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RELEASE = ROOT / "target" / "release"
+PROXY = RELEASE / "mcp-session-proxy"
+BENCH = RELEASE / "mcp-bench"
+NODE_TESTS = ROOT / "tests" / "node"
+NODE_BENCH = ROOT / "bench" / "node"
+LOOPBACK = NODE_TESTS / "loopback.cjs"
+EVERYTHING = NODE_TESTS / "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+CRATES_ROOT = ROOT / "bench" / ".cargo"
+CRATES_PROXY = CRATES_ROOT / "bin" / "mcp-proxy"
+CONCURRENCY = [1, 8, 32]
+
+
+def log(*parts):
+    print("[bench]", *parts, file=sys.stderr, flush=True)
+
+
+def run(command, **kwargs):
+    log("$", " ".join(map(str, command)))
+    subprocess.run(command, check=True, **kwargs)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port, process, seconds=60):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"exited with {process.returncode} before listening on {port}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listening on {port} after {seconds}s")
+
+
+class Target:
+    """A process serving MCP over HTTP on 127.0.0.1, stopped by its PID."""
+
+    def __init__(self, name, command, port, path="/mcp", env=None):
+        self.name, self.port, self.path = name, port, path
+        self.process = subprocess.Popen(
+            command, cwd=ROOT, env={**os.environ, **(env or {})},
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        wait_for_port(port, self.process)
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}{self.path}"
+
+    def rss_kib(self, with_children=False):
+        pids = [self.process.pid] + (descendants(self.process.pid) if with_children else [])
+        return sum(rss_of(pid) for pid in pids)
+
+    def stop(self):
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, 15)  # the target and the children it started
+            except ProcessLookupError:
+                pass
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, 9)
+                self.process.wait()
+
+
+def rss_of(pid):
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def descendants(pid):
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+                ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == pid:
+                children.append(int(entry.name))
+                children.extend(descendants(int(entry.name)))
+    return children
+
+
+def bench(*args):
+    out = subprocess.run([str(BENCH), *map(str, args)], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def prepare(with_crates):
+    run(["cargo", "build", "--release", "--bins"], cwd=ROOT)
+    run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_TESTS)
+    run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_BENCH)
+    if with_crates and not CRATES_PROXY.exists():
+        try:
+            run(["cargo", "install", "mcp-proxy", "--version", "0.6.0", "--locked",
+                 "--no-default-features", "--root", str(CRATES_ROOT)])
+        except subprocess.CalledProcessError:
+            log("crates.io mcp-proxy 0.6.0 did not build; it is left out of this run")
+
+
+def upstreams():
+    """The upstreams every proxy fronts: (name, stdio command, tool, arguments, direct-HTTP launcher)."""
+    demo = [str(PROXY), "demo-server"]
+    everything = ["node", str(EVERYTHING), "stdio"]
+
+    def direct_demo(port):
+        return Target("direct", [str(PROXY), "demo-server", "--http", f"127.0.0.1:{port}"], port)
+
+    def direct_everything(port):
+        return Target("direct", ["node", "--require", str(LOOPBACK), str(EVERYTHING), "streamableHttp"],
+                      port, env={"PORT": str(port)})
+
+    return [
+        ("demo", demo, "echo", {"text": "hello"}, direct_demo),
+        ("server-everything", everything, "echo", {"message": "hello"}, direct_everything),
+    ]
+
+
+def targets_for(stdio, direct_url, with_crates):
+    """Every proxy in front of the same server: (name, launcher, tool prefix)."""
+    quoted = " ".join(shlex.quote(part) for part in stdio)
+    mcp_proxy_npm = NODE_BENCH / "node_modules/mcp-proxy/dist/bin/mcp-proxy.mjs"
+    supergateway = NODE_BENCH / "node_modules/supergateway/dist/index.js"
+    launchers = [
+        ("mcp-session-proxy (stdio)", lambda p: Target(
+            "ours", [str(PROXY), "--listen", f"127.0.0.1:{p}", "--stdio", quoted, "--warm", "2"], p), ""),
+        ("mcp-session-proxy (HTTP)", lambda p: Target(
+            "ours-http", [str(PROXY), "--listen", f"127.0.0.1:{p}", "--http", direct_url], p), ""),
+        ("supergateway 4.0.0", lambda p: Target(
+            "supergateway", ["node", "--require", str(LOOPBACK), str(supergateway), "--stdio", quoted,
+                             "--outputTransport", "streamableHttp", "--stateful", "--port", str(p),
+                             "--logLevel", "none"], p), ""),
+        ("npm mcp-proxy 6.7.19", lambda p: Target(
+            "mcp-proxy-npm", ["node", str(mcp_proxy_npm), "--host", "127.0.0.1", "--port", str(p),
+                              "--server", "stream", "--", *stdio], p), ""),
+    ]
+    if with_crates and CRATES_PROXY.exists():
+        def crates(p):
+            config = ROOT / "target" / f"bench-crates-{p}.toml"
+            config.write_text(
+                f'[proxy]\nname = "bench"\nseparator = "/"\n[proxy.listen]\nhost = "127.0.0.1"\nport = {p}\n'
+                f'[[backends]]\nname = "up"\ntransport = "stdio"\ncommand = {json.dumps(stdio[0])}\n'
+                f'args = {json.dumps(stdio[1:])}\n')
+            return Target("mcp-proxy-crates", [str(CRATES_PROXY), "--config", str(config)], p, path="/")
+        launchers.append(("crates.io mcp-proxy 0.6.0", crates, "up/"))
+    return launchers
+
+
+def measure_calls(url, tool, arguments, calls):
+    results = {}
+    for sessions in CONCURRENCY:
+        per_session = max(calls // sessions, 20)
+        results[sessions] = bench("calls", "--url", url, "--sessions", sessions, "--calls", per_session,
+                                  "--warmup", 20, "--tool", tool, "--arguments", json.dumps(arguments))
+    return results
+
+
+def latency_table(name, rows, direct):
+    lines = [f"### {name}: `tools/call` latency and throughput", "",
+             "| target | sessions | p50 µs | p99 µs | req/s | p50 ÷ direct | req/s ÷ direct |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for target, results in rows:
+        for sessions, r in results.items():
+            d = direct[sessions]
+            lines.append(
+                f"| {target} | {sessions} | {r['p50_us']:.0f} | {r['p99_us']:.0f} | {r['throughput_rps']:.0f} "
+                f"| {r['p50_us'] / d['p50_us']:.2f} | {r['throughput_rps'] / d['throughput_rps']:.2f} |")
+    return lines
+
+
+def peer_ratios(name, rows):
+    ours = dict(rows).get("mcp-session-proxy (stdio)")
+    if not ours:
+        return []
+    lines = [f"### {name}: mcp-session-proxy (stdio) against each peer", "",
+             "| peer | sessions | p50: ours ÷ peer | p99: ours ÷ peer | req/s: ours ÷ peer |",
+             "|---|---:|---:|---:|---:|"]
+    for target, results in rows:
+        if target.startswith("mcp-session-proxy") or target.startswith("direct"):
+            continue
+        for sessions, peer in results.items():
+            o = ours[sessions]
+            lines.append(f"| {target} | {sessions} | {o['p50_us'] / peer['p50_us']:.2f} "
+                         f"| {o['p99_us'] / peer['p99_us']:.2f} | {o['throughput_rps'] / peer['throughput_rps']:.2f} |")
+    return lines
+
+
+def targets(series, added, after, before, micro):
+    """The figures the project set itself, each met or missed."""
+    def rps(upstream, name):
+        for u, target, results in series:
+            if u == upstream and target.startswith(name):
+                return results[32]["throughput_rps"]
+        return None
+
+    lines = ["### Targets", "", "| target | figure | met? |", "|---|---|---|"]
+    for upstream, by_sessions in added.items():
+        a = by_sessions[1]
+        lines.append(f"| added latency ≤ 25 µs p50, ≤ 250 µs p99 ({upstream}, 1 session) "
+                     f"| {a['p50_us']:.0f} µs, {a['p99_us']:.0f} µs "
+                     f"| {'met' if a['p50_us'] <= 25 and a['p99_us'] <= 250 else 'missed'} |")
+        ours = rps(upstream, "mcp-session-proxy (stdio)")
+        for peer, factor in (("crates.io mcp-proxy", 1.5), ("npm mcp-proxy", 5.0)):
+            theirs = rps(upstream, peer)
+            if ours and theirs:
+                ratio = ours / theirs
+                lines.append(f"| throughput ≥ {factor}× {peer} ({upstream}, 32 sessions) | {ratio:.1f}× "
+                             f"| {'met' if ratio >= factor else 'missed'} |")
+    per_session = (after - before) * 1024 / 999 / 1024
+    lines.append(f"| ≤ 4 KiB per idle session plus its window | {per_session:.2f} KiB "
+                 f"| {'met' if per_session <= 4 else 'missed'} |")
+    lines.append(f"| replay of 1,000 events ≤ 1 ms | {micro['replay_1000_us']:.0f} µs "
+                 f"| {'met' if micro['replay_1000_us'] <= 1000 else 'missed'} |")
+    return lines + [""]
+
+
+def svg_plot(series, path):
+    """Bars: requests per second at 32 sessions, per target and upstream."""
+    width, bar, gap, left = 760, 16, 6, 250
+    rows = [(f"{upstream}: {target}", results[32]["throughput_rps"]) for upstream, target, results in series]
+    top = max(v for _, v in rows) or 1
+    height = 40 + len(rows) * (bar + gap)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
+             f'<text x="10" y="18" font-size="13">tools/call requests per second, 32 concurrent sessions</text>']
+    for i, (label, value) in enumerate(rows):
+        y = 30 + i * (bar + gap)
+        w = (width - left - 70) * value / top
+        colour = "#2b7bba" if "mcp-session-proxy" in label else ("#999" if "direct" in label else "#d98b2b")
+        parts.append(f'<text x="{left - 6}" y="{y + 12}" text-anchor="end">{label}</text>')
+        parts.append(f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar}" fill="{colour}"/>')
+        parts.append(f'<text x="{left + w + 4:.1f}" y="{y + 12}">{value:.0f}</text>')
+    parts.append("</svg>")
+    path.write_text("\n".join(parts) + "\n")
+
+
+def machine():
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor())
+    memory = next(line.split(":", 1)[1].strip() for line in Path("/proc/meminfo").read_text().splitlines()
+                  if line.startswith("MemTotal"))
+    return f"{os.cpu_count()} × {model}, {memory} memory, {platform.system()} {platform.release()}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer calls, to try the script")
+    parser.add_argument("--without-crates", action="store_true",
+                        help="leave out crates.io mcp-proxy (its build takes minutes)")
+    args = parser.parse_args()
+    calls = 400 if args.quick else 4000
+    prepare(not args.without_crates)
+
+    report = [f"# Benchmarks", "",
+              f"Made by `bench/run.py{' --quick' if args.quick else ''}` on {datetime.date.today()}: {machine()}.",
+              "Every target runs on this machine, bound to 127.0.0.1, driven by `mcp-bench` (Rust,",
+              "keep-alive connections, real sessions). Ratios compare targets of the same run.", ""]
+    series, added = [], {}
+    for upstream, stdio, tool, arguments, direct_launcher in upstreams():
+        port = free_port()
+        direct = direct_launcher(port)
+        try:
+            log(upstream, "direct")
+            direct_results = measure_calls(direct.url, tool, arguments, calls)
+            rows = [("direct (no proxy)", direct_results)]
+            for name, launcher, prefix in targets_for(stdio, direct.url, not args.without_crates):
+                log(upstream, name)
+                try:
+                    target = launcher(free_port())
+                except RuntimeError as error:
+                    log(name, "did not start:", error)
+                    continue
+                try:
+                    rows.append((name, measure_calls(target.url, prefix + tool, arguments, calls)))
+                except subprocess.CalledProcessError as error:
+                    log(name, "failed:", error.stderr)
+                finally:
+                    target.stop()
+        finally:
+            direct.stop()
+        added[upstream] = {s: {k: rows[[n for n, _ in rows].index("mcp-session-proxy (HTTP)")][1][s][k]
+                               - direct_results[s][k] for k in ("p50_us", "p99_us")} for s in CONCURRENCY}
+        report += latency_table(upstream, rows, direct_results) + [""] + peer_ratios(upstream, rows) + [""]
+        series += [(upstream, target, results) for target, results in rows]
+
+    report += ["### Latency added by mcp-session-proxy over direct (HTTP upstream, one extra hop)", "",
+               "| upstream | sessions | added p50 µs | added p99 µs |", "|---|---:|---:|---:|"]
+    for upstream, by_sessions in added.items():
+        for sessions, a in by_sessions.items():
+            report.append(f"| {upstream} | {sessions} | {a['p50_us']:.0f} | {a['p99_us']:.0f} |")
+    report.append("")
+
+    # Memory: 1,000 idle sessions on one shared child (the proxy alone), and per-session children.
+    port = free_port()
+    ours = Target("ours", [str(PROXY), "--listen", f"127.0.0.1:{port}", "--stdio",
+                           f"{shlex.quote(str(PROXY))} demo-server", "--isolation", "shared"], port)
+    try:
+        bench("idle", "--url", ours.url, "--sessions", 1)
+        before = ours.rss_kib()
+        bench("idle", "--url", ours.url, "--sessions", 1000)
+        after = ours.rss_kib()
+    finally:
+        ours.stop()
+    port = free_port()
+    per_session = Target("ours", [str(PROXY), "--listen", f"127.0.0.1:{port}"], port)
+    try:
+        bench("idle", "--url", per_session.url, "--sessions", 100)
+        children = per_session.rss_kib(with_children=True) - per_session.rss_kib()
+    finally:
+        per_session.stop()
+    report += ["### Memory", "",
+               "| figure | value |", "|---|---:|",
+               f"| proxy RSS with 1,000 idle sessions (shared child) | {after / 1024:.1f} MiB |",
+               f"| proxy memory per idle session | {(after - before) * 1024 / 999 / 1024:.2f} KiB |",
+               f"| demo child per session (per-session isolation, 100 sessions) | {children / 100 / 1024:.1f} MiB |",
+               ""]
+
+    micro = bench("log", "--events", 1_000_000 if not args.quick else 100_000)
+    port = free_port()
+    ours = Target("ours", [str(PROXY), "--listen", f"127.0.0.1:{port}"], port)
+    try:
+        resumed = [bench("resume", "--url", ours.url, "--missed", 1000)["resume_ms"] for _ in range(5)]
+    finally:
+        ours.stop()
+    report += ["### Event log and resume", "",
+               "| figure | value |", "|---|---:|",
+               f"| append (no coalescing) | {micro['append_per_second'] / 1e6:.2f} M events/s |",
+               f"| append with coalescing (10 keys) | {micro['append_coalescing_per_second'] / 1e6:.2f} M events/s |",
+               f"| replay of 1,000 events (read from the log) | {micro['replay_1000_us']:.0f} µs |",
+               f"| resume of a session that missed 1,000 events (GET to last event, median of 5) | {sorted(resumed)[2]:.1f} ms |",
+               "", "![requests per second at 32 sessions](bench/results.svg)", ""]
+
+    report += targets(series, added, after, before, micro)
+    svg_plot(series, ROOT / "bench" / "results.svg")
+    (ROOT / "BENCHMARKS.md").write_text("\n".join(report))
+    (ROOT / "target" / "bench-results.json").write_text(json.dumps(
+        {"series": [[u, t, r] for u, t, r in series], "added": added, "micro": micro, "resume_ms": resumed},
+        indent=1, default=str))
+    log("wrote BENCHMARKS.md and bench/results.svg")
+
+
+if __name__ == "__main__":
+    main()
