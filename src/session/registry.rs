@@ -2,17 +2,16 @@
 //! principal that owns them, ends them on request, on idle expiry or at shutdown.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use dashmap::DashMap;
 use http::HeaderValue;
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{info, warn, Instrument};
+use tracing::{info, warn};
 
 use super::id::{self, Principal};
 use super::list_cache::ListCache;
@@ -23,10 +22,7 @@ use crate::upstream::legacy_sse::SseUpstream;
 use crate::upstream::shared::SharedStdio;
 use crate::upstream::stdio::{StdioSpec, StdioUpstream};
 use crate::upstream::streamable_http::HttpUpstream;
-use crate::upstream::{Upstream, UpstreamError, UpstreamEvent, UpstreamSpec};
-
-/// Server messages buffered between an upstream and its session before the upstream waits.
-const UPSTREAM_EVENTS: usize = 256;
+use crate::upstream::{EventSink, Sink, Upstream, UpstreamError, UpstreamEvent, UpstreamSpec};
 
 pub struct Registry {
     sessions: DashMap<String, Arc<Session>>,
@@ -48,7 +44,7 @@ pub struct Registry {
     list_cache: Option<Arc<ListCache>>,
 }
 
-type WarmPool = VecDeque<(StdioUpstream, mpsc::Receiver<UpstreamEvent>)>;
+type WarmPool = VecDeque<(StdioUpstream, Arc<Binding>)>;
 
 impl Registry {
     pub fn new(
@@ -122,7 +118,7 @@ impl Registry {
             Metrics::inc(&self.metrics.sessions_rejected_total);
             return Err(error);
         }
-        let (upstream, inbox) = match self.bind_upstream(credential) {
+        let (upstream, binding) = match self.bind_upstream(credential) {
             Ok(bound) => bound,
             Err(error) => {
                 self.reserved.fetch_sub(1, Ordering::AcqRel);
@@ -139,7 +135,7 @@ impl Registry {
             self.settings.clone(),
             self.metrics.clone(),
         ));
-        tokio::spawn(pump(session.clone(), inbox).instrument(session.span().clone()));
+        binding.bind(&session);
         self.sessions
             .insert(session.id().to_owned(), session.clone());
         Metrics::inc(&self.metrics.sessions_created_total);
@@ -148,15 +144,16 @@ impl Registry {
         Ok(session)
     }
 
-    /// An upstream for a new session, and the channel its events arrive on.
+    /// An upstream for a new session, and the binding its events will reach the session by.
     fn bind_upstream(
         &self,
         credential: Option<HeaderValue>,
-    ) -> Result<(Upstream, mpsc::Receiver<UpstreamEvent>), UpstreamError> {
-        if let Some((stdio, inbox)) = self.take_warm() {
-            return Ok((Upstream::Stdio(stdio), inbox));
+    ) -> Result<(Upstream, Arc<Binding>), UpstreamError> {
+        if let Some((stdio, binding)) = self.take_warm() {
+            return Ok((Upstream::Stdio(stdio), binding));
         }
-        let (events, inbox) = mpsc::channel(UPSTREAM_EVENTS);
+        let binding = Arc::new(Binding::default());
+        let events: EventSink = binding.clone();
         let upstream = match (&self.upstream, &self.shared) {
             (_, Some(shared)) => Upstream::Shared(shared.attach(events)?),
             (UpstreamSpec::Stdio(spec) | UpstreamSpec::SharedStdio(spec), None) => {
@@ -176,11 +173,11 @@ impl Registry {
                 credential,
             )),
         };
-        Ok((upstream, inbox))
+        Ok((upstream, binding))
     }
 
     /// A child started ahead of time (`warm`), replaced at once; `None` without a pool.
-    fn take_warm(&self) -> Option<(StdioUpstream, mpsc::Receiver<UpstreamEvent>)> {
+    fn take_warm(&self) -> Option<(StdioUpstream, Arc<Binding>)> {
         let UpstreamSpec::Stdio(spec) = &self.upstream else {
             return None;
         };
@@ -191,10 +188,8 @@ impl Registry {
         let taken = loop {
             match pool.pop_front() {
                 // A waiting child says nothing before initialize; one that did has died.
-                Some((stdio, mut inbox)) => match inbox.try_recv() {
-                    Err(mpsc::error::TryRecvError::Empty) => break Some((stdio, inbox)),
-                    _ => stdio.release(),
-                },
+                Some((stdio, binding)) if binding.spoke_unbound() => stdio.release(),
+                Some(warm) => break Some(warm),
                 None => break None,
             }
         };
@@ -204,11 +199,11 @@ impl Registry {
 
     fn refill(&self, spec: &StdioSpec, pool: &mut WarmPool) {
         while pool.len() < spec.warm {
-            let (events, inbox) = mpsc::channel(UPSTREAM_EVENTS);
-            match StdioUpstream::spawn(spec, events, &self.upstream_tasks) {
+            let binding = Arc::new(Binding::default());
+            match StdioUpstream::spawn(spec, binding.clone(), &self.upstream_tasks) {
                 Ok(stdio) => {
                     Metrics::inc(&self.metrics.upstream_spawns_total);
-                    pool.push_back((stdio, inbox));
+                    pool.push_back((stdio, binding));
                 }
                 Err(error) => {
                     warn!(%error, "could not start a warm upstream");
@@ -324,9 +319,30 @@ impl Registry {
     }
 }
 
-/// Carries upstream events into the session until the upstream goes away.
-async fn pump(session: Arc<Session>, mut inbox: mpsc::Receiver<UpstreamEvent>) {
-    while let Some(event) = inbox.recv().await {
-        session.on_upstream(event);
+/// An upstream's way into its session, bound once the session exists (a warm child is started
+/// before its session is). Weak, so a session and its upstream do not keep each other alive.
+#[derive(Default)]
+pub struct Binding {
+    session: OnceLock<Weak<Session>>,
+    /// The upstream spoke before it was bound (a warm child that died while waiting).
+    spoke_unbound: AtomicBool,
+}
+
+impl Binding {
+    fn bind(&self, session: &Arc<Session>) {
+        let _ = self.session.set(Arc::downgrade(session));
+    }
+
+    fn spoke_unbound(&self) -> bool {
+        self.spoke_unbound.load(Ordering::Acquire)
+    }
+}
+
+impl Sink for Binding {
+    fn deliver(&self, event: UpstreamEvent) {
+        match self.session.get().and_then(Weak::upgrade) {
+            Some(session) => session.span().in_scope(|| session.on_upstream(event)),
+            None => self.spoke_unbound.store(true, Ordering::Release),
+        }
     }
 }

@@ -12,13 +12,13 @@ use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
 use serde_json::{json, Value};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn, Instrument};
 
 use super::http_client::{self, HttpClient, HttpSpec};
 use super::recall::Recall;
-use super::{UpstreamError, UpstreamEvent};
+use super::{EventSink, UpstreamError, UpstreamEvent};
 use crate::jsonrpc::{self, id_key, Kind, Message};
 use crate::sse;
 
@@ -33,7 +33,7 @@ pub struct SseUpstream {
 struct Inner {
     spec: HttpSpec,
     client: HttpClient,
-    events: mpsc::Sender<UpstreamEvent>,
+    events: EventSink,
     authorization: Option<HeaderValue>,
     released: CancellationToken,
     /// Where to POST: known once the current stream announced it.
@@ -64,7 +64,7 @@ impl SseUpstream {
     pub fn start(
         spec: &HttpSpec,
         client: HttpClient,
-        events: mpsc::Sender<UpstreamEvent>,
+        events: EventSink,
         authorization: Option<HeaderValue>,
     ) -> Self {
         let inner = Arc::new(Inner {
@@ -218,10 +218,8 @@ impl Inner {
                 return;
             }
         }
-        let _ = self
-            .events
-            .send(UpstreamEvent::Message(Box::new(message)))
-            .await;
+        self.events
+            .deliver(UpstreamEvent::Message(Box::new(message)));
     }
 
     /// POSTs one message to the current endpoint, waiting for one if the stream is re-opening.
@@ -333,10 +331,8 @@ impl Inner {
             let id: Value = serde_json::from_str(&key).unwrap_or(Value::Null);
             let error = jsonrpc::error_response(&id, jsonrpc::INTERNAL_ERROR, cause, None);
             if let Ok(message) = Message::parse(error) {
-                let _ = self
-                    .events
-                    .send(UpstreamEvent::Message(Box::new(message)))
-                    .await;
+                self.events
+                    .deliver(UpstreamEvent::Message(Box::new(message)));
             }
         }
     }
@@ -352,10 +348,8 @@ impl Inner {
         }
         let error = jsonrpc::error_response(&id, jsonrpc::INTERNAL_ERROR, cause, None);
         if let Ok(message) = Message::parse(error) {
-            let _ = self
-                .events
-                .send(UpstreamEvent::Message(Box::new(message)))
-                .await;
+            self.events
+                .deliver(UpstreamEvent::Message(Box::new(message)));
         }
     }
 }

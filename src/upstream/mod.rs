@@ -1,6 +1,7 @@
 //! Upstream adapters: how the proxy talks to the MCP server behind a session. Each kind turns
 //! the server's transport into two things: `send` (client→server messages, already addressed
-//! with upstream ids) and a channel of `UpstreamEvent`s (server→client messages, then the end).
+//! with upstream ids) and `UpstreamEvent`s delivered to a `Sink` (server→client messages, then
+//! the end), which the session layer implements.
 
 pub mod http_client;
 pub mod legacy_sse;
@@ -13,6 +14,15 @@ pub mod streamable_http;
 use bytes::Bytes;
 
 use crate::jsonrpc::Message;
+
+/// Where an upstream delivers what its server sends. The session layer implements it; an
+/// upstream calls it in the order the server spoke, and never while holding a lock of its own.
+pub trait Sink: Send + Sync {
+    fn deliver(&self, event: UpstreamEvent);
+}
+
+/// A shared handle to a sink.
+pub type EventSink = std::sync::Arc<dyn Sink>;
 
 /// What an upstream reports to its session.
 #[derive(Debug)]

@@ -6,22 +6,18 @@
 //! the child; later sessions are answered from its result.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use bytes::Bytes;
 use serde_json::value::{to_raw_value, RawValue};
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, Instrument};
+use tracing::debug;
 
 use super::stdio::{StdioSpec, StdioUpstream};
-use super::{UpstreamError, UpstreamEvent};
+use super::{EventSink, Sink, UpstreamError, UpstreamEvent};
 use crate::jsonrpc::{id_key, Kind, Message};
 use crate::metrics::Metrics;
-
-/// Child events buffered before the child waits.
-const CHILD_EVENTS: usize = 256;
 
 /// The one child of a server in `shared` isolation, and the sessions it serves.
 pub struct SharedStdio {
@@ -34,7 +30,7 @@ pub struct SharedStdio {
 #[derive(Default)]
 struct Mux {
     child: Option<StdioUpstream>,
-    sessions: HashMap<u64, mpsc::Sender<UpstreamEvent>>,
+    sessions: HashMap<u64, EventSink>,
     next_session: u64,
     next_id: u64,
     /// Requests in flight at the child, by the child-facing id.
@@ -51,6 +47,19 @@ struct Pending {
     id: Value,
     method: String,
     token: Option<String>,
+}
+
+/// The child's events, routed to the sessions they belong to (after the mux's lock is let go).
+struct Dispatch(Weak<SharedStdio>);
+
+impl Sink for Dispatch {
+    fn deliver(&self, event: UpstreamEvent) {
+        if let Some(mux) = self.0.upgrade() {
+            for (session, event) in mux.route(event) {
+                session.deliver(event);
+            }
+        }
+    }
 }
 
 /// One session's view of the shared child.
@@ -83,17 +92,12 @@ impl SharedStdio {
     }
 
     /// Joins a new session, starting the child if none is running.
-    pub fn attach(
-        self: &Arc<Self>,
-        events: mpsc::Sender<UpstreamEvent>,
-    ) -> Result<SharedHandle, UpstreamError> {
+    pub fn attach(self: &Arc<Self>, events: EventSink) -> Result<SharedHandle, UpstreamError> {
         let mut mux = self.lock();
         if mux.child.is_none() {
-            let (child_events, inbox) = mpsc::channel(CHILD_EVENTS);
-            mux.child = Some(StdioUpstream::spawn(&self.spec, child_events, &self.tasks)?);
+            let sink: EventSink = Arc::new(Dispatch(Arc::downgrade(self)));
+            mux.child = Some(StdioUpstream::spawn(&self.spec, sink, &self.tasks)?);
             Metrics::inc(&self.metrics.upstream_spawns_total);
-            let mux_ref = self.clone();
-            tokio::spawn(mux_ref.dispatch_all(inbox).in_current_span());
         }
         mux.next_session += 1;
         let session = mux.next_session;
@@ -104,16 +108,8 @@ impl SharedStdio {
         })
     }
 
-    async fn dispatch_all(self: Arc<Self>, mut inbox: mpsc::Receiver<UpstreamEvent>) {
-        while let Some(event) = inbox.recv().await {
-            for (sender, event) in self.route(event) {
-                let _ = sender.send(event).await;
-            }
-        }
-    }
-
     /// Where each child event goes.
-    fn route(&self, event: UpstreamEvent) -> Vec<(mpsc::Sender<UpstreamEvent>, UpstreamEvent)> {
+    fn route(&self, event: UpstreamEvent) -> Vec<(EventSink, UpstreamEvent)> {
         let mut mux = self.lock();
         let mut message = match event {
             UpstreamEvent::Message(message) => *message,
@@ -261,18 +257,14 @@ impl Mux {
             .map(|(_, p)| p.session)
     }
 
-    fn to(
-        &self,
-        session: u64,
-        event: UpstreamEvent,
-    ) -> Vec<(mpsc::Sender<UpstreamEvent>, UpstreamEvent)> {
+    fn to(&self, session: u64, event: UpstreamEvent) -> Vec<(EventSink, UpstreamEvent)> {
         self.sessions
             .get(&session)
             .map(|s| vec![(s.clone(), event)])
             .unwrap_or_default()
     }
 
-    fn to_all(&self, message: &Message) -> Vec<(mpsc::Sender<UpstreamEvent>, UpstreamEvent)> {
+    fn to_all(&self, message: &Message) -> Vec<(EventSink, UpstreamEvent)> {
         self.sessions
             .values()
             .map(|s| (s.clone(), UpstreamEvent::Message(Box::new(message.clone()))))
@@ -280,7 +272,7 @@ impl Mux {
     }
 
     /// A server request nobody caused still needs exactly one answer: the oldest session gets it.
-    fn to_any(&self, message: Message) -> Vec<(mpsc::Sender<UpstreamEvent>, UpstreamEvent)> {
+    fn to_any(&self, message: Message) -> Vec<(EventSink, UpstreamEvent)> {
         let oldest = self.sessions.keys().min().copied();
         oldest
             .map(|s| self.to(s, UpstreamEvent::Message(Box::new(message))))
@@ -313,7 +305,7 @@ impl SharedHandle {
             Plan::Forward(bytes) => child.ok_or(UpstreamError::Gone)?.send(bytes).await,
             Plan::Answer(answer) => {
                 if let Some(events) = session_events {
-                    let _ = events.send(UpstreamEvent::Message(Box::new(answer))).await;
+                    events.deliver(UpstreamEvent::Message(Box::new(answer)));
                 }
                 Ok(())
             }

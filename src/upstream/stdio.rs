@@ -19,7 +19,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn, Instrument};
 
 use super::lines::{Line, LineReader};
-use super::{UpstreamError, UpstreamEvent};
+use super::{EventSink, UpstreamError, UpstreamEvent};
 use crate::jsonrpc::{self, Message};
 
 /// How to start and stop a stdio server. Comes from configuration only.
@@ -74,11 +74,11 @@ pub struct StdioUpstream {
 }
 
 impl StdioUpstream {
-    /// Starts the child; its messages and its end arrive on `events`.
+    /// Starts the child; its messages and its end are delivered to `events`.
     /// The actor runs on `tasks`, so shutdown can wait for every child to be released.
     pub fn spawn(
         spec: &StdioSpec,
-        events: mpsc::Sender<UpstreamEvent>,
+        events: EventSink,
         tasks: &TaskTracker,
     ) -> Result<StdioUpstream, UpstreamError> {
         let mut child = Command::new(&spec.program)
@@ -149,7 +149,7 @@ struct Actor {
     released: CancellationToken,
     reader: JoinHandle<()>,
     tail: Arc<Mutex<VecDeque<String>>>,
-    events: mpsc::Sender<UpstreamEvent>,
+    events: EventSink,
     grace: Duration,
 }
 
@@ -176,7 +176,7 @@ impl Actor {
         let _ = (&mut self.reader).await;
         let cause = describe_exit(status, &self.tail);
         warn!(%cause, "upstream exited");
-        let _ = self.events.send(UpstreamEvent::Exited(cause.into())).await;
+        self.events.deliver(UpstreamEvent::Exited(cause.into()));
     }
 
     async fn write(&mut self, message: &[u8]) {
@@ -229,25 +229,13 @@ fn describe_exit(status: std::io::Result<ExitStatus>, tail: &Mutex<VecDeque<Stri
     }
 }
 
-async fn read_stdout(
-    stdout: tokio::process::ChildStdout,
-    max_line: usize,
-    events: mpsc::Sender<UpstreamEvent>,
-) {
+async fn read_stdout(stdout: tokio::process::ChildStdout, max_line: usize, events: EventSink) {
     let mut lines = LineReader::new(BufReader::new(stdout), max_line);
     loop {
         match lines.next_line().await {
             Ok(Some(Line::Text(line))) if line.iter().all(u8::is_ascii_whitespace) => {}
             Ok(Some(Line::Text(line))) => match Message::parse(Bytes::from(line)) {
-                Ok(message) => {
-                    if events
-                        .send(UpstreamEvent::Message(Box::new(message)))
-                        .await
-                        .is_err()
-                    {
-                        return;
-                    }
-                }
+                Ok(message) => events.deliver(UpstreamEvent::Message(Box::new(message))),
                 Err(error) => warn!(%error, "upstream wrote a line that is not JSON-RPC; dropped"),
             },
             Ok(Some(Line::TooLong { max, head })) => {
@@ -257,16 +245,10 @@ async fn read_stdout(
                     ?id,
                     "upstream wrote a message longer than max_line_bytes; dropped"
                 );
-                if events
-                    .send(UpstreamEvent::Oversized {
-                        id: id.map(Box::new),
-                        max,
-                    })
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
+                events.deliver(UpstreamEvent::Oversized {
+                    id: id.map(Box::new),
+                    max,
+                });
             }
             Ok(None) => return,
             Err(error) => {

@@ -14,13 +14,12 @@ use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn, Instrument};
 
 use super::http_client::{self, is_event_stream, HttpClient, HttpSpec};
 use super::recall::Recall;
-use super::{UpstreamError, UpstreamEvent};
+use super::{EventSink, UpstreamError, UpstreamEvent};
 use crate::jsonrpc::{self, Kind, Message};
 use crate::sse;
 
@@ -41,7 +40,7 @@ pub struct HttpUpstream {
 struct Inner {
     spec: HttpSpec,
     client: HttpClient,
-    events: mpsc::Sender<UpstreamEvent>,
+    events: EventSink,
     authorization: Option<HeaderValue>,
     released: CancellationToken,
     link: Mutex<Link>,
@@ -79,7 +78,7 @@ impl HttpUpstream {
     pub fn start(
         spec: &HttpSpec,
         client: HttpClient,
-        events: mpsc::Sender<UpstreamEvent>,
+        events: EventSink,
         authorization: Option<HeaderValue>,
     ) -> Self {
         HttpUpstream {
@@ -283,10 +282,8 @@ impl Inner {
                         }
                         if let Ok(message) = Message::parse(Bytes::from(event.data)) {
                             seen(&message);
-                            let _ = self
-                                .events
-                                .send(UpstreamEvent::Message(Box::new(message)))
-                                .await;
+                            self.events
+                                .deliver(UpstreamEvent::Message(Box::new(message)));
                         }
                     }
                     Ok(None) => break,
@@ -504,10 +501,8 @@ impl Inner {
     async fn forward(&self, body: Bytes) {
         match Message::parse(body) {
             Ok(message) => {
-                let _ = self
-                    .events
-                    .send(UpstreamEvent::Message(Box::new(message)))
-                    .await;
+                self.events
+                    .deliver(UpstreamEvent::Message(Box::new(message)));
             }
             Err(error) => {
                 warn!(%error, "the upstream server answered with something that is not JSON-RPC")
