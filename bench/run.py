@@ -161,9 +161,11 @@ def targets_for(stdio, direct_url, with_crates):
     supergateway = NODE_BENCH / "node_modules/supergateway/dist/index.js"
     launchers = [
         ("mcp-session-proxy (stdio)", lambda p: Target(
-            "ours", [str(PROXY), "--listen", f"127.0.0.1:{p}", "--stdio", quoted, "--warm", "2"], p), ""),
+            "ours", [str(PROXY), "--listen", f"127.0.0.1:{p}", "--stdio", quoted, "--warm", "2"], p,
+            env={"RUST_LOG": "warn"}), ""),
         ("mcp-session-proxy (HTTP)", lambda p: Target(
-            "ours-http", [str(PROXY), "--listen", f"127.0.0.1:{p}", "--http", direct_url], p), ""),
+            "ours-http", [str(PROXY), "--listen", f"127.0.0.1:{p}", "--http", direct_url], p,
+            env={"RUST_LOG": "warn"}), ""),
         ("supergateway 4.0.0", lambda p: Target(
             "supergateway", ["node", "--require", str(LOOPBACK), str(supergateway), "--stdio", quoted,
                              "--outputTransport", "streamableHttp", "--stateful", "--port", str(p),
@@ -179,7 +181,8 @@ def targets_for(stdio, direct_url, with_crates):
                 f'[proxy]\nname = "bench"\nseparator = "/"\n[proxy.listen]\nhost = "127.0.0.1"\nport = {p}\n'
                 f'[[backends]]\nname = "up"\ntransport = "stdio"\ncommand = {json.dumps(stdio[0])}\n'
                 f'args = {json.dumps(stdio[1:])}\n')
-            return Target("mcp-proxy-crates", [str(CRATES_PROXY), "--config", str(config)], p, path="/")
+            return Target("mcp-proxy-crates", [str(CRATES_PROXY), "--config", str(config)], p, path="/",
+                          env={"RUST_LOG": "warn"})
         launchers.append(("crates.io mcp-proxy 0.6.0", crates, "up/"))
     return launchers
 
@@ -291,7 +294,10 @@ def main():
     report = [f"# Benchmarks", "",
               f"Made by `bench/run.py{' --quick' if args.quick else ''}` on {datetime.date.today()}: {machine()}.",
               "Every target runs on this machine, bound to 127.0.0.1, driven by `mcp-bench` (Rust,",
-              "keep-alive connections, real sessions). Ratios compare targets of the same run.", ""]
+              "keep-alive connections, real sessions). Ratios compare targets of the same run. The two",
+              "Rust proxies run with `RUST_LOG=warn` (the crates.io one logs every message at its",
+              "default level); the Node peers with their defaults. On 2 cores the load generator,",
+              "the proxy and the server share the CPUs: figures at 8 and 32 sessions are CPU-bound.", ""]
     series, added = [], {}
     for upstream, stdio, tool, arguments, direct_launcher in upstreams():
         port = free_port()
