@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
 use tokio::time::{interval_at, Instant};
 use tokio_util::sync::CancellationToken;
@@ -122,17 +122,20 @@ async fn write(
                 () = &mut closing => return,
             },
         };
-        for chunk in frames(reader.stream(), &delivery) {
-            if chunks.send(chunk).await.is_err() {
-                return;
-            }
+        // One chunk per delivery: a replay of a thousand events is one write, not a thousand.
+        if chunks
+            .send(frames(reader.stream(), &delivery))
+            .await
+            .is_err()
+        {
+            return;
         }
     }
 }
 
-/// The SSE frames of one delivery: logged events with ids, invalidations without (they are
-/// synthesized again if the client loses them too).
-pub fn frames(stream: crate::session::log::StreamKey, delivery: &Delivery) -> Vec<Bytes> {
+/// The SSE frames of one delivery, as one chunk: logged events with ids, invalidations without
+/// (they are synthesized again if the client loses them too).
+pub fn frames(stream: crate::session::log::StreamKey, delivery: &Delivery) -> Bytes {
     let logged = delivery
         .events
         .iter()
@@ -148,5 +151,9 @@ pub fn frames(stream: crate::session::log::StreamKey, delivery: &Delivery) -> Ve
         .invalidations
         .iter()
         .map(|message| sse::event(None, message));
-    logged.chain(synthesized).collect()
+    let mut chunk = BytesMut::new();
+    for frame in logged.chain(synthesized) {
+        chunk.extend_from_slice(&frame);
+    }
+    chunk.freeze()
 }
