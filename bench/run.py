@@ -81,6 +81,11 @@ class Target:
         pids = [self.process.pid] + (descendants(self.process.pid) if with_children else [])
         return sum(rss_of(pid) for pid in pids)
 
+    def cpu_seconds(self):
+        """User + system CPU time used so far by the target itself."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self):
         if self.process.poll() is None:
             try:
@@ -190,25 +195,29 @@ def targets_for(stdio, direct_url, with_crates):
     return launchers
 
 
-def measure_calls(url, tool, arguments, calls):
+def measure_calls(target, tool, arguments, calls):
     results = {}
     for sessions in CONCURRENCY:
         per_session = max(calls // sessions, 20)
-        results[sessions] = bench("calls", "--url", url, "--sessions", sessions, "--calls", per_session,
+        cpu_before = target.cpu_seconds()
+        results[sessions] = bench("calls", "--url", target.url, "--sessions", sessions, "--calls", per_session,
                                   "--warmup", 20, "--tool", tool, "--arguments", json.dumps(arguments))
+        done = results[sessions]["calls"] + 20 * sessions
+        results[sessions]["cpu_us_per_call"] = (target.cpu_seconds() - cpu_before) * 1e6 / done
     return results
 
 
 def latency_table(name, rows, direct):
     lines = [f"### {name}: `tools/call` latency and throughput", "",
-             "| target | sessions | p50 µs | p99 µs | req/s | p50 ÷ direct | req/s ÷ direct |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             "| target | sessions | p50 µs | p99 µs | req/s | p50 ÷ direct | req/s ÷ direct | CPU µs/call |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for target, results in rows:
         for sessions, r in results.items():
             d = direct[sessions]
             lines.append(
                 f"| {target} | {sessions} | {r['p50_us']:.0f} | {r['p99_us']:.0f} | {r['throughput_rps']:.0f} "
-                f"| {r['p50_us'] / d['p50_us']:.2f} | {r['throughput_rps'] / d['throughput_rps']:.2f} |")
+                f"| {r['p50_us'] / d['p50_us']:.2f} | {r['throughput_rps'] / d['throughput_rps']:.2f} "
+                f"| {r['cpu_us_per_call']:.0f} |")
     return lines
 
 
@@ -312,7 +321,7 @@ def main():
         direct = direct_launcher(port)
         try:
             log(upstream, "direct")
-            direct_results = measure_calls(direct.url, tool, arguments, calls)
+            direct_results = measure_calls(direct, tool, arguments, calls)
             rows = [("direct (no proxy)", direct_results)]
             for name, launcher, prefix in targets_for(stdio, direct.url, not args.without_crates):
                 log(upstream, name)
@@ -322,7 +331,7 @@ def main():
                     log(name, "did not start:", error)
                     continue
                 try:
-                    rows.append((name, measure_calls(target.url, prefix + tool, arguments, calls)))
+                    rows.append((name, measure_calls(target, prefix + tool, arguments, calls)))
                 except subprocess.CalledProcessError as error:
                     log(name, "failed:", error.stderr)
                 finally:
@@ -335,6 +344,8 @@ def main():
         series += [(upstream, target, results) for target, results in rows]
 
     report += ["### Latency added by mcp-session-proxy over direct (HTTP upstream, one extra hop)", "",
+               "CPU µs/call (tables above) is the target process's own user+system time per call (its",
+               "children not included): the proxy's work, as opposed to waiting for the CPUs it shares.", "",
                "| upstream | sessions | added p50 µs | added p99 µs |", "|---|---:|---:|---:|"]
     for upstream, by_sessions in added.items():
         for sessions, a in by_sessions.items():

@@ -10,7 +10,6 @@ use common::{within, Proxy};
 use http::StatusCode;
 use mcp_session_proxy::session::id::Principal;
 use serde_json::json;
-use tokio::process::Command;
 
 async fn in_front_of(
     url: String,
@@ -210,23 +209,9 @@ async fn a_slow_upstream_is_an_error_within_the_request_timeout() {
 
 #[tokio::test]
 async fn typescript_sdk_client_through_the_proxy_to_server_everything_over_http() {
-    let node = common::node_dir();
     let (mut server, port) = common::server_everything("streamableHttp").await;
     let front = in_front_of(format!("http://127.0.0.1:{port}/mcp"), |_| {}).await;
-    let run = Command::new("node")
-        .arg(node.join("sdk_client.mjs"))
-        .args([&url_of(&front), "everything"])
-        .current_dir(&node)
-        .kill_on_drop(true)
-        .output();
-    let output = within("the SDK client", run).await.unwrap();
-    assert!(
-        output.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let report = common::sdk_client(&url_of(&front), &["everything"]).await;
     assert_eq!(report["echoed"], "Echo: hi");
     front.stop().await;
     server.kill().await.unwrap();

@@ -3,12 +3,9 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use common::{within, Proxy};
 use http::{Method, StatusCode};
 use serde_json::json;
-use tokio::process::Command;
 
 #[tokio::test]
 async fn the_stream_names_its_endpoint_answers_come_on_it_and_the_session_ends_with_it() {
@@ -94,26 +91,9 @@ async fn the_stream_names_its_endpoint_answers_come_on_it_and_the_session_ends_w
 
 #[tokio::test]
 async fn typescript_sdk_sse_client_through_the_legacy_front() {
-    let node = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/node");
-    assert!(
-        node.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
-        "run scripts/test"
-    );
     let proxy = Proxy::start().await;
-    let run = Command::new("node")
-        .arg(node.join("sdk_client.mjs"))
-        .args([&format!("http://{}/sse", proxy.addr()), "demo", "legacy"])
-        .current_dir(&node)
-        .kill_on_drop(true)
-        .output();
-    let output = within("the SDK client", run).await.unwrap();
-    assert!(
-        output.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let url = format!("http://{}/sse", proxy.addr());
+    let report = common::sdk_client(&url, &["demo", "legacy"]).await;
     assert_eq!(report["echoed"], "hi");
     assert_eq!(report["updated"], "demo://counter");
     proxy.stop().await;

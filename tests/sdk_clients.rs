@@ -13,15 +13,6 @@ use common::Proxy;
 use serde_json::Value;
 use tokio::process::Command;
 
-fn node_dir() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/node");
-    assert!(
-        dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
-        "the npm peers are not installed: run scripts/test (it runs `npm ci` in tests/node)"
-    );
-    dir
-}
-
 /// A proxy that closes streams mid-call (SEP-1699 polling), so clients must resume them.
 async fn polling_proxy() -> Proxy {
     Proxy::start_with(|c| {
@@ -33,15 +24,7 @@ async fn polling_proxy() -> Proxy {
 
 /// Runs the TypeScript SDK client script against the proxy and returns its JSON report.
 async fn run_sdk_client(proxy: &Proxy, args: &[&str]) -> Value {
-    let dir = node_dir();
-    let url = format!("http://{}/mcp", proxy.addr());
-    let mut command = Command::new("node");
-    command
-        .arg(dir.join("sdk_client.mjs"))
-        .arg(&url)
-        .args(args)
-        .current_dir(&dir);
-    run_client(command).await
+    common::sdk_client(&format!("http://{}/mcp", proxy.addr()), args).await
 }
 
 /// Runs a client program to completion and returns the JSON line it printed.
@@ -89,8 +72,8 @@ async fn typescript_sdk_client_in_front_of_the_demo_server_resumes_a_closed_stre
 
 #[tokio::test]
 async fn typescript_sdk_client_in_front_of_server_everything_over_stdio() {
-    let everything =
-        node_dir().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let everything = common::node_dir()
+        .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     let proxy = Proxy::start_with(|c| {
         c.upstream.stdio = Some(format!(
             "node {} stdio",

@@ -5,7 +5,6 @@ mod common;
 
 use common::{within, Proxy};
 use serde_json::json;
-use tokio::process::Command;
 
 async fn in_front_of_sse(url: String) -> Proxy {
     Proxy::start_with(|c| {
@@ -95,23 +94,9 @@ async fn a_cut_upstream_stream_is_reopened_re_initialized_and_re_subscribed() {
 
 #[tokio::test]
 async fn typescript_sdk_client_through_the_proxy_to_server_everything_over_sse() {
-    let node = common::node_dir();
     let (mut server, port) = common::server_everything("sse").await;
     let front = in_front_of_sse(format!("http://127.0.0.1:{port}/sse")).await;
-    let run = Command::new("node")
-        .arg(node.join("sdk_client.mjs"))
-        .args([&format!("http://{}/mcp", front.addr()), "everything"])
-        .current_dir(&node)
-        .kill_on_drop(true)
-        .output();
-    let output = within("the SDK client", run).await.unwrap();
-    assert!(
-        output.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let report = common::sdk_client(&format!("http://{}/mcp", front.addr()), &["everything"]).await;
     assert_eq!(report["echoed"], "Echo: hi");
     front.stop().await;
     server.kill().await.unwrap();

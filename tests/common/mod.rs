@@ -401,3 +401,25 @@ pub async fn server_everything(mode: &str) -> (tokio::process::Child, u16) {
     .await;
     (child, port)
 }
+
+/// Runs the official TypeScript SDK client script (tests/node/sdk_client.mjs) against `url` and
+/// returns the JSON line it printed; fails the test with its output if it fails.
+pub async fn sdk_client(url: &str, args: &[&str]) -> serde_json::Value {
+    let node = node_dir();
+    let run = tokio::process::Command::new("node")
+        .arg(node.join("sdk_client.mjs"))
+        .arg(url)
+        .args(args)
+        .current_dir(&node)
+        .kill_on_drop(true)
+        .output();
+    let output = within("the TypeScript SDK client", run).await.unwrap();
+    assert!(
+        output.status.success(),
+        "the SDK client failed ({}):\n{}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("a JSON report")
+}
