@@ -5,11 +5,16 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, Request, Response, Uri};
+use http_body_util::BodyExt;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use crate::sse;
 
 /// The pooled HTTP client shared by every HTTP upstream.
 pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
@@ -75,4 +80,40 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// An SSE response body read event by event.
+pub struct EventStream {
+    body: Incoming,
+    decoder: sse::Decoder,
+}
+
+impl EventStream {
+    pub fn new(body: Incoming, max_event_bytes: usize) -> EventStream {
+        EventStream {
+            body,
+            decoder: sse::Decoder::new(max_event_bytes),
+        }
+    }
+
+    /// The next event; `None` once the body ends or breaks, cannot be decoded, or `stop` fires.
+    pub async fn next(&mut self, stop: &CancellationToken) -> Option<sse::Event> {
+        loop {
+            match self.decoder.next_event() {
+                Ok(Some(event)) => return Some(event),
+                Ok(None) => {}
+                Err(error) => {
+                    warn!(%error, "unreadable upstream event stream");
+                    return None;
+                }
+            }
+            let frame = tokio::select! {
+                frame = self.body.frame() => frame,
+                () = stop.cancelled() => return None,
+            };
+            if let Ok(data) = frame?.ok()?.into_data() {
+                self.decoder.feed(&data);
+            }
+        }
+    }
 }

@@ -16,11 +16,10 @@ use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn, Instrument};
 
-use super::http_client::{self, HttpClient, HttpSpec};
+use super::http_client::{self, EventStream, HttpClient, HttpSpec};
 use super::recall::Recall;
 use super::{EventSink, UpstreamError, UpstreamEvent};
 use crate::jsonrpc::{self, id_key, Kind, Message};
-use crate::sse;
 
 const RECONNECT: Duration = Duration::from_secs(1);
 const MAX_RECONNECT: Duration = Duration::from_secs(5);
@@ -122,34 +121,26 @@ impl Inner {
         let mut failures = 0u32;
         while !self.released.is_cancelled() {
             match self.open().await {
-                Ok(mut body) => {
+                Ok(body) => {
                     failures = 0;
-                    let mut decoder = sse::Decoder::new(self.spec.max_event_bytes);
+                    let mut events = EventStream::new(body, self.spec.max_event_bytes);
                     let mut reestablished = !established_before;
-                    loop {
-                        let frame = tokio::select! {
-                            frame = body.frame() => frame,
-                            () = self.released.cancelled() => return,
-                        };
-                        let Some(Ok(frame)) = frame else { break };
-                        let Ok(data) = frame.into_data() else {
-                            continue;
-                        };
-                        decoder.feed(&data);
-                        while let Ok(Some(event)) = decoder.next_event() {
-                            if event.event.as_deref() == Some("endpoint") {
-                                let url = resolve(&self.spec.url, event.data.trim());
-                                if reestablished {
-                                    self.endpoint.send_replace(url);
-                                } else if let Some(url) = url {
-                                    // Client traffic waits until the session is back.
-                                    reestablished = true;
-                                    tokio::spawn(self.clone().reestablish(url).in_current_span());
-                                }
-                            } else if !event.data.is_empty() {
-                                self.receive(Bytes::from(event.data)).await;
+                    while let Some(event) = events.next(&self.released).await {
+                        if event.event.as_deref() == Some("endpoint") {
+                            let url = resolve(&self.spec.url, event.data.trim());
+                            if reestablished {
+                                self.endpoint.send_replace(url);
+                            } else if let Some(url) = url {
+                                // Client traffic waits until the session is back.
+                                reestablished = true;
+                                tokio::spawn(self.clone().reestablish(url).in_current_span());
                             }
+                        } else if !event.data.is_empty() {
+                            self.receive(Bytes::from(event.data)).await;
                         }
+                    }
+                    if self.released.is_cancelled() {
+                        return;
                     }
                     established_before = true;
                     self.endpoint.send_replace(None);

@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn, Instrument};
 
-use super::http_client::{self, is_event_stream, HttpClient, HttpSpec};
+use super::http_client::{self, is_event_stream, EventStream, HttpClient, HttpSpec};
 use super::recall::Recall;
 use super::{EventSink, UpstreamError, UpstreamEvent};
 use crate::jsonrpc::{self, Kind, Message};
@@ -224,7 +224,7 @@ impl Inner {
         let mut retry = None;
         let mut body = response.into_body();
         for resumption in 0..=POST_RESUMPTIONS {
-            self.read_stream(&mut body, &mut last_id, &mut retry, |m| {
+            self.read_stream(body, &mut last_id, &mut retry, |m| {
                 if m.kind() == Kind::Response && m.id() == wanted.as_ref() {
                     answered = true;
                 }
@@ -252,46 +252,26 @@ impl Inner {
     /// Reads SSE events from `body` until it ends, forwarding each message.
     async fn read_stream(
         &self,
-        body: &mut Incoming,
+        body: Incoming,
         last_id: &mut Option<String>,
         retry: &mut Option<Duration>,
         mut seen: impl FnMut(&Message),
     ) {
-        let mut decoder = sse::Decoder::new(self.spec.max_event_bytes);
-        loop {
-            let frame = tokio::select! {
-                frame = body.frame() => frame,
-                () = self.released.cancelled() => return,
-            };
-            let Some(Ok(frame)) = frame else { return };
-            let Ok(data) = frame.into_data() else {
+        let mut events = EventStream::new(body, self.spec.max_event_bytes);
+        while let Some(event) = events.next(&self.released).await {
+            if let Some(id) = event.id {
+                *last_id = Some(id);
+            }
+            if let Some(ms) = event.retry {
+                *retry = Some(Duration::from_millis(ms));
+            }
+            if event.data.is_empty() {
                 continue;
-            };
-            decoder.feed(&data);
-            loop {
-                match decoder.next_event() {
-                    Ok(Some(event)) => {
-                        if let Some(id) = event.id {
-                            *last_id = Some(id);
-                        }
-                        if let Some(ms) = event.retry {
-                            *retry = Some(Duration::from_millis(ms));
-                        }
-                        if event.data.is_empty() {
-                            continue;
-                        }
-                        if let Ok(message) = Message::parse(Bytes::from(event.data)) {
-                            seen(&message);
-                            self.events
-                                .deliver(UpstreamEvent::Message(Box::new(message)));
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(error) => {
-                        warn!(%error, "unreadable upstream event stream");
-                        return;
-                    }
-                }
+            }
+            if let Ok(message) = Message::parse(Bytes::from(event.data)) {
+                seen(&message);
+                self.events
+                    .deliver(UpstreamEvent::Message(Box::new(message)));
             }
         }
     }
@@ -305,8 +285,7 @@ impl Inner {
             match self.get_stream(last_id.as_deref()).await {
                 Ok(Some(response)) => {
                     failures = 0;
-                    let mut body = response.into_body();
-                    self.read_stream(&mut body, &mut last_id, &mut retry, |_| {})
+                    self.read_stream(response.into_body(), &mut last_id, &mut retry, |_| {})
                         .await;
                 }
                 Ok(None) => return, // no GET stream offered (405)
