@@ -3,20 +3,8 @@
 
 mod common;
 
-use common::{server_everything, within, Proxy, Reply};
+use common::{server_everything, within, Proxy};
 use serde_json::json;
-
-async fn next_method(stream: &mut Reply, method: &str) -> serde_json::Value {
-    within(method, async {
-        loop {
-            let received = stream.next_message().await.expect("the stream stays open");
-            if received.message["method"] == method {
-                return received.message;
-            }
-        }
-    })
-    .await
-}
 
 async fn scenario(mode: &str) {
     let (mut server, port) = server_everything(mode).await;
@@ -47,7 +35,9 @@ async fn scenario(mode: &str) {
     client
         .call_tool("toggle-subscriber-updates", json!({}))
         .await;
-    let update = next_method(&mut events, "notifications/resources/updated").await;
+    let update = events
+        .next_with_method("notifications/resources/updated")
+        .await;
     assert_eq!(update["params"]["uri"], uri, "{mode}");
 
     let mut call = client

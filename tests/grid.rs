@@ -40,18 +40,6 @@ async fn proxies(upstream: Upstream) -> (Proxy, Option<Proxy>) {
     (front, behind)
 }
 
-async fn next_method(stream: &mut Reply, method: &str) -> Value {
-    within(method, async {
-        loop {
-            let received = stream.next_message().await.expect("the stream stays open");
-            if received.message["method"] == method {
-                return received.message;
-            }
-        }
-    })
-    .await
-}
-
 async fn streamable_http_scenario(upstream: Upstream) {
     let (front, behind) = proxies(upstream).await;
     let mut client = front.initialized_client("2025-11-25").await;
@@ -65,7 +53,9 @@ async fn streamable_http_scenario(upstream: Upstream) {
         .await;
     let mut events = client.get(None).await;
     assert_eq!(client.call_tool("counter", json!({})).await, "1");
-    let update = next_method(&mut events, "notifications/resources/updated").await;
+    let update = events
+        .next_with_method("notifications/resources/updated")
+        .await;
     assert_eq!(update["params"]["uri"], "demo://counter", "{upstream:?}");
 
     let mut call = client
@@ -135,7 +125,9 @@ async fn legacy_sse_scenario(upstream: Upstream) {
     post(json!({ "jsonrpc": "2.0", "id": 3, "method": "resources/subscribe", "params": { "uri": "demo://counter" } })).await;
     next_answer(&mut stream, 3).await;
     post(json!({ "jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": { "name": "counter", "arguments": {} } })).await;
-    let update = next_method(&mut stream, "notifications/resources/updated").await;
+    let update = stream
+        .next_with_method("notifications/resources/updated")
+        .await;
     assert_eq!(update["params"]["uri"], "demo://counter", "{upstream:?}");
     drop(stream);
     front.stop().await;

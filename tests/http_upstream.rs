@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{within, Proxy};
+use common::{eventually, within, Proxy};
 use http::StatusCode;
 use mcp_session_proxy::session::id::Principal;
 use serde_json::json;
@@ -62,21 +62,16 @@ async fn sessions_calls_and_notifications_go_through_an_http_upstream() {
         .await;
     let mut events = a.get(None).await;
     a.call_tool("counter", json!({})).await;
-    let update = within("the update", async {
-        loop {
-            let received = events.next_message().await.expect("the stream stays open");
-            if received.message["method"] == "notifications/resources/updated" {
-                return received;
-            }
-        }
-    })
-    .await;
-    assert_eq!(update.message["params"]["uri"], "demo://counter");
+    let update = events
+        .next_with_method("notifications/resources/updated")
+        .await;
+    assert_eq!(update["params"]["uri"], "demo://counter");
 
     assert_eq!(a.delete().await, StatusCode::OK);
-    while upstream.metric("mcp_proxy_sessions_open") != 1 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually("the upstream session to be deleted", || {
+        upstream.metric("mcp_proxy_sessions_open") == 1
+    })
+    .await;
     front.stop().await;
     upstream.stop().await;
 }
@@ -133,16 +128,10 @@ async fn a_restarted_upstream_is_re_initialized_and_re_subscribed_transparently(
     );
     let mut events = client.get(None).await;
     client.call_tool("counter", json!({})).await;
-    let update = within("the update after re-subscription", async {
-        loop {
-            let received = events.next_message().await.expect("open");
-            if received.message["method"] == "notifications/resources/updated" {
-                return received;
-            }
-        }
-    })
-    .await;
-    assert_eq!(update.message["params"]["uri"], "demo://counter");
+    let update = events
+        .next_with_method("notifications/resources/updated")
+        .await;
+    assert_eq!(update["params"]["uri"], "demo://counter", "re-subscribed");
     front.stop().await;
     upstream.stop().await;
 }

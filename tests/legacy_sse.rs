@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{within, Proxy};
+use common::{eventually, within, Proxy};
 use http::{Method, StatusCode};
 use serde_json::json;
 
@@ -79,9 +79,10 @@ async fn the_stream_names_its_endpoint_answers_come_on_it_and_the_session_ends_w
     assert_eq!(seen[2]["id"], 2);
 
     drop(stream);
-    while proxy.metric("mcp_proxy_sessions_open") != 0 {
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    eventually("the session to end with its stream", || {
+        proxy.metric("mcp_proxy_sessions_open") == 0
+    })
+    .await;
     assert_eq!(
         post(json!({ "jsonrpc": "2.0", "id": 3, "method": "ping" })).await,
         StatusCode::NOT_FOUND

@@ -3,24 +3,12 @@
 
 mod common;
 
-use common::{within, Proxy, Reply};
+use common::{within, Proxy};
 use mcp_session_proxy::config::Isolation;
 use serde_json::{json, Value};
 
 async fn shared_proxy() -> Proxy {
     Proxy::start_with(|c| c.upstream.isolation = Isolation::Shared).await
-}
-
-async fn next_update(stream: &mut Reply) -> Value {
-    within("an update", async {
-        loop {
-            let received = stream.next_message().await.expect("the stream stays open");
-            if received.message["method"] == "notifications/resources/updated" {
-                return received.message["params"]["uri"].clone();
-            }
-        }
-    })
-    .await
 }
 
 #[tokio::test]
@@ -59,15 +47,27 @@ async fn updates_reach_only_subscribers_and_subscriptions_are_counted() {
     let mut c_events = c.get(None).await;
 
     c.call_tool("counter", json!({})).await;
-    assert_eq!(next_update(&mut a_events).await, "demo://counter");
-    assert_eq!(next_update(&mut b_events).await, "demo://counter");
+    assert_eq!(
+        a_events
+            .next_with_method("notifications/resources/updated")
+            .await["params"]["uri"],
+        "demo://counter"
+    );
+    assert_eq!(
+        b_events
+            .next_with_method("notifications/resources/updated")
+            .await["params"]["uri"],
+        "demo://counter"
+    );
     c.call_tool(
         "emit_updates",
         json!({ "uris": ["demo://c-only"], "count": 1 }),
     )
     .await;
     assert_eq!(
-        next_update(&mut c_events).await,
+        c_events
+            .next_with_method("notifications/resources/updated")
+            .await["params"]["uri"],
         "demo://c-only",
         "c saw nothing of demo://counter"
     );
@@ -76,7 +76,12 @@ async fn updates_reach_only_subscribers_and_subscriptions_are_counted() {
     a.request("resources/unsubscribe", json!({ "uri": "demo://counter" }))
         .await;
     a.call_tool("counter", json!({})).await;
-    assert_eq!(next_update(&mut b_events).await, "demo://counter");
+    assert_eq!(
+        b_events
+            .next_with_method("notifications/resources/updated")
+            .await["params"]["uri"],
+        "demo://counter"
+    );
     a.request("resources/subscribe", json!({ "uri": "demo://a-marker" }))
         .await;
     a.call_tool(
@@ -85,7 +90,9 @@ async fn updates_reach_only_subscribers_and_subscriptions_are_counted() {
     )
     .await;
     assert_eq!(
-        next_update(&mut a_events).await,
+        a_events
+            .next_with_method("notifications/resources/updated")
+            .await["params"]["uri"],
         "demo://a-marker",
         "a got no more counter updates"
     );

@@ -14,18 +14,6 @@ async fn in_front_of_sse(url: String) -> Proxy {
     .await
 }
 
-async fn next_update(events: &mut common::Reply) -> serde_json::Value {
-    within("an update", async {
-        loop {
-            let received = events.next_message().await.expect("the stream stays open");
-            if received.message["method"] == "notifications/resources/updated" {
-                return received.message;
-            }
-        }
-    })
-    .await
-}
-
 #[tokio::test]
 async fn sessions_calls_notifications_and_resume_through_an_sse_upstream() {
     let upstream = Proxy::start().await; // the demo behind a legacy front
@@ -45,7 +33,9 @@ async fn sessions_calls_notifications_and_resume_through_an_sse_upstream() {
     let mut events = a.get(None).await;
     a.call_tool("counter", json!({})).await;
     assert_eq!(
-        next_update(&mut events).await["params"]["uri"],
+        events
+            .next_with_method("notifications/resources/updated")
+            .await["params"]["uri"],
         "demo://counter"
     );
 
@@ -84,7 +74,9 @@ async fn a_cut_upstream_stream_is_reopened_re_initialized_and_re_subscribed() {
         "a new upstream session (a new server process), transparently initialized"
     );
     assert_eq!(
-        next_update(&mut events).await["params"]["uri"],
+        events
+            .next_with_method("notifications/resources/updated")
+            .await["params"]["uri"],
         "demo://counter",
         "re-subscribed"
     );

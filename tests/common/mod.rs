@@ -332,6 +332,20 @@ impl Reply {
         }
     }
 
+    /// The next message with `method`, skipping others; fails the test if the stream ends first
+    /// or none comes within the usual bound.
+    pub async fn next_with_method(&mut self, method: &str) -> Value {
+        within(method, async {
+            loop {
+                let received = self.next_message().await.expect("the stream stays open");
+                if received.message["method"] == method {
+                    return received.message;
+                }
+            }
+        })
+        .await
+    }
+
     /// Every remaining message until the stream ends.
     pub async fn remaining_messages(&mut self) -> Vec<Received> {
         let mut all = Vec::new();
@@ -353,6 +367,17 @@ impl Reply {
         }
         panic!("the SSE stream ended without a response");
     }
+}
+
+/// Waits until `condition` holds (for effects the test cannot await directly, such as another
+/// process reacting), failing the test if it does not within the usual bound.
+pub async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    within(what, async {
+        while !condition() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
 }
 
 /// Bounds a wait that should finish quickly, so a regression fails instead of hanging.
