@@ -62,11 +62,33 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         missed: usize,
     },
+    /// A do-nothing TCP relay (one thread, bytes copied both ways): the floor of any user-space
+    /// hop on this machine, to put the proxy's added latency in proportion. Prints the address
+    /// it listens on, then runs until killed.
+    Relay {
+        #[arg(long)]
+        listen: std::net::SocketAddr,
+        #[arg(long)]
+        to: std::net::SocketAddr,
+    },
 }
 
-#[tokio::main]
-async fn main() -> Result<(), String> {
-    let report = match Cli::parse().command {
+fn main() -> Result<(), String> {
+    let cli = Cli::parse();
+    if let Command::Relay { listen, to } = cli.command {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        return runtime.block_on(relay(listen, to));
+    }
+    tokio::runtime::Runtime::new()
+        .map_err(|e| e.to_string())?
+        .block_on(run(cli.command))
+}
+
+async fn run(command: Command) -> Result<(), String> {
+    let report = match command {
         Command::Calls {
             url,
             sessions,
@@ -81,9 +103,29 @@ async fn main() -> Result<(), String> {
         Command::Idle { url, sessions } => idle(&url, sessions).await?,
         Command::Log { events } => log_bench(events),
         Command::Resume { url, missed } => resume(&url, missed).await?,
+        Command::Relay { .. } => unreachable!("handled in main"),
     };
     println!("{report}");
     Ok(())
+}
+
+async fn relay(listen: std::net::SocketAddr, to: std::net::SocketAddr) -> Result<(), String> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| e.to_string())?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    println!("{}", json!({ "listening": bound.to_string() }));
+    loop {
+        let (mut inbound, _) = listener.accept().await.map_err(|e| e.to_string())?;
+        tokio::spawn(async move {
+            let Ok(mut outbound) = tokio::net::TcpStream::connect(to).await else {
+                return;
+            };
+            let _ = inbound.set_nodelay(true);
+            let _ = outbound.set_nodelay(true);
+            let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+        });
+    }
 }
 
 /// One client session.

@@ -159,6 +159,11 @@ pub struct Cli {
     /// and exit [default: 10s].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub shutdown_timeout: Option<Duration>,
+
+    /// Threads serving connections: 0 = one per CPU; 1 = a single-threaded runtime, the least
+    /// CPU per request (no cross-thread wake-ups), for sidecars [default: 0].
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -197,6 +202,8 @@ pub struct Config {
     pub log_format: LogFormat,
     #[serde(deserialize_with = "duration")]
     pub shutdown_timeout: Duration,
+    /// Runtime threads: 0 = one per CPU, 1 = single-threaded.
+    pub workers: usize,
     pub upstream: UpstreamConfig,
     pub session: SessionConfig,
     pub http: HttpConfig,
@@ -277,6 +284,7 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8787)),
             log_format: LogFormat::Text,
             shutdown_timeout: Duration::from_secs(10),
+            workers: 0,
             upstream: UpstreamConfig::default(),
             session: SessionConfig::default(),
             http: HttpConfig::default(),
@@ -367,6 +375,7 @@ impl Config {
         set(&mut self.listen, &cli.listen);
         set(&mut self.log_format, &cli.log_format);
         set(&mut self.shutdown_timeout, &cli.shutdown_timeout);
+        set(&mut self.workers, &cli.workers);
         // One server is fronted: naming one on the command line replaces the file's.
         if cli.stdio.is_some() || cli.http.is_some() || cli.sse.is_some() {
             self.upstream.stdio = cli.stdio.clone();

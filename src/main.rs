@@ -5,15 +5,33 @@ use mcp_session_proxy::config::{Cli, Command, Config, LogFormat};
 use mcp_session_proxy::{demo, server};
 use tracing_subscriber::EnvFilter;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Some(Command::DemoServer { http: None }) => return demo::run().await,
-        Some(Command::DemoServer { http: Some(listen) }) => return demo_over_http(listen).await,
+        Some(Command::DemoServer { http: None }) => return runtime(0)?.block_on(demo::run()),
+        Some(Command::DemoServer { http: Some(listen) }) => {
+            return runtime(0)?.block_on(demo_over_http(listen))
+        }
         None => {}
     }
     let config = Config::load(&cli)?;
+    runtime(config.workers)?.block_on(run(config))
+}
+
+/// `workers` threads (0: one per CPU); one means a current-thread runtime, where no request
+/// ever wakes another thread.
+fn runtime(workers: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = match workers {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    if workers > 1 {
+        builder.worker_threads(workers);
+    }
+    builder.enable_all().build()
+}
+
+async fn run(config: Config) -> anyhow::Result<()> {
     init_logging(config.log_format);
     let running = server::start(&config).await?;
     tracing::info!(addr = %running.addr, upstream = %config.upstream_spec()?.display(), "listening on http://{}/mcp", running.addr);

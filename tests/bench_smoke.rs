@@ -1,10 +1,11 @@
 //! The benchmark harness in smoke mode (tiny counts): every measurement `bench/run` takes still
-//! runs and reports sane figures.
+//! runs and reports sane figures, and the relay it uses as the floor of a hop passes calls through.
 
 mod common;
 
 use common::{within, Proxy};
 use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
 async fn bench(args: &[&str]) -> Value {
@@ -56,6 +57,42 @@ async fn every_measurement_runs_in_smoke_mode() {
 
     let idle = bench(&["idle", "--url", &url, "--sessions", "5"]).await;
     assert_eq!(idle["sessions"], 5);
+
+    let mut relay = Command::new(env!("CARGO_BIN_EXE_mcp-bench"))
+        .args([
+            "relay",
+            "--listen",
+            "127.0.0.1:0",
+            "--to",
+            &proxy.addr().to_string(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(relay.stdout.take().unwrap()).lines();
+    let line = within("the relay's address", lines.next_line())
+        .await
+        .unwrap()
+        .unwrap();
+    let listening: Value = serde_json::from_str(&line).unwrap();
+    let relayed_url = format!("http://{}/mcp", listening["listening"].as_str().unwrap());
+    let relayed = bench(&[
+        "calls",
+        "--url",
+        &relayed_url,
+        "--calls",
+        "10",
+        "--warmup",
+        "1",
+    ])
+    .await;
+    assert_eq!(
+        relayed["errors"], 0,
+        "the relay passes calls through untouched"
+    );
+    assert_eq!(relayed["calls"], 10);
+    relay.kill().await.unwrap();
 
     let log = bench(&["log", "--events", "5000"]).await;
     assert_eq!(log["replayed_per_round"], 1000);

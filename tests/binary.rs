@@ -1,5 +1,6 @@
 //! The real binary, as an operator runs it: JSON logs with a span per session, and SIGTERM
-//! (streams told when to reconnect and closed, the server released, a clean exit in time).
+//! (streams told when to reconnect and closed, the server released, a clean exit in time), on
+//! the multi-threaded runtime and on a single thread.
 
 mod common;
 
@@ -32,6 +33,15 @@ fn children_of(parent: u32) -> Vec<i32> {
 
 #[tokio::test]
 async fn sigterm_closes_streams_with_retry_releases_servers_and_exits_cleanly() {
+    serve_then_sigterm("0").await;
+}
+
+#[tokio::test]
+async fn a_single_threaded_proxy_serves_and_stops_the_same_way() {
+    serve_then_sigterm("1").await;
+}
+
+async fn serve_then_sigterm(workers: &str) {
     let mut proxy = Command::new(DEMO)
         .args([
             "--listen",
@@ -40,6 +50,8 @@ async fn sigterm_closes_streams_with_retry_releases_servers_and_exits_cleanly() 
             "json",
             "--shutdown-timeout",
             "5s",
+            "--workers",
+            workers,
         ])
         .env("RUST_LOG", "info")
         .stdout(Stdio::null())

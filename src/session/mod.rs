@@ -258,7 +258,7 @@ impl Session {
     /// Sends a client request upstream under a fresh upstream id and opens the stream its
     /// answer will be logged on.
     pub async fn call(&self, mut request: Message) -> Result<StreamKey, SessionError> {
-        let (stream, upstream_id, wire) = {
+        let (stream, upstream_id, outgoing) = {
             let mut state = self.lock();
             if let Some(cause) = &state.upstream_failure {
                 return Err(SessionError::UpstreamFailed(cause.clone()));
@@ -313,9 +313,9 @@ impl Session {
                 },
             );
             request.set_id(Value::from(upstream_id));
-            (stream, upstream_id, request.to_bytes())
+            (stream, upstream_id, request)
         };
-        if let Err(error) = self.upstream.send(wire).await {
+        if let Err(error) = self.upstream.send(outgoing).await {
             self.lock().finish(upstream_id);
             return Err(error.into());
         }
@@ -399,7 +399,7 @@ impl Session {
             }
             state.last_active = Instant::now();
         }
-        Ok(self.upstream.send(message.to_bytes()).await?)
+        Ok(self.upstream.send(message).await?)
     }
 
     /// Forgets a stream whose messages were handed over in a form no client can resume.

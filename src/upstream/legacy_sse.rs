@@ -79,11 +79,11 @@ impl SseUpstream {
         SseUpstream { inner }
     }
 
-    pub async fn send(&self, wire: Bytes) -> Result<(), UpstreamError> {
+    pub async fn send(&self, message: Message) -> Result<(), UpstreamError> {
         if self.inner.released.is_cancelled() {
             return Err(UpstreamError::Gone);
         }
-        let message = Message::parse(wire.clone()).map_err(|_| UpstreamError::Gone)?;
+        let wire = message.to_bytes();
         {
             let mut state = self.inner.lock();
             state.recall.note(&message);

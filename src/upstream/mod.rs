@@ -11,8 +11,6 @@ pub mod shared;
 pub mod stdio;
 pub mod streamable_http;
 
-use bytes::Bytes;
-
 use crate::jsonrpc::Message;
 
 /// Where an upstream delivers what its server sends. The session layer implements it; an
@@ -84,9 +82,9 @@ pub enum Upstream {
 
 impl Upstream {
     /// Sends one message; the bytes are a complete JSON-RPC message.
-    pub async fn send(&self, message: Bytes) -> Result<(), UpstreamError> {
+    pub async fn send(&self, message: Message) -> Result<(), UpstreamError> {
         match self {
-            Upstream::Stdio(stdio) => stdio.send(message).await,
+            Upstream::Stdio(stdio) => stdio.send(message.to_bytes()).await,
             Upstream::Shared(shared) => shared.send(message).await,
             Upstream::Http(http) => http.send(message).await,
             Upstream::Sse(sse) => sse.send(message).await,

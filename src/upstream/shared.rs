@@ -290,8 +290,8 @@ enum Plan {
 }
 
 impl SharedHandle {
-    pub async fn send(&self, wire: Bytes) -> Result<(), UpstreamError> {
-        let mut message = Message::parse(wire.clone()).map_err(|_| UpstreamError::Gone)?;
+    pub async fn send(&self, mut message: Message) -> Result<(), UpstreamError> {
+        let wire = message.to_bytes();
         let (plan, child, session_events) = {
             let mut mux = self.mux.lock();
             let plan = self.plan(&mut mux, &mut message, wire);

@@ -95,11 +95,11 @@ impl HttpUpstream {
     }
 
     /// Queues one message; its answer arrives as events.
-    pub async fn send(&self, wire: Bytes) -> Result<(), UpstreamError> {
+    pub async fn send(&self, message: Message) -> Result<(), UpstreamError> {
         if self.inner.released.is_cancelled() {
             return Err(UpstreamError::Gone);
         }
-        let message = Message::parse(wire.clone()).map_err(|_| UpstreamError::Gone)?;
+        let wire = message.to_bytes();
         self.inner.remember(&message);
         let inner = self.inner.clone();
         tokio::spawn(async move { inner.deliver(message, wire).await }.in_current_span());
