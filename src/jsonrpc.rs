@@ -69,6 +69,16 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
 impl Message {
     /// Parses one message. A JSON array (a 2025-03-26 batch) is refused as not JSON-RPC.
     pub fn parse(bytes: Bytes) -> Result<Message, ParseError> {
+        Message::parse_checking(bytes, true)
+    }
+
+    /// Like `parse`, but a missing `"jsonrpc"` member is accepted (a wrong one is not): for
+    /// messages the proxy answers itself, whose published examples leave it out.
+    pub fn parse_without_version(bytes: Bytes) -> Result<Message, ParseError> {
+        Message::parse_checking(bytes, false)
+    }
+
+    fn parse_checking(bytes: Bytes, version_required: bool) -> Result<Message, ParseError> {
         let wire: Wire = serde_json::from_slice(&bytes).map_err(|e| match e.classify() {
             serde_json::error::Category::Data => ParseError::NotJsonRpc(
                 if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
@@ -79,7 +89,7 @@ impl Message {
             ),
             _ => ParseError::Json(e.to_string()),
         })?;
-        if wire.jsonrpc.as_deref() != Some("2.0") {
+        if wire.jsonrpc.as_deref() != Some("2.0") && (version_required || wire.jsonrpc.is_some()) {
             return Err(ParseError::NotJsonRpc("\"jsonrpc\" must be \"2.0\"".into()));
         }
         match &wire.id {
@@ -166,6 +176,12 @@ impl Message {
         self.raw = None;
     }
 
+    /// Replaces the result; the message is re-encoded on the next `to_bytes`.
+    pub fn set_result(&mut self, result: Box<RawValue>) {
+        self.result = Some(result);
+        self.raw = None;
+    }
+
     /// Deserialises the params into `T` (absent params read as `{}`).
     pub fn params_as<'a, T: Deserialize<'a>>(&'a self) -> Option<T> {
         let raw = self.params.as_deref().map(RawValue::get).unwrap_or("{}");
@@ -220,6 +236,11 @@ pub fn error_response(id: &Value, code: i64, message: &str, data: Option<Value>)
     }
     let body = serde_json::json!({ "jsonrpc": "2.0", "id": id, "error": error });
     Bytes::from(body.to_string())
+}
+
+/// The wire form of a successful response built by the proxy itself.
+pub fn result_response(id: &Value, result: Value) -> Bytes {
+    Bytes::from(serde_json::json!({ "jsonrpc": "2.0", "id": id, "result": result }).to_string())
 }
 
 /// The wire form of a notification built by the proxy itself.

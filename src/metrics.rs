@@ -41,7 +41,8 @@ counters! {
     events_logged_total: "counter", "Server-to-client messages appended to event logs.";
     events_coalesced_total: "counter", "Logged messages replaced by a later one with the same coalesce key.";
     events_evicted_total: "counter", "Logged messages evicted from a replay window.";
-    replays_total: "counter", "Stream resumptions from a Last-Event-ID.";
+    replays_total: "counter", "Resumptions from a known position (Last-Event-ID, or session/resume inside the window).";
+    websocket_connections: "gauge", "WebSocket connections open.";
     replay_gaps_total: "counter", "Reads that found messages evicted before delivery.";
     upstream_spawns_total: "counter", "Upstream server processes started.";
     upstream_exits_total: "counter", "Upstream servers that exited on their own.";

@@ -88,10 +88,25 @@ async fn json_that_is_not_json_rpc_is_400_invalid_request() {
 }
 
 #[tokio::test]
-async fn a_method_the_proxy_reserves_but_does_not_offer_is_method_not_found() {
-    let (proxy, mut bystander) = with_bystander(|_| {}).await;
-    let reply = bystander.request("session/bogus", json!({})).await;
-    assert_eq!(code(&reply), -32601);
+async fn session_methods_on_a_session_named_by_mcp_session_id_are_a_conflict() {
+    let (proxy, bystander) = with_bystander(|_| {}).await;
+    let reply = bystander
+        .post(
+            &json!({ "jsonrpc": "2.0", "id": 7, "method": "session/resume",
+                       "params": { "sessionId": "x" } }),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    let reply = reply.json().await;
+    assert_eq!(code(&reply), -32600);
+    assert_eq!(reply["id"], 7);
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("transport mode"),
+        "{reply}"
+    );
     bystander_unharmed(proxy, bystander).await;
 }
 

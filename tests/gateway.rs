@@ -126,3 +126,33 @@ async fn a_named_server_speaks_legacy_sse_too() {
     assert_eq!(pong.message["result"], json!({}));
     proxy.stop().await;
 }
+
+#[tokio::test]
+async fn a_named_server_takes_websockets_and_its_sessions_stay_its_own() {
+    let proxy = gateway().await;
+    let mut ws = common::ws::Ws::connect_with(
+        proxy.addr(),
+        "/servers/alpha/mcp",
+        &[("sec-websocket-protocol", "mcp")],
+    )
+    .await
+    .expect("the upgrade on a gateway path");
+    let session_id = ws.start_session().await;
+    ws.initialize().await;
+    assert_eq!(ws.call_tool("counter", json!({})).await, "1");
+    assert_eq!(proxy.running.server("alpha").unwrap().len(), 1);
+
+    // Another server does not know alpha's session.
+    let mut stray = common::ws::Ws::connect_with(
+        proxy.addr(),
+        "/servers/single/mcp",
+        &[("sec-websocket-protocol", "mcp")],
+    )
+    .await
+    .unwrap();
+    let reply = stray
+        .request("session/resume", json!({ "sessionId": session_id }))
+        .await;
+    assert_eq!(reply["error"]["code"], -32043);
+    proxy.stop().await;
+}

@@ -25,6 +25,9 @@ pub struct Framing {
     pub close_after: Option<Duration>,
     /// Sent as `retry:` before the stream is closed at shutdown.
     pub retry_ms: u64,
+    /// Give events `id:` fields. Off for a protocol-level session's stream: its client resumes
+    /// with `session/resume` and `sessionEventId`, never with `Last-Event-ID`.
+    pub event_ids: bool,
 }
 
 /// Chunks buffered between the writer task and hyper.
@@ -35,6 +38,8 @@ const CHUNKS: usize = 32;
 pub struct Extras {
     /// Sent first (the legacy transport's `endpoint` event).
     pub prelude: Option<Bytes>,
+    /// Sent last when the reader was replaced by another attachment (a resume elsewhere).
+    pub on_replaced: Option<Bytes>,
     /// Run once the stream is over, however it ended.
     pub on_close: Option<Box<dyn FnOnce() + Send>>,
 }
@@ -59,12 +64,22 @@ pub fn open(
                 None => true,
             };
             if prelude_sent {
-                let shut_down = tokio::select! {
-                    () = write(reader, start, first, framing, &chunks) => shutdown.is_cancelled(),
-                    () = shutdown.cancelled() => true,
+                let ended = tokio::select! {
+                    replaced = write(reader, start, first, framing, &chunks) => match replaced {
+                        true => Ended::Replaced,
+                        false if shutdown.is_cancelled() => Ended::ShutDown,
+                        false => Ended::Over,
+                    },
+                    () = shutdown.cancelled() => Ended::ShutDown,
                 };
-                if shut_down {
-                    let _ = chunks.send(sse::retry(retry_ms)).await;
+                match (ended, extras.on_replaced) {
+                    (Ended::ShutDown, _) => {
+                        let _ = chunks.send(sse::retry(retry_ms)).await;
+                    }
+                    (Ended::Replaced, Some(notice)) => {
+                        let _ = chunks.send(sse::event(None, &notice)).await;
+                    }
+                    _ => {}
                 }
             }
             if let Some(on_close) = extras.on_close {
@@ -76,20 +91,27 @@ pub fn open(
     Body::Stream(body)
 }
 
+enum Ended {
+    Over,
+    Replaced,
+    ShutDown,
+}
+
+/// Writes until the stream is over; true when it ended because the reader was replaced.
 async fn write(
     mut reader: Reader,
     start: EventId,
     mut pending: Option<Delivery>,
     framing: Framing,
     chunks: &mpsc::Sender<Bytes>,
-) {
+) -> bool {
     if let Some(retry) = framing.priming {
         if chunks
             .send(sse::priming(&start.to_string(), retry))
             .await
             .is_err()
         {
-            return;
+            return false;
         }
     }
     let mut keep_alive = interval_at(Instant::now() + framing.keep_alive, framing.keep_alive);
@@ -110,42 +132,42 @@ async fn write(
             None => tokio::select! {
                 delivery = reader.next() => match delivery {
                     Some(delivery) => delivery,
-                    None => return,
+                    None => return reader.replaced(),
                 },
                 _ = keep_alive.tick() => {
                     if chunks.send(sse::keep_alive()).await.is_err() {
-                        return;
+                        return false;
                     }
                     continue;
                 }
-                () = chunks.closed() => return,
-                () = &mut closing => return,
+                () = chunks.closed() => return false,
+                () = &mut closing => return false,
             },
         };
         // One chunk per delivery: a replay of a thousand events is one write, not a thousand.
-        if chunks
-            .send(frames(reader.stream(), &delivery))
-            .await
-            .is_err()
-        {
-            return;
+        let stream = framing.event_ids.then_some(reader.stream());
+        if chunks.send(frames(stream, &delivery)).await.is_err() {
+            return false;
         }
     }
 }
 
-/// The SSE frames of one delivery, as one chunk: logged events with ids, invalidations without
-/// (they are synthesized again if the client loses them too).
-pub fn frames(stream: crate::session::log::StreamKey, delivery: &Delivery) -> Bytes {
+/// The SSE frames of one delivery, as one chunk: logged events with ids (given their stream),
+/// invalidations without (they are synthesized again if the client loses them too).
+pub fn frames(stream: Option<crate::session::log::StreamKey>, delivery: &Delivery) -> Bytes {
     let logged = delivery
         .events
         .iter()
         .filter(|event| !event.payload.is_empty())
         .map(|event| {
-            let id = EventId {
-                stream,
-                seq: event.seq,
-            };
-            sse::event(Some(&id.to_string()), &event.payload)
+            let id = stream.map(|stream| {
+                EventId {
+                    stream,
+                    seq: event.seq,
+                }
+                .to_string()
+            });
+            sse::event(id.as_deref(), &event.payload)
         });
     let synthesized = delivery
         .invalidations

@@ -59,9 +59,11 @@ fn stream(app: &App, request: &Request<Incoming>) -> Result<Response<Body>, Reje
         keep_alive: app.http.sse_keep_alive,
         close_after: None,
         retry_ms: app.http.sse_retry.as_millis() as u64,
+        event_ids: true,
     };
     let extras = Extras {
         prelude: Some(sse::endpoint(&endpoint)),
+        on_replaced: None,
         // In this transport the stream is the session.
         on_close: Some(Box::new(move || {
             registry.end(&id);

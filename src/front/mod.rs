@@ -7,7 +7,9 @@ pub mod guard;
 pub mod legacy_sse;
 pub mod rejection;
 pub mod request;
+pub mod session_methods;
 pub mod streamable_http;
+pub mod websocket;
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -122,7 +124,8 @@ pub async fn serve(listener: TcpListener, router: Arc<Router>, shutdown: Cancell
             });
             let connection = http1::Builder::new()
                 .timer(TokioTimer::new())
-                .serve_connection(TokioIo::new(socket), service);
+                .serve_connection(TokioIo::new(socket), service)
+                .with_upgrades();
             tokio::pin!(connection);
             let outcome = tokio::select! {
                 outcome = connection.as_mut() => outcome,
@@ -161,6 +164,7 @@ async fn route(router: &Router, request: Request<Incoming>) -> Response<Body> {
         return text(StatusCode::NOT_FOUND, "not found\n".into());
     };
     match endpoint {
+        "mcp" if websocket::is_upgrade(&request) => websocket::upgrade(app.clone(), request),
         "mcp" => streamable_http::handle(app, request).await,
         "sse" => legacy_sse::open(app, request).await,
         "messages" => legacy_sse::message(app, request).await,

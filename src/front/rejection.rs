@@ -1,12 +1,14 @@
 //! The one place where a refused request becomes an HTTP status and a JSON-RPC error body
-//! (DESIGN "Bad input gets a clear answer"). Codes: the JSON-RPC standard ones, and -32001
-//! "session not found" from the legacy server range, as the official SDKs use it.
+//! (DESIGN "Bad input gets a clear answer"). Codes: the JSON-RPC standard ones; -32001 "session
+//! not found" from the legacy server range, as the official SDKs use it, for a session named by
+//! `Mcp-Session-Id`; -32043 (seed `002`) with `data: {sessionId}` for a protocol-level one.
 
 use http::{header, HeaderValue, Response, StatusCode};
 use serde_json::Value;
 
 use super::body::Body;
-use crate::jsonrpc::{self, ParseError, INTERNAL_ERROR, INVALID_REQUEST};
+use crate::jsonrpc::{self, ParseError, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST};
+use crate::session::protocol;
 use crate::session::SessionError;
 
 /// JSON-RPC code for an unknown, expired or foreign session.
@@ -18,6 +20,7 @@ pub struct Rejection {
     pub code: i64,
     pub message: String,
     pub id: Value,
+    pub data: Option<Box<Value>>,
     pub retry_after: Option<u64>,
     pub allow: Option<&'static str>,
 }
@@ -29,6 +32,7 @@ impl Rejection {
             code,
             message: message.into(),
             id: Value::Null,
+            data: None,
             retry_after: None,
             allow: None,
         }
@@ -43,6 +47,37 @@ impl Rejection {
             StatusCode::NOT_FOUND,
             SESSION_NOT_FOUND,
             "Session not found: it is unknown, expired or ended; start a new one with initialize",
+        )
+    }
+
+    /// A protocol-level session (`session/*`, `Mcp-Protocol-Session-Id`) that is unknown,
+    /// expired, ended or another principal's.
+    pub fn protocol_session_not_found(session_id: &str) -> Rejection {
+        Rejection {
+            data: Some(Box::new(serde_json::json!({ "sessionId": session_id }))),
+            ..Rejection::new(
+                StatusCode::NOT_FOUND,
+                protocol::SESSION_NOT_FOUND,
+                "Session not found: it is unknown, expired or ended; start a new one with session/start",
+            )
+        }
+    }
+
+    /// Two ways of naming or resuming a session mixed in one request or connection (seed `000`,
+    /// "Mode Selection and Conflict Handling").
+    pub fn conflict(message: impl Into<String>) -> Rejection {
+        Rejection::new(
+            StatusCode::BAD_REQUEST,
+            INVALID_REQUEST,
+            format!("Invalid Request: {}", message.into()),
+        )
+    }
+
+    pub fn invalid_params(message: impl Into<String>) -> Rejection {
+        Rejection::new(
+            StatusCode::BAD_REQUEST,
+            INVALID_PARAMS,
+            format!("Invalid params: {}", message.into()),
         )
     }
 
@@ -118,8 +153,18 @@ impl Rejection {
         self
     }
 
+    /// The JSON-RPC error message alone (for a WebSocket frame).
+    pub fn error_body(&self) -> bytes::Bytes {
+        jsonrpc::error_response(
+            &self.id,
+            self.code,
+            &self.message,
+            self.data.as_deref().cloned(),
+        )
+    }
+
     pub fn into_response(self) -> Response<Body> {
-        let body = jsonrpc::error_response(&self.id, self.code, &self.message, None);
+        let body = self.error_body();
         let mut response = Response::new(Body::full(body));
         *response.status_mut() = self.status;
         let headers = response.headers_mut();

@@ -1,7 +1,9 @@
 //! The Streamable HTTP front (MCP 2025-03-26 … 2025-11-25, basic/transports §Streamable HTTP):
 //! POST carries one client message, GET opens (or, with `Last-Event-ID`, resumes) a stream,
-//! DELETE ends the session. Names sessions by the `Mcp-Session-Id` header; knows nothing of
-//! upstreams.
+//! DELETE ends the session. Names sessions by the `Mcp-Session-Id` header (transport mode), or,
+//! for protocol-level sessions (seed `000`), by `Mcp-Protocol-Session-Id`: their requests are
+//! answered 202 and everything comes back, numbered, on the one stream `session/resume` opens.
+//! Knows nothing of upstreams.
 
 use std::sync::Arc;
 
@@ -17,10 +19,12 @@ use super::rejection::Rejection;
 use super::request::{
     accepted, check_origin, header_str, json, media_type_is, read_body, require_accept,
 };
+use super::session_methods;
 use super::{App, PostResponse};
-use crate::jsonrpc::{self, Kind, Message, METHOD_NOT_FOUND};
+use crate::jsonrpc::{self, Kind, Message};
 use crate::metrics;
 use crate::session::log::{EventId, StreamKey};
+use crate::session::protocol::{self, is_session_method};
 use crate::session::{Delivery, Reader, Session, Shape};
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
@@ -69,13 +73,38 @@ async fn post(
     }
     require_accept(&headers, &["application/json", "text/event-stream"])?;
     let body = read_body(&headers, body, app.http.max_body_bytes).await?;
-    let message = Message::parse(body)?;
+    let message = session_methods::parse(body)?;
     *method = match message.method() {
         Some(name) => metrics::method_label(name),
         None => "response",
     };
     let principal = guard::principal(&app.http, &headers);
     let session_id = header_str(&headers, SESSION_HEADER);
+    let protocol_session = header_str(&headers, protocol::HTTP_HEADER);
+    let session_method =
+        message.kind() == Kind::Request && message.method().is_some_and(is_session_method);
+
+    if session_method || protocol_session.is_some() {
+        if session_id.is_some() {
+            return Err(Rejection::conflict(match protocol_session {
+                Some(_) => "a request names its session by Mcp-Session-Id or by Mcp-Protocol-Session-Id, not both",
+                None => "session/* methods cannot be used on a session named by Mcp-Session-Id (transport mode)",
+            })
+            .with_id(message.id()));
+        }
+        if header_str(&headers, LAST_EVENT_ID).is_some() {
+            let both = message.method() == Some(protocol::RESUME)
+                && message
+                    .params_as::<protocol::ResumeParams>()
+                    .is_some_and(|p| p.last_session_event_id.is_some());
+            return Err(Rejection::conflict(match both {
+                true => "both Last-Event-ID and lastSessionEventId were given; send only lastSessionEventId",
+                false => "Last-Event-ID does not apply to protocol-level sessions; session/resume takes lastSessionEventId",
+            })
+            .with_id(message.id()));
+        }
+        return protocol_post(app, &headers, message, principal, protocol_session).await;
+    }
 
     if message.kind() == Kind::Request && message.method() == Some("initialize") {
         if session_id.is_some() {
@@ -96,29 +125,16 @@ async fn post(
     }
 
     let Some(session_id) = session_id else {
-        return Err(
-            Rejection::bad_request("Bad Request: Mcp-Session-Id header is required")
-                .with_id(message.id()),
-        );
+        return Err(Rejection::bad_request(
+            "Bad Request: Mcp-Session-Id header is required (or Mcp-Protocol-Session-Id for a \
+             session opened with session/start)",
+        )
+        .with_id(message.id()));
     };
-    let session = app
-        .registry
-        .get(session_id, &principal)
-        .ok_or_else(|| Rejection::session_not_found().with_id(message.id()))?;
+    let session = transport_session(app, session_id, &principal)
+        .map_err(|rejection| rejection.with_id(message.id()))?;
     check_protocol_version(&headers)?;
     match message.kind() {
-        Kind::Request if message.method().is_some_and(|m| m.starts_with("session/")) => {
-            let error = jsonrpc::error_response(
-                message.id().unwrap_or(&Value::Null),
-                METHOD_NOT_FOUND,
-                &format!(
-                    "Method not found: {} (the session/ methods are not offered on this endpoint)",
-                    message.method().unwrap_or_default()
-                ),
-                None,
-            );
-            Ok(json(StatusCode::OK, error))
-        }
         Kind::Request => exchange(app, session, message, false).await,
         Kind::Notification => {
             session
@@ -204,7 +220,141 @@ fn is_error(payload: &Bytes) -> bool {
     Message::parse(payload.clone()).is_ok_and(|m| m.is_error())
 }
 
+/// A message for a protocol-level session, or a `session/*` call.
+async fn protocol_post(
+    app: &App,
+    headers: &HeaderMap,
+    message: Message,
+    principal: crate::session::id::Principal,
+    named: Option<&str>,
+) -> Result<Response<Body>, Rejection> {
+    let id = message.id().cloned().unwrap_or(Value::Null);
+    let same_as_named = |session_id: &str| match named {
+        Some(named) if named != session_id => Err(Rejection::conflict(
+            "Mcp-Protocol-Session-Id and params.sessionId name different sessions",
+        )
+        .with_id(Some(&id))),
+        _ => Ok(()),
+    };
+    match message.method().filter(|_| message.kind() == Kind::Request) {
+        Some(protocol::START) => {
+            if named.is_some() {
+                return Err(Rejection::conflict(
+                    "this request already names a session; session/start opens a new one",
+                )
+                .with_id(Some(&id)));
+            }
+            let credential = headers.get(header::AUTHORIZATION).cloned();
+            let session = session_methods::start(app, principal, credential)
+                .map_err(|r| r.with_id(Some(&id)))?;
+            Ok(json(
+                StatusCode::OK,
+                session_methods::started(&id, &session),
+            ))
+        }
+        Some(protocol::RESUME) => {
+            let (session_id, last) =
+                session_methods::resume_params(&message).map_err(|r| r.with_id(Some(&id)))?;
+            same_as_named(&session_id)?;
+            let (session, resumed) = session_methods::resume(app, &principal, &session_id, last)
+                .map_err(|r| r.with_id(Some(&id)))?;
+            Ok(open_channel(app, &session, resumed, &id))
+        }
+        Some(protocol::END) => {
+            let session_id =
+                session_methods::end_params(&message).map_err(|r| r.with_id(Some(&id)))?;
+            same_as_named(&session_id)?;
+            session_methods::end(app, &principal, &session_id).map_err(|r| r.with_id(Some(&id)))?;
+            Ok(json(StatusCode::OK, session_methods::ended(&id)))
+        }
+        Some(method) if is_session_method(method) => Err(session_methods::unknown_method(&message)),
+        _ => {
+            let session_id = named.ok_or_else(|| {
+                Rejection::bad_request("Bad Request: Mcp-Protocol-Session-Id header is required")
+            })?;
+            let session = session_methods::find(app, &principal, session_id)
+                .map_err(|r| r.with_id(message.id()))?;
+            check_protocol_version(headers)?;
+            let outcome = match message.kind() {
+                Kind::Request => session.call(message).await.map(|_| ()),
+                Kind::Notification => session.notify(message).await,
+                Kind::Response => session.answer(message).await,
+            };
+            outcome.map_err(|e| Rejection::session(&e).with_id(Some(&id)))?;
+            // The answer comes, numbered, on the stream session/resume opened.
+            Ok(accepted())
+        }
+    }
+}
+
+/// The response to `session/resume`: an SSE stream whose first event is the result, then what
+/// the client missed, then every message of the session as it comes, until the session is
+/// resumed elsewhere (the client is told), ended, or the client goes away.
+fn open_channel(
+    app: &App,
+    session: &Session,
+    resumed: crate::session::Resumed,
+    id: &Value,
+) -> Response<Body> {
+    let framing = Framing {
+        priming: None,
+        keep_alive: app.http.sse_keep_alive,
+        close_after: None,
+        retry_ms: app.http.sse_retry.as_millis() as u64,
+        event_ids: false,
+    };
+    let extras = Extras {
+        prelude: Some(crate::sse::event(
+            None,
+            &session_methods::resumed(id, resumed.catchup),
+        )),
+        on_replaced: Some(session_methods::detached(session.id())),
+        on_close: None,
+    };
+    let start = resumed.reader.position();
+    let body = event_stream::open(
+        resumed.reader,
+        start,
+        resumed.first,
+        framing,
+        app.shutdown.clone(),
+        extras,
+    );
+    event_stream_response(body)
+}
+
+/// A session named by `Mcp-Session-Id`: one opened with initialize.
+fn transport_session(
+    app: &App,
+    session_id: &str,
+    principal: &crate::session::id::Principal,
+) -> Result<Arc<Session>, Rejection> {
+    let session = app
+        .registry
+        .get(session_id, principal)
+        .ok_or_else(Rejection::session_not_found)?;
+    if session.numbers_events() {
+        return Err(Rejection::conflict(format!(
+            "session {session_id} was opened with session/start (protocol mode); name it with \
+             Mcp-Protocol-Session-Id, resume it with session/resume"
+        )));
+    }
+    Ok(session)
+}
+
+/// GET and DELETE have no meaning for a protocol-level session.
+fn refuse_protocol_header(headers: &HeaderMap) -> Result<(), Rejection> {
+    match header_str(headers, protocol::HTTP_HEADER) {
+        Some(_) => Err(Rejection::conflict(
+            "a protocol-level session is read with session/resume and ended with session/end, \
+             not with GET or DELETE",
+        )),
+        None => Ok(()),
+    }
+}
+
 fn get(app: &App, headers: &HeaderMap) -> Result<Response<Body>, Rejection> {
+    refuse_protocol_header(headers)?;
     require_accept(headers, &["text/event-stream"])?;
     let session = find_session(app, headers)?;
     check_protocol_version(headers)?;
@@ -230,6 +380,7 @@ fn get(app: &App, headers: &HeaderMap) -> Result<Response<Body>, Rejection> {
 }
 
 fn delete(app: &App, headers: &HeaderMap) -> Result<Response<Body>, Rejection> {
+    refuse_protocol_header(headers)?;
     let session = find_session(app, headers)?;
     app.registry.end(session.id());
     Ok(Response::new(Body::empty()))
@@ -250,6 +401,7 @@ fn open_stream(
         keep_alive: app.http.sse_keep_alive,
         close_after: Some(app.http.sse_close_after).filter(|d| !d.is_zero()),
         retry_ms: app.http.sse_retry.as_millis() as u64,
+        event_ids: true,
     };
     let body = event_stream::open(
         reader,
@@ -259,6 +411,10 @@ fn open_stream(
         app.shutdown.clone(),
         Extras::default(),
     );
+    event_stream_response(body)
+}
+
+fn event_stream_response(body: Body) -> Response<Body> {
     let mut response = Response::new(body);
     let headers = response.headers_mut();
     headers.insert(
@@ -272,9 +428,7 @@ fn open_stream(
 fn find_session(app: &App, headers: &HeaderMap) -> Result<Arc<Session>, Rejection> {
     let id = header_str(headers, SESSION_HEADER)
         .ok_or_else(|| Rejection::bad_request("Bad Request: Mcp-Session-Id header is required"))?;
-    app.registry
-        .get(id, &guard::principal(&app.http, headers))
-        .ok_or_else(Rejection::session_not_found)
+    transport_session(app, id, &guard::principal(&app.http, headers))
 }
 
 fn set_session_header(response: &mut Response<Body>, session: &Session) {

@@ -279,6 +279,12 @@ impl EventLog {
         }
     }
 
+    /// Whether every message of `stream` after `after` is still in the log (none was evicted).
+    pub fn retains_after(&mut self, stream: StreamKey, after: u64, now: Instant) -> bool {
+        self.expire(now);
+        self.evicted_through(stream) <= after
+    }
+
     pub fn delivered_through(&self, stream: StreamKey) -> u64 {
         self.delivered.get(&stream).copied().unwrap_or(0)
     }

@@ -5,6 +5,7 @@
 pub mod id;
 pub mod list_cache;
 pub mod log;
+pub mod protocol;
 pub mod registry;
 pub mod routing;
 
@@ -110,6 +111,8 @@ struct State {
     /// The `list_changed` notifications the server announced it may send.
     changeable_lists: Vec<&'static str>,
     protocol_version: Option<String>,
+    /// A protocol-level session (`session/start`): its notifications carry `sessionEventId`.
+    numbered: bool,
     upstream_failure: Option<String>,
     last_active: Instant,
 }
@@ -215,6 +218,7 @@ impl Session {
                 subscriptions: BTreeSet::new(),
                 changeable_lists: Vec::new(),
                 protocol_version: None,
+                numbered: false,
                 upstream_failure: None,
                 last_active: Instant::now(),
             }),
@@ -267,6 +271,19 @@ impl Session {
             let stream = state.next_stream;
             state.next_stream += 1;
             let method = request.method().unwrap_or_default().to_owned();
+            if protocol::is_session_method(&method) {
+                // Answered by the proxy where a front offers them; never the upstream's.
+                let client_id = request.id().cloned().unwrap_or(Value::Null);
+                let message = format!(
+                    "Method not found: {method} is offered on WebSocket connections and on Streamable \
+                     HTTP requests without Mcp-Session-Id, not on this one"
+                );
+                let error =
+                    jsonrpc::error_response(&client_id, jsonrpc::METHOD_NOT_FOUND, &message, None);
+                let stream = state.stream_of(stream);
+                self.append(&mut state, stream, error, true, None);
+                return Ok(stream);
+            }
             let ticket = match self.cached_list(&request, &method) {
                 Ok(ticket) => ticket,
                 Err(result) => {
@@ -419,6 +436,14 @@ impl Session {
     /// out). It becomes the stream's only reader: an earlier one is detached.
     pub fn attach(self: &Arc<Self>, stream: StreamKey, after: Option<u64>) -> Reader {
         let mut state = self.lock();
+        if after.is_some() {
+            Metrics::inc(&self.metrics.replays_total);
+        }
+        let cursor = after.unwrap_or_else(|| state.log.delivered_through(stream));
+        self.attach_at(&mut state, stream, cursor)
+    }
+
+    fn attach_at(self: &Arc<Self>, state: &mut State, stream: StreamKey, cursor: u64) -> Reader {
         let generation = state.next_generation;
         state.next_generation += 1;
         let detached = CancellationToken::new();
@@ -432,10 +457,6 @@ impl Session {
         if let Some(previous) = previous {
             previous.detached.cancel();
         }
-        if after.is_some() {
-            Metrics::inc(&self.metrics.replays_total);
-        }
-        let cursor = after.unwrap_or_else(|| state.log.delivered_through(stream));
         Reader {
             session: self.clone(),
             stream,
@@ -444,6 +465,53 @@ impl Session {
             detached,
             changes: self.changes.subscribe(),
         }
+    }
+
+    /// Makes this a protocol-level session: from now on its notifications and server requests
+    /// carry `sessionEventId`. Its messages must all go to one stream (`Shape::SingleStream`).
+    pub fn number_events(&self) {
+        let mut state = self.lock();
+        debug_assert_eq!(state.shape, Shape::SingleStream);
+        state.numbered = true;
+    }
+
+    /// Whether this is a protocol-level session.
+    pub fn numbers_events(&self) -> bool {
+        self.lock().numbered
+    }
+
+    /// `session/resume`: attaches the one reader of a protocol-level session. With the last
+    /// event the client processed and that position still in the window, it reads on from there
+    /// (catch-up); outside the window it gets the synthesized invalidations and then live
+    /// messages; without one, what was never handed out and then live messages.
+    pub fn resume(self: &Arc<Self>, last: Option<u64>) -> Result<Resumed, ResumeError> {
+        let mut state = self.lock();
+        let head = state.log.head();
+        let stream = StreamKey::Standalone;
+        let (cursor, catchup, first) = match last {
+            Some(last) if last > head => return Err(ResumeError::Ahead { head }),
+            Some(last) if state.log.retains_after(stream, last, Instant::now()) => {
+                Metrics::inc(&self.metrics.replays_total);
+                (last, true, None)
+            }
+            Some(_) => {
+                Metrics::inc(&self.metrics.replay_gaps_total);
+                let invalidations = state.invalidations();
+                let first = (!invalidations.is_empty()).then_some(Delivery {
+                    events: Vec::new(),
+                    invalidations,
+                });
+                (head, false, first)
+            }
+            None => (state.log.delivered_through(stream), false, None),
+        };
+        state.last_active = Instant::now();
+        let reader = self.attach_at(&mut state, stream, cursor);
+        Ok(Resumed {
+            reader,
+            catchup,
+            first,
+        })
     }
 
     /// Takes what `stream` holds after `cursor`, in one critical section with the check for
@@ -527,6 +595,12 @@ impl Session {
                 };
                 if request.method == "initialize" {
                     record_initialize(state, &message);
+                    if let Some(result) = message
+                        .result()
+                        .and_then(|r| protocol::advertise(r, &self.settings.window))
+                    {
+                        message.set_result(result);
+                    }
                 }
                 if let (Some(cache), Some(ticket), Some(result)) =
                     (&self.list_cache, request.ticket, message.result())
@@ -559,6 +633,10 @@ impl Session {
         terminal: bool,
         coalesce: Option<String>,
     ) {
+        let payload = match state.numbered && !payload.is_empty() {
+            true => protocol::stamp(&payload, state.log.head() + 1),
+            false => payload,
+        };
         let appended = state
             .log
             .append(stream, payload, terminal, coalesce, Instant::now());
@@ -607,6 +685,21 @@ fn record_initialize(state: &mut State, response: &Message) {
     .collect();
 }
 
+/// What `session/resume` attached.
+pub struct Resumed {
+    pub reader: Reader,
+    /// The client's position was still in the window: it gets exactly what followed it.
+    pub catchup: bool,
+    /// Synthesized invalidations to send first (the position was outside the window).
+    pub first: Option<Delivery>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeError {
+    #[error("lastSessionEventId is ahead of this session's newest event ({})", protocol::event_id(*head))]
+    Ahead { head: u64 },
+}
+
 enum Take {
     Delivery(Delivery),
     Nothing,
@@ -635,6 +728,16 @@ impl Reader {
             stream: self.stream,
             seq: self.cursor,
         }
+    }
+
+    /// Whether this reader ended because another one was attached to its stream (a resume on
+    /// another connection), rather than because the session ended.
+    pub fn replaced(&self) -> bool {
+        self.detached.is_cancelled() && !self.session.ended.is_cancelled()
+    }
+
+    pub fn session(&self) -> &Arc<Session> {
+        &self.session
     }
 
     /// The next delivery; `None` once the stream is over: a request stream after its response,

@@ -1,0 +1,139 @@
+//! The `session/*` methods as the fronts answer them (seed `000`): start, resume and end a
+//! protocol-level session for a principal. Shared by the WebSocket and Streamable HTTP fronts,
+//! which bind what `resume` attaches to a connection or to a response stream.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::HeaderValue;
+use serde_json::{json, Value};
+
+use super::rejection::Rejection;
+use super::App;
+use crate::jsonrpc::{self, Message};
+use crate::session::id::Principal;
+use crate::session::protocol::{self, EndParams, ResumeParams};
+use crate::session::{Resumed, Session, Shape};
+
+/// Parses a client message; a `session/*` request may leave out `"jsonrpc"`, as the seed's
+/// examples do (the proxy answers it; it never reaches a server).
+pub fn parse(bytes: Bytes) -> Result<Message, crate::jsonrpc::ParseError> {
+    Message::parse(bytes.clone()).or_else(|error| match Message::parse_without_version(bytes) {
+        Ok(message)
+            if message.kind() == crate::jsonrpc::Kind::Request
+                && message.method().is_some_and(protocol::is_session_method) =>
+        {
+            Ok(message)
+        }
+        _ => Err(error),
+    })
+}
+
+/// `session/start`: a new protocol-level session, its upstream bound, nothing attached yet.
+pub fn start(
+    app: &App,
+    principal: Principal,
+    credential: Option<HeaderValue>,
+) -> Result<Arc<Session>, Rejection> {
+    let session = app
+        .registry
+        .create(principal, Shape::SingleStream, credential)
+        .map_err(|e| Rejection::session(&e))?;
+    session.number_events();
+    Ok(session)
+}
+
+pub fn started(id: &Value, session: &Session) -> Bytes {
+    jsonrpc::result_response(id, json!({ "sessionId": session.id() }))
+}
+
+/// A protocol-level session of this principal. Another principal's is reported exactly like
+/// an unknown one.
+pub fn find(app: &App, principal: &Principal, session_id: &str) -> Result<Arc<Session>, Rejection> {
+    match app.registry.get(session_id, principal) {
+        Some(session) if session.numbers_events() => Ok(session),
+        Some(_) => Err(Rejection::conflict(format!(
+            "session {session_id} was opened with initialize and is named by Mcp-Session-Id \
+             (transport mode); session/* and Mcp-Protocol-Session-Id apply to sessions opened \
+             with session/start"
+        ))),
+        None => Err(Rejection::protocol_session_not_found(session_id)),
+    }
+}
+
+/// `session/resume` params: the session, and the last event the client processed.
+pub fn resume_params(message: &Message) -> Result<(String, Option<u64>), Rejection> {
+    let params: ResumeParams = message.params_as().ok_or_else(|| {
+        Rejection::invalid_params("session/resume needs params.sessionId, a string")
+    })?;
+    let last = match &params.last_session_event_id {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(protocol::parse_event_id(value).ok_or_else(|| {
+            Rejection::invalid_params(format!(
+                "lastSessionEventId {value} is not an event id of this proxy (\"se_<n>\")"
+            ))
+        })?),
+    };
+    Ok((params.session_id, last))
+}
+
+/// `session/resume`: attaches the session's one reader (the previous one, on whatever
+/// connection, is detached).
+pub fn resume(
+    app: &App,
+    principal: &Principal,
+    session_id: &str,
+    last: Option<u64>,
+) -> Result<(Arc<Session>, Resumed), Rejection> {
+    let session = find(app, principal, session_id)?;
+    let resumed = session
+        .resume(last)
+        .map_err(|e| Rejection::invalid_params(e.to_string()))?;
+    Ok((session, resumed))
+}
+
+pub fn resumed(id: &Value, catchup: bool) -> Bytes {
+    jsonrpc::result_response(id, json!({ "resumed": true, "catchup": catchup }))
+}
+
+pub fn end_params(message: &Message) -> Result<String, Rejection> {
+    message
+        .params_as::<EndParams>()
+        .map(|p| p.session_id)
+        .ok_or_else(|| Rejection::invalid_params("session/end needs params.sessionId, a string"))
+}
+
+/// `session/end`: the upstream is released and the log dropped; nothing more is delivered.
+pub fn end(app: &App, principal: &Principal, session_id: &str) -> Result<(), Rejection> {
+    find(app, principal, session_id)?;
+    app.registry.end(session_id);
+    Ok(())
+}
+
+pub fn ended(id: &Value) -> Bytes {
+    jsonrpc::result_response(id, json!({}))
+}
+
+/// What a connection is told when its session is resumed on another one.
+pub fn detached(session_id: &str) -> Bytes {
+    jsonrpc::notification(
+        protocol::DETACHED,
+        json!({
+            "sessionId": session_id,
+            "reason": "the session was resumed on another connection",
+        }),
+    )
+}
+
+/// A `session/*` method the proxy does not know.
+pub fn unknown_method(message: &Message) -> Rejection {
+    Rejection::new(
+        http::StatusCode::BAD_REQUEST,
+        jsonrpc::METHOD_NOT_FOUND,
+        format!(
+            "Method not found: {} (the session methods are session/start, session/resume and session/end)",
+            message.method().unwrap_or_default()
+        ),
+    )
+    .with_id(message.id())
+}

@@ -1,0 +1,498 @@
+//! The WebSocket front (draft SEP-1287/1288): an upgrade on the Streamable HTTP path, subprotocol
+//! `mcp`, one JSON-RPC message per UTF-8 text frame (binary → close 1003). A connection carries
+//! at most one session: its own, opened by its first message and ended with it (as with stdio),
+//! or a protocol-level one (`session/start`, `session/resume`, seed `000`) that outlives the
+//! connection and resumes on another, over either transport.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use tokio::time::{interval_at, Instant};
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{Message as Frame, Utf8Bytes};
+use tokio_tungstenite::WebSocketStream;
+use tracing::{debug, Instrument};
+
+use super::body::Body;
+use super::guard;
+use super::rejection::Rejection;
+use super::request::{check_origin, header_str};
+use super::session_methods;
+use super::streamable_http::SESSION_HEADER;
+use super::App;
+use crate::jsonrpc::{self, Kind, Message};
+use crate::metrics::Metrics;
+use crate::session::id::Principal;
+use crate::session::log::StreamKey;
+use crate::session::protocol::{self, is_session_method};
+use crate::session::{Delivery, Reader, Session, Shape};
+
+pub const SUBPROTOCOL: &str = "mcp";
+
+/// Close code (private range) for a connection whose session was resumed on another.
+const CLOSE_RESUMED_ELSEWHERE: u16 = 4001;
+
+/// Whether a request asks to become a WebSocket.
+pub fn is_upgrade(request: &Request<Incoming>) -> bool {
+    let has = |name: header::HeaderName, token: &str| {
+        request
+            .headers()
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|part| part.trim().eq_ignore_ascii_case(token))
+    };
+    request.method() == Method::GET
+        && has(header::UPGRADE, "websocket")
+        && has(header::CONNECTION, "upgrade")
+}
+
+/// Checks the handshake and answers 101; the connection is served once hyper hands it over.
+pub fn upgrade(app: Arc<App>, mut request: Request<Incoming>) -> Response<Body> {
+    let started = std::time::Instant::now();
+    let metrics = app.metrics.clone();
+    let response = match accept(&app, &request) {
+        Ok((response, principal)) => {
+            let credential = request.headers().get(header::AUTHORIZATION).cloned();
+            let on_upgrade = hyper::upgrade::on(&mut request);
+            let config = WebSocketConfig::default()
+                .max_message_size(Some(app.http.max_body_bytes))
+                .max_frame_size(Some(app.http.max_body_bytes));
+            let span = tracing::debug_span!("websocket");
+            tokio::spawn(
+                async move {
+                    match on_upgrade.await {
+                        Ok(upgraded) => {
+                            let socket = WebSocketStream::from_raw_socket(
+                                TokioIo::new(upgraded),
+                                Role::Server,
+                                Some(config),
+                            )
+                            .await;
+                            Connection::new(app, principal, credential)
+                                .run(socket)
+                                .await;
+                        }
+                        Err(error) => debug!(%error, "the WebSocket upgrade did not complete"),
+                    }
+                }
+                .instrument(span),
+            );
+            response
+        }
+        Err(rejection) => rejection.into_response(),
+    };
+    metrics
+        .requests
+        .record("GET", response.status().as_u16(), started.elapsed());
+    response
+}
+
+fn accept(
+    app: &App,
+    request: &Request<Incoming>,
+) -> Result<(Response<Body>, Principal), Rejection> {
+    let headers = request.headers();
+    check_origin(app, headers)?;
+    if header_str(headers, SESSION_HEADER).is_some()
+        || header_str(headers, "last-event-id").is_some()
+    {
+        return Err(Rejection::conflict(
+            "a WebSocket connection names its session with session/resume (protocol mode), not \
+             with Mcp-Session-Id or Last-Event-ID",
+        ));
+    }
+    if header_str(headers, "sec-websocket-version") != Some("13") {
+        let mut rejection = Rejection::bad_request("Bad Request: Sec-WebSocket-Version must be 13");
+        rejection.status = StatusCode::UPGRADE_REQUIRED;
+        return Err(rejection);
+    }
+    let key = headers
+        .get("sec-websocket-key")
+        .ok_or_else(|| Rejection::bad_request("Bad Request: Sec-WebSocket-Key is missing"))?;
+    let offered = offered_subprotocols(headers);
+    if !offered.is_empty() && !offered.iter().any(|p| p == SUBPROTOCOL) {
+        return Err(Rejection::bad_request(format!(
+            "Bad Request: the WebSocket subprotocol must be {SUBPROTOCOL:?} (offered: {})",
+            offered.join(", ")
+        )));
+    }
+    let mut response = Response::new(Body::empty());
+    *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let out = response.headers_mut();
+    out.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+    out.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    out.insert(
+        "sec-websocket-accept",
+        HeaderValue::from_str(&derive_accept_key(key.as_bytes()))
+            .map_err(|_| Rejection::bad_request("Bad Request: bad Sec-WebSocket-Key"))?,
+    );
+    if !offered.is_empty() {
+        out.insert(
+            "sec-websocket-protocol",
+            HeaderValue::from_static(SUBPROTOCOL),
+        );
+    }
+    Ok((response, guard::principal(&app.http, headers)))
+}
+
+fn offered_subprotocols(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all("sec-websocket-protocol")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|p| p.trim().to_owned())
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+/// The session a connection carries, and its one reader.
+struct Bound {
+    session: Arc<Session>,
+    reader: Reader,
+    /// Opened by this connection's first message: it ends with the connection.
+    own: bool,
+}
+
+struct Connection {
+    app: Arc<App>,
+    principal: Principal,
+    credential: Option<HeaderValue>,
+    bound: Option<Bound>,
+}
+
+/// What woke the connection up.
+enum Wake {
+    Frame(Option<Result<Frame, tokio_tungstenite::tungstenite::Error>>),
+    Delivery(Option<Delivery>),
+    Tick,
+    Shutdown,
+}
+
+/// What to do after a wake.
+enum Next {
+    Continue,
+    Close(CloseCode, &'static str),
+    Gone,
+}
+
+type Socket = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
+
+impl Connection {
+    fn new(app: Arc<App>, principal: Principal, credential: Option<HeaderValue>) -> Connection {
+        Connection {
+            app,
+            principal,
+            credential,
+            bound: None,
+        }
+    }
+
+    async fn run(mut self, mut socket: Socket) {
+        Metrics::inc(&self.app.metrics.websocket_connections);
+        let keep_alive = self.app.http.sse_keep_alive;
+        let mut ticks = interval_at(Instant::now() + keep_alive, keep_alive);
+        let mut last_heard = Instant::now();
+        let shutdown = self.app.shutdown.clone();
+        loop {
+            let wake = tokio::select! {
+                frame = socket.next() => Wake::Frame(frame),
+                delivery = next_delivery(&mut self.bound) => Wake::Delivery(delivery),
+                _ = ticks.tick() => Wake::Tick,
+                () = shutdown.cancelled() => Wake::Shutdown,
+            };
+            let next = match wake {
+                Wake::Frame(frame) => {
+                    last_heard = Instant::now();
+                    self.on_frame(frame, &mut socket).await
+                }
+                Wake::Delivery(Some(delivery)) => send_delivery(&mut socket, &delivery).await,
+                Wake::Delivery(None) => self.on_reader_end(&mut socket).await,
+                Wake::Tick if last_heard.elapsed() > keep_alive * 3 => {
+                    Next::Close(CloseCode::Away, "no answer to pings")
+                }
+                Wake::Tick => match socket.send(Frame::Ping(Bytes::new())).await {
+                    Ok(()) => Next::Continue,
+                    Err(_) => Next::Gone,
+                },
+                Wake::Shutdown => Next::Close(CloseCode::Away, "the proxy is shutting down"),
+            };
+            match next {
+                Next::Continue => {}
+                Next::Close(code, reason) => {
+                    close(&mut socket, code, reason).await;
+                    break;
+                }
+                Next::Gone => break,
+            }
+        }
+        if let Some(bound) = self.bound.take() {
+            if bound.own {
+                self.app.registry.end(bound.session.id());
+            }
+        }
+        Metrics::dec(&self.app.metrics.websocket_connections);
+    }
+
+    async fn on_frame(
+        &mut self,
+        frame: Option<Result<Frame, tokio_tungstenite::tungstenite::Error>>,
+        socket: &mut Socket,
+    ) -> Next {
+        match frame {
+            None => Next::Gone,
+            Some(Err(tokio_tungstenite::tungstenite::Error::Capacity(error))) => {
+                debug!(%error, "frame over the size limit");
+                Next::Close(CloseCode::Size, "message too big")
+            }
+            Some(Err(error)) => {
+                debug!(%error, "WebSocket read failed");
+                Next::Gone
+            }
+            Some(Ok(Frame::Text(text))) => {
+                for reply in self.on_message(Bytes::from(text)).await {
+                    if send_text(socket, reply).await.is_err() {
+                        return Next::Gone;
+                    }
+                }
+                Next::Continue
+            }
+            Some(Ok(Frame::Binary(_))) => {
+                Next::Close(CloseCode::Unsupported, "MCP messages are UTF-8 text frames")
+            }
+            Some(Ok(Frame::Close(_))) => Next::Gone,
+            Some(Ok(_)) => Next::Continue,
+        }
+    }
+
+    /// The session's reader stopped: resumed elsewhere (the client is told), or the session
+    /// ended (expired, or ended from another connection).
+    async fn on_reader_end(&mut self, socket: &mut Socket) -> Next {
+        let Some(bound) = self.bound.take() else {
+            return Next::Continue;
+        };
+        if bound.reader.replaced() {
+            let notice = session_methods::detached(bound.session.id());
+            if send_text(socket, notice).await.is_err() {
+                return Next::Gone;
+            }
+            return Next::Close(
+                CloseCode::from(CLOSE_RESUMED_ELSEWHERE),
+                "the session was resumed on another connection",
+            );
+        }
+        Next::Close(CloseCode::Normal, "the session ended")
+    }
+
+    /// One client message; returns what to send back at once (before any further delivery).
+    async fn on_message(&mut self, text: Bytes) -> Vec<Bytes> {
+        let message = match session_methods::parse(text) {
+            Ok(message) => message,
+            Err(error) => {
+                let message = match error.code() {
+                    jsonrpc::PARSE_ERROR => format!("Parse error: {error}"),
+                    _ => format!("Invalid Request: {error}"),
+                };
+                return vec![jsonrpc::error_response(
+                    &Value::Null,
+                    error.code(),
+                    &message,
+                    None,
+                )];
+            }
+        };
+        let outcome = match message.method().filter(|_| message.kind() == Kind::Request) {
+            Some(protocol::START) => self.start(&message),
+            Some(protocol::RESUME) => self.resume(&message),
+            Some(protocol::END) => self.end(&message),
+            Some(method) if is_session_method(method) => {
+                Err(session_methods::unknown_method(&message))
+            }
+            _ => self.forward(message).await,
+        };
+        outcome.unwrap_or_else(|rejection| vec![rejection.error_body()])
+    }
+
+    fn start(&mut self, message: &Message) -> Result<Vec<Bytes>, Rejection> {
+        let id = message.id().cloned().unwrap_or(Value::Null);
+        match &mut self.bound {
+            Some(bound) if !bound.own => Err(Rejection::conflict(format!(
+                "this connection already carries session {}; open another connection for another session",
+                bound.session.id()
+            ))
+            .with_id(Some(&id))),
+            // The connection's own session becomes a protocol-level one: it now outlives the
+            // connection and numbers its events from here on.
+            Some(bound) => {
+                bound.session.number_events();
+                bound.own = false;
+                Ok(vec![session_methods::started(&id, &bound.session)])
+            }
+            None => {
+                let session =
+                    session_methods::start(&self.app, self.principal.clone(), self.credential.clone())
+                        .map_err(|r| r.with_id(Some(&id)))?;
+                let reader = session.attach(StreamKey::Standalone, None);
+                let reply = session_methods::started(&id, &session);
+                self.bound = Some(Bound {
+                    session,
+                    reader,
+                    own: false,
+                });
+                Ok(vec![reply])
+            }
+        }
+    }
+
+    fn resume(&mut self, message: &Message) -> Result<Vec<Bytes>, Rejection> {
+        let id = message.id().cloned().unwrap_or(Value::Null);
+        if let Some(bound) = &self.bound {
+            return Err(Rejection::conflict(format!(
+                "this connection already carries session {}; resume on a new connection",
+                bound.session.id()
+            ))
+            .with_id(Some(&id)));
+        }
+        let (session_id, last) =
+            session_methods::resume_params(message).map_err(|r| r.with_id(Some(&id)))?;
+        let (session, resumed) =
+            session_methods::resume(&self.app, &self.principal, &session_id, last)
+                .map_err(|r| r.with_id(Some(&id)))?;
+        let mut replies = vec![session_methods::resumed(&id, resumed.catchup)];
+        if let Some(first) = &resumed.first {
+            replies.extend(payloads(first));
+        }
+        self.bound = Some(Bound {
+            session,
+            reader: resumed.reader,
+            own: false,
+        });
+        Ok(replies)
+    }
+
+    fn end(&mut self, message: &Message) -> Result<Vec<Bytes>, Rejection> {
+        let id = message.id().cloned().unwrap_or(Value::Null);
+        let session_id = session_methods::end_params(message).map_err(|r| r.with_id(Some(&id)))?;
+        session_methods::find(&self.app, &self.principal, &session_id)
+            .map_err(|r| r.with_id(Some(&id)))?;
+        // Stop reading first: nothing of the session may follow the answer.
+        if self
+            .bound
+            .as_ref()
+            .is_some_and(|bound| bound.session.id() == session_id)
+        {
+            self.bound = None;
+        }
+        session_methods::end(&self.app, &self.principal, &session_id)
+            .map_err(|r| r.with_id(Some(&id)))?;
+        Ok(vec![session_methods::ended(&id)])
+    }
+
+    /// Any other message goes to the connection's session, opened now if it has none.
+    async fn forward(&mut self, message: Message) -> Result<Vec<Bytes>, Rejection> {
+        let id = message.id().cloned();
+        if self.bound.is_none() {
+            let session = self
+                .app
+                .registry
+                .create(
+                    self.principal.clone(),
+                    Shape::SingleStream,
+                    self.credential.clone(),
+                )
+                .map_err(|e| Rejection::session(&e).with_id(id.as_ref()))?;
+            let reader = session.attach(StreamKey::Standalone, None);
+            self.bound = Some(Bound {
+                session,
+                reader,
+                own: true,
+            });
+        }
+        let Some(bound) = &self.bound else {
+            return Ok(Vec::new());
+        };
+        let session = bound.session.clone();
+        let kind = message.kind();
+        let outcome = match kind {
+            Kind::Request => session.call(message).await.map(|_| ()),
+            Kind::Notification => session.notify(message).await,
+            Kind::Response => session.answer(message).await,
+        };
+        match (outcome, kind) {
+            (Err(error), Kind::Request) => Ok(vec![jsonrpc::error_response(
+                id.as_ref().unwrap_or(&Value::Null),
+                jsonrpc::INTERNAL_ERROR,
+                &error.to_string(),
+                None,
+            )]),
+            (Err(error), _) => {
+                debug!(%error, "a client message could not be forwarded");
+                Ok(Vec::new())
+            }
+            (Ok(()), _) => Ok(Vec::new()),
+        }
+    }
+}
+
+async fn next_delivery(bound: &mut Option<Bound>) -> Option<Delivery> {
+    match bound {
+        Some(bound) => bound.reader.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The messages of a delivery, logged ones first, end-of-stream markers left out.
+fn payloads(delivery: &Delivery) -> Vec<Bytes> {
+    delivery
+        .events
+        .iter()
+        .map(|event| event.payload.clone())
+        .filter(|payload| !payload.is_empty())
+        .chain(delivery.invalidations.iter().cloned())
+        .collect()
+}
+
+async fn send_delivery(socket: &mut Socket, delivery: &Delivery) -> Next {
+    for payload in payloads(delivery) {
+        if socket.feed(text_frame(payload)).await.is_err() {
+            return Next::Gone;
+        }
+    }
+    match socket.flush().await {
+        Ok(()) => Next::Continue,
+        Err(_) => Next::Gone,
+    }
+}
+
+async fn send_text(
+    socket: &mut Socket,
+    payload: Bytes,
+) -> Result<(), tokio_tungstenite::tungstenite::Error> {
+    socket.send(text_frame(payload)).await
+}
+
+fn text_frame(payload: Bytes) -> Frame {
+    match Utf8Bytes::try_from(payload) {
+        Ok(text) => Frame::Text(text),
+        // Every payload is JSON the proxy parsed or wrote: valid UTF-8.
+        Err(_) => Frame::Text(Utf8Bytes::from_static("")),
+    }
+}
+
+async fn close(socket: &mut Socket, code: CloseCode, reason: &'static str) {
+    let _ = socket
+        .close(Some(CloseFrame {
+            code,
+            reason: Utf8Bytes::from_static(reason),
+        }))
+        .await;
+}
