@@ -9,6 +9,7 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, SessionConfig, UpstreamConfig};
 use crate::front::{self, App, Router};
@@ -45,6 +46,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
             http: config.http_settings(),
             metrics: metrics.clone(),
             shutdown: shutdown.clone(),
+            websockets: TaskTracker::new(),
         }))
     };
     let default = match config.serves_default() {
@@ -98,8 +100,12 @@ impl Running {
             .default
             .iter()
             .chain(self.router.servers.values());
-        for app in apps {
+        for app in apps.clone() {
             app.registry.end_all().await;
+        }
+        for app in apps {
+            app.websockets.close();
+            app.websockets.wait().await;
         }
         let _ = self.served.await;
     }

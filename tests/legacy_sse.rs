@@ -78,6 +78,13 @@ async fn the_stream_names_its_endpoint_answers_come_on_it_and_the_session_ends_w
     assert_eq!(seen.len(), 3);
     assert_eq!(seen[2]["id"], 2);
 
+    // session/* are the proxy's and are not offered on this transport: never the server's.
+    let start = json!({ "jsonrpc": "2.0", "id": 4, "method": "session/start", "params": {} });
+    assert_eq!(post(start).await, StatusCode::ACCEPTED);
+    let refused = within("the refusal", stream.next_message()).await.unwrap();
+    assert_eq!(refused.message["id"], 4);
+    assert_eq!(refused.message["error"]["code"], -32601);
+
     drop(stream);
     eventually("the session to end with its stream", || {
         proxy.metric("mcp_proxy_sessions_open") == 0

@@ -412,3 +412,16 @@ async fn idle_connections_get_pings_and_a_peer_that_never_answers_is_closed() {
     assert_eq!(frames[0], 0x89, "pings came first: {frames:?}");
     proxy.stop().await;
 }
+
+#[tokio::test]
+async fn stopping_the_proxy_closes_websockets_going_away() {
+    let proxy = Proxy::start().await;
+    let (mut ws, _) = bystander(&proxy).await;
+    let mut own = Ws::connect(proxy.addr()).await;
+    own.initialize().await;
+    proxy.stop().await;
+    for socket in [&mut ws, &mut own] {
+        let (_, close) = socket.until_closed().await;
+        assert_eq!(u16::from(close.expect("a close frame").code), 1001);
+    }
+}

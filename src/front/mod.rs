@@ -90,6 +90,8 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     /// Cancelled when the proxy starts shutting down.
     pub shutdown: CancellationToken,
+    /// WebSocket connections (past their HTTP upgrade): shutdown waits for their close frames.
+    pub websockets: TaskTracker,
 }
 
 /// Every served server: `/mcp` (the single-server form) and `/servers/<name>/…` (a gateway).

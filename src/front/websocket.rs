@@ -67,7 +67,8 @@ pub fn upgrade(app: Arc<App>, mut request: Request<Incoming>) -> Response<Body> 
                 .max_message_size(Some(app.http.max_body_bytes))
                 .max_frame_size(Some(app.http.max_body_bytes));
             let span = tracing::debug_span!("websocket");
-            tokio::spawn(
+            let websockets = app.websockets.clone();
+            websockets.spawn(
                 async move {
                     match on_upgrade.await {
                         Ok(upgraded) => {
@@ -216,6 +217,9 @@ impl Connection {
                     self.on_frame(frame, &mut socket).await
                 }
                 Wake::Delivery(Some(delivery)) => send_delivery(&mut socket, &delivery).await,
+                Wake::Delivery(None) if shutdown.is_cancelled() => {
+                    Next::Close(CloseCode::Away, "the proxy is shutting down")
+                }
                 Wake::Delivery(None) => self.on_reader_end(&mut socket).await,
                 Wake::Tick if last_heard.elapsed() > keep_alive * 3 => {
                     Next::Close(CloseCode::Away, "no answer to pings")
