@@ -160,6 +160,29 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub shutdown_timeout: Option<Duration>,
 
+    /// Where session state lives: `memory` (this process only) or `redis://host:port/db`
+    /// (replicas behind a balancer share sessions) [default: memory].
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+
+    /// With a Redis store: this replica's name [default: a random one].
+    #[arg(long, value_name = "NAME")]
+    pub node_id: Option<String>,
+
+    /// With a Redis store: the base URL the other replicas reach this one at [default:
+    /// http://<listen>].
+    #[arg(long, value_name = "URL")]
+    pub advertise: Option<String>,
+
+    /// With a Redis store: the secret the replicas share to authenticate their internal requests.
+    #[arg(
+        long,
+        value_name = "SECRET",
+        env = "MCP_PROXY_CLUSTER_SECRET",
+        hide_env_values = true
+    )]
+    pub cluster_secret: Option<String>,
+
     /// Threads serving connections: 0 = one per CPU; 1 = a single-threaded runtime, the least
     /// CPU per request (no cross-thread wake-ups), for sidecars [default: 0].
     #[arg(long, value_name = "N")]
@@ -204,11 +227,47 @@ pub struct Config {
     pub shutdown_timeout: Duration,
     /// Runtime threads: 0 = one per CPU, 1 = single-threaded.
     pub workers: usize,
+    /// `memory`, or `redis://host:port/db` for replicas sharing sessions.
+    pub store: String,
+    pub cluster: ClusterConfig,
     pub upstream: UpstreamConfig,
     pub session: SessionConfig,
     pub http: HttpConfig,
     /// Gateway mode: named servers, each at `/servers/<name>/mcp` (and `/sse`).
     pub servers: BTreeMap<String, ServerConfig>,
+}
+
+/// Replicas sharing sessions through a Redis store.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterConfig {
+    /// This replica's name; empty: a random one at start.
+    pub node_id: String,
+    /// The base URL the other replicas reach this one at; empty: `http://<listen>`.
+    pub advertise: String,
+    /// Authenticates the replicas' internal requests to each other.
+    pub secret: String,
+    /// Prefix of every Redis key.
+    pub namespace: String,
+    /// How often this replica tells the others it is alive.
+    #[serde(deserialize_with = "duration")]
+    pub heartbeat: Duration,
+    /// A replica silent for this long is dead: its sessions are taken over.
+    #[serde(deserialize_with = "duration")]
+    pub owner_timeout: Duration,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            node_id: String::new(),
+            advertise: String::new(),
+            secret: String::new(),
+            namespace: "mcp-proxy".into(),
+            heartbeat: Duration::from_secs(1),
+            owner_timeout: Duration::from_secs(3),
+        }
+    }
 }
 
 /// One named server of a gateway.
@@ -285,6 +344,8 @@ impl Default for Config {
             log_format: LogFormat::Text,
             shutdown_timeout: Duration::from_secs(10),
             workers: 0,
+            store: "memory".into(),
+            cluster: ClusterConfig::default(),
             upstream: UpstreamConfig::default(),
             session: SessionConfig::default(),
             http: HttpConfig::default(),
@@ -376,6 +437,10 @@ impl Config {
         set(&mut self.log_format, &cli.log_format);
         set(&mut self.shutdown_timeout, &cli.shutdown_timeout);
         set(&mut self.workers, &cli.workers);
+        set(&mut self.store, &cli.store);
+        set(&mut self.cluster.node_id, &cli.node_id);
+        set(&mut self.cluster.advertise, &cli.advertise);
+        set(&mut self.cluster.secret, &cli.cluster_secret);
         // One server is fronted: naming one on the command line replaces the file's.
         if cli.stdio.is_some() || cli.http.is_some() || cli.sse.is_some() {
             self.upstream.stdio = cli.stdio.clone();
@@ -424,6 +489,7 @@ impl Config {
     pub fn validate(&self) -> anyhow::Result<()> {
         self.session.validate("session")?;
         self.upstream.validate("upstream")?;
+        self.validate_store()?;
         if self.http.max_body_bytes == 0 {
             bail!("http.max_body_bytes must be at least 1");
         }
@@ -449,6 +515,33 @@ impl Config {
             if let Some(session) = &server.session {
                 session.validate(&format!("servers.{name}.session"))?;
             }
+        }
+        Ok(())
+    }
+
+    fn validate_store(&self) -> anyhow::Result<()> {
+        if self.store == "memory" {
+            return Ok(());
+        }
+        if !self.store.starts_with("redis://") {
+            bail!(
+                "store: {:?} is neither \"memory\" nor a redis:// URL",
+                self.store
+            );
+        }
+        if self.cluster.secret.is_empty() {
+            bail!(
+                "cluster.secret: replicas sharing a Redis store need a shared secret (or \
+                 MCP_PROXY_CLUSTER_SECRET) to authenticate their internal requests"
+            );
+        }
+        if self.cluster.heartbeat.is_zero() || self.cluster.owner_timeout <= self.cluster.heartbeat
+        {
+            bail!("cluster.owner_timeout must be longer than cluster.heartbeat, which must not be zero");
+        }
+        if !self.cluster.advertise.is_empty() {
+            parse_http_url(&self.cluster.advertise)
+                .map_err(|e| anyhow::anyhow!("cluster.advertise: {e}"))?;
         }
         Ok(())
     }

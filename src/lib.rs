@@ -28,4 +28,5 @@ pub mod metrics;
 pub mod server;
 pub mod session;
 pub mod sse;
+pub mod store;
 pub mod upstream;

@@ -43,6 +43,10 @@ counters! {
     events_evicted_total: "counter", "Logged messages evicted from a replay window.";
     replays_total: "counter", "Resumptions from a known position (Last-Event-ID, or session/resume inside the window).";
     websocket_connections: "gauge", "WebSocket connections open.";
+    store_up: "gauge", "1 while the Redis store answers (always 0 with the memory store).";
+    store_errors_total: "counter", "Failed Redis commands (writes, heartbeats, reads).";
+    sessions_forwarded_total: "counter", "Client messages forwarded to the replica owning their session.";
+    sessions_taken_over_total: "counter", "Sessions taken over from a replica whose heartbeat lapsed.";
     replay_gaps_total: "counter", "Reads that found messages evicted before delivery.";
     upstream_spawns_total: "counter", "Upstream server processes started.";
     upstream_exits_total: "counter", "Upstream servers that exited on their own.";
@@ -61,6 +65,10 @@ impl Metrics {
 
     pub fn dec(counter: &AtomicU64) {
         counter.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn set(gauge: &AtomicU64, value: u64) {
+        gauge.store(value, Ordering::Relaxed);
     }
 
     pub fn get(counter: &AtomicU64) -> u64 {

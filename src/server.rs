@@ -15,6 +15,7 @@ use crate::config::{Config, SessionConfig, UpstreamConfig};
 use crate::front::{self, App, Router};
 use crate::metrics::Metrics;
 use crate::session::{Registry, SessionSettings};
+use crate::store::{RedisStore, Store};
 
 /// A proxy that is listening.
 pub struct Running {
@@ -33,12 +34,35 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
     let addr = listener.local_addr()?;
     let metrics = Arc::new(Metrics::default());
     let shutdown = CancellationToken::new();
-    let serve = |upstream: &UpstreamConfig, session: &SessionConfig| -> anyhow::Result<Arc<App>> {
+    let store = match config.store.as_str() {
+        "memory" => Store::Memory,
+        url => Store::Redis(
+            RedisStore::connect(
+                url,
+                &config.cluster,
+                addr,
+                config.session.idle_ttl,
+                metrics.clone(),
+                shutdown.clone(),
+            )
+            .await?,
+        ),
+    };
+    let serve = |name: &str,
+                 upstream: &UpstreamConfig,
+                 session: &SessionConfig|
+     -> anyhow::Result<Arc<App>> {
         let settings = SessionSettings {
             cache_lists: upstream.caches_lists(),
             ..session.settings()
         };
-        let registry = Arc::new(Registry::new(upstream.spec()?, settings, metrics.clone()));
+        let registry = Arc::new(Registry::with_store(
+            upstream.spec()?,
+            settings,
+            metrics.clone(),
+            store.clone(),
+            name,
+        ));
         registry.prewarm();
         tokio::spawn(registry.clone().run_expiry(shutdown.clone()));
         Ok(Arc::new(App {
@@ -50,19 +74,20 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         }))
     };
     let default = match config.serves_default() {
-        true => Some(serve(&config.upstream, &config.session)?),
+        true => Some(serve("default", &config.upstream, &config.session)?),
         false => None,
     };
     let mut servers = BTreeMap::new();
     for (name, server) in &config.servers {
         let session = server.session.as_ref().unwrap_or(&config.session);
-        servers.insert(name.clone(), serve(&server.upstream, session)?);
+        servers.insert(name.clone(), serve(name, &server.upstream, session)?);
     }
     let router = Arc::new(Router {
         default,
         servers,
         metrics: metrics.clone(),
         shutdown: shutdown.clone(),
+        store,
     });
     let served = tokio::spawn(front::serve(listener, router.clone(), shutdown.clone()));
     Ok(Running {

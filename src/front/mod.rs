@@ -29,6 +29,7 @@ use tracing::{debug, warn};
 
 use crate::metrics::Metrics;
 use crate::session::Registry;
+use crate::store::Store;
 use body::Body;
 
 /// How a POST that carries a request is answered.
@@ -100,6 +101,7 @@ pub struct Router {
     pub servers: BTreeMap<String, Arc<App>>,
     pub metrics: Arc<Metrics>,
     pub shutdown: CancellationToken,
+    pub store: Store,
 }
 
 /// Accepts connections until `shutdown`, then lets open ones finish their current exchange.
@@ -156,6 +158,12 @@ async fn route(router: &Router, request: Request<Incoming>) -> Response<Body> {
             "/healthz" => return text(StatusCode::OK, "ok\n".into()),
             "/readyz" if router.shutdown.is_cancelled() => {
                 return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n".into())
+            }
+            "/readyz" if !router.store.healthy() => {
+                return text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the session store (Redis) is unreachable\n".into(),
+                )
             }
             "/readyz" => return text(StatusCode::OK, "ready\n".into()),
             "/metrics" => return text(StatusCode::OK, router.metrics.render()),

@@ -136,7 +136,9 @@ impl Rejection {
     /// could not be reached → 502.
     pub fn session(error: &SessionError) -> Rejection {
         match error {
-            SessionError::TooManySessions(_) | SessionError::TooManyForPrincipal(_) => Rejection {
+            SessionError::TooManySessions(_)
+            | SessionError::TooManyForPrincipal(_)
+            | SessionError::StoreUnavailable => Rejection {
                 retry_after: Some(1),
                 ..Rejection::new(
                     StatusCode::SERVICE_UNAVAILABLE,

@@ -111,6 +111,8 @@ pub struct Appended {
     pub seq: u64,
     pub coalesced: u64,
     pub evicted: u64,
+    /// The earlier message this one replaced (coalescing).
+    pub replaced: Option<u64>,
 }
 
 /// Counters the log keeps about itself.
@@ -197,11 +199,13 @@ impl EventLog {
         let before = self.counters;
         let seq = self.next_seq;
         self.next_seq += 1;
+        let mut replaced = None;
         if let Some(key) = &coalesce {
             let delivered = self.delivered_through(stream);
             if let Some(old) = self.pending_coalesce.insert((stream, key.clone()), seq) {
                 if old > delivered && self.remove(old).is_some() {
                     self.counters.coalesced += 1;
+                    replaced = Some(old);
                 }
             }
         }
@@ -223,6 +227,7 @@ impl EventLog {
             seq,
             coalesced: self.counters.coalesced - before.coalesced,
             evicted: self.counters.evicted - before.evicted,
+            replaced,
         }
     }
 
@@ -277,6 +282,11 @@ impl EventLog {
         for seq in seqs {
             self.remove(seq);
         }
+    }
+
+    /// The newest position evicted from any stream (0: none).
+    pub fn evicted_floor(&self) -> u64 {
+        self.evicted_floor
     }
 
     /// Whether every message of `stream` after `after` is still in the log (none was evicted).

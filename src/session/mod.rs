@@ -24,6 +24,7 @@ use tracing::{debug, Span};
 
 use crate::jsonrpc::{self, id_key, Message};
 use crate::metrics::Metrics;
+use crate::store::{Mirror, Op, Record};
 use crate::upstream::{Upstream, UpstreamError, UpstreamEvent};
 use id::Principal;
 use list_cache::{ListCache, Lookup, Ticket};
@@ -69,6 +70,8 @@ pub enum SessionError {
     TooManySessions(usize),
     #[error("this principal already holds its limit of {0} open sessions")]
     TooManyForPrincipal(usize),
+    #[error("the session store (Redis) is unreachable; new sessions are refused until it is back")]
+    StoreUnavailable,
 }
 
 /// A client request the upstream has not answered yet, keyed by the upstream id.
@@ -115,6 +118,8 @@ struct State {
     numbered: bool,
     upstream_failure: Option<String>,
     last_active: Instant,
+    /// Where the session records itself for other replicas (a shared store only).
+    mirror: Option<Mirror>,
 }
 
 impl State {
@@ -124,7 +129,24 @@ impl State {
         if let Some(token) = &request.progress_token {
             self.progress.remove(token);
         }
+        self.mirror(|| Op::Answered {
+            stream: request.stream,
+        });
         Some(request)
+    }
+
+    /// Records an op in the shared store, if there is one (built only then).
+    fn mirror(&self, op: impl FnOnce() -> Op) {
+        if let Some(mirror) = &self.mirror {
+            mirror.send(op());
+        }
+    }
+
+    fn mirror_subscriptions(&self) {
+        self.mirror(|| Op::Field {
+            name: "subs",
+            value: serde_json::to_string(&self.subscriptions).unwrap_or_default(),
+        });
     }
 
     /// Where the messages of the session's n-th request go.
@@ -195,6 +217,7 @@ pub struct Delivery {
 }
 
 impl Session {
+    #[allow(clippy::too_many_arguments)]
     fn new(
         id: String,
         principal: Principal,
@@ -203,7 +226,19 @@ impl Session {
         list_cache: Option<Arc<ListCache>>,
         settings: Arc<SessionSettings>,
         metrics: Arc<Metrics>,
+        mirror: Option<Mirror>,
     ) -> Session {
+        if let Some(mirror) = &mirror {
+            mirror.send(Op::Create(Box::new(Record {
+                principal: principal.as_str().to_owned(),
+                shape: match shape {
+                    Shape::Streams => "streams".into(),
+                    Shape::SingleStream => "single".into(),
+                },
+                next_stream: 1,
+                ..Record::default()
+            })));
+        }
         let span = tracing::info_span!("session", id = %id);
         Session {
             state: Mutex::new(State {
@@ -221,6 +256,7 @@ impl Session {
                 numbered: false,
                 upstream_failure: None,
                 last_active: Instant::now(),
+                mirror,
             }),
             id,
             principal,
@@ -310,6 +346,7 @@ impl Session {
                         } else {
                             state.subscriptions.remove(&uri);
                         }
+                        state.mirror_subscriptions();
                     }
                 }
                 _ => {}
@@ -329,6 +366,23 @@ impl Session {
                     ticket,
                 },
             );
+            if state.mirror.is_some() {
+                let client_id = request.id().cloned().unwrap_or(Value::Null).to_string();
+                let init = (request.method() == Some("initialize"))
+                    .then(|| request.params().map(|p| p.get().to_owned()))
+                    .flatten();
+                state.mirror(|| Op::Field {
+                    name: "next_stream",
+                    value: (stream + 1).to_string(),
+                });
+                state.mirror(|| Op::Inflight { stream, client_id });
+                if let Some(init) = init {
+                    state.mirror(|| Op::Field {
+                        name: "init",
+                        value: init,
+                    });
+                }
+            }
             request.set_id(Value::from(upstream_id));
             (stream, upstream_id, request)
         };
@@ -473,6 +527,10 @@ impl Session {
         let mut state = self.lock();
         debug_assert_eq!(state.shape, Shape::SingleStream);
         state.numbered = true;
+        state.mirror(|| Op::Field {
+            name: "numbered",
+            value: "1".into(),
+        });
     }
 
     /// Whether this is a protocol-level session.
@@ -595,6 +653,12 @@ impl Session {
                 };
                 if request.method == "initialize" {
                     record_initialize(state, &message);
+                    if let Some(version) = state.protocol_version.clone() {
+                        state.mirror(|| Op::Field {
+                            name: "version",
+                            value: version,
+                        });
+                    }
                     if let Some(result) = message
                         .result()
                         .and_then(|r| protocol::advertise(r, &self.settings.window))
@@ -637,9 +701,25 @@ impl Session {
             true => protocol::stamp(&payload, state.log.head() + 1),
             false => payload,
         };
+        let mirrored = state.mirror.is_some().then(|| payload.clone());
         let appended = state
             .log
             .append(stream, payload, terminal, coalesce, Instant::now());
+        if let Some(payload) = mirrored {
+            state.mirror(|| Op::Append {
+                seq: appended.seq,
+                stream,
+                terminal,
+                payload,
+            });
+            if let Some(seq) = appended.replaced {
+                state.mirror(|| Op::Remove { seq });
+            }
+            if appended.evicted > 0 {
+                let through = state.log.evicted_floor();
+                state.mirror(|| Op::Evicted { through });
+            }
+        }
         Metrics::inc(&self.metrics.events_logged_total);
         Metrics::add(&self.metrics.events_coalesced_total, appended.coalesced);
         Metrics::add(&self.metrics.events_evicted_total, appended.evicted);
@@ -652,8 +732,14 @@ impl Session {
         (state.attachments.is_empty() && state.inflight.is_empty()).then_some(state.last_active)
     }
 
+    /// Tells the shared store the session is alive (its keys' TTLs start again).
+    pub(crate) fn touch_store(&self) {
+        self.lock().mirror(|| Op::Touch);
+    }
+
     /// Ends the session: readers stop, the upstream is released.
     pub(crate) fn end(&self) {
+        self.lock().mirror(|| Op::End);
         self.ended.cancel();
         self.upstream.release();
     }

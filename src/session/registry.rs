@@ -17,6 +17,7 @@ use super::id::{self, Principal};
 use super::list_cache::ListCache;
 use super::{Session, SessionError, SessionSettings, Shape};
 use crate::metrics::Metrics;
+use crate::store::Store;
 use crate::upstream::http_client::{self, HttpClient};
 use crate::upstream::legacy_sse::SseUpstream;
 use crate::upstream::shared::SharedStdio;
@@ -42,6 +43,10 @@ pub struct Registry {
     /// Children started ahead of sessions (`warm`), with their event channels.
     warm: Mutex<WarmPool>,
     list_cache: Option<Arc<ListCache>>,
+    /// Where sessions are shared with other replicas (memory: nowhere).
+    store: Store,
+    /// The served server's name in the store's keys (`default` for `/mcp`).
+    server: String,
 }
 
 type WarmPool = VecDeque<(StdioUpstream, Arc<Binding>)>;
@@ -51,6 +56,17 @@ impl Registry {
         upstream: UpstreamSpec,
         settings: SessionSettings,
         metrics: Arc<Metrics>,
+    ) -> Registry {
+        Registry::with_store(upstream, settings, metrics, Store::Memory, "default")
+    }
+
+    /// A registry whose sessions are shared through `store` under the name `server`.
+    pub fn with_store(
+        upstream: UpstreamSpec,
+        settings: SessionSettings,
+        metrics: Arc<Metrics>,
+        store: Store,
+        server: &str,
     ) -> Registry {
         let upstream_tasks = TaskTracker::new();
         let settings_cache = settings.cache_lists.then(Arc::default);
@@ -74,6 +90,8 @@ impl Registry {
             upstream_tasks,
             warm: Mutex::new(VecDeque::new()),
             list_cache: settings_cache,
+            store,
+            server: server.to_owned(),
         }
     }
 
@@ -107,6 +125,10 @@ impl Registry {
         shape: Shape,
         credential: Option<HeaderValue>,
     ) -> Result<Arc<Session>, SessionError> {
+        if !self.store.healthy() {
+            Metrics::inc(&self.metrics.sessions_rejected_total);
+            return Err(SessionError::StoreUnavailable);
+        }
         let limit = self.settings.max_sessions;
         if self.reserved.fetch_add(1, Ordering::AcqRel) >= limit {
             self.reserved.fetch_sub(1, Ordering::AcqRel);
@@ -126,14 +148,17 @@ impl Registry {
                 return Err(error.into());
             }
         };
+        let id = id::mint();
+        let mirror = self.store.mirror(&self.server, &id);
         let session = Arc::new(Session::new(
-            id::mint(),
+            id,
             principal,
             shape,
             upstream,
             self.list_cache.clone(),
             self.settings.clone(),
             self.metrics.clone(),
+            mirror,
         ));
         binding.bind(&session);
         self.sessions
@@ -272,6 +297,11 @@ impl Registry {
             })
             .map(|entry| entry.key().clone())
             .collect();
+        if self.store.redis().is_some() {
+            for entry in self.sessions.iter() {
+                entry.value().touch_store();
+            }
+        }
         let mut count = 0;
         for id in expired {
             if self.end(&id) {

@@ -1,0 +1,486 @@
+//! The Redis store. Keys, under the configured namespace `ns` and the served server's name
+//! (`default` for `/mcp`):
+//!
+//! - `ns:node:<node>`: a replica's internal base URL, expiring `owner_timeout` after its last
+//!   heartbeat;
+//! - `ns:<server>:session:<id>`: hash, the session record (owner, principal, shape, numbered,
+//!   version, init, subs, next_stream, evicted), expiring after the idle TTL;
+//! - `ns:<server>:log:<id>`: stream, the event log (entry id `<seq>-0`, fields `k` stream key,
+//!   `t` terminal, `p` payload), trimmed to the window;
+//! - `ns:<server>:inflight:<id>`: hash, request stream → the client's request id, for requests
+//!   the owner has not answered yet (a replica taking over answers them with an error).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use bytes::Bytes;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use redis::{RedisResult, Value};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::{Mirror, Op, Record};
+use crate::config::ClusterConfig;
+use crate::metrics::Metrics;
+use crate::session::log::{EventId, StreamKey};
+
+/// Ops written per round trip at most.
+const BATCH: usize = 256;
+
+pub struct RedisStore {
+    client: redis::Client,
+    connection: ConnectionManager,
+    pub node_id: String,
+    /// The base URL the other replicas reach this one at.
+    pub advertise: String,
+    pub secret: String,
+    namespace: String,
+    heartbeat: Duration,
+    pub owner_timeout: Duration,
+    /// How long a session's keys live without activity.
+    ttl: Duration,
+    healthy: AtomicBool,
+    ops: mpsc::UnboundedSender<(Arc<str>, Arc<str>, Op)>,
+    metrics: Arc<Metrics>,
+}
+
+/// One logged message, as read back.
+#[derive(Debug, Clone)]
+pub struct Logged {
+    pub seq: u64,
+    pub stream: StreamKey,
+    pub terminal: bool,
+    pub payload: Bytes,
+}
+
+impl RedisStore {
+    /// Connects (a clear error if Redis cannot be reached), registers this replica and starts
+    /// the heartbeat and the writer; both stop at `shutdown`.
+    pub async fn connect(
+        url: &str,
+        cluster: &ClusterConfig,
+        listen: SocketAddr,
+        ttl: Duration,
+        metrics: Arc<Metrics>,
+        shutdown: CancellationToken,
+    ) -> anyhow::Result<Arc<RedisStore>> {
+        let client = redis::Client::open(url).with_context(|| format!("store: {url:?}"))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(2)))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(500));
+        let mut connection = tokio::time::timeout(
+            Duration::from_secs(5),
+            client.get_connection_manager_with_config(config),
+        )
+        .await
+        .map_err(|_| anyhow::anyhow!("no answer within 5 s"))
+        .and_then(|c| c.map_err(anyhow::Error::from))
+        .with_context(|| format!("cannot reach the Redis store at {url}"))?;
+        let _: String = redis::cmd("PING")
+            .query_async(&mut connection)
+            .await
+            .with_context(|| format!("cannot reach the Redis store at {url}"))?;
+        let node_id = match cluster.node_id.as_str() {
+            "" => crate::session::id::mint(),
+            name => name.to_owned(),
+        };
+        let advertise = match cluster.advertise.as_str() {
+            "" => format!("http://{listen}"),
+            url => url.trim_end_matches('/').to_owned(),
+        };
+        let (ops, queue) = mpsc::unbounded_channel();
+        let store = Arc::new(RedisStore {
+            client,
+            connection,
+            node_id,
+            advertise,
+            secret: cluster.secret.clone(),
+            namespace: cluster.namespace.clone(),
+            heartbeat: cluster.heartbeat,
+            owner_timeout: cluster.owner_timeout,
+            ttl: ttl + cluster.owner_timeout,
+            healthy: AtomicBool::new(true),
+            ops,
+            metrics,
+        });
+        store
+            .beat()
+            .await
+            .context("cannot register this replica in Redis")?;
+        Metrics::set(&store.metrics.store_up, 1);
+        info!(node = %store.node_id, advertise = %store.advertise, "joined the replicas sharing {url}");
+        tokio::spawn(store.clone().run_heartbeat(shutdown));
+        tokio::spawn(store.clone().run_writer(queue));
+        Ok(store)
+    }
+
+    pub fn healthy(&self) -> bool {
+        self.healthy.load(Ordering::Acquire)
+    }
+
+    fn set_health(&self, up: bool) {
+        if self.healthy.swap(up, Ordering::AcqRel) != up {
+            match up {
+                true => info!("the Redis store is reachable again"),
+                false => warn!("the Redis store is unreachable: new sessions are refused"),
+            }
+        }
+        Metrics::set(&self.metrics.store_up, u64::from(up));
+    }
+
+    fn failed(&self, what: &str, error: &redis::RedisError) {
+        Metrics::inc(&self.metrics.store_errors_total);
+        warn!(%error, "Redis {what} failed");
+        self.set_health(false);
+    }
+
+    pub fn mirror(&self, server: &str, session_id: &str) -> Mirror {
+        Mirror {
+            session: session_id.into(),
+            server: server.into(),
+            ops: self.ops.clone(),
+        }
+    }
+
+    fn session_key(&self, server: &str, id: &str) -> String {
+        format!("{}:{server}:session:{id}", self.namespace)
+    }
+
+    fn log_key(&self, server: &str, id: &str) -> String {
+        format!("{}:{server}:log:{id}", self.namespace)
+    }
+
+    fn inflight_key(&self, server: &str, id: &str) -> String {
+        format!("{}:{server}:inflight:{id}", self.namespace)
+    }
+
+    fn node_key(&self, node: &str) -> String {
+        format!("{}:node:{node}", self.namespace)
+    }
+
+    async fn beat(&self) -> RedisResult<()> {
+        let mut connection = self.connection.clone();
+        redis::cmd("SET")
+            .arg(self.node_key(&self.node_id))
+            .arg(&self.advertise)
+            .arg("PX")
+            .arg(self.owner_timeout.as_millis() as u64)
+            .query_async(&mut connection)
+            .await
+    }
+
+    async fn run_heartbeat(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut ticks = tokio::time::interval(self.heartbeat);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => match self.beat().await {
+                    Ok(()) => self.set_health(true),
+                    Err(error) => self.failed("heartbeat", &error),
+                },
+                () = shutdown.cancelled() => break,
+            }
+        }
+        // Leaving: the others may take this replica's sessions over at once.
+        let mut connection = self.connection.clone();
+        let _: RedisResult<()> = redis::cmd("DEL")
+            .arg(self.node_key(&self.node_id))
+            .query_async(&mut connection)
+            .await;
+    }
+
+    /// Writes the owners' ops in order, many per round trip.
+    async fn run_writer(
+        self: Arc<Self>,
+        mut queue: mpsc::UnboundedReceiver<(Arc<str>, Arc<str>, Op)>,
+    ) {
+        let mut batch = Vec::with_capacity(BATCH);
+        while queue.recv_many(&mut batch, BATCH).await > 0 {
+            let mut pipe = redis::pipe();
+            for (server, session, op) in batch.drain(..) {
+                self.encode(&mut pipe, &server, &session, op);
+            }
+            let mut connection = self.connection.clone();
+            if let Err(error) = pipe.query_async::<()>(&mut connection).await {
+                self.failed("write", &error);
+            }
+        }
+    }
+
+    fn encode(&self, pipe: &mut redis::Pipeline, server: &str, session: &str, op: Op) {
+        let record = self.session_key(server, session);
+        let log = self.log_key(server, session);
+        let inflight = self.inflight_key(server, session);
+        let ttl = self.ttl.as_millis() as u64;
+        match op {
+            Op::Create(r) => {
+                let owner = match r.owner.as_str() {
+                    "" => self.node_id.as_str(),
+                    owner => owner,
+                };
+                pipe.cmd("HSET")
+                    .arg(&record)
+                    .arg("owner")
+                    .arg(owner)
+                    .arg("principal")
+                    .arg(&r.principal)
+                    .arg("shape")
+                    .arg(&r.shape)
+                    .arg("numbered")
+                    .arg(u8::from(r.numbered))
+                    .arg("next_stream")
+                    .arg(r.next_stream)
+                    .arg("evicted")
+                    .arg(r.evicted)
+                    .ignore();
+                for (name, value) in [
+                    ("version", &r.version),
+                    ("init", &r.init),
+                    ("subs", &r.subs),
+                ] {
+                    if let Some(value) = value {
+                        pipe.cmd("HSET").arg(&record).arg(name).arg(value).ignore();
+                    }
+                }
+                pipe.cmd("PEXPIRE").arg(&record).arg(ttl).ignore();
+            }
+            Op::Append {
+                seq,
+                stream,
+                terminal,
+                payload,
+            } => {
+                pipe.cmd("XADD")
+                    .arg(&log)
+                    .arg(format!("{seq}-0"))
+                    .arg("k")
+                    .arg(stream.to_string())
+                    .arg("t")
+                    .arg(u8::from(terminal))
+                    .arg("p")
+                    .arg(payload.as_ref())
+                    .ignore();
+                pipe.cmd("PEXPIRE").arg(&log).arg(ttl).ignore();
+                pipe.cmd("PEXPIRE").arg(&record).arg(ttl).ignore();
+            }
+            Op::Remove { seq } => {
+                pipe.cmd("XDEL").arg(&log).arg(format!("{seq}-0")).ignore();
+            }
+            Op::Evicted { through } => {
+                pipe.cmd("XTRIM")
+                    .arg(&log)
+                    .arg("MINID")
+                    .arg(format!("{}-0", through + 1))
+                    .ignore();
+                pipe.cmd("HSET")
+                    .arg(&record)
+                    .arg("evicted")
+                    .arg(through)
+                    .ignore();
+            }
+            Op::Field { name, value } => {
+                pipe.cmd("HSET").arg(&record).arg(name).arg(value).ignore();
+            }
+            Op::Inflight { stream, client_id } => {
+                pipe.cmd("HSET")
+                    .arg(&inflight)
+                    .arg(stream)
+                    .arg(client_id)
+                    .ignore();
+                pipe.cmd("PEXPIRE").arg(&inflight).arg(ttl).ignore();
+            }
+            Op::Answered { stream } => {
+                pipe.cmd("HDEL").arg(&inflight).arg(stream).ignore();
+            }
+            Op::Touch => {
+                for key in [&record, &log, &inflight] {
+                    pipe.cmd("PEXPIRE").arg(key).arg(ttl).ignore();
+                }
+            }
+            Op::End => {
+                pipe.cmd("DEL")
+                    .arg(&record)
+                    .arg(&log)
+                    .arg(&inflight)
+                    .ignore();
+            }
+        }
+    }
+
+    /// The record of session `id`, if any replica holds it.
+    pub async fn record(&self, server: &str, id: &str) -> RedisResult<Option<Record>> {
+        let mut connection = self.connection.clone();
+        let fields: HashMap<String, String> = redis::cmd("HGETALL")
+            .arg(self.session_key(server, id))
+            .query_async(&mut connection)
+            .await?;
+        if fields.is_empty() {
+            return Ok(None);
+        }
+        let number = |name: &str| fields.get(name).and_then(|v| v.parse().ok()).unwrap_or(0);
+        Ok(Some(Record {
+            owner: fields.get("owner").cloned().unwrap_or_default(),
+            principal: fields.get("principal").cloned().unwrap_or_default(),
+            shape: fields.get("shape").cloned().unwrap_or_default(),
+            numbered: fields.get("numbered").is_some_and(|v| v == "1"),
+            version: fields.get("version").cloned(),
+            init: fields.get("init").cloned(),
+            subs: fields.get("subs").cloned(),
+            next_stream: number("next_stream"),
+            evicted: number("evicted"),
+        }))
+    }
+
+    /// The internal URL of a live replica; `None` once its heartbeat has lapsed.
+    pub async fn node_url(&self, node: &str) -> RedisResult<Option<String>> {
+        let mut connection = self.connection.clone();
+        redis::cmd("GET")
+            .arg(self.node_key(node))
+            .query_async(&mut connection)
+            .await
+    }
+
+    /// Makes this replica the owner of session `id` if `previous` still is (atomically: of
+    /// several replicas trying, one wins).
+    pub async fn claim(&self, server: &str, id: &str, previous: &str) -> RedisResult<bool> {
+        let mut connection = self.connection.clone();
+        let won: i64 = redis::cmd("EVAL")
+            .arg(
+                "if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then \
+                   redis.call('HSET', KEYS[1], 'owner', ARGV[2]) return 1 \
+                 else return 0 end",
+            )
+            .arg(1)
+            .arg(self.session_key(server, id))
+            .arg(previous)
+            .arg(&self.node_id)
+            .query_async(&mut connection)
+            .await?;
+        Ok(won == 1)
+    }
+
+    /// The logged messages of session `id` after `after`, oldest first.
+    pub async fn read_log(&self, server: &str, id: &str, after: u64) -> RedisResult<Vec<Logged>> {
+        let mut connection = self.connection.clone();
+        let reply: Value = redis::cmd("XRANGE")
+            .arg(self.log_key(server, id))
+            .arg(format!("{}-0", after + 1))
+            .arg("+")
+            .query_async(&mut connection)
+            .await?;
+        Ok(parse_entries(&reply))
+    }
+
+    /// Waits up to `block` for messages of session `id` after `after` on a connection of its
+    /// own (a blocking read must not hold up the shared one).
+    pub async fn wait_log(
+        &self,
+        connection: &mut MultiplexedConnection,
+        server: &str,
+        id: &str,
+        after: u64,
+        block: Duration,
+    ) -> RedisResult<Vec<Logged>> {
+        let reply: Value = redis::cmd("XREAD")
+            .arg("BLOCK")
+            .arg(block.as_millis() as u64)
+            .arg("STREAMS")
+            .arg(self.log_key(server, id))
+            .arg(format!("{after}-0"))
+            .query_async(connection)
+            .await?;
+        // [[key, [entries…]]] or nil
+        let entries = match &reply {
+            Value::Array(streams) => streams
+                .first()
+                .and_then(|s| match s {
+                    Value::Array(pair) => pair.get(1),
+                    _ => None,
+                })
+                .map(parse_entries)
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        Ok(entries)
+    }
+
+    /// A connection for blocking reads.
+    pub async fn blocking_connection(&self) -> RedisResult<MultiplexedConnection> {
+        self.client.get_multiplexed_async_connection().await
+    }
+
+    /// Requests in flight at the owner: request stream → the client's request id (JSON).
+    pub async fn inflight(&self, server: &str, id: &str) -> RedisResult<HashMap<u64, String>> {
+        let mut connection = self.connection.clone();
+        let fields: HashMap<String, String> = redis::cmd("HGETALL")
+            .arg(self.inflight_key(server, id))
+            .query_async(&mut connection)
+            .await?;
+        Ok(fields
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.parse().ok()?, v)))
+            .collect())
+    }
+}
+
+/// XRANGE / XREAD entries: `[[id, [field, value, …]], …]`.
+fn parse_entries(reply: &Value) -> Vec<Logged> {
+    let Value::Array(entries) = reply else {
+        return Vec::new();
+    };
+    entries
+        .iter()
+        .filter_map(|entry| {
+            let Value::Array(parts) = entry else {
+                return None;
+            };
+            let id = text(parts.first()?)?;
+            let seq = id.split('-').next()?.parse().ok()?;
+            let Value::Array(fields) = parts.get(1)? else {
+                return None;
+            };
+            let mut stream = None;
+            let mut terminal = false;
+            let mut payload = Bytes::new();
+            for pair in fields.chunks(2) {
+                let [name, value] = pair else { continue };
+                match text(name)?.as_str() {
+                    "k" => {
+                        stream = format!("{}.0", text(value)?)
+                            .parse::<EventId>()
+                            .ok()
+                            .map(|id| id.stream)
+                    }
+                    "t" => terminal = text(value)? == "1",
+                    "p" => {
+                        if let Value::BulkString(bytes) = value {
+                            payload = Bytes::copy_from_slice(bytes);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Some(Logged {
+                seq,
+                stream: stream?,
+                terminal,
+                payload,
+            })
+        })
+        .collect()
+}
+
+fn text(value: &Value) -> Option<String> {
+    match value {
+        Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    }
+}
