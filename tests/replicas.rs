@@ -101,3 +101,72 @@ async fn an_owner_records_its_sessions_and_their_logs_in_redis() {
     })
     .await;
 }
+
+/// The same client session, spoken to through `replica`.
+fn through(client: &Client, replica: &Replica) -> Client {
+    let mut other = client.clone();
+    other.addr = replica.addr;
+    other
+}
+
+#[tokio::test]
+async fn a_client_that_sends_each_request_to_the_next_replica_gets_its_work_done() {
+    let redis = Redis::start().await;
+    let replicas = [
+        Replica::start(&redis, "a", &[]).await,
+        Replica::start(&redis, "b", &[]).await,
+        Replica::start(&redis, "c", &[]).await,
+    ];
+    let mut first = Client::new(replicas[0].addr);
+    first.initialize("2025-11-25").await;
+    let mut turn = 1;
+    let mut next = || {
+        let replica = &replicas[turn % 3];
+        turn += 1;
+        through(&first, replica)
+    };
+    // The GET stream on another replica than the owner: fed from the shared log.
+    let mut listener = next();
+    let mut stream = listener.get(None).await;
+    assert_eq!(stream.status, StatusCode::OK);
+    next()
+        .request("resources/subscribe", json!({ "uri": "demo://counter" }))
+        .await;
+    for expected in 1..=4 {
+        let value = next().call_tool("counter", json!({})).await;
+        assert_eq!(
+            value,
+            expected.to_string(),
+            "one server behind every replica"
+        );
+        let update = stream
+            .next_with_method("notifications/resources/updated")
+            .await;
+        assert_eq!(update["params"]["uri"], "demo://counter");
+    }
+    // Progress and the response of a call forwarded to the owner, on an SSE answer.
+    let caller = next();
+    let call = json!({ "jsonrpc": "2.0", "id": 77, "method": "tools/call",
+        "params": { "name": "progress", "arguments": { "steps": 3, "delay_ms": 5 },
+                    "_meta": { "progressToken": "rr" } } });
+    let answer = caller.post(&call).await.remaining_messages().await;
+    let methods: Vec<&str> = answer
+        .iter()
+        .map(|m| m.message["method"].as_str().unwrap_or("response"))
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "notifications/progress",
+            "notifications/progress",
+            "notifications/progress",
+            "response"
+        ]
+    );
+    drop(listener.session.take());
+    assert_eq!(next().delete().await, StatusCode::OK);
+    let gone = next()
+        .post(&json!({ "jsonrpc": "2.0", "id": 9, "method": "ping" }))
+        .await;
+    assert_eq!(gone.status, StatusCode::NOT_FOUND, "ended everywhere");
+}

@@ -106,7 +106,7 @@ async fn post(
     if !media_type_is(&parts.headers, "application/json") {
         return Err(Rejection::unsupported_media_type());
     }
-    let session = find_session(app, &parts)?;
+    let session = find_session(app, &parts).await?;
     let body = read_body(&parts.headers, body, app.http.max_body_bytes).await?;
     let message = Message::parse(body)?;
     *method = message.method().map_or("response", metrics::method_label);
@@ -119,7 +119,7 @@ async fn post(
     Ok(accepted())
 }
 
-fn find_session(app: &App, parts: &http::request::Parts) -> Result<Arc<Session>, Rejection> {
+async fn find_session(app: &App, parts: &http::request::Parts) -> Result<Arc<Session>, Rejection> {
     let id = parts
         .uri
         .query()
@@ -133,6 +133,7 @@ fn find_session(app: &App, parts: &http::request::Parts) -> Result<Arc<Session>,
             Rejection::bad_request("Bad Request: the sessionId query parameter is required")
         })?;
     app.registry
-        .get(id, &guard::principal(&app.http, &parts.headers))
+        .find(id, &guard::principal(&app.http, &parts.headers))
+        .await
         .ok_or_else(Rejection::session_not_found)
 }

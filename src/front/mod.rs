@@ -4,6 +4,7 @@
 pub mod body;
 pub mod event_stream;
 pub mod guard;
+pub mod internal;
 pub mod legacy_sse;
 pub mod rejection;
 pub mod request;
@@ -149,6 +150,10 @@ pub async fn serve(listener: TcpListener, router: Arc<Router>, shutdown: Cancell
 
 async fn route(router: &Router, request: Request<Incoming>) -> Response<Body> {
     let path = request.uri().path();
+    if let Some(rest) = path.strip_prefix("/internal/") {
+        let rest = rest.to_owned();
+        return internal::handle(router, &rest, request).await;
+    }
     let (app, endpoint) = match path.strip_prefix("/servers/") {
         Some(rest) => match rest.split_once('/') {
             Some((name, endpoint)) => (router.servers.get(name), endpoint),

@@ -10,6 +10,8 @@ use super::body::Body;
 use crate::jsonrpc::{self, ParseError, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST};
 use crate::session::protocol;
 use crate::session::SessionError;
+use crate::upstream::owner::HopError;
+use crate::upstream::UpstreamError;
 
 /// JSON-RPC code for an unknown, expired or foreign session.
 pub const SESSION_NOT_FOUND: i64 = -32001;
@@ -146,6 +148,9 @@ impl Rejection {
                     format!("Service Unavailable: {error}"),
                 )
             },
+            SessionError::Upstream(UpstreamError::Hop(HopError::Gone)) => {
+                Rejection::session_not_found()
+            }
             _ => Rejection::new(StatusCode::BAD_GATEWAY, INTERNAL_ERROR, error.to_string()),
         }
     }

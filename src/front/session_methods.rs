@@ -49,8 +49,12 @@ pub fn started(id: &Value, session: &Session) -> Bytes {
 
 /// A protocol-level session of this principal. Another principal's is reported exactly like
 /// an unknown one.
-pub fn find(app: &App, principal: &Principal, session_id: &str) -> Result<Arc<Session>, Rejection> {
-    match app.registry.get(session_id, principal) {
+pub async fn find(
+    app: &App,
+    principal: &Principal,
+    session_id: &str,
+) -> Result<Arc<Session>, Rejection> {
+    match app.registry.find(session_id, principal).await {
         Some(session) if session.numbers_events() => Ok(session),
         Some(_) => Err(Rejection::conflict(format!(
             "session {session_id} was opened with initialize and is named by Mcp-Session-Id \
@@ -79,13 +83,13 @@ pub fn resume_params(message: &Message) -> Result<(String, Option<u64>), Rejecti
 
 /// `session/resume`: attaches the session's one reader (the previous one, on whatever
 /// connection, is detached).
-pub fn resume(
+pub async fn resume(
     app: &App,
     principal: &Principal,
     session_id: &str,
     last: Option<u64>,
 ) -> Result<(Arc<Session>, Resumed), Rejection> {
-    let session = find(app, principal, session_id)?;
+    let session = find(app, principal, session_id).await?;
     let resumed = session
         .resume(last)
         .map_err(|e| Rejection::invalid_params(e.to_string()))?;
@@ -104,9 +108,9 @@ pub fn end_params(message: &Message) -> Result<String, Rejection> {
 }
 
 /// `session/end`: the upstream is released and the log dropped; nothing more is delivered.
-pub fn end(app: &App, principal: &Principal, session_id: &str) -> Result<(), Rejection> {
-    find(app, principal, session_id)?;
-    app.registry.end(session_id);
+pub async fn end(app: &App, principal: &Principal, session_id: &str) -> Result<(), Rejection> {
+    find(app, principal, session_id).await?;
+    app.registry.end_everywhere(session_id).await;
     Ok(())
 }
 

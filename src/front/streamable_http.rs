@@ -48,8 +48,8 @@ pub async fn handle(app: &App, request: Request<Incoming>) -> Response<Body> {
         Err(rejection) => Err(rejection),
         Ok(()) => match *request.method() {
             Method::POST => post(app, request, &mut method).await,
-            Method::GET => get(app, request.headers()),
-            Method::DELETE => delete(app, request.headers()),
+            Method::GET => get(app, request.headers()).await,
+            Method::DELETE => delete(app, request.headers()).await,
             _ => Err(Rejection::method_not_allowed()),
         },
     };
@@ -132,6 +132,7 @@ async fn post(
         .with_id(message.id()));
     };
     let session = transport_session(app, session_id, &principal)
+        .await
         .map_err(|rejection| rejection.with_id(message.id()))?;
     check_protocol_version(&headers)?;
     match message.kind() {
@@ -257,6 +258,7 @@ async fn protocol_post(
                 session_methods::resume_params(&message).map_err(|r| r.with_id(Some(&id)))?;
             same_as_named(&session_id)?;
             let (session, resumed) = session_methods::resume(app, &principal, &session_id, last)
+                .await
                 .map_err(|r| r.with_id(Some(&id)))?;
             Ok(open_channel(app, &session, resumed, &id))
         }
@@ -264,7 +266,9 @@ async fn protocol_post(
             let session_id =
                 session_methods::end_params(&message).map_err(|r| r.with_id(Some(&id)))?;
             same_as_named(&session_id)?;
-            session_methods::end(app, &principal, &session_id).map_err(|r| r.with_id(Some(&id)))?;
+            session_methods::end(app, &principal, &session_id)
+                .await
+                .map_err(|r| r.with_id(Some(&id)))?;
             Ok(json(StatusCode::OK, session_methods::ended(&id)))
         }
         Some(method) if is_session_method(method) => Err(session_methods::unknown_method(&message)),
@@ -273,6 +277,7 @@ async fn protocol_post(
                 Rejection::bad_request("Bad Request: Mcp-Protocol-Session-Id header is required")
             })?;
             let session = session_methods::find(app, &principal, session_id)
+                .await
                 .map_err(|r| r.with_id(message.id()))?;
             check_protocol_version(headers)?;
             let outcome = match message.kind() {
@@ -324,14 +329,15 @@ fn open_channel(
 }
 
 /// A session named by `Mcp-Session-Id`: one opened with initialize.
-fn transport_session(
+async fn transport_session(
     app: &App,
     session_id: &str,
     principal: &crate::session::id::Principal,
 ) -> Result<Arc<Session>, Rejection> {
     let session = app
         .registry
-        .get(session_id, principal)
+        .find(session_id, principal)
+        .await
         .ok_or_else(Rejection::session_not_found)?;
     if session.numbers_events() {
         return Err(Rejection::conflict(format!(
@@ -353,10 +359,10 @@ fn refuse_protocol_header(headers: &HeaderMap) -> Result<(), Rejection> {
     }
 }
 
-fn get(app: &App, headers: &HeaderMap) -> Result<Response<Body>, Rejection> {
+async fn get(app: &App, headers: &HeaderMap) -> Result<Response<Body>, Rejection> {
     refuse_protocol_header(headers)?;
     require_accept(headers, &["text/event-stream"])?;
-    let session = find_session(app, headers)?;
+    let session = find_session(app, headers).await?;
     check_protocol_version(headers)?;
     let (stream, after) = match header_str(headers, LAST_EVENT_ID) {
         None => (StreamKey::Standalone, None),
@@ -379,10 +385,10 @@ fn get(app: &App, headers: &HeaderMap) -> Result<Response<Body>, Rejection> {
     Ok(open_stream(app, &session, reader, start, None))
 }
 
-fn delete(app: &App, headers: &HeaderMap) -> Result<Response<Body>, Rejection> {
+async fn delete(app: &App, headers: &HeaderMap) -> Result<Response<Body>, Rejection> {
     refuse_protocol_header(headers)?;
-    let session = find_session(app, headers)?;
-    app.registry.end(session.id());
+    let session = find_session(app, headers).await?;
+    app.registry.end_everywhere(session.id()).await;
     Ok(Response::new(Body::empty()))
 }
 
@@ -425,10 +431,10 @@ fn event_stream_response(body: Body) -> Response<Body> {
     response
 }
 
-fn find_session(app: &App, headers: &HeaderMap) -> Result<Arc<Session>, Rejection> {
+async fn find_session(app: &App, headers: &HeaderMap) -> Result<Arc<Session>, Rejection> {
     let id = header_str(headers, SESSION_HEADER)
         .ok_or_else(|| Rejection::bad_request("Bad Request: Mcp-Session-Id header is required"))?;
-    transport_session(app, id, &guard::principal(&app.http, headers))
+    transport_session(app, id, &guard::principal(&app.http, headers)).await
 }
 
 fn set_session_header(response: &mut Response<Body>, session: &Session) {

@@ -316,8 +316,8 @@ impl Connection {
         };
         let outcome = match message.method().filter(|_| message.kind() == Kind::Request) {
             Some(protocol::START) => self.start(&message),
-            Some(protocol::RESUME) => self.resume(&message),
-            Some(protocol::END) => self.end(&message),
+            Some(protocol::RESUME) => self.resume(&message).await,
+            Some(protocol::END) => self.end(&message).await,
             Some(method) if is_session_method(method) => {
                 Err(session_methods::unknown_method(&message))
             }
@@ -357,7 +357,7 @@ impl Connection {
         }
     }
 
-    fn resume(&mut self, message: &Message) -> Result<Vec<Bytes>, Rejection> {
+    async fn resume(&mut self, message: &Message) -> Result<Vec<Bytes>, Rejection> {
         let id = message.id().cloned().unwrap_or(Value::Null);
         if let Some(bound) = &self.bound {
             return Err(Rejection::conflict(format!(
@@ -370,6 +370,7 @@ impl Connection {
             session_methods::resume_params(message).map_err(|r| r.with_id(Some(&id)))?;
         let (session, resumed) =
             session_methods::resume(&self.app, &self.principal, &session_id, last)
+                .await
                 .map_err(|r| r.with_id(Some(&id)))?;
         let mut replies = vec![session_methods::resumed(&id, resumed.catchup)];
         if let Some(first) = &resumed.first {
@@ -383,10 +384,11 @@ impl Connection {
         Ok(replies)
     }
 
-    fn end(&mut self, message: &Message) -> Result<Vec<Bytes>, Rejection> {
+    async fn end(&mut self, message: &Message) -> Result<Vec<Bytes>, Rejection> {
         let id = message.id().cloned().unwrap_or(Value::Null);
         let session_id = session_methods::end_params(message).map_err(|r| r.with_id(Some(&id)))?;
         session_methods::find(&self.app, &self.principal, &session_id)
+            .await
             .map_err(|r| r.with_id(Some(&id)))?;
         // Stop reading first: nothing of the session may follow the answer.
         if self
@@ -397,6 +399,7 @@ impl Connection {
             self.bound = None;
         }
         session_methods::end(&self.app, &self.principal, &session_id)
+            .await
             .map_err(|r| r.with_id(Some(&id)))?;
         Ok(vec![session_methods::ended(&id)])
     }

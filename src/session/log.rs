@@ -284,6 +284,52 @@ impl EventLog {
         }
     }
 
+    /// Files a message another replica logged, at its own position (a view of a session owned
+    /// elsewhere: the owner numbered and coalesced it). Returns false for one already here.
+    pub fn insert_logged(
+        &mut self,
+        seq: u64,
+        stream: StreamKey,
+        payload: Bytes,
+        terminal: bool,
+        now: Instant,
+    ) -> bool {
+        if self.entries.contains_key(&seq) || seq <= self.evicted_floor {
+            return false;
+        }
+        self.next_seq = self.next_seq.max(seq + 1);
+        self.bytes += payload.len();
+        self.entries.insert(
+            seq,
+            Entry {
+                stream,
+                payload,
+                terminal,
+                coalesce: None,
+                at: now,
+            },
+        );
+        self.by_stream.entry(stream).or_default().insert(seq);
+        self.counters.appended += 1;
+        self.enforce_window(now);
+        true
+    }
+
+    /// Records that the owner evicted everything up to `seq` before this log saw it.
+    pub fn assume_evicted_through(&mut self, seq: u64) {
+        self.evicted_floor = self.evicted_floor.max(seq);
+        self.evicted_standalone = self.evicted_standalone.max(seq);
+        self.next_seq = self.next_seq.max(seq + 1);
+    }
+
+    /// Whether `stream` holds its final message (a request stream's response).
+    pub fn holds_end_of(&self, stream: StreamKey) -> bool {
+        self.by_stream
+            .get(&stream)
+            .and_then(|seqs| seqs.last())
+            .is_some_and(|seq| self.entries[seq].terminal)
+    }
+
     /// The newest position evicted from any stream (0: none).
     pub fn evicted_floor(&self) -> u64 {
         self.evicted_floor

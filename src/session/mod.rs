@@ -120,6 +120,8 @@ struct State {
     last_active: Instant,
     /// Where the session records itself for other replicas (a shared store only).
     mirror: Option<Mirror>,
+    /// Another replica owns the session; this log is a copy of the shared one.
+    view: bool,
 }
 
 impl State {
@@ -158,7 +160,10 @@ impl State {
     }
 
     fn is_open(&self, stream: u64) -> bool {
-        self.inflight.values().any(|r| r.stream == stream)
+        match self.view {
+            true => !self.log.holds_end_of(StreamKey::Request(stream)),
+            false => self.inflight.values().any(|r| r.stream == stream),
+        }
     }
 
     /// The stream of the most recent request still in flight (SEP-2260: the request that caused
@@ -199,7 +204,7 @@ pub struct Session {
     list_cache: Option<Arc<ListCache>>,
     state: Mutex<State>,
     changes: watch::Sender<u64>,
-    ended: CancellationToken,
+    pub(crate) ended: CancellationToken,
 }
 
 impl std::fmt::Debug for Session {
@@ -257,6 +262,7 @@ impl Session {
                 upstream_failure: None,
                 last_active: Instant::now(),
                 mirror,
+                view: false,
             }),
             id,
             principal,
@@ -298,6 +304,14 @@ impl Session {
     /// Sends a client request upstream under a fresh upstream id and opens the stream its
     /// answer will be logged on.
     pub async fn call(&self, mut request: Message) -> Result<StreamKey, SessionError> {
+        if let Upstream::Owner(owner) = &self.upstream {
+            self.lock().last_active = Instant::now();
+            return owner
+                .forward(&request)
+                .await
+                .map_err(|e| SessionError::Upstream(e.into()))?
+                .ok_or_else(|| SessionError::UpstreamFailed("the owner opened no stream".into()));
+        }
         let (stream, upstream_id, outgoing) = {
             let mut state = self.lock();
             if let Some(cause) = &state.upstream_failure {
@@ -478,11 +492,81 @@ impl Session {
         self.lock().log.forget_stream(stream);
     }
 
-    /// Whether `stream` is one this session has opened.
+    /// Whether `stream` is one this session has opened (a view: one its owner may have).
     pub fn has_stream(&self, stream: StreamKey) -> bool {
+        let state = self.lock();
         match stream {
             StreamKey::Standalone => true,
-            StreamKey::Request(n) => n >= 1 && n < self.lock().next_stream,
+            StreamKey::Request(n) => n >= 1 && (state.view || n < state.next_stream),
+        }
+    }
+
+    /// A view of a session another replica owns, as its record describes it; its log is filled
+    /// with `absorb`.
+    pub(crate) fn view(
+        id: String,
+        principal: Principal,
+        record: &Record,
+        owner: crate::upstream::owner::OwnerLink,
+        settings: Arc<SessionSettings>,
+        metrics: Arc<Metrics>,
+    ) -> Session {
+        let shape = match record.shape.as_str() {
+            "single" => Shape::SingleStream,
+            _ => Shape::Streams,
+        };
+        let session = Session::new(
+            id,
+            principal,
+            shape,
+            Upstream::Owner(owner),
+            None,
+            settings,
+            metrics,
+            None,
+        );
+        {
+            let mut state = session.lock();
+            state.view = true;
+            state.numbered = record.numbered;
+            state.protocol_version = record.version.clone();
+            state.next_stream = record.next_stream.max(1);
+            state.log.assume_evicted_through(record.evicted);
+            if let Some(subs) = record.subs.as_deref() {
+                state.subscriptions = serde_json::from_str(subs).unwrap_or_default();
+            }
+        }
+        session
+    }
+
+    /// Files in a view's log what the owner logged.
+    pub(crate) fn absorb(&self, logged: Vec<crate::store::redis::Logged>) {
+        let mut state = self.lock();
+        let now = Instant::now();
+        let mut newest = None;
+        for entry in logged {
+            if state
+                .log
+                .insert_logged(entry.seq, entry.stream, entry.payload, entry.terminal, now)
+            {
+                newest = Some(entry.seq);
+            }
+        }
+        if let Some(seq) = newest {
+            self.changes.send_replace(seq);
+        }
+    }
+
+    /// The position of the newest message in this session's log.
+    pub(crate) fn head(&self) -> u64 {
+        self.lock().log.head()
+    }
+
+    /// The link to the owner, for a view.
+    pub(crate) fn owner(&self) -> Option<&crate::upstream::owner::OwnerLink> {
+        match &self.upstream {
+            Upstream::Owner(owner) => Some(owner),
+            _ => None,
         }
     }
 

@@ -17,9 +17,10 @@ use super::id::{self, Principal};
 use super::list_cache::ListCache;
 use super::{Session, SessionError, SessionSettings, Shape};
 use crate::metrics::Metrics;
-use crate::store::Store;
+use crate::store::{RedisStore, Store};
 use crate::upstream::http_client::{self, HttpClient};
 use crate::upstream::legacy_sse::SseUpstream;
+use crate::upstream::owner::OwnerLink;
 use crate::upstream::shared::SharedStdio;
 use crate::upstream::stdio::{StdioSpec, StdioUpstream};
 use crate::upstream::streamable_http::HttpUpstream;
@@ -27,6 +28,8 @@ use crate::upstream::{EventSink, Sink, Upstream, UpstreamError, UpstreamEvent, U
 
 pub struct Registry {
     sessions: DashMap<String, Arc<Session>>,
+    /// Sessions other replicas own, seen from here: logs copied from the shared store.
+    views: DashMap<String, Arc<Session>>,
     /// Sessions counted against the limit, including ones being created.
     reserved: AtomicUsize,
     /// Open sessions per principal, when principals have a limit of their own.
@@ -80,6 +83,7 @@ impl Registry {
         };
         Registry {
             sessions: DashMap::new(),
+            views: DashMap::new(),
             reserved: AtomicUsize::new(0),
             per_principal: DashMap::new(),
             upstream,
@@ -270,8 +274,100 @@ impl Registry {
         (session.principal() == principal).then_some(session)
     }
 
-    /// Ends session `id`; false if it was not open.
+    /// A session this replica owns, whoever asks (the internal hop, already authenticated).
+    pub fn owned(&self, id: &str) -> Option<Arc<Session>> {
+        self.sessions.get(id).map(|s| s.value().clone())
+    }
+
+    /// The session `id` if `principal` owns it, here or on another replica (then a view of it,
+    /// fed from the shared log, whose client messages go to the owner).
+    pub async fn find(&self, id: &str, principal: &Principal) -> Option<Arc<Session>> {
+        if let Some(session) = self.get(id, principal) {
+            return Some(session);
+        }
+        let redis = self.store.redis()?;
+        if let Some(view) = self.views.get(id).map(|v| v.value().clone()) {
+            if !view.ended.is_cancelled() {
+                return (view.principal() == principal).then_some(view);
+            }
+            self.views.remove_if(id, |_, v| Arc::ptr_eq(v, &view));
+        }
+        let record = match redis.record(&self.server, id).await {
+            Ok(record) => record?,
+            Err(error) => {
+                warn!(%error, "could not look a session up in Redis");
+                return None;
+            }
+        };
+        if record.principal != principal.as_str() {
+            return None;
+        }
+        let owner_url = redis.node_url(&record.owner).await.ok().flatten()?;
+        let link = OwnerLink {
+            client: self.http_client.clone(),
+            url: format!("{owner_url}/internal/{}/sessions/{id}", self.server),
+            secret: redis.secret.clone(),
+        };
+        let view = Arc::new(Session::view(
+            id.to_owned(),
+            principal.clone(),
+            &record,
+            link,
+            self.settings.clone(),
+            self.metrics.clone(),
+        ));
+        match redis.read_log(&self.server, id, 0).await {
+            Ok(logged) => view.absorb(logged),
+            Err(error) => warn!(%error, "could not read a session's log from Redis"),
+        }
+        let view = self
+            .views
+            .entry(id.to_owned())
+            .or_insert_with(|| {
+                tokio::spawn(tail(
+                    redis.clone(),
+                    self.server.clone(),
+                    Arc::downgrade(&view),
+                ));
+                view
+            })
+            .clone();
+        Some(view)
+    }
+
+    /// Ends session `id` wherever it lives, and returns once no replica will find it: a view's
+    /// owner is asked and answers when done; an owned session's keys are deleted from the
+    /// shared store before this returns.
+    pub async fn end_everywhere(&self, id: &str) -> bool {
+        if let Some((_, view)) = self.views.remove(id) {
+            view.end();
+            return match view.owner() {
+                Some(owner) => owner.end().await.is_ok(),
+                None => false,
+            };
+        }
+        let ended = self.end(id);
+        if let (true, Some(redis)) = (ended, self.store.redis()) {
+            if let Err(error) = redis.forget(&self.server, id).await {
+                warn!(%error, "could not delete an ended session from Redis");
+            }
+        }
+        ended
+    }
+
+    /// Ends session `id`; false if it was not open. A view's end is the owner's to carry out.
     pub fn end(&self, id: &str) -> bool {
+        if let Some((_, view)) = self.views.remove(id) {
+            if let Some(owner) = view.owner().cloned() {
+                tokio::spawn(async move {
+                    if let Err(error) = owner.end().await {
+                        warn!(%error, "the owner could not be told to end a session");
+                    }
+                });
+            }
+            view.end();
+            return true;
+        }
         let Some((_, session)) = self.sessions.remove(id) else {
             return false;
         };
@@ -301,6 +397,16 @@ impl Registry {
             for entry in self.sessions.iter() {
                 entry.value().touch_store();
             }
+            // Views nobody reads are dropped (the owner's session lives on).
+            self.views.retain(|_, view| {
+                let idle = view
+                    .idle_since()
+                    .is_some_and(|since| now.saturating_duration_since(since) >= ttl);
+                if idle {
+                    view.end();
+                }
+                !idle
+            });
         }
         let mut count = 0;
         for id in expired {
@@ -348,6 +454,49 @@ impl Registry {
         self.upstream_tasks.wait().await;
     }
 }
+
+/// Copies what the owner logs into a view's log until the view is dropped or ended.
+async fn tail(redis: Arc<RedisStore>, server: String, view: Weak<Session>) {
+    let Some(id) = view.upgrade().map(|v| v.id().to_owned()) else {
+        return;
+    };
+    let mut connection = match redis.blocking_connection().await {
+        Ok(connection) => connection,
+        Err(error) => {
+            warn!(%error, "could not open a Redis connection to follow a session");
+            return;
+        }
+    };
+    loop {
+        let (after, ended) = match view.upgrade() {
+            Some(view) => (view.head(), view.ended.clone()),
+            None => return,
+        };
+        let read = redis.wait_log(&mut connection, &server, &id, after, TAIL_BLOCK);
+        let logged = tokio::select! {
+            read = read => read,
+            () = ended.cancelled() => return,
+        };
+        match (logged, view.upgrade()) {
+            // Nothing new for a while: is the session still there at all?
+            (Ok(logged), Some(view)) if logged.is_empty() => {
+                if let Ok(None) = redis.record(&server, &id).await {
+                    view.end();
+                    return;
+                }
+            }
+            (Ok(logged), Some(view)) => view.absorb(logged),
+            (Err(error), Some(_)) => {
+                warn!(%error, "following a session's log in Redis failed; retrying");
+                tokio::time::sleep(TAIL_BLOCK).await;
+            }
+            (_, None) => return,
+        }
+    }
+}
+
+/// How long one blocking read of a followed log waits.
+const TAIL_BLOCK: Duration = Duration::from_secs(2);
 
 /// An upstream's way into its session, bound once the session exists (a warm child is started
 /// before its session is). Weak, so a session and its upstream do not keep each other alive.

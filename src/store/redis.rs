@@ -314,6 +314,17 @@ impl RedisStore {
         }
     }
 
+    /// Deletes session `id`'s keys now (its owner ended it).
+    pub async fn forget(&self, server: &str, id: &str) -> RedisResult<()> {
+        let mut connection = self.connection.clone();
+        redis::cmd("DEL")
+            .arg(self.session_key(server, id))
+            .arg(self.log_key(server, id))
+            .arg(self.inflight_key(server, id))
+            .query_async(&mut connection)
+            .await
+    }
+
     /// The record of session `id`, if any replica holds it.
     pub async fn record(&self, server: &str, id: &str) -> RedisResult<Option<Record>> {
         let mut connection = self.connection.clone();

@@ -6,6 +6,7 @@
 pub mod http_client;
 pub mod legacy_sse;
 pub mod lines;
+pub mod owner;
 pub mod recall;
 pub mod shared;
 pub mod stdio;
@@ -46,6 +47,8 @@ pub enum UpstreamError {
     },
     #[error("the upstream server is gone")]
     Gone,
+    #[error(transparent)]
+    Hop(#[from] owner::HopError),
 }
 
 /// Which server a session gets, from configuration.
@@ -78,6 +81,8 @@ pub enum Upstream {
     Shared(shared::SharedHandle),
     Http(streamable_http::HttpUpstream),
     Sse(legacy_sse::SseUpstream),
+    /// Another replica owns the session: messages go there (this replica holds a view).
+    Owner(owner::OwnerLink),
 }
 
 impl Upstream {
@@ -88,6 +93,11 @@ impl Upstream {
             Upstream::Shared(shared) => shared.send(message).await,
             Upstream::Http(http) => http.send(message).await,
             Upstream::Sse(sse) => sse.send(message).await,
+            Upstream::Owner(owner) => owner
+                .forward(&message)
+                .await
+                .map(|_| ())
+                .map_err(Into::into),
         }
     }
 
@@ -99,6 +109,8 @@ impl Upstream {
             Upstream::Shared(shared) => shared.release(),
             Upstream::Http(http) => http.release(),
             Upstream::Sse(sse) => sse.release(),
+            // A view going away leaves the owner's session alone.
+            Upstream::Owner(_) => {}
         }
     }
 }

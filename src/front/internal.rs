@@ -1,0 +1,82 @@
+//! The internal hop between replicas: `POST /internal/<server>/sessions/<id>` hands a client
+//! message to the replica owning the session (answer: `{"stream"}`, the stream its answer is
+//! logged on), `DELETE` ends the session. Only with a Redis store, only with the shared secret.
+
+use http::{Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use serde_json::json;
+
+use super::body::Body;
+use super::request::{header_str, json, read_body};
+use super::Router;
+use crate::jsonrpc::{Kind, Message};
+use crate::metrics::Metrics;
+use crate::upstream::owner::SECRET_HEADER;
+
+pub async fn handle(router: &Router, rest: &str, request: Request<Incoming>) -> Response<Body> {
+    let Some(redis) = router.store.redis() else {
+        return plain(StatusCode::NOT_FOUND, "not found");
+    };
+    let presented = header_str(request.headers(), SECRET_HEADER).unwrap_or_default();
+    if !same(presented.as_bytes(), redis.secret.as_bytes()) {
+        return plain(StatusCode::FORBIDDEN, "the cluster secret does not match");
+    }
+    let Some((server, id)) = rest.split_once("/sessions/") else {
+        return plain(StatusCode::NOT_FOUND, "not found");
+    };
+    let app = match server {
+        "default" => router.default.as_ref(),
+        name => router.servers.get(name),
+    };
+    let Some(app) = app else {
+        return plain(StatusCode::NOT_FOUND, "no such server");
+    };
+    let Some(session) = app.registry.owned(id) else {
+        return plain(
+            StatusCode::NOT_FOUND,
+            "this replica does not own that session",
+        );
+    };
+    Metrics::inc(&app.metrics.sessions_forwarded_total);
+    match *request.method() {
+        Method::DELETE => {
+            app.registry.end_everywhere(id).await;
+            json(StatusCode::OK, json!({}).to_string().into())
+        }
+        Method::POST => {
+            let (parts, body) = request.into_parts();
+            let body = match read_body(&parts.headers, body, app.http.max_body_bytes).await {
+                Ok(body) => body,
+                Err(rejection) => return rejection.into_response(),
+            };
+            let message = match Message::parse(body) {
+                Ok(message) => message,
+                Err(error) => return plain(StatusCode::BAD_REQUEST, &error.to_string()),
+            };
+            let outcome = match message.kind() {
+                Kind::Request => session.call(message).await.map(|s| Some(s.to_string())),
+                Kind::Notification => session.notify(message).await.map(|()| None),
+                Kind::Response => session.answer(message).await.map(|()| None),
+            };
+            match outcome {
+                Ok(stream) => json(
+                    StatusCode::OK,
+                    json!({ "stream": stream }).to_string().into(),
+                ),
+                Err(error) => plain(StatusCode::BAD_GATEWAY, &error.to_string()),
+            }
+        }
+        _ => plain(StatusCode::METHOD_NOT_ALLOWED, "POST or DELETE"),
+    }
+}
+
+/// Compares secrets in time independent of where they differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn plain(status: StatusCode, text: &str) -> Response<Body> {
+    let mut response = Response::new(Body::full(format!("{text}\n")));
+    *response.status_mut() = status;
+    response
+}
