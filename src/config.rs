@@ -183,6 +183,15 @@ pub struct Cli {
     )]
     pub cluster_secret: Option<String>,
 
+    /// With a Redis store: how often this replica tells the others it is alive [default: 1s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub heartbeat: Option<Duration>,
+
+    /// With a Redis store: how long a silent replica has until its sessions are taken over
+    /// [default: 3s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub owner_timeout: Option<Duration>,
+
     /// Threads serving connections: 0 = one per CPU; 1 = a single-threaded runtime, the least
     /// CPU per request (no cross-thread wake-ups), for sidecars [default: 0].
     #[arg(long, value_name = "N")]
@@ -441,6 +450,8 @@ impl Config {
         set(&mut self.cluster.node_id, &cli.node_id);
         set(&mut self.cluster.advertise, &cli.advertise);
         set(&mut self.cluster.secret, &cli.cluster_secret);
+        set(&mut self.cluster.heartbeat, &cli.heartbeat);
+        set(&mut self.cluster.owner_timeout, &cli.owner_timeout);
         // One server is fronted: naming one on the command line replaces the file's.
         if cli.stdio.is_some() || cli.http.is_some() || cli.sse.is_some() {
             self.upstream.stdio = cli.stdio.clone();

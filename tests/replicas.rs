@@ -170,3 +170,140 @@ async fn a_client_that_sends_each_request_to_the_next_replica_gets_its_work_done
         .await;
     assert_eq!(gone.status, StatusCode::NOT_FOUND, "ended everywhere");
 }
+
+#[tokio::test]
+async fn when_the_owner_is_killed_the_client_resumes_elsewhere_with_everything_logged() {
+    let redis = Redis::start().await;
+    let fast = ["--heartbeat", "100ms", "--owner-timeout", "500ms"];
+    let mut a = Replica::start(&redis, "a", &fast).await;
+    let b = Replica::start(&redis, "b", &fast).await;
+    let c = Replica::start(&redis, "c", &fast).await;
+    let mut on_a = Client::new(a.addr);
+    on_a.initialize("2025-11-25").await;
+    on_a.request("resources/subscribe", json!({ "uri": "demo://counter" }))
+        .await;
+    let session = on_a.session.clone().unwrap();
+
+    // A stream of notifications from the owner: progress of a long call, on its POST stream.
+    let call = json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": { "name": "progress", "arguments": { "steps": 1000, "delay_ms": 2 },
+                    "_meta": { "progressToken": "long" } } });
+    let mut stream = on_a.post(&call).await;
+    let mut last_id = None;
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        let received = within("progress", stream.next_message()).await.unwrap();
+        last_id = received.id.clone();
+        seen.push(received.message["params"]["progress"].as_u64().unwrap());
+    }
+    a.kill().await;
+    drop(stream);
+
+    // Everything the owner logged for that stream, as Redis holds it.
+    let mut redis_connection = redis.connection().await;
+    let logged: Vec<(String, HashMap<String, String>)> = redis_connection
+        .xrange_all(format!("mcp-proxy:default:log:{session}"))
+        .await
+        .map(|reply: redis::streams::StreamRangeReply| {
+            reply
+                .ids
+                .into_iter()
+                .map(|entry| {
+                    let fields = entry
+                        .map
+                        .iter()
+                        .map(|(k, v)| {
+                            (
+                                k.clone(),
+                                redis::from_redis_value::<String>(v.clone()).unwrap(),
+                            )
+                        })
+                        .collect();
+                    (entry.id, fields)
+                })
+                .collect()
+        })
+        .unwrap();
+    let call_stream = last_id
+        .as_deref()
+        .unwrap()
+        .split('.')
+        .next()
+        .unwrap()
+        .to_owned();
+    let progress_logged: Vec<u64> = logged
+        .iter()
+        .filter(|(_, fields)| {
+            fields["k"] == call_stream && fields["p"].contains("notifications/progress")
+        })
+        .map(|(_, fields)| {
+            let message: serde_json::Value = serde_json::from_str(&fields["p"]).unwrap();
+            message["params"]["progress"].as_u64().unwrap()
+        })
+        .collect();
+    assert!(progress_logged.len() >= 3, "{progress_logged:?}");
+
+    // The client resumes its stream on another replica: every logged step after the last one
+    // it saw, then (once the owner is declared dead and the session taken over) an error for
+    // the call the dead owner never finished.
+    let on_b = through(&on_a, &b);
+    let resumed = within(
+        "the resumed stream to end",
+        on_b.get(last_id.as_deref()).await.remaining_messages(),
+    )
+    .await;
+    let mut got: Vec<u64> = seen.clone();
+    got.extend(
+        resumed
+            .iter()
+            .filter_map(|m| m.message["params"]["progress"].as_u64()),
+    );
+    assert_eq!(
+        got[..progress_logged.len()],
+        progress_logged[..],
+        "every logged step, once, in order"
+    );
+
+    // The session keeps working through any replica: the first requests may meet the dead
+    // owner (503, retry), then a replica takes the session over with a fresh server.
+    let mut on_c = through(&on_a, &c);
+    let value = within("the session to be taken over", async {
+        loop {
+            let reply = on_c
+                .post(&json!({ "jsonrpc": "2.0", "id": 6, "method": "tools/call",
+                               "params": { "name": "counter", "arguments": {} } }))
+                .await;
+            match reply.status {
+                StatusCode::OK => return reply.response().await,
+                StatusCode::SERVICE_UNAVAILABLE => {
+                    let wait: u64 = reply.headers["retry-after"]
+                        .to_str()
+                        .unwrap()
+                        .parse()
+                        .unwrap();
+                    assert!(wait >= 1, "told when to retry");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                status => panic!("unexpected {status}"),
+            }
+        }
+    })
+    .await;
+    assert_eq!(value["result"]["content"][0]["text"], "1", "a fresh server");
+    // The unfinished call was answered with an error on its stream.
+    let rest = within(
+        "the call's stream to end",
+        on_c.get(last_id.as_deref()).await.remaining_messages(),
+    )
+    .await;
+    let end = rest.last().expect("the stream's end").message.clone();
+    assert_eq!(end["id"], 5);
+    assert_eq!(end["error"]["code"], -32603);
+    // The subscription was carried over: counter updates reach a GET stream.
+    let mut listener = through(&on_a, &b).get(None).await;
+    on_c.call_tool("counter", json!({})).await;
+    let update = listener
+        .next_with_method("notifications/resources/updated")
+        .await;
+    assert_eq!(update["params"]["uri"], "demo://counter");
+}

@@ -151,6 +151,15 @@ impl Rejection {
             SessionError::Upstream(UpstreamError::Hop(HopError::Gone)) => {
                 Rejection::session_not_found()
             }
+            // Its heartbeat has not lapsed yet; once it has, a replica takes the session over.
+            SessionError::Upstream(UpstreamError::Hop(HopError::Unreachable(_))) => Rejection {
+                retry_after: Some(1),
+                ..Rejection::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    INTERNAL_ERROR,
+                    format!("Service Unavailable: {error}; retry shortly"),
+                )
+            },
             _ => Rejection::new(StatusCode::BAD_GATEWAY, INTERNAL_ERROR, error.to_string()),
         }
     }

@@ -83,6 +83,9 @@ struct Inflight {
     progress_token: Option<String>,
     /// Where a cacheable list answer goes.
     ticket: Option<Ticket>,
+    /// A request of the proxy's own (re-initializing a new upstream): its answer is not
+    /// logged, only reported here.
+    internal: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 #[derive(Debug)]
@@ -122,6 +125,15 @@ struct State {
     mirror: Option<Mirror>,
     /// Another replica owns the session; this log is a copy of the shared one.
     view: bool,
+}
+
+impl Shape {
+    fn name(self) -> &'static str {
+        match self {
+            Shape::Streams => "streams",
+            Shape::SingleStream => "single",
+        }
+    }
 }
 
 impl State {
@@ -233,17 +245,6 @@ impl Session {
         metrics: Arc<Metrics>,
         mirror: Option<Mirror>,
     ) -> Session {
-        if let Some(mirror) = &mirror {
-            mirror.send(Op::Create(Box::new(Record {
-                principal: principal.as_str().to_owned(),
-                shape: match shape {
-                    Shape::Streams => "streams".into(),
-                    Shape::SingleStream => "single".into(),
-                },
-                next_stream: 1,
-                ..Record::default()
-            })));
-        }
         let span = tracing::info_span!("session", id = %id);
         Session {
             state: Mutex::new(State {
@@ -378,6 +379,7 @@ impl Session {
                     method,
                     progress_token,
                     ticket,
+                    internal: None,
                 },
             );
             if state.mirror.is_some() {
@@ -720,6 +722,9 @@ impl Session {
 
     /// Answers a request taken out of flight with an internal error, ending its stream.
     fn fail(&self, state: &mut State, request: Inflight, message: &str) {
+        if request.internal.is_some() {
+            return;
+        }
         let error =
             jsonrpc::error_response(&request.client_id, jsonrpc::INTERNAL_ERROR, message, None);
         let stream = state.stream_of(request.stream);
@@ -735,6 +740,13 @@ impl Session {
                     debug!(%id, "response to no request in flight; dropped");
                     return;
                 };
+                if let Some(done) = request.internal {
+                    if request.method == "initialize" {
+                        record_initialize(state, &message);
+                    }
+                    let _ = done.send(());
+                    return;
+                }
                 if request.method == "initialize" {
                     record_initialize(state, &message);
                     if let Some(version) = state.protocol_version.clone() {
@@ -814,6 +826,123 @@ impl Session {
     pub(crate) fn idle_since(&self) -> Option<Instant> {
         let state = self.lock();
         (state.attachments.is_empty() && state.inflight.is_empty()).then_some(state.last_active)
+    }
+
+    /// Records a new session in the shared store.
+    pub(crate) fn record_created(&self) {
+        let state = self.lock();
+        state.mirror(|| {
+            Op::Create(Box::new(Record {
+                principal: self.principal.as_str().to_owned(),
+                shape: state.shape.name().into(),
+                next_stream: 1,
+                ..Record::default()
+            }))
+        });
+    }
+
+    /// Takes over a session another replica owned, from what the shared store holds: its
+    /// record and its log. The caller then re-initializes the new upstream (`reinitialize`)
+    /// and closes the gap (`close_gap`).
+    pub(crate) fn adopt(&self, record: &Record, logged: Vec<crate::store::redis::Logged>) {
+        let mut state = self.lock();
+        state.numbered = record.numbered;
+        state.protocol_version = record.version.clone();
+        state.next_stream = record.next_stream.max(1);
+        if let Some(subs) = record.subs.as_deref() {
+            state.subscriptions = serde_json::from_str(subs).unwrap_or_default();
+        }
+        state.log.assume_evicted_through(record.evicted);
+        let now = Instant::now();
+        for entry in logged {
+            state
+                .log
+                .insert_logged(entry.seq, entry.stream, entry.payload, entry.terminal, now);
+        }
+        let mut record = record.clone();
+        record.owner = String::new(); // the store writes this replica's name
+        state.mirror(|| Op::Create(Box::new(record)));
+    }
+
+    /// Brings a new upstream to where the session's old one was: `initialize` with the
+    /// client's params (its answer is not the client's), `notifications/initialized`, and a
+    /// `resources/subscribe` per subscription.
+    pub(crate) async fn reinitialize(&self, init: Option<&str>) -> Result<(), SessionError> {
+        let Some(init) = init else {
+            return Ok(()); // never initialized: the client will
+        };
+        let params = RawValue::from_string(init.to_owned()).ok();
+        self.internal_request("initialize", params).await?;
+        self.upstream
+            .send(Message::request(None, "notifications/initialized", None))
+            .await?;
+        let subscriptions: Vec<String> = self.lock().subscriptions.iter().cloned().collect();
+        for uri in subscriptions {
+            let params = serde_json::value::to_raw_value(&json!({ "uri": uri })).ok();
+            self.internal_request("resources/subscribe", params).await?;
+        }
+        Ok(())
+    }
+
+    async fn internal_request(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+    ) -> Result<(), SessionError> {
+        let (done, answered) = tokio::sync::oneshot::channel();
+        let upstream_id = {
+            let mut state = self.lock();
+            let id = state.next_upstream_id;
+            state.next_upstream_id += 1;
+            state.inflight.insert(
+                id,
+                Inflight {
+                    client_id: Value::Null,
+                    stream: 0,
+                    method: method.to_owned(),
+                    progress_token: None,
+                    ticket: None,
+                    internal: Some(done),
+                },
+            );
+            id
+        };
+        self.upstream
+            .send(Message::request(
+                Some(Value::from(upstream_id)),
+                method,
+                params,
+            ))
+            .await?;
+        match tokio::time::timeout(Duration::from_secs(30), answered).await {
+            Ok(Ok(())) => Ok(()),
+            _ => Err(SessionError::UpstreamFailed(format!(
+                "the new upstream did not answer {method}"
+            ))),
+        }
+    }
+
+    /// What a client of a taken-over session is told (the gap rule): each request the old
+    /// owner had in flight gets an error (it may or may not have been carried out), and every
+    /// subscription and changeable list an invalidation, since whatever the old server said
+    /// after the last logged message is unknown.
+    pub(crate) fn close_gap(&self, inflight: std::collections::HashMap<u64, String>) {
+        let mut state = self.lock();
+        for (stream, client_id) in inflight {
+            let client_id: Value = serde_json::from_str(&client_id).unwrap_or(Value::Null);
+            let error = jsonrpc::error_response(
+                &client_id,
+                jsonrpc::INTERNAL_ERROR,
+                "the replica that owned this session went away while this request was in \
+                 flight; it may or may not have been carried out",
+                None,
+            );
+            let stream = state.stream_of(stream);
+            self.append(&mut state, stream, error, true, None);
+        }
+        for message in state.invalidations() {
+            self.append(&mut state, StreamKey::Standalone, message, false, None);
+        }
     }
 
     /// Tells the shared store the session is alive (its keys' TTLs start again).

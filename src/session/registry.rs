@@ -30,6 +30,8 @@ pub struct Registry {
     sessions: DashMap<String, Arc<Session>>,
     /// Sessions other replicas own, seen from here: logs copied from the shared store.
     views: DashMap<String, Arc<Session>>,
+    /// Takeovers happen one at a time.
+    takeovers: tokio::sync::Mutex<()>,
     /// Sessions counted against the limit, including ones being created.
     reserved: AtomicUsize,
     /// Open sessions per principal, when principals have a limit of their own.
@@ -84,6 +86,7 @@ impl Registry {
         Registry {
             sessions: DashMap::new(),
             views: DashMap::new(),
+            takeovers: tokio::sync::Mutex::new(()),
             reserved: AtomicUsize::new(0),
             per_principal: DashMap::new(),
             upstream,
@@ -165,6 +168,7 @@ impl Registry {
             mirror,
         ));
         binding.bind(&session);
+        session.record_created();
         self.sessions
             .insert(session.id().to_owned(), session.clone());
         Metrics::inc(&self.metrics.sessions_created_total);
@@ -287,8 +291,25 @@ impl Registry {
         }
         let redis = self.store.redis()?;
         if let Some(view) = self.views.get(id).map(|v| v.value().clone()) {
+            let suspect = view
+                .owner()
+                .is_some_and(|o| o.unreachable.load(Ordering::Acquire));
+            if view.principal() != principal {
+                return None;
+            }
+            if !view.ended.is_cancelled() && !suspect {
+                return Some(view);
+            }
             if !view.ended.is_cancelled() {
-                return (view.principal() == principal).then_some(view);
+                // The owner did not answer: dead (heartbeat lapsed), or only slow?
+                let record = redis.record(&self.server, id).await.ok().flatten()?;
+                if redis.node_url(&record.owner).await.ok().flatten().is_some() {
+                    if let Some(owner) = view.owner() {
+                        owner.unreachable.store(false, Ordering::Release);
+                    }
+                    return Some(view);
+                }
+                return self.take_over(record, id, principal).await;
             }
             self.views.remove_if(id, |_, v| Arc::ptr_eq(v, &view));
         }
@@ -302,11 +323,20 @@ impl Registry {
         if record.principal != principal.as_str() {
             return None;
         }
-        let owner_url = redis.node_url(&record.owner).await.ok().flatten()?;
+        let owner_url = match redis.node_url(&record.owner).await {
+            Ok(Some(url)) if record.owner != redis.node_id => url,
+            // Its owner is dead (or was this replica, restarted): take it over.
+            Ok(_) => return self.take_over(record, id, principal).await,
+            Err(error) => {
+                warn!(%error, "could not look a replica up in Redis");
+                return None;
+            }
+        };
         let link = OwnerLink {
             client: self.http_client.clone(),
             url: format!("{owner_url}/internal/{}/sessions/{id}", self.server),
             secret: redis.secret.clone(),
+            unreachable: Default::default(),
         };
         let view = Arc::new(Session::view(
             id.to_owned(),
@@ -333,6 +363,84 @@ impl Registry {
             })
             .clone();
         Some(view)
+    }
+
+    /// Becomes the owner of a session whose owner is gone: claims it (of several replicas, one
+    /// wins), binds a new upstream, rebuilds the log from the shared one, re-initializes and
+    /// re-subscribes the upstream, and tells the client what may be lost (`close_gap`).
+    async fn take_over(
+        &self,
+        record: crate::store::Record,
+        id: &str,
+        principal: &Principal,
+    ) -> Option<Arc<Session>> {
+        let redis = self.store.redis()?;
+        let _one_at_a_time = self.takeovers.lock().await;
+        if let Some(session) = self.get(id, principal) {
+            return Some(session); // taken over meanwhile, here
+        }
+        match redis.claim(&self.server, id, &record.owner).await {
+            Ok(true) => {}
+            Ok(false) => return None, // another replica won; the client's retry finds it
+            Err(error) => {
+                warn!(%error, "could not claim a session in Redis");
+                return None;
+            }
+        }
+        if self.reserved.fetch_add(1, Ordering::AcqRel) >= self.settings.max_sessions
+            || self.reserve_for(principal).is_err()
+        {
+            self.reserved.fetch_sub(1, Ordering::AcqRel);
+            warn!(
+                session = id,
+                "a session to take over is over the session limits"
+            );
+            return None;
+        }
+        let (upstream, binding) = match self.bind_upstream(None) {
+            Ok(bound) => bound,
+            Err(error) => {
+                self.reserved.fetch_sub(1, Ordering::AcqRel);
+                self.release_for(principal);
+                warn!(%error, "no upstream for a session to take over");
+                return None;
+            }
+        };
+        let shape = match record.shape.as_str() {
+            "single" => Shape::SingleStream,
+            _ => Shape::Streams,
+        };
+        let session = Arc::new(Session::new(
+            id.to_owned(),
+            principal.clone(),
+            shape,
+            upstream,
+            self.list_cache.clone(),
+            self.settings.clone(),
+            self.metrics.clone(),
+            self.store.mirror(&self.server, id),
+        ));
+        binding.bind(&session);
+        let logged = redis
+            .read_log(&self.server, id, 0)
+            .await
+            .unwrap_or_default();
+        let inflight = redis.inflight(&self.server, id).await.unwrap_or_default();
+        session.adopt(&record, logged);
+        if let Err(error) = session.reinitialize(record.init.as_deref()).await {
+            warn!(%error, "the new upstream of a taken-over session could not be re-initialized");
+        }
+        session.close_gap(inflight);
+        if let Some((_, view)) = self.views.remove(id) {
+            view.end();
+        }
+        self.sessions.insert(id.to_owned(), session.clone());
+        Metrics::inc(&self.metrics.sessions_open);
+        Metrics::inc(&self.metrics.sessions_taken_over_total);
+        session
+            .span()
+            .in_scope(|| info!(from = %record.owner, "session taken over"));
+        Some(session)
     }
 
     /// Ends session `id` wherever it lives, and returns once no replica will find it: a view's
@@ -424,10 +532,39 @@ impl Registry {
             (self.settings.idle_ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
         let mut ticks = tokio::time::interval(period);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // With replicas: how often views check that their owner is alive.
+        let beat = self
+            .store
+            .redis()
+            .map_or(Duration::from_secs(3600), |redis| redis.heartbeat);
+        let mut beats = tokio::time::interval(beat);
+        beats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = ticks.tick() => { self.expire_idle(Instant::now()); }
+                _ = beats.tick(), if self.store.redis().is_some() => self.check_owners().await,
                 () = shutdown.cancelled() => return,
+            }
+        }
+    }
+
+    /// Takes over the sessions this replica has views of whose owner's heartbeat lapsed, so
+    /// their readers here are not left waiting for a dead replica.
+    async fn check_owners(&self) {
+        let Some(redis) = self.store.redis() else {
+            return;
+        };
+        let views: Vec<Arc<Session>> = self.views.iter().map(|v| v.value().clone()).collect();
+        for view in views {
+            if view.ended.is_cancelled() {
+                continue;
+            }
+            let Ok(Some(record)) = redis.record(&self.server, view.id()).await else {
+                continue;
+            };
+            if let Ok(None) = redis.node_url(&record.owner).await {
+                let principal = view.principal().clone();
+                self.take_over(record, view.id(), &principal).await;
             }
         }
     }

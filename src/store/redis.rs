@@ -40,7 +40,7 @@ pub struct RedisStore {
     pub advertise: String,
     pub secret: String,
     namespace: String,
-    heartbeat: Duration,
+    pub heartbeat: Duration,
     pub owner_timeout: Duration,
     /// How long a session's keys live without activity.
     ttl: Duration,

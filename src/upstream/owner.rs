@@ -25,6 +25,8 @@ pub struct OwnerLink {
     /// `<owner's base URL>/internal/<server>/sessions/<id>`.
     pub url: String,
     pub secret: String,
+    /// Set when the owner could not be reached: it may be dead, and the next lookup checks.
+    pub unreachable: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -69,10 +71,15 @@ impl OwnerLink {
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(Full::new(body))
             .map_err(|e| HopError::Refused(e.to_string()))?;
+        let unreachable = |cause: String| {
+            self.unreachable
+                .store(true, std::sync::atomic::Ordering::Release);
+            HopError::Unreachable(cause)
+        };
         let response = tokio::time::timeout(HOP_TIMEOUT, self.client.request(request))
             .await
-            .map_err(|_| HopError::Unreachable(format!("no answer within {HOP_TIMEOUT:?}")))?
-            .map_err(|e| HopError::Unreachable(e.to_string()))?;
+            .map_err(|_| unreachable(format!("no answer within {HOP_TIMEOUT:?}")))?
+            .map_err(|e| unreachable(e.to_string()))?;
         let status = response.status();
         let body = tokio::time::timeout(HOP_TIMEOUT, response.into_body().collect())
             .await
