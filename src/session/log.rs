@@ -330,6 +330,20 @@ impl EventLog {
             .is_some_and(|seq| self.entries[seq].terminal)
     }
 
+    /// Moves the next position to the next multiple of 2^32. A replica taking a session over
+    /// does this: its dead owner may have handed clients positions it never wrote to the shared
+    /// store, and no new message may ever reuse one of those.
+    pub fn start_new_epoch(&mut self) {
+        self.next_seq = (((self.next_seq - 1) >> 32) + 1) << 32;
+    }
+
+    /// Every retained message: (seq, stream, payload, terminal), oldest first.
+    pub fn entries(&self) -> impl Iterator<Item = (u64, StreamKey, Bytes, bool)> + '_ {
+        self.entries
+            .iter()
+            .map(|(seq, e)| (*seq, e.stream, e.payload.clone(), e.terminal))
+    }
+
     /// The newest position evicted from any stream (0: none).
     pub fn evicted_floor(&self) -> u64 {
         self.evicted_floor

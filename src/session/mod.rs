@@ -125,6 +125,8 @@ struct State {
     mirror: Option<Mirror>,
     /// Another replica owns the session; this log is a copy of the shared one.
     view: bool,
+    /// The client's `initialize` params, kept for the shared store (a shared store only).
+    init: Option<String>,
 }
 
 impl Shape {
@@ -264,6 +266,7 @@ impl Session {
                 last_active: Instant::now(),
                 mirror,
                 view: false,
+                init: None,
             }),
             id,
             principal,
@@ -393,6 +396,7 @@ impl Session {
                 });
                 state.mirror(|| Op::Inflight { stream, client_id });
                 if let Some(init) = init {
+                    state.init = Some(init.clone());
                     state.mirror(|| Op::Field {
                         name: "init",
                         value: init,
@@ -828,6 +832,42 @@ impl Session {
         (state.attachments.is_empty() && state.inflight.is_empty()).then_some(state.last_active)
     }
 
+    /// Writes the whole session to the shared store again (after a Redis outage, which a
+    /// restarted Redis may have forgotten it in): record, retained log, requests in flight.
+    pub(crate) fn rewrite_to_store(&self) {
+        let state = self.lock();
+        if state.mirror.is_none() {
+            return;
+        }
+        state.mirror(|| {
+            Op::Create(Box::new(Record {
+                principal: self.principal.as_str().to_owned(),
+                shape: state.shape.name().into(),
+                numbered: state.numbered,
+                version: state.protocol_version.clone(),
+                init: state.init.clone(),
+                subs: serde_json::to_string(&state.subscriptions).ok(),
+                next_stream: state.next_stream,
+                evicted: state.log.evicted_floor(),
+                ..Record::default()
+            }))
+        });
+        for (seq, stream, payload, terminal) in state.log.entries() {
+            state.mirror(|| Op::Append {
+                seq,
+                stream,
+                terminal,
+                payload,
+            });
+        }
+        for request in state.inflight.values().filter(|r| r.internal.is_none()) {
+            state.mirror(|| Op::Inflight {
+                stream: request.stream,
+                client_id: request.client_id.to_string(),
+            });
+        }
+    }
+
     /// Records a new session in the shared store.
     pub(crate) fn record_created(&self) {
         let state = self.lock();
@@ -849,6 +889,7 @@ impl Session {
         state.numbered = record.numbered;
         state.protocol_version = record.version.clone();
         state.next_stream = record.next_stream.max(1);
+        state.init = record.init.clone();
         if let Some(subs) = record.subs.as_deref() {
             state.subscriptions = serde_json::from_str(subs).unwrap_or_default();
         }
@@ -859,6 +900,7 @@ impl Session {
                 .log
                 .insert_logged(entry.seq, entry.stream, entry.payload, entry.terminal, now);
         }
+        state.log.start_new_epoch();
         let mut record = record.clone();
         record.owner = String::new(); // the store writes this replica's name
         state.mirror(|| Op::Create(Box::new(record)));

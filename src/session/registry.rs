@@ -539,10 +539,19 @@ impl Registry {
             .map_or(Duration::from_secs(3600), |redis| redis.heartbeat);
         let mut beats = tokio::time::interval(beat);
         beats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut recoveries = match self.store.redis() {
+            Some(redis) => redis.recoveries(),
+            None => tokio::sync::watch::channel(0).1,
+        };
         loop {
             tokio::select! {
                 _ = ticks.tick() => { self.expire_idle(Instant::now()); }
                 _ = beats.tick(), if self.store.redis().is_some() => self.check_owners().await,
+                Ok(()) = recoveries.changed() => {
+                    for session in self.sessions.iter() {
+                        session.value().rewrite_to_store();
+                    }
+                }
                 () = shutdown.cancelled() => return,
             }
         }

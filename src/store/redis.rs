@@ -45,6 +45,9 @@ pub struct RedisStore {
     /// How long a session's keys live without activity.
     ttl: Duration,
     healthy: AtomicBool,
+    /// Bumped each time Redis answers again after an outage: owners then write their sessions
+    /// again (a restarted Redis may have lost them).
+    recovered: tokio::sync::watch::Sender<u64>,
     ops: mpsc::UnboundedSender<(Arc<str>, Arc<str>, Op)>,
     metrics: Arc<Metrics>,
 }
@@ -107,6 +110,7 @@ impl RedisStore {
             owner_timeout: cluster.owner_timeout,
             ttl: ttl + cluster.owner_timeout,
             healthy: AtomicBool::new(true),
+            recovered: tokio::sync::watch::channel(0).0,
             ops,
             metrics,
         });
@@ -128,7 +132,10 @@ impl RedisStore {
     fn set_health(&self, up: bool) {
         if self.healthy.swap(up, Ordering::AcqRel) != up {
             match up {
-                true => info!("the Redis store is reachable again"),
+                true => {
+                    info!("the Redis store is reachable again: writing this replica's sessions");
+                    self.recovered.send_modify(|n| *n += 1);
+                }
                 false => warn!("the Redis store is unreachable: new sessions are refused"),
             }
         }
@@ -139,6 +146,11 @@ impl RedisStore {
         Metrics::inc(&self.metrics.store_errors_total);
         warn!(%error, "Redis {what} failed");
         self.set_health(false);
+    }
+
+    /// Changes each time Redis is back after an outage.
+    pub fn recoveries(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.recovered.subscribe()
     }
 
     pub fn mirror(&self, server: &str, session_id: &str) -> Mirror {

@@ -17,8 +17,11 @@ pub struct Ws {
     socket: WebSocketStream<MaybeTlsStream<TcpStream>>,
     /// Messages read while waiting for something else, in arrival order.
     pending: VecDeque<Value>,
-    next_id: u64,
 }
+
+/// Request ids unique across connections, as a client resuming a session on a new connection
+/// keeps numbering where it was (a replayed answer is then never mistaken for a new one).
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1000);
 
 impl Ws {
     /// Connects to `/mcp` with subprotocol `mcp`.
@@ -48,7 +51,6 @@ impl Ws {
         Ok(Ws {
             socket,
             pending: VecDeque::new(),
-            next_id: 1000,
         })
     }
 
@@ -93,8 +95,7 @@ impl Ws {
 
     /// Sends a request and returns its response; other messages are kept for `recv`.
     pub async fn request(&mut self, method: &str, params: Value) -> Value {
-        self.next_id += 1;
-        let id = self.next_id;
+        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.send(json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))
             .await;
         self.response_to(json!(id)).await
