@@ -421,6 +421,13 @@ impl Config {
         };
         config.apply(cli);
         config.validate()?;
+        // The secret usually comes from the environment, not from the file.
+        if config.store != "memory" && config.cluster.secret.is_empty() {
+            bail!(
+                "cluster.secret: replicas sharing a Redis store need a shared secret (or \
+                 MCP_PROXY_CLUSTER_SECRET) to authenticate their internal requests"
+            );
+        }
         Ok(config)
     }
 
@@ -538,12 +545,6 @@ impl Config {
             bail!(
                 "store: {:?} is neither \"memory\" nor a redis:// URL",
                 self.store
-            );
-        }
-        if self.cluster.secret.is_empty() {
-            bail!(
-                "cluster.secret: replicas sharing a Redis store need a shared secret (or \
-                 MCP_PROXY_CLUSTER_SECRET) to authenticate their internal requests"
             );
         }
         if self.cluster.heartbeat.is_zero() || self.cluster.owner_timeout <= self.cluster.heartbeat
