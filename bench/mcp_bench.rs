@@ -42,6 +42,10 @@ enum Command {
         tool: String,
         #[arg(long, default_value = r#"{"text":"hello"}"#)]
         arguments: String,
+        /// Send the calls here instead of to `--url`, where the sessions are opened (another
+        /// replica of the same proxy).
+        #[arg(long)]
+        call_url: Option<String>,
     },
     /// Opens sessions and leaves them idle (the caller measures the proxy's memory).
     Idle {
@@ -96,9 +100,12 @@ async fn run(command: Command) -> Result<(), String> {
             warmup,
             tool,
             arguments,
+            call_url,
         } => {
             let arguments: Value = serde_json::from_str(&arguments).map_err(|e| e.to_string())?;
-            calls_bench(&url, sessions, calls, warmup, &tool, arguments).await?
+            let call_url = call_url.as_deref().unwrap_or(&url);
+            let call_url: http::Uri = call_url.parse().map_err(|e| format!("{e}"))?;
+            calls_bench(&url, &call_url, sessions, calls, warmup, &tool, arguments).await?
         }
         Command::Idle { url, sessions } => idle(&url, sessions).await?,
         Command::Log { events } => log_bench(events),
@@ -235,6 +242,7 @@ async fn answer(response: Response<Incoming>) -> Result<Value, String> {
 
 async fn calls_bench(
     url: &str,
+    call_url: &http::Uri,
     sessions: usize,
     calls: usize,
     warmup: usize,
@@ -244,7 +252,9 @@ async fn calls_bench(
     let client = http_client::client();
     let mut opened = Vec::with_capacity(sessions);
     for _ in 0..sessions {
-        opened.push(Session::open(&client, url, "2025-06-18").await?);
+        let mut session = Session::open(&client, url, "2025-06-18").await?;
+        session.url = call_url.clone();
+        opened.push(session);
     }
     let started = Instant::now();
     let mut tasks = Vec::new();

@@ -9,8 +9,13 @@ use serde_json::json;
 use super::body::Body;
 use super::request::{header_str, json, read_body};
 use super::Router;
+use std::sync::Arc;
+use std::time::Duration;
+
 use crate::jsonrpc::{Kind, Message};
 use crate::metrics::Metrics;
+use crate::session::log::StreamKey;
+use crate::session::Session;
 use crate::upstream::owner::SECRET_HEADER;
 
 pub async fn handle(router: &Router, rest: &str, request: Request<Incoming>) -> Response<Body> {
@@ -54,20 +59,51 @@ pub async fn handle(router: &Router, rest: &str, request: Request<Incoming>) -> 
                 Err(error) => return plain(StatusCode::BAD_REQUEST, &error.to_string()),
             };
             let outcome = match message.kind() {
-                Kind::Request => session.call(message).await.map(|s| Some(s.to_string())),
+                Kind::Request => session.call(message).await.map(Some),
                 Kind::Notification => session.notify(message).await.map(|()| None),
                 Kind::Response => session.answer(message).await.map(|()| None),
             };
             match outcome {
-                Ok(stream) => json(
-                    StatusCode::OK,
-                    json!({ "stream": stream }).to_string().into(),
-                ),
+                Ok(Some(stream)) => {
+                    let events = first_answer(&session, stream, app.http.json_wait).await;
+                    let body = json!({ "stream": stream.to_string(), "events": events });
+                    json(StatusCode::OK, body.to_string().into())
+                }
+                Ok(None) => json(StatusCode::OK, json!({ "stream": null }).to_string().into()),
                 Err(error) => plain(StatusCode::BAD_GATEWAY, &error.to_string()),
             }
         }
         _ => plain(StatusCode::METHOD_NOT_ALLOWED, "POST or DELETE"),
     }
+}
+
+/// What the request's stream holds until its answer, or for at most `wait`: handed back with
+/// the hop, so the asking replica need not wait for it to come through Redis (it comes that way
+/// too, and is recognized by its position).
+async fn first_answer(
+    session: &Arc<Session>,
+    stream: StreamKey,
+    wait: Duration,
+) -> Vec<serde_json::Value> {
+    let mut reader = session.attach(stream, None);
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut events = Vec::new();
+    while let Ok(Some(delivery)) = tokio::time::timeout_at(deadline, reader.next()).await {
+        let mut ended = false;
+        for event in delivery.events {
+            ended |= event.terminal;
+            // Byte for byte (an empty payload, the end marker of a cancelled request: null).
+            let payload = String::from_utf8(event.payload.to_vec())
+                .ok()
+                .and_then(|text| serde_json::value::RawValue::from_string(text).ok());
+            events
+                .push(json!({ "seq": event.seq, "terminal": event.terminal, "payload": payload }));
+        }
+        if ended {
+            break;
+        }
+    }
+    events
 }
 
 /// Compares secrets in time independent of where they differ.

@@ -310,10 +310,12 @@ impl Session {
     pub async fn call(&self, mut request: Message) -> Result<StreamKey, SessionError> {
         if let Upstream::Owner(owner) = &self.upstream {
             self.lock().last_active = Instant::now();
-            return owner
+            let (stream, answer) = owner
                 .forward(&request)
                 .await
-                .map_err(|e| SessionError::Upstream(e.into()))?
+                .map_err(|e| SessionError::Upstream(e.into()))?;
+            self.absorb(answer);
+            return stream
                 .ok_or_else(|| SessionError::UpstreamFailed("the owner opened no stream".into()));
         }
         let (stream, upstream_id, outgoing) = {

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use super::http_client::HttpClient;
 use crate::jsonrpc::Message;
 use crate::session::log::{EventId, StreamKey};
+use crate::store::redis::Logged;
 
 pub const SECRET_HEADER: &str = "x-mcp-proxy-secret";
 
@@ -44,18 +45,49 @@ pub enum HopError {
 #[derive(Deserialize)]
 struct Taken {
     stream: Option<String>,
+    #[serde(default)]
+    events: Vec<TakenEvent>,
+}
+
+/// A message the owner logged for the request, handed back with the hop.
+#[derive(Deserialize)]
+struct TakenEvent {
+    seq: u64,
+    terminal: bool,
+    payload: Option<Box<serde_json::value::RawValue>>,
 }
 
 impl OwnerLink {
-    /// Hands a client message to the owner; for a request, the stream its answer is logged on.
-    pub async fn forward(&self, message: &Message) -> Result<Option<StreamKey>, HopError> {
+    /// Hands a client message to the owner; for a request, the stream its answer is logged on
+    /// and what the owner logged there within its JSON wait (often the whole answer).
+    pub async fn forward(
+        &self,
+        message: &Message,
+    ) -> Result<(Option<StreamKey>, Vec<Logged>), HopError> {
         let body = self.hop(Method::POST, message.to_bytes()).await?;
         let taken: Taken = serde_json::from_slice(&body)
             .map_err(|e| HopError::Refused(format!("unreadable answer: {e}")))?;
-        Ok(taken
+        let stream = taken
             .stream
             .and_then(|key| format!("{key}.0").parse::<EventId>().ok())
-            .map(|id| id.stream))
+            .map(|id| id.stream);
+        let logged = match stream {
+            Some(stream) => taken
+                .events
+                .into_iter()
+                .map(|event| Logged {
+                    seq: event.seq,
+                    stream,
+                    terminal: event.terminal,
+                    payload: event
+                        .payload
+                        .map(|p| Bytes::from(p.get().to_owned()))
+                        .unwrap_or_default(),
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        Ok((stream, logged))
     }
 
     /// Asks the owner to end the session.
