@@ -300,8 +300,10 @@ def replica_table(figures):
     lines = ["### Replicas sharing Redis", "",
              "The demo behind one proxy with the in-memory store, and behind two replicas sharing a",
              "Redis on this machine: calls on the session's owner, and calls on the other replica (its",
-             "view of the session; the message goes to the owner over the internal hop, the answer",
-             "comes back through Redis). 7 interleaved rounds, medians.", "",
+             "view of the session: the message goes to the owner over the internal HTTP hop, the",
+             "answer comes back with the hop and through Redis). 7 interleaved rounds, medians. The",
+             "floor for the non-owner is the in-memory figure plus one HTTP proxy hop (see \"Latency",
+             "added\": the proxy in front of an HTTP server).", "",
              "| where | sessions | p50 µs | p99 µs | req/s | p50 ÷ in-memory | p99 ÷ in-memory |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for (name, sessions), f in figures.items():

@@ -86,6 +86,7 @@ async fn an_owner_records_its_sessions_and_their_logs_in_redis() {
     assert_eq!(record["version"], "2025-11-25");
     assert!(record["init"].contains("clientInfo"), "{record:?}");
     assert_eq!(record["subs"], r#"["demo://counter"]"#);
+    assert!(record["upstream"].contains("demo-server"), "{record:?}");
     let node: String = redis_connection.get("mcp-proxy:node:a").await.unwrap();
     assert_eq!(node, format!("http://{}", a.addr));
 

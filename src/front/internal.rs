@@ -1,6 +1,7 @@
 //! The internal hop between replicas: `POST /internal/<server>/sessions/<id>` hands a client
 //! message to the replica owning the session (answer: `{"stream"}`, the stream its answer is
-//! logged on), `DELETE` ends the session. Only with a Redis store, only with the shared secret.
+//! logged on), `PUT` marks it in use (a client reads it on another replica), `DELETE` ends it.
+//! Only with a Redis store, only with the shared secret.
 
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -48,6 +49,11 @@ pub async fn handle(router: &Router, rest: &str, request: Request<Incoming>) -> 
             app.registry.end_everywhere(id).await;
             json(StatusCode::OK, json!({}).to_string().into())
         }
+        // A client reads the session on another replica: it is not idle.
+        Method::PUT => {
+            session.touch();
+            json(StatusCode::OK, json!({}).to_string().into())
+        }
         Method::POST => {
             let (parts, body) = request.into_parts();
             let body = match read_body(&parts.headers, body, app.http.max_body_bytes).await {
@@ -73,7 +79,7 @@ pub async fn handle(router: &Router, rest: &str, request: Request<Incoming>) -> 
                 Err(error) => plain(StatusCode::BAD_GATEWAY, &error.to_string()),
             }
         }
-        _ => plain(StatusCode::METHOD_NOT_ALLOWED, "POST or DELETE"),
+        _ => plain(StatusCode::METHOD_NOT_ALLOWED, "POST, PUT or DELETE"),
     }
 }
 

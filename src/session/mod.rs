@@ -870,14 +870,15 @@ impl Session {
         }
     }
 
-    /// Records a new session in the shared store.
-    pub(crate) fn record_created(&self) {
+    /// Records a new session in the shared store, bound to `upstream` (for operators).
+    pub(crate) fn record_created(&self, upstream: String) {
         let state = self.lock();
         state.mirror(|| {
             Op::Create(Box::new(Record {
                 principal: self.principal.as_str().to_owned(),
                 shape: state.shape.name().into(),
                 next_stream: 1,
+                upstream: Some(upstream),
                 ..Record::default()
             }))
         });
@@ -987,6 +988,11 @@ impl Session {
         for message in state.invalidations() {
             self.append(&mut state, StreamKey::Standalone, message, false, None);
         }
+    }
+
+    /// Marks the session in use (a client reads it through another replica).
+    pub(crate) fn touch(&self) {
+        self.lock().last_active = Instant::now();
     }
 
     /// Tells the shared store the session is alive (its keys' TTLs start again).

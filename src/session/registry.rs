@@ -168,7 +168,9 @@ impl Registry {
             mirror,
         ));
         binding.bind(&session);
-        session.record_created();
+        if self.store.redis().is_some() {
+            session.record_created(self.upstream.display());
+        }
         self.sessions
             .insert(session.id().to_owned(), session.clone());
         Metrics::inc(&self.metrics.sessions_created_total);
@@ -290,6 +292,9 @@ impl Registry {
             return Some(session);
         }
         let redis = self.store.redis()?;
+        if !id::is_well_formed(id) {
+            return None;
+        }
         if let Some(view) = self.views.get(id).map(|v| v.value().clone()) {
             let suspect = view
                 .owner()
@@ -505,7 +510,17 @@ impl Registry {
             for entry in self.sessions.iter() {
                 entry.value().touch_store();
             }
-            // Views nobody reads are dropped (the owner's session lives on).
+            // Views read here keep their owner's session from expiring; views nobody reads
+            // are dropped (the owner's session lives on).
+            for view in self.views.iter() {
+                if view.value().idle_since().is_none() {
+                    if let Some(owner) = view.value().owner().cloned() {
+                        tokio::spawn(async move {
+                            let _ = owner.touch().await;
+                        });
+                    }
+                }
+            }
             self.views.retain(|_, view| {
                 let idle = view
                     .idle_since()

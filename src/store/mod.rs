@@ -86,6 +86,8 @@ pub struct Record {
     pub subs: Option<String>,
     pub next_stream: u64,
     pub evicted: u64,
+    /// The server the session is bound to (a command line or URL), for operators.
+    pub upstream: Option<String>,
 }
 
 /// An owned session's way to the store: ops go, in order, to one writer task per store.

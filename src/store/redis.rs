@@ -4,7 +4,7 @@
 //! - `ns:node:<node>`: a replica's internal base URL, expiring `owner_timeout` after its last
 //!   heartbeat;
 //! - `ns:<server>:session:<id>`: hash, the session record (owner, principal, shape, numbered,
-//!   version, init, subs, next_stream, evicted), expiring after the idle TTL;
+//!   version, init, subs, next_stream, evicted, upstream), expiring after the idle TTL;
 //! - `ns:<server>:log:<id>`: stream, the event log (entry id `<seq>-0`, fields `k` stream key,
 //!   `t` terminal, `p` payload), trimmed to the window;
 //! - `ns:<server>:inflight:<id>`: hash, request stream → the client's request id, for requests
@@ -256,6 +256,7 @@ impl RedisStore {
                     ("version", &r.version),
                     ("init", &r.init),
                     ("subs", &r.subs),
+                    ("upstream", &r.upstream),
                 ] {
                     if let Some(value) = value {
                         pipe.cmd("HSET").arg(&record).arg(name).arg(value).ignore();
@@ -358,6 +359,7 @@ impl RedisStore {
             subs: fields.get("subs").cloned(),
             next_stream: number("next_stream"),
             evicted: number("evicted"),
+            upstream: fields.get("upstream").cloned(),
         }))
     }
 

@@ -95,6 +95,11 @@ impl OwnerLink {
         self.hop(Method::DELETE, Bytes::new()).await.map(|_| ())
     }
 
+    /// Tells the owner a client is reading the session here, so it does not expire it.
+    pub async fn touch(&self) -> Result<(), HopError> {
+        self.hop(Method::PUT, Bytes::new()).await.map(|_| ())
+    }
+
     async fn hop(&self, method: Method, body: Bytes) -> Result<Bytes, HopError> {
         let request = Request::builder()
             .method(method)
