@@ -480,3 +480,33 @@ async fn streams_resume_and_protocol_sessions_resume_on_any_replica() {
         .await;
     assert_eq!(ended["result"], json!({}));
 }
+
+#[tokio::test]
+async fn a_session_read_on_another_replica_does_not_idle_out_on_its_owner() {
+    let redis = Redis::start().await;
+    let short = ["--idle-ttl", "400ms"];
+    let a = Replica::start(&redis, "a", &short).await;
+    let b = Replica::start(&redis, "b", &short).await;
+    let mut client = Client::new(a.addr);
+    client.initialize("2025-11-25").await;
+    // Only a GET stream, on b: no request reaches a for many idle TTLs.
+    let mut listener = through(&client, &b).get(None).await;
+    assert_eq!(listener.status, StatusCode::OK);
+    let touches = metric(&a, "mcp_proxy_sessions_forwarded_total").await;
+    until(
+        "b to tell a, many times, that the session is read",
+        true,
+        || async { metric(&a, "mcp_proxy_sessions_forwarded_total").await >= touches + 8 },
+    )
+    .await;
+    assert_eq!(metric(&a, "mcp_proxy_sessions_expired_total").await, 0);
+    // The session and the listener on b both still work.
+    client
+        .request("resources/subscribe", json!({ "uri": "demo://counter" }))
+        .await;
+    assert_eq!(client.call_tool("counter", json!({})).await, "1");
+    let update = listener
+        .next_with_method("notifications/resources/updated")
+        .await;
+    assert_eq!(update["params"]["uri"], "demo://counter");
+}
