@@ -510,3 +510,124 @@ async fn a_session_read_on_another_replica_does_not_idle_out_on_its_owner() {
         .await;
     assert_eq!(update["params"]["uri"], "demo://counter");
 }
+
+#[tokio::test]
+async fn a_replica_that_stops_leaves_its_sessions_to_the_others() {
+    let redis = Redis::start().await;
+    let a = Replica::start(&redis, "a", &[]).await;
+    let b = Replica::start(&redis, "b", &[]).await;
+    let mut client = Client::new(a.addr);
+    client.initialize("2025-11-25").await;
+    assert_eq!(client.call_tool("counter", json!({})).await, "1");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(a.pid() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    // A rolling restart: the session lives on through b (a said goodbye to Redis). While a is
+    // leaving, a request may meet it (503, retry).
+    let mut via_b = through(&client, &b);
+    let value = within("b to take the session over", async {
+        loop {
+            let reply = via_b
+                .post(&json!({ "jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                               "params": { "name": "echo", "arguments": { "text": "still here" } } }))
+                .await;
+            match reply.status {
+                StatusCode::OK => return reply.response().await,
+                StatusCode::SERVICE_UNAVAILABLE => {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await
+                }
+                status => panic!("unexpected {status}"),
+            }
+        }
+    })
+    .await;
+    assert_eq!(value["result"]["content"][0]["text"], "still here");
+    assert_eq!(metric(&b, "mcp_proxy_sessions_taken_over_total").await, 1);
+    assert_eq!(
+        via_b.call_tool("counter", json!({})).await,
+        "1",
+        "a new server"
+    );
+}
+
+#[tokio::test]
+async fn a_replica_cut_off_from_redis_hands_over_and_serves_the_session_as_a_view_when_back() {
+    let redis = Redis::start().await;
+    // a reaches Redis through a relay the test can cut; b directly.
+    let relay_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let relay = |port: u16| {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-bench"))
+            .args(["relay", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--to", &format!("127.0.0.1:{}", redis.port)])
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap()
+    };
+    let wait_listening = |mut child: tokio::process::Child| async move {
+        use tokio::io::AsyncBufReadExt;
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        within("the relay", lines.next_line())
+            .await
+            .unwrap()
+            .unwrap();
+        child
+    };
+    let mut cut = wait_listening(relay(relay_port)).await;
+    let fast = ["--heartbeat", "100ms", "--owner-timeout", "500ms"];
+    let through_relay = Redis::at(relay_port);
+    let a = Replica::start(&through_relay, "a", &fast).await;
+    let b = Replica::start(&redis, "b", &fast).await;
+    let mut client = Client::new(a.addr);
+    client.initialize("2025-11-25").await;
+    assert_eq!(client.call_tool("counter", json!({})).await, "1");
+
+    cut.kill().await.unwrap();
+    until("a to notice", StatusCode::SERVICE_UNAVAILABLE, || ready(&a)).await;
+    // b, holding a view of the session, takes it over once a's heartbeat has lapsed.
+    let mut via_b = through(&client, &b);
+    let mut listener = via_b.get(None).await;
+    assert_eq!(listener.status, StatusCode::OK);
+    until("b to take over", 1, || {
+        metric(&b, "mcp_proxy_sessions_taken_over_total")
+    })
+    .await;
+    assert_eq!(
+        listener.remaining_messages().await.len(),
+        0,
+        "the view's stream ends"
+    );
+    assert_eq!(
+        via_b.call_tool("counter", json!({})).await,
+        "1",
+        "b's own server now"
+    );
+
+    // a gets Redis back, sees it lost the session, and from then on serves it through b.
+    let _back = wait_listening(relay(relay_port)).await;
+    until("a to recover", StatusCode::OK, || ready(&a)).await;
+    let value = within("a to serve b's session", async {
+        loop {
+            let reply = client
+                .post(&json!({ "jsonrpc": "2.0", "id": 6, "method": "tools/call",
+                               "params": { "name": "counter", "arguments": {} } }))
+                .await;
+            let answer = reply.response().await;
+            if answer["result"]["content"][0]["text"] == "2" {
+                return answer;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(
+        value["result"]["content"][0]["text"], "2",
+        "b's server, one owner"
+    );
+}

@@ -37,6 +37,13 @@ pub async fn handle(router: &Router, rest: &str, request: Request<Incoming>) -> 
     let Some(app) = app else {
         return plain(StatusCode::NOT_FOUND, "no such server");
     };
+    if router.shutdown.is_cancelled() {
+        // Leaving: the asking replica takes the session over once this one's key is gone.
+        return plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this replica is shutting down",
+        );
+    }
     let Some(session) = app.registry.owned(id) else {
         return plain(
             StatusCode::NOT_FOUND,

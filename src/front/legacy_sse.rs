@@ -135,5 +135,6 @@ async fn find_session(app: &App, parts: &http::request::Parts) -> Result<Arc<Ses
     app.registry
         .find(id, &guard::principal(&app.http, &parts.headers))
         .await
+        .map_err(|e| Rejection::session(&e))?
         .ok_or_else(Rejection::session_not_found)
 }

@@ -54,7 +54,12 @@ pub async fn find(
     principal: &Principal,
     session_id: &str,
 ) -> Result<Arc<Session>, Rejection> {
-    match app.registry.find(session_id, principal).await {
+    let found = app
+        .registry
+        .find(session_id, principal)
+        .await
+        .map_err(|e| Rejection::session(&e))?;
+    match found {
         Some(session) if session.numbers_events() => Ok(session),
         Some(_) => Err(Rejection::conflict(format!(
             "session {session_id} was opened with initialize and is named by Mcp-Session-Id \

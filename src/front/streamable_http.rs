@@ -338,6 +338,7 @@ async fn transport_session(
         .registry
         .find(session_id, principal)
         .await
+        .map_err(|e| Rejection::session(&e))?
         .ok_or_else(Rejection::session_not_found)?;
     if session.numbers_events() {
         return Err(Rejection::conflict(format!(

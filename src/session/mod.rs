@@ -1003,6 +1003,12 @@ impl Session {
     /// Ends the session: readers stop, the upstream is released.
     pub(crate) fn end(&self) {
         self.lock().mirror(|| Op::End);
+        self.end_here();
+    }
+
+    /// Ends the session on this replica only: readers stop, the upstream is released, and what
+    /// the shared store holds stays for another replica to take over.
+    pub(crate) fn end_here(&self) {
         self.ended.cancel();
         self.upstream.release();
     }

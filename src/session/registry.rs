@@ -287,7 +287,21 @@ impl Registry {
 
     /// The session `id` if `principal` owns it, here or on another replica (then a view of it,
     /// fed from the shared log, whose client messages go to the owner).
-    pub async fn find(&self, id: &str, principal: &Principal) -> Option<Arc<Session>> {
+    /// While the shared store is unreachable, a session this replica knows nothing of may
+    /// exist elsewhere: that is `StoreUnavailable` (503), not "not found".
+    pub async fn find(
+        &self,
+        id: &str,
+        principal: &Principal,
+    ) -> Result<Option<Arc<Session>>, SessionError> {
+        match self.find_anywhere(id, principal).await {
+            Some(session) => Ok(Some(session)),
+            None if !self.store.healthy() => Err(SessionError::StoreUnavailable),
+            None => Ok(None),
+        }
+    }
+
+    async fn find_anywhere(&self, id: &str, principal: &Principal) -> Option<Arc<Session>> {
         if let Some(session) = self.get(id, principal) {
             return Some(session);
         }
@@ -481,13 +495,22 @@ impl Registry {
             view.end();
             return true;
         }
+        self.close(id, true)
+    }
+
+    /// Closes an owned session here; with `forget`, also in the shared store (else it stays
+    /// there for another replica to take over).
+    fn close(&self, id: &str, forget: bool) -> bool {
         let Some((_, session)) = self.sessions.remove(id) else {
             return false;
         };
         self.reserved.fetch_sub(1, Ordering::AcqRel);
         self.release_for(session.principal());
         Metrics::dec(&self.metrics.sessions_open);
-        session.end();
+        match forget {
+            true => session.end(),
+            false => session.end_here(),
+        }
         session.span().in_scope(|| info!("session ended"));
         true
     }
@@ -562,12 +585,32 @@ impl Registry {
             tokio::select! {
                 _ = ticks.tick() => { self.expire_idle(Instant::now()); }
                 _ = beats.tick(), if self.store.redis().is_some() => self.check_owners().await,
-                Ok(()) = recoveries.changed() => {
-                    for session in self.sessions.iter() {
-                        session.value().rewrite_to_store();
-                    }
-                }
+                Ok(()) = recoveries.changed() => self.after_outage().await,
                 () = shutdown.cancelled() => return,
+            }
+        }
+    }
+
+    /// Redis answers again after an outage: sessions another replica took over meanwhile (this
+    /// one's heartbeat lapsed) are not this replica's any more and end here; the others are
+    /// written again, since a restarted Redis may have lost them.
+    async fn after_outage(&self) {
+        let Some(redis) = self.store.redis() else {
+            return;
+        };
+        let sessions: Vec<Arc<Session>> = self.sessions.iter().map(|s| s.value().clone()).collect();
+        for session in sessions {
+            match redis.record(&self.server, session.id()).await {
+                // (A record without an owner is a fragment: writes of this replica's that were
+                // in flight across the outage, landing in an emptied Redis.)
+                Ok(Some(record)) if !record.owner.is_empty() && record.owner != redis.node_id => {
+                    session.span().in_scope(|| {
+                        warn!(owner = %record.owner, "taken over while Redis was unreachable; ending it here")
+                    });
+                    self.close(session.id(), false);
+                }
+                Ok(_) => session.rewrite_to_store(),
+                Err(error) => warn!(%error, "could not check a session's owner after an outage"),
             }
         }
     }
@@ -593,12 +636,18 @@ impl Registry {
         }
     }
 
-    /// Ends every session (shutdown) and waits until their upstreams are released.
+    /// Ends every session (shutdown) and waits until their upstreams are released. With a
+    /// shared store the sessions stay there: this replica leaves, another takes them over.
     pub async fn end_all(&self) {
         let ids: Vec<String> = self.sessions.iter().map(|e| e.key().clone()).collect();
+        let forget = self.store.redis().is_none();
         for id in ids {
-            self.end(&id);
+            self.close(&id, forget);
         }
+        for view in self.views.iter() {
+            view.value().end_here();
+        }
+        self.views.clear();
         if let Some(shared) = &self.shared {
             shared.release_all();
         }

@@ -126,6 +126,7 @@ impl OwnerLink {
         match status {
             StatusCode::OK => Ok(body),
             StatusCode::NOT_FOUND => Err(HopError::Gone),
+            StatusCode::SERVICE_UNAVAILABLE => Err(unreachable("it is shutting down".into())),
             _ => Err(HopError::Refused(
                 String::from_utf8_lossy(&body).into_owned(),
             )),

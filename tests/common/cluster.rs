@@ -56,6 +56,11 @@ impl Redis {
         .await;
     }
 
+    /// A Redis address without a server of its own (a relay listens on `port`).
+    pub fn at(port: u16) -> Redis {
+        Redis { child: None, port }
+    }
+
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/0", self.port)
     }
