@@ -103,6 +103,38 @@ async fn an_owner_records_its_sessions_and_their_logs_in_redis() {
     .await;
 }
 
+/// Calls `tool` through `client` until a replica answers 200: a 503 (the owner is leaving, dead
+/// but not yet declared so, or Redis is away) must say when to retry, and is retried.
+async fn call_until_served(
+    what: &str,
+    client: &Client,
+    tool: &str,
+    arguments: serde_json::Value,
+) -> serde_json::Value {
+    within(what, async {
+        loop {
+            let reply = client
+                .post(&json!({ "jsonrpc": "2.0", "id": 90, "method": "tools/call",
+                               "params": { "name": tool, "arguments": arguments } }))
+                .await;
+            match reply.status {
+                StatusCode::OK => return reply.response().await,
+                StatusCode::SERVICE_UNAVAILABLE | StatusCode::NOT_FOUND => {
+                    if reply.status == StatusCode::SERVICE_UNAVAILABLE {
+                        assert!(
+                            reply.headers.contains_key("retry-after"),
+                            "told when to retry"
+                        );
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                status => panic!("unexpected {status}"),
+            }
+        }
+    })
+    .await
+}
+
 /// The same client session, spoken to through `replica`.
 fn through(client: &Client, replica: &Replica) -> Client {
     let mut other = client.clone();
@@ -277,28 +309,8 @@ async fn when_the_owner_is_killed_the_client_resumes_elsewhere_with_everything_l
     // The session keeps working through any replica: the first requests may meet the dead
     // owner (503, retry), then a replica takes the session over with a fresh server.
     let mut on_c = through(&on_a, &c);
-    let value = within("the session to be taken over", async {
-        loop {
-            let reply = on_c
-                .post(&json!({ "jsonrpc": "2.0", "id": 6, "method": "tools/call",
-                               "params": { "name": "counter", "arguments": {} } }))
-                .await;
-            match reply.status {
-                StatusCode::OK => return reply.response().await,
-                StatusCode::SERVICE_UNAVAILABLE => {
-                    let wait: u64 = reply.headers["retry-after"]
-                        .to_str()
-                        .unwrap()
-                        .parse()
-                        .unwrap();
-                    assert!(wait >= 1, "told when to retry");
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                }
-                status => panic!("unexpected {status}"),
-            }
-        }
-    })
-    .await;
+    let value =
+        call_until_served("the session to be taken over", &on_c, "counter", json!({})).await;
     assert_eq!(value["result"]["content"][0]["text"], "1", "a fresh server");
     // The unfinished call was answered with an error on its stream.
     let rest = within(
@@ -393,18 +405,12 @@ async fn redis_stopped_and_started_again() {
     let mut fresh = Client::new(b.addr);
     fresh.initialize("2025-11-25").await;
     let via_b = through(&client, &b);
-    let value = within("the session to be found again", async {
-        loop {
-            let reply = via_b
-                .post(&json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                               "params": { "name": "counter", "arguments": {} } }))
-                .await;
-            if reply.status == StatusCode::OK {
-                return reply.response().await;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    })
+    let value = call_until_served(
+        "the session to be found again",
+        &via_b,
+        "counter",
+        json!({}),
+    )
     .await;
     assert_eq!(
         value["result"]["content"][0]["text"], "2",
@@ -527,21 +533,12 @@ async fn a_replica_that_stops_leaves_its_sessions_to_the_others() {
     // A rolling restart: the session lives on through b (a said goodbye to Redis). While a is
     // leaving, a request may meet it (503, retry).
     let mut via_b = through(&client, &b);
-    let value = within("b to take the session over", async {
-        loop {
-            let reply = via_b
-                .post(&json!({ "jsonrpc": "2.0", "id": 4, "method": "tools/call",
-                               "params": { "name": "echo", "arguments": { "text": "still here" } } }))
-                .await;
-            match reply.status {
-                StatusCode::OK => return reply.response().await,
-                StatusCode::SERVICE_UNAVAILABLE => {
-                    tokio::time::sleep(std::time::Duration::from_millis(20)).await
-                }
-                status => panic!("unexpected {status}"),
-            }
-        }
-    })
+    let value = call_until_served(
+        "b to take the session over",
+        &via_b,
+        "echo",
+        json!({ "text": "still here" }),
+    )
     .await;
     assert_eq!(value["result"]["content"][0]["text"], "still here");
     assert_eq!(metric(&b, "mcp_proxy_sessions_taken_over_total").await, 1);
