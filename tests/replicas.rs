@@ -540,7 +540,10 @@ async fn a_replica_that_stops_leaves_its_sessions_to_the_others() {
         json!({ "text": "still here" }),
     )
     .await;
-    assert_eq!(value["result"]["content"][0]["text"], "still here");
+    assert_eq!(
+        value["result"]["content"][0]["text"], "still here",
+        "{value}"
+    );
     assert_eq!(metric(&b, "mcp_proxy_sessions_taken_over_total").await, 1);
     assert_eq!(
         via_b.call_tool("counter", json!({})).await,

@@ -83,6 +83,12 @@ pub async fn handle(router: &Router, rest: &str, request: Request<Incoming>) -> 
                     json(StatusCode::OK, body.to_string().into())
                 }
                 Ok(None) => json(StatusCode::OK, json!({ "stream": null }).to_string().into()),
+                // Its server was released as this replica began to leave: the asker takes
+                // the session over and the client retries.
+                Err(_) if router.shutdown.is_cancelled() => plain(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "this replica is shutting down",
+                ),
                 Err(error) => plain(StatusCode::BAD_GATEWAY, &error.to_string()),
             }
         }

@@ -25,7 +25,8 @@ use crate::jsonrpc::{self, Kind, Message};
 use crate::metrics;
 use crate::session::log::{EventId, StreamKey};
 use crate::session::protocol::{self, is_session_method};
-use crate::session::{Delivery, Reader, Session, Shape};
+use crate::session::{Delivery, Reader, Session, SessionError, Shape};
+use crate::upstream::UpstreamError;
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
@@ -167,6 +168,11 @@ async fn exchange(
         Ok(stream) => stream,
         Err(error) if initializing => {
             app.registry.end(session.id());
+            return Err(Rejection::session(&error).with_id(Some(&request_id)));
+        }
+        // The replica owning the session could not take the message: 503 (retry: it is being
+        // taken over) or 404 (it is gone), not an answer from the server.
+        Err(error @ SessionError::Upstream(UpstreamError::Hop(_))) => {
             return Err(Rejection::session(&error).with_id(Some(&request_id)));
         }
         Err(error) => {

@@ -218,6 +218,8 @@ pub struct Session {
     list_cache: Option<Arc<ListCache>>,
     state: Mutex<State>,
     changes: watch::Sender<u64>,
+    /// Woken when a reader attaches (a view follows the shared log only while read).
+    readers: Arc<tokio::sync::Notify>,
     pub(crate) ended: CancellationToken,
 }
 
@@ -276,6 +278,7 @@ impl Session {
             upstream,
             list_cache,
             changes: watch::channel(0).0,
+            readers: Arc::default(),
             ended: CancellationToken::new(),
         }
     }
@@ -565,6 +568,20 @@ impl Session {
         }
     }
 
+    /// Whether a reader here waits for more than this log holds: one on the standalone stream,
+    /// or on a request stream whose answer has not arrived.
+    pub(crate) fn has_readers(&self) -> bool {
+        let state = self.lock();
+        state.attachments.keys().any(|stream| match stream {
+            StreamKey::Standalone => true,
+            StreamKey::Request(_) => !state.log.holds_end_of(*stream),
+        })
+    }
+
+    pub(crate) fn readers_signal(&self) -> Arc<tokio::sync::Notify> {
+        self.readers.clone()
+    }
+
     /// The position of the newest message in this session's log.
     pub(crate) fn head(&self) -> u64 {
         self.lock().log.head()
@@ -603,6 +620,7 @@ impl Session {
         if let Some(previous) = previous {
             previous.detached.cancel();
         }
+        self.readers.notify_waiters();
         Reader {
             session: self.clone(),
             stream,

@@ -678,10 +678,29 @@ async fn tail(redis: Arc<RedisStore>, server: String, view: Weak<Session>) {
         }
     };
     loop {
-        let (after, ended) = match view.upgrade() {
-            Some(view) => (view.head(), view.ended.clone()),
-            None => return,
+        let Some(followed) = view.upgrade() else {
+            return;
         };
+        let ended = followed.ended.clone();
+        // Followed only while someone reads it here: a request forwarded to the owner gets its
+        // answer back with the hop, and Redis is spared a reader nobody listens to.
+        if !followed.has_readers() {
+            let signal = followed.readers_signal();
+            let attached = signal.notified();
+            tokio::pin!(attached);
+            attached.as_mut().enable();
+            let idle = !followed.has_readers();
+            drop(followed);
+            if idle {
+                tokio::select! {
+                    () = attached => {}
+                    () = ended.cancelled() => return,
+                }
+            }
+            continue;
+        }
+        let after = followed.head();
+        drop(followed);
         let read = redis.wait_log(&mut connection, &server, &id, after, TAIL_BLOCK);
         let logged = tokio::select! {
             read = read => read,
