@@ -4,13 +4,11 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::process::Stdio;
 
-use common::{within, Client, DEMO};
+use common::{listening_address, within, Client, DEMO};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
@@ -62,17 +60,7 @@ async fn serve_then_sigterm(workers: &str) {
     let pid = proxy.id().unwrap();
     let mut logs = BufReader::new(proxy.stderr.take().unwrap()).lines();
     let mut seen = Vec::new();
-    let addr: SocketAddr = within("the listening line", async {
-        loop {
-            let line = logs.next_line().await.unwrap().expect("a log line");
-            let entry: Value = serde_json::from_str(&line).expect("JSON logs");
-            seen.push(entry.clone());
-            if let Some(addr) = entry["fields"]["addr"].as_str() {
-                return addr.parse().unwrap();
-            }
-        }
-    })
-    .await;
+    let addr = listening_address(&mut logs, &mut seen).await;
 
     let mut client = Client::new(addr);
     client.initialize("2025-11-25").await;

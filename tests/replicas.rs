@@ -4,7 +4,7 @@
 mod common;
 
 use common::cluster::{Redis, Replica, SECRET};
-use common::{within, Client, DEMO};
+use common::{until, within, Client, DEMO};
 use http::StatusCode;
 use redis::AsyncCommands;
 use serde_json::json;
@@ -69,18 +69,17 @@ async fn an_owner_records_its_sessions_and_their_logs_in_redis() {
     let mut redis_connection = redis.connection().await;
     let record_key = format!("mcp-proxy:default:session:{session}");
     let log_key = format!("mcp-proxy:default:log:{session}");
-    let record: HashMap<String, String> = within("the record", async {
-        loop {
-            let record: HashMap<String, String> =
-                redis_connection.hgetall(&record_key).await.unwrap();
-            let logged: usize = redis_connection.xlen(&log_key).await.unwrap();
-            if record.contains_key("subs") && logged >= 3 {
-                return record;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    until("the record and log to be written", true, || {
+        let mut c = redis_connection.clone();
+        let (record_key, log_key) = (record_key.clone(), log_key.clone());
+        async move {
+            let subs: bool = c.hexists(&record_key, "subs").await.unwrap();
+            let logged: usize = c.xlen(&log_key).await.unwrap();
+            subs && logged >= 3
         }
     })
     .await;
+    let record: HashMap<String, String> = redis_connection.hgetall(&record_key).await.unwrap();
     assert_eq!(record["owner"], "a");
     assert_eq!(record["shape"], "streams");
     assert_eq!(record["version"], "2025-11-25");
@@ -91,14 +90,10 @@ async fn an_owner_records_its_sessions_and_their_logs_in_redis() {
     assert_eq!(node, format!("http://{}", a.addr));
 
     assert_eq!(client.delete().await, StatusCode::OK);
-    within("the keys to go", async {
-        loop {
-            let exists: bool = redis_connection.exists(&record_key).await.unwrap();
-            if !exists {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
+    until("the keys to go", false, || {
+        let mut c = redis_connection.clone();
+        let key = record_key.clone();
+        async move { c.exists::<_, bool>(&key).await.unwrap() }
     })
     .await;
 }
@@ -233,10 +228,10 @@ async fn when_the_owner_is_killed_the_client_resumes_elsewhere_with_everything_l
     // not written yet when it died is covered by the gap rule, not by the log).
     let mut redis_connection = redis.connection().await;
     let log_key = format!("mcp-proxy:default:log:{session}");
-    within("the steps to be logged", async {
-        while redis_connection.xlen::<_, usize>(&log_key).await.unwrap() < 6 {
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
+    until("the steps to be logged", true, || {
+        let mut c = redis_connection.clone();
+        let key = log_key.clone();
+        async move { c.xlen::<_, usize>(&key).await.unwrap() >= 6 }
     })
     .await;
     a.kill().await;
@@ -349,23 +344,6 @@ async fn metric(replica: &Replica, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no metric {name}"))
         .parse()
         .unwrap()
-}
-
-/// Waits (bounded) until `probe` gives `wanted`.
-async fn until<T: PartialEq + std::fmt::Debug, F: std::future::Future<Output = T>>(
-    what: &str,
-    wanted: T,
-    mut probe: impl FnMut() -> F,
-) {
-    within(what, async {
-        loop {
-            if probe().await == wanted {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    })
-    .await
 }
 
 #[tokio::test]
@@ -608,26 +586,20 @@ async fn a_replica_cut_off_from_redis_hands_over_and_serves_the_session_as_a_vie
         "1",
         "b's own server now"
     );
+    // b's server counts on from here; a's old one (still running on a) would say "2".
+    assert_eq!(via_b.call_tool("counter", json!({})).await, "2");
 
-    // a gets Redis back, sees it lost the session, and from then on serves it through b.
+    // a gets Redis back, sees it lost the session, ends its own copy, and from then on serves
+    // the session through b.
     let _back = wait_listening(relay(relay_port)).await;
     until("a to recover", StatusCode::OK, || ready(&a)).await;
-    let value = within("a to serve b's session", async {
-        loop {
-            let reply = client
-                .post(&json!({ "jsonrpc": "2.0", "id": 6, "method": "tools/call",
-                               "params": { "name": "counter", "arguments": {} } }))
-                .await;
-            let answer = reply.response().await;
-            if answer["result"]["content"][0]["text"] == "2" {
-                return answer;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+    until("a to give the session up", 0, || {
+        metric(&a, "mcp_proxy_sessions_open")
     })
     .await;
     assert_eq!(
-        value["result"]["content"][0]["text"], "2",
+        client.call_tool("counter", json!({})).await,
+        "3",
         "b's server, one owner"
     );
 }

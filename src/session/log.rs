@@ -209,8 +209,7 @@ impl EventLog {
                 }
             }
         }
-        self.bytes += payload.len();
-        self.entries.insert(
+        self.file(
             seq,
             Entry {
                 stream,
@@ -220,9 +219,6 @@ impl EventLog {
                 at: now,
             },
         );
-        self.by_stream.entry(stream).or_default().insert(seq);
-        self.counters.appended += 1;
-        self.enforce_window(now);
         Appended {
             seq,
             coalesced: self.counters.coalesced - before.coalesced,
@@ -298,8 +294,7 @@ impl EventLog {
             return false;
         }
         self.next_seq = self.next_seq.max(seq + 1);
-        self.bytes += payload.len();
-        self.entries.insert(
+        self.file(
             seq,
             Entry {
                 stream,
@@ -309,10 +304,17 @@ impl EventLog {
                 at: now,
             },
         );
-        self.by_stream.entry(stream).or_default().insert(seq);
+        true
+    }
+
+    /// Keeps an entry at `seq`, then holds the window.
+    fn file(&mut self, seq: u64, entry: Entry) {
+        let now = entry.at;
+        self.bytes += entry.payload.len();
+        self.by_stream.entry(entry.stream).or_default().insert(seq);
+        self.entries.insert(seq, entry);
         self.counters.appended += 1;
         self.enforce_window(now);
-        true
     }
 
     /// Records that the owner evicted everything up to `seq` before this log saw it.

@@ -1109,10 +1109,6 @@ impl Reader {
         self.detached.is_cancelled() && !self.session.ended.is_cancelled()
     }
 
-    pub fn session(&self) -> &Arc<Session> {
-        &self.session
-    }
-
     /// The next delivery; `None` once the stream is over: a request stream after its response,
     /// or any stream whose reader was replaced or whose session ended.
     pub async fn next(&mut self) -> Option<Delivery> {

@@ -3,14 +3,12 @@
 
 use std::net::SocketAddr;
 use std::process::Stdio;
-use std::time::Duration;
 
-use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
-use super::{within, DEMO};
+use super::{listening_address, until, DEMO};
 
 pub const SECRET: &str = "test-cluster-secret";
 
@@ -48,10 +46,8 @@ impl Redis {
             .expect("redis-server starts (scripts/test installs it)");
         self.child = Some(child);
         let port = self.port;
-        within("redis-server to listen", async {
-            while TcpStream::connect(("127.0.0.1", port)).await.is_err() {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
+        until("redis-server to listen", true, || async move {
+            TcpStream::connect(("127.0.0.1", port)).await.is_ok()
         })
         .await;
     }
@@ -108,20 +104,7 @@ impl Replica {
             .spawn()
             .expect("the proxy starts");
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let addr: SocketAddr = within("the replica's listening line", async {
-            loop {
-                let line = lines
-                    .next_line()
-                    .await
-                    .unwrap()
-                    .expect("the replica logs its address");
-                let entry: Value = serde_json::from_str(&line).expect("JSON logs");
-                if let Some(addr) = entry["fields"]["addr"].as_str() {
-                    return addr.parse().unwrap();
-                }
-            }
-        })
-        .await;
+        let addr = listening_address(&mut lines, &mut Vec::new()).await;
         // Keep reading its logs, so a full pipe never stalls it.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         Replica {

@@ -383,6 +383,40 @@ pub async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
     .await
 }
 
+/// JSON log lines of the real binary, read up to the one that names the address it listens on;
+/// every entry read is added to `seen`.
+pub async fn listening_address(
+    logs: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
+    seen: &mut Vec<Value>,
+) -> SocketAddr {
+    within("the listening line", async {
+        loop {
+            let line = logs.next_line().await.unwrap().expect("a log line");
+            let entry: Value = serde_json::from_str(&line).expect("JSON logs");
+            seen.push(entry.clone());
+            if let Some(addr) = entry["fields"]["addr"].as_str() {
+                return addr.parse().unwrap();
+            }
+        }
+    })
+    .await
+}
+
+/// Waits until `probe` (something only a round trip can tell: a process's metrics, Redis) gives
+/// `wanted`, failing the test if it does not within the usual bound.
+pub async fn until<T: PartialEq, F: std::future::Future<Output = T>>(
+    what: &str,
+    wanted: T,
+    mut probe: impl FnMut() -> F,
+) {
+    within(what, async {
+        while probe().await != wanted {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+}
+
 /// Bounds a wait that should finish quickly, so a regression fails instead of hanging.
 pub async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(20), future)
@@ -421,10 +455,8 @@ pub async fn server_everything(mode: &str) -> (tokio::process::Child, u16) {
         .kill_on_drop(true)
         .spawn()
         .expect("node starts server-everything");
-    within("server-everything to listen", async {
-        while TcpStream::connect(("127.0.0.1", port)).await.is_err() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+    until("server-everything to listen", true, || async move {
+        TcpStream::connect(("127.0.0.1", port)).await.is_ok()
     })
     .await;
     (child, port)
