@@ -208,12 +208,17 @@ impl Demo {
 
     fn call_tool(&self, id: &Value, params: &Value) {
         let args = &params["arguments"];
+        let name = params["name"].as_str().unwrap_or_default();
+        if let Err(message) = check_arguments(name, args) {
+            return self.fail(id, -32602, &message);
+        }
         let text = |t: String| json!({ "content": [{ "type": "text", "text": t }] });
-        match params["name"].as_str().unwrap_or_default() {
-            "echo" => self.reply(
-                id,
-                text(args["text"].as_str().unwrap_or_default().to_owned()),
-            ),
+        match name {
+            // `text`, or `message` as the reference servers call it.
+            "echo" => match args["text"].as_str().or(args["message"].as_str()) {
+                Some(said) => self.reply(id, text(said.to_owned())),
+                None => self.fail(id, -32602, "echo needs a string `text` (or `message`)"),
+            },
             "add" => {
                 let (a, b) = (
                     args["a"].as_f64().unwrap_or(0.0),
@@ -259,9 +264,18 @@ impl Demo {
                 if uris.is_empty() {
                     return self.fail(id, -32602, "emit_updates needs a non-empty `uris` list");
                 }
+                // With a tag, each update says which call sent it and where in it (`_meta`), so
+                // a client can tell exactly which ones reached it.
+                let tag = args.get("tag").filter(|t| !t.is_null());
                 for i in 0..count {
                     let uri = &uris[(i % uris.len() as u64) as usize];
-                    self.notify("notifications/resources/updated", json!({ "uri": uri }));
+                    let params = match tag {
+                        Some(tag) => {
+                            json!({ "uri": uri, "_meta": { "demo/tag": tag, "demo/index": i } })
+                        }
+                        None => json!({ "uri": uri }),
+                    };
+                    self.notify("notifications/resources/updated", params);
                 }
                 self.reply(id, text(format!("emitted {count} updates")));
             }
@@ -385,14 +399,55 @@ impl Demo {
     }
 }
 
+/// The arguments each of the demo's own tools takes (the conformance fixtures check their own).
+const ARGUMENTS: [(&str, &[&str]); 10] = [
+    ("echo", &["text", "message"]),
+    ("add", &["a", "b"]),
+    ("counter", &[]),
+    ("sleep", &["ms"]),
+    ("emit_updates", &["uris", "count", "tag"]),
+    ("progress", &["steps", "delay_ms"]),
+    ("notify_list_changed", &["list"]),
+    ("list_roots", &[]),
+    ("ping_client", &[]),
+    ("crash", &["code"]),
+];
+
+/// A demo tool's arguments are an object (or absent) naming only what the tool takes.
+fn check_arguments(tool: &str, args: &Value) -> Result<(), String> {
+    let Some((_, known)) = ARGUMENTS.iter().find(|(name, _)| *name == tool) else {
+        return Ok(());
+    };
+    let unknown: Vec<&str> = match args {
+        Value::Null => Vec::new(),
+        Value::Object(given) => given
+            .keys()
+            .map(String::as_str)
+            .filter(|key| !known.contains(key))
+            .collect(),
+        _ => return Err(format!("{tool}: arguments must be an object")),
+    };
+    match unknown.as_slice() {
+        [] => Ok(()),
+        _ => Err(format!(
+            "{tool}: unknown argument(s) {} (it takes: {})",
+            unknown.join(", "),
+            match known.is_empty() {
+                true => "none".to_owned(),
+                false => known.join(", "),
+            }
+        )),
+    }
+}
+
 fn tools() -> Vec<Value> {
     let schema = |properties: Value, required: &[&str]| json!({ "type": "object", "properties": properties, "required": required });
     let Value::Array(tools) = json!([
-        { "name": "echo", "description": "Returns its text", "inputSchema": schema(json!({ "text": { "type": "string" } }), &["text"]) },
+        { "name": "echo", "description": "Returns its text (`text`, or `message` as the reference servers name it)", "inputSchema": schema(json!({ "text": { "type": "string" }, "message": { "type": "string" } }), &[]) },
         { "name": "add", "description": "Adds two numbers", "inputSchema": schema(json!({ "a": { "type": "number" }, "b": { "type": "number" } }), &["a", "b"]) },
         { "name": "counter", "description": "Increments a counter kept in this process and returns it", "inputSchema": schema(json!({}), &[]) },
         { "name": "sleep", "description": "Answers after ms milliseconds (cancellable)", "inputSchema": schema(json!({ "ms": { "type": "integer" } }), &["ms"]) },
-        { "name": "emit_updates", "description": "Sends count resources/updated notifications, round-robin over uris", "inputSchema": schema(json!({ "uris": { "type": "array", "items": { "type": "string" } }, "count": { "type": "integer" } }), &["uris", "count"]) },
+        { "name": "emit_updates", "description": "Sends count resources/updated notifications, round-robin over uris (with tag: each carries _meta {demo/tag, demo/index})", "inputSchema": schema(json!({ "uris": { "type": "array", "items": { "type": "string" } }, "count": { "type": "integer" }, "tag": { "type": "string" } }), &["uris", "count"]) },
         { "name": "progress", "description": "Sends steps progress notifications (delay_ms apart), then answers", "inputSchema": schema(json!({ "steps": { "type": "integer" }, "delay_ms": { "type": "integer" } }), &["steps"]) },
         { "name": "notify_list_changed", "description": "Announces that a list (tools, prompts, resources) changed", "inputSchema": schema(json!({ "list": { "type": "string" } }), &["list"]) },
         { "name": "list_roots", "description": "Asks the client for its roots (roots/list) and returns them", "inputSchema": schema(json!({}), &[]) },
@@ -402,4 +457,40 @@ fn tools() -> Vec<Value> {
         unreachable!("a JSON array literal")
     };
     tools
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_argument_table_matches_the_published_schemas() {
+        for tool in tools() {
+            let name = tool["name"].as_str().unwrap();
+            let mut published: Vec<&str> = tool["inputSchema"]["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(String::as_str)
+                .collect();
+            published.sort_unstable();
+            let (_, known) = ARGUMENTS.iter().find(|(n, _)| *n == name).unwrap();
+            let mut known = known.to_vec();
+            known.sort_unstable();
+            assert_eq!(published, known, "{name}");
+        }
+    }
+
+    #[test]
+    fn unknown_arguments_are_named() {
+        assert!(check_arguments("echo", &json!({ "message": "hi" })).is_ok());
+        assert!(check_arguments("counter", &Value::Null).is_ok());
+        let error = check_arguments("echo", &json!({ "txt": "hi" })).unwrap_err();
+        assert!(
+            error.contains("txt") && error.contains("text, message"),
+            "{error}"
+        );
+        assert!(check_arguments("echo", &json!(["hi"])).is_err());
+        assert!(check_arguments("test_simple_text", &json!({ "any": 1 })).is_ok());
+    }
 }
