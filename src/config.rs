@@ -96,6 +96,10 @@ pub struct Cli {
     #[arg(long, value_name = "BYTES")]
     pub max_body_bytes: Option<usize>,
 
+    /// Longest a request body may take to arrive; a slower one gets 408 [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub body_timeout: Option<Duration>,
+
     /// Longest line accepted from a stdio server [default: 4194304].
     #[arg(long, value_name = "BYTES")]
     pub max_line_bytes: Option<usize>,
@@ -333,6 +337,8 @@ pub struct SessionConfig {
 pub struct HttpConfig {
     pub max_body_bytes: usize,
     #[serde(deserialize_with = "duration")]
+    pub body_timeout: Duration,
+    #[serde(deserialize_with = "duration")]
     pub sse_keep_alive: Duration,
     #[serde(deserialize_with = "duration")]
     pub sse_retry: Duration,
@@ -400,6 +406,7 @@ impl Default for HttpConfig {
         let http = HttpSettings::default();
         HttpConfig {
             max_body_bytes: http.max_body_bytes,
+            body_timeout: http.body_timeout,
             sse_keep_alive: http.sse_keep_alive,
             sse_retry: http.sse_retry,
             sse_close_after: http.sse_close_after,
@@ -498,6 +505,7 @@ impl Config {
         set(&mut self.session.window_bytes, &cli.window_bytes);
         set(&mut self.session.window_age, &cli.window_age);
         set(&mut self.http.max_body_bytes, &cli.max_body_bytes);
+        set(&mut self.http.body_timeout, &cli.body_timeout);
         set(&mut self.http.sse_keep_alive, &cli.sse_keep_alive);
         set(&mut self.http.sse_retry, &cli.sse_retry);
         set(&mut self.http.sse_close_after, &cli.sse_close_after);
@@ -510,6 +518,9 @@ impl Config {
         self.validate_store()?;
         if self.http.max_body_bytes == 0 {
             bail!("http.max_body_bytes must be at least 1");
+        }
+        if self.http.body_timeout.is_zero() {
+            bail!("http.body_timeout must be longer than zero");
         }
         if self.http.sse_keep_alive.is_zero() {
             bail!("http.sse_keep_alive must be longer than zero");
@@ -579,6 +590,7 @@ impl Config {
     pub fn http_settings(&self) -> HttpSettings {
         HttpSettings {
             max_body_bytes: self.http.max_body_bytes,
+            body_timeout: self.http.body_timeout,
             sse_keep_alive: self.http.sse_keep_alive,
             sse_retry: self.http.sse_retry,
             sse_close_after: self.http.sse_close_after,

@@ -5,7 +5,18 @@ use mcp_session_proxy::config::{Cli, Command, Config, LogFormat};
 use mcp_session_proxy::{demo, server};
 use tracing_subscriber::EnvFilter;
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    match run_cli() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            // One line with every cause: `upstream.stdio: the command `x` was not found (…)`.
+            eprintln!("mcp-session-proxy: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_cli() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Some(Command::DemoServer { http: None }) => return runtime(0)?.block_on(demo::run()),

@@ -16,6 +16,7 @@ use crate::front::{self, App, Router};
 use crate::metrics::Metrics;
 use crate::session::{Registry, SessionSettings};
 use crate::store::{RedisStore, Store};
+use crate::upstream::UpstreamSpec;
 
 /// A proxy that is listening.
 pub struct Running {
@@ -28,6 +29,7 @@ pub struct Running {
 
 /// Binds `config.listen` and starts serving.
 pub async fn start(config: &Config) -> anyhow::Result<Running> {
+    check_commands(config)?;
     let listener = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
@@ -84,6 +86,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
     }
     let router = Arc::new(Router {
         default,
+        http: config.http_settings(),
         servers,
         metrics: metrics.clone(),
         shutdown: shutdown.clone(),
@@ -97,6 +100,24 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         shutdown,
         served,
     })
+}
+
+/// Every stdio server can be started: a command that does not exist stops start-up with its
+/// key, instead of failing each session's `initialize`.
+fn check_commands(config: &Config) -> anyhow::Result<()> {
+    let default = config
+        .serves_default()
+        .then(|| ("upstream.stdio".to_owned(), &config.upstream));
+    let named = config
+        .servers
+        .iter()
+        .map(|(name, server)| (format!("servers.{name}.upstream.stdio"), &server.upstream));
+    for (key, upstream) in default.into_iter().chain(named) {
+        if let UpstreamSpec::Stdio(stdio) | UpstreamSpec::SharedStdio(stdio) = upstream.spec()? {
+            stdio.locate().with_context(|| key)?;
+        }
+    }
+    Ok(())
 }
 
 impl Running {

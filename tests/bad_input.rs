@@ -269,6 +269,131 @@ async fn a_host_that_is_not_loopback_is_403_on_a_loopback_listener() {
     bystander_unharmed(proxy, bystander).await;
 }
 
+/// Sends `request` as raw bytes on a fresh connection; returns the status code and the body.
+async fn raw_exchange(proxy: &Proxy, request: &[u8]) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut socket = tokio::net::TcpStream::connect(proxy.addr()).await.unwrap();
+    socket.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    within("the answer", socket.read_to_end(&mut answer))
+        .await
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP answer: {answer:?}"));
+    let body = answer
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned();
+    (status, body)
+}
+
+/// A ping POSTed with `headers` (raw lines), on a connection that closes after it.
+fn ping_with(session: &str, headers: &[&[u8]]) -> Vec<u8> {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let mut request = format!(
+        "POST /mcp HTTP/1.1\r\nconnection: close\r\ncontent-type: application/json\r\n\
+         accept: {JSON_AND_SSE}\r\nmcp-session-id: {session}\r\ncontent-length: {}\r\n",
+        body.len()
+    )
+    .into_bytes();
+    for header in headers {
+        request.extend_from_slice(header);
+        request.extend_from_slice(b"\r\n");
+    }
+    request.extend_from_slice(b"\r\n");
+    request.extend_from_slice(body.as_bytes());
+    request
+}
+
+#[tokio::test]
+async fn host_and_origin_checks_cannot_be_sidestepped() {
+    let (proxy, bystander) = with_bystander(|_| {}).await;
+    let session = bystander.session.clone().unwrap();
+    let host = format!("host: {}", proxy.addr());
+    let host = host.as_bytes();
+    let (status, _) = raw_exchange(&proxy, &ping_with(&session, &[host])).await;
+    assert_eq!(status, 200, "the well-formed request passes");
+    let cases: [(&str, Vec<&[u8]>, u16); 6] = [
+        ("no Host", vec![], 400),
+        (
+            "two Hosts, the allowed one first",
+            vec![host, b"host: evil.example"],
+            400,
+        ),
+        (
+            "a Host with a non-ASCII byte",
+            vec![b"host: localhost\xff"],
+            400,
+        ),
+        (
+            "two Origins, the allowed one first",
+            vec![
+                host,
+                b"origin: http://localhost",
+                b"origin: http://evil.example",
+            ],
+            403,
+        ),
+        (
+            "an Origin with a non-ASCII byte",
+            vec![host, b"origin: http://localhost\xe9"],
+            403,
+        ),
+        ("a foreign Host", vec![b"host: evil.example"], 403),
+    ];
+    for (what, headers, expected) in cases {
+        let (status, body) = raw_exchange(&proxy, &ping_with(&session, &headers)).await;
+        assert_eq!(status, expected, "{what}: {body}");
+        let error: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(code(&error), -32600, "{what}");
+    }
+    // Health and metrics are no less exposed to a rebinding page.
+    for path in ["/metrics", "/healthz", "/readyz"] {
+        let request =
+            format!("GET {path} HTTP/1.1\r\nhost: evil.example\r\nconnection: close\r\n\r\n");
+        let (status, _) = raw_exchange(&proxy, request.as_bytes()).await;
+        assert_eq!(status, 403, "{path}");
+        let request =
+            format!("GET {path} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n");
+        let (status, _) = raw_exchange(&proxy, request.as_bytes()).await;
+        assert_eq!(status, 200, "{path}");
+    }
+    bystander_unharmed(proxy, bystander).await;
+}
+
+#[tokio::test]
+async fn a_body_that_stalls_is_408_and_other_sessions_go_on() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (proxy, bystander) = with_bystander(|c| {
+        c.http.body_timeout = std::time::Duration::from_millis(300);
+    })
+    .await;
+    let mut socket = tokio::net::TcpStream::connect(proxy.addr()).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\
+         accept: {JSON_AND_SSE}\r\ncontent-length: 4000000\r\n\r\n{{\"jsonrpc\"",
+        proxy.addr()
+    );
+    socket.write_all(head.as_bytes()).await.unwrap();
+    // Nothing more is sent: the proxy gives up on the body, answers and closes.
+    let mut answer = Vec::new();
+    within("the 408", socket.read_to_end(&mut answer))
+        .await
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(
+        answer.contains("-32600") && answer.contains("did not arrive within 300ms"),
+        "{answer}"
+    );
+    bystander_unharmed(proxy, bystander).await;
+}
+
 #[tokio::test]
 async fn configured_hosts_are_the_only_ones_allowed() {
     let proxy = Proxy::start_with(|c| c.http.allowed_hosts = vec!["mcp.example".into()]).await;
@@ -342,10 +467,22 @@ async fn too_many_sessions_is_503_with_retry_after() {
     bystander_unharmed(proxy, bystander).await;
 }
 
+/// A command that exists at start-up (so the proxy starts) but cannot be run: its interpreter
+/// is missing.
+fn unrunnable_command() -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::temp_dir().join(format!("mcp-unrunnable-{}", std::process::id()));
+    std::fs::write(&path, "#!/nonexistent/interpreter\n").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
 #[tokio::test]
 async fn an_upstream_that_cannot_start_is_a_clear_internal_error() {
+    let command = unrunnable_command();
+    let shown = command.display().to_string();
     let proxy = Proxy::start_with(|c| {
-        c.upstream.stdio = Some("/nonexistent/mcp-server --stdio".into());
+        c.upstream.stdio = Some(format!("{shown} --stdio"));
     })
     .await;
     let reply = proxy
@@ -358,10 +495,7 @@ async fn an_upstream_that_cannot_start_is_a_clear_internal_error() {
     let body = reply.json().await;
     assert_eq!(code(&body), -32603);
     assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("/nonexistent/mcp-server"),
+        body["error"]["message"].as_str().unwrap().contains(&shown),
         "{body}"
     );
     assert_eq!(proxy.metric("mcp_proxy_sessions_open"), 0);

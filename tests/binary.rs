@@ -124,3 +124,117 @@ async fn a_bad_configuration_stops_start_up_with_the_key_and_line() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn a_stdio_command_that_does_not_exist_stops_start_up() {
+    let output = within(
+        "the proxy to refuse",
+        Command::new(DEMO)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(["--stdio", "mcp-no-such-server --flag"])
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap();
+    assert!(!output.status.success());
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        message.contains("upstream.stdio")
+            && message.contains("`mcp-no-such-server` was not found"),
+        "{message}"
+    );
+
+    let dir = std::env::temp_dir().join(format!("mcp-proxy-gateway-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let not_a_program = dir.join("notes.txt");
+    std::fs::write(&not_a_program, "not a program\n").unwrap();
+    let file = dir.join("gateway.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "listen = \"127.0.0.1:0\"\n[servers.docs.upstream]\nstdio = \"{} --serve\"\n",
+            not_a_program.display()
+        ),
+    )
+    .unwrap();
+    let output = within(
+        "the gateway to refuse",
+        Command::new(DEMO)
+            .arg("--config")
+            .arg(&file)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!output.status.success());
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        message.contains("servers.docs.upstream.stdio")
+            && message.contains(&format!(
+                "{} is not an executable file",
+                not_a_program.display()
+            )),
+        "{message}"
+    );
+}
+
+/// The resident memory of process `pid`, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// Bodies that declare 4 MB and trickle in a byte at a time: the proxy's memory grows with the
+/// bytes received (a few KiB), not with a transport buffer kept per byte (≈4 KiB a byte before).
+#[tokio::test]
+async fn slow_bodies_cost_memory_by_the_bytes_received() {
+    use tokio::io::AsyncWriteExt;
+    let mut proxy = Command::new(DEMO)
+        .args(["--listen", "127.0.0.1:0", "--log-format", "json"])
+        .args(["--body-timeout", "60s"])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the proxy starts");
+    let pid = proxy.id().unwrap();
+    let mut logs = BufReader::new(proxy.stderr.take().unwrap()).lines();
+    let addr = listening_address(&mut logs, &mut Vec::new()).await;
+    tokio::spawn(async move { while let Ok(Some(_)) = logs.next_line().await {} });
+    let mut senders = Vec::new();
+    for _ in 0..20 {
+        let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+        socket.set_nodelay(true).unwrap();
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+             accept: application/json, text/event-stream\r\ncontent-length: 4000000\r\n\r\n"
+        );
+        socket.write_all(head.as_bytes()).await.unwrap();
+        senders.push(socket);
+    }
+    let before = rss_kib(pid);
+    // 300 bytes on each connection, paced like a slow client (the pace is the load, not a wait
+    // for anything), so each arrives on its own.
+    for _ in 0..300 {
+        for socket in &mut senders {
+            socket.write_all(b" ").await.unwrap();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    let received = 20 * 300;
+    let grown = rss_kib(pid).saturating_sub(before);
+    assert!(
+        grown < 8 * 1024,
+        "{received} bytes received on 20 stalled bodies grew the proxy by {grown} KiB"
+    );
+    drop(senders);
+    kill(Pid::from_raw(pid as i32), Signal::SIGKILL).unwrap();
+}

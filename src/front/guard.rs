@@ -1,10 +1,66 @@
 //! Who may talk to the proxy, and as whom: the `Origin` and `Host` checks (MCP 2025-11-25,
 //! transports §Security Warning: DNS rebinding) and the principal a request acts for.
 
-use http::{header, HeaderMap};
+use http::{header, HeaderMap, HeaderName};
 
 use super::HttpSettings;
 use crate::session::id::Principal;
+
+/// Why a request's `Host` or `Origin` is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// HTTP/1.1 requires one (RFC 9112 §3.2): without it the name the client used is unknown.
+    #[error("the Host header is missing")]
+    NoHost,
+    /// Two values, of which a check could read only one.
+    #[error("more than one {0} header")]
+    Repeated(&'static str),
+    /// Not visible ASCII: no allowed value looks like that.
+    #[error("the {0} header is not visible ASCII")]
+    NotAscii(&'static str),
+    #[error("Host {0} is not allowed")]
+    Host(String),
+    #[error("Origin {0} is not allowed")]
+    Origin(String),
+}
+
+/// Checks the one `Host` header against DNS rebinding: present, single, ASCII, allowed.
+pub fn check_host(settings: &HttpSettings, headers: &HeaderMap) -> Result<(), Refused> {
+    let host = single(headers, header::HOST, "Host")?.ok_or(Refused::NoHost)?;
+    match host_allowed(settings, host) {
+        true => Ok(()),
+        false => Err(Refused::Host(host.to_owned())),
+    }
+}
+
+/// Checks `Origin`, when a browser sent one: single, ASCII, loopback or allowed.
+pub fn check_origin(settings: &HttpSettings, headers: &HeaderMap) -> Result<(), Refused> {
+    match single(headers, header::ORIGIN, "Origin")? {
+        Some(origin) if !origin_allowed(settings, origin) => {
+            Err(Refused::Origin(origin.to_owned()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The one value of a header that may appear once, as visible ASCII.
+fn single<'a>(
+    headers: &'a HeaderMap,
+    name: HeaderName,
+    label: &'static str,
+) -> Result<Option<&'a str>, Refused> {
+    let mut values = headers.get_all(name).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(Refused::Repeated(label));
+    }
+    value
+        .to_str()
+        .map(Some)
+        .map_err(|_| Refused::NotAscii(label))
+}
 
 /// Loopback origins, and those configured.
 pub fn origin_allowed(settings: &HttpSettings, origin: &str) -> bool {
@@ -109,6 +165,49 @@ mod tests {
         assert!(
             !host_allowed(&listed, "127.0.0.1:8787"),
             "an explicit list is the whole list"
+        );
+    }
+
+    #[test]
+    fn host_and_origin_must_be_single_ascii_values() {
+        let http = HttpSettings::default();
+        let headers = |pairs: &[(&str, &[u8])]| {
+            let mut map = HeaderMap::new();
+            for (name, value) in pairs {
+                map.append(
+                    HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                    http::HeaderValue::from_bytes(value).unwrap(),
+                );
+            }
+            map
+        };
+        assert_eq!(
+            check_host(&http, &headers(&[("host", b"127.0.0.1:1")])),
+            Ok(())
+        );
+        assert_eq!(check_host(&http, &headers(&[])), Err(Refused::NoHost));
+        assert_eq!(
+            check_host(
+                &http,
+                &headers(&[("host", b"127.0.0.1"), ("host", b"evil.example")])
+            ),
+            Err(Refused::Repeated("Host"))
+        );
+        assert_eq!(
+            check_host(&http, &headers(&[("host", b"localhost\xff")])),
+            Err(Refused::NotAscii("Host"))
+        );
+        assert_eq!(check_origin(&http, &headers(&[])), Ok(()));
+        assert_eq!(
+            check_origin(
+                &http,
+                &headers(&[("origin", b"http://localhost"), ("origin", b"http://evil")])
+            ),
+            Err(Refused::Repeated("Origin"))
+        );
+        assert_eq!(
+            check_origin(&http, &headers(&[("origin", b"http://localhost\xe9")])),
+            Err(Refused::NotAscii("Origin"))
         );
     }
 

@@ -63,7 +63,14 @@ pub async fn handle(router: &Router, rest: &str, request: Request<Incoming>) -> 
         }
         Method::POST => {
             let (parts, body) = request.into_parts();
-            let body = match read_body(&parts.headers, body, app.http.max_body_bytes).await {
+            let body = match read_body(
+                &parts.headers,
+                body,
+                app.http.max_body_bytes,
+                app.http.body_timeout,
+            )
+            .await
+            {
                 Ok(body) => body,
                 Err(rejection) => return rejection.into_response(),
             };

@@ -107,7 +107,13 @@ async fn post(
         return Err(Rejection::unsupported_media_type());
     }
     let session = find_session(app, &parts).await?;
-    let body = read_body(&parts.headers, body, app.http.max_body_bytes).await?;
+    let body = read_body(
+        &parts.headers,
+        body,
+        app.http.max_body_bytes,
+        app.http.body_timeout,
+    )
+    .await?;
     let message = Message::parse(body)?;
     *method = message.method().map_or("response", metrics::method_label);
     let outcome = match message.kind() {

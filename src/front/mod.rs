@@ -32,6 +32,7 @@ use crate::metrics::Metrics;
 use crate::session::Registry;
 use crate::store::Store;
 use body::Body;
+use rejection::Rejection;
 
 /// How a POST that carries a request is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
@@ -50,6 +51,8 @@ pub enum PostResponse {
 #[derive(Debug, Clone)]
 pub struct HttpSettings {
     pub max_body_bytes: usize,
+    /// Longest a request body may take to arrive; then 408.
+    pub body_timeout: Duration,
     pub sse_keep_alive: Duration,
     pub sse_retry: Duration,
     /// Close streams of 2025-11-25 clients after this long (zero: never).
@@ -72,6 +75,7 @@ impl Default for HttpSettings {
     fn default() -> Self {
         HttpSettings {
             max_body_bytes: 4 << 20,
+            body_timeout: Duration::from_secs(10),
             sse_keep_alive: Duration::from_secs(15),
             sse_retry: Duration::from_secs(1),
             sse_close_after: Duration::ZERO,
@@ -99,6 +103,8 @@ pub struct App {
 /// Every served server: `/mcp` (the single-server form) and `/servers/<name>/…` (a gateway).
 pub struct Router {
     pub default: Option<Arc<App>>,
+    /// The `Host` policy every path but the internal hop is held to.
+    pub http: HttpSettings,
     pub servers: BTreeMap<String, Arc<App>>,
     pub metrics: Arc<Metrics>,
     pub shutdown: CancellationToken,
@@ -151,8 +157,24 @@ pub async fn serve(listener: TcpListener, router: Arc<Router>, shutdown: Cancell
 async fn route(router: &Router, request: Request<Incoming>) -> Response<Body> {
     let path = request.uri().path();
     if let Some(rest) = path.strip_prefix("/internal/") {
+        // Authenticated by the cluster secret, which a rebinding page cannot send.
         let rest = rest.to_owned();
         return internal::handle(router, &rest, request).await;
+    }
+    // Against DNS rebinding, on every path: health and metrics too.
+    if let Err(refused) = guard::check_host(&router.http, request.headers()) {
+        let response = Rejection::from(refused).into_response();
+        let method = match *request.method() {
+            http::Method::GET => "GET",
+            http::Method::POST => "unparsed",
+            http::Method::DELETE => "DELETE",
+            _ => "other",
+        };
+        router
+            .metrics
+            .requests
+            .record(method, response.status().as_u16(), Duration::ZERO);
+        return response;
     }
     let (app, endpoint) = match path.strip_prefix("/servers/") {
         Some(rest) => match rest.split_once('/') {

@@ -7,6 +7,7 @@ use http::{header, HeaderValue, Response, StatusCode};
 use serde_json::Value;
 
 use super::body::Body;
+use super::guard::Refused;
 use crate::jsonrpc::{self, ParseError, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST};
 use crate::session::protocol;
 use crate::session::SessionError;
@@ -83,27 +84,19 @@ impl Rejection {
         )
     }
 
-    pub fn forbidden_origin(origin: &str) -> Rejection {
-        Rejection::new(
-            StatusCode::FORBIDDEN,
-            INVALID_REQUEST,
-            format!("Forbidden: Origin {origin} is not allowed"),
-        )
-    }
-
-    pub fn forbidden_host(host: &str) -> Rejection {
-        Rejection::new(
-            StatusCode::FORBIDDEN,
-            INVALID_REQUEST,
-            format!("Forbidden: Host {host} is not allowed"),
-        )
-    }
-
     pub fn too_large(limit: usize) -> Rejection {
         Rejection::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             INVALID_REQUEST,
             format!("Payload Too Large: the body exceeds {limit} bytes"),
+        )
+    }
+
+    pub fn body_timeout(timeout: std::time::Duration) -> Rejection {
+        Rejection::new(
+            StatusCode::REQUEST_TIMEOUT,
+            INVALID_REQUEST,
+            format!("Request Timeout: the body did not arrive within {timeout:?}"),
         )
     }
 
@@ -195,6 +188,21 @@ impl Rejection {
             headers.insert(header::ALLOW, HeaderValue::from_static(allow));
         }
         response
+    }
+}
+
+/// A missing or repeated `Host` is a malformed request (400, RFC 9112 §3.2); anything else about
+/// `Host` or `Origin` is not allowed (403).
+impl From<Refused> for Rejection {
+    fn from(refused: Refused) -> Rejection {
+        let status = match refused {
+            Refused::NoHost | Refused::Repeated("Host") | Refused::NotAscii("Host") => {
+                StatusCode::BAD_REQUEST
+            }
+            _ => StatusCode::FORBIDDEN,
+        };
+        let reason = status.canonical_reason().unwrap_or_default();
+        Rejection::new(status, INVALID_REQUEST, format!("{reason}: {refused}"))
     }
 }
 

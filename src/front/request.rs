@@ -1,8 +1,10 @@
 //! Reading and checking requests, and the plain responses, shared by the client fronts.
 
-use bytes::Bytes;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
 use http::{header, HeaderMap, HeaderValue, Response, StatusCode};
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
 use super::body::Body;
@@ -26,38 +28,61 @@ pub fn accepted() -> Response<Body> {
     response
 }
 
+/// Reads a request body of at most `limit` bytes within `timeout` (408 after it). Memory
+/// follows the bytes received, not the declared length: chunks are copied into a buffer that
+/// grows as they arrive, so a slow sender cannot pin a transport buffer per byte.
 pub async fn read_body(
     headers: &HeaderMap,
     body: Incoming,
     limit: usize,
+    timeout: Duration,
 ) -> Result<Bytes, Rejection> {
     let declared =
         header_str(headers, header::CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|len| len > limit as u64) {
         return Err(Rejection::too_large(limit));
     }
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) if error.is::<http_body_util::LengthLimitError>() => {
-            Err(Rejection::too_large(limit))
-        }
-        Err(error) => Err(Rejection::bad_request(format!(
-            "Bad Request: the body could not be read: {error}"
-        ))),
+    match tokio::time::timeout(timeout, collect(body, declared, limit)).await {
+        Ok(read) => read,
+        Err(_) => Err(Rejection::body_timeout(timeout)),
     }
 }
 
-/// `Origin` and `Host` checks against DNS rebinding: 403 when either is not allowed.
-pub fn check_origin(app: &App, headers: &HeaderMap) -> Result<(), Rejection> {
-    if let Some(origin) = header_str(headers, header::ORIGIN.as_str()) {
-        if !guard::origin_allowed(&app.http, origin) {
-            return Err(Rejection::forbidden_origin(origin));
+/// What a buffer starts with before any byte arrived.
+const INITIAL_BODY_CAPACITY: usize = 16 << 10;
+
+async fn collect(
+    mut body: Incoming,
+    declared: Option<u64>,
+    limit: usize,
+) -> Result<Bytes, Rejection> {
+    let mut buffer = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|error| {
+            Rejection::bad_request(format!("Bad Request: the body could not be read: {error}"))
+        })?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        // The whole body in one chunk (the usual case) is taken as it is.
+        if buffer.is_empty() && declared == Some(data.len() as u64) {
+            return Ok(data);
         }
+        if buffer.len() + data.len() > limit {
+            return Err(Rejection::too_large(limit));
+        }
+        if buffer.capacity() == 0 {
+            let expected = declared.map_or(0, |len| len as usize);
+            buffer.reserve(expected.clamp(data.len(), INITIAL_BODY_CAPACITY.max(data.len())));
+        }
+        buffer.extend_from_slice(&data);
     }
-    match header_str(headers, header::HOST.as_str()) {
-        Some(host) if !guard::host_allowed(&app.http, host) => Err(Rejection::forbidden_host(host)),
-        _ => Ok(()),
-    }
+    Ok(buffer.freeze())
+}
+
+/// The `Origin` check against DNS rebinding and cross-site use (the router has checked `Host`).
+pub fn check_origin(app: &App, headers: &HeaderMap) -> Result<(), Rejection> {
+    guard::check_origin(&app.http, headers).map_err(Rejection::from)
 }
 
 pub fn require_accept(headers: &HeaderMap, required: &[&str]) -> Result<(), Rejection> {

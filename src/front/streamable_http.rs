@@ -73,7 +73,13 @@ async fn post(
         return Err(Rejection::unsupported_media_type());
     }
     require_accept(&headers, &["application/json", "text/event-stream"])?;
-    let body = read_body(&headers, body, app.http.max_body_bytes).await?;
+    let body = read_body(
+        &headers,
+        body,
+        app.http.max_body_bytes,
+        app.http.body_timeout,
+    )
+    .await?;
     let message = session_methods::parse(body)?;
     *method = match message.method() {
         Some(name) => metrics::method_label(name),

@@ -3,6 +3,8 @@
 //! shutdown is close stdin → SIGTERM → SIGKILL, each step after a grace period.
 
 use std::collections::VecDeque;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -55,6 +57,45 @@ impl StdioSpec {
     pub fn display(&self) -> String {
         shell_words::join(std::iter::once(&self.program).chain(&self.args))
     }
+
+    /// The program's file, as `spawn` will find it: a path as given, else the first match on
+    /// `PATH`; an error when there is none or it cannot be executed (checked at start-up, so a
+    /// typo stops the proxy instead of failing every session).
+    pub fn locate(&self) -> Result<PathBuf, CommandError> {
+        let candidates: Vec<PathBuf> = match self.program.contains('/') {
+            true => vec![PathBuf::from(&self.program)],
+            false => std::env::var_os("PATH")
+                .map(|path| {
+                    std::env::split_paths(&path)
+                        .map(|dir| dir.join(&self.program))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
+        let mut not_executable = None;
+        for candidate in candidates {
+            let Ok(metadata) = std::fs::metadata(&candidate) else {
+                continue;
+            };
+            if metadata.is_file() && metadata.permissions().mode() & 0o111 != 0 {
+                return Ok(candidate);
+            }
+            not_executable.get_or_insert(candidate);
+        }
+        Err(match not_executable {
+            Some(path) => CommandError::NotExecutable(path),
+            None => CommandError::NotFound(self.program.clone()),
+        })
+    }
+}
+
+/// Why a configured stdio command cannot be run.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error("the command `{0}` was not found (neither a path to a file nor a program on PATH)")]
+    NotFound(String),
+    #[error("{} is not an executable file", .0.display())]
+    NotExecutable(PathBuf),
 }
 
 /// Lines of stderr kept to explain a crash.
