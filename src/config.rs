@@ -68,7 +68,9 @@ pub struct Cli {
     #[arg(long)]
     pub forward_authorization: bool,
 
-    /// With --http: longest wait for the upstream to begin answering a request [default: 30s].
+    /// Longest a request waits for its server without hearing of it (a response, or progress, a
+    /// message or a request on its stream); then the client gets an error and the server a
+    /// cancellation. HTTP upstreams: also the longest wait for an answer to begin [default: 60s].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub request_timeout: Option<Duration>,
 
@@ -301,7 +303,8 @@ pub struct UpstreamConfig {
     pub http: Option<String>,
     /// URL of a legacy HTTP+SSE server's SSE endpoint, instead.
     pub sse: Option<String>,
-    /// HTTP upstream: longest wait for the server to begin answering a request.
+    /// Longest a request waits for its server without hearing of it; HTTP: also the longest
+    /// wait for an answer to begin.
     #[serde(deserialize_with = "duration")]
     pub request_timeout: Duration,
     /// stdio: a child per session, or one shared by all sessions.
@@ -375,7 +378,7 @@ impl Default for UpstreamConfig {
             stdio: None,
             http: None,
             sse: None,
-            request_timeout: Duration::from_secs(30),
+            request_timeout: SessionSettings::default().request_timeout,
             isolation: Isolation::PerSession,
             forward_authorization: false,
             warm: 0,
@@ -583,6 +586,7 @@ impl Config {
     pub fn session_settings(&self) -> SessionSettings {
         SessionSettings {
             cache_lists: self.upstream.caches_lists(),
+            request_timeout: self.upstream.request_timeout,
             ..self.session.settings()
         }
     }
@@ -725,6 +729,7 @@ impl SessionConfig {
             max_sessions_per_principal: self.max_sessions_per_principal,
             coalesce_progress: self.coalesce_progress,
             cache_lists: false,
+            request_timeout: UpstreamConfig::default().request_timeout,
         }
     }
 }

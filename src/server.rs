@@ -56,6 +56,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
      -> anyhow::Result<Arc<App>> {
         let settings = SessionSettings {
             cache_lists: upstream.caches_lists(),
+            request_timeout: upstream.request_timeout,
             ..session.settings()
         };
         let registry = Arc::new(Registry::with_store(

@@ -29,12 +29,17 @@ fn alive(pid: i32) -> bool {
 }
 
 /// Long enough that set-up cannot reach it: under the paused clock every moment the runtime
-/// waits on a child process auto-advances time to the next timer (a sweep, at most 30 s).
+/// waits on a child process auto-advances time to the next timer (a sweep, at most 30 s). The
+/// request timeout gets the same length, or a request waiting on a child would leap past it.
 const TTL: Duration = Duration::from_secs(6 * 3600);
 
 #[tokio::test(start_paused = true)]
 async fn an_idle_session_expires_and_its_child_is_released() {
-    let proxy = Proxy::start_with(|c| c.session.idle_ttl = TTL).await;
+    let proxy = Proxy::start_with(|c| {
+        c.session.idle_ttl = TTL;
+        c.upstream.request_timeout = TTL;
+    })
+    .await;
     let idle = proxy.initialized_client("2025-06-18").await;
     let mut watched = proxy.initialized_client("2025-06-18").await;
     let _stream = watched.get(None).await;

@@ -20,9 +20,9 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, Span};
+use tracing::{debug, Instrument, Span};
 
-use crate::jsonrpc::{self, id_key, Message};
+use crate::jsonrpc::{self, id_key, Kind, Message};
 use crate::metrics::Metrics;
 use crate::store::{Mirror, Op, Record};
 use crate::upstream::{Upstream, UpstreamError, UpstreamEvent};
@@ -45,6 +45,10 @@ pub struct SessionSettings {
     pub coalesce_progress: bool,
     /// Answer list requests from a cache shared by the server's sessions.
     pub cache_lists: bool,
+    /// The longest a request waits for its server without hearing of it (its response, or a
+    /// progress notification, message or server request on its stream); then it fails and the
+    /// server is told to cancel it. Not counted while the client owes the server an answer.
+    pub request_timeout: Duration,
 }
 
 impl Default for SessionSettings {
@@ -56,6 +60,7 @@ impl Default for SessionSettings {
             max_sessions_per_principal: None,
             coalesce_progress: false,
             cache_lists: false,
+            request_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -86,6 +91,9 @@ struct Inflight {
     /// A request of the proxy's own (re-initializing a new upstream): its answer is not
     /// logged, only reported here.
     internal: Option<tokio::sync::oneshot::Sender<()>>,
+    /// When it fails for want of an answer; `None` while the client owes the server an answer
+    /// to a request of the server's that this one caused.
+    deadline: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -111,6 +119,9 @@ struct State {
     next_upstream_id: u64,
     inflight: HashMap<u64, Inflight>,
     progress: HashMap<String, u64>,
+    /// Requests of the server awaiting the client's answer: their id (key form) → the request
+    /// stream of the client request that caused them.
+    asked: HashMap<String, u64>,
     attachments: HashMap<StreamKey, Attachment>,
     next_generation: u64,
     subscriptions: BTreeSet<String>,
@@ -144,6 +155,9 @@ impl State {
         let request = self.inflight.remove(&upstream_id)?;
         if let Some(token) = &request.progress_token {
             self.progress.remove(token);
+        }
+        if !self.asked.is_empty() {
+            self.asked.retain(|_, stream| *stream != request.stream);
         }
         self.mirror(|| Op::Answered {
             stream: request.stream,
@@ -180,14 +194,22 @@ impl State {
         }
     }
 
-    /// The stream of the most recent request still in flight (SEP-2260: the request that caused
-    /// a server request or log message), else the standalone stream.
-    fn related_stream(&self) -> StreamKey {
+    /// The server spoke of the request on request stream `stream`: its wait starts again, or
+    /// pauses while the client owes the server an answer.
+    fn heard_of(&mut self, stream: u64, timeout: Duration, awaiting_client: bool) {
+        if let Some(request) = self.inflight.values_mut().find(|r| r.stream == stream) {
+            request.deadline = (!awaiting_client).then(|| Instant::now() + timeout);
+        }
+    }
+
+    /// The most recent client request still in flight (SEP-2260: the request that caused a
+    /// server request or log message): its messages go on its stream, else on the standalone.
+    fn related_request(&self) -> Option<u64> {
         self.inflight
             .values()
+            .filter(|r| r.internal.is_none())
             .map(|r| r.stream)
             .max()
-            .map_or(StreamKey::Standalone, |n| self.stream_of(n))
     }
 
     /// What a client that lost messages must re-read: one `resources/updated` per subscribed
@@ -258,6 +280,7 @@ impl Session {
                 next_upstream_id: 1,
                 inflight: HashMap::new(),
                 progress: HashMap::new(),
+                asked: HashMap::new(),
                 attachments: HashMap::new(),
                 next_generation: 1,
                 subscriptions: BTreeSet::new(),
@@ -388,6 +411,7 @@ impl Session {
                     progress_token,
                     ticket,
                     internal: None,
+                    deadline: Some(Instant::now() + self.settings.request_timeout),
                 },
             );
             if state.mirror.is_some() {
@@ -482,8 +506,15 @@ impl Session {
         self.forward(notification).await
     }
 
-    /// Forwards the client's response to a server request.
+    /// Forwards the client's response to a server request; the request that caused it waits
+    /// for its server again.
     pub async fn answer(&self, response: Message) -> Result<(), SessionError> {
+        if let Some(id) = response.id() {
+            let mut state = self.lock();
+            if let Some(stream) = state.asked.remove(&id_key(id)) {
+                state.heard_of(stream, self.settings.request_timeout, false);
+            }
+        }
         self.forward(response).await
     }
 
@@ -794,11 +825,24 @@ impl Session {
                 message.set_id(request.client_id);
                 (state.stream_of(request.stream), true)
             }
-            Route::Progress(token) => match state.progress.get(&token) {
-                Some(stream) => (state.stream_of(*stream), false),
+            Route::Progress(token) => match state.progress.get(&token).copied() {
+                Some(stream) => {
+                    state.heard_of(stream, self.settings.request_timeout, false);
+                    (state.stream_of(stream), false)
+                }
                 None => (StreamKey::Standalone, false),
             },
-            Route::Related => (state.related_stream(), false),
+            Route::Related => match state.related_request() {
+                Some(n) => {
+                    let asks = message.kind() == Kind::Request;
+                    if let (true, Some(id)) = (asks, message.id()) {
+                        state.asked.insert(id_key(id), n);
+                    }
+                    state.heard_of(n, self.settings.request_timeout, asks);
+                    (state.stream_of(n), false)
+                }
+                None => (StreamKey::Standalone, false),
+            },
             Route::SessionWide => {
                 if let (Some(cache), Some(method)) = (&self.list_cache, message.method()) {
                     cache.invalidate(method);
@@ -844,6 +888,43 @@ impl Session {
         Metrics::add(&self.metrics.events_coalesced_total, appended.coalesced);
         Metrics::add(&self.metrics.events_evicted_total, appended.evicted);
         self.changes.send_replace(appended.seq);
+    }
+
+    /// Fails each request whose server stayed silent past its deadline, ending its stream with
+    /// an error, and tells the server to cancel it. Returns how many.
+    pub(crate) fn expire_requests(&self, now: Instant) -> usize {
+        let timeout = self.settings.request_timeout;
+        let overdue: Vec<u64> = {
+            let mut state = self.lock();
+            let overdue: Vec<u64> = state
+                .inflight
+                .iter()
+                .filter(|(_, r)| r.internal.is_none() && r.deadline.is_some_and(|d| d <= now))
+                .map(|(id, _)| *id)
+                .collect();
+            for upstream_id in &overdue {
+                if let Some(request) = state.finish(*upstream_id) {
+                    let message = format!(
+                        "the upstream server did not answer {} within {timeout:?} \
+                         (upstream.request_timeout); the request was cancelled",
+                        request.method
+                    );
+                    self.fail(&mut state, request, &message);
+                }
+            }
+            overdue
+        };
+        for upstream_id in &overdue {
+            let reason = format!("no answer within {timeout:?}");
+            let params = serde_json::value::to_raw_value(
+                &json!({ "requestId": upstream_id, "reason": reason }),
+            )
+            .ok();
+            let cancel = Message::request(None, "notifications/cancelled", params);
+            let upstream = self.upstream.clone();
+            tokio::spawn(async move { upstream.send(cancel).await }.instrument(self.span.clone()));
+        }
+        overdue.len()
     }
 
     /// Since when the session has been idle: no stream attached, nothing in flight.
@@ -966,6 +1047,7 @@ impl Session {
                     progress_token: None,
                     ticket: None,
                     internal: Some(done),
+                    deadline: None,
                 },
             );
             id
@@ -977,7 +1059,7 @@ impl Session {
                 params,
             ))
             .await?;
-        match tokio::time::timeout(Duration::from_secs(30), answered).await {
+        match tokio::time::timeout(self.settings.request_timeout, answered).await {
             Ok(Ok(())) => Ok(()),
             _ => Err(SessionError::UpstreamFailed(format!(
                 "the new upstream did not answer {method}"

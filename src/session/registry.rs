@@ -564,6 +564,15 @@ impl Registry {
         count
     }
 
+    /// Fails the requests of every session here whose server stayed silent too long.
+    pub fn expire_requests(&self, now: Instant) {
+        let mut timed_out = 0;
+        for session in self.sessions.iter() {
+            timed_out += session.value().expire_requests(now);
+        }
+        Metrics::add(&self.metrics.requests_timed_out_total, timed_out as u64);
+    }
+
     /// Expires idle sessions until `shutdown`, checking a few times per TTL.
     pub async fn run_expiry(self: Arc<Self>, shutdown: CancellationToken) {
         let period =
@@ -577,6 +586,11 @@ impl Registry {
             .map_or(Duration::from_secs(3600), |redis| redis.heartbeat);
         let mut beats = tokio::time::interval(beat);
         beats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Requests whose server stayed silent too long fail a little after their deadline.
+        let sweep = (self.settings.request_timeout / 8)
+            .clamp(Duration::from_millis(10), Duration::from_secs(1));
+        let mut deadlines = tokio::time::interval(sweep);
+        deadlines.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut recoveries = match self.store.redis() {
             Some(redis) => redis.recoveries(),
             None => tokio::sync::watch::channel(0).1,
@@ -584,6 +598,7 @@ impl Registry {
         loop {
             tokio::select! {
                 _ = ticks.tick() => { self.expire_idle(Instant::now()); }
+                _ = deadlines.tick() => self.expire_requests(Instant::now()),
                 _ = beats.tick(), if self.store.redis().is_some() => self.check_owners().await,
                 Ok(()) = recoveries.changed() => self.after_outage().await,
                 () = shutdown.cancelled() => return,
