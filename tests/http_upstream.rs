@@ -250,3 +250,138 @@ async fn client_credentials_reach_an_http_upstream_only_when_configured() {
         front.stop().await;
     }
 }
+
+/// An HTTP MCP server that, like many, sends what a tool call causes on its GET stream and drops
+/// it when no GET stream is open at that moment; its GET stream takes a while to open.
+mod dropping_server {
+    use std::convert::Infallible;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use futures_util::StreamExt;
+    use http::{Method, Request, Response, StatusCode};
+    use http_body_util::combinators::UnsyncBoxBody;
+    use http_body_util::{BodyExt, Full, StreamBody};
+    use hyper::body::{Frame, Incoming};
+    use hyper_util::rt::TokioIo;
+    use serde_json::{json, Value};
+    use tokio::sync::mpsc;
+
+    type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+    #[derive(Default)]
+    struct State {
+        stream: Option<mpsc::UnboundedSender<Bytes>>,
+        dropped: usize,
+    }
+
+    fn full(status: StatusCode, body: Value) -> Response<Body> {
+        let mut response = Response::new(Full::new(Bytes::from(body.to_string())).boxed_unsync());
+        *response.status_mut() = status;
+        response
+            .headers_mut()
+            .insert("content-type", "application/json".parse().unwrap());
+        response
+    }
+
+    async fn serve(state: Arc<Mutex<State>>, request: Request<Incoming>) -> Response<Body> {
+        match *request.method() {
+            Method::GET => {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                let (events, receiver) = mpsc::unbounded_channel::<Bytes>();
+                state.lock().unwrap().stream = Some(events);
+                let frames = futures_util::stream::unfold(receiver, |mut receiver| async move {
+                    let chunk = receiver.recv().await?;
+                    Some((Ok::<_, Infallible>(Frame::data(chunk)), receiver))
+                });
+                let mut response =
+                    Response::new(BodyExt::boxed_unsync(StreamBody::new(frames.boxed())));
+                response
+                    .headers_mut()
+                    .insert("content-type", "text/event-stream".parse().unwrap());
+                response
+            }
+            Method::POST => {
+                let body = request.into_body().collect().await.unwrap().to_bytes();
+                let message: Value = serde_json::from_slice(&body).unwrap();
+                let Some(id) = message.get("id") else {
+                    return full(StatusCode::ACCEPTED, json!(null));
+                };
+                let result = match message["method"].as_str() {
+                    Some("initialize") => {
+                        let mut response = full(
+                            StatusCode::OK,
+                            json!({ "jsonrpc": "2.0", "id": id, "result": {
+                                "protocolVersion": "2025-06-18",
+                                "capabilities": { "resources": { "subscribe": true } },
+                                "serverInfo": { "name": "dropping", "version": "1" } } }),
+                        );
+                        response
+                            .headers_mut()
+                            .insert("mcp-session-id", "up-1".parse().unwrap());
+                        return response;
+                    }
+                    Some("tools/call") => {
+                        let update = json!({ "jsonrpc": "2.0",
+                            "method": "notifications/resources/updated",
+                            "params": { "uri": "drop://changed" } });
+                        let event = Bytes::from(format!("data: {update}\n\n"));
+                        let mut state = state.lock().unwrap();
+                        match &state.stream {
+                            Some(stream) if stream.send(event).is_ok() => {}
+                            _ => state.dropped += 1,
+                        }
+                        json!({ "content": [{ "type": "text", "text": "changed" }] })
+                    }
+                    _ => json!({}),
+                };
+                full(
+                    StatusCode::OK,
+                    json!({ "jsonrpc": "2.0", "id": id, "result": result }),
+                )
+            }
+            _ => full(StatusCode::OK, json!(null)),
+        }
+    }
+
+    /// Starts the server on 127.0.0.1; returns its URL.
+    pub async fn start() -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let state = Arc::new(Mutex::new(State::default()));
+        tokio::spawn(async move {
+            loop {
+                let Ok((socket, _)) = listener.accept().await else {
+                    return;
+                };
+                let state = state.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |request| {
+                        let state = state.clone();
+                        async move { Ok::<_, Infallible>(serve(state, request).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(socket), service)
+                        .await;
+                });
+            }
+        });
+        format!("http://{addr}/mcp")
+    }
+}
+
+#[tokio::test]
+async fn what_a_call_causes_on_the_upstream_get_stream_is_not_lost_while_it_opens() {
+    let upstream = dropping_server::start().await;
+    let front = in_front_of(upstream, |_| {}).await;
+    let mut client = front.initialized_client("2025-06-18").await;
+    let mut events = client.get(None).await;
+    // Sent right after initialization, while the proxy's upstream GET stream is still opening.
+    assert_eq!(client.call_tool("anything", json!({})).await, "changed");
+    let update = events
+        .next_with_method("notifications/resources/updated")
+        .await;
+    assert_eq!(update["params"]["uri"], "drop://changed");
+    front.stop().await;
+}

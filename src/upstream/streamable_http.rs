@@ -46,6 +46,9 @@ struct Inner {
     link: Mutex<Link>,
     /// One re-initialization at a time.
     reinitializing: tokio::sync::Mutex<()>,
+    /// False while the GET stream is being opened: a server may send what a request causes on
+    /// that stream, and drop it when no stream is open, so requests wait for it (bounded).
+    stream_settled: tokio::sync::watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -90,6 +93,7 @@ impl HttpUpstream {
                 released: CancellationToken::new(),
                 link: Mutex::new(Link::default()),
                 reinitializing: tokio::sync::Mutex::new(()),
+                stream_settled: tokio::sync::watch::channel(true).0,
             }),
         }
     }
@@ -101,6 +105,10 @@ impl HttpUpstream {
         }
         let wire = message.to_bytes();
         self.inner.remember(&message);
+        if message.method() == Some("notifications/initialized") {
+            // The GET stream opens once this is delivered; what is sent after waits for it.
+            self.inner.stream_settled.send_replace(false);
+        }
         let inner = self.inner.clone();
         tokio::spawn(async move { inner.deliver(message, wire).await }.in_current_span());
         Ok(())
@@ -134,6 +142,9 @@ impl Inner {
 
     async fn deliver(self: Arc<Self>, message: Message, wire: Bytes) {
         let initializing = message.method() == Some("initialize");
+        if !initializing && message.method() != Some("notifications/initialized") {
+            self.stream_settles().await;
+        }
         for attempt in 0..2 {
             let session = if initializing {
                 None
@@ -147,6 +158,7 @@ impl Inner {
                         self.fail(&message, &format!("the upstream session was lost and could not be re-established: {cause}")).await;
                         break;
                     }
+                    self.stream_settles().await;
                 }
                 Ok(Outcome::SessionLost) => {
                     self.fail(&message, "the upstream server lost the session again")
@@ -163,6 +175,12 @@ impl Inner {
             let generation = self.lock().generation;
             tokio::spawn(self.clone().listen(generation).in_current_span());
         }
+    }
+
+    /// Waits until no GET stream is being opened, at most the request timeout.
+    async fn stream_settles(&self) {
+        let mut settled = self.stream_settled.subscribe();
+        let _ = tokio::time::timeout(self.spec.request_timeout, settled.wait_for(|s| *s)).await;
     }
 
     /// POSTs one message and forwards what comes back.
@@ -277,12 +295,17 @@ impl Inner {
     }
 
     /// Holds the session's GET stream, resuming it after cuts, until released or superseded.
+    /// While it is being (re)opened, requests wait (`stream_settles`); a stream that ended is
+    /// reopened at once (or after the server's `retry:`), so little can be sent meanwhile.
     async fn listen(self: Arc<Self>, generation: u64) {
         let mut last_id: Option<String> = None;
         let mut retry = None;
         let mut failures = 0u32;
         while !self.released.is_cancelled() && self.lock().generation == generation {
-            match self.get_stream(last_id.as_deref()).await {
+            self.stream_settled.send_replace(false);
+            let opened = self.get_stream(last_id.as_deref()).await;
+            self.stream_settled.send_replace(true);
+            match opened {
                 Ok(Some(response)) => {
                     failures = 0;
                     self.read_stream(response.into_body(), &mut last_id, &mut retry, |_| {})
@@ -298,7 +321,11 @@ impl Inner {
                     debug!(%status, failures, "upstream GET stream refused");
                 }
             }
-            let pause = retry.unwrap_or(DEFAULT_RETRY).min(MAX_RETRY) * failures.clamp(1, 5);
+            let pause = match (failures, retry) {
+                (0, None) => Duration::ZERO,
+                (0, Some(retry)) => retry.min(MAX_RETRY),
+                (n, retry) => retry.unwrap_or(DEFAULT_RETRY).min(MAX_RETRY) * n.min(5),
+            };
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
                 () = self.released.cancelled() => return,
@@ -361,6 +388,7 @@ impl Inner {
                 link.generation += 1;
                 link.generation
             };
+            self.stream_settled.send_replace(false);
             tokio::spawn(self.clone().listen(generation).in_current_span());
             Ok(())
         })
