@@ -180,11 +180,10 @@ async fn a_slow_upstream_is_an_error_within_the_request_timeout() {
     )
     .await;
     assert_eq!(reply["error"]["code"], -32603);
+    // The HTTP answer's own wait or the request's: whichever fires first names the bound.
+    let message = reply["error"]["message"].as_str().unwrap();
     assert!(
-        reply["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("did not answer within"),
+        message.contains("did not answer") && message.contains("within 300ms"),
         "{reply}"
     );
     assert_eq!(

@@ -482,3 +482,106 @@ async fn initialize_announces_the_session_methods_beside_the_servers_capabilitie
     .await;
     proxy.stop().await;
 }
+
+/// A client that stopped reading (its connection died without a close) had everything written
+/// into it: a resume from before catches up on the latest update per URI, not on all of them.
+#[tokio::test]
+async fn a_resume_after_a_silent_death_catches_up_on_the_latest_update_per_uri() {
+    let proxy = Proxy::start().await;
+    let (mut ws, session_id) = started(&proxy).await;
+    let uris: Vec<String> = (0..5).map(|i| format!("doc:/{i}")).collect();
+    for uri in &uris {
+        ws.request("resources/subscribe", json!({ "uri": uri }))
+            .await;
+    }
+    let before = ws
+        .call_tool(
+            "emit_updates",
+            json!({ "uris": uris, "count": 5, "tag": "before" }),
+        )
+        .await;
+    assert_eq!(before, "emitted 5 updates");
+    let mut last = Value::Null;
+    for _ in 0..5 {
+        let update = ws.recv().await;
+        assert_eq!(update["method"], "notifications/resources/updated");
+        last = update["params"]["sessionEventId"].clone();
+    }
+    // 40 calls of 5 updates each sent over HTTP; the WebSocket reads none of it.
+    let logged = proxy.metric("mcp_proxy_events_logged_total");
+    let http = http_client(&proxy, &session_id);
+    for n in 0..40 {
+        http_send(
+            &http,
+            json!({ "jsonrpc": "2.0", "id": 100 + n, "method": "tools/call",
+                    "params": { "name": "emit_updates",
+                                "arguments": { "uris": uris, "count": 5, "tag": format!("c{n}") } } }),
+        )
+        .await;
+    }
+    eventually("the 200 updates and 40 answers to be logged", || {
+        proxy.metric("mcp_proxy_events_logged_total") == logged + 240
+    })
+    .await;
+    ws.cut();
+    connections_closed(&proxy).await;
+
+    let mut ws = Ws::connect(proxy.addr()).await;
+    let resumed = ws
+        .request(
+            "session/resume",
+            json!({ "sessionId": session_id, "lastSessionEventId": last }),
+        )
+        .await;
+    assert_eq!(
+        resumed["result"],
+        json!({ "resumed": true, "catchup": true })
+    );
+    // The catch-up is followed by the answer to this call, so everything before it has come.
+    assert_eq!(ws.call_tool("echo", json!({ "text": "end" })).await, "end");
+    let caught_up = ws.take_pending();
+    let updates: Vec<&Value> = caught_up
+        .iter()
+        .filter(|m| m["method"] == "notifications/resources/updated")
+        .collect();
+    let latest: Vec<(String, String)> = updates
+        .iter()
+        .map(|u| {
+            (
+                u["params"]["uri"].as_str().unwrap().to_owned(),
+                u["params"]["_meta"]["demo/tag"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, String)> = uris.iter().map(|u| (u.clone(), "c39".into())).collect();
+    assert_eq!(latest, expected, "one update per URI, the latest");
+    // (Resuming from its last notification, the client may see again the answer that followed
+    // it: responses carry no sessionEventId.)
+    let answered: Vec<u64> = caught_up
+        .iter()
+        .filter(|m| m.get("result").is_some())
+        .filter_map(|m| m["id"].as_u64())
+        .filter(|id| (100..140).contains(id))
+        .collect();
+    assert_eq!(
+        answered,
+        (100..140).collect::<Vec<u64>>(),
+        "every answer, none coalesced"
+    );
+    let numbers: Vec<u64> = caught_up
+        .iter()
+        .filter_map(|m| {
+            m["params"]["sessionEventId"]
+                .as_str()
+                .map(|_| seq(&m["params"]["sessionEventId"]))
+        })
+        .collect();
+    assert!(
+        numbers.windows(2).all(|w| w[0] < w[1]),
+        "in order: {numbers:?}"
+    );
+    proxy.stop().await;
+}

@@ -255,3 +255,61 @@ async fn two_sessions_keep_separate_state_and_separate_events() {
     assert_eq!(intruder.get(None).await.status, StatusCode::NOT_FOUND);
     proxy.stop().await;
 }
+
+/// A GET stream whose client stopped reading (the connection is up, nothing is read) had every
+/// update written into it; resuming from the last event read catches up on the latest per URI.
+#[tokio::test]
+async fn a_stream_that_stopped_being_read_resumes_with_the_latest_update_per_uri() {
+    let proxy = Proxy::start().await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
+    let uris: Vec<String> = (0..5).map(|i| format!("demo://doc/{i}")).collect();
+    let mut stalled = client.get(None).await;
+    client
+        .call_tool(
+            "emit_updates",
+            json!({ "uris": ["demo://first"], "count": 1 }),
+        )
+        .await;
+    let first = within("the first update", stalled.next_message())
+        .await
+        .unwrap();
+    assert_eq!(first.message["params"]["uri"], "demo://first");
+    // The client reads nothing more from `stalled`: 40 calls × 5 updates go into it.
+    for n in 0..40 {
+        let tag = format!("c{n}");
+        client
+            .call_tool(
+                "emit_updates",
+                json!({ "uris": uris, "count": 5, "tag": tag }),
+            )
+            .await;
+    }
+    drop(stalled);
+    let mut resumed = client.get(first.id.as_deref()).await;
+    assert_eq!(resumed.status, StatusCode::OK);
+    let mut latest = Vec::new();
+    while latest.len() < 5 {
+        let update = within("the catch-up", resumed.next_message())
+            .await
+            .unwrap();
+        latest.push((
+            update.message["params"]["uri"].as_str().unwrap().to_owned(),
+            update.message["params"]["_meta"]["demo/tag"].clone(),
+        ));
+    }
+    let expected: Vec<(String, serde_json::Value)> =
+        uris.iter().map(|u| (u.clone(), json!("c39"))).collect();
+    assert_eq!(latest, expected, "the latest update of each URI, in order");
+    // And nothing else was waiting: the next event is one caused now.
+    client
+        .call_tool(
+            "emit_updates",
+            json!({ "uris": ["demo://now"], "count": 1 }),
+        )
+        .await;
+    let next = within("the next update", resumed.next_message())
+        .await
+        .unwrap();
+    assert_eq!(next.message["params"]["uri"], "demo://now");
+    proxy.stop().await;
+}

@@ -1,10 +1,13 @@
 //! A session's event log: every server→client message gets a sequence number and a stream key,
 //! is kept for replay inside a window bounded by count, bytes and age, and is coalesced with an
-//! undelivered earlier message that carries the same coalesce key.
+//! earlier message that carries the same coalesce key: at append, with an undelivered one while
+//! no reader is attached (a reader takes every message as it comes); at read, within what a
+//! reader catches up on (a replay or a flush gives the latest message per key, wherever the
+//! earlier ones went).
 //!
 //! Pure data structure: no I/O, no locking; time comes in as an argument.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::time::Duration;
 
@@ -77,6 +80,17 @@ impl Default for Window {
     }
 }
 
+/// A logged message with everything another log needs to file it at the same position (a
+/// view's copy of its owner's log, a log rebuilt by a replica taking a session over).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Logged {
+    pub seq: u64,
+    pub stream: StreamKey,
+    pub terminal: bool,
+    pub coalesce: Option<String>,
+    pub payload: Bytes,
+}
+
 /// One logged message. An empty payload is an end-of-stream marker that is never sent.
 #[derive(Debug, Clone)]
 pub struct Event {
@@ -103,6 +117,8 @@ pub struct Read {
     pub gap: bool,
     /// The position the reader has now caught up to (its next `after`).
     pub through: u64,
+    /// Messages left out because a later one read with them carries the same coalesce key.
+    pub coalesced: u64,
 }
 
 /// What one append did.
@@ -186,14 +202,16 @@ impl EventLog {
         self.bytes
     }
 
-    /// Appends a message. With a coalesce key, an undelivered earlier message of the same
-    /// stream and key is removed: the survivor takes this position.
+    /// Appends a message. With a coalesce key and no reader attached to `stream`, an
+    /// undelivered earlier message of the same stream and key is removed: the survivor takes
+    /// this position. An attached reader gets every message as it comes.
     pub fn append(
         &mut self,
         stream: StreamKey,
         payload: Bytes,
         terminal: bool,
         coalesce: Option<String>,
+        reader_attached: bool,
         now: Instant,
     ) -> Appended {
         let before = self.counters;
@@ -203,7 +221,7 @@ impl EventLog {
         if let Some(key) = &coalesce {
             let delivered = self.delivered_through(stream);
             if let Some(old) = self.pending_coalesce.insert((stream, key.clone()), seq) {
-                if old > delivered && self.remove(old).is_some() {
+                if !reader_attached && old > delivered && self.remove(old).is_some() {
                     self.counters.coalesced += 1;
                     replaced = Some(old);
                 }
@@ -227,31 +245,53 @@ impl EventLog {
         }
     }
 
-    /// The messages of `stream` after `after`, oldest first, and whether any were lost.
-    pub fn read(&mut self, stream: StreamKey, after: u64, now: Instant) -> Read {
+    /// The messages of `stream` after `after`, oldest first, and whether any were lost. Of the
+    /// messages up to `catch_up_through` (what a reader finds waiting when it attaches), one
+    /// with a coalesce key is left out when a later one read with it carries the same key.
+    pub fn read(
+        &mut self,
+        stream: StreamKey,
+        after: u64,
+        catch_up_through: u64,
+        now: Instant,
+    ) -> Read {
         self.expire(now);
-        let events: Vec<Event> = self
-            .by_stream
-            .get(&stream)
-            .map(|seqs| {
-                seqs.range(after + 1..)
-                    .map(|seq| {
-                        let entry = &self.entries[seq];
-                        Event {
-                            seq: *seq,
-                            payload: entry.payload.clone(),
-                            terminal: entry.terminal,
-                        }
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let Some(seqs) = self.by_stream.get(&stream) else {
+            let evicted = self.evicted_through(stream);
+            return Read {
+                events: Vec::new(),
+                gap: evicted > after,
+                through: after.max(evicted),
+                coalesced: 0,
+            };
+        };
+        let last = seqs.range(after + 1..).next_back().copied().unwrap_or(0);
+        let mut later_keys: HashSet<&str> = HashSet::new();
+        let catching_up = catch_up_through > after;
+        let mut coalesced = 0;
+        let mut events: Vec<Event> = Vec::new();
+        for seq in seqs.range(after + 1..).rev() {
+            let entry = &self.entries[seq];
+            if let (true, Some(key)) = (catching_up, entry.coalesce.as_deref()) {
+                if !later_keys.insert(key) && *seq <= catch_up_through {
+                    coalesced += 1;
+                    continue;
+                }
+            }
+            events.push(Event {
+                seq: *seq,
+                payload: entry.payload.clone(),
+                terminal: entry.terminal,
+            });
+        }
+        events.reverse();
+        self.counters.coalesced += coalesced;
         let evicted = self.evicted_through(stream);
-        let last = events.last().map_or(0, |e| e.seq);
         Read {
             events,
             gap: evicted > after,
             through: after.max(evicted).max(last),
+            coalesced,
         }
     }
 
@@ -288,6 +328,7 @@ impl EventLog {
         stream: StreamKey,
         payload: Bytes,
         terminal: bool,
+        coalesce: Option<String>,
         now: Instant,
     ) -> bool {
         if self.entries.contains_key(&seq) || seq <= self.evicted_floor {
@@ -300,7 +341,7 @@ impl EventLog {
                 stream,
                 payload,
                 terminal,
-                coalesce: None,
+                coalesce,
                 at: now,
             },
         );
@@ -339,11 +380,15 @@ impl EventLog {
         self.next_seq = (((self.next_seq - 1) >> 32) + 1) << 32;
     }
 
-    /// Every retained message: (seq, stream, payload, terminal), oldest first.
-    pub fn entries(&self) -> impl Iterator<Item = (u64, StreamKey, Bytes, bool)> + '_ {
-        self.entries
-            .iter()
-            .map(|(seq, e)| (*seq, e.stream, e.payload.clone(), e.terminal))
+    /// Every retained message, oldest first.
+    pub fn entries(&self) -> impl Iterator<Item = Logged> + '_ {
+        self.entries.iter().map(|(seq, e)| Logged {
+            seq: *seq,
+            stream: e.stream,
+            terminal: e.terminal,
+            coalesce: e.coalesce.clone(),
+            payload: e.payload.clone(),
+        })
     }
 
     /// The newest position evicted from any stream (0: none).
@@ -487,13 +532,13 @@ mod tests {
         let now = Instant::now();
         let mut log = log(100, 1 << 20);
         let r1 = StreamKey::Request(1);
-        log.append(G, "a".into(), false, None, now);
-        log.append(r1, "b".into(), false, None, now);
-        log.append(G, "c".into(), false, None, now);
-        log.append(r1, "d".into(), true, None, now);
-        assert_eq!(payloads(&log.read(G, 0, now)), [b"a", b"c"]);
-        assert_eq!(payloads(&log.read(r1, 2, now)), [b"d"]);
-        assert!(log.read(r1, 2, now).events[0].terminal);
+        log.append(G, "a".into(), false, None, false, now);
+        log.append(r1, "b".into(), false, None, false, now);
+        log.append(G, "c".into(), false, None, false, now);
+        log.append(r1, "d".into(), true, None, false, now);
+        assert_eq!(payloads(&log.read(G, 0, 0, now)), [b"a", b"c"]);
+        assert_eq!(payloads(&log.read(r1, 2, 0, now)), [b"d"]);
+        assert!(log.read(r1, 2, 0, now).events[0].terminal);
         assert_eq!(log.head(), 4);
     }
 
@@ -503,9 +548,9 @@ mod tests {
         let mut log = log(10_000, 1 << 20);
         for i in 0..1000 {
             let uri = format!("u{}", i % 10);
-            log.append(G, format!("{uri}#{i}").into(), false, Some(uri), now);
+            log.append(G, format!("{uri}#{i}").into(), false, Some(uri), false, now);
         }
-        let read = log.read(G, 0, now);
+        let read = log.read(G, 0, 0, now);
         assert_eq!(read.events.len(), 10);
         assert_eq!(&read.events[0].payload[..], b"u0#990");
         assert_eq!(&read.events[9].payload[..], b"u9#999");
@@ -517,26 +562,29 @@ mod tests {
     fn delivered_messages_are_not_coalesced_away() {
         let now = Instant::now();
         let mut log = log(100, 1 << 20);
-        let first = log.append(G, "1".into(), false, Some("k".into()), now).seq;
+        let first = log
+            .append(G, "1".into(), false, Some("k".into()), false, now)
+            .seq;
         log.mark_delivered(G, first);
-        log.append(G, "2".into(), false, Some("k".into()), now);
-        log.append(G, "3".into(), false, Some("k".into()), now);
-        assert_eq!(payloads(&log.read(G, 0, now)), [b"1", b"3"]);
+        log.append(G, "2".into(), false, Some("k".into()), false, now);
+        log.append(G, "3".into(), false, Some("k".into()), false, now);
+        assert_eq!(payloads(&log.read(G, 0, 0, now)), [b"1", b"3"]);
     }
 
     #[test]
     fn keys_do_not_coalesce_across_streams() {
         let now = Instant::now();
         let mut log = log(100, 1 << 20);
-        log.append(G, "1".into(), false, Some("k".into()), now);
+        log.append(G, "1".into(), false, Some("k".into()), false, now);
         log.append(
             StreamKey::Request(1),
             "2".into(),
             false,
             Some("k".into()),
+            false,
             now,
         );
-        assert_eq!(log.read(G, 0, now).events.len(), 1);
+        assert_eq!(log.read(G, 0, 0, now).events.len(), 1);
     }
 
     #[test]
@@ -544,14 +592,14 @@ mod tests {
         let now = Instant::now();
         let mut log = log(3, 1 << 20);
         for i in 1..=5 {
-            log.append(G, format!("{i}").into(), false, None, now);
+            log.append(G, format!("{i}").into(), false, None, false, now);
         }
-        let read = log.read(G, 1, now);
+        let read = log.read(G, 1, 0, now);
         assert_eq!(payloads(&read), [b"3", b"4", b"5"]);
         assert!(read.gap, "2 was evicted");
         assert_eq!(read.through, 5);
-        assert!(!log.read(G, 2, now).gap);
-        let caught_up = log.read(G, 5, now);
+        assert!(!log.read(G, 2, 0, now).gap);
+        let caught_up = log.read(G, 5, 0, now);
         assert!(!caught_up.gap && caught_up.events.is_empty());
         assert_eq!(log.counters().evicted, 2);
     }
@@ -560,9 +608,9 @@ mod tests {
     fn evicts_by_bytes() {
         let now = Instant::now();
         let mut log = log(100, 10);
-        log.append(G, "12345".into(), false, None, now);
-        log.append(G, "12345".into(), false, None, now);
-        log.append(G, "1".into(), false, None, now);
+        log.append(G, "12345".into(), false, None, false, now);
+        log.append(G, "12345".into(), false, None, false, now);
+        log.append(G, "1".into(), false, None, false, now);
         assert_eq!(log.len(), 2);
         assert_eq!(log.bytes(), 6);
     }
@@ -571,10 +619,10 @@ mod tests {
     fn evicts_by_age() {
         let start = Instant::now();
         let mut log = log(100, 1 << 20);
-        log.append(G, "old".into(), false, None, start);
+        log.append(G, "old".into(), false, None, false, start);
         let later = start + Duration::from_secs(61);
-        log.append(G, "new".into(), false, None, later);
-        let read = log.read(G, 0, later);
+        log.append(G, "new".into(), false, None, false, later);
+        let read = log.read(G, 0, 0, later);
         assert_eq!(payloads(&read), [b"new"]);
         assert!(read.gap);
     }
@@ -583,11 +631,11 @@ mod tests {
     fn a_gap_in_one_stream_is_not_a_gap_in_another() {
         let now = Instant::now();
         let mut log = log(2, 1 << 20);
-        log.append(StreamKey::Request(1), "x".into(), true, None, now);
-        log.append(G, "a".into(), false, None, now);
-        log.append(G, "b".into(), false, None, now);
-        assert!(!log.read(G, 0, now).gap);
-        assert!(log.read(StreamKey::Request(1), 0, now).gap);
+        log.append(StreamKey::Request(1), "x".into(), true, None, false, now);
+        log.append(G, "a".into(), false, None, false, now);
+        log.append(G, "b".into(), false, None, false, now);
+        assert!(!log.read(G, 0, 0, now).gap);
+        assert!(log.read(StreamKey::Request(1), 0, 0, now).gap);
     }
 
     #[test]
@@ -596,7 +644,7 @@ mod tests {
         let mut log = log(4, 1 << 20);
         for n in 1..=100 {
             let stream = StreamKey::Request(n);
-            let seq = log.append(stream, "r".into(), true, None, now).seq;
+            let seq = log.append(stream, "r".into(), true, None, false, now).seq;
             log.mark_delivered(stream, seq);
         }
         assert!(
@@ -607,9 +655,55 @@ mod tests {
         log.forget_stream(StreamKey::Request(100));
         assert_eq!(log.len(), 3);
         assert!(
-            !log.read(StreamKey::Request(100), 0, now).gap,
+            !log.read(StreamKey::Request(100), 0, 0, now).gap,
             "forgetting is not a gap"
         );
+    }
+
+    #[test]
+    fn an_attached_reader_is_sent_every_message() {
+        let now = Instant::now();
+        let mut log = log(100, 1 << 20);
+        for i in 0..6 {
+            log.append(G, format!("{i}").into(), false, Some("k".into()), true, now);
+        }
+        assert_eq!(log.len(), 6, "nothing replaced while a reader takes them");
+        assert_eq!(log.read(G, 0, 0, now).events.len(), 6);
+    }
+
+    #[test]
+    fn a_catch_up_gives_the_latest_message_per_key_and_everything_after_it() {
+        let now = Instant::now();
+        let mut log = log(10_000, 1 << 20);
+        let r1 = StreamKey::Request(1);
+        for i in 0..300 {
+            let uri = format!("u{}", i % 3);
+            log.append(G, format!("{uri}#{i}").into(), false, Some(uri), true, now);
+        }
+        log.append(G, "plain".into(), false, None, true, now);
+        let caught_up_to = log.head();
+        log.append(G, "u0#live".into(), false, Some("u0".into()), true, now);
+        let read = log.read(G, 0, caught_up_to, now);
+        assert_eq!(
+            payloads(&read),
+            [&b"u1#298"[..], b"u2#299", b"plain", b"u0#live"],
+            "the latest per key, in log order; what came after the catch-up is kept"
+        );
+        assert_eq!(
+            read.coalesced, 298,
+            "all of u0 before the live one, all but the last of u1 and u2"
+        );
+        assert_eq!(read.through, log.head());
+        let live = log.read(G, caught_up_to - 3, 0, now);
+        assert_eq!(live.events.len(), 4, "a live read leaves everything in");
+        // A request stream's progress (with its coalesce key) stays before its response.
+        for step in 1..=3 {
+            let payload = format!("progress {step}");
+            log.append(r1, payload.into(), false, Some("p".into()), true, now);
+        }
+        log.append(r1, "response".into(), true, None, true, now);
+        let read = log.read(r1, 0, log.head(), now);
+        assert_eq!(payloads(&read), [&b"progress 3"[..], b"response"]);
     }
 
     #[test]
@@ -617,7 +711,7 @@ mod tests {
         let now = Instant::now();
         let mut log = log(2, 1 << 20);
         for i in 0..50 {
-            log.append(G, "x".into(), false, Some(format!("k{i}")), now);
+            log.append(G, "x".into(), false, Some(format!("k{i}")), false, now);
         }
         assert!(log.pending_coalesce.len() <= 2);
     }

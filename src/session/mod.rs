@@ -28,7 +28,7 @@ use crate::store::{Mirror, Op, Record};
 use crate::upstream::{Upstream, UpstreamError, UpstreamEvent};
 use id::Principal;
 use list_cache::{ListCache, Lookup, Ticket};
-use log::{Event, EventId, EventLog, StreamKey, Window};
+use log::{Event, EventId, EventLog, Logged, StreamKey, Window};
 use routing::Route;
 
 pub use registry::Registry;
@@ -123,6 +123,9 @@ struct State {
     /// stream of the client request that caused them.
     asked: HashMap<String, u64>,
     attachments: HashMap<StreamKey, Attachment>,
+    /// Streams clients read through other replicas' views, until when (renewed while read):
+    /// like an attached reader, they get every message as it comes.
+    remote_readers: HashMap<StreamKey, Instant>,
     next_generation: u64,
     subscriptions: BTreeSet<String>,
     /// The `list_changed` notifications the server announced it may send.
@@ -192,6 +195,15 @@ impl State {
             true => !self.log.holds_end_of(StreamKey::Request(stream)),
             false => self.inflight.values().any(|r| r.stream == stream),
         }
+    }
+
+    /// Whether a reader, here or through another replica, takes `stream` as it comes.
+    fn read_live(&self, stream: StreamKey, now: Instant) -> bool {
+        self.attachments.contains_key(&stream)
+            || self
+                .remote_readers
+                .get(&stream)
+                .is_some_and(|until| *until > now)
     }
 
     /// The server spoke of the request on request stream `stream`: its wait starts again, or
@@ -282,6 +294,7 @@ impl Session {
                 progress: HashMap::new(),
                 asked: HashMap::new(),
                 attachments: HashMap::new(),
+                remote_readers: HashMap::new(),
                 next_generation: 1,
                 subscriptions: BTreeSet::new(),
                 changeable_lists: Vec::new(),
@@ -582,16 +595,25 @@ impl Session {
     }
 
     /// Files in a view's log what the owner logged.
-    pub(crate) fn absorb(&self, logged: Vec<crate::store::redis::Logged>) {
+    pub(crate) fn absorb(&self, logged: Vec<Logged>) {
         let mut state = self.lock();
         let now = Instant::now();
         let mut newest = None;
         for entry in logged {
-            if state
-                .log
-                .insert_logged(entry.seq, entry.stream, entry.payload, entry.terminal, now)
-            {
-                newest = Some(entry.seq);
+            let seq = entry.seq;
+            let coalesce = entry.coalesce.or_else(|| {
+                let message = Message::parse(entry.payload.clone()).ok()?;
+                routing::file(&message, self.settings.coalesce_progress).coalesce
+            });
+            if state.log.insert_logged(
+                seq,
+                entry.stream,
+                entry.payload,
+                entry.terminal,
+                coalesce,
+                now,
+            ) {
+                newest = Some(seq);
             }
         }
         if let Some(seq) = newest {
@@ -656,6 +678,7 @@ impl Session {
             session: self.clone(),
             stream,
             cursor,
+            catch_up_through: state.log.head(),
             generation,
             detached,
             changes: self.changes.subscribe(),
@@ -715,9 +738,12 @@ impl Session {
 
     /// Takes what `stream` holds after `cursor`, in one critical section with the check for
     /// its end, so a response logged in between is never mistaken for the end.
-    fn take(&self, stream: StreamKey, cursor: &mut u64) -> Take {
+    fn take(&self, stream: StreamKey, cursor: &mut u64, catch_up_through: u64) -> Take {
         let mut state = self.lock();
-        let read = state.log.read(stream, *cursor, Instant::now());
+        let read = state
+            .log
+            .read(stream, *cursor, catch_up_through, Instant::now());
+        Metrics::add(&self.metrics.events_coalesced_total, read.coalesced);
         let invalidations = if read.gap {
             Metrics::inc(&self.metrics.replay_gaps_total);
             state.invalidations()
@@ -865,16 +891,24 @@ impl Session {
             true => protocol::stamp(&payload, state.log.head() + 1),
             false => payload,
         };
-        let mirrored = state.mirror.is_some().then(|| payload.clone());
+        let now = Instant::now();
+        let mirrored = state
+            .mirror
+            .is_some()
+            .then(|| (payload.clone(), coalesce.clone()));
+        let live = state.read_live(stream, now);
         let appended = state
             .log
-            .append(stream, payload, terminal, coalesce, Instant::now());
-        if let Some(payload) = mirrored {
-            state.mirror(|| Op::Append {
-                seq: appended.seq,
-                stream,
-                terminal,
-                payload,
+            .append(stream, payload, terminal, coalesce, live, now);
+        if let Some((payload, coalesce)) = mirrored {
+            state.mirror(|| {
+                Op::Append(Logged {
+                    seq: appended.seq,
+                    stream,
+                    terminal,
+                    coalesce,
+                    payload,
+                })
             });
             if let Some(seq) = appended.replaced {
                 state.mirror(|| Op::Remove { seq });
@@ -953,13 +987,8 @@ impl Session {
                 ..Record::default()
             }))
         });
-        for (seq, stream, payload, terminal) in state.log.entries() {
-            state.mirror(|| Op::Append {
-                seq,
-                stream,
-                terminal,
-                payload,
-            });
+        for logged in state.log.entries() {
+            state.mirror(|| Op::Append(logged));
         }
         for request in state.inflight.values().filter(|r| r.internal.is_none()) {
             state.mirror(|| Op::Inflight {
@@ -986,7 +1015,7 @@ impl Session {
     /// Takes over a session another replica owned, from what the shared store holds: its
     /// record and its log. The caller then re-initializes the new upstream (`reinitialize`)
     /// and closes the gap (`close_gap`).
-    pub(crate) fn adopt(&self, record: &Record, logged: Vec<crate::store::redis::Logged>) {
+    pub(crate) fn adopt(&self, record: &Record, logged: Vec<Logged>) {
         let mut state = self.lock();
         state.numbered = record.numbered;
         state.protocol_version = record.version.clone();
@@ -998,9 +1027,14 @@ impl Session {
         state.log.assume_evicted_through(record.evicted);
         let now = Instant::now();
         for entry in logged {
-            state
-                .log
-                .insert_logged(entry.seq, entry.stream, entry.payload, entry.terminal, now);
+            state.log.insert_logged(
+                entry.seq,
+                entry.stream,
+                entry.payload,
+                entry.terminal,
+                entry.coalesce,
+                now,
+            );
         }
         state.log.start_new_epoch();
         let mut record = record.clone();
@@ -1167,6 +1201,9 @@ pub struct Reader {
     session: Arc<Session>,
     stream: StreamKey,
     cursor: u64,
+    /// The newest position when the reader attached: what it finds up to there, it catches up
+    /// on (coalesced); what comes after, it is sent as it comes.
+    catch_up_through: u64,
     generation: u64,
     detached: CancellationToken,
     changes: watch::Receiver<u64>,
@@ -1199,7 +1236,10 @@ impl Reader {
                 return None;
             }
             self.changes.borrow_and_update();
-            match self.session.take(self.stream, &mut self.cursor) {
+            match self
+                .session
+                .take(self.stream, &mut self.cursor, self.catch_up_through)
+            {
                 Take::Delivery(delivery) => return Some(delivery),
                 Take::Finished => return None,
                 Take::Nothing => {}

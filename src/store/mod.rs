@@ -7,10 +7,9 @@ pub mod redis;
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use crate::session::log::StreamKey;
+use crate::session::log::Logged;
 pub use redis::RedisStore;
 
 /// The store a proxy runs with.
@@ -48,12 +47,7 @@ pub enum Op {
     /// The session record, written when the session is created or taken over.
     Create(Box<Record>),
     /// A message appended to the log.
-    Append {
-        seq: u64,
-        stream: StreamKey,
-        terminal: bool,
-        payload: Bytes,
-    },
+    Append(Logged),
     /// A message coalesced away.
     Remove { seq: u64 },
     /// Everything up to `through` was evicted from the window.

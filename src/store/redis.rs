@@ -6,7 +6,7 @@
 //! - `ns:<server>:session:<id>`: hash, the session record (owner, principal, shape, numbered,
 //!   version, init, subs, next_stream, evicted, upstream), expiring after the idle TTL;
 //! - `ns:<server>:log:<id>`: stream, the event log (entry id `<seq>-0`, fields `k` stream key,
-//!   `t` terminal, `p` payload), trimmed to the window;
+//!   `t` terminal, `p` payload, `c` coalesce key when it has one), trimmed to the window;
 //! - `ns:<server>:inflight:<id>`: hash, request stream → the client's request id, for requests
 //!   the owner has not answered yet (a replica taking over answers them with an error).
 
@@ -27,7 +27,7 @@ use tracing::{info, warn};
 use super::{Mirror, Op, Record};
 use crate::config::ClusterConfig;
 use crate::metrics::Metrics;
-use crate::session::log::{EventId, StreamKey};
+use crate::session::log::{EventId, Logged};
 
 /// Ops written per round trip at most.
 const BATCH: usize = 256;
@@ -50,15 +50,6 @@ pub struct RedisStore {
     recovered: tokio::sync::watch::Sender<u64>,
     ops: mpsc::UnboundedSender<(Arc<str>, Arc<str>, Op)>,
     metrics: Arc<Metrics>,
-}
-
-/// One logged message, as read back.
-#[derive(Debug, Clone)]
-pub struct Logged {
-    pub seq: u64,
-    pub stream: StreamKey,
-    pub terminal: bool,
-    pub payload: Bytes,
 }
 
 impl RedisStore {
@@ -264,22 +255,21 @@ impl RedisStore {
                 }
                 pipe.cmd("PEXPIRE").arg(&record).arg(ttl).ignore();
             }
-            Op::Append {
-                seq,
-                stream,
-                terminal,
-                payload,
-            } => {
-                pipe.cmd("XADD")
+            Op::Append(logged) => {
+                let add = pipe
+                    .cmd("XADD")
                     .arg(&log)
-                    .arg(format!("{seq}-0"))
+                    .arg(format!("{}-0", logged.seq))
                     .arg("k")
-                    .arg(stream.to_string())
+                    .arg(logged.stream.to_string())
                     .arg("t")
-                    .arg(u8::from(terminal))
+                    .arg(u8::from(logged.terminal))
                     .arg("p")
-                    .arg(payload.as_ref())
-                    .ignore();
+                    .arg(logged.payload.as_ref());
+                if let Some(key) = &logged.coalesce {
+                    add.arg("c").arg(key);
+                }
+                add.ignore();
                 pipe.cmd("PEXPIRE").arg(&log).arg(ttl).ignore();
                 pipe.cmd("PEXPIRE").arg(&record).arg(ttl).ignore();
             }
@@ -473,6 +463,7 @@ fn parse_entries(reply: &Value) -> Vec<Logged> {
             };
             let mut stream = None;
             let mut terminal = false;
+            let mut coalesce = None;
             let mut payload = Bytes::new();
             for pair in fields.chunks(2) {
                 let [name, value] = pair else { continue };
@@ -484,6 +475,7 @@ fn parse_entries(reply: &Value) -> Vec<Logged> {
                             .map(|id| id.stream)
                     }
                     "t" => terminal = text(value)? == "1",
+                    "c" => coalesce = text(value),
                     "p" => {
                         if let Value::BulkString(bytes) = value {
                             payload = Bytes::copy_from_slice(bytes);
@@ -496,6 +488,7 @@ fn parse_entries(reply: &Value) -> Vec<Logged> {
                 seq,
                 stream: stream?,
                 terminal,
+                coalesce,
                 payload,
             })
         })

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use super::http_client::HttpClient;
 use crate::jsonrpc::Message;
 use crate::session::log::{EventId, StreamKey};
-use crate::store::redis::Logged;
+use crate::session::log::Logged;
 
 pub const SECRET_HEADER: &str = "x-mcp-proxy-secret";
 
@@ -79,6 +79,7 @@ impl OwnerLink {
                     seq: event.seq,
                     stream,
                     terminal: event.terminal,
+                    coalesce: None, // the view files it by its payload
                     payload: event
                         .payload
                         .map(|p| Bytes::from(p.get().to_owned()))

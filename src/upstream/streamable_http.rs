@@ -146,10 +146,9 @@ impl Inner {
             self.stream_settles().await;
         }
         for attempt in 0..2 {
-            let session = if initializing {
-                None
-            } else {
-                self.lock().session.clone()
+            let session = match initializing {
+                true => None,
+                false => self.current_session().await,
             };
             match self.post(&message, wire.clone(), session).await {
                 Ok(Outcome::Done) => break,
@@ -175,6 +174,15 @@ impl Inner {
             let generation = self.lock().generation;
             tokio::spawn(self.clone().listen(generation).in_current_span());
         }
+    }
+
+    /// The upstream session id; during a re-initialization, the new one once it is there.
+    async fn current_session(&self) -> Option<HeaderValue> {
+        if let Some(session) = self.lock().session.clone() {
+            return Some(session);
+        }
+        let _after_reinitializing = self.reinitializing.lock().await;
+        self.lock().session.clone()
     }
 
     /// Waits until no GET stream is being opened, at most the request timeout.
@@ -371,27 +379,37 @@ impl Inner {
                 .ok_or("the client's initialize params are unknown")?;
             warn!(url = %self.spec.url, "upstream session lost; re-initializing");
             self.lock().session = None;
-            let answer = self.internal("initialize", params).await?;
-            if answer.get("error").is_some() {
-                return Err(format!("initialize was refused: {}", answer["error"]));
-            }
-            let initialized = jsonrpc::notification("notifications/initialized", json!({}));
-            self.internal_post(initialized, false).await?;
-            let subscriptions: Vec<String> =
-                self.lock().recall.subscriptions.iter().cloned().collect();
-            for uri in subscriptions {
-                self.internal("resources/subscribe", json!({ "uri": uri }))
-                    .await?;
+            // Requests wait until the new session and its GET stream are there.
+            self.stream_settled.send_replace(false);
+            if let Err(cause) = self.reestablish(params).await {
+                self.stream_settled.send_replace(true);
+                return Err(cause);
             }
             let generation = {
                 let mut link = self.lock();
                 link.generation += 1;
                 link.generation
             };
-            self.stream_settled.send_replace(false);
             tokio::spawn(self.clone().listen(generation).in_current_span());
             Ok(())
         })
+    }
+
+    /// A new upstream session: initialize with the client's params, notifications/initialized,
+    /// then every subscription again.
+    async fn reestablish(&self, params: Value) -> Result<(), String> {
+        let answer = self.internal("initialize", params).await?;
+        if answer.get("error").is_some() {
+            return Err(format!("initialize was refused: {}", answer["error"]));
+        }
+        let initialized = jsonrpc::notification("notifications/initialized", json!({}));
+        self.internal_post(initialized, false).await?;
+        let subscriptions: Vec<String> = self.lock().recall.subscriptions.iter().cloned().collect();
+        for uri in subscriptions {
+            self.internal("resources/subscribe", json!({ "uri": uri }))
+                .await?;
+        }
+        Ok(())
     }
 
     /// A request of the proxy's own: its answer is returned, not forwarded.
