@@ -74,17 +74,25 @@ enum Command {
         listen: std::net::SocketAddr,
         #[arg(long)]
         to: std::net::SocketAddr,
+        /// Hold every chunk this long before passing it on, both ways, in order (a slow link).
+        #[arg(long, default_value_t = 0)]
+        delay_ms: u64,
     },
 }
 
 fn main() -> Result<(), String> {
     let cli = Cli::parse();
-    if let Command::Relay { listen, to } = cli.command {
+    if let Command::Relay {
+        listen,
+        to,
+        delay_ms,
+    } = cli.command
+    {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| e.to_string())?;
-        return runtime.block_on(relay(listen, to));
+        return runtime.block_on(relay(listen, to, Duration::from_millis(delay_ms)));
     }
     tokio::runtime::Runtime::new()
         .map_err(|e| e.to_string())?
@@ -116,7 +124,11 @@ async fn run(command: Command) -> Result<(), String> {
     Ok(())
 }
 
-async fn relay(listen: std::net::SocketAddr, to: std::net::SocketAddr) -> Result<(), String> {
+async fn relay(
+    listen: std::net::SocketAddr,
+    to: std::net::SocketAddr,
+    delay: Duration,
+) -> Result<(), String> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| e.to_string())?;
@@ -130,9 +142,48 @@ async fn relay(listen: std::net::SocketAddr, to: std::net::SocketAddr) -> Result
             };
             let _ = inbound.set_nodelay(true);
             let _ = outbound.set_nodelay(true);
-            let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+            if delay.is_zero() {
+                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                return;
+            }
+            let (in_read, in_write) = inbound.into_split();
+            let (out_read, out_write) = outbound.into_split();
+            tokio::join!(
+                delayed(in_read, out_write, delay),
+                delayed(out_read, in_write, delay)
+            );
         });
     }
+}
+
+/// Copies `from` to `to`, each chunk `delay` after it was read, in order.
+async fn delayed(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    delay: Duration,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (chunks, mut due) =
+        tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
+    let reader = async move {
+        let mut buffer = vec![0u8; 64 << 10];
+        while let Ok(n @ 1..) = from.read(&mut buffer).await {
+            let at = tokio::time::Instant::now() + delay;
+            if chunks.send((at, buffer[..n].to_vec())).is_err() {
+                return;
+            }
+        }
+    };
+    let writer = async move {
+        while let Some((at, chunk)) = due.recv().await {
+            tokio::time::sleep_until(at).await;
+            if to.write_all(&chunk).await.is_err() {
+                return;
+            }
+        }
+        let _ = to.shutdown().await;
+    };
+    tokio::join!(reader, writer);
 }
 
 /// One client session.
@@ -324,7 +375,14 @@ fn log_bench(events: usize) -> Value {
     let mut log = EventLog::new(window);
     let started = Instant::now();
     for _ in 0..events {
-        log.append(StreamKey::Standalone, payload.clone(), false, None, true, now);
+        log.append(
+            StreamKey::Standalone,
+            payload.clone(),
+            false,
+            None,
+            true,
+            now,
+        );
     }
     let append = started.elapsed();
 
@@ -348,7 +406,14 @@ fn log_bench(events: usize) -> Value {
         ..window
     });
     for _ in 0..1000 {
-        full.append(StreamKey::Standalone, payload.clone(), false, None, false, now);
+        full.append(
+            StreamKey::Standalone,
+            payload.clone(),
+            false,
+            None,
+            false,
+            now,
+        );
     }
     let rounds = 1000;
     let started = Instant::now();

@@ -565,6 +565,14 @@ impl Config {
         {
             bail!("cluster.owner_timeout must be longer than cluster.heartbeat, which must not be zero");
         }
+        let node = &self.cluster.node_id;
+        if !node.is_empty() && !crate::session::id::is_node_name(node) {
+            bail!(
+                "cluster.node_id: {node:?} must be 1 to {} letters, digits, '-' and '_' (it \
+                 becomes part of session ids)",
+                crate::session::id::MAX_NODE_NAME
+            );
+        }
         if !self.cluster.advertise.is_empty() {
             parse_http_url(&self.cluster.advertise)
                 .map_err(|e| anyhow::anyhow!("cluster.advertise: {e}"))?;

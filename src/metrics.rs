@@ -45,6 +45,8 @@ counters! {
     websocket_connections: "gauge", "WebSocket connections open.";
     store_up: "gauge", "1 while the Redis store answers (always 0 with the memory store).";
     store_errors_total: "counter", "Failed Redis commands (writes, heartbeats, reads).";
+    store_write_queue: "gauge", "Owners' writes queued for Redis and not yet written (past 50000, new work waits).";
+    store_write_lag_ms: "gauge", "How long the oldest write of the last batch waited before it reached Redis, in milliseconds.";
     sessions_forwarded_total: "counter", "Client messages forwarded to the replica owning their session.";
     sessions_taken_over_total: "counter", "Sessions taken over from a replica whose heartbeat lapsed.";
     replay_gaps_total: "counter", "Reads that found messages evicted before delivery.";

@@ -313,3 +313,32 @@ async fn a_stream_that_stopped_being_read_resumes_with_the_latest_update_per_uri
     assert_eq!(next.message["params"]["uri"], "demo://now");
     proxy.stop().await;
 }
+
+/// A `Last-Event-ID` the proxy never sent (ahead of the log) is refused, as `session/resume`
+/// refuses one, and leaves the stream where it was: later updates still reach a plain GET.
+#[tokio::test]
+async fn a_last_event_id_ahead_of_the_log_is_refused_and_moves_nothing() {
+    let proxy = Proxy::start().await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
+    let ahead = client.get(Some("g.1000000")).await;
+    assert_eq!(ahead.status, StatusCode::BAD_REQUEST);
+    let body = ahead.json().await;
+    assert_eq!(body["error"]["code"], -32600);
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("g.1000000") && message.contains("ahead"),
+        "{message}"
+    );
+    let mut stream = client.get(None).await;
+    client
+        .call_tool(
+            "emit_updates",
+            json!({ "uris": ["demo://later"], "count": 1 }),
+        )
+        .await;
+    let update = within("the later update", stream.next_message())
+        .await
+        .unwrap();
+    assert_eq!(update.message["params"]["uri"], "demo://later");
+    proxy.stop().await;
+}

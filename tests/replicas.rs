@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::cluster::{Redis, Replica, SECRET};
+use common::cluster::{call_until_served, through, Redis, Replica, SECRET};
 use common::{until, within, Client, DEMO};
 use http::StatusCode;
 use redis::AsyncCommands;
@@ -96,45 +96,6 @@ async fn an_owner_records_its_sessions_and_their_logs_in_redis() {
         async move { c.exists::<_, bool>(&key).await.unwrap() }
     })
     .await;
-}
-
-/// Calls `tool` through `client` until a replica answers 200: a 503 (the owner is leaving, dead
-/// but not yet declared so, or Redis is away) must say when to retry, and is retried.
-async fn call_until_served(
-    what: &str,
-    client: &Client,
-    tool: &str,
-    arguments: serde_json::Value,
-) -> serde_json::Value {
-    within(what, async {
-        loop {
-            let reply = client
-                .post(&json!({ "jsonrpc": "2.0", "id": 90, "method": "tools/call",
-                               "params": { "name": tool, "arguments": arguments } }))
-                .await;
-            match reply.status {
-                StatusCode::OK => return reply.response().await,
-                StatusCode::SERVICE_UNAVAILABLE | StatusCode::NOT_FOUND => {
-                    if reply.status == StatusCode::SERVICE_UNAVAILABLE {
-                        assert!(
-                            reply.headers.contains_key("retry-after"),
-                            "told when to retry"
-                        );
-                    }
-                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-                }
-                status => panic!("unexpected {status}"),
-            }
-        }
-    })
-    .await
-}
-
-/// The same client session, spoken to through `replica`.
-fn through(client: &Client, replica: &Replica) -> Client {
-    let mut other = client.clone();
-    other.addr = replica.addr;
-    other
 }
 
 #[tokio::test]

@@ -1,25 +1,40 @@
 //! The internal hop between replicas: `POST /internal/<server>/sessions/<id>` hands a client
-//! message to the replica owning the session (answer: `{"stream"}`, the stream its answer is
-//! logged on), `PUT` marks it in use (a client reads it on another replica), `DELETE` ends it.
-//! Only with a Redis store, only with the shared secret.
+//! message to the replica owning the session (answer: `{"stream", "events"}`, the stream its
+//! answer is logged on and what was logged there within the JSON wait); `PUT` says clients read
+//! the session on another replica (body `{"reading": [stream keys]}`: the owner keeps it alive
+//! and sends those streams every message, uncoalesced; answer `{"head"}`); `DELETE` ends it.
+//! Every answer names this replica (`x-mcp-proxy-node`), so an asker that reached another
+//! replica at the owner's old address knows. Only with a Redis store, only with the secret.
 
-use http::{Method, Request, Response, StatusCode};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
+use serde::Deserialize;
 use serde_json::json;
 
 use super::body::Body;
 use super::request::{header_str, json, read_body};
 use super::Router;
-use std::sync::Arc;
-use std::time::Duration;
-
 use crate::jsonrpc::{Kind, Message};
 use crate::metrics::Metrics;
-use crate::session::log::StreamKey;
+use crate::session::log::{EventId, StreamKey};
 use crate::session::Session;
-use crate::upstream::owner::SECRET_HEADER;
+use crate::upstream::owner::{NODE_HEADER, SECRET_HEADER};
 
 pub async fn handle(router: &Router, rest: &str, request: Request<Incoming>) -> Response<Body> {
+    let Some(redis) = router.store.redis() else {
+        return plain(StatusCode::NOT_FOUND, "not found");
+    };
+    let mut response = answer(router, rest, request).await;
+    if let Ok(node) = HeaderValue::from_str(&redis.node_id) {
+        response.headers_mut().insert(NODE_HEADER, node);
+    }
+    response
+}
+
+async fn answer(router: &Router, rest: &str, request: Request<Incoming>) -> Response<Body> {
     let Some(redis) = router.store.redis() else {
         return plain(StatusCode::NOT_FOUND, "not found");
     };
@@ -44,36 +59,56 @@ pub async fn handle(router: &Router, rest: &str, request: Request<Incoming>) -> 
             "this replica is shutting down",
         );
     }
-    let Some(session) = app.registry.owned(id) else {
-        return plain(
-            StatusCode::NOT_FOUND,
-            "this replica does not own that session",
-        );
+    let session = match app.registry.owned_or_reclaimed(id).await {
+        Ok(Some(session)) => session,
+        Ok(None) => {
+            return plain(
+                StatusCode::NOT_FOUND,
+                "this replica does not own that session",
+            )
+        }
+        Err(error) => return plain(StatusCode::SERVICE_UNAVAILABLE, &error.to_string()),
     };
     Metrics::inc(&app.metrics.sessions_forwarded_total);
-    match *request.method() {
+    // Streams read through the asker stay live here for a few of its heartbeats.
+    let lease = redis.owner_timeout;
+    let (parts, body) = request.into_parts();
+    let body = match read_body(
+        &parts.headers,
+        body,
+        app.http.max_body_bytes,
+        app.http.body_timeout,
+    )
+    .await
+    {
+        Ok(body) => body,
+        Err(rejection) => return rejection.into_response(),
+    };
+    match parts.method {
         Method::DELETE => {
             app.registry.end_everywhere(id).await;
             json(StatusCode::OK, json!({}).to_string().into())
         }
-        // A client reads the session on another replica: it is not idle.
+        // Clients read the session on another replica: it is in use, and those streams get
+        // every message as it comes.
         Method::PUT => {
-            session.touch();
-            json(StatusCode::OK, json!({}).to_string().into())
+            #[derive(Deserialize, Default)]
+            struct Reading {
+                #[serde(default)]
+                reading: Vec<String>,
+            }
+            let reading: Reading = serde_json::from_slice(&body).unwrap_or_default();
+            let streams: Vec<StreamKey> = reading
+                .reading
+                .iter()
+                .filter_map(|key| format!("{key}.0").parse::<EventId>().ok())
+                .map(|id| id.stream)
+                .collect();
+            let head = session.read_elsewhere(&streams, lease);
+            let body = json!({ "head": head, "record": session.record() });
+            json(StatusCode::OK, body.to_string().into())
         }
         Method::POST => {
-            let (parts, body) = request.into_parts();
-            let body = match read_body(
-                &parts.headers,
-                body,
-                app.http.max_body_bytes,
-                app.http.body_timeout,
-            )
-            .await
-            {
-                Ok(body) => body,
-                Err(rejection) => return rejection.into_response(),
-            };
             let message = match Message::parse(body) {
                 Ok(message) => message,
                 Err(error) => return plain(StatusCode::BAD_REQUEST, &error.to_string()),
@@ -85,6 +120,8 @@ pub async fn handle(router: &Router, rest: &str, request: Request<Incoming>) -> 
             };
             match outcome {
                 Ok(Some(stream)) => {
+                    // The asker reads the answer there.
+                    session.read_elsewhere(&[stream], lease);
                     let events = first_answer(&session, stream, app.http.json_wait).await;
                     let body = json!({ "stream": stream.to_string(), "events": events });
                     json(StatusCode::OK, body.to_string().into())

@@ -15,7 +15,7 @@ use super::guard;
 use super::rejection::Rejection;
 use super::request::{accepted, check_origin, media_type_is, read_body};
 use super::App;
-use crate::jsonrpc::{Kind, Message};
+use crate::jsonrpc::Message;
 use crate::metrics;
 use crate::session::log::StreamKey;
 use crate::session::{Session, Shape};
@@ -25,7 +25,9 @@ use crate::sse;
 pub async fn open(app: &App, request: Request<Incoming>) -> Response<Body> {
     let started = Instant::now();
     let response = match *request.method() {
-        Method::GET => stream(app, &request).unwrap_or_else(Rejection::into_response),
+        Method::GET => stream(app, &request)
+            .await
+            .unwrap_or_else(Rejection::into_response),
         _ => Rejection::method_not_allowed().into_response(),
     };
     app.metrics
@@ -34,7 +36,7 @@ pub async fn open(app: &App, request: Request<Incoming>) -> Response<Body> {
     response
 }
 
-fn stream(app: &App, request: &Request<Incoming>) -> Result<Response<Body>, Rejection> {
+async fn stream(app: &App, request: &Request<Incoming>) -> Result<Response<Body>, Rejection> {
     check_origin(app, request.headers())?;
     let principal = guard::principal(&app.http, request.headers());
     let session = app
@@ -45,6 +47,8 @@ fn stream(app: &App, request: &Request<Incoming>) -> Result<Response<Body>, Reje
             request.headers().get(header::AUTHORIZATION).cloned(),
         )
         .map_err(|e| Rejection::session(&e))?;
+    // Its id goes out in the first event; any replica may get the next message.
+    session.store_synced().await;
     let reader = session.attach(StreamKey::Standalone, None);
     let start = reader.position();
     let messages = match request.uri().path().strip_suffix("sse") {
@@ -116,12 +120,10 @@ async fn post(
     .await?;
     let message = Message::parse(body)?;
     *method = message.method().map_or("response", metrics::method_label);
-    let outcome = match message.kind() {
-        Kind::Request => session.call(message).await.map(|_| ()),
-        Kind::Notification => session.notify(message).await,
-        Kind::Response => session.answer(message).await,
-    };
-    outcome.map_err(|e| Rejection::session(&e))?;
+    app.registry
+        .deliver(&session, message)
+        .await
+        .map_err(|e| Rejection::session(&e))?;
     Ok(accepted())
 }
 

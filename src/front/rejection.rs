@@ -127,32 +127,24 @@ impl Rejection {
         }
     }
 
-    /// A session-layer failure: too many sessions → 503 with `Retry-After`; an upstream that
-    /// could not be reached → 502.
+    /// A session-layer failure: too many sessions, or a session that may exist but cannot be
+    /// served right now (its store or its owning replica cannot say) → 503 with `Retry-After`;
+    /// a session gone everywhere → 404; an upstream that could not be reached → 502.
     pub fn session(error: &SessionError) -> Rejection {
+        let unavailable = |message: String| Rejection {
+            retry_after: Some(1),
+            ..Rejection::new(StatusCode::SERVICE_UNAVAILABLE, INTERNAL_ERROR, message)
+        };
         match error {
             SessionError::TooManySessions(_)
             | SessionError::TooManyForPrincipal(_)
-            | SessionError::StoreUnavailable => Rejection {
-                retry_after: Some(1),
-                ..Rejection::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    INTERNAL_ERROR,
-                    format!("Service Unavailable: {error}"),
-                )
-            },
-            SessionError::Upstream(UpstreamError::Hop(HopError::Gone)) => {
-                Rejection::session_not_found()
-            }
-            // Its heartbeat has not lapsed yet; once it has, a replica takes the session over.
-            SessionError::Upstream(UpstreamError::Hop(HopError::Unreachable(_))) => Rejection {
-                retry_after: Some(1),
-                ..Rejection::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    INTERNAL_ERROR,
-                    format!("Service Unavailable: {error}; retry shortly"),
-                )
-            },
+            | SessionError::StoreUnavailable
+            | SessionError::StoreBehind(_) => unavailable(format!("Service Unavailable: {error}")),
+            SessionError::OwnerUnavailable(_)
+            | SessionError::Upstream(UpstreamError::Hop(
+                HopError::Unreachable(_) | HopError::Gone | HopError::Moved { .. },
+            )) => unavailable(format!("Service Unavailable: {error}; retry shortly")),
+            SessionError::Gone => Rejection::session_not_found(),
             _ => Rejection::new(StatusCode::BAD_GATEWAY, INTERNAL_ERROR, error.to_string()),
         }
     }

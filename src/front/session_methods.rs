@@ -12,6 +12,7 @@ use super::rejection::Rejection;
 use super::App;
 use crate::jsonrpc::{self, Message};
 use crate::session::id::Principal;
+use crate::session::log::StreamKey;
 use crate::session::protocol::{self, EndParams, ResumeParams};
 use crate::session::{Resumed, Session, Shape};
 
@@ -29,8 +30,9 @@ pub fn parse(bytes: Bytes) -> Result<Message, crate::jsonrpc::ParseError> {
     })
 }
 
-/// `session/start`: a new protocol-level session, its upstream bound, nothing attached yet.
-pub fn start(
+/// `session/start`: a new protocol-level session, its upstream bound, nothing attached yet,
+/// recorded where any replica finds it before its id is handed out.
+pub async fn start(
     app: &App,
     principal: Principal,
     credential: Option<HeaderValue>,
@@ -40,6 +42,7 @@ pub fn start(
         .create(principal, Shape::SingleStream, credential)
         .map_err(|e| Rejection::session(&e))?;
     session.number_events();
+    session.store_synced().await;
     Ok(session)
 }
 
@@ -95,6 +98,11 @@ pub async fn resume(
     last: Option<u64>,
 ) -> Result<(Arc<Session>, Resumed), Rejection> {
     let session = find(app, principal, session_id).await?;
+    // On a view, the owner learns the channel is read here, and says how far it is.
+    session
+        .ready_reader(StreamKey::Standalone, None)
+        .await
+        .map_err(|e| Rejection::invalid_params(e.to_string()))?;
     let resumed = session
         .resume(last)
         .map_err(|e| Rejection::invalid_params(e.to_string()))?;

@@ -25,7 +25,7 @@ use crate::jsonrpc::{self, Kind, Message};
 use crate::metrics;
 use crate::session::log::{EventId, StreamKey};
 use crate::session::protocol::{self, is_session_method};
-use crate::session::{Delivery, Reader, Session, SessionError, Shape};
+use crate::session::{Delivery, ReadError, Reader, Session, SessionError, Shape};
 use crate::upstream::UpstreamError;
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
@@ -144,16 +144,9 @@ async fn post(
     check_protocol_version(&headers)?;
     match message.kind() {
         Kind::Request => exchange(app, session, message, false).await,
-        Kind::Notification => {
-            session
-                .notify(message)
-                .await
-                .map_err(|e| Rejection::session(&e))?;
-            Ok(accepted())
-        }
-        Kind::Response => {
-            session
-                .answer(message)
+        Kind::Notification | Kind::Response => {
+            app.registry
+                .deliver(&session, message)
                 .await
                 .map_err(|e| Rejection::session(&e))?;
             Ok(accepted())
@@ -170,15 +163,22 @@ async fn exchange(
     initializing: bool,
 ) -> Result<Response<Body>, Rejection> {
     let request_id = request.id().cloned().unwrap_or(Value::Null);
-    let stream = match session.call(request).await {
-        Ok(stream) => stream,
+    let stream = match app.registry.deliver(&session, request).await {
+        Ok(Some(stream)) => stream,
+        Ok(None) => unreachable!("a request opens a stream"),
         Err(error) if initializing => {
             app.registry.end(session.id());
             return Err(Rejection::session(&error).with_id(Some(&request_id)));
         }
-        // The replica owning the session could not take the message: 503 (retry: it is being
-        // taken over) or 404 (it is gone), not an answer from the server.
-        Err(error @ SessionError::Upstream(UpstreamError::Hop(_))) => {
+        // The session could not take the message (its owning replica or the store cannot
+        // serve it now: 503, retry; it is gone: 404): not an answer from the server.
+        Err(
+            error @ (SessionError::Upstream(UpstreamError::Hop(_))
+            | SessionError::Gone
+            | SessionError::OwnerUnavailable(_)
+            | SessionError::StoreUnavailable
+            | SessionError::StoreBehind(_)),
+        ) => {
             return Err(Rejection::session(&error).with_id(Some(&request_id)));
         }
         Err(error) => {
@@ -210,12 +210,14 @@ async fn exchange(
         }
         let mut reply = json(StatusCode::OK, response);
         if initializing {
+            session.store_synced().await;
             set_session_header(&mut reply, &session);
         }
         return Ok(reply);
     }
     let mut reply = open_stream(app, &session, reader, start, first);
     if initializing {
+        session.store_synced().await;
         set_session_header(&mut reply, &session);
     }
     Ok(reply)
@@ -259,6 +261,7 @@ async fn protocol_post(
             }
             let credential = headers.get(header::AUTHORIZATION).cloned();
             let session = session_methods::start(app, principal, credential)
+                .await
                 .map_err(|r| r.with_id(Some(&id)))?;
             Ok(json(
                 StatusCode::OK,
@@ -292,12 +295,13 @@ async fn protocol_post(
                 .await
                 .map_err(|r| r.with_id(message.id()))?;
             check_protocol_version(headers)?;
-            let outcome = match message.kind() {
-                Kind::Request => session.call(message).await.map(|_| ()),
-                Kind::Notification => session.notify(message).await,
-                Kind::Response => session.answer(message).await,
-            };
-            outcome.map_err(|e| Rejection::session(&e).with_id(Some(&id)))?;
+            match app.registry.deliver(&session, message).await {
+                Ok(_) => {}
+                Err(SessionError::Gone) => {
+                    return Err(Rejection::protocol_session_not_found(session_id).with_id(Some(&id)))
+                }
+                Err(error) => return Err(Rejection::session(&error).with_id(Some(&id))),
+            }
             // The answer comes, numbered, on the stream session/resume opened.
             Ok(accepted())
         }
@@ -393,6 +397,17 @@ async fn get(app: &App, headers: &HeaderMap) -> Result<Response<Body>, Rejection
             "Bad Request: Last-Event-ID names no stream of this session",
         ));
     }
+    session
+        .ready_reader(stream, after)
+        .await
+        .map_err(|ReadError::Ahead { after, head }| {
+            Rejection::bad_request(format!(
+                "Bad Request: Last-Event-ID {} is ahead of this session's newest event ({}); \
+                 resume from an id this proxy sent",
+                EventId { stream, seq: after },
+                EventId { stream, seq: head },
+            ))
+        })?;
     let reader = session.attach(stream, after);
     let start = reader.position();
     Ok(open_stream(app, &session, reader, start, None))

@@ -315,7 +315,7 @@ impl Connection {
             }
         };
         let outcome = match message.method().filter(|_| message.kind() == Kind::Request) {
-            Some(protocol::START) => self.start(&message),
+            Some(protocol::START) => self.start(&message).await,
             Some(protocol::RESUME) => self.resume(&message).await,
             Some(protocol::END) => self.end(&message).await,
             Some(method) if is_session_method(method) => {
@@ -326,7 +326,7 @@ impl Connection {
         outcome.unwrap_or_else(|rejection| vec![rejection.error_body()])
     }
 
-    fn start(&mut self, message: &Message) -> Result<Vec<Bytes>, Rejection> {
+    async fn start(&mut self, message: &Message) -> Result<Vec<Bytes>, Rejection> {
         let id = message.id().cloned().unwrap_or(Value::Null);
         match &mut self.bound {
             Some(bound) if !bound.own => Err(Rejection::conflict(format!(
@@ -339,11 +339,13 @@ impl Connection {
             Some(bound) => {
                 bound.session.number_events();
                 bound.own = false;
+                bound.session.store_synced().await;
                 Ok(vec![session_methods::started(&id, &bound.session)])
             }
             None => {
                 let session =
                     session_methods::start(&self.app, self.principal.clone(), self.credential.clone())
+                        .await
                         .map_err(|r| r.with_id(Some(&id)))?;
                 let reader = session.attach(StreamKey::Standalone, None);
                 let reply = session_methods::started(&id, &session);
@@ -429,12 +431,8 @@ impl Connection {
         };
         let session = bound.session.clone();
         let kind = message.kind();
-        let outcome = match kind {
-            Kind::Request => session.call(message).await.map(|_| ()),
-            Kind::Notification => session.notify(message).await,
-            Kind::Response => session.answer(message).await,
-        };
-        match (outcome, kind) {
+        let outcome = self.app.registry.deliver(&session, message).await;
+        match (outcome.map(|_| ()), kind) {
             (Err(error), Kind::Request) => Ok(vec![jsonrpc::error_response(
                 id.as_ref().unwrap_or(&Value::Null),
                 jsonrpc::INTERNAL_ERROR,

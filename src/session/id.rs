@@ -1,4 +1,6 @@
-//! Session ids (≥128 bits from the OS CSPRNG, base64url) and principals (who owns a session).
+//! Session ids (≥128 bits from the OS CSPRNG, base64url; with replicas, after the name of the
+//! replica that created the session, so any replica can find its owner without the shared
+//! store) and principals (who owns a session).
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -7,19 +9,58 @@ use sha2::{Digest, Sha256};
 /// Random bytes in a session id: 144 bits, 24 characters of base64url.
 const ID_BYTES: usize = 18;
 
+/// Random bytes in a replica name minted at start: 64 bits, 11 characters of base64url.
+const NODE_BYTES: usize = 8;
+
+/// Longest replica name.
+pub const MAX_NODE_NAME: usize = 32;
+
 /// Mints a session id. Never derived from anything a client sends.
 pub fn mint() -> String {
-    let mut bytes = [0u8; ID_BYTES];
-    getrandom::fill(&mut bytes).expect("the operating system's random source failed");
-    URL_SAFE_NO_PAD.encode(bytes)
+    random(ID_BYTES)
+}
+
+/// Mints a session id that names the replica creating it: `<node>.<random>`.
+pub fn mint_at(node: &str) -> String {
+    format!("{node}.{}", mint())
+}
+
+/// Mints a replica name (when none is configured).
+pub fn mint_node() -> String {
+    random(NODE_BYTES)
+}
+
+fn random(bytes: usize) -> String {
+    let mut buffer = vec![0u8; bytes];
+    getrandom::fill(&mut buffer).expect("the operating system's random source failed");
+    URL_SAFE_NO_PAD.encode(buffer)
+}
+
+/// Whether `name` can name a replica (and so appear in session ids): 1 to 32 letters, digits,
+/// `-` and `_`.
+pub fn is_node_name(name: &str) -> bool {
+    (1..=MAX_NODE_NAME).contains(&name.len()) && name.bytes().all(is_base64url)
 }
 
 /// Whether `id` could be one of ours; anything else is unknown without a lookup.
 pub fn is_well_formed(id: &str) -> bool {
-    id.len() == 24
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    let random = match id.split_once('.') {
+        Some((node, random)) if is_node_name(node) => random,
+        Some(_) => return false,
+        None => id,
+    };
+    random.len() == 24 && random.bytes().all(is_base64url)
+}
+
+/// The replica that created session `id`, when the id names one.
+pub fn node_of(id: &str) -> Option<&str> {
+    id.split_once('.')
+        .map(|(node, _)| node)
+        .filter(|_| is_well_formed(id))
+}
+
+fn is_base64url(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'-' || b == b'_'
 }
 
 /// Who created a session: a digest of the credentials the client presented, never the
@@ -36,6 +77,11 @@ impl Principal {
     pub fn from_credential(credential: &[u8]) -> Principal {
         let digest = Sha256::digest(credential);
         Principal(format!("sha256:{}", hex(&digest[..16])))
+    }
+
+    /// A principal as the shared store and the internal hop carry it (`as_str`).
+    pub fn from_stored(stored: &str) -> Principal {
+        Principal(stored.to_owned())
     }
 
     pub fn as_str(&self) -> &str {
@@ -59,6 +105,21 @@ mod tests {
         assert!(ids.iter().all(|id| is_well_formed(id)));
         assert!(!is_well_formed("abc"));
         assert!(!is_well_formed("aaaaaaaaaaaaaaaaaaaaaaa="));
+    }
+
+    #[test]
+    fn ids_can_name_the_replica_that_made_them() {
+        let node = mint_node();
+        assert!(is_node_name(&node), "{node}");
+        let id = mint_at(&node);
+        assert!(is_well_formed(&id), "{id}");
+        assert_eq!(node_of(&id), Some(node.as_str()));
+        assert_eq!(node_of(&mint()), None);
+        assert_eq!(node_of("a.b"), None, "not one of ours");
+        assert!(!is_well_formed(&format!("a.b.{}", mint())));
+        assert!(!is_well_formed(&format!(".{}", mint())));
+        assert!(!is_node_name(&"x".repeat(33)));
+        assert!(!is_node_name("a.b") && !is_node_name(""));
     }
 
     #[test]

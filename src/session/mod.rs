@@ -20,11 +20,11 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, Instrument, Span};
+use tracing::{debug, warn, Instrument, Span};
 
 use crate::jsonrpc::{self, id_key, Kind, Message};
 use crate::metrics::Metrics;
-use crate::store::{Mirror, Op, Record};
+use crate::store::{Backlog, Mirror, Op, Record};
 use crate::upstream::{Upstream, UpstreamError, UpstreamEvent};
 use id::Principal;
 use list_cache::{ListCache, Lookup, Ticket};
@@ -32,6 +32,9 @@ use log::{Event, EventId, EventLog, Logged, StreamKey, Window};
 use routing::Route;
 
 pub use registry::Registry;
+
+/// The longest new work waits for the shared store to catch up.
+const STORE_PATIENCE: Duration = Duration::from_secs(5);
 
 /// Per-session behaviour, from configuration.
 #[derive(Debug, Clone)]
@@ -77,6 +80,22 @@ pub enum SessionError {
     TooManyForPrincipal(usize),
     #[error("the session store (Redis) is unreachable; new sessions are refused until it is back")]
     StoreUnavailable,
+    #[error("the session store (Redis) is {0} writes behind; new work waits until it catches up")]
+    StoreBehind(usize),
+    /// Another replica owns the session and cannot serve it right now (dead and not yet taken
+    /// over, restarted, or moving it).
+    #[error("the replica owning this session cannot serve it right now: {0}")]
+    OwnerUnavailable(String),
+    /// The session was found, then turned out to be gone (ended on its owner).
+    #[error("the session is gone")]
+    Gone,
+}
+
+/// Why a stream cannot be read from a position.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("the position {after} is ahead of this session's newest event ({head})")]
+    Ahead { after: u64, head: u64 },
 }
 
 /// A client request the upstream has not answered yet, keyed by the upstream id.
@@ -139,6 +158,10 @@ struct State {
     mirror: Option<Mirror>,
     /// Another replica owns the session; this log is a copy of the shared one.
     view: bool,
+    /// A view: the newest position its owner reported (this copy may not have it yet).
+    owner_head: u64,
+    /// A view: how far the shared log has been read (what came with hops may be further).
+    followed_through: u64,
     /// The client's `initialize` params, kept for the shared store (a shared store only).
     init: Option<String>,
 }
@@ -254,6 +277,10 @@ pub struct Session {
     changes: watch::Sender<u64>,
     /// Woken when a reader attaches (a view follows the shared log only while read).
     readers: Arc<tokio::sync::Notify>,
+    /// A view: whether a task follows the shared log for it.
+    following: std::sync::atomic::AtomicBool,
+    /// With a shared store: its write-behind queue, which new requests wait on when it is full.
+    backlog: Option<Arc<Backlog>>,
     pub(crate) ended: CancellationToken,
 }
 
@@ -284,7 +311,9 @@ impl Session {
         mirror: Option<Mirror>,
     ) -> Session {
         let span = tracing::info_span!("session", id = %id);
+        let backlog = mirror.as_ref().map(|mirror| mirror.backlog().clone());
         Session {
+            backlog,
             state: Mutex::new(State {
                 shape,
                 log: EventLog::new(settings.window),
@@ -304,6 +333,8 @@ impl Session {
                 last_active: Instant::now(),
                 mirror,
                 view: false,
+                owner_head: 0,
+                followed_through: 0,
                 init: None,
             }),
             id,
@@ -315,6 +346,7 @@ impl Session {
             list_cache,
             changes: watch::channel(0).0,
             readers: Arc::default(),
+            following: Default::default(),
             ended: CancellationToken::new(),
         }
     }
@@ -345,8 +377,15 @@ impl Session {
     }
 
     /// Sends a client request upstream under a fresh upstream id and opens the stream its
-    /// answer will be logged on.
+    /// answer will be logged on. With a shared store far behind, it first waits (bounded) for
+    /// the store to catch up.
     pub async fn call(&self, mut request: Message) -> Result<StreamKey, SessionError> {
+        if let Some(backlog) = &self.backlog {
+            backlog
+                .room(STORE_PATIENCE)
+                .await
+                .map_err(SessionError::StoreBehind)?;
+        }
         if let Upstream::Owner(owner) = &self.upstream {
             self.lock().last_active = Instant::now();
             let (stream, answer) = owner
@@ -477,6 +516,29 @@ impl Session {
         }
     }
 
+    /// Waits (bounded) until the shared store holds everything this session wrote so far: a
+    /// client told of the session (its id, the answer to initialize) may ask any replica next.
+    pub async fn store_synced(&self) {
+        let mirror = self.lock().mirror.clone();
+        if let Some(mirror) = mirror {
+            if !mirror.synced(STORE_PATIENCE).await {
+                self.span.in_scope(|| {
+                    warn!("the session could not be written to the shared store in time; other replicas find it through its id")
+                });
+            }
+        }
+    }
+
+    /// Hands a client message to the session by its kind: for a request, the stream its answer
+    /// will be logged on.
+    pub async fn deliver(&self, message: Message) -> Result<Option<StreamKey>, SessionError> {
+        match message.kind() {
+            Kind::Request => self.call(message).await.map(Some),
+            Kind::Notification => self.notify(message).await.map(|()| None),
+            Kind::Response => self.answer(message).await.map(|()| None),
+        }
+    }
+
     /// Forwards a client notification. `notifications/cancelled` is readdressed to the upstream
     /// id, and the cancelled request's stream is closed.
     pub async fn notify(&self, mut notification: Message) -> Result<(), SessionError> {
@@ -594,6 +656,23 @@ impl Session {
         session
     }
 
+    /// Files in a view's log what was read from the shared log, which is then followed from
+    /// the newest of it on.
+    pub(crate) fn absorb_followed(&self, logged: Vec<Logged>) {
+        if let Some(last) = logged.iter().map(|entry| entry.seq).max() {
+            let mut state = self.lock();
+            state.followed_through = state.followed_through.max(last);
+        }
+        self.absorb(logged);
+    }
+
+    /// Where a view follows the shared log from: after what it read there, not after what
+    /// came with hops (a request's answer may come that way before the messages logged ahead
+    /// of it come through the shared log).
+    pub(crate) fn followed_through(&self) -> u64 {
+        self.lock().followed_through
+    }
+
     /// Files in a view's log what the owner logged.
     pub(crate) fn absorb(&self, logged: Vec<Logged>) {
         let mut state = self.lock();
@@ -646,6 +725,78 @@ impl Session {
             Upstream::Owner(owner) => Some(owner),
             _ => None,
         }
+    }
+
+    /// Clients read `streams` through another replica's view for `lease` from now (renewed while
+    /// they do): the session is in use, and those streams get every message as it comes, as if
+    /// read here. Returns the newest position.
+    pub(crate) fn read_elsewhere(&self, streams: &[StreamKey], lease: Duration) -> u64 {
+        let mut state = self.lock();
+        let now = Instant::now();
+        state.last_active = now;
+        state.remote_readers.retain(|_, until| *until > now);
+        for stream in streams {
+            state.remote_readers.insert(*stream, now + lease);
+        }
+        state.log.head()
+    }
+
+    /// Readies a reader of `stream` from `after`: a position ahead of the session's newest is
+    /// refused. On a view, the owner is told first that a client reads `stream` here (so it
+    /// coalesces nothing away from it), and its newest position counts; an owner that cannot
+    /// be reached (dead, not yet taken over) leaves the logged messages to read, unchecked.
+    pub async fn ready_reader(
+        &self,
+        stream: StreamKey,
+        after: Option<u64>,
+    ) -> Result<(), ReadError> {
+        let head = match &self.upstream {
+            Upstream::Owner(owner) => match owner.read(&[stream]).await {
+                Ok(reading) => {
+                    let mut state = self.lock();
+                    state.owner_head = state.owner_head.max(reading.head);
+                    Some(state.owner_head.max(state.log.head()))
+                }
+                Err(error) => {
+                    self.span
+                        .in_scope(|| debug!(%error, "the owner could not be told of a reader"));
+                    None
+                }
+            },
+            _ => Some(self.head()),
+        };
+        match (after, head) {
+            (Some(after), Some(head)) if after > head => Err(ReadError::Ahead { after, head }),
+            _ => Ok(()),
+        }
+    }
+
+    /// True the first time it is asked: the caller starts the task following a view's log.
+    pub(crate) fn claim_following(&self) -> bool {
+        !self
+            .following
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+    }
+
+    /// The session as its record in the shared store describes it.
+    pub(crate) fn record(&self) -> Record {
+        let state = self.lock();
+        Record {
+            principal: self.principal.as_str().to_owned(),
+            shape: state.shape.name().into(),
+            numbered: state.numbered,
+            version: state.protocol_version.clone(),
+            init: state.init.clone(),
+            subs: serde_json::to_string(&state.subscriptions).ok(),
+            next_stream: state.next_stream,
+            evicted: state.log.evicted_floor(),
+            ..Record::default()
+        }
+    }
+
+    /// The streams clients read here (a view renews them with its owner).
+    pub(crate) fn attached_streams(&self) -> Vec<StreamKey> {
+        self.lock().attachments.keys().copied().collect()
     }
 
     /// Attaches a reader to `stream`, reading after `after` (or after what was already handed
@@ -709,9 +860,10 @@ impl Session {
     pub fn resume(self: &Arc<Self>, last: Option<u64>) -> Result<Resumed, ResumeError> {
         let mut state = self.lock();
         let head = state.log.head();
+        let known = head.max(state.owner_head);
         let stream = StreamKey::Standalone;
         let (cursor, catchup, first) = match last {
-            Some(last) if last > head => return Err(ResumeError::Ahead { head }),
+            Some(last) if last > known => return Err(ResumeError::Ahead { head: known }),
             Some(last) if state.log.retains_after(stream, last, Instant::now()) => {
                 Metrics::inc(&self.metrics.replays_total);
                 (last, true, None)
@@ -970,23 +1122,12 @@ impl Session {
     /// Writes the whole session to the shared store again (after a Redis outage, which a
     /// restarted Redis may have forgotten it in): record, retained log, requests in flight.
     pub(crate) fn rewrite_to_store(&self) {
+        let record = self.record();
         let state = self.lock();
         if state.mirror.is_none() {
             return;
         }
-        state.mirror(|| {
-            Op::Create(Box::new(Record {
-                principal: self.principal.as_str().to_owned(),
-                shape: state.shape.name().into(),
-                numbered: state.numbered,
-                version: state.protocol_version.clone(),
-                init: state.init.clone(),
-                subs: serde_json::to_string(&state.subscriptions).ok(),
-                next_stream: state.next_stream,
-                evicted: state.log.evicted_floor(),
-                ..Record::default()
-            }))
-        });
+        state.mirror(|| Op::Create(Box::new(record)));
         for logged in state.log.entries() {
             state.mirror(|| Op::Append(logged));
         }
@@ -1122,11 +1263,6 @@ impl Session {
         for message in state.invalidations() {
             self.append(&mut state, StreamKey::Standalone, message, false, None);
         }
-    }
-
-    /// Marks the session in use (a client reads it through another replica).
-    pub(crate) fn touch(&self) {
-        self.lock().last_active = Instant::now();
     }
 
     /// Tells the shared store the session is alive (its keys' TTLs start again).

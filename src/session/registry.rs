@@ -11,16 +11,18 @@ use http::HeaderValue;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::id::{self, Principal};
 use super::list_cache::ListCache;
+use super::log::StreamKey;
 use super::{Session, SessionError, SessionSettings, Shape};
+use crate::jsonrpc::Message;
 use crate::metrics::Metrics;
-use crate::store::{RedisStore, Store};
+use crate::store::{Record, RedisStore, Store};
 use crate::upstream::http_client::{self, HttpClient};
 use crate::upstream::legacy_sse::SseUpstream;
-use crate::upstream::owner::OwnerLink;
+use crate::upstream::owner::{HopError, Owner, OwnerLink};
 use crate::upstream::shared::SharedStdio;
 use crate::upstream::stdio::{StdioSpec, StdioUpstream};
 use crate::upstream::streamable_http::HttpUpstream;
@@ -136,6 +138,10 @@ impl Registry {
             Metrics::inc(&self.metrics.sessions_rejected_total);
             return Err(SessionError::StoreUnavailable);
         }
+        if let Some(queued) = self.store.behind() {
+            Metrics::inc(&self.metrics.sessions_rejected_total);
+            return Err(SessionError::StoreBehind(queued));
+        }
         let limit = self.settings.max_sessions;
         if self.reserved.fetch_add(1, Ordering::AcqRel) >= limit {
             self.reserved.fetch_sub(1, Ordering::AcqRel);
@@ -155,7 +161,10 @@ impl Registry {
                 return Err(error.into());
             }
         };
-        let id = id::mint();
+        let id = match self.store.redis() {
+            Some(redis) => id::mint_at(&redis.node_id),
+            None => id::mint(),
+        };
         let mirror = self.store.mirror(&self.server, &id);
         let session = Arc::new(Session::new(
             id,
@@ -285,136 +294,268 @@ impl Registry {
         self.sessions.get(id).map(|s| s.value().clone())
     }
 
+    /// A session this replica owns, for the internal hop; one the shared store says it owns but
+    /// it does not hold (this replica was restarted under the same name) is taken over now.
+    pub async fn owned_or_reclaimed(&self, id: &str) -> Result<Option<Arc<Session>>, SessionError> {
+        if let Some(session) = self.owned(id) {
+            return Ok(Some(session));
+        }
+        let Some(redis) = self.store.redis() else {
+            return Ok(None);
+        };
+        match redis.record(&self.server, id).await {
+            Ok(Some(record)) if record.owner == redis.node_id => {
+                let principal = Principal::from_stored(&record.principal);
+                self.take_over(record, id, &principal).await
+            }
+            Ok(_) => Ok(None),
+            Err(error) => Err(unavailable(&error)),
+        }
+    }
+
     /// The session `id` if `principal` owns it, here or on another replica (then a view of it,
-    /// fed from the shared log, whose client messages go to the owner).
-    /// While the shared store is unreachable, a session this replica knows nothing of may
-    /// exist elsewhere: that is `StoreUnavailable` (503), not "not found".
+    /// fed from the shared log, whose client messages go to the owner). A session that may
+    /// exist is never reported missing: while the shared store or its owner cannot tell, that
+    /// is an error (503, retry), not `None` (404).
     pub async fn find(
         &self,
         id: &str,
         principal: &Principal,
     ) -> Result<Option<Arc<Session>>, SessionError> {
-        match self.find_anywhere(id, principal).await {
-            Some(session) => Ok(Some(session)),
-            None if !self.store.healthy() => Err(SessionError::StoreUnavailable),
-            None => Ok(None),
-        }
-    }
-
-    async fn find_anywhere(&self, id: &str, principal: &Principal) -> Option<Arc<Session>> {
         if let Some(session) = self.get(id, principal) {
-            return Some(session);
+            return Ok(Some(session));
         }
-        let redis = self.store.redis()?;
+        let Some(redis) = self.store.redis() else {
+            return Ok(None);
+        };
         if !id::is_well_formed(id) {
-            return None;
+            return Ok(None);
         }
         if let Some(view) = self.views.get(id).map(|v| v.value().clone()) {
-            let suspect = view
-                .owner()
-                .is_some_and(|o| o.unreachable.load(Ordering::Acquire));
             if view.principal() != principal {
-                return None;
+                return Ok(None);
             }
-            if !view.ended.is_cancelled() && !suspect {
-                return Some(view);
+            let trusted = !view.ended.is_cancelled() && !view.owner().is_some_and(|o| o.suspect());
+            if trusted {
+                return Ok(Some(view));
             }
-            if !view.ended.is_cancelled() {
-                // The owner did not answer: dead (heartbeat lapsed), or only slow?
-                let record = redis.record(&self.server, id).await.ok().flatten()?;
-                if redis.node_url(&record.owner).await.ok().flatten().is_some() {
-                    if let Some(owner) = view.owner() {
-                        owner.unreachable.store(false, Ordering::Release);
-                    }
-                    return Some(view);
-                }
-                return self.take_over(record, id, principal).await;
-            }
-            self.views.remove_if(id, |_, v| Arc::ptr_eq(v, &view));
         }
-        let record = match redis.record(&self.server, id).await {
-            Ok(record) => record?,
-            Err(error) => {
-                warn!(%error, "could not look a session up in Redis");
-                return None;
+        if !self.store.healthy() {
+            return Err(SessionError::StoreUnavailable);
+        }
+        self.resolve(redis, id, principal).await
+    }
+
+    /// Where session `id` lives, from the shared store: a view of it (its owner alive), or this
+    /// replica's own after taking it over (its owner dead). Without a record, the replica its id
+    /// names (which may not have written it yet) is asked.
+    async fn resolve(
+        &self,
+        redis: &Arc<RedisStore>,
+        id: &str,
+        principal: &Principal,
+    ) -> Result<Option<Arc<Session>>, SessionError> {
+        // A claim lost to another replica means the record changed: read it once more.
+        for _ in 0..2 {
+            let record = redis
+                .record(&self.server, id)
+                .await
+                .map_err(|e| unavailable(&e))?;
+            let Some(record) = record else {
+                return self.ask_creator(redis, id, principal).await;
+            };
+            if record.principal != principal.as_str() {
+                return Ok(None);
             }
+            let url = match record.owner == redis.node_id {
+                // This replica, restarted under the same name: its session is gone with it.
+                true => None,
+                false => redis
+                    .node_url(&record.owner)
+                    .await
+                    .map_err(|e| unavailable(&e))?,
+            };
+            match url {
+                Some(url) => {
+                    let owner = Owner {
+                        node: record.owner.clone(),
+                        url,
+                    };
+                    return Ok(Some(
+                        self.view_of(redis, id, principal, &record, owner).await,
+                    ));
+                }
+                None => {
+                    if let Some(session) = self.take_over(record, id, principal).await? {
+                        return Ok(Some(session));
+                    }
+                }
+            }
+        }
+        Err(SessionError::OwnerUnavailable(
+            "the session is changing hands".into(),
+        ))
+    }
+
+    /// A session the shared store has no record of: the replica its id names may have created
+    /// it and not written it yet. Alive, it says; gone (or never named), the session is too.
+    async fn ask_creator(
+        &self,
+        redis: &Arc<RedisStore>,
+        id: &str,
+        principal: &Principal,
+    ) -> Result<Option<Arc<Session>>, SessionError> {
+        let Some(node) = id::node_of(id).filter(|node| *node != redis.node_id) else {
+            return Ok(None);
+        };
+        let Some(url) = redis.node_url(node).await.map_err(|e| unavailable(&e))? else {
+            return Ok(None);
+        };
+        let owner = Owner {
+            node: node.to_owned(),
+            url,
+        };
+        let link = self.link(redis, id, owner.clone());
+        let facts = match link.read(&[]).await {
+            Ok(reading) => reading.record,
+            Err(HopError::Gone) => return Ok(None),
+            Err(error) => return Err(SessionError::OwnerUnavailable(error.to_string())),
+        };
+        let Ok(record) = serde_json::from_value::<Record>(facts) else {
+            return Err(SessionError::OwnerUnavailable(
+                "its owner described it in a form this replica does not read".into(),
+            ));
         };
         if record.principal != principal.as_str() {
-            return None;
+            return Ok(None);
         }
-        let owner_url = match redis.node_url(&record.owner).await {
-            Ok(Some(url)) if record.owner != redis.node_id => url,
-            // Its owner is dead (or was this replica, restarted): take it over.
-            Ok(_) => return self.take_over(record, id, principal).await,
-            Err(error) => {
-                warn!(%error, "could not look a replica up in Redis");
-                return None;
+        Ok(Some(
+            self.view_of(redis, id, principal, &record, owner).await,
+        ))
+    }
+
+    fn link(&self, redis: &RedisStore, id: &str, owner: Owner) -> OwnerLink {
+        OwnerLink::new(
+            self.http_client.clone(),
+            redis.secret.clone(),
+            &self.server,
+            id,
+            owner,
+        )
+    }
+
+    /// The view of session `id` on `owner`: the one this replica has (pointed at `owner`, so
+    /// readers attached to it carry on), or a new one whose log is copied from the store and
+    /// then followed.
+    async fn view_of(
+        &self,
+        redis: &Arc<RedisStore>,
+        id: &str,
+        principal: &Principal,
+        record: &Record,
+        owner: Owner,
+    ) -> Arc<Session> {
+        if let Some(view) = self.views.get(id).map(|v| v.value().clone()) {
+            if !view.ended.is_cancelled() {
+                if let Some(link) = view.owner() {
+                    link.retarget(owner);
+                }
+                return view;
             }
-        };
-        let link = OwnerLink {
-            client: self.http_client.clone(),
-            url: format!("{owner_url}/internal/{}/sessions/{id}", self.server),
-            secret: redis.secret.clone(),
-            unreachable: Default::default(),
-        };
+        }
         let view = Arc::new(Session::view(
             id.to_owned(),
             principal.clone(),
-            &record,
-            link,
+            record,
+            self.link(redis, id, owner),
             self.settings.clone(),
             self.metrics.clone(),
         ));
         match redis.read_log(&self.server, id, 0).await {
-            Ok(logged) => view.absorb(logged),
+            Ok(logged) => view.absorb_followed(logged),
             Err(error) => warn!(%error, "could not read a session's log from Redis"),
         }
-        let view = self
-            .views
-            .entry(id.to_owned())
-            .or_insert_with(|| {
-                tokio::spawn(tail(
-                    redis.clone(),
-                    self.server.clone(),
-                    Arc::downgrade(&view),
-                ));
-                view
-            })
-            .clone();
-        Some(view)
+        let view = {
+            let mut entry = self
+                .views
+                .entry(id.to_owned())
+                .or_insert_with(|| view.clone());
+            if entry.value().ended.is_cancelled() {
+                *entry.value_mut() = view;
+            }
+            entry.value().clone()
+        };
+        if view.claim_following() {
+            tokio::spawn(tail(
+                redis.clone(),
+                self.server.clone(),
+                Arc::downgrade(&view),
+            ));
+        }
+        view
+    }
+
+    /// Hands a client message to a session found here: for a request, the stream its answer
+    /// will be logged on. When a view's owner no longer has the session, or another replica
+    /// answers at its address, the session is looked up once more and the message goes where
+    /// it lives now; if it is gone everywhere, that is `SessionError::Gone` (404).
+    pub async fn deliver(
+        &self,
+        session: &Arc<Session>,
+        message: Message,
+    ) -> Result<Option<StreamKey>, SessionError> {
+        let retry = session.owner().is_some().then(|| message.clone());
+        let outcome = session.deliver(message).await;
+        let (Some(message), Err(SessionError::Upstream(UpstreamError::Hop(hop)))) =
+            (retry, &outcome)
+        else {
+            return outcome;
+        };
+        if !matches!(hop, HopError::Gone | HopError::Moved { .. }) {
+            return outcome;
+        }
+        match self.find(session.id(), session.principal()).await? {
+            Some(found) => found.deliver(message).await,
+            None => Err(SessionError::Gone),
+        }
     }
 
     /// Becomes the owner of a session whose owner is gone: claims it (of several replicas, one
-    /// wins), binds a new upstream, rebuilds the log from the shared one, re-initializes and
-    /// re-subscribes the upstream, and tells the client what may be lost (`close_gap`).
+    /// wins: `None` here when another did), binds a new upstream, rebuilds the log from the
+    /// shared one, re-initializes and re-subscribes the upstream, and tells the client what may
+    /// be lost (`close_gap`).
     async fn take_over(
         &self,
-        record: crate::store::Record,
+        record: Record,
         id: &str,
         principal: &Principal,
-    ) -> Option<Arc<Session>> {
-        let redis = self.store.redis()?;
+    ) -> Result<Option<Arc<Session>>, SessionError> {
+        let Some(redis) = self.store.redis() else {
+            return Ok(None);
+        };
         let _one_at_a_time = self.takeovers.lock().await;
         if let Some(session) = self.get(id, principal) {
-            return Some(session); // taken over meanwhile, here
+            return Ok(Some(session)); // taken over meanwhile, here
         }
-        match redis.claim(&self.server, id, &record.owner).await {
-            Ok(true) => {}
-            Ok(false) => return None, // another replica won; the client's retry finds it
-            Err(error) => {
-                warn!(%error, "could not claim a session in Redis");
-                return None;
-            }
-        }
-        if self.reserved.fetch_add(1, Ordering::AcqRel) >= self.settings.max_sessions
-            || self.reserve_for(principal).is_err()
+        if !redis
+            .claim(&self.server, id, &record.owner)
+            .await
+            .map_err(|e| unavailable(&e))?
         {
+            return Ok(None);
+        }
+        let limit = self.settings.max_sessions;
+        if self.reserved.fetch_add(1, Ordering::AcqRel) >= limit {
             self.reserved.fetch_sub(1, Ordering::AcqRel);
             warn!(
                 session = id,
-                "a session to take over is over the session limits"
+                "a session to take over is over the session limit"
             );
-            return None;
+            return Err(SessionError::TooManySessions(limit));
+        }
+        if let Err(error) = self.reserve_for(principal) {
+            self.reserved.fetch_sub(1, Ordering::AcqRel);
+            return Err(error);
         }
         let (upstream, binding) = match self.bind_upstream(None) {
             Ok(bound) => bound,
@@ -422,7 +563,7 @@ impl Registry {
                 self.reserved.fetch_sub(1, Ordering::AcqRel);
                 self.release_for(principal);
                 warn!(%error, "no upstream for a session to take over");
-                return None;
+                return Err(error.into());
             }
         };
         let shape = match record.shape.as_str() {
@@ -459,7 +600,7 @@ impl Registry {
         session
             .span()
             .in_scope(|| info!(from = %record.owner, "session taken over"));
-        Some(session)
+        Ok(Some(session))
     }
 
     /// Ends session `id` wherever it lives, and returns once no replica will find it: a view's
@@ -536,12 +677,8 @@ impl Registry {
             // Views read here keep their owner's session from expiring; views nobody reads
             // are dropped (the owner's session lives on).
             for view in self.views.iter() {
-                if view.value().idle_since().is_none() {
-                    if let Some(owner) = view.value().owner().cloned() {
-                        tokio::spawn(async move {
-                            let _ = owner.touch().await;
-                        });
-                    }
+                if let Some(link) = view.value().owner() {
+                    renew(view.value(), link);
                 }
             }
             self.views.retain(|_, view| {
@@ -599,7 +736,7 @@ impl Registry {
             tokio::select! {
                 _ = ticks.tick() => { self.expire_idle(Instant::now()); }
                 _ = deadlines.tick() => self.expire_requests(Instant::now()),
-                _ = beats.tick(), if self.store.redis().is_some() => self.check_owners().await,
+                _ = beats.tick(), if self.store.redis().is_some() => self.check_views().await,
                 Ok(()) = recoveries.changed() => self.after_outage().await,
                 () = shutdown.cancelled() => return,
             }
@@ -630,9 +767,11 @@ impl Registry {
         }
     }
 
-    /// Takes over the sessions this replica has views of whose owner's heartbeat lapsed, so
-    /// their readers here are not left waiting for a dead replica.
-    async fn check_owners(&self) {
+    /// Every heartbeat, for each view here: renews with its owner the streams clients read
+    /// (so it keeps the session and sends those streams everything); follows the session to a
+    /// new owner after a takeover elsewhere; takes it over when its owner's heartbeat lapsed, so
+    /// readers here are not left waiting for a dead replica.
+    async fn check_views(&self) {
         let Some(redis) = self.store.redis() else {
             return;
         };
@@ -641,12 +780,30 @@ impl Registry {
             if view.ended.is_cancelled() {
                 continue;
             }
+            let Some(link) = view.owner().cloned() else {
+                continue;
+            };
+            renew(&view, &link);
             let Ok(Some(record)) = redis.record(&self.server, view.id()).await else {
                 continue;
             };
-            if let Ok(None) = redis.node_url(&record.owner).await {
-                let principal = view.principal().clone();
-                self.take_over(record, view.id(), &principal).await;
+            let alive = match record.owner == redis.node_id {
+                true => Ok(None),
+                false => redis.node_url(&record.owner).await,
+            };
+            match alive {
+                Ok(Some(url)) if record.owner != link.owner().node => link.retarget(Owner {
+                    node: record.owner.clone(),
+                    url,
+                }),
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    let principal = view.principal().clone();
+                    if let Err(error) = self.take_over(record, view.id(), &principal).await {
+                        warn!(%error, "could not take over a session whose owner is gone");
+                    }
+                }
+                Err(_) => {}
             }
         }
     }
@@ -685,13 +842,9 @@ async fn tail(redis: Arc<RedisStore>, server: String, view: Weak<Session>) {
     let Some(id) = view.upgrade().map(|v| v.id().to_owned()) else {
         return;
     };
-    let mut connection = match redis.blocking_connection().await {
-        Ok(connection) => connection,
-        Err(error) => {
-            warn!(%error, "could not open a Redis connection to follow a session");
-            return;
-        }
-    };
+    // Its own connection (a blocking read must not hold up the shared one), opened again after
+    // a failure (a restarted Redis, a cut).
+    let mut connection = None;
     loop {
         let Some(followed) = view.upgrade() else {
             return;
@@ -714,9 +867,22 @@ async fn tail(redis: Arc<RedisStore>, server: String, view: Weak<Session>) {
             }
             continue;
         }
-        let after = followed.head();
+        let after = followed.followed_through();
         drop(followed);
-        let read = redis.wait_log(&mut connection, &server, &id, after, TAIL_BLOCK);
+        let blocking = match connection.as_mut() {
+            Some(blocking) => blocking,
+            None => match redis.blocking_connection(TAIL_BLOCK).await {
+                Ok(opened) => connection.insert(opened),
+                Err(error) => {
+                    redis.note_error("connection to follow a session's log", &error);
+                    tokio::select! {
+                        () = tokio::time::sleep(TAIL_BLOCK) => continue,
+                        () = ended.cancelled() => return,
+                    }
+                }
+            },
+        };
+        let read = redis.wait_log(blocking, &server, &id, after, TAIL_BLOCK);
         let logged = tokio::select! {
             read = read => read,
             () = ended.cancelled() => return,
@@ -729,14 +895,35 @@ async fn tail(redis: Arc<RedisStore>, server: String, view: Weak<Session>) {
                     return;
                 }
             }
-            (Ok(logged), Some(view)) => view.absorb(logged),
+            (Ok(logged), Some(view)) => view.absorb_followed(logged),
             (Err(error), Some(_)) => {
-                warn!(%error, "following a session's log in Redis failed; retrying");
-                tokio::time::sleep(TAIL_BLOCK).await;
+                redis.note_error("read of a followed session's log", &error);
+                connection = None;
             }
             (_, None) => return,
         }
     }
+}
+
+/// Tells a view's owner which streams clients read here (also keeping its session alive); a
+/// failure marks the link suspect, so the next lookup checks where the session lives.
+fn renew(view: &Session, link: &OwnerLink) {
+    let streams = view.attached_streams();
+    if streams.is_empty() {
+        return;
+    }
+    let link = link.clone();
+    tokio::spawn(async move {
+        if let Err(error) = link.read(&streams).await {
+            debug!(%error, "could not renew the streams read through a view");
+        }
+    });
+}
+
+/// The shared store could not answer: a session it might know of is not "not found".
+fn unavailable(error: &dyn std::fmt::Display) -> SessionError {
+    warn!(%error, "a Redis lookup failed");
+    SessionError::StoreUnavailable
 }
 
 /// How long one blocking read of a followed log waits.

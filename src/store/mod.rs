@@ -5,9 +5,11 @@
 
 pub mod redis;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::session::log::Logged;
 pub use redis::RedisStore;
@@ -35,6 +37,12 @@ impl Store {
         self.redis().is_none_or(|redis| redis.healthy())
     }
 
+    /// Ops waiting to be written when more than the store's limit do (new sessions wait).
+    pub fn behind(&self) -> Option<usize> {
+        let backlog = self.redis()?.backlog();
+        backlog.over_limit().then(|| backlog.queued())
+    }
+
     /// The writer an owned session mirrors itself through; `None` with the memory store.
     pub fn mirror(&self, server: &str, session_id: &str) -> Option<Mirror> {
         self.redis().map(|redis| redis.mirror(server, session_id))
@@ -42,7 +50,7 @@ impl Store {
 }
 
 /// What an owner records about its session for the other replicas.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Op {
     /// The session record, written when the session is created or taken over.
     Create(Box<Record>),
@@ -62,10 +70,13 @@ pub enum Op {
     Touch,
     /// The session ended: its keys are deleted.
     End,
+    /// Answers (true: written) once every op queued before it has been written.
+    Flush(oneshot::Sender<bool>),
 }
 
-/// A session record as Redis holds it.
-#[derive(Debug, Clone, Default)]
+/// A session record as Redis holds it (and the internal hop describes a session).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Record {
     pub owner: String,
     /// Hex digest of the principal.
@@ -84,19 +95,118 @@ pub struct Record {
     pub upstream: Option<String>,
 }
 
+/// An op waiting for the writer.
+#[derive(Debug)]
+pub struct Queued {
+    pub server: Arc<str>,
+    pub session: Arc<str>,
+    pub op: Op,
+    pub at: Instant,
+}
+
+/// Ops queued for the store and not yet written: the owners' write-behind lag, bounded. Past
+/// `limit`, new work waits (`room`) until the writer catches up.
+#[derive(Debug)]
+pub struct Backlog {
+    queued: AtomicUsize,
+    limit: usize,
+    drained: Notify,
+}
+
+impl Backlog {
+    pub fn new(limit: usize) -> Backlog {
+        Backlog {
+            queued: AtomicUsize::new(0),
+            limit,
+            drained: Notify::new(),
+        }
+    }
+
+    pub fn queued(&self) -> usize {
+        self.queued.load(Ordering::Acquire)
+    }
+
+    pub fn over_limit(&self) -> bool {
+        self.queued() > self.limit
+    }
+
+    /// The writer wrote `count` ops.
+    pub fn written(&self, count: usize) {
+        self.queued.fetch_sub(count, Ordering::AcqRel);
+        self.drained.notify_waiters();
+    }
+
+    /// Waits, at most `within`, while more than `limit` ops wait; `Err(queued)` if they still
+    /// do then.
+    pub async fn room(&self, within: Duration) -> Result<(), usize> {
+        if !self.over_limit() {
+            return Ok(());
+        }
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let drained = self.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            if !self.over_limit() {
+                return Ok(());
+            }
+            if tokio::time::timeout_at(deadline, drained).await.is_err() {
+                return match self.over_limit() {
+                    true => Err(self.queued()),
+                    false => Ok(()),
+                };
+            }
+        }
+    }
+}
+
 /// An owned session's way to the store: ops go, in order, to one writer task per store.
 #[derive(Clone)]
 pub struct Mirror {
     session: Arc<str>,
     server: Arc<str>,
-    ops: mpsc::UnboundedSender<(Arc<str>, Arc<str>, Op)>,
+    ops: mpsc::UnboundedSender<Queued>,
+    backlog: Arc<Backlog>,
 }
 
 impl Mirror {
+    pub fn new(
+        server: &str,
+        session: &str,
+        ops: mpsc::UnboundedSender<Queued>,
+        backlog: Arc<Backlog>,
+    ) -> Mirror {
+        Mirror {
+            session: session.into(),
+            server: server.into(),
+            ops,
+            backlog,
+        }
+    }
+
     pub fn send(&self, op: Op) {
-        let _ = self
-            .ops
-            .send((self.server.clone(), self.session.clone(), op));
+        self.backlog.queued.fetch_add(1, Ordering::AcqRel);
+        let queued = Queued {
+            server: self.server.clone(),
+            session: self.session.clone(),
+            op,
+            at: Instant::now(),
+        };
+        if self.ops.send(queued).is_err() {
+            self.backlog.written(1); // the writer is gone (shutdown)
+        }
+    }
+
+    /// Waits, at most `within`, until everything this session queued so far is written:
+    /// false if it was not (Redis failed or is that far behind).
+    pub async fn synced(&self, within: Duration) -> bool {
+        let (done, written) = oneshot::channel();
+        self.send(Op::Flush(done));
+        matches!(tokio::time::timeout(within, written).await, Ok(Ok(true)))
+    }
+
+    pub fn backlog(&self) -> &Arc<Backlog> {
+        &self.backlog
     }
 }
 

@@ -10,7 +10,7 @@
 //! - `ns:<server>:inflight:<id>`: hash, request stream → the client's request id, for requests
 //!   the owner has not answered yet (a replica taking over answers them with an error).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -24,13 +24,16 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::{Mirror, Op, Record};
+use super::{Backlog, Mirror, Op, Queued, Record};
 use crate::config::ClusterConfig;
 use crate::metrics::Metrics;
 use crate::session::log::{EventId, Logged};
 
 /// Ops written per round trip at most.
-const BATCH: usize = 256;
+const BATCH: usize = 1024;
+/// Ops that may wait to be written before new work waits for the writer (a few tenths of a
+/// second of writes at full load).
+const BACKLOG_LIMIT: usize = 50_000;
 
 pub struct RedisStore {
     client: redis::Client,
@@ -48,7 +51,8 @@ pub struct RedisStore {
     /// Bumped each time Redis answers again after an outage: owners then write their sessions
     /// again (a restarted Redis may have lost them).
     recovered: tokio::sync::watch::Sender<u64>,
-    ops: mpsc::UnboundedSender<(Arc<str>, Arc<str>, Op)>,
+    ops: mpsc::UnboundedSender<Queued>,
+    backlog: Arc<Backlog>,
     metrics: Arc<Metrics>,
 }
 
@@ -82,7 +86,7 @@ impl RedisStore {
             .await
             .with_context(|| format!("cannot reach the Redis store at {url}"))?;
         let node_id = match cluster.node_id.as_str() {
-            "" => crate::session::id::mint(),
+            "" => crate::session::id::mint_node(),
             name => name.to_owned(),
         };
         let advertise = match cluster.advertise.as_str() {
@@ -103,6 +107,7 @@ impl RedisStore {
             healthy: AtomicBool::new(true),
             recovered: tokio::sync::watch::channel(0).0,
             ops,
+            backlog: Arc::new(Backlog::new(BACKLOG_LIMIT)),
             metrics,
         });
         store
@@ -133,6 +138,12 @@ impl RedisStore {
         Metrics::set(&self.metrics.store_up, u64::from(up));
     }
 
+    /// A read that failed without saying anything of Redis's health (a blocking read, say).
+    pub fn note_error(&self, what: &str, error: &redis::RedisError) {
+        Metrics::inc(&self.metrics.store_errors_total);
+        warn!(%error, "Redis {what} failed");
+    }
+
     fn failed(&self, what: &str, error: &redis::RedisError) {
         Metrics::inc(&self.metrics.store_errors_total);
         warn!(%error, "Redis {what} failed");
@@ -145,11 +156,12 @@ impl RedisStore {
     }
 
     pub fn mirror(&self, server: &str, session_id: &str) -> Mirror {
-        Mirror {
-            session: session_id.into(),
-            server: server.into(),
-            ops: self.ops.clone(),
-        }
+        Mirror::new(server, session_id, self.ops.clone(), self.backlog.clone())
+    }
+
+    /// What the owners queued and the writer has not written yet.
+    pub fn backlog(&self) -> &Arc<Backlog> {
+        &self.backlog
     }
 
     fn session_key(&self, server: &str, id: &str) -> String {
@@ -199,29 +211,72 @@ impl RedisStore {
             .await;
     }
 
-    /// Writes the owners' ops in order, many per round trip.
-    async fn run_writer(
-        self: Arc<Self>,
-        mut queue: mpsc::UnboundedReceiver<(Arc<str>, Arc<str>, Op)>,
-    ) {
+    /// Writes the owners' ops in order, many per round trip; each session's keys get their
+    /// TTL once per round trip, not once per op. Exposes how far behind it is.
+    async fn run_writer(self: Arc<Self>, mut queue: mpsc::UnboundedReceiver<Queued>) {
         let mut batch = Vec::with_capacity(BATCH);
+        let ttl = self.ttl.as_millis() as u64;
         while queue.recv_many(&mut batch, BATCH).await > 0 {
+            let count = batch.len();
+            let oldest = batch[0].at;
             let mut pipe = redis::pipe();
-            for (server, session, op) in batch.drain(..) {
-                self.encode(&mut pipe, &server, &session, op);
+            let mut flushes = Vec::new();
+            let mut touched: HashSet<(Arc<str>, Arc<str>)> = HashSet::new();
+            for queued in batch.drain(..) {
+                match queued.op {
+                    Op::Flush(done) => flushes.push(done),
+                    Op::End => {
+                        touched.remove(&(queued.server.clone(), queued.session.clone()));
+                        self.encode(&mut pipe, &queued.server, &queued.session, Op::End);
+                    }
+                    op => {
+                        if self.encode(&mut pipe, &queued.server, &queued.session, op) {
+                            touched.insert((queued.server, queued.session));
+                        }
+                    }
+                }
+            }
+            for (server, session) in &touched {
+                for key in [
+                    self.session_key(server, session),
+                    self.log_key(server, session),
+                    self.inflight_key(server, session),
+                ] {
+                    pipe.cmd("PEXPIRE").arg(key).arg(ttl).ignore();
+                }
             }
             let mut connection = self.connection.clone();
-            if let Err(error) = pipe.query_async::<()>(&mut connection).await {
-                self.failed("write", &error);
+            let written = match pipe.cmd_iter().next().is_none() {
+                true => true, // only flushes: everything before them is written already
+                false => match pipe.query_async::<()>(&mut connection).await {
+                    Ok(()) => true,
+                    Err(error) => {
+                        self.failed("write", &error);
+                        false
+                    }
+                },
+            };
+            for done in flushes {
+                let _ = done.send(written);
             }
+            self.backlog.written(count);
+            Metrics::set(
+                &self.metrics.store_write_queue,
+                self.backlog.queued() as u64,
+            );
+            Metrics::set(
+                &self.metrics.store_write_lag_ms,
+                oldest.elapsed().as_millis() as u64,
+            );
         }
     }
 
-    fn encode(&self, pipe: &mut redis::Pipeline, server: &str, session: &str, op: Op) {
+    /// Adds `op` to `pipe`; true when the session's keys must live on (their TTL is set once
+    /// per round trip, by the writer).
+    fn encode(&self, pipe: &mut redis::Pipeline, server: &str, session: &str, op: Op) -> bool {
         let record = self.session_key(server, session);
         let log = self.log_key(server, session);
         let inflight = self.inflight_key(server, session);
-        let ttl = self.ttl.as_millis() as u64;
         match op {
             Op::Create(r) => {
                 let owner = match r.owner.as_str() {
@@ -253,7 +308,7 @@ impl RedisStore {
                         pipe.cmd("HSET").arg(&record).arg(name).arg(value).ignore();
                     }
                 }
-                pipe.cmd("PEXPIRE").arg(&record).arg(ttl).ignore();
+                true
             }
             Op::Append(logged) => {
                 let add = pipe
@@ -270,11 +325,11 @@ impl RedisStore {
                     add.arg("c").arg(key);
                 }
                 add.ignore();
-                pipe.cmd("PEXPIRE").arg(&log).arg(ttl).ignore();
-                pipe.cmd("PEXPIRE").arg(&record).arg(ttl).ignore();
+                true
             }
             Op::Remove { seq } => {
                 pipe.cmd("XDEL").arg(&log).arg(format!("{seq}-0")).ignore();
+                false
             }
             Op::Evicted { through } => {
                 pipe.cmd("XTRIM")
@@ -287,9 +342,11 @@ impl RedisStore {
                     .arg("evicted")
                     .arg(through)
                     .ignore();
+                false
             }
             Op::Field { name, value } => {
                 pipe.cmd("HSET").arg(&record).arg(name).arg(value).ignore();
+                true
             }
             Op::Inflight { stream, client_id } => {
                 pipe.cmd("HSET")
@@ -297,23 +354,22 @@ impl RedisStore {
                     .arg(stream)
                     .arg(client_id)
                     .ignore();
-                pipe.cmd("PEXPIRE").arg(&inflight).arg(ttl).ignore();
+                true
             }
             Op::Answered { stream } => {
                 pipe.cmd("HDEL").arg(&inflight).arg(stream).ignore();
+                false
             }
-            Op::Touch => {
-                for key in [&record, &log, &inflight] {
-                    pipe.cmd("PEXPIRE").arg(key).arg(ttl).ignore();
-                }
-            }
+            Op::Touch => true,
             Op::End => {
                 pipe.cmd("DEL")
                     .arg(&record)
                     .arg(&log)
                     .arg(&inflight)
                     .ignore();
+                false
             }
+            Op::Flush(_) => false, // answered by the writer
         }
     }
 
@@ -426,9 +482,14 @@ impl RedisStore {
         Ok(entries)
     }
 
-    /// A connection for blocking reads.
-    pub async fn blocking_connection(&self) -> RedisResult<MultiplexedConnection> {
-        self.client.get_multiplexed_async_connection().await
+    /// A connection for blocking reads of up to `block` each (its answers may take that long).
+    pub async fn blocking_connection(&self, block: Duration) -> RedisResult<MultiplexedConnection> {
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(block + Duration::from_secs(2)));
+        self.client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
     }
 
     /// Requests in flight at the owner: request stream → the client's request id (JSON).

@@ -1,33 +1,55 @@
 //! The upstream of a session another replica owns: client messages go to the owner over the
-//! internal hop (`POST <owner>/internal/<server>/sessions/<id>`, authenticated with the shared
-//! secret); what the owner's server answers comes back through the shared log, not here.
+//! internal hop (`<owner>/internal/<server>/sessions/<id>`, authenticated with the shared
+//! secret); what the owner's server answers comes back through the shared log (and, for a
+//! request, with the hop). Every answer names the replica that gave it, so a link that reaches
+//! another replica at the owner's old address (restarted, or replaced) knows it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use serde::Deserialize;
+use serde_json::json;
 
 use super::http_client::HttpClient;
 use crate::jsonrpc::Message;
-use crate::session::log::{EventId, StreamKey};
-use crate::session::log::Logged;
+use crate::session::log::{EventId, Logged, StreamKey};
 
 pub const SECRET_HEADER: &str = "x-mcp-proxy-secret";
+/// The replica that answered a hop.
+pub const NODE_HEADER: &str = "x-mcp-proxy-node";
 
 /// How long the owner has to take a message in (it answers once the message is queued, not
 /// when its server has answered).
 const HOP_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// A view's way to the replica owning its session. Cloning shares it; `retarget` moves every
+/// clone to a new owner (after a takeover by a third replica).
 #[derive(Debug, Clone)]
 pub struct OwnerLink {
-    pub client: HttpClient,
-    /// `<owner's base URL>/internal/<server>/sessions/<id>`.
+    inner: Arc<Link>,
+}
+
+#[derive(Debug)]
+struct Link {
+    client: HttpClient,
+    secret: String,
+    /// `/internal/<server>/sessions/<id>`.
+    path: String,
+    owner: Mutex<Owner>,
+    /// Set when a hop failed: the owner may be dead or gone, and the next lookup checks.
+    suspect: AtomicBool,
+}
+
+/// Which replica owns the session, and where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub node: String,
+    /// Its internal base URL.
     pub url: String,
-    pub secret: String,
-    /// Set when the owner could not be reached: it may be dead, and the next lookup checks.
-    pub unreachable: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -35,9 +57,12 @@ pub enum HopError {
     /// The owner could not be reached: it may be dead.
     #[error("the replica owning this session is unreachable: {0}")]
     Unreachable(String),
-    /// The owner no longer has the session.
+    /// The owner says it does not have the session (any more).
     #[error("the replica owning this session no longer has it")]
     Gone,
+    /// Another replica answered at the owner's address: the owner was restarted or replaced.
+    #[error("replica {answered} answered at the address of {expected}, the session's owner")]
+    Moved { expected: String, answered: String },
     #[error("the replica owning this session refused the message: {0}")]
     Refused(String),
 }
@@ -57,7 +82,53 @@ struct TakenEvent {
     payload: Option<Box<serde_json::value::RawValue>>,
 }
 
+/// What the owner says when told of streams read elsewhere: its newest position, and the
+/// session as its record describes it.
+#[derive(Debug, Deserialize)]
+pub struct Reading {
+    pub head: u64,
+    #[serde(default)]
+    pub record: serde_json::Value,
+}
+
 impl OwnerLink {
+    pub fn new(
+        client: HttpClient,
+        secret: String,
+        server: &str,
+        session: &str,
+        owner: Owner,
+    ) -> OwnerLink {
+        OwnerLink {
+            inner: Arc::new(Link {
+                client,
+                secret,
+                path: format!("/internal/{server}/sessions/{session}"),
+                owner: Mutex::new(owner),
+                suspect: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    pub fn owner(&self) -> Owner {
+        self.inner
+            .owner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Points the link at a new owner; it is trusted again.
+    pub fn retarget(&self, owner: Owner) {
+        *self.inner.owner.lock().unwrap_or_else(|e| e.into_inner()) = owner;
+        self.inner.suspect.store(false, Ordering::Release);
+    }
+
+    /// Whether a hop failed since the link was last checked.
+    pub fn suspect(&self) -> bool {
+        self.inner.suspect.load(Ordering::Acquire)
+    }
+
     /// Hands a client message to the owner; for a request, the stream its answer is logged on
     /// and what the owner logged there within its JSON wait (often the whole answer).
     pub async fn forward(
@@ -96,38 +167,63 @@ impl OwnerLink {
         self.hop(Method::DELETE, Bytes::new()).await.map(|_| ())
     }
 
-    /// Tells the owner a client is reading the session here, so it does not expire it.
-    pub async fn touch(&self) -> Result<(), HopError> {
-        self.hop(Method::PUT, Bytes::new()).await.map(|_| ())
+    /// Tells the owner clients read `streams` here (so it neither expires the session nor
+    /// coalesces away what they have not been sent); answers its newest position and record.
+    pub async fn read(&self, streams: &[StreamKey]) -> Result<Reading, HopError> {
+        let streams: Vec<String> = streams.iter().map(ToString::to_string).collect();
+        let body = Bytes::from(json!({ "reading": streams }).to_string());
+        let answer = self.hop(Method::PUT, body).await?;
+        serde_json::from_slice::<Reading>(&answer)
+            .map_err(|e| HopError::Refused(format!("unreadable answer: {e}")))
     }
 
     async fn hop(&self, method: Method, body: Bytes) -> Result<Bytes, HopError> {
+        let owner = self.owner();
         let request = Request::builder()
             .method(method)
-            .uri(&self.url)
-            .header(SECRET_HEADER, &self.secret)
+            .uri(format!("{}{}", owner.url, self.inner.path))
+            .header(SECRET_HEADER, &self.inner.secret)
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(Full::new(body))
             .map_err(|e| HopError::Refused(e.to_string()))?;
-        let unreachable = |cause: String| {
-            self.unreachable
-                .store(true, std::sync::atomic::Ordering::Release);
-            HopError::Unreachable(cause)
+        let failed = |error: HopError| {
+            if !matches!(error, HopError::Refused(_)) {
+                self.inner.suspect.store(true, Ordering::Release);
+            }
+            error
         };
-        let response = tokio::time::timeout(HOP_TIMEOUT, self.client.request(request))
+        let response = tokio::time::timeout(HOP_TIMEOUT, self.inner.client.request(request))
             .await
-            .map_err(|_| unreachable(format!("no answer within {HOP_TIMEOUT:?}")))?
-            .map_err(|e| unreachable(e.to_string()))?;
+            .map_err(|_| {
+                failed(HopError::Unreachable(format!(
+                    "no answer within {HOP_TIMEOUT:?}"
+                )))
+            })?
+            .map_err(|e| failed(HopError::Unreachable(e.to_string())))?;
         let status = response.status();
+        let answered = response
+            .headers()
+            .get(NODE_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
         let body = tokio::time::timeout(HOP_TIMEOUT, response.into_body().collect())
             .await
-            .map_err(|_| HopError::Unreachable("the answer did not finish".into()))?
-            .map_err(|e| HopError::Unreachable(e.to_string()))?
+            .map_err(|_| failed(HopError::Unreachable("the answer did not finish".into())))?
+            .map_err(|e| failed(HopError::Unreachable(e.to_string())))?
             .to_bytes();
+        if answered != owner.node {
+            return Err(failed(HopError::Moved {
+                expected: owner.node,
+                answered,
+            }));
+        }
         match status {
             StatusCode::OK => Ok(body),
-            StatusCode::NOT_FOUND => Err(HopError::Gone),
-            StatusCode::SERVICE_UNAVAILABLE => Err(unreachable("it is shutting down".into())),
+            StatusCode::NOT_FOUND => Err(failed(HopError::Gone)),
+            StatusCode::SERVICE_UNAVAILABLE => Err(failed(HopError::Unreachable(
+                String::from_utf8_lossy(&body).trim().to_owned(),
+            ))),
             _ => Err(HopError::Refused(
                 String::from_utf8_lossy(&body).into_owned(),
             )),

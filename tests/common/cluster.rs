@@ -8,7 +8,10 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
-use super::{listening_address, until, DEMO};
+use http::StatusCode;
+use serde_json::json;
+
+use super::{listening_address, until, within, Client, DEMO};
 
 pub const SECRET: &str = "test-cluster-secret";
 
@@ -88,15 +91,33 @@ pub struct Replica {
     child: Child,
     pub addr: SocketAddr,
     pub name: String,
+    args: Vec<String>,
+    /// Its WARN and ERROR log lines, as they come.
+    pub warnings: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Replica {
+    /// A replica named `name`, listening on a free port.
     pub async fn start(redis: &Redis, name: &str, extra: &[&str]) -> Replica {
+        let mut args: Vec<String> = ["--node-id", name].map(String::from).to_vec();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        Replica::launch(redis, "127.0.0.1:0", args).await
+    }
+
+    /// A replica with a random name (as with no `--node-id`) on a port of its own, which a
+    /// restart keeps.
+    pub async fn start_unnamed(redis: &Redis, extra: &[&str]) -> Replica {
+        let listen = format!("127.0.0.1:{}", free_port());
+        let args = extra.iter().map(|a| a.to_string()).collect();
+        Replica::launch(redis, &listen, args).await
+    }
+
+    async fn launch(redis: &Redis, listen: &str, args: Vec<String>) -> Replica {
         let mut child = Command::new(DEMO)
-            .args(["--listen", "127.0.0.1:0", "--log-format", "json"])
-            .args(["--store", &redis.url(), "--node-id", name])
+            .args(["--listen", listen, "--log-format", "json"])
+            .args(["--store", &redis.url()])
             .args(["--cluster-secret", SECRET])
-            .args(extra)
+            .args(&args)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -105,12 +126,28 @@ impl Replica {
             .expect("the proxy starts");
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let addr = listening_address(&mut lines, &mut Vec::new()).await;
+        let warnings = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = warnings.clone();
         // Keep reading its logs, so a full pipe never stalls it.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if line.contains("\"WARN\"") || line.contains("\"ERROR\"") {
+                    seen.lock().unwrap().push(line);
+                }
+            }
+        });
+        let name = args
+            .iter()
+            .position(|a| a == "--node-id")
+            .and_then(|at| args.get(at + 1))
+            .cloned()
+            .unwrap_or_default();
         Replica {
             child,
             addr,
-            name: name.to_owned(),
+            name,
+            args,
+            warnings,
         }
     }
 
@@ -119,7 +156,62 @@ impl Replica {
         self.child.kill().await.unwrap();
     }
 
+    /// Starts it again with the same options on the same address (after `kill`).
+    pub async fn restart(&mut self, redis: &Redis) {
+        let again = Replica::launch(redis, &self.addr.to_string(), self.args.clone()).await;
+        *self = again;
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id().unwrap()
     }
+
+    /// Its warnings that contain `text`.
+    pub fn warned(&self, text: &str) -> Vec<String> {
+        self.warnings
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|line| line.contains(text))
+            .cloned()
+            .collect()
+    }
+}
+
+/// Calls `tool` through `client` until a replica answers 200: a 503 (the owner is leaving, dead
+/// but not yet declared so, or Redis is away) must say when to retry, and is retried; a live
+/// session is never answered 404.
+pub async fn call_until_served(
+    what: &str,
+    client: &Client,
+    tool: &str,
+    arguments: serde_json::Value,
+) -> serde_json::Value {
+    within(what, async {
+        loop {
+            let reply = client
+                .post(&json!({ "jsonrpc": "2.0", "id": 90, "method": "tools/call",
+                               "params": { "name": tool, "arguments": arguments } }))
+                .await;
+            match reply.status {
+                StatusCode::OK => return reply.response().await,
+                StatusCode::SERVICE_UNAVAILABLE => {
+                    assert!(
+                        reply.headers.contains_key("retry-after"),
+                        "told when to retry"
+                    );
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                status => panic!("unexpected {status}"),
+            }
+        }
+    })
+    .await
+}
+
+/// The same client session, spoken to through `replica`.
+pub fn through(client: &Client, replica: &Replica) -> Client {
+    let mut other = client.clone();
+    other.addr = replica.addr;
+    other
 }

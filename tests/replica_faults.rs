@@ -1,0 +1,263 @@
+//! Replicas under the faults that used to lose events or answer 404 for live sessions: GET
+//! streams held on a replica that does not own the session, owners restarted at the same
+//! address, a slow link to Redis, a session not yet in Redis, positions ahead of the log.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use common::cluster::{call_until_served, through, Redis, Replica};
+use common::{until, within, Client};
+use http::StatusCode;
+use redis::AsyncCommands;
+use serde_json::{json, Value};
+
+async fn metric(replica: &Replica, name: &str) -> u64 {
+    let text = Client::new(replica.addr)
+        .send_to("/metrics", http::Method::GET, &[], None)
+        .await
+        .bytes()
+        .await;
+    String::from_utf8_lossy(&text)
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no metric {name}"))
+        .parse()
+        .unwrap()
+}
+
+/// (tag, index) of a tagged `resources/updated`, and its URI.
+fn tagged(update: &Value) -> (String, u64, String) {
+    let meta = &update["params"]["_meta"];
+    (
+        meta["demo/tag"].as_str().unwrap_or_default().to_owned(),
+        meta["demo/index"].as_u64().unwrap_or(u64::MAX),
+        update["params"]["uri"].as_str().unwrap().to_owned(),
+    )
+}
+
+#[tokio::test]
+async fn a_get_stream_on_a_replica_that_does_not_own_the_session_receives_every_update() {
+    let redis = Redis::start().await;
+    let a = Replica::start(&redis, "a", &[]).await;
+    let b = Replica::start(&redis, "b", &[]).await;
+    let mut on_a = Client::new(a.addr);
+    on_a.initialize("2025-11-25").await;
+    let mut on_b = through(&on_a, &b);
+    let mut stream = on_b.get(None).await;
+    assert_eq!(stream.status, StatusCode::OK);
+    let uris = ["demo://doc/0", "demo://doc/1", "demo://doc/2"];
+    for n in 0..150 {
+        let tag = format!("c{n}");
+        on_b.call_tool(
+            "emit_updates",
+            json!({ "uris": uris, "count": 3, "tag": tag }),
+        )
+        .await;
+    }
+    let mut received = Vec::new();
+    while received.len() < 450 {
+        let update = stream
+            .next_with_method("notifications/resources/updated")
+            .await;
+        received.push(tagged(&update));
+    }
+    let expected: Vec<(String, u64, String)> = (0..150)
+        .flat_map(|n| (0..3).map(move |i| (format!("c{n}"), i, uris[i as usize].to_owned())))
+        .collect();
+    assert_eq!(received, expected, "every update, once, in order");
+
+    // Read again from the start, on either replica: what a client catches up on is the latest
+    // update of each URI, the same wherever it reads.
+    for replica in [&a, &b] {
+        let mut again = through(&on_a, replica).get(Some("g.0")).await;
+        assert_eq!(again.status, StatusCode::OK);
+        let mut latest = Vec::new();
+        while latest.len() < 3 {
+            let update = again
+                .next_with_method("notifications/resources/updated")
+                .await;
+            latest.push(tagged(&update));
+        }
+        let newest: Vec<(String, u64, String)> = (0..3)
+            .map(|i| ("c149".to_owned(), i, uris[i as usize].to_owned()))
+            .collect();
+        assert_eq!(latest, newest, "on {}", replica.name);
+    }
+
+    // With no fault, following the log never fails: let a blocking read of it (2 s) run out.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(metric(&b, "mcp_proxy_store_errors_total").await, 0);
+    assert_eq!(b.warned("Redis").len(), 0, "{:?}", b.warned("Redis"));
+}
+
+#[tokio::test]
+async fn live_sessions_are_never_404_while_their_owner_restarts_at_the_same_address() {
+    let redis = Redis::start().await;
+    let fast = ["--heartbeat", "100ms", "--owner-timeout", "500ms"];
+    let mut a = Replica::start_unnamed(&redis, &fast).await;
+    let b = Replica::start_unnamed(&redis, &fast).await;
+    let c = Replica::start_unnamed(&redis, &fast).await;
+    let mut on_a = Client::new(a.addr);
+    on_a.initialize("2025-11-25").await;
+    // b and c each serve the session once: both hold views of it, linked to a.
+    assert_eq!(
+        through(&on_a, &b).call_tool("counter", json!({})).await,
+        "1"
+    );
+    assert_eq!(
+        through(&on_a, &c).call_tool("counter", json!({})).await,
+        "2"
+    );
+
+    a.kill().await;
+    a.restart(&redis).await; // same address, another name: it knows nothing of the session
+    let restarted = metric(&a, "mcp_proxy_sessions_open").await;
+    assert_eq!(restarted, 0);
+    // Through every replica, a 503 with Retry-After until the session is served again (taken
+    // over once a's heartbeat has lapsed), never a 404.
+    for replica in [&b, &c, &a] {
+        let reply = call_until_served(
+            "the session to be served again",
+            &through(&on_a, replica),
+            "echo",
+            json!({ "text": "alive" }),
+        )
+        .await;
+        assert_eq!(reply["result"]["content"][0]["text"], "alive", "{reply}");
+    }
+    let takeovers = metric(&b, "mcp_proxy_sessions_taken_over_total").await
+        + metric(&c, "mcp_proxy_sessions_taken_over_total").await
+        + metric(&a, "mcp_proxy_sessions_taken_over_total").await;
+    assert_eq!(takeovers, 1, "one replica took it over");
+    // And every replica goes on serving it.
+    for replica in [&a, &b, &c] {
+        assert_eq!(
+            through(&on_a, replica)
+                .call_tool("echo", json!({ "text": "still" }))
+                .await,
+            "still"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_last_event_id_ahead_of_the_log_is_refused_on_any_replica() {
+    let redis = Redis::start().await;
+    let a = Replica::start(&redis, "a", &[]).await;
+    let b = Replica::start(&redis, "b", &[]).await;
+    let mut on_a = Client::new(a.addr);
+    on_a.initialize("2025-11-25").await;
+    let mut stream = on_a.get(None).await;
+    on_a.call_tool("emit_updates", json!({ "uris": ["demo://x"], "count": 1 }))
+        .await;
+    let update = within("the update", stream.next_message()).await.unwrap();
+    let last = update.id.unwrap();
+    drop(stream);
+    for replica in [&a, &b] {
+        let client = through(&on_a, replica);
+        let ahead = client.get(Some("g.1000000")).await;
+        assert_eq!(ahead.status, StatusCode::BAD_REQUEST, "on {}", replica.name);
+        let body = ahead.json().await;
+        assert_eq!(body["error"]["code"], -32600);
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains("ahead"),
+            "{body}"
+        );
+        // The newest position the owner sent is fine on either.
+        assert_eq!(client.get(Some(&last)).await.status, StatusCode::OK);
+    }
+}
+
+/// A relay to Redis that holds every chunk `delay_ms` (a slow, far or overloaded link).
+async fn slow_link(redis: &Redis, delay_ms: u64) -> (tokio::process::Child, u16) {
+    use tokio::io::AsyncBufReadExt;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-bench"))
+        .args(["relay", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--to", &format!("127.0.0.1:{}", redis.port)])
+        .args(["--delay-ms", &delay_ms.to_string()])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    within("the relay", lines.next_line())
+        .await
+        .unwrap()
+        .unwrap();
+    (child, port)
+}
+
+#[tokio::test]
+async fn behind_a_slow_link_to_redis_a_new_session_is_recorded_before_its_id_is_handed_out() {
+    let redis = Redis::start().await;
+    let (_relay, port) = slow_link(&redis, 150).await;
+    let a = Replica::start(&Redis::at(port), "a", &[]).await;
+    let b = Replica::start(&redis, "b", &[]).await;
+    let mut on_a = Client::new(a.addr);
+    on_a.initialize("2025-11-25").await;
+    let session = on_a.session.clone().unwrap();
+    // The record, with what a takeover needs, is in Redis before initialize was answered.
+    let mut connection = redis.connection().await;
+    let record: HashMap<String, String> = connection
+        .hgetall(format!("mcp-proxy:default:session:{session}"))
+        .await
+        .unwrap();
+    assert_eq!(
+        record.get("owner").map(String::as_str),
+        Some("a"),
+        "{record:?}"
+    );
+    assert!(
+        record.contains_key("init") && record.contains_key("version"),
+        "{record:?}"
+    );
+    // The very next request, on another replica, is served.
+    assert_eq!(
+        through(&on_a, &b)
+            .call_tool("echo", json!({ "text": "on b" }))
+            .await,
+        "on b"
+    );
+    // The write-behind lag is exposed.
+    on_a.call_tool("counter", json!({})).await;
+    until("the lag to be measured", true, || async {
+        metric(&a, "mcp_proxy_store_write_lag_ms").await >= 150
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_session_redis_does_not_have_yet_is_found_through_the_replica_its_id_names() {
+    let redis = Redis::start().await;
+    let a = Replica::start(&redis, "a", &[]).await;
+    let b = Replica::start(&redis, "b", &[]).await;
+    let mut on_a = Client::new(a.addr);
+    on_a.initialize("2025-11-25").await;
+    let session = on_a.session.clone().unwrap();
+    assert!(
+        session.starts_with("a."),
+        "the id names its replica: {session}"
+    );
+    // As if the record's write were still on its way.
+    let mut connection = redis.connection().await;
+    let _: () = connection
+        .del(format!("mcp-proxy:default:session:{session}"))
+        .await
+        .unwrap();
+    let on_b = through(&on_a, &b);
+    let reply = call_until_served("b to find a", &on_b, "counter", json!({})).await;
+    assert_eq!(reply["result"]["content"][0]["text"], "1", "a's server");
+    // Ended on its owner, it is gone everywhere: now a 404 is the truth.
+    assert_eq!(on_a.delete().await, StatusCode::OK);
+    let gone = on_b
+        .post(&json!({ "jsonrpc": "2.0", "id": 3, "method": "ping" }))
+        .await;
+    assert_eq!(gone.status, StatusCode::NOT_FOUND);
+}
