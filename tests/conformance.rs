@@ -13,22 +13,48 @@ use common::Proxy;
 use serde_json::Value;
 use tokio::process::Command;
 
+/// Polling (SEP-1699): streams close after 500 ms and clients resume them; the demo's
+/// test_reconnection answers at 750 ms, on the resumed stream.
+fn polling(config: &mut mcp_session_proxy::config::Config) {
+    config.http.sse_close_after = Duration::from_millis(500);
+    config.http.json_wait = Duration::from_millis(100);
+}
+
 #[tokio::test]
 async fn every_server_scenario_passes_through_the_proxy() {
+    let proxy = Proxy::start_with(polling).await;
+    every_scenario_passes(&format!("http://{}/mcp", proxy.addr())).await;
+    proxy.stop().await;
+}
+
+/// The same through the proxy's HTTP upstream: the demo served over Streamable HTTP behind it
+/// (server requests, progress, resumption, all through the upstream hop).
+#[tokio::test]
+async fn every_server_scenario_passes_through_the_proxy_in_front_of_an_http_server() {
+    let upstream = Proxy::start().await;
+    let proxy = Proxy::start_with(|c| {
+        polling(c);
+        c.upstream.stdio = None;
+        c.upstream.http = Some(format!("http://{}/mcp", upstream.addr()));
+    })
+    .await;
+    every_scenario_passes(&format!("http://{}/mcp", proxy.addr())).await;
+    proxy.stop().await;
+    upstream.stop().await;
+}
+
+async fn every_scenario_passes(url: &str) {
     let node = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/node");
     let bin = node.join("node_modules/.bin");
     assert!(
         bin.join("conformance").exists(),
         "the npm peers are not installed: run scripts/test (it runs `npm ci` in tests/node)"
     );
-    // Polling (SEP-1699): streams close after 500 ms and clients resume them; the demo's
-    // test_reconnection answers at 750 ms, on the resumed stream.
-    let proxy = Proxy::start_with(|c| {
-        c.http.sse_close_after = Duration::from_millis(500);
-        c.http.json_wait = Duration::from_millis(100);
-    })
-    .await;
-    let results = std::env::temp_dir().join(format!("mcp-conformance-{}", std::process::id()));
+    let results = std::env::temp_dir().join(format!(
+        "mcp-conformance-{}-{}",
+        std::process::id(),
+        url.replace(|c: char| !c.is_ascii_alphanumeric(), "-")
+    ));
     let _ = std::fs::remove_dir_all(&results);
     // The suite needs Node 22; the pinned `node` package puts one first on PATH.
     let path = format!(
@@ -36,9 +62,8 @@ async fn every_server_scenario_passes_through_the_proxy() {
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let url = format!("http://{}/mcp", proxy.addr());
     let run = Command::new(bin.join("conformance"))
-        .args(["server", "--suite", "all", "--url", &url, "--output-dir"])
+        .args(["server", "--suite", "all", "--url", url, "--output-dir"])
         .arg(&results)
         .env("PATH", path)
         .stdout(Stdio::piped())
@@ -88,5 +113,4 @@ async fn every_server_scenario_passes_through_the_proxy() {
     );
     let successes: usize = statuses["SUCCESS"].values().sum();
     assert!(successes >= 45, "{successes} checks passed\n{report}");
-    proxy.stop().await;
 }

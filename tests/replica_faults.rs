@@ -7,25 +7,11 @@ mod common;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use common::cluster::{call_until_served, through, Redis, Replica};
+use common::cluster::{call_until_served, metric, through, Redis, Replica};
 use common::{until, within, Client};
 use http::StatusCode;
 use redis::AsyncCommands;
 use serde_json::{json, Value};
-
-async fn metric(replica: &Replica, name: &str) -> u64 {
-    let text = Client::new(replica.addr)
-        .send_to("/metrics", http::Method::GET, &[], None)
-        .await
-        .bytes()
-        .await;
-    String::from_utf8_lossy(&text)
-        .lines()
-        .find_map(|line| line.strip_prefix(&format!("{name} ")))
-        .unwrap_or_else(|| panic!("no metric {name}"))
-        .parse()
-        .unwrap()
-}
 
 /// (tag, index) of a tagged `resources/updated`, and its URI.
 fn tagged(update: &Value) -> (String, u64, String) {

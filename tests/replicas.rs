@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::cluster::{call_until_served, through, Redis, Replica, SECRET};
+use common::cluster::{call_until_served, metric, through, Redis, Replica, SECRET};
 use common::{until, within, Client, DEMO};
 use http::StatusCode;
 use redis::AsyncCommands;
@@ -291,20 +291,6 @@ async fn ready(replica: &Replica) -> StatusCode {
         .send_to("/readyz", http::Method::GET, &[], None)
         .await
         .status
-}
-
-async fn metric(replica: &Replica, name: &str) -> u64 {
-    let text = Client::new(replica.addr)
-        .send_to("/metrics", http::Method::GET, &[], None)
-        .await
-        .bytes()
-        .await;
-    String::from_utf8_lossy(&text)
-        .lines()
-        .find_map(|line| line.strip_prefix(&format!("{name} ")))
-        .unwrap_or_else(|| panic!("no metric {name}"))
-        .parse()
-        .unwrap()
 }
 
 #[tokio::test]

@@ -217,3 +217,29 @@ impl std::fmt::Debug for Mirror {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn new_work_waits_while_the_backlog_is_over_its_limit() {
+        let backlog = Arc::new(Backlog::new(2));
+        assert_eq!(backlog.room(Duration::from_secs(1)).await, Ok(()));
+        backlog.queued.fetch_add(5, Ordering::AcqRel);
+        let waiting = tokio::spawn({
+            let backlog = backlog.clone();
+            async move { backlog.room(Duration::from_secs(5)).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "five queued, two allowed: it waits");
+        backlog.written(4);
+        assert_eq!(waiting.await.unwrap(), Ok(()), "one left: room again");
+        backlog.queued.fetch_add(10, Ordering::AcqRel);
+        assert_eq!(
+            backlog.room(Duration::from_secs(1)).await,
+            Err(11),
+            "still behind after the wait: refused"
+        );
+    }
+}

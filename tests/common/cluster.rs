@@ -215,3 +215,18 @@ pub fn through(client: &Client, replica: &Replica) -> Client {
     other.addr = replica.addr;
     other
 }
+
+/// A figure from `replica`'s `/metrics`.
+pub async fn metric(replica: &Replica, name: &str) -> u64 {
+    let text = Client::new(replica.addr)
+        .send_to("/metrics", http::Method::GET, &[], None)
+        .await
+        .bytes()
+        .await;
+    String::from_utf8_lossy(&text)
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no metric {name}"))
+        .parse()
+        .unwrap()
+}
