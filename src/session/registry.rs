@@ -459,6 +459,7 @@ impl Registry {
             if !view.ended.is_cancelled() {
                 if let Some(link) = view.owner() {
                     link.retarget(owner);
+                    renew(&view, link); // the owner may be new: tell it what is read here
                 }
                 return view;
             }
@@ -587,6 +588,9 @@ impl Registry {
             .unwrap_or_default();
         let inflight = redis.inflight(&self.server, id).await.unwrap_or_default();
         session.adopt(&record, logged);
+        // Clients may read it through views on other replicas, which tell this new owner so
+        // within a heartbeat or two: until then, its GET stream is read as if they had.
+        session.read_elsewhere(&[StreamKey::Standalone], redis.owner_timeout);
         if let Err(error) = session.reinitialize(record.init.as_deref()).await {
             warn!(%error, "the new upstream of a taken-over session could not be re-initialized");
         }
@@ -783,8 +787,8 @@ impl Registry {
             let Some(link) = view.owner().cloned() else {
                 continue;
             };
-            renew(&view, &link);
             let Ok(Some(record)) = redis.record(&self.server, view.id()).await else {
+                renew(&view, &link);
                 continue;
             };
             let alive = match record.owner == redis.node_id {
@@ -792,11 +796,15 @@ impl Registry {
                 false => redis.node_url(&record.owner).await,
             };
             match alive {
-                Ok(Some(url)) if record.owner != link.owner().node => link.retarget(Owner {
-                    node: record.owner.clone(),
-                    url,
-                }),
-                Ok(Some(_)) => {}
+                Ok(Some(url)) => {
+                    if record.owner != link.owner().node {
+                        link.retarget(Owner {
+                            node: record.owner.clone(),
+                            url,
+                        });
+                    }
+                    renew(&view, &link);
+                }
                 Ok(None) => {
                     let principal = view.principal().clone();
                     if let Err(error) = self.take_over(record, view.id(), &principal).await {
