@@ -763,12 +763,17 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let number: u64 = number
         .parse()
         .map_err(|_| format!("{text:?} is not a duration like 250ms, 15s, 10m or 1h"))?;
-    let seconds = |n: u64| Duration::from_secs(n);
+    let scaled = |per: u64| {
+        number
+            .checked_mul(per)
+            .map(Duration::from_secs)
+            .ok_or_else(|| format!("{text:?} is too long a duration"))
+    };
     match unit.trim() {
         "ms" => Ok(Duration::from_millis(number)),
-        "" | "s" => Ok(seconds(number)),
-        "m" => Ok(seconds(number * 60)),
-        "h" => Ok(seconds(number * 3600)),
+        "" | "s" => scaled(1),
+        "m" => scaled(60),
+        "h" => scaled(3600),
         _ => Err(format!("{text:?} has an unknown unit (use ms, s, m or h)")),
     }
 }
@@ -789,6 +794,10 @@ mod tests {
         assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
         assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
         assert!(parse_duration("5 parsecs").is_err());
+        assert!(
+            parse_duration("307445734561825861m").is_err(),
+            "no overflow"
+        );
         assert!(parse_duration("s").is_err());
     }
 

@@ -386,6 +386,20 @@ mod tests {
     }
 
     #[test]
+    fn a_number_id_comes_back_as_the_same_number() {
+        for id in ["0.1", "180446744077709551615", "-7", "1e300"] {
+            let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+            let mut message = Message::parse(Bytes::from(text)).unwrap();
+            let original: f64 = id.parse().unwrap();
+            let client_id = message.id().cloned().unwrap();
+            message.set_id(Value::from(1));
+            message.set_id(client_id);
+            let again = Message::parse(message.to_bytes()).unwrap();
+            assert_eq!(again.id().unwrap().as_f64(), Some(original), "{id}");
+        }
+    }
+
+    #[test]
     fn error_responses_carry_code_message_and_data() {
         let b = error_response(
             &Value::from("x"),

@@ -97,7 +97,9 @@ impl Decoder {
     pub fn next_event(&mut self) -> Result<Option<Event>, DecodeError> {
         loop {
             let Some(end) = self.buffer.iter().position(|b| *b == b'\n') else {
-                if self.buffer.len() + self.pending_len > self.max_event {
+                // A final `\r` may be the first half of a CRLF: it is not part of the line.
+                let partial = self.buffer.len() - usize::from(self.buffer.last() == Some(&b'\r'));
+                if partial + self.pending_len > self.max_event {
                     return Err(DecodeError::TooLarge(self.max_event));
                 }
                 return Ok(None);
@@ -182,6 +184,24 @@ mod tests {
         let events = decode_all(&[b"id:7\r\ndata:hi\r\n\r\n"]);
         assert_eq!(events[0].id.as_deref(), Some("7"));
         assert_eq!(events[0].data, "hi");
+    }
+
+    #[test]
+    fn the_bound_is_the_same_however_a_crlf_line_arrives() {
+        for split in 0..=10 {
+            let mut decoder = Decoder::new(8);
+            let wire = b"data:123\r\n\r\n";
+            decoder.feed(&wire[..split]);
+            let early = decoder.next_event();
+            decoder.feed(&wire[split..]);
+            let late = decoder.next_event();
+            assert_eq!(early, Ok(None), "split at {split}");
+            assert_eq!(
+                late.map(|e| e.map(|e| e.data)),
+                Ok(Some("123".into())),
+                "split at {split}"
+            );
+        }
     }
 
     #[test]
