@@ -16,7 +16,8 @@
 //! - [`upstream`]: server transports. `stdio` runs one child process per session, `shared` one
 //!   for all, `streamable_http` and `legacy_sse` make the proxy an HTTP client.
 //! - [`jsonrpc`] the message model, [`sse`] the SSE codec, [`config`] options and validation,
-//!   [`metrics`] Prometheus counters, [`server`] start and stop, [`demo`] the bundled server.
+//!   [`metrics`] Prometheus counters, [`memory`] freed memory given back, [`server`] start and
+//!   stop, [`demo`] the bundled server.
 
 #![forbid(unsafe_code)]
 
@@ -24,6 +25,7 @@ pub mod config;
 pub mod demo;
 pub mod front;
 pub mod jsonrpc;
+pub mod memory;
 pub mod metrics;
 pub mod server;
 pub mod session;

@@ -267,7 +267,6 @@ impl State {
 pub struct Session {
     id: String,
     principal: Principal,
-    span: Span,
     settings: Arc<SessionSettings>,
     metrics: Arc<Metrics>,
     upstream: Upstream,
@@ -310,7 +309,6 @@ impl Session {
         metrics: Arc<Metrics>,
         mirror: Option<Mirror>,
     ) -> Session {
-        let span = tracing::info_span!("session", id = %id);
         let backlog = mirror.as_ref().map(|mirror| mirror.backlog().clone());
         Session {
             backlog,
@@ -339,7 +337,6 @@ impl Session {
             }),
             id,
             principal,
-            span,
             settings,
             metrics,
             upstream,
@@ -359,8 +356,11 @@ impl Session {
         &self.principal
     }
 
-    pub fn span(&self) -> &Span {
-        &self.span
+    /// The span its log lines are written in, carrying its id. Made when a line is logged, not
+    /// kept: a span held per session would pin its formatted fields for as long (scattered small
+    /// allocations that keep freed memory from going back to the system).
+    pub fn span(&self) -> Span {
+        tracing::info_span!("session", id = %self.id)
     }
 
     /// The protocol version the server agreed to in `initialize`, once it has answered.
@@ -522,7 +522,7 @@ impl Session {
         let mirror = self.lock().mirror.clone();
         if let Some(mirror) = mirror {
             if !mirror.synced(STORE_PATIENCE).await {
-                self.span.in_scope(|| {
+                self.span().in_scope(|| {
                     warn!("the session could not be written to the shared store in time; other replicas find it through its id")
                 });
             }
@@ -560,7 +560,9 @@ impl Session {
                     .find(|(_, r)| id_key(&r.client_id) == wanted)
                     .map(|(id, _)| *id);
                 let Some(upstream_id) = found else {
-                    debug!(request = %wanted, "cancellation of a request that is not in flight");
+                    self.span().in_scope(|| {
+                        debug!(request = %wanted, "cancellation of a request that is not in flight")
+                    });
                     return Ok(());
                 };
                 if let Some(request) = state.finish(upstream_id) {
@@ -758,7 +760,7 @@ impl Session {
                     Some(state.owner_head.max(state.log.head()))
                 }
                 Err(error) => {
-                    self.span
+                    self.span()
                         .in_scope(|| debug!(%error, "the owner could not be told of a reader"));
                     None
                 }
@@ -970,7 +972,8 @@ impl Session {
             Route::Response(id) => {
                 let request = id.parse::<u64>().ok().and_then(|id| state.finish(id));
                 let Some(request) = request else {
-                    debug!(%id, "response to no request in flight; dropped");
+                    self.span()
+                        .in_scope(|| debug!(%id, "response to no request in flight; dropped"));
                     return;
                 };
                 if let Some(done) = request.internal {
@@ -1108,7 +1111,7 @@ impl Session {
             .ok();
             let cancel = Message::request(None, "notifications/cancelled", params);
             let upstream = self.upstream.clone();
-            tokio::spawn(async move { upstream.send(cancel).await }.instrument(self.span.clone()));
+            tokio::spawn(async move { upstream.send(cancel).await }.instrument(self.span()));
         }
         overdue.len()
     }

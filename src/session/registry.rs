@@ -702,6 +702,12 @@ impl Registry {
                 count += 1;
             }
         }
+        // Many sessions gone (or the last of them): their memory goes back to the system.
+        if count >= crate::memory::RELEASE_AFTER || (count > 0 && self.sessions.is_empty()) {
+            self.sessions.shrink_to_fit();
+            self.views.shrink_to_fit();
+            crate::memory::release();
+        }
         count
     }
 
@@ -959,7 +965,7 @@ impl Binding {
 impl Sink for Binding {
     fn deliver(&self, event: UpstreamEvent) {
         match self.session.get().and_then(Weak::upgrade) {
-            Some(session) => session.span().in_scope(|| session.on_upstream(event)),
+            Some(session) => session.on_upstream(event),
             None => self.spoke_unbound.store(true, Ordering::Release),
         }
     }

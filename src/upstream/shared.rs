@@ -203,6 +203,10 @@ impl SharedStdio {
         let (child, unsubscribe) = {
             let mut mux = self.lock();
             mux.sessions.remove(&session);
+            // A table sized for a crowd that has left would hold its memory.
+            if mux.sessions.len() < mux.sessions.capacity() / 4 {
+                mux.sessions.shrink_to_fit();
+            }
             mux.pending.retain(|_, p| p.session != session);
             mux.tokens.retain(|_, (s, _)| *s != session);
             let mut emptied = Vec::new();
