@@ -247,3 +247,50 @@ async fn a_session_redis_does_not_have_yet_is_found_through_the_replica_its_id_n
         .await;
     assert_eq!(gone.status, StatusCode::NOT_FOUND);
 }
+
+/// A request forwarded to an owner that dies before answering may have been carried out: the
+/// client is told so (as for a request in flight at a takeover), not asked to send it again with
+/// a 503 (which would run it twice).
+#[tokio::test]
+async fn a_request_whose_owner_dies_mid_hop_is_reported_as_maybe_carried_out() {
+    let redis = Redis::start().await;
+    let fast = ["--heartbeat", "100ms", "--owner-timeout", "500ms"];
+    // a holds the hop open while its server works (the answer comes with the hop).
+    let mut a = Replica::start(&redis, "a", &[&fast[..], &["--json-wait", "10s"]].concat()).await;
+    let b = Replica::start(&redis, "b", &fast).await;
+    let mut on_a = Client::new(a.addr);
+    on_a.initialize("2025-11-25").await;
+    let session = on_a.session.clone().unwrap();
+    let on_b = through(&on_a, &b);
+    let call = tokio::spawn(async move {
+        on_b.post(&json!({ "jsonrpc": "2.0", "id": 41, "method": "tools/call",
+                           "params": { "name": "sleep", "arguments": { "ms": 5000 } } }))
+            .await
+    });
+    // The owner has taken the request (it records requests in flight in Redis).
+    let connection = redis.connection().await;
+    let inflight = format!("mcp-proxy:default:inflight:{session}");
+    until("a to take the request", true, || {
+        let mut c = connection.clone();
+        let key = inflight.clone();
+        async move { c.exists::<_, bool>(&key).await.unwrap() }
+    })
+    .await;
+    a.kill().await;
+    let reply = within("b's answer", call).await.unwrap();
+    assert_eq!(
+        reply.status,
+        StatusCode::OK,
+        "an answer, not a 503 to retry"
+    );
+    let answer = reply.response().await;
+    assert_eq!(answer["id"], 41);
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("may or may not have been carried out"),
+        "{answer}"
+    );
+}

@@ -26,6 +26,7 @@ use crate::metrics;
 use crate::session::log::{EventId, StreamKey};
 use crate::session::protocol::{self, is_session_method};
 use crate::session::{Delivery, ReadError, Reader, Session, SessionError, Shape};
+use crate::upstream::owner::HopError;
 use crate::upstream::UpstreamError;
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
@@ -173,7 +174,9 @@ async fn exchange(
         // The session could not take the message (its owning replica or the store cannot
         // serve it now: 503, retry; it is gone: 404): not an answer from the server.
         Err(
-            error @ (SessionError::Upstream(UpstreamError::Hop(_))
+            error @ (SessionError::Upstream(UpstreamError::Hop(
+                HopError::Unreachable(_) | HopError::Gone | HopError::Moved { .. },
+            ))
             | SessionError::Gone
             | SessionError::OwnerUnavailable(_)
             | SessionError::StoreUnavailable

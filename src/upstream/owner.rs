@@ -54,9 +54,14 @@ pub struct Owner {
 
 #[derive(Debug, thiserror::Error)]
 pub enum HopError {
-    /// The owner could not be reached: it may be dead.
+    /// The owner could not be reached, or refused before taking the message: it may be dead,
+    /// and the message was not carried out (it may be sent again).
     #[error("the replica owning this session is unreachable: {0}")]
     Unreachable(String),
+    /// The owner went away after the message was sent: it may or may not have been carried
+    /// out, so it must not be sent again blindly.
+    #[error("the replica that owned this session went away while this request was in flight; it may or may not have been carried out ({0})")]
+    Interrupted(String),
     /// The owner says it does not have the session (any more).
     #[error("the replica owning this session no longer has it")]
     Gone,
@@ -192,14 +197,18 @@ impl OwnerLink {
             }
             error
         };
+        // Only a connection never made proves the owner did not get the message.
         let response = tokio::time::timeout(HOP_TIMEOUT, self.inner.client.request(request))
             .await
             .map_err(|_| {
-                failed(HopError::Unreachable(format!(
+                failed(HopError::Interrupted(format!(
                     "no answer within {HOP_TIMEOUT:?}"
                 )))
             })?
-            .map_err(|e| failed(HopError::Unreachable(e.to_string())))?;
+            .map_err(|e| match e.is_connect() {
+                true => failed(HopError::Unreachable(e.to_string())),
+                false => failed(HopError::Interrupted(e.to_string())),
+            })?;
         let status = response.status();
         let answered = response
             .headers()
@@ -209,8 +218,8 @@ impl OwnerLink {
             .to_owned();
         let body = tokio::time::timeout(HOP_TIMEOUT, response.into_body().collect())
             .await
-            .map_err(|_| failed(HopError::Unreachable("the answer did not finish".into())))?
-            .map_err(|e| failed(HopError::Unreachable(e.to_string())))?
+            .map_err(|_| failed(HopError::Interrupted("the answer did not finish".into())))?
+            .map_err(|e| failed(HopError::Interrupted(e.to_string())))?
             .to_bytes();
         if answered != owner.node {
             return Err(failed(HopError::Moved {
