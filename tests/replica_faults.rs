@@ -294,3 +294,39 @@ async fn a_request_whose_owner_dies_mid_hop_is_reported_as_maybe_carried_out() {
         "{answer}"
     );
 }
+
+/// A view still linked to a dead owner's address, where a restarted replica now owns the
+/// session: the hop meant for the old owner is refused there before anything runs, and the
+/// message runs once, on the session's new owner.
+#[tokio::test]
+async fn a_hop_meant_for_a_dead_owner_never_runs_on_its_successor_at_the_same_address() {
+    let redis = Redis::start().await;
+    let fast = ["--heartbeat", "100ms", "--owner-timeout", "500ms"];
+    let mut a = Replica::start_unnamed(&redis, &fast).await;
+    // b checks its views seldom, so the restarted a is the one that takes the session over.
+    let b = Replica::start_unnamed(&redis, &["--heartbeat", "5s", "--owner-timeout", "15s"]).await;
+    let mut on_a = Client::new(a.addr);
+    on_a.initialize("2025-11-25").await;
+    // b serves the session once: its view links to a's address and a's name.
+    assert_eq!(
+        through(&on_a, &b)
+            .call_tool("echo", json!({ "text": "b" }))
+            .await,
+        "b"
+    );
+    a.kill().await;
+    a.restart(&redis).await;
+    // The restarted replica takes the session over (a fresh server, its counter at 0).
+    call_until_served("a to take over", &on_a, "echo", json!({ "text": "a" })).await;
+    assert_eq!(metric(&a, "mcp_proxy_sessions_taken_over_total").await, 1);
+    // Through b's stale view: the counter goes to 1, once.
+    let counted = call_until_served(
+        "the call through b",
+        &through(&on_a, &b),
+        "counter",
+        json!({}),
+    )
+    .await;
+    assert_eq!(counted["result"]["content"][0]["text"], "1", "{counted}");
+    assert_eq!(on_a.call_tool("counter", json!({})).await, "2");
+}

@@ -3,8 +3,9 @@
 //! answer is logged on and what was logged there within the JSON wait); `PUT` says clients read
 //! the session on another replica (body `{"reading": [stream keys]}`: the owner keeps it alive
 //! and sends those streams every message, uncoalesced; answer `{"head"}`); `DELETE` ends it.
-//! Every answer names this replica (`x-mcp-proxy-node`), so an asker that reached another
-//! replica at the owner's old address knows. Only with a Redis store, only with the secret.
+//! A hop names the replica it is meant for (`x-mcp-proxy-for-node`); another replica at that
+//! address (the owner restarted) refuses it with 421 before doing anything, and every answer
+//! names this replica (`x-mcp-proxy-node`). Only with a Redis store, only with the secret.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +22,7 @@ use crate::jsonrpc::{Kind, Message};
 use crate::metrics::Metrics;
 use crate::session::log::{EventId, StreamKey};
 use crate::session::Session;
-use crate::upstream::owner::{NODE_HEADER, SECRET_HEADER};
+use crate::upstream::owner::{FOR_NODE_HEADER, NODE_HEADER, SECRET_HEADER};
 
 pub async fn handle(router: &Router, rest: &str, request: Request<Incoming>) -> Response<Body> {
     let Some(redis) = router.store.redis() else {
@@ -41,6 +42,13 @@ async fn answer(router: &Router, rest: &str, request: Request<Incoming>) -> Resp
     let presented = header_str(request.headers(), SECRET_HEADER).unwrap_or_default();
     if !same(presented.as_bytes(), redis.secret.as_bytes()) {
         return plain(StatusCode::FORBIDDEN, "the cluster secret does not match");
+    }
+    // Meant for the replica that used to be at this address: nothing is done here.
+    if header_str(request.headers(), FOR_NODE_HEADER).is_some_and(|node| node != redis.node_id) {
+        return plain(
+            StatusCode::MISDIRECTED_REQUEST,
+            "this replica is not the one the hop is meant for",
+        );
     }
     let Some((server, id)) = rest.split_once("/sessions/") else {
         return plain(StatusCode::NOT_FOUND, "not found");

@@ -21,6 +21,9 @@ use crate::session::log::{EventId, Logged, StreamKey};
 pub const SECRET_HEADER: &str = "x-mcp-proxy-secret";
 /// The replica that answered a hop.
 pub const NODE_HEADER: &str = "x-mcp-proxy-node";
+/// The replica a hop is meant for: another one at its address refuses it before doing anything
+/// (421), so a message never runs on a replica the asker did not mean.
+pub const FOR_NODE_HEADER: &str = "x-mcp-proxy-for-node";
 
 /// How long the owner has to take a message in (it answers once the message is queued, not
 /// when its server has answered).
@@ -65,7 +68,8 @@ pub enum HopError {
     /// The owner says it does not have the session (any more).
     #[error("the replica owning this session no longer has it")]
     Gone,
-    /// Another replica answered at the owner's address: the owner was restarted or replaced.
+    /// Another replica answered at the owner's address, refusing the message (the owner was
+    /// restarted or replaced): it was not carried out.
     #[error("replica {answered} answered at the address of {expected}, the session's owner")]
     Moved { expected: String, answered: String },
     #[error("the replica owning this session refused the message: {0}")]
@@ -188,6 +192,7 @@ impl OwnerLink {
             .method(method)
             .uri(format!("{}{}", owner.url, self.inner.path))
             .header(SECRET_HEADER, &self.inner.secret)
+            .header(FOR_NODE_HEADER, &owner.node)
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(Full::new(body))
             .map_err(|e| HopError::Refused(e.to_string()))?;
@@ -221,13 +226,11 @@ impl OwnerLink {
             .map_err(|_| failed(HopError::Interrupted("the answer did not finish".into())))?
             .map_err(|e| failed(HopError::Interrupted(e.to_string())))?
             .to_bytes();
-        if answered != owner.node {
-            return Err(failed(HopError::Moved {
+        match status {
+            StatusCode::MISDIRECTED_REQUEST => Err(failed(HopError::Moved {
                 expected: owner.node,
                 answered,
-            }));
-        }
-        match status {
+            })),
             StatusCode::OK => Ok(body),
             StatusCode::NOT_FOUND => Err(failed(HopError::Gone)),
             StatusCode::SERVICE_UNAVAILABLE => Err(failed(HopError::Unreachable(
