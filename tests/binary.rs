@@ -4,12 +4,9 @@
 
 mod common;
 
-use std::process::Stdio;
-
-use common::{listening_address, within, Client, DEMO};
+use common::{spawn_proxy, within, Client, DEMO};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
 /// Children of `parent`, from /proc.
@@ -40,27 +37,16 @@ async fn a_single_threaded_proxy_serves_and_stops_the_same_way() {
 }
 
 async fn serve_then_sigterm(workers: &str) {
-    let mut proxy = Command::new(DEMO)
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--log-format",
-            "json",
-            "--shutdown-timeout",
-            "5s",
-            "--workers",
-            workers,
-        ])
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the proxy starts");
+    let (mut proxy, addr, mut logs, mut seen) = spawn_proxy(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--shutdown-timeout",
+        "5s",
+        "--workers",
+        workers,
+    ])
+    .await;
     let pid = proxy.id().unwrap();
-    let mut logs = BufReader::new(proxy.stderr.take().unwrap()).lines();
-    let mut seen = Vec::new();
-    let addr = listening_address(&mut logs, &mut seen).await;
 
     let mut client = Client::new(addr);
     client.initialize("2025-11-25").await;
@@ -196,18 +182,9 @@ fn rss_kib(pid: u32) -> u64 {
 #[tokio::test]
 async fn slow_bodies_cost_memory_by_the_bytes_received() {
     use tokio::io::AsyncWriteExt;
-    let mut proxy = Command::new(DEMO)
-        .args(["--listen", "127.0.0.1:0", "--log-format", "json"])
-        .args(["--body-timeout", "60s"])
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the proxy starts");
+    let (proxy, addr, mut logs, _) =
+        spawn_proxy(&["--listen", "127.0.0.1:0", "--body-timeout", "60s"]).await;
     let pid = proxy.id().unwrap();
-    let mut logs = BufReader::new(proxy.stderr.take().unwrap()).lines();
-    let addr = listening_address(&mut logs, &mut Vec::new()).await;
     tokio::spawn(async move { while let Ok(Some(_)) = logs.next_line().await {} });
     let mut senders = Vec::new();
     for _ in 0..20 {

@@ -4,14 +4,13 @@
 use std::net::SocketAddr;
 use std::process::Stdio;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
 use http::StatusCode;
 use serde_json::json;
 
-use super::{listening_address, until, within, Client, DEMO};
+use super::{spawn_proxy, until, within, Client};
 
 pub const SECRET: &str = "test-cluster-secret";
 
@@ -113,19 +112,17 @@ impl Replica {
     }
 
     async fn launch(redis: &Redis, listen: &str, args: Vec<String>) -> Replica {
-        let mut child = Command::new(DEMO)
-            .args(["--listen", listen, "--log-format", "json"])
-            .args(["--store", &redis.url()])
-            .args(["--cluster-secret", SECRET])
-            .args(&args)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the proxy starts");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let addr = listening_address(&mut lines, &mut Vec::new()).await;
+        let url = redis.url();
+        let mut all = vec![
+            "--listen",
+            listen,
+            "--store",
+            &url,
+            "--cluster-secret",
+            SECRET,
+        ];
+        all.extend(args.iter().map(String::as_str));
+        let (child, addr, mut lines, _) = spawn_proxy(&all).await;
         let warnings = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let seen = warnings.clone();
         // Keep reading its logs, so a full pipe never stalls it.

@@ -402,6 +402,30 @@ pub async fn listening_address(
     .await
 }
 
+/// The log lines of a running proxy binary.
+pub type LogLines = tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>;
+
+/// The real binary with `args`, JSON logs at `info`, once its log says where it listens: the
+/// child (killed when dropped), that address, the rest of its log, and the entries read so far.
+pub async fn spawn_proxy(
+    args: &[&str],
+) -> (tokio::process::Child, SocketAddr, LogLines, Vec<Value>) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(DEMO)
+        .args(["--log-format", "json"])
+        .args(args)
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the proxy starts");
+    let mut logs = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let addr = listening_address(&mut logs, &mut seen).await;
+    (child, addr, logs, seen)
+}
+
 /// Waits until `probe` (something only a round trip can tell: a process's metrics, Redis) gives
 /// `wanted`, failing the test if it does not within the usual bound.
 pub async fn until<T: PartialEq, F: std::future::Future<Output = T>>(
