@@ -457,13 +457,18 @@ class Session:
         h.update(extra)
         return h
 
-    def note_seq(self, stream: str, seq: int, priming: bool, already_counted: bool, where: str):
+    def note_seq(self, stream: str, seq: int, priming: bool, already_counted: bool, where: str,
+                 last_seen: dict[str, int] | None = None):
+        """Counts takeovers (a new id block) and ids out of order on `stream`; `last_seen` holds
+        the last id per stream of one reading (the session's GET streams by default)."""
+        if last_seen is None:
+            last_seen = self.stream_seq
         block = seq >> 32
         if block not in self.blocks:
             if self.blocks:
                 STATS.add("takeovers_seen")
             self.blocks.add(block)
-        last = self.stream_seq.get(stream)
+        last = last_seen.get(stream)
         if priming:
             if last is not None and seq < last:
                 STATS.add("out_of_order", example={
@@ -475,7 +480,7 @@ class Session:
                 "session": self.sid, "what": f"event id {stream}.{seq} after {stream}.{last}",
                 "where": where})
         if last is None or seq > last:
-            self.stream_seq[stream] = seq
+            last_seen[stream] = seq
 
     def scan_crossing(self, data: str, where: str) -> bool:
         w = self.worker.index
@@ -1033,7 +1038,7 @@ class Worker:
                         if not ev["data"]:
                             if pid:
                                 call["last_id"] = ev["id"]
-                                self.note_call_seq(sess, call, pid, True, where)
+                                sess.note_seq(*pid, True, False, where, call["stream_seq"])
                                 if cut_after == 0:
                                     STATS.add("progress_cuts")
                                     return "cut"
@@ -1054,7 +1059,7 @@ class Worker:
                                 "message": ev["data"][:200]})
                         if pid:
                             call["last_id"] = ev["id"]
-                            self.note_call_seq(sess, call, pid, False, where, dup)
+                            sess.note_seq(*pid, False, dup, where, call["stream_seq"])
                         if call["outcome"] is not None:
                             return "done"
                         if cut_after is not None and data_events >= cut_after:
@@ -1103,27 +1108,6 @@ class Worker:
             if missing:
                 STATS.add("lost_progress", example={"session": sess.sid, "token": token,
                                                     "steps": steps, "missing": missing})
-
-    def note_call_seq(self, sess, call, pid, priming, where, dup=False):
-        stream, seq = pid
-        block = seq >> 32
-        if block not in sess.blocks:
-            if sess.blocks:
-                STATS.add("takeovers_seen")
-            sess.blocks.add(block)
-        last = call["stream_seq"].get(stream)
-        if priming:
-            if last is not None and seq < last:
-                STATS.add("out_of_order", example={
-                    "session": sess.sid, "what": f"priming id {stream}.{seq} behind {stream}.{last}",
-                    "where": where})
-            return
-        if last is not None and seq <= last and not dup:
-            STATS.add("out_of_order", example={
-                "session": sess.sid, "what": f"event id {stream}.{seq} after {stream}.{last}",
-                "where": where})
-        if last is None or seq > last:
-            call["stream_seq"][stream] = seq
 
     async def do_counter(self, sess: Session):
         try:

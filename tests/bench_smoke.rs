@@ -3,27 +3,18 @@
 
 mod common;
 
-use common::{within, Proxy};
+use common::{stdout_of, within, Proxy};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
 async fn bench(args: &[&str]) -> Value {
-    let output = within(
-        "mcp-bench",
-        Command::new(env!("CARGO_BIN_EXE_mcp-bench"))
-            .args(args)
-            .kill_on_drop(true)
-            .output(),
+    let stdout = stdout_of(
+        &format!("mcp-bench {args:?}"),
+        Command::new(env!("CARGO_BIN_EXE_mcp-bench")).args(args),
     )
-    .await
-    .unwrap();
-    assert!(
-        output.status.success(),
-        "mcp-bench {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("one JSON report")
+    .await;
+    serde_json::from_slice(&stdout).expect("one JSON report")
 }
 
 #[tokio::test]

@@ -86,6 +86,18 @@ async fn serve_then_sigterm(workers: &str) {
     );
 }
 
+/// Runs the proxy as `command` says, expects it to refuse to start, and returns what it said.
+async fn refused_start(command: &mut Command) -> String {
+    let output = within(
+        "the proxy to refuse to start",
+        command.kill_on_drop(true).output(),
+    )
+    .await
+    .unwrap();
+    assert!(!output.status.success(), "started: {output:?}");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 #[tokio::test]
 async fn a_bad_configuration_stops_start_up_with_the_key_and_line() {
     let dir = std::env::temp_dir().join(format!("mcp-proxy-config-{}", std::process::id()));
@@ -96,15 +108,8 @@ async fn a_bad_configuration_stops_start_up_with_the_key_and_line() {
         "listen = \"127.0.0.1:0\"\n\n[session]\nwindow_evnts = 5\n",
     )
     .unwrap();
-    let output = Command::new(DEMO)
-        .arg("--config")
-        .arg(&file)
-        .output()
-        .await
-        .unwrap();
+    let message = refused_start(Command::new(DEMO).arg("--config").arg(&file)).await;
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(!output.status.success());
-    let message = String::from_utf8_lossy(&output.stderr);
     assert!(
         message.contains("window_evnts") && message.contains("line 4"),
         "{message}"
@@ -113,18 +118,12 @@ async fn a_bad_configuration_stops_start_up_with_the_key_and_line() {
 
 #[tokio::test]
 async fn a_stdio_command_that_does_not_exist_stops_start_up() {
-    let output = within(
-        "the proxy to refuse",
+    let message = refused_start(
         Command::new(DEMO)
             .args(["--listen", "127.0.0.1:0"])
-            .args(["--stdio", "mcp-no-such-server --flag"])
-            .kill_on_drop(true)
-            .output(),
+            .args(["--stdio", "mcp-no-such-server --flag"]),
     )
-    .await
-    .unwrap();
-    assert!(!output.status.success());
-    let message = String::from_utf8_lossy(&output.stderr);
+    .await;
     assert!(
         message.contains("upstream.stdio")
             && message.contains("`mcp-no-such-server` was not found"),
@@ -144,19 +143,8 @@ async fn a_stdio_command_that_does_not_exist_stops_start_up() {
         ),
     )
     .unwrap();
-    let output = within(
-        "the gateway to refuse",
-        Command::new(DEMO)
-            .arg("--config")
-            .arg(&file)
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .unwrap();
+    let message = refused_start(Command::new(DEMO).arg("--config").arg(&file)).await;
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(!output.status.success());
-    let message = String::from_utf8_lossy(&output.stderr);
     assert!(
         message.contains("servers.docs.upstream.stdio")
             && message.contains(&format!(

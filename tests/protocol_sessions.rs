@@ -179,13 +179,8 @@ async fn a_cut_websocket_resumes_on_a_new_one_with_every_missed_event_once_and_i
     ws.cut();
 
     let mut ws = Ws::connect(proxy.addr()).await;
-    let resumed = ws
-        .request(
-            "session/resume",
-            json!({ "sessionId": session_id, "lastSessionEventId": last }),
-        )
-        .await;
-    assert_eq!(resumed["result"]["catchup"], true);
+    let resumed = ws.resume(&session_id, &last).await;
+    assert_eq!(resumed["catchup"], true);
     let mut progress = Vec::new();
     let mut ids = vec![seq(&last)];
     loop {
@@ -271,13 +266,8 @@ async fn a_session_started_over_http_resumes_over_websocket_and_back() {
 
     // WebSocket: resume with catch-up; the previous channel is long gone.
     let mut ws = Ws::connect(proxy.addr()).await;
-    let resumed = ws
-        .request(
-            "session/resume",
-            json!({ "sessionId": session_id, "lastSessionEventId": last }),
-        )
-        .await;
-    assert_eq!(resumed["result"]["catchup"], true);
+    let resumed = ws.resume(&session_id, &last).await;
+    assert_eq!(resumed["catchup"], true);
     let answer_11 = ws.response_to(json!(11)).await;
     assert!(answer_11["result"].is_object());
     let answer_12 = ws.response_to(json!(12)).await;
@@ -432,16 +422,8 @@ async fn resume_outside_the_window_is_catchup_false_with_synthesized_invalidatio
     .await;
 
     let mut ws = Ws::connect(proxy.addr()).await;
-    let resumed = ws
-        .request(
-            "session/resume",
-            json!({ "sessionId": session_id, "lastSessionEventId": last }),
-        )
-        .await;
-    assert_eq!(
-        resumed["result"],
-        json!({ "resumed": true, "catchup": false })
-    );
+    let resumed = ws.resume(&session_id, &last).await;
+    assert_eq!(resumed, json!({ "resumed": true, "catchup": false }));
     let invalidation = ws.recv().await;
     assert_eq!(invalidation["method"], "notifications/resources/updated");
     assert_eq!(invalidation["params"]["uri"], "demo://counter");
@@ -527,16 +509,8 @@ async fn a_resume_after_a_silent_death_catches_up_on_the_latest_update_per_uri()
     connections_closed(&proxy).await;
 
     let mut ws = Ws::connect(proxy.addr()).await;
-    let resumed = ws
-        .request(
-            "session/resume",
-            json!({ "sessionId": session_id, "lastSessionEventId": last }),
-        )
-        .await;
-    assert_eq!(
-        resumed["result"],
-        json!({ "resumed": true, "catchup": true })
-    );
+    let resumed = ws.resume(&session_id, &last).await;
+    assert_eq!(resumed, json!({ "resumed": true, "catchup": true }));
     // The catch-up is followed by the answer to this call, so everything before it has come.
     assert_eq!(ws.call_tool("echo", json!({ "text": "end" })).await, "end");
     let caught_up = ws.take_pending();

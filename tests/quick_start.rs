@@ -3,14 +3,14 @@
 
 mod common;
 
-use common::{within, Proxy};
+use common::{stdout_of, Proxy};
 use serde_json::json;
 
 /// `cargo run` (the quick start) picks the binary named by `default-run`; without it, a package
 /// with two binaries makes `cargo run` fail. Asked of cargo itself, without building.
 #[tokio::test]
 async fn cargo_run_starts_the_proxy_without_naming_a_binary() {
-    let output = within(
+    let stdout = stdout_of(
         "cargo metadata",
         tokio::process::Command::new(env!("CARGO"))
             .args([
@@ -20,18 +20,10 @@ async fn cargo_run_starts_the_proxy_without_naming_a_binary() {
                 "--format-version",
                 "1",
             ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .kill_on_drop(true)
-            .output(),
+            .current_dir(env!("CARGO_MANIFEST_DIR")),
     )
-    .await
-    .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    .await;
+    let metadata: serde_json::Value = serde_json::from_slice(&stdout).unwrap();
     let package = &metadata["packages"][0];
     let binaries = package["targets"]
         .as_array()

@@ -448,6 +448,19 @@ pub async fn within<T>(what: &str, future: impl std::future::Future<Output = T>)
         .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
 }
 
+/// Runs `command` to its end (bounded by `within`), expects success, and returns its stdout.
+pub async fn stdout_of(what: &str, command: &mut tokio::process::Command) -> Vec<u8> {
+    let output = within(what, command.kill_on_drop(true).output())
+        .await
+        .unwrap_or_else(|e| panic!("{what} did not start: {e}"));
+    assert!(
+        output.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
 /// The npm peers' directory (installed by scripts/test).
 pub fn node_dir() -> std::path::PathBuf {
     let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/node");

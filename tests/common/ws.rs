@@ -128,6 +128,18 @@ impl Ws {
             .to_owned()
     }
 
+    /// `session/resume` from `last` (a `sessionEventId`): the response's `result`.
+    pub async fn resume(&mut self, session_id: &str, last: &Value) -> Value {
+        let resumed = self
+            .request(
+                "session/resume",
+                json!({ "sessionId": session_id, "lastSessionEventId": last }),
+            )
+            .await;
+        assert!(resumed["result"].is_object(), "resumed: {resumed}");
+        resumed["result"].clone()
+    }
+
     /// Takes the messages read while waiting for responses.
     pub fn take_pending(&mut self) -> Vec<Value> {
         self.pending.drain(..).collect()
