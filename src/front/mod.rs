@@ -35,7 +35,7 @@ use body::Body;
 use rejection::Rejection;
 
 /// How a POST that carries a request is answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PostResponse {
     /// JSON when the response is the first thing ready within `json_wait`, else SSE.

@@ -1,0 +1,218 @@
+//! The command line: every option of the TOML file, and the demo server subcommand.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{Parser, Subcommand};
+
+use super::duration::parse_duration;
+use super::file::{Isolation, LogFormat};
+use crate::front::PostResponse;
+
+/// A session-aware reverse proxy for MCP servers: it owns their sessions, keeps a replay window
+/// per session and coalesces change notifications, so clients survive dropped streams.
+#[derive(Debug, Parser)]
+#[command(name = "mcp-session-proxy", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    /// TOML configuration file; options given here override it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Address to listen on [default: 127.0.0.1:8787].
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+
+    /// Command line of the stdio MCP server to run per session (split like a shell would, never
+    /// run by one) [default: the bundled demo server].
+    #[arg(long, value_name = "COMMAND", conflicts_with_all = ["http", "sse"])]
+    pub stdio: Option<String>,
+
+    /// URL of a Streamable HTTP MCP server to front instead of a stdio one; each proxy session
+    /// gets its own upstream session [default: none].
+    #[arg(long, value_name = "URL", conflicts_with = "sse")]
+    pub http: Option<String>,
+
+    /// URL of the SSE endpoint of a legacy (2024-11-05) HTTP+SSE MCP server to front; each proxy
+    /// session gets its own stream [default: none].
+    #[arg(long, value_name = "URL")]
+    pub sse: Option<String>,
+
+    /// stdio: per-session (a child each) or shared (one child for all sessions, for servers that
+    /// keep no per-client state) [default: per-session].
+    #[arg(long, value_name = "MODE")]
+    pub isolation: Option<Isolation>,
+
+    /// stdio, per-session: children kept started ahead of sessions, so initialize does not
+    /// wait for process start-up [default: 0].
+    #[arg(long, value_name = "N")]
+    pub warm: Option<usize>,
+
+    /// Answer list requests from a per-server, per-principal cache (true/false) [default: on for
+    /// shared isolation, off otherwise].
+    #[arg(long, value_name = "BOOL")]
+    pub cache_lists: Option<bool>,
+
+    /// With --http or --sse: send the session creator's Authorization to the server [default:
+    /// off: client credentials never leave the proxy].
+    #[arg(long)]
+    pub forward_authorization: bool,
+
+    /// Longest a request waits for its server without hearing of it (a response, or progress, a
+    /// message or a request on its stream); then the client gets an error and the server a
+    /// cancellation. HTTP upstreams: also the longest wait for an answer to begin [default: 60s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub request_timeout: Option<Duration>,
+
+    /// End a session after this long without requests or attached streams [default: 10m].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub idle_ttl: Option<Duration>,
+
+    /// Most sessions open at once; more are refused with 503 [default: 10000].
+    #[arg(long, value_name = "N")]
+    pub max_sessions: Option<usize>,
+
+    /// Replay window: most messages kept per session [default: 1024].
+    #[arg(long, value_name = "N")]
+    pub window_events: Option<usize>,
+
+    /// Replay window: most bytes kept per session [default: 1048576].
+    #[arg(long, value_name = "BYTES")]
+    pub window_bytes: Option<usize>,
+
+    /// Replay window: oldest message kept [default: 10m].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub window_age: Option<Duration>,
+
+    /// Largest POST body accepted; larger ones get 413 [default: 4194304].
+    #[arg(long, value_name = "BYTES")]
+    pub max_body_bytes: Option<usize>,
+
+    /// Longest a request body may take to arrive; a slower one gets 408 [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub body_timeout: Option<Duration>,
+
+    /// Longest line accepted from a stdio server [default: 4194304].
+    #[arg(long, value_name = "BYTES")]
+    pub max_line_bytes: Option<usize>,
+
+    /// On release of a stdio server: close stdin, wait this long, SIGTERM, wait again, SIGKILL
+    /// [default: 2s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub shutdown_grace: Option<Duration>,
+
+    /// Let a newer progress notification replace an undelivered older one of the same token
+    /// [default: off].
+    #[arg(long)]
+    pub coalesce_progress: bool,
+
+    /// Interval of SSE keep-alive comments on idle streams [default: 15s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub sse_keep_alive: Option<Duration>,
+
+    /// Reconnection delay announced to 2025-11-25 clients with `retry:` [default: 1s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub sse_retry: Option<Duration>,
+
+    /// Close the SSE streams of 2025-11-25 clients after this long; they resume with
+    /// Last-Event-ID (0s: never) [default: 0s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub sse_close_after: Option<Duration>,
+
+    /// How a POSTed request is answered: auto (JSON if the response is ready first, else SSE),
+    /// sse, json [default: auto].
+    #[arg(long, value_name = "MODE", value_parser = post_response())]
+    pub post_response: Option<PostResponse>,
+
+    /// With --post-response auto: how long to wait for a response before answering with a
+    /// stream instead of JSON [default: 1s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub json_wait: Option<Duration>,
+
+    /// An Origin to allow besides loopback ones (exact, or `*`); repeatable [default: none].
+    #[arg(long = "allowed-origin", value_name = "ORIGIN")]
+    pub allowed_origins: Vec<String>,
+
+    /// A Host to allow (host or host:port, or `*`); repeatable [default: loopback names when
+    /// listening on loopback, else any].
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    pub allowed_hosts: Vec<String>,
+
+    /// A header, set by a trusted authenticating proxy in front, that names the principal
+    /// owning a session [default: none: a digest of Authorization].
+    #[arg(long, value_name = "HEADER")]
+    pub principal_header: Option<String>,
+
+    /// Most sessions one principal may hold; more are refused with 503 [default: no limit].
+    #[arg(long, value_name = "N")]
+    pub max_sessions_per_principal: Option<usize>,
+
+    /// Log format [default: text].
+    #[arg(long, value_name = "FORMAT")]
+    pub log_format: Option<LogFormat>,
+
+    /// On SIGTERM or SIGINT: the longest the proxy takes to close streams, release every server
+    /// and exit [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub shutdown_timeout: Option<Duration>,
+
+    /// Where session state lives: `memory` (this process only) or `redis://host:port/db`
+    /// (replicas behind a balancer share sessions) [default: memory].
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+
+    /// With a Redis store: this replica's name [default: a random one].
+    #[arg(long, value_name = "NAME")]
+    pub node_id: Option<String>,
+
+    /// With a Redis store: the base URL the other replicas reach this one at [default:
+    /// http://<listen>].
+    #[arg(long, value_name = "URL")]
+    pub advertise: Option<String>,
+
+    /// With a Redis store: the secret the replicas share to authenticate their internal requests.
+    #[arg(
+        long,
+        value_name = "SECRET",
+        env = "MCP_PROXY_CLUSTER_SECRET",
+        hide_env_values = true
+    )]
+    pub cluster_secret: Option<String>,
+
+    /// With a Redis store: how often this replica tells the others it is alive [default: 1s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub heartbeat: Option<Duration>,
+
+    /// With a Redis store: how long a silent replica has until its sessions are taken over
+    /// [default: 3s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub owner_timeout: Option<Duration>,
+
+    /// Threads serving connections: 0 = one per CPU; 1 = a single-threaded runtime, the least
+    /// CPU per request (no cross-thread wake-ups), for sidecars [default: 0].
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the bundled demo MCP server on stdio (protocol 2025-11-25).
+    DemoServer {
+        /// Serve it over Streamable HTTP on this address instead (prints its URL on stdout).
+        #[arg(long, value_name = "ADDR")]
+        http: Option<SocketAddr>,
+    },
+}
+
+/// `--post-response`: auto, sse or json.
+fn post_response() -> impl TypedValueParser<Value = PostResponse> {
+    PossibleValuesParser::new(["auto", "sse", "json"]).map(|mode| match mode.as_str() {
+        "sse" => PostResponse::Sse,
+        "json" => PostResponse::Json,
+        _ => PostResponse::Auto,
+    })
+}

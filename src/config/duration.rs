@@ -1,0 +1,28 @@
+//! Durations as the configuration writes them: `250ms`, `15s`, `10m`, `1h`.
+
+use std::time::Duration;
+
+/// Parses `250ms`, `15s`, `10m`, `1h` (a bare number is seconds).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 250ms, 15s, 10m or 1h"))?;
+    let scaled = |per: u64| {
+        number
+            .checked_mul(per)
+            .map(Duration::from_secs)
+            .ok_or_else(|| format!("{text:?} is too long a duration"))
+    };
+    match unit.trim() {
+        "ms" => Ok(Duration::from_millis(number)),
+        "" | "s" => scaled(1),
+        "m" => scaled(60),
+        "h" => scaled(3600),
+        _ => Err(format!("{text:?} has an unknown unit (use ms, s, m or h)")),
+    }
+}

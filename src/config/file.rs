@@ -1,0 +1,225 @@
+//! The configuration as the TOML file spells it, and its defaults.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::ValueEnum;
+use serde::{Deserialize, Deserializer};
+
+use super::duration::parse_duration;
+use crate::front::{HttpSettings, PostResponse};
+use crate::session::SessionSettings;
+
+/// How stdio children are shared among sessions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Isolation {
+    /// One child per session: stateful servers stay correct.
+    PerSession,
+    /// One child for all sessions, for servers that keep no per-client state.
+    Shared,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ValueEnum, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// The whole configuration, as the TOML file spells it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub log_format: LogFormat,
+    #[serde(deserialize_with = "duration")]
+    pub shutdown_timeout: Duration,
+    /// Runtime threads: 0 = one per CPU, 1 = single-threaded.
+    pub workers: usize,
+    /// `memory`, or `redis://host:port/db` for replicas sharing sessions.
+    pub store: String,
+    pub cluster: ClusterConfig,
+    pub upstream: UpstreamConfig,
+    pub session: SessionConfig,
+    pub http: HttpConfig,
+    /// Gateway mode: named servers, each at `/servers/<name>/mcp` (and `/sse`).
+    pub servers: BTreeMap<String, ServerConfig>,
+}
+
+/// Replicas sharing sessions through a Redis store.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterConfig {
+    /// This replica's name; empty: a random one at start.
+    pub node_id: String,
+    /// The base URL the other replicas reach this one at; empty: `http://<listen>`.
+    pub advertise: String,
+    /// Authenticates the replicas' internal requests to each other.
+    pub secret: String,
+    /// Prefix of every Redis key.
+    pub namespace: String,
+    /// How often this replica tells the others it is alive.
+    #[serde(deserialize_with = "duration")]
+    pub heartbeat: Duration,
+    /// A replica silent for this long is dead: its sessions are taken over.
+    #[serde(deserialize_with = "duration")]
+    pub owner_timeout: Duration,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            node_id: String::new(),
+            advertise: String::new(),
+            secret: String::new(),
+            namespace: "mcp-proxy".into(),
+            heartbeat: Duration::from_secs(1),
+            owner_timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+/// One named server of a gateway.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    pub upstream: UpstreamConfig,
+    /// Its own session limits and window; absent: the top-level `[session]`.
+    pub session: Option<SessionConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UpstreamConfig {
+    /// Command line of the stdio server; absent (and no `http`): the bundled demo server.
+    pub stdio: Option<String>,
+    /// URL of a Streamable HTTP server, instead of a stdio one.
+    pub http: Option<String>,
+    /// URL of a legacy HTTP+SSE server's SSE endpoint, instead.
+    pub sse: Option<String>,
+    /// Longest a request waits for its server without hearing of it; HTTP: also the longest
+    /// wait for an answer to begin.
+    #[serde(deserialize_with = "duration")]
+    pub request_timeout: Duration,
+    /// stdio: a child per session, or one shared by all sessions.
+    pub isolation: Isolation,
+    /// HTTP and SSE upstreams: send the session creator's `Authorization` to the server.
+    pub forward_authorization: bool,
+    /// stdio, per-session: children kept started ahead of sessions.
+    pub warm: usize,
+    /// Answer list requests from a per-server, per-principal cache; absent: on for `shared`
+    /// isolation (one child: one set of lists), off otherwise.
+    pub cache_lists: Option<bool>,
+    pub max_line_bytes: usize,
+    #[serde(deserialize_with = "duration")]
+    pub shutdown_grace: Duration,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SessionConfig {
+    #[serde(deserialize_with = "duration")]
+    pub idle_ttl: Duration,
+    pub max_sessions: usize,
+    pub max_sessions_per_principal: Option<usize>,
+    pub window_events: usize,
+    pub window_bytes: usize,
+    #[serde(deserialize_with = "duration")]
+    pub window_age: Duration,
+    pub coalesce_progress: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    pub max_body_bytes: usize,
+    #[serde(deserialize_with = "duration")]
+    pub body_timeout: Duration,
+    #[serde(deserialize_with = "duration")]
+    pub sse_keep_alive: Duration,
+    #[serde(deserialize_with = "duration")]
+    pub sse_retry: Duration,
+    #[serde(deserialize_with = "duration")]
+    pub sse_close_after: Duration,
+    pub post_response: PostResponse,
+    #[serde(deserialize_with = "duration")]
+    pub json_wait: Duration,
+    pub allowed_origins: Vec<String>,
+    pub allowed_hosts: Vec<String>,
+    pub principal_header: Option<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8787)),
+            log_format: LogFormat::Text,
+            shutdown_timeout: Duration::from_secs(10),
+            workers: 0,
+            store: "memory".into(),
+            cluster: ClusterConfig::default(),
+            upstream: UpstreamConfig::default(),
+            session: SessionConfig::default(),
+            http: HttpConfig::default(),
+            servers: BTreeMap::new(),
+        }
+    }
+}
+
+impl Default for UpstreamConfig {
+    fn default() -> Self {
+        UpstreamConfig {
+            stdio: None,
+            http: None,
+            sse: None,
+            request_timeout: SessionSettings::default().request_timeout,
+            isolation: Isolation::PerSession,
+            forward_authorization: false,
+            warm: 0,
+            cache_lists: None,
+            max_line_bytes: 4 << 20,
+            shutdown_grace: Duration::from_secs(2),
+        }
+    }
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        let session = SessionSettings::default();
+        SessionConfig {
+            idle_ttl: session.idle_ttl,
+            max_sessions: session.max_sessions,
+            max_sessions_per_principal: session.max_sessions_per_principal,
+            window_events: session.window.max_events,
+            window_bytes: session.window.max_bytes,
+            window_age: session.window.max_age,
+            coalesce_progress: session.coalesce_progress,
+        }
+    }
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        let http = HttpSettings::default();
+        HttpConfig {
+            max_body_bytes: http.max_body_bytes,
+            body_timeout: http.body_timeout,
+            sse_keep_alive: http.sse_keep_alive,
+            sse_retry: http.sse_retry,
+            sse_close_after: http.sse_close_after,
+            post_response: http.post_response,
+            json_wait: http.json_wait,
+            allowed_origins: http.allowed_origins,
+            allowed_hosts: http.allowed_hosts,
+            principal_header: http.principal_header,
+        }
+    }
+}
+
+fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(d)?;
+    parse_duration(&text).map_err(serde::de::Error::custom)
+}

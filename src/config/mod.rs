@@ -1,0 +1,199 @@
+//! Configuration: a TOML file (`file`), command-line options over it (`cli`, `overrides`),
+//! validation whose messages name the offending key (`validate`), and the settings each layer
+//! takes from it (`settings`).
+
+mod cli;
+mod duration;
+mod file;
+mod overrides;
+mod settings;
+mod validate;
+
+use std::path::Path;
+
+use anyhow::{bail, Context};
+
+pub use cli::{Cli, Command};
+pub use duration::parse_duration;
+pub use file::{
+    ClusterConfig, Config, HttpConfig, Isolation, LogFormat, ServerConfig, SessionConfig,
+    UpstreamConfig,
+};
+
+impl Config {
+    /// Reads `--config` (if any), applies the other options over it, and validates.
+    pub fn load(cli: &Cli) -> anyhow::Result<Config> {
+        let mut config = match &cli.config {
+            Some(path) => Config::from_file(path)?,
+            None => Config::default(),
+        };
+        config.apply(cli);
+        config.validate()?;
+        // The secret usually comes from the environment, not from the file.
+        if config.store != "memory" && config.cluster.secret.is_empty() {
+            bail!(
+                "cluster.secret: replicas sharing a Redis store need a shared secret (or \
+                 MCP_PROXY_CLUSTER_SECRET) to authenticate their internal requests"
+            );
+        }
+        Ok(config)
+    }
+
+    pub fn from_file(path: &Path) -> anyhow::Result<Config> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the configuration file {}", path.display()))?;
+        Config::from_toml(&text).with_context(|| format!("in {}", path.display()))
+    }
+
+    pub fn from_toml(text: &str) -> anyhow::Result<Config> {
+        let config: Config = toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use clap::Parser;
+
+    use super::*;
+    use crate::front::PostResponse;
+
+    #[test]
+    fn parses_durations() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("15s"), Ok(Duration::from_secs(15)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(
+            parse_duration("307445734561825861m").is_err(),
+            "no overflow"
+        );
+        assert!(parse_duration("s").is_err());
+    }
+
+    #[test]
+    fn reads_a_full_file() {
+        let config = Config::from_toml(
+            r#"
+            listen = "127.0.0.1:9000"
+            [upstream]
+            stdio = "my-server --flag 'two words'"
+            [session]
+            idle_ttl = "30s"
+            window_events = 16
+            [http]
+            post_response = "sse"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.listen.port(), 9000);
+        assert_eq!(config.session.idle_ttl, Duration::from_secs(30));
+        assert_eq!(config.session.window_events, 16);
+        assert_eq!(config.http.post_response, PostResponse::Sse);
+        let spec = config.upstream.stdio_spec().unwrap();
+        assert_eq!(spec.program, "my-server");
+        assert_eq!(spec.args, ["--flag", "two words"]);
+    }
+
+    #[test]
+    fn names_the_key_and_line_of_a_mistake() {
+        let error = Config::from_toml("listen = \"127.0.0.1:1\"\n[session]\nidle_tll = \"1s\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("idle_tll") && error.contains("line 3"),
+            "{error}"
+        );
+        let error = Config::from_toml("[session]\nwindow_events = \"many\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("window_events") && error.contains("line 2"),
+            "{error}"
+        );
+        let error = Config::from_toml("[session]\nwindow_events = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("session.window_events"), "{error}");
+        let error = Config::from_toml("[session]\nidle_ttl = \"soon\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("idle_ttl"), "{error}");
+    }
+
+    #[test]
+    fn the_shipped_example_is_valid_and_states_the_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/proxy.toml");
+        let example = Config::from_file(&path).unwrap();
+        let defaults = Config::default();
+        assert_eq!(format!("{example:?}"), format!("{defaults:?}"));
+    }
+
+    #[test]
+    fn gateway_servers_are_checked_and_named_in_messages() {
+        let config = Config::from_toml(
+            "[servers.a.upstream]\nhttp = \"http://127.0.0.1:1/mcp\"\n[servers.b.session]\nwindow_events = 3\n",
+        )
+        .unwrap();
+        assert!(
+            !config.serves_default(),
+            "no top-level server: /mcp serves nothing"
+        );
+        assert_eq!(
+            config.servers["b"].session.as_ref().unwrap().window_events,
+            3
+        );
+        let error = Config::from_toml("[servers.a.upstream]\nhttp = \"ftp://x\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("servers.a.upstream"), "{error}");
+        let error = Config::from_toml("[servers.a.session]\nmax_sessions = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("servers.a.session.max_sessions"), "{error}");
+        let error = Config::from_toml("[servers.\"a b\".upstream]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("servers.a b"), "{error}");
+        let error = Config::from_toml("[servers.a]\nstdio = \"x\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("stdio") && error.contains("line 2"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn every_shipped_example_loads() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        let mut loaded = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                Config::from_file(&path).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+                loaded += 1;
+            }
+        }
+        assert!(loaded >= 4, "{loaded} examples");
+    }
+
+    #[test]
+    fn command_line_overrides_the_file() {
+        let cli = Cli::parse_from([
+            "mcp-session-proxy",
+            "--window-events",
+            "8",
+            "--listen",
+            "127.0.0.1:1",
+        ]);
+        let mut config = Config::from_toml("[session]\nwindow_events = 99\n").unwrap();
+        config.apply(&cli);
+        assert_eq!(config.session.window_events, 8);
+        assert_eq!(config.listen.port(), 1);
+    }
+}

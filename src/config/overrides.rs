@@ -1,0 +1,67 @@
+//! Command-line options over the file: an option given replaces the file's value.
+
+use super::{Cli, Config};
+
+impl Config {
+    pub(super) fn apply(&mut self, cli: &Cli) {
+        fn set<T: Clone>(target: &mut T, value: &Option<T>) {
+            if let Some(value) = value {
+                *target = value.clone();
+            }
+        }
+        set(&mut self.listen, &cli.listen);
+        set(&mut self.log_format, &cli.log_format);
+        set(&mut self.shutdown_timeout, &cli.shutdown_timeout);
+        set(&mut self.workers, &cli.workers);
+        set(&mut self.store, &cli.store);
+        set(&mut self.cluster.node_id, &cli.node_id);
+        set(&mut self.cluster.advertise, &cli.advertise);
+        set(&mut self.cluster.secret, &cli.cluster_secret);
+        set(&mut self.cluster.heartbeat, &cli.heartbeat);
+        set(&mut self.cluster.owner_timeout, &cli.owner_timeout);
+        // One server is fronted: naming one on the command line replaces the file's.
+        if cli.stdio.is_some() || cli.http.is_some() || cli.sse.is_some() {
+            self.upstream.stdio = cli.stdio.clone();
+            self.upstream.http = cli.http.clone();
+            self.upstream.sse = cli.sse.clone();
+        }
+        set(&mut self.upstream.request_timeout, &cli.request_timeout);
+        set(&mut self.upstream.isolation, &cli.isolation);
+        if cli.forward_authorization {
+            self.upstream.forward_authorization = true;
+        }
+        set(&mut self.upstream.warm, &cli.warm);
+        if cli.cache_lists.is_some() {
+            self.upstream.cache_lists = cli.cache_lists;
+        }
+        set(&mut self.upstream.max_line_bytes, &cli.max_line_bytes);
+        set(&mut self.upstream.shutdown_grace, &cli.shutdown_grace);
+        if cli.coalesce_progress {
+            self.session.coalesce_progress = true;
+        }
+        set(&mut self.http.json_wait, &cli.json_wait);
+        if !cli.allowed_origins.is_empty() {
+            self.http.allowed_origins = cli.allowed_origins.clone();
+        }
+        if !cli.allowed_hosts.is_empty() {
+            self.http.allowed_hosts = cli.allowed_hosts.clone();
+        }
+        if cli.principal_header.is_some() {
+            self.http.principal_header = cli.principal_header.clone();
+        }
+        if cli.max_sessions_per_principal.is_some() {
+            self.session.max_sessions_per_principal = cli.max_sessions_per_principal;
+        }
+        set(&mut self.session.idle_ttl, &cli.idle_ttl);
+        set(&mut self.session.max_sessions, &cli.max_sessions);
+        set(&mut self.session.window_events, &cli.window_events);
+        set(&mut self.session.window_bytes, &cli.window_bytes);
+        set(&mut self.session.window_age, &cli.window_age);
+        set(&mut self.http.max_body_bytes, &cli.max_body_bytes);
+        set(&mut self.http.body_timeout, &cli.body_timeout);
+        set(&mut self.http.sse_keep_alive, &cli.sse_keep_alive);
+        set(&mut self.http.sse_retry, &cli.sse_retry);
+        set(&mut self.http.sse_close_after, &cli.sse_close_after);
+        set(&mut self.http.post_response, &cli.post_response);
+    }
+}

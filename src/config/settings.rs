@@ -1,0 +1,120 @@
+//! What each layer takes from the configuration: the upstream spec, session and HTTP settings.
+
+use anyhow::Context;
+
+use super::file::{Config, Isolation, SessionConfig, UpstreamConfig};
+use super::validate::parse_http_url;
+use crate::front::HttpSettings;
+use crate::session::log::Window;
+use crate::session::SessionSettings;
+use crate::upstream::http_client::HttpSpec;
+use crate::upstream::stdio::StdioSpec;
+use crate::upstream::UpstreamSpec;
+
+impl Config {
+    /// Whether `/mcp` serves a server of its own: always without named servers; with them, only
+    /// when the top-level `[upstream]` names one.
+    pub fn serves_default(&self) -> bool {
+        self.servers.is_empty() || self.upstream.names_a_server()
+    }
+
+    /// The server sessions on `/mcp` get.
+    pub fn upstream_spec(&self) -> anyhow::Result<UpstreamSpec> {
+        self.upstream.spec()
+    }
+
+    pub fn session_settings(&self) -> SessionSettings {
+        SessionSettings {
+            cache_lists: self.upstream.caches_lists(),
+            request_timeout: self.upstream.request_timeout,
+            ..self.session.settings()
+        }
+    }
+
+    pub fn http_settings(&self) -> HttpSettings {
+        HttpSettings {
+            max_body_bytes: self.http.max_body_bytes,
+            body_timeout: self.http.body_timeout,
+            sse_keep_alive: self.http.sse_keep_alive,
+            sse_retry: self.http.sse_retry,
+            sse_close_after: self.http.sse_close_after,
+            post_response: self.http.post_response,
+            json_wait: self.http.json_wait,
+            allowed_origins: self.http.allowed_origins.clone(),
+            allowed_hosts: self.http.allowed_hosts.clone(),
+            loopback_hosts_only: self.listen.ip().is_loopback(),
+            principal_header: self.http.principal_header.clone(),
+        }
+    }
+}
+
+impl UpstreamConfig {
+    /// Whether the list cache is on, explicitly or by the isolation's default.
+    pub fn caches_lists(&self) -> bool {
+        let shared_stdio =
+            self.isolation == Isolation::Shared && self.http.is_none() && self.sse.is_none();
+        self.cache_lists.unwrap_or(shared_stdio)
+    }
+
+    fn names_a_server(&self) -> bool {
+        self.stdio.is_some() || self.http.is_some() || self.sse.is_some()
+    }
+
+    /// The server sessions get: the configured HTTP, SSE or stdio server, else this binary's
+    /// demo server.
+    pub fn spec(&self) -> anyhow::Result<UpstreamSpec> {
+        let http = |url: &str| -> anyhow::Result<HttpSpec> {
+            Ok(HttpSpec {
+                url: parse_http_url(url)?,
+                request_timeout: self.request_timeout,
+                max_event_bytes: self.max_line_bytes,
+                forward_authorization: self.forward_authorization,
+            })
+        };
+        match (&self.http, &self.sse) {
+            (Some(url), _) => Ok(UpstreamSpec::Http(http(url)?)),
+            (None, Some(url)) => Ok(UpstreamSpec::Sse(http(url)?)),
+            (None, None) => match self.isolation {
+                Isolation::PerSession => self.stdio_spec().map(UpstreamSpec::Stdio),
+                Isolation::Shared => self.stdio_spec().map(UpstreamSpec::SharedStdio),
+            },
+        }
+    }
+
+    /// The stdio server to run: the configured command, or this binary's demo server.
+    pub fn stdio_spec(&self) -> anyhow::Result<StdioSpec> {
+        let mut spec = match &self.stdio {
+            Some(command) => StdioSpec::parse(command).map_err(|e| anyhow::anyhow!(e))?,
+            None => {
+                let exe = std::env::current_exe().context("cannot locate this executable")?;
+                StdioSpec {
+                    program: exe.to_string_lossy().into_owned(),
+                    args: vec!["demo-server".into()],
+                    ..StdioSpec::parse("demo-server").map_err(|e| anyhow::anyhow!(e))?
+                }
+            }
+        };
+        spec.max_line_bytes = self.max_line_bytes;
+        spec.shutdown_grace = self.shutdown_grace;
+        spec.warm = self.warm;
+        Ok(spec)
+    }
+}
+
+impl SessionConfig {
+    pub fn settings(&self) -> SessionSettings {
+        SessionSettings {
+            window: Window {
+                max_events: self.window_events,
+                max_bytes: self.window_bytes,
+                max_age: self.window_age,
+            },
+            idle_ttl: self.idle_ttl,
+            max_sessions: self.max_sessions,
+            max_sessions_per_principal: self.max_sessions_per_principal,
+            coalesce_progress: self.coalesce_progress,
+            cache_lists: false,
+            request_timeout: UpstreamConfig::default().request_timeout,
+        }
+    }
+}
