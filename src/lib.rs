@@ -23,7 +23,10 @@
 
 pub mod config;
 pub mod demo;
+pub mod event;
 pub mod front;
+pub mod hop;
+pub mod ids;
 pub mod jsonrpc;
 pub mod memory;
 pub mod metrics;

@@ -14,6 +14,7 @@ use tokio_util::task::TaskTracker;
 use crate::config::{Config, SessionConfig, UpstreamConfig};
 use crate::front::{self, App, Router};
 use crate::metrics::Metrics;
+use crate::session::cluster::Cluster;
 use crate::session::{Registry, SessionSettings};
 use crate::store::{RedisStore, Store};
 use crate::upstream::UpstreamSpec;
@@ -36,19 +37,11 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
     let addr = listener.local_addr()?;
     let metrics = Arc::new(Metrics::default());
     let shutdown = CancellationToken::new();
-    let store = match config.store.as_str() {
-        "memory" => Store::Memory,
-        url => Store::Redis(
-            RedisStore::connect(
-                url,
-                &config.cluster,
-                addr,
-                config.session.idle_ttl,
-                metrics.clone(),
-                shutdown.clone(),
-            )
-            .await?,
-        ),
+    let store = match config.redis_settings(addr) {
+        None => Store::Memory,
+        Some(settings) => {
+            Store::Redis(RedisStore::connect(settings, metrics.clone(), shutdown.clone()).await?)
+        }
     };
     let serve = |name: &str,
                  upstream: &UpstreamConfig,
@@ -91,7 +84,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         servers,
         metrics: metrics.clone(),
         shutdown: shutdown.clone(),
-        store,
+        cluster: Cluster::new(store),
     });
     let served = tokio::spawn(front::serve(listener, router.clone(), shutdown.clone()));
     Ok(Running {

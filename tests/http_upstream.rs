@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{eventually, within, Proxy};
 use http::StatusCode;
-use mcp_session_proxy::session::id::Principal;
+use mcp_session_proxy::ids::Principal;
 use serde_json::json;
 
 async fn in_front_of(

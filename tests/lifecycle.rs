@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::Proxy;
 use http::StatusCode;
-use mcp_session_proxy::session::id::Principal;
+use mcp_session_proxy::ids::Principal;
 use mcp_session_proxy::upstream::Upstream;
 use nix::sys::signal::kill;
 use nix::unistd::Pid;

@@ -1,17 +1,43 @@
 //! What each layer takes from the configuration: the upstream spec, session and HTTP settings.
 
+use std::net::SocketAddr;
+
 use anyhow::Context;
 
 use super::file::{Config, Isolation, SessionConfig, UpstreamConfig};
 use super::validate::parse_http_url;
 use crate::front::HttpSettings;
+use crate::ids;
 use crate::session::log::Window;
 use crate::session::SessionSettings;
+use crate::store::redis::RedisSettings;
 use crate::upstream::http_client::HttpSpec;
 use crate::upstream::stdio::StdioSpec;
 use crate::upstream::UpstreamSpec;
 
 impl Config {
+    /// With a Redis store: its settings, this replica named (a random name if none is
+    /// configured) and reachable at `advertise` (or at `listen`, where it listens).
+    pub fn redis_settings(&self, listen: SocketAddr) -> Option<RedisSettings> {
+        let cluster = &self.cluster;
+        (self.store != "memory").then(|| RedisSettings {
+            url: self.store.clone(),
+            node_id: match cluster.node_id.as_str() {
+                "" => ids::mint_node(),
+                name => name.to_owned(),
+            },
+            advertise: match cluster.advertise.as_str() {
+                "" => format!("http://{listen}"),
+                url => url.to_owned(),
+            },
+            secret: cluster.secret.clone(),
+            namespace: cluster.namespace.clone(),
+            heartbeat: cluster.heartbeat,
+            owner_timeout: cluster.owner_timeout,
+            idle_ttl: self.session.idle_ttl,
+        })
+    }
+
     /// Whether `/mcp` serves a server of its own: always without named servers; with them, only
     /// when the top-level `[upstream]` names one.
     pub fn serves_default(&self) -> bool {

@@ -3,7 +3,7 @@
 use anyhow::bail;
 
 use super::file::{Config, Isolation, SessionConfig, UpstreamConfig};
-use crate::session::id::{is_node_name, MAX_NODE_NAME};
+use crate::ids::{is_node_name, MAX_NODE_NAME};
 use crate::upstream::stdio::StdioSpec;
 
 impl Config {

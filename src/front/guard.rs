@@ -4,7 +4,7 @@
 use http::{header, HeaderMap, HeaderName};
 
 use super::HttpSettings;
-use crate::session::id::Principal;
+use crate::ids::Principal;
 
 /// Why a request's `Host` or `Origin` is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -12,39 +12,38 @@ use std::time::Duration;
 
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
-use serde::Deserialize;
 use serde_json::json;
 
 use super::body::Body;
 use super::request::{header_str, json, read_body};
 use super::Router;
+use crate::event::StreamKey;
+use crate::hop::{ReadingStreams, Taken, TakenEvent, FOR_NODE_HEADER, NODE_HEADER, SECRET_HEADER};
 use crate::jsonrpc::{Kind, Message};
 use crate::metrics::Metrics;
-use crate::session::log::{EventId, StreamKey};
 use crate::session::Session;
-use crate::upstream::owner::{FOR_NODE_HEADER, NODE_HEADER, SECRET_HEADER};
 
 pub async fn handle(router: &Router, rest: &str, request: Request<Incoming>) -> Response<Body> {
-    let Some(redis) = router.store.redis() else {
+    let Some(member) = router.cluster.member() else {
         return plain(StatusCode::NOT_FOUND, "not found");
     };
     let mut response = answer(router, rest, request).await;
-    if let Ok(node) = HeaderValue::from_str(&redis.node_id) {
+    if let Ok(node) = HeaderValue::from_str(member.node_id) {
         response.headers_mut().insert(NODE_HEADER, node);
     }
     response
 }
 
 async fn answer(router: &Router, rest: &str, request: Request<Incoming>) -> Response<Body> {
-    let Some(redis) = router.store.redis() else {
+    let Some(member) = router.cluster.member() else {
         return plain(StatusCode::NOT_FOUND, "not found");
     };
     let presented = header_str(request.headers(), SECRET_HEADER).unwrap_or_default();
-    if !same(presented.as_bytes(), redis.secret.as_bytes()) {
+    if !same(presented.as_bytes(), member.secret.as_bytes()) {
         return plain(StatusCode::FORBIDDEN, "the cluster secret does not match");
     }
     // Meant for the replica that used to be at this address: nothing is done here.
-    if header_str(request.headers(), FOR_NODE_HEADER).is_some_and(|node| node != redis.node_id) {
+    if header_str(request.headers(), FOR_NODE_HEADER).is_some_and(|node| node != member.node_id) {
         return plain(
             StatusCode::MISDIRECTED_REQUEST,
             "this replica is not the one the hop is meant for",
@@ -79,7 +78,7 @@ async fn answer(router: &Router, rest: &str, request: Request<Incoming>) -> Resp
     };
     Metrics::inc(&app.metrics.sessions_forwarded_total);
     // Streams read through the asker stay live here for a few of its heartbeats.
-    let lease = redis.owner_timeout;
+    let lease = member.lease;
     let (parts, body) = request.into_parts();
     let body = match read_body(
         &parts.headers,
@@ -100,19 +99,8 @@ async fn answer(router: &Router, rest: &str, request: Request<Incoming>) -> Resp
         // Clients read the session on another replica: it is in use, and those streams get
         // every message as it comes.
         Method::PUT => {
-            #[derive(Deserialize, Default)]
-            struct Reading {
-                #[serde(default)]
-                reading: Vec<String>,
-            }
-            let reading: Reading = serde_json::from_slice(&body).unwrap_or_default();
-            let streams: Vec<StreamKey> = reading
-                .reading
-                .iter()
-                .filter_map(|key| format!("{key}.0").parse::<EventId>().ok())
-                .map(|id| id.stream)
-                .collect();
-            let head = session.read_elsewhere(&streams, lease);
+            let reading: ReadingStreams = serde_json::from_slice(&body).unwrap_or_default();
+            let head = session.read_elsewhere(&reading.streams(), lease);
             let body = json!({ "head": head, "record": session.record() });
             json(StatusCode::OK, body.to_string().into())
         }
@@ -131,10 +119,9 @@ async fn answer(router: &Router, rest: &str, request: Request<Incoming>) -> Resp
                     // The asker reads the answer there.
                     session.read_elsewhere(&[stream], lease);
                     let events = first_answer(&session, stream, app.http.json_wait).await;
-                    let body = json!({ "stream": stream.to_string(), "events": events });
-                    json(StatusCode::OK, body.to_string().into())
+                    taken(Taken::new(Some(stream), events))
                 }
-                Ok(None) => json(StatusCode::OK, json!({ "stream": null }).to_string().into()),
+                Ok(None) => taken(Taken::default()),
                 // Its server was released as this replica began to leave: the asker takes
                 // the session over and the client retries.
                 Err(_) if router.shutdown.is_cancelled() => plain(
@@ -155,7 +142,7 @@ async fn first_answer(
     session: &Arc<Session>,
     stream: StreamKey,
     wait: Duration,
-) -> Vec<serde_json::Value> {
+) -> Vec<TakenEvent> {
     let mut reader = session.attach(stream, None);
     let deadline = tokio::time::Instant::now() + wait;
     let mut events = Vec::new();
@@ -163,18 +150,18 @@ async fn first_answer(
         let mut ended = false;
         for event in delivery.events {
             ended |= event.terminal;
-            // Byte for byte (an empty payload, the end marker of a cancelled request: null).
-            let payload = String::from_utf8(event.payload.to_vec())
-                .ok()
-                .and_then(|text| serde_json::value::RawValue::from_string(text).ok());
-            events
-                .push(json!({ "seq": event.seq, "terminal": event.terminal, "payload": payload }));
+            events.push(TakenEvent::new(event.seq, event.terminal, &event.payload));
         }
         if ended {
             break;
         }
     }
     events
+}
+
+fn taken(taken: Taken) -> Response<Body> {
+    let body = serde_json::to_vec(&taken).unwrap_or_default();
+    json(StatusCode::OK, body.into())
 }
 
 /// Compares secrets in time independent of where they differ.

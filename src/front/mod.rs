@@ -29,8 +29,8 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
 use crate::metrics::Metrics;
+use crate::session::cluster::Cluster;
 use crate::session::Registry;
-use crate::store::Store;
 use body::Body;
 use rejection::Rejection;
 
@@ -108,7 +108,7 @@ pub struct Router {
     pub servers: BTreeMap<String, Arc<App>>,
     pub metrics: Arc<Metrics>,
     pub shutdown: CancellationToken,
-    pub store: Store,
+    pub cluster: Cluster,
 }
 
 /// Accepts connections until `shutdown`, then lets open ones finish their current exchange.
@@ -186,7 +186,7 @@ async fn route(router: &Router, request: Request<Incoming>) -> Response<Body> {
             "/readyz" if router.shutdown.is_cancelled() => {
                 return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n".into())
             }
-            "/readyz" if !router.store.healthy() => {
+            "/readyz" if !router.cluster.healthy() => {
                 return text(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "the session store (Redis) is unreachable\n".into(),

@@ -11,8 +11,6 @@ use super::guard::Refused;
 use crate::jsonrpc::{self, ParseError, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST};
 use crate::session::protocol;
 use crate::session::SessionError;
-use crate::upstream::owner::HopError;
-use crate::upstream::UpstreamError;
 
 /// JSON-RPC code for an unknown, expired or foreign session.
 pub const SESSION_NOT_FOUND: i64 = -32001;
@@ -140,10 +138,9 @@ impl Rejection {
             | SessionError::TooManyForPrincipal(_)
             | SessionError::StoreUnavailable
             | SessionError::StoreBehind(_) => unavailable(format!("Service Unavailable: {error}")),
-            SessionError::OwnerUnavailable(_)
-            | SessionError::Upstream(UpstreamError::Hop(
-                HopError::Unreachable(_) | HopError::Gone | HopError::Moved { .. },
-            )) => unavailable(format!("Service Unavailable: {error}; retry shortly")),
+            error if error.owner_unavailable() => {
+                unavailable(format!("Service Unavailable: {error}; retry shortly"))
+            }
             SessionError::Gone => Rejection::session_not_found(),
             _ => Rejection::new(StatusCode::BAD_GATEWAY, INTERNAL_ERROR, error.to_string()),
         }

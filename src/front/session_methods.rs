@@ -10,8 +10,8 @@ use serde_json::{json, Value};
 
 use super::rejection::Rejection;
 use super::App;
+use crate::ids::Principal;
 use crate::jsonrpc::{self, Message};
-use crate::session::id::Principal;
 use crate::session::log::StreamKey;
 use crate::session::protocol::{self, EndParams, ResumeParams};
 use crate::session::{Resumed, Session, Shape};

@@ -26,8 +26,6 @@ use crate::metrics;
 use crate::session::log::{EventId, StreamKey};
 use crate::session::protocol::{self, is_session_method};
 use crate::session::{Delivery, ReadError, Reader, Session, SessionError, Shape};
-use crate::upstream::owner::HopError;
-use crate::upstream::UpstreamError;
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
@@ -173,15 +171,7 @@ async fn exchange(
         }
         // The session could not take the message (its owning replica or the store cannot
         // serve it now: 503, retry; it is gone: 404): not an answer from the server.
-        Err(
-            error @ (SessionError::Upstream(UpstreamError::Hop(
-                HopError::Unreachable(_) | HopError::Gone | HopError::Moved { .. },
-            ))
-            | SessionError::Gone
-            | SessionError::OwnerUnavailable(_)
-            | SessionError::StoreUnavailable
-            | SessionError::StoreBehind(_)),
-        ) => {
+        Err(error) if error.not_taken() => {
             return Err(Rejection::session(&error).with_id(Some(&request_id)));
         }
         Err(error) => {
@@ -243,7 +233,7 @@ async fn protocol_post(
     app: &App,
     headers: &HeaderMap,
     message: Message,
-    principal: crate::session::id::Principal,
+    principal: crate::ids::Principal,
     named: Option<&str>,
 ) -> Result<Response<Body>, Rejection> {
     let id = message.id().cloned().unwrap_or(Value::Null);
@@ -351,7 +341,7 @@ fn open_channel(
 async fn transport_session(
     app: &App,
     session_id: &str,
-    principal: &crate::session::id::Principal,
+    principal: &crate::ids::Principal,
 ) -> Result<Arc<Session>, Rejection> {
     let session = app
         .registry

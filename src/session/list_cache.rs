@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use serde_json::value::RawValue;
 
-use super::id::Principal;
+use crate::ids::Principal;
 
 /// The cached methods, and the notification that invalidates each.
 const LISTS: [(&str, &str); 4] = [

@@ -2,7 +2,7 @@
 //! upstream binding, its event log and the streams attached to it; client messages go in through
 //! `call`/`notify`/`answer`, server messages come out through a `Reader` per stream.
 
-pub mod id;
+pub mod cluster;
 pub mod list_cache;
 pub mod log;
 pub mod protocol;
@@ -22,11 +22,12 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn, Instrument, Span};
 
+use crate::ids::Principal;
 use crate::jsonrpc::{self, id_key, Kind, Message};
 use crate::metrics::Metrics;
 use crate::store::{Backlog, Mirror, Op, Record};
+use crate::upstream::owner::HopError;
 use crate::upstream::{Upstream, UpstreamError, UpstreamEvent};
-use id::Principal;
 use list_cache::{ListCache, Lookup, Ticket};
 use log::{Event, EventId, EventLog, Logged, StreamKey, Window};
 use routing::Route;
@@ -89,6 +90,30 @@ pub enum SessionError {
     /// The session was found, then turned out to be gone (ended on its owner).
     #[error("the session is gone")]
     Gone,
+}
+
+impl SessionError {
+    /// Its owning replica cannot serve the session right now (unreachable, restarted, moving
+    /// it), and the message was not carried out: a retry shortly may be served.
+    pub fn owner_unavailable(&self) -> bool {
+        matches!(
+            self,
+            SessionError::OwnerUnavailable(_)
+                | SessionError::Upstream(UpstreamError::Hop(
+                    HopError::Unreachable(_) | HopError::Gone | HopError::Moved { .. },
+                ))
+        )
+    }
+
+    /// The session did not take the message (its owner or its store cannot serve it now, or it
+    /// is gone): an answer about the session, not one from its server.
+    pub fn not_taken(&self) -> bool {
+        self.owner_unavailable()
+            || matches!(
+                self,
+                SessionError::Gone | SessionError::StoreUnavailable | SessionError::StoreBehind(_)
+            )
+    }
 }
 
 /// Why a stream cannot be read from a position.

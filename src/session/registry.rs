@@ -13,10 +13,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
-use super::id::{self, Principal};
 use super::list_cache::ListCache;
 use super::log::StreamKey;
 use super::{Session, SessionError, SessionSettings, Shape};
+use crate::ids::{self, Principal};
 use crate::jsonrpc::Message;
 use crate::metrics::Metrics;
 use crate::store::{Record, RedisStore, Store};
@@ -162,8 +162,8 @@ impl Registry {
             }
         };
         let id = match self.store.redis() {
-            Some(redis) => id::mint_at(&redis.node_id),
-            None => id::mint(),
+            Some(redis) => ids::mint_at(&redis.node_id),
+            None => ids::mint(),
         };
         let mirror = self.store.mirror(&self.server, &id);
         let session = Arc::new(Session::new(
@@ -282,7 +282,7 @@ impl Registry {
 
     /// The session `id` if `principal` owns it. Another principal's session is not found.
     pub fn get(&self, id: &str, principal: &Principal) -> Option<Arc<Session>> {
-        if !id::is_well_formed(id) {
+        if !ids::is_well_formed(id) {
             return None;
         }
         let session = self.sessions.get(id)?.value().clone();
@@ -328,7 +328,7 @@ impl Registry {
         let Some(redis) = self.store.redis() else {
             return Ok(None);
         };
-        if !id::is_well_formed(id) {
+        if !ids::is_well_formed(id) {
             return Ok(None);
         }
         if let Some(view) = self.views.get(id).map(|v| v.value().clone()) {
@@ -405,7 +405,7 @@ impl Registry {
         id: &str,
         principal: &Principal,
     ) -> Result<Option<Arc<Session>>, SessionError> {
-        let Some(node) = id::node_of(id).filter(|node| *node != redis.node_id) else {
+        let Some(node) = ids::node_of(id).filter(|node| *node != redis.node_id) else {
             return Ok(None);
         };
         let Some(url) = redis.node_url(node).await.map_err(|e| unavailable(&e))? else {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot, Notify};
 
-use crate::session::log::Logged;
+use crate::event::Logged;
 pub use redis::RedisStore;
 
 /// The store a proxy runs with.

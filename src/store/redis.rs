@@ -11,7 +11,6 @@
 //!   the owner has not answered yet (a replica taking over answers them with an error).
 
 use std::collections::{HashMap, HashSet};
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,15 +24,34 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::{Backlog, Mirror, Op, Queued, Record};
-use crate::config::ClusterConfig;
+use crate::event::{EventId, Logged};
 use crate::metrics::Metrics;
-use crate::session::log::{EventId, Logged};
 
 /// Ops written per round trip at most.
 const BATCH: usize = 1024;
 /// Ops that may wait to be written before new work waits for the writer (a few tenths of a
 /// second of writes at full load).
 const BACKLOG_LIMIT: usize = 50_000;
+
+/// What a replica needs to share sessions through Redis.
+#[derive(Debug, Clone)]
+pub struct RedisSettings {
+    /// `redis://host:port/db`.
+    pub url: String,
+    /// This replica's name (part of the session ids it mints).
+    pub node_id: String,
+    /// The base URL the other replicas reach this one at.
+    pub advertise: String,
+    /// Authenticates the replicas' internal requests to each other.
+    pub secret: String,
+    /// Prefix of every Redis key.
+    pub namespace: String,
+    pub heartbeat: Duration,
+    /// A replica silent for this long is dead: its sessions are taken over.
+    pub owner_timeout: Duration,
+    /// How long an idle session lives.
+    pub idle_ttl: Duration,
+}
 
 pub struct RedisStore {
     client: redis::Client,
@@ -60,13 +78,11 @@ impl RedisStore {
     /// Connects (a clear error if Redis cannot be reached), registers this replica and starts
     /// the heartbeat and the writer; both stop at `shutdown`.
     pub async fn connect(
-        url: &str,
-        cluster: &ClusterConfig,
-        listen: SocketAddr,
-        ttl: Duration,
+        settings: RedisSettings,
         metrics: Arc<Metrics>,
         shutdown: CancellationToken,
     ) -> anyhow::Result<Arc<RedisStore>> {
+        let url = settings.url.as_str();
         let client = redis::Client::open(url).with_context(|| format!("store: {url:?}"))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(2)))
@@ -85,25 +101,17 @@ impl RedisStore {
             .query_async(&mut connection)
             .await
             .with_context(|| format!("cannot reach the Redis store at {url}"))?;
-        let node_id = match cluster.node_id.as_str() {
-            "" => crate::session::id::mint_node(),
-            name => name.to_owned(),
-        };
-        let advertise = match cluster.advertise.as_str() {
-            "" => format!("http://{listen}"),
-            url => url.trim_end_matches('/').to_owned(),
-        };
         let (ops, queue) = mpsc::unbounded_channel();
         let store = Arc::new(RedisStore {
             client,
             connection,
-            node_id,
-            advertise,
-            secret: cluster.secret.clone(),
-            namespace: cluster.namespace.clone(),
-            heartbeat: cluster.heartbeat,
-            owner_timeout: cluster.owner_timeout,
-            ttl: ttl + cluster.owner_timeout,
+            node_id: settings.node_id.clone(),
+            advertise: settings.advertise.trim_end_matches('/').to_owned(),
+            secret: settings.secret.clone(),
+            namespace: settings.namespace.clone(),
+            heartbeat: settings.heartbeat,
+            owner_timeout: settings.owner_timeout,
+            ttl: settings.idle_ttl + settings.owner_timeout,
             healthy: AtomicBool::new(true),
             recovered: tokio::sync::watch::channel(0).0,
             ops,

@@ -11,19 +11,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
-use serde::Deserialize;
-use serde_json::json;
 
 use super::http_client::HttpClient;
+use crate::event::{Logged, StreamKey};
+use crate::hop::{
+    self, Reading, ReadingStreams, Taken, FOR_NODE_HEADER, NODE_HEADER, SECRET_HEADER,
+};
 use crate::jsonrpc::Message;
-use crate::session::log::{EventId, Logged, StreamKey};
-
-pub const SECRET_HEADER: &str = "x-mcp-proxy-secret";
-/// The replica that answered a hop.
-pub const NODE_HEADER: &str = "x-mcp-proxy-node";
-/// The replica a hop is meant for: another one at its address refuses it before doing anything
-/// (421), so a message never runs on a replica the asker did not mean.
-pub const FOR_NODE_HEADER: &str = "x-mcp-proxy-for-node";
 
 /// How long the owner has to take a message in (it answers once the message is queued, not
 /// when its server has answered).
@@ -76,30 +70,6 @@ pub enum HopError {
     Refused(String),
 }
 
-#[derive(Deserialize)]
-struct Taken {
-    stream: Option<String>,
-    #[serde(default)]
-    events: Vec<TakenEvent>,
-}
-
-/// A message the owner logged for the request, handed back with the hop.
-#[derive(Deserialize)]
-struct TakenEvent {
-    seq: u64,
-    terminal: bool,
-    payload: Option<Box<serde_json::value::RawValue>>,
-}
-
-/// What the owner says when told of streams read elsewhere: its newest position, and the
-/// session as its record describes it.
-#[derive(Debug, Deserialize)]
-pub struct Reading {
-    pub head: u64,
-    #[serde(default)]
-    pub record: serde_json::Value,
-}
-
 impl OwnerLink {
     pub fn new(
         client: HttpClient,
@@ -112,7 +82,7 @@ impl OwnerLink {
             inner: Arc::new(Link {
                 client,
                 secret,
-                path: format!("/internal/{server}/sessions/{session}"),
+                path: hop::path(server, session),
                 owner: Mutex::new(owner),
                 suspect: AtomicBool::new(false),
             }),
@@ -147,28 +117,7 @@ impl OwnerLink {
         let body = self.hop(Method::POST, message.to_bytes()).await?;
         let taken: Taken = serde_json::from_slice(&body)
             .map_err(|e| HopError::Refused(format!("unreadable answer: {e}")))?;
-        let stream = taken
-            .stream
-            .and_then(|key| format!("{key}.0").parse::<EventId>().ok())
-            .map(|id| id.stream);
-        let logged = match stream {
-            Some(stream) => taken
-                .events
-                .into_iter()
-                .map(|event| Logged {
-                    seq: event.seq,
-                    stream,
-                    terminal: event.terminal,
-                    coalesce: None, // the view files it by its payload
-                    payload: event
-                        .payload
-                        .map(|p| Bytes::from(p.get().to_owned()))
-                        .unwrap_or_default(),
-                })
-                .collect(),
-            None => Vec::new(),
-        };
-        Ok((stream, logged))
+        Ok(taken.into_logged())
     }
 
     /// Asks the owner to end the session.
@@ -179,9 +128,9 @@ impl OwnerLink {
     /// Tells the owner clients read `streams` here (so it neither expires the session nor
     /// coalesces away what they have not been sent); answers its newest position and record.
     pub async fn read(&self, streams: &[StreamKey]) -> Result<Reading, HopError> {
-        let streams: Vec<String> = streams.iter().map(ToString::to_string).collect();
-        let body = Bytes::from(json!({ "reading": streams }).to_string());
-        let answer = self.hop(Method::PUT, body).await?;
+        let body = serde_json::to_vec(&ReadingStreams::new(streams))
+            .map_err(|e| HopError::Refused(e.to_string()))?;
+        let answer = self.hop(Method::PUT, body.into()).await?;
         serde_json::from_slice::<Reading>(&answer)
             .map_err(|e| HopError::Refused(format!("unreadable answer: {e}")))
     }
