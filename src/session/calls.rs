@@ -1,0 +1,330 @@
+//! Client messages to the server: requests go in flight under upstream ids of the session's
+//! own (cancellations are readdressed to them), answers are matched back, and a request whose
+//! server stays silent past the request timeout fails and is cancelled.
+
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+use tokio::time::Instant;
+use tracing::{debug, Instrument};
+
+use super::list_cache::{Lookup, Ticket};
+use super::log::StreamKey;
+use super::{protocol, routing, Session, SessionError, STORE_PATIENCE};
+use crate::jsonrpc::{self, id_key, Kind, Message};
+use crate::metrics::Metrics;
+use crate::store::Op;
+use crate::upstream::Upstream;
+
+/// A client request the upstream has not answered yet, keyed by the upstream id.
+#[derive(Debug)]
+pub(super) struct Inflight {
+    pub(super) client_id: Value,
+    pub(super) stream: u64,
+    pub(super) method: String,
+    pub(super) progress_token: Option<String>,
+    /// Where a cacheable list answer goes.
+    pub(super) ticket: Option<Ticket>,
+    /// A request of the proxy's own (re-initializing a new upstream): its answer is not
+    /// logged, only reported here.
+    pub(super) internal: Option<tokio::sync::oneshot::Sender<()>>,
+    /// When it fails for want of an answer; `None` while the client owes the server an answer
+    /// to a request of the server's that this one caused.
+    pub(super) deadline: Option<Instant>,
+}
+
+impl Session {
+    /// Sends a client request upstream under a fresh upstream id and opens the stream its
+    /// answer will be logged on. With a shared store far behind, it first waits (bounded) for
+    /// the store to catch up.
+    pub async fn call(&self, mut request: Message) -> Result<StreamKey, SessionError> {
+        if let Some(backlog) = &self.backlog {
+            backlog
+                .room(STORE_PATIENCE)
+                .await
+                .map_err(SessionError::StoreBehind)?;
+        }
+        if let Upstream::Owner(owner) = &self.upstream {
+            self.lock().last_active = Instant::now();
+            let (stream, answer) = owner
+                .forward(&request)
+                .await
+                .map_err(|e| SessionError::Upstream(e.into()))?;
+            self.absorb(answer);
+            return stream
+                .ok_or_else(|| SessionError::UpstreamFailed("the owner opened no stream".into()));
+        }
+        let (stream, upstream_id, outgoing) = {
+            let mut state = self.lock();
+            if let Some(cause) = &state.upstream_failure {
+                return Err(SessionError::UpstreamFailed(cause.clone()));
+            }
+            state.last_active = Instant::now();
+            let stream = state.next_stream;
+            state.next_stream += 1;
+            let method = request.method().unwrap_or_default().to_owned();
+            if protocol::is_session_method(&method) {
+                // Answered by the proxy where a front offers them; never the upstream's.
+                let client_id = request.id().cloned().unwrap_or(Value::Null);
+                let message = format!(
+                    "Method not found: {method} is offered on WebSocket connections and on Streamable \
+                     HTTP requests without Mcp-Session-Id, not on this one"
+                );
+                let error =
+                    jsonrpc::error_response(&client_id, jsonrpc::METHOD_NOT_FOUND, &message, None);
+                let stream = state.stream_of(stream);
+                self.append(&mut state, stream, error, true, None);
+                return Ok(stream);
+            }
+            let ticket = match self.cached_list(&request, &method) {
+                Ok(ticket) => ticket,
+                Err(result) => {
+                    let client_id = request.id().cloned().unwrap_or(Value::Null);
+                    let answer = json!({ "jsonrpc": "2.0", "id": client_id, "result": result });
+                    let stream = state.stream_of(stream);
+                    self.append(
+                        &mut state,
+                        stream,
+                        Bytes::from(answer.to_string()),
+                        true,
+                        None,
+                    );
+                    return Ok(stream);
+                }
+            };
+            let upstream_id = state.next_upstream_id;
+            state.next_upstream_id += 1;
+            match method.as_str() {
+                "resources/subscribe" | "resources/unsubscribe" => {
+                    if let Some(uri) = routing::subscription_uri(&request) {
+                        if method == "resources/subscribe" {
+                            state.subscriptions.insert(uri);
+                        } else {
+                            state.subscriptions.remove(&uri);
+                        }
+                        state.mirror_subscriptions();
+                    }
+                }
+                _ => {}
+            }
+            let progress_token = routing::progress_token(&request);
+            if let Some(token) = &progress_token {
+                state.progress.insert(token.clone(), stream);
+            }
+            let client_id = request.id().cloned().unwrap_or(Value::Null);
+            state.inflight.insert(
+                upstream_id,
+                Inflight {
+                    client_id,
+                    stream,
+                    method,
+                    progress_token,
+                    ticket,
+                    internal: None,
+                    deadline: Some(Instant::now() + self.settings.request_timeout),
+                },
+            );
+            if state.mirror.is_some() {
+                let client_id = request.id().cloned().unwrap_or(Value::Null).to_string();
+                let init = (request.method() == Some("initialize"))
+                    .then(|| request.params().map(|p| p.get().to_owned()))
+                    .flatten();
+                state.mirror(|| Op::Field {
+                    name: "next_stream",
+                    value: (stream + 1).to_string(),
+                });
+                state.mirror(|| Op::Inflight { stream, client_id });
+                if let Some(init) = init {
+                    state.init = Some(init.clone());
+                    state.mirror(|| Op::Field {
+                        name: "init",
+                        value: init,
+                    });
+                }
+            }
+            request.set_id(Value::from(upstream_id));
+            (stream, upstream_id, request)
+        };
+        if let Err(error) = self.upstream.send(outgoing).await {
+            self.lock().finish(upstream_id);
+            return Err(error.into());
+        }
+        Ok(self.lock().stream_of(stream))
+    }
+
+    /// A list the cache can answer: `Err(result)` on a hit, `Ok(ticket)` to fill it on a miss.
+    fn cached_list(
+        &self,
+        request: &Message,
+        method: &str,
+    ) -> Result<Option<Ticket>, Box<RawValue>> {
+        let Some(cache) = &self.list_cache else {
+            return Ok(None);
+        };
+        match cache.lookup(&self.principal, method, request.params()) {
+            Lookup::Hit(result) => {
+                Metrics::inc(&self.metrics.list_cache_hits_total);
+                Err(result)
+            }
+            Lookup::Miss(ticket) => {
+                Metrics::inc(&self.metrics.list_cache_misses_total);
+                Ok(Some(ticket))
+            }
+            Lookup::Uncached => Ok(None),
+        }
+    }
+
+    /// Hands a client message to the session by its kind: for a request, the stream its answer
+    /// will be logged on.
+    pub async fn deliver(&self, message: Message) -> Result<Option<StreamKey>, SessionError> {
+        match message.kind() {
+            Kind::Request => self.call(message).await.map(Some),
+            Kind::Notification => self.notify(message).await.map(|()| None),
+            Kind::Response => self.answer(message).await.map(|()| None),
+        }
+    }
+
+    /// Forwards a client notification. `notifications/cancelled` is readdressed to the upstream
+    /// id, and the cancelled request's stream is closed.
+    pub async fn notify(&self, mut notification: Message) -> Result<(), SessionError> {
+        if notification.method() == Some("notifications/cancelled") {
+            #[derive(Deserialize)]
+            struct Cancelled {
+                #[serde(rename = "requestId")]
+                request_id: Value,
+            }
+            let Some(cancelled) = notification.params_as::<Cancelled>() else {
+                return Ok(());
+            };
+            let wanted = id_key(&cancelled.request_id);
+            let upstream_id = {
+                let mut state = self.lock();
+                let found = state
+                    .inflight
+                    .iter()
+                    .find(|(_, r)| id_key(&r.client_id) == wanted)
+                    .map(|(id, _)| *id);
+                let Some(upstream_id) = found else {
+                    self.span().in_scope(|| {
+                        debug!(request = %wanted, "cancellation of a request that is not in flight")
+                    });
+                    return Ok(());
+                };
+                if let Some(request) = state.finish(upstream_id) {
+                    let stream = state.stream_of(request.stream);
+                    self.append(&mut state, stream, Bytes::new(), true, None);
+                }
+                upstream_id
+            };
+            let mut params: Value = notification
+                .params()
+                .and_then(|p| serde_json::from_str(p.get()).ok())
+                .unwrap_or_default();
+            params["requestId"] = Value::from(upstream_id);
+            if let Ok(raw) = serde_json::value::to_raw_value(&params) {
+                notification.set_params(raw);
+            }
+        }
+        self.forward(notification).await
+    }
+
+    /// Forwards the client's response to a server request; the request that caused it waits
+    /// for its server again.
+    pub async fn answer(&self, response: Message) -> Result<(), SessionError> {
+        if let Some(id) = response.id() {
+            let mut state = self.lock();
+            if let Some(stream) = state.asked.remove(&id_key(id)) {
+                state.heard_of(stream, self.settings.request_timeout, false);
+            }
+        }
+        self.forward(response).await
+    }
+
+    async fn forward(&self, message: Message) -> Result<(), SessionError> {
+        {
+            let mut state = self.lock();
+            if let Some(cause) = &state.upstream_failure {
+                return Err(SessionError::UpstreamFailed(cause.clone()));
+            }
+            state.last_active = Instant::now();
+        }
+        Ok(self.upstream.send(message).await?)
+    }
+
+    /// Fails each request whose server stayed silent past its deadline, ending its stream with
+    /// an error, and tells the server to cancel it. Returns how many.
+    pub(crate) fn expire_requests(&self, now: Instant) -> usize {
+        let timeout = self.settings.request_timeout;
+        let overdue: Vec<u64> = {
+            let mut state = self.lock();
+            let overdue: Vec<u64> = state
+                .inflight
+                .iter()
+                .filter(|(_, r)| r.internal.is_none() && r.deadline.is_some_and(|d| d <= now))
+                .map(|(id, _)| *id)
+                .collect();
+            for upstream_id in &overdue {
+                if let Some(request) = state.finish(*upstream_id) {
+                    let message = format!(
+                        "the upstream server did not answer {} within {timeout:?} \
+                         (upstream.request_timeout); the request was cancelled",
+                        request.method
+                    );
+                    self.fail(&mut state, request, &message);
+                }
+            }
+            overdue
+        };
+        for upstream_id in &overdue {
+            let reason = format!("no answer within {timeout:?}");
+            let params = serde_json::value::to_raw_value(
+                &json!({ "requestId": upstream_id, "reason": reason }),
+            )
+            .ok();
+            let cancel = Message::request(None, "notifications/cancelled", params);
+            let upstream = self.upstream.clone();
+            tokio::spawn(async move { upstream.send(cancel).await }.instrument(self.span()));
+        }
+        overdue.len()
+    }
+
+    pub(in crate::session) async fn internal_request(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+    ) -> Result<(), SessionError> {
+        let (done, answered) = tokio::sync::oneshot::channel();
+        let upstream_id = {
+            let mut state = self.lock();
+            let id = state.next_upstream_id;
+            state.next_upstream_id += 1;
+            state.inflight.insert(
+                id,
+                Inflight {
+                    client_id: Value::Null,
+                    stream: 0,
+                    method: method.to_owned(),
+                    progress_token: None,
+                    ticket: None,
+                    internal: Some(done),
+                    deadline: None,
+                },
+            );
+            id
+        };
+        self.upstream
+            .send(Message::request(
+                Some(Value::from(upstream_id)),
+                method,
+                params,
+            ))
+            .await?;
+        match tokio::time::timeout(self.settings.request_timeout, answered).await {
+            Ok(Ok(())) => Ok(()),
+            _ => Err(SessionError::UpstreamFailed(format!(
+                "the new upstream did not answer {method}"
+            ))),
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! Server messages into the log: each is filed on the stream it belongs to (a response on its
+//! request's, under the client's id again), numbered for a protocol-level session, coalesced,
+//! mirrored to the store; an upstream that fails fails the requests it held.
+
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::Value;
+use tokio::time::Instant;
+use tracing::debug;
+
+use super::calls::Inflight;
+use super::log::{Logged, StreamKey};
+use super::routing::{self, Route};
+use super::state::State;
+use super::{protocol, Session};
+use crate::jsonrpc::{self, id_key, Kind, Message};
+use crate::metrics::Metrics;
+use crate::store::Op;
+use crate::upstream::UpstreamEvent;
+
+impl Session {
+    /// Files a message from the upstream in the log.
+    pub(crate) fn on_upstream(&self, event: UpstreamEvent) {
+        let mut state = self.lock();
+        match event {
+            UpstreamEvent::Message(message) => self.file(&mut state, *message),
+            UpstreamEvent::Oversized { id, max } => {
+                let request = id
+                    .and_then(|id| id.as_u64())
+                    .and_then(|id| state.finish(id));
+                if let Some(request) = request {
+                    let message = format!(
+                        "the upstream server's answer exceeded the {max}-byte line limit \
+                         (upstream.max_line_bytes) and was dropped"
+                    );
+                    self.fail(&mut state, request, &message);
+                }
+            }
+            UpstreamEvent::Exited(cause) => {
+                Metrics::inc(&self.metrics.upstream_exits_total);
+                let failed: Vec<Inflight> = state.inflight.drain().map(|(_, r)| r).collect();
+                state.progress.clear();
+                for request in failed {
+                    self.fail(&mut state, request, &cause);
+                }
+                state.upstream_failure = Some(cause.into());
+            }
+        }
+    }
+
+    /// Answers a request taken out of flight with an internal error, ending its stream.
+    pub(in crate::session) fn fail(&self, state: &mut State, request: Inflight, message: &str) {
+        if request.internal.is_some() {
+            return;
+        }
+        let error =
+            jsonrpc::error_response(&request.client_id, jsonrpc::INTERNAL_ERROR, message, None);
+        let stream = state.stream_of(request.stream);
+        self.append(state, stream, error, true, None);
+    }
+
+    pub(in crate::session) fn file(&self, state: &mut State, mut message: Message) {
+        let filing = routing::file(&message, self.settings.coalesce_progress);
+        let (stream, terminal) = match filing.route {
+            Route::Response(id) => {
+                let request = id.parse::<u64>().ok().and_then(|id| state.finish(id));
+                let Some(request) = request else {
+                    self.span()
+                        .in_scope(|| debug!(%id, "response to no request in flight; dropped"));
+                    return;
+                };
+                if let Some(done) = request.internal {
+                    if request.method == "initialize" {
+                        record_initialize(state, &message);
+                    }
+                    let _ = done.send(());
+                    return;
+                }
+                if request.method == "initialize" {
+                    record_initialize(state, &message);
+                    if let Some(version) = state.protocol_version.clone() {
+                        state.mirror(|| Op::Field {
+                            name: "version",
+                            value: version,
+                        });
+                    }
+                    if let Some(result) = message
+                        .result()
+                        .and_then(|r| protocol::advertise(r, &self.settings.window))
+                    {
+                        message.set_result(result);
+                    }
+                }
+                if let (Some(cache), Some(ticket), Some(result)) =
+                    (&self.list_cache, request.ticket, message.result())
+                {
+                    cache.store(ticket, result);
+                }
+                message.set_id(request.client_id);
+                (state.stream_of(request.stream), true)
+            }
+            Route::Progress(token) => match state.progress.get(&token).copied() {
+                Some(stream) => {
+                    state.heard_of(stream, self.settings.request_timeout, false);
+                    (state.stream_of(stream), false)
+                }
+                None => (StreamKey::Standalone, false),
+            },
+            Route::Related => match state.related_request() {
+                Some(n) => {
+                    let asks = message.kind() == Kind::Request;
+                    if let (true, Some(id)) = (asks, message.id()) {
+                        state.asked.insert(id_key(id), n);
+                    }
+                    state.heard_of(n, self.settings.request_timeout, asks);
+                    (state.stream_of(n), false)
+                }
+                None => (StreamKey::Standalone, false),
+            },
+            Route::SessionWide => {
+                if let (Some(cache), Some(method)) = (&self.list_cache, message.method()) {
+                    cache.invalidate(method);
+                }
+                (StreamKey::Standalone, false)
+            }
+        };
+        self.append(state, stream, message.to_bytes(), terminal, filing.coalesce);
+    }
+
+    pub(in crate::session) fn append(
+        &self,
+        state: &mut State,
+        stream: StreamKey,
+        payload: Bytes,
+        terminal: bool,
+        coalesce: Option<String>,
+    ) {
+        let payload = match state.numbered && !payload.is_empty() {
+            true => protocol::stamp(&payload, state.log.head() + 1),
+            false => payload,
+        };
+        let now = Instant::now();
+        let mirrored = state
+            .mirror
+            .is_some()
+            .then(|| (payload.clone(), coalesce.clone()));
+        let live = state.read_live(stream, now);
+        let appended = state
+            .log
+            .append(stream, payload, terminal, coalesce, live, now);
+        if let Some((payload, coalesce)) = mirrored {
+            state.mirror(|| {
+                Op::Append(Logged {
+                    seq: appended.seq,
+                    stream,
+                    terminal,
+                    coalesce,
+                    payload,
+                })
+            });
+            if let Some(seq) = appended.replaced {
+                state.mirror(|| Op::Remove { seq });
+            }
+            if appended.evicted > 0 {
+                let through = state.log.evicted_floor();
+                state.mirror(|| Op::Evicted { through });
+            }
+        }
+        Metrics::inc(&self.metrics.events_logged_total);
+        Metrics::add(&self.metrics.events_coalesced_total, appended.coalesced);
+        Metrics::add(&self.metrics.events_evicted_total, appended.evicted);
+        self.changes.send_replace(appended.seq);
+    }
+}
+
+fn record_initialize(state: &mut State, response: &Message) {
+    #[derive(Deserialize)]
+    struct InitializeResult {
+        #[serde(rename = "protocolVersion")]
+        protocol_version: Option<String>,
+        #[serde(default)]
+        capabilities: Value,
+    }
+    let Some(result) = response
+        .result()
+        .and_then(|r| serde_json::from_str::<InitializeResult>(r.get()).ok())
+    else {
+        return;
+    };
+    state.protocol_version = result.protocol_version;
+    state.changeable_lists = [
+        ("tools", "notifications/tools/list_changed"),
+        ("resources", "notifications/resources/list_changed"),
+        ("prompts", "notifications/prompts/list_changed"),
+    ]
+    .into_iter()
+    .filter(|(capability, _)| result.capabilities[capability]["listChanged"] == true)
+    .map(|(_, method)| method)
+    .collect();
+}

@@ -1,0 +1,279 @@
+//! Readers of a session's streams: one per stream, attached at a position (a resume) or where
+//! delivery stopped; replay and live delivery are the same loop; `session/resume` attaches the
+//! one reader of a protocol-level session.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::debug;
+
+use super::log::{Event, EventId, StreamKey};
+use super::state::{Attachment, State};
+use super::{protocol, ReadError, Session};
+use crate::metrics::Metrics;
+use crate::upstream::Upstream;
+
+/// What a reader takes out of its stream in one go.
+#[derive(Debug)]
+pub struct Delivery {
+    pub events: Vec<Event>,
+    /// Synthesized invalidations, present when messages were lost (evicted unread).
+    pub invalidations: Vec<Bytes>,
+}
+
+impl Session {
+    /// Forgets a stream whose messages were handed over in a form no client can resume.
+    pub fn forget(&self, stream: StreamKey) {
+        self.lock().log.forget_stream(stream);
+    }
+
+    /// Whether `stream` is one this session has opened (a view: one its owner may have).
+    pub fn has_stream(&self, stream: StreamKey) -> bool {
+        let state = self.lock();
+        match stream {
+            StreamKey::Standalone => true,
+            StreamKey::Request(n) => n >= 1 && (state.view || n < state.next_stream),
+        }
+    }
+
+    /// Attaches a reader to `stream`, reading after `after` (or after what was already handed
+    /// out). It becomes the stream's only reader: an earlier one is detached.
+    pub fn attach(self: &Arc<Self>, stream: StreamKey, after: Option<u64>) -> Reader {
+        let mut state = self.lock();
+        if after.is_some() {
+            Metrics::inc(&self.metrics.replays_total);
+        }
+        let cursor = after.unwrap_or_else(|| state.log.delivered_through(stream));
+        self.attach_at(&mut state, stream, cursor)
+    }
+
+    fn attach_at(self: &Arc<Self>, state: &mut State, stream: StreamKey, cursor: u64) -> Reader {
+        let generation = state.next_generation;
+        state.next_generation += 1;
+        let detached = CancellationToken::new();
+        let previous = state.attachments.insert(
+            stream,
+            Attachment {
+                generation,
+                detached: detached.clone(),
+            },
+        );
+        if let Some(previous) = previous {
+            previous.detached.cancel();
+        }
+        self.readers.notify_waiters();
+        Reader {
+            session: self.clone(),
+            stream,
+            cursor,
+            catch_up_through: state.log.head(),
+            generation,
+            detached,
+            changes: self.changes.subscribe(),
+        }
+    }
+
+    /// `session/resume`: attaches the one reader of a protocol-level session. With the last
+    /// event the client processed and that position still in the window, it reads on from there
+    /// (catch-up); outside the window it gets the synthesized invalidations and then live
+    /// messages; without one, what was never handed out and then live messages.
+    pub fn resume(self: &Arc<Self>, last: Option<u64>) -> Result<Resumed, ResumeError> {
+        let mut state = self.lock();
+        let head = state.log.head();
+        let known = head.max(state.owner_head);
+        let stream = StreamKey::Standalone;
+        let (cursor, catchup, first) = match last {
+            Some(last) if last > known => return Err(ResumeError::Ahead { head: known }),
+            Some(last) if state.log.retains_after(stream, last, Instant::now()) => {
+                Metrics::inc(&self.metrics.replays_total);
+                (last, true, None)
+            }
+            Some(_) => {
+                Metrics::inc(&self.metrics.replay_gaps_total);
+                let invalidations = state.invalidations();
+                let first = (!invalidations.is_empty()).then_some(Delivery {
+                    events: Vec::new(),
+                    invalidations,
+                });
+                (head, false, first)
+            }
+            None => (state.log.delivered_through(stream), false, None),
+        };
+        state.last_active = Instant::now();
+        let reader = self.attach_at(&mut state, stream, cursor);
+        Ok(Resumed {
+            reader,
+            catchup,
+            first,
+        })
+    }
+
+    /// Takes what `stream` holds after `cursor`, in one critical section with the check for
+    /// its end, so a response logged in between is never mistaken for the end.
+    fn take(&self, stream: StreamKey, cursor: &mut u64, catch_up_through: u64) -> Take {
+        let mut state = self.lock();
+        let read = state
+            .log
+            .read(stream, *cursor, catch_up_through, Instant::now());
+        Metrics::add(&self.metrics.events_coalesced_total, read.coalesced);
+        let invalidations = if read.gap {
+            Metrics::inc(&self.metrics.replay_gaps_total);
+            state.invalidations()
+        } else {
+            Vec::new()
+        };
+        *cursor = read.through;
+        state.log.mark_delivered(stream, read.through);
+        if !read.events.is_empty() || !invalidations.is_empty() {
+            return Take::Delivery(Delivery {
+                events: read.events,
+                invalidations,
+            });
+        }
+        match stream {
+            StreamKey::Request(n) if !state.is_open(n) => Take::Finished,
+            _ => Take::Nothing,
+        }
+    }
+
+    fn detach(&self, stream: StreamKey, generation: u64) {
+        let mut state = self.lock();
+        if state.attachments.get(&stream).map(|a| a.generation) == Some(generation) {
+            state.attachments.remove(&stream);
+        }
+        state.last_active = Instant::now();
+    }
+
+    /// Readies a reader of `stream` from `after`: a position ahead of the session's newest is
+    /// refused. On a view, the owner is told first that a client reads `stream` here (so it
+    /// coalesces nothing away from it), and its newest position counts; an owner that cannot
+    /// be reached (dead, not yet taken over) leaves the logged messages to read, unchecked.
+    pub async fn ready_reader(
+        &self,
+        stream: StreamKey,
+        after: Option<u64>,
+    ) -> Result<(), ReadError> {
+        let head = match &self.upstream {
+            Upstream::Owner(owner) => match owner.read(&[stream]).await {
+                Ok(reading) => {
+                    let mut state = self.lock();
+                    state.owner_head = state.owner_head.max(reading.head);
+                    Some(state.owner_head.max(state.log.head()))
+                }
+                Err(error) => {
+                    self.span()
+                        .in_scope(|| debug!(%error, "the owner could not be told of a reader"));
+                    None
+                }
+            },
+            _ => Some(self.head()),
+        };
+        match (after, head) {
+            (Some(after), Some(head)) if after > head => Err(ReadError::Ahead { after, head }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The streams clients read here (a view renews them with its owner).
+    pub(crate) fn attached_streams(&self) -> Vec<StreamKey> {
+        self.lock().attachments.keys().copied().collect()
+    }
+
+    /// Whether a reader here waits for more than this log holds: one on the standalone stream,
+    /// or on a request stream whose answer has not arrived.
+    pub(crate) fn has_readers(&self) -> bool {
+        let state = self.lock();
+        state.attachments.keys().any(|stream| match stream {
+            StreamKey::Standalone => true,
+            StreamKey::Request(_) => !state.log.holds_end_of(*stream),
+        })
+    }
+}
+
+/// What `session/resume` attached.
+pub struct Resumed {
+    pub reader: Reader,
+    /// The client's position was still in the window: it gets exactly what followed it.
+    pub catchup: bool,
+    /// Synthesized invalidations to send first (the position was outside the window).
+    pub first: Option<Delivery>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeError {
+    #[error("lastSessionEventId is ahead of this session's newest event ({})", protocol::event_id(*head))]
+    Ahead { head: u64 },
+}
+
+enum Take {
+    Delivery(Delivery),
+    Nothing,
+    Finished,
+}
+
+/// The one reader of a stream. Replay and live delivery are the same loop: read the log after
+/// the cursor, then wait for it to grow.
+pub struct Reader {
+    session: Arc<Session>,
+    stream: StreamKey,
+    cursor: u64,
+    /// The newest position when the reader attached: what it finds up to there, it catches up
+    /// on (coalesced); what comes after, it is sent as it comes.
+    catch_up_through: u64,
+    generation: u64,
+    detached: CancellationToken,
+    changes: watch::Receiver<u64>,
+}
+
+impl Reader {
+    pub fn stream(&self) -> StreamKey {
+        self.stream
+    }
+
+    /// The position this reader has reached, as an SSE event id.
+    pub fn position(&self) -> EventId {
+        EventId {
+            stream: self.stream,
+            seq: self.cursor,
+        }
+    }
+
+    /// Whether this reader ended because another one was attached to its stream (a resume on
+    /// another connection), rather than because the session ended.
+    pub fn replaced(&self) -> bool {
+        self.detached.is_cancelled() && !self.session.ended.is_cancelled()
+    }
+
+    /// The next delivery; `None` once the stream is over: a request stream after its response,
+    /// or any stream whose reader was replaced or whose session ended.
+    pub async fn next(&mut self) -> Option<Delivery> {
+        loop {
+            if self.detached.is_cancelled() || self.session.ended.is_cancelled() {
+                return None;
+            }
+            self.changes.borrow_and_update();
+            match self
+                .session
+                .take(self.stream, &mut self.cursor, self.catch_up_through)
+            {
+                Take::Delivery(delivery) => return Some(delivery),
+                Take::Finished => return None,
+                Take::Nothing => {}
+            }
+            tokio::select! {
+                changed = self.changes.changed() => if changed.is_err() { return None },
+                () = self.detached.cancelled() => return None,
+                () = self.session.ended.cancelled() => return None,
+            }
+        }
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.session.detach(self.stream, self.generation);
+    }
+}

@@ -1,0 +1,76 @@
+//! An owned session's record and log, mirrored to the shared store for the other replicas.
+
+use tracing::warn;
+
+use crate::session::{Session, STORE_PATIENCE};
+use crate::store::{Op, Record};
+
+impl Session {
+    /// Waits (bounded) until the shared store holds everything this session wrote so far: a
+    /// client told of the session (its id, the answer to initialize) may ask any replica next.
+    pub async fn store_synced(&self) {
+        let mirror = self.lock().mirror.clone();
+        if let Some(mirror) = mirror {
+            if !mirror.synced(STORE_PATIENCE).await {
+                self.span().in_scope(|| {
+                    warn!("the session could not be written to the shared store in time; other replicas find it through its id")
+                });
+            }
+        }
+    }
+
+    /// The session as its record in the shared store describes it.
+    pub(crate) fn record(&self) -> Record {
+        let state = self.lock();
+        Record {
+            principal: self.principal.as_str().to_owned(),
+            shape: state.shape.name().into(),
+            numbered: state.numbered,
+            version: state.protocol_version.clone(),
+            init: state.init.clone(),
+            subs: serde_json::to_string(&state.subscriptions).ok(),
+            next_stream: state.next_stream,
+            evicted: state.log.evicted_floor(),
+            ..Record::default()
+        }
+    }
+
+    /// Writes the whole session to the shared store again (after a Redis outage, which a
+    /// restarted Redis may have forgotten it in): record, retained log, requests in flight.
+    pub(crate) fn rewrite_to_store(&self) {
+        let record = self.record();
+        let state = self.lock();
+        if state.mirror.is_none() {
+            return;
+        }
+        state.mirror(|| Op::Create(Box::new(record)));
+        for logged in state.log.entries() {
+            state.mirror(|| Op::Append(logged));
+        }
+        for request in state.inflight.values().filter(|r| r.internal.is_none()) {
+            state.mirror(|| Op::Inflight {
+                stream: request.stream,
+                client_id: request.client_id.to_string(),
+            });
+        }
+    }
+
+    /// Records a new session in the shared store, bound to `upstream` (for operators).
+    pub(crate) fn record_created(&self, upstream: String) {
+        let state = self.lock();
+        state.mirror(|| {
+            Op::Create(Box::new(Record {
+                principal: self.principal.as_str().to_owned(),
+                shape: state.shape.name().into(),
+                next_stream: 1,
+                upstream: Some(upstream),
+                ..Record::default()
+            }))
+        });
+    }
+
+    /// Tells the shared store the session is alive (its keys' TTLs start again).
+    pub(crate) fn touch_store(&self) {
+        self.lock().mirror(|| Op::Touch);
+    }
+}

@@ -1,0 +1,137 @@
+//! A view: this replica's copy of a session another replica owns. Client messages go to the
+//! owner over the hop; its log is filled from the shared log and from what hops hand back.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::ids::Principal;
+use crate::jsonrpc::Message;
+use crate::metrics::Metrics;
+use crate::session::log::{Logged, StreamKey};
+use crate::session::{routing, Session, SessionSettings, Shape};
+use crate::store::Record;
+use crate::upstream::Upstream;
+
+impl Session {
+    /// A view of a session another replica owns, as its record describes it; its log is filled
+    /// with `absorb`.
+    pub(crate) fn view(
+        id: String,
+        principal: Principal,
+        record: &Record,
+        owner: crate::upstream::owner::OwnerLink,
+        settings: Arc<SessionSettings>,
+        metrics: Arc<Metrics>,
+    ) -> Session {
+        let shape = match record.shape.as_str() {
+            "single" => Shape::SingleStream,
+            _ => Shape::Streams,
+        };
+        let session = Session::new(
+            id,
+            principal,
+            shape,
+            Upstream::Owner(owner),
+            None,
+            settings,
+            metrics,
+            None,
+        );
+        {
+            let mut state = session.lock();
+            state.view = true;
+            state.numbered = record.numbered;
+            state.protocol_version = record.version.clone();
+            state.next_stream = record.next_stream.max(1);
+            state.log.assume_evicted_through(record.evicted);
+            if let Some(subs) = record.subs.as_deref() {
+                state.subscriptions = serde_json::from_str(subs).unwrap_or_default();
+            }
+        }
+        session
+    }
+
+    /// Files in a view's log what was read from the shared log, which is then followed from
+    /// the newest of it on.
+    pub(crate) fn absorb_followed(&self, logged: Vec<Logged>) {
+        if let Some(last) = logged.iter().map(|entry| entry.seq).max() {
+            let mut state = self.lock();
+            state.followed_through = state.followed_through.max(last);
+        }
+        self.absorb(logged);
+    }
+
+    /// Where a view follows the shared log from: after what it read there, not after what
+    /// came with hops (a request's answer may come that way before the messages logged ahead
+    /// of it come through the shared log).
+    pub(crate) fn followed_through(&self) -> u64 {
+        self.lock().followed_through
+    }
+
+    /// Files in a view's log what the owner logged.
+    pub(crate) fn absorb(&self, logged: Vec<Logged>) {
+        let mut state = self.lock();
+        let now = Instant::now();
+        let mut newest = None;
+        for entry in logged {
+            let seq = entry.seq;
+            let coalesce = entry.coalesce.or_else(|| {
+                let message = Message::parse(entry.payload.clone()).ok()?;
+                routing::file(&message, self.settings.coalesce_progress).coalesce
+            });
+            if state.log.insert_logged(
+                seq,
+                entry.stream,
+                entry.payload,
+                entry.terminal,
+                coalesce,
+                now,
+            ) {
+                newest = Some(seq);
+            }
+        }
+        if let Some(seq) = newest {
+            self.changes.send_replace(seq);
+        }
+    }
+
+    pub(crate) fn readers_signal(&self) -> Arc<tokio::sync::Notify> {
+        self.readers.clone()
+    }
+
+    /// The position of the newest message in this session's log.
+    pub(crate) fn head(&self) -> u64 {
+        self.lock().log.head()
+    }
+
+    /// The link to the owner, for a view.
+    pub(crate) fn owner(&self) -> Option<&crate::upstream::owner::OwnerLink> {
+        match &self.upstream {
+            Upstream::Owner(owner) => Some(owner),
+            _ => None,
+        }
+    }
+
+    /// Clients read `streams` through another replica's view for `lease` from now (renewed while
+    /// they do): the session is in use, and those streams get every message as it comes, as if
+    /// read here. Returns the newest position.
+    pub(crate) fn read_elsewhere(&self, streams: &[StreamKey], lease: Duration) -> u64 {
+        let mut state = self.lock();
+        let now = Instant::now();
+        state.last_active = now;
+        state.remote_readers.retain(|_, until| *until > now);
+        for stream in streams {
+            state.remote_readers.insert(*stream, now + lease);
+        }
+        state.log.head()
+    }
+
+    /// True the first time it is asked: the caller starts the task following a view's log.
+    pub(crate) fn claim_following(&self) -> bool {
+        !self
+            .following
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+    }
+}
