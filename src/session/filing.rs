@@ -16,7 +16,7 @@ use super::{protocol, Session};
 use crate::jsonrpc::{self, id_key, Kind, Message};
 use crate::metrics::Metrics;
 use crate::store::Op;
-use crate::upstream::UpstreamEvent;
+use crate::upstream::{Sink, UpstreamEvent};
 
 impl Session {
     /// Files a message from the upstream in the log.
@@ -197,4 +197,11 @@ fn record_initialize(state: &mut State, response: &Message) {
     .filter(|(capability, _)| result.capabilities[capability]["listChanged"] == true)
     .map(|(_, method)| method)
     .collect();
+}
+
+/// Where the session's upstream delivers what its server sends.
+impl Sink for Session {
+    fn deliver(&self, event: UpstreamEvent) {
+        self.on_upstream(event);
+    }
 }

@@ -1,62 +1,46 @@
-//! The registry of live sessions: creates them (binding an upstream), finds them for the
-//! principal that owns them, ends them on request, on idle expiry or at shutdown.
+//! The registry of a served server's sessions: creates them (with an upstream from the
+//! upstream factory), finds them for the principal that owns them, ends them on request, on
+//! idle expiry or at shutdown, and fails requests past their deadline. Sessions that live on
+//! other replicas are found, followed and taken over in `session::replica`.
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use dashmap::DashMap;
 use http::HeaderValue;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use super::list_cache::ListCache;
-use super::log::StreamKey;
 use super::{Session, SessionError, SessionSettings, Shape};
 use crate::ids::{self, Principal};
-use crate::jsonrpc::Message;
 use crate::metrics::Metrics;
-use crate::store::{Record, RedisStore, Store};
-use crate::upstream::http_client::{self, HttpClient};
-use crate::upstream::legacy_sse::SseUpstream;
-use crate::upstream::owner::{HopError, Owner, OwnerLink};
-use crate::upstream::shared::SharedStdio;
-use crate::upstream::stdio::{StdioSpec, StdioUpstream};
-use crate::upstream::streamable_http::HttpUpstream;
-use crate::upstream::{EventSink, Sink, Upstream, UpstreamError, UpstreamEvent, UpstreamSpec};
+use crate::store::Store;
+use crate::upstream::factory::UpstreamFactory;
+use crate::upstream::{Sink, UpstreamSpec};
 
 pub struct Registry {
-    sessions: DashMap<String, Arc<Session>>,
+    pub(in crate::session) sessions: DashMap<String, Arc<Session>>,
     /// Sessions other replicas own, seen from here: logs copied from the shared store.
-    views: DashMap<String, Arc<Session>>,
+    pub(in crate::session) views: DashMap<String, Arc<Session>>,
     /// Takeovers happen one at a time.
-    takeovers: tokio::sync::Mutex<()>,
+    pub(in crate::session) takeovers: tokio::sync::Mutex<()>,
     /// Sessions counted against the limit, including ones being created.
-    reserved: AtomicUsize,
+    pub(in crate::session) reserved: AtomicUsize,
     /// Open sessions per principal, when principals have a limit of their own.
-    per_principal: DashMap<Principal, usize>,
-    upstream: UpstreamSpec,
-    /// One connection pool for every HTTP upstream session.
-    http_client: HttpClient,
-    /// The one child of `shared` isolation.
-    shared: Option<Arc<SharedStdio>>,
-    settings: Arc<SessionSettings>,
-    metrics: Arc<Metrics>,
-    /// The upstream actors, so shutdown can wait until every child is released.
-    upstream_tasks: TaskTracker,
-    /// Children started ahead of sessions (`warm`), with their event channels.
-    warm: Mutex<WarmPool>,
-    list_cache: Option<Arc<ListCache>>,
+    pub(in crate::session) per_principal: DashMap<Principal, usize>,
+    /// Builds the sessions' upstreams.
+    pub(in crate::session) upstreams: UpstreamFactory,
+    pub(in crate::session) settings: Arc<SessionSettings>,
+    pub(in crate::session) metrics: Arc<Metrics>,
+    pub(in crate::session) list_cache: Option<Arc<ListCache>>,
     /// Where sessions are shared with other replicas (memory: nowhere).
-    store: Store,
+    pub(in crate::session) store: Store,
     /// The served server's name in the store's keys (`default` for `/mcp`).
-    server: String,
+    pub(in crate::session) server: String,
 }
-
-type WarmPool = VecDeque<(StdioUpstream, Arc<Binding>)>;
 
 impl Registry {
     pub fn new(
@@ -75,29 +59,16 @@ impl Registry {
         store: Store,
         server: &str,
     ) -> Registry {
-        let upstream_tasks = TaskTracker::new();
         let settings_cache = settings.cache_lists.then(Arc::default);
-        let shared = match &upstream {
-            UpstreamSpec::SharedStdio(spec) => Some(SharedStdio::new(
-                spec.clone(),
-                upstream_tasks.clone(),
-                metrics.clone(),
-            )),
-            _ => None,
-        };
         Registry {
             sessions: DashMap::new(),
             views: DashMap::new(),
             takeovers: tokio::sync::Mutex::new(()),
             reserved: AtomicUsize::new(0),
             per_principal: DashMap::new(),
-            upstream,
-            http_client: http_client::client(),
-            shared,
+            upstreams: UpstreamFactory::new(upstream, metrics.clone()),
             settings: Arc::new(settings),
             metrics,
-            upstream_tasks,
-            warm: Mutex::new(VecDeque::new()),
             list_cache: settings_cache,
             store,
             server: server.to_owned(),
@@ -106,12 +77,7 @@ impl Registry {
 
     /// Fills the warm pool (a no-op without one); call once the runtime is up.
     pub fn prewarm(&self) {
-        if let UpstreamSpec::Stdio(spec) = &self.upstream {
-            self.refill(
-                spec,
-                &mut self.warm.lock().unwrap_or_else(|e| e.into_inner()),
-            );
-        }
+        self.upstreams.prewarm();
     }
 
     pub fn settings(&self) -> &SessionSettings {
@@ -153,7 +119,7 @@ impl Registry {
             Metrics::inc(&self.metrics.sessions_rejected_total);
             return Err(error);
         }
-        let (upstream, binding) = match self.bind_upstream(credential) {
+        let (upstream, binding) = match self.upstreams.build(credential) {
             Ok(bound) => bound,
             Err(error) => {
                 self.reserved.fetch_sub(1, Ordering::AcqRel);
@@ -176,9 +142,9 @@ impl Registry {
             self.metrics.clone(),
             mirror,
         ));
-        binding.bind(&session);
+        binding.bind(Arc::downgrade(&session) as Weak<dyn Sink>);
         if self.store.redis().is_some() {
-            session.record_created(self.upstream.display());
+            session.record_created(self.upstreams.display());
         }
         self.sessions
             .insert(session.id().to_owned(), session.clone());
@@ -188,77 +154,11 @@ impl Registry {
         Ok(session)
     }
 
-    /// An upstream for a new session, and the binding its events will reach the session by.
-    fn bind_upstream(
-        &self,
-        credential: Option<HeaderValue>,
-    ) -> Result<(Upstream, Arc<Binding>), UpstreamError> {
-        if let Some((stdio, binding)) = self.take_warm() {
-            return Ok((Upstream::Stdio(stdio), binding));
-        }
-        let binding = Arc::new(Binding::default());
-        let events: EventSink = binding.clone();
-        let upstream = match (&self.upstream, &self.shared) {
-            (_, Some(shared)) => Upstream::Shared(shared.attach(events)?),
-            (UpstreamSpec::Stdio(spec) | UpstreamSpec::SharedStdio(spec), None) => {
-                Metrics::inc(&self.metrics.upstream_spawns_total);
-                Upstream::Stdio(StdioUpstream::spawn(spec, events, &self.upstream_tasks)?)
-            }
-            (UpstreamSpec::Http(spec), None) => Upstream::Http(HttpUpstream::start(
-                spec,
-                self.http_client.clone(),
-                events,
-                credential,
-            )),
-            (UpstreamSpec::Sse(spec), None) => Upstream::Sse(SseUpstream::start(
-                spec,
-                self.http_client.clone(),
-                events,
-                credential,
-            )),
-        };
-        Ok((upstream, binding))
-    }
-
-    /// A child started ahead of time (`warm`), replaced at once; `None` without a pool.
-    fn take_warm(&self) -> Option<(StdioUpstream, Arc<Binding>)> {
-        let UpstreamSpec::Stdio(spec) = &self.upstream else {
-            return None;
-        };
-        if spec.warm == 0 {
-            return None;
-        }
-        let mut pool = self.warm.lock().unwrap_or_else(|e| e.into_inner());
-        let taken = loop {
-            match pool.pop_front() {
-                // A waiting child says nothing before initialize; one that did has died.
-                Some((stdio, binding)) if binding.spoke_unbound() => stdio.release(),
-                Some(warm) => break Some(warm),
-                None => break None,
-            }
-        };
-        self.refill(spec, &mut pool);
-        taken
-    }
-
-    fn refill(&self, spec: &StdioSpec, pool: &mut WarmPool) {
-        while pool.len() < spec.warm {
-            let binding = Arc::new(Binding::default());
-            match StdioUpstream::spawn(spec, binding.clone(), &self.upstream_tasks) {
-                Ok(stdio) => {
-                    Metrics::inc(&self.metrics.upstream_spawns_total);
-                    pool.push_back((stdio, binding));
-                }
-                Err(error) => {
-                    warn!(%error, "could not start a warm upstream");
-                    return;
-                }
-            }
-        }
-    }
-
     /// Counts a new session against its principal's own limit, if there is one.
-    fn reserve_for(&self, principal: &Principal) -> Result<(), SessionError> {
+    pub(in crate::session) fn reserve_for(
+        &self,
+        principal: &Principal,
+    ) -> Result<(), SessionError> {
         let Some(limit) = self.settings.max_sessions_per_principal else {
             return Ok(());
         };
@@ -270,7 +170,7 @@ impl Registry {
         Ok(())
     }
 
-    fn release_for(&self, principal: &Principal) {
+    pub(in crate::session) fn release_for(&self, principal: &Principal) {
         if self.settings.max_sessions_per_principal.is_none() {
             return;
         }
@@ -294,339 +194,6 @@ impl Registry {
         self.sessions.get(id).map(|s| s.value().clone())
     }
 
-    /// A session this replica owns, for the internal hop; one the shared store says it owns but
-    /// it does not hold (this replica was restarted under the same name) is taken over now.
-    pub async fn owned_or_reclaimed(&self, id: &str) -> Result<Option<Arc<Session>>, SessionError> {
-        if let Some(session) = self.owned(id) {
-            return Ok(Some(session));
-        }
-        let Some(redis) = self.store.redis() else {
-            return Ok(None);
-        };
-        match redis.record(&self.server, id).await {
-            Ok(Some(record)) if record.owner == redis.node_id => {
-                let principal = Principal::from_stored(&record.principal);
-                self.take_over(record, id, &principal).await
-            }
-            Ok(_) => Ok(None),
-            Err(error) => Err(unavailable(&error)),
-        }
-    }
-
-    /// The session `id` if `principal` owns it, here or on another replica (then a view of it,
-    /// fed from the shared log, whose client messages go to the owner). A session that may
-    /// exist is never reported missing: while the shared store or its owner cannot tell, that
-    /// is an error (503, retry), not `None` (404).
-    pub async fn find(
-        &self,
-        id: &str,
-        principal: &Principal,
-    ) -> Result<Option<Arc<Session>>, SessionError> {
-        if let Some(session) = self.get(id, principal) {
-            return Ok(Some(session));
-        }
-        let Some(redis) = self.store.redis() else {
-            return Ok(None);
-        };
-        if !ids::is_well_formed(id) {
-            return Ok(None);
-        }
-        if let Some(view) = self.views.get(id).map(|v| v.value().clone()) {
-            if view.principal() != principal {
-                return Ok(None);
-            }
-            let trusted = !view.ended.is_cancelled() && !view.owner().is_some_and(|o| o.suspect());
-            if trusted {
-                return Ok(Some(view));
-            }
-        }
-        if !self.store.healthy() {
-            return Err(SessionError::StoreUnavailable);
-        }
-        self.resolve(redis, id, principal).await
-    }
-
-    /// Where session `id` lives, from the shared store: a view of it (its owner alive), or this
-    /// replica's own after taking it over (its owner dead). Without a record, the replica its id
-    /// names (which may not have written it yet) is asked.
-    async fn resolve(
-        &self,
-        redis: &Arc<RedisStore>,
-        id: &str,
-        principal: &Principal,
-    ) -> Result<Option<Arc<Session>>, SessionError> {
-        // A claim lost to another replica means the record changed: read it once more.
-        for _ in 0..2 {
-            let record = redis
-                .record(&self.server, id)
-                .await
-                .map_err(|e| unavailable(&e))?;
-            let Some(record) = record else {
-                return self.ask_creator(redis, id, principal).await;
-            };
-            if record.principal != principal.as_str() {
-                return Ok(None);
-            }
-            let url = match record.owner == redis.node_id {
-                // This replica, restarted under the same name: its session is gone with it.
-                true => None,
-                false => redis
-                    .node_url(&record.owner)
-                    .await
-                    .map_err(|e| unavailable(&e))?,
-            };
-            match url {
-                Some(url) => {
-                    let owner = Owner {
-                        node: record.owner.clone(),
-                        url,
-                    };
-                    return Ok(Some(
-                        self.view_of(redis, id, principal, &record, owner).await,
-                    ));
-                }
-                None => {
-                    if let Some(session) = self.take_over(record, id, principal).await? {
-                        return Ok(Some(session));
-                    }
-                }
-            }
-        }
-        Err(SessionError::OwnerUnavailable(
-            "the session is changing hands".into(),
-        ))
-    }
-
-    /// A session the shared store has no record of: the replica its id names may have created
-    /// it and not written it yet. Alive, it says; gone (or never named), the session is too.
-    async fn ask_creator(
-        &self,
-        redis: &Arc<RedisStore>,
-        id: &str,
-        principal: &Principal,
-    ) -> Result<Option<Arc<Session>>, SessionError> {
-        let Some(node) = ids::node_of(id).filter(|node| *node != redis.node_id) else {
-            return Ok(None);
-        };
-        let Some(url) = redis.node_url(node).await.map_err(|e| unavailable(&e))? else {
-            return Ok(None);
-        };
-        let owner = Owner {
-            node: node.to_owned(),
-            url,
-        };
-        let link = self.link(redis, id, owner.clone());
-        let facts = match link.read(&[]).await {
-            Ok(reading) => reading.record,
-            Err(HopError::Gone) => return Ok(None),
-            Err(error) => return Err(SessionError::OwnerUnavailable(error.to_string())),
-        };
-        let Ok(record) = serde_json::from_value::<Record>(facts) else {
-            return Err(SessionError::OwnerUnavailable(
-                "its owner described it in a form this replica does not read".into(),
-            ));
-        };
-        if record.principal != principal.as_str() {
-            return Ok(None);
-        }
-        Ok(Some(
-            self.view_of(redis, id, principal, &record, owner).await,
-        ))
-    }
-
-    fn link(&self, redis: &RedisStore, id: &str, owner: Owner) -> OwnerLink {
-        OwnerLink::new(
-            self.http_client.clone(),
-            redis.secret.clone(),
-            &self.server,
-            id,
-            owner,
-        )
-    }
-
-    /// The view of session `id` on `owner`: the one this replica has (pointed at `owner`, so
-    /// readers attached to it carry on), or a new one whose log is copied from the store and
-    /// then followed.
-    async fn view_of(
-        &self,
-        redis: &Arc<RedisStore>,
-        id: &str,
-        principal: &Principal,
-        record: &Record,
-        owner: Owner,
-    ) -> Arc<Session> {
-        if let Some(view) = self.views.get(id).map(|v| v.value().clone()) {
-            if !view.ended.is_cancelled() {
-                if let Some(link) = view.owner() {
-                    link.retarget(owner);
-                    renew(&view, link); // the owner may be new: tell it what is read here
-                }
-                return view;
-            }
-        }
-        let view = Arc::new(Session::view(
-            id.to_owned(),
-            principal.clone(),
-            record,
-            self.link(redis, id, owner),
-            self.settings.clone(),
-            self.metrics.clone(),
-        ));
-        match redis.read_log(&self.server, id, 0).await {
-            Ok(logged) => view.absorb_followed(logged),
-            Err(error) => warn!(%error, "could not read a session's log from Redis"),
-        }
-        let view = {
-            let mut entry = self
-                .views
-                .entry(id.to_owned())
-                .or_insert_with(|| view.clone());
-            if entry.value().ended.is_cancelled() {
-                *entry.value_mut() = view;
-            }
-            entry.value().clone()
-        };
-        if view.claim_following() {
-            tokio::spawn(tail(
-                redis.clone(),
-                self.server.clone(),
-                Arc::downgrade(&view),
-            ));
-        }
-        view
-    }
-
-    /// Hands a client message to a session found here: for a request, the stream its answer
-    /// will be logged on. When a view's owner no longer has the session, or another replica
-    /// answers at its address, the session is looked up once more and the message goes where
-    /// it lives now; if it is gone everywhere, that is `SessionError::Gone` (404).
-    pub async fn deliver(
-        &self,
-        session: &Arc<Session>,
-        message: Message,
-    ) -> Result<Option<StreamKey>, SessionError> {
-        let retry = session.owner().is_some().then(|| message.clone());
-        let outcome = session.deliver(message).await;
-        let (Some(message), Err(SessionError::Upstream(UpstreamError::Hop(hop)))) =
-            (retry, &outcome)
-        else {
-            return outcome;
-        };
-        if !matches!(hop, HopError::Gone | HopError::Moved { .. }) {
-            return outcome;
-        }
-        match self.find(session.id(), session.principal()).await? {
-            Some(found) => found.deliver(message).await,
-            None => Err(SessionError::Gone),
-        }
-    }
-
-    /// Becomes the owner of a session whose owner is gone: claims it (of several replicas, one
-    /// wins: `None` here when another did), binds a new upstream, rebuilds the log from the
-    /// shared one, re-initializes and re-subscribes the upstream, and tells the client what may
-    /// be lost (`close_gap`).
-    async fn take_over(
-        &self,
-        record: Record,
-        id: &str,
-        principal: &Principal,
-    ) -> Result<Option<Arc<Session>>, SessionError> {
-        let Some(redis) = self.store.redis() else {
-            return Ok(None);
-        };
-        let _one_at_a_time = self.takeovers.lock().await;
-        if let Some(session) = self.get(id, principal) {
-            return Ok(Some(session)); // taken over meanwhile, here
-        }
-        if !redis
-            .claim(&self.server, id, &record.owner)
-            .await
-            .map_err(|e| unavailable(&e))?
-        {
-            return Ok(None);
-        }
-        let limit = self.settings.max_sessions;
-        if self.reserved.fetch_add(1, Ordering::AcqRel) >= limit {
-            self.reserved.fetch_sub(1, Ordering::AcqRel);
-            warn!(
-                session = id,
-                "a session to take over is over the session limit"
-            );
-            return Err(SessionError::TooManySessions(limit));
-        }
-        if let Err(error) = self.reserve_for(principal) {
-            self.reserved.fetch_sub(1, Ordering::AcqRel);
-            return Err(error);
-        }
-        let (upstream, binding) = match self.bind_upstream(None) {
-            Ok(bound) => bound,
-            Err(error) => {
-                self.reserved.fetch_sub(1, Ordering::AcqRel);
-                self.release_for(principal);
-                warn!(%error, "no upstream for a session to take over");
-                return Err(error.into());
-            }
-        };
-        let shape = match record.shape.as_str() {
-            "single" => Shape::SingleStream,
-            _ => Shape::Streams,
-        };
-        let session = Arc::new(Session::new(
-            id.to_owned(),
-            principal.clone(),
-            shape,
-            upstream,
-            self.list_cache.clone(),
-            self.settings.clone(),
-            self.metrics.clone(),
-            self.store.mirror(&self.server, id),
-        ));
-        binding.bind(&session);
-        let logged = redis
-            .read_log(&self.server, id, 0)
-            .await
-            .unwrap_or_default();
-        let inflight = redis.inflight(&self.server, id).await.unwrap_or_default();
-        session.adopt(&record, logged);
-        // Clients may read it through views on other replicas, which tell this new owner so
-        // within a heartbeat or two: until then, its GET stream is read as if they had.
-        session.read_elsewhere(&[StreamKey::Standalone], redis.owner_timeout);
-        if let Err(error) = session.reinitialize(record.init.as_deref()).await {
-            warn!(%error, "the new upstream of a taken-over session could not be re-initialized");
-        }
-        session.close_gap(inflight);
-        if let Some((_, view)) = self.views.remove(id) {
-            view.end();
-        }
-        self.sessions.insert(id.to_owned(), session.clone());
-        Metrics::inc(&self.metrics.sessions_open);
-        Metrics::inc(&self.metrics.sessions_taken_over_total);
-        session
-            .span()
-            .in_scope(|| info!(from = %record.owner, "session taken over"));
-        Ok(Some(session))
-    }
-
-    /// Ends session `id` wherever it lives, and returns once no replica will find it: a view's
-    /// owner is asked and answers when done; an owned session's keys are deleted from the
-    /// shared store before this returns.
-    pub async fn end_everywhere(&self, id: &str) -> bool {
-        if let Some((_, view)) = self.views.remove(id) {
-            view.end();
-            return match view.owner() {
-                Some(owner) => owner.end().await.is_ok(),
-                None => false,
-            };
-        }
-        let ended = self.end(id);
-        if let (true, Some(redis)) = (ended, self.store.redis()) {
-            if let Err(error) = redis.forget(&self.server, id).await {
-                warn!(%error, "could not delete an ended session from Redis");
-            }
-        }
-        ended
-    }
-
     /// Ends session `id`; false if it was not open. A view's end is the owner's to carry out.
     pub fn end(&self, id: &str) -> bool {
         if let Some((_, view)) = self.views.remove(id) {
@@ -645,7 +212,7 @@ impl Registry {
 
     /// Closes an owned session here; with `forget`, also in the shared store (else it stays
     /// there for another replica to take over).
-    fn close(&self, id: &str, forget: bool) -> bool {
+    pub(in crate::session) fn close(&self, id: &str, forget: bool) -> bool {
         let Some((_, session)) = self.sessions.remove(id) else {
             return false;
         };
@@ -674,27 +241,7 @@ impl Registry {
             })
             .map(|entry| entry.key().clone())
             .collect();
-        if self.store.redis().is_some() {
-            for entry in self.sessions.iter() {
-                entry.value().touch_store();
-            }
-            // Views read here keep their owner's session from expiring; views nobody reads
-            // are dropped (the owner's session lives on).
-            for view in self.views.iter() {
-                if let Some(link) = view.value().owner() {
-                    renew(view.value(), link);
-                }
-            }
-            self.views.retain(|_, view| {
-                let idle = view
-                    .idle_since()
-                    .is_some_and(|since| now.saturating_duration_since(since) >= ttl);
-                if idle {
-                    view.end();
-                }
-                !idle
-            });
-        }
+        self.keep_shared(now);
         let mut count = 0;
         for id in expired {
             if self.end(&id) {
@@ -753,75 +300,6 @@ impl Registry {
         }
     }
 
-    /// Redis answers again after an outage: sessions another replica took over meanwhile (this
-    /// one's heartbeat lapsed) are not this replica's any more and end here; the others are
-    /// written again, since a restarted Redis may have lost them.
-    async fn after_outage(&self) {
-        let Some(redis) = self.store.redis() else {
-            return;
-        };
-        let sessions: Vec<Arc<Session>> = self.sessions.iter().map(|s| s.value().clone()).collect();
-        for session in sessions {
-            match redis.record(&self.server, session.id()).await {
-                // (A record without an owner is a fragment: writes of this replica's that were
-                // in flight across the outage, landing in an emptied Redis.)
-                Ok(Some(record)) if !record.owner.is_empty() && record.owner != redis.node_id => {
-                    session.span().in_scope(|| {
-                        warn!(owner = %record.owner, "taken over while Redis was unreachable; ending it here")
-                    });
-                    self.close(session.id(), false);
-                }
-                Ok(_) => session.rewrite_to_store(),
-                Err(error) => warn!(%error, "could not check a session's owner after an outage"),
-            }
-        }
-    }
-
-    /// Every heartbeat, for each view here: renews with its owner the streams clients read
-    /// (so it keeps the session and sends those streams everything); follows the session to a
-    /// new owner after a takeover elsewhere; takes it over when its owner's heartbeat lapsed, so
-    /// readers here are not left waiting for a dead replica.
-    async fn check_views(&self) {
-        let Some(redis) = self.store.redis() else {
-            return;
-        };
-        let views: Vec<Arc<Session>> = self.views.iter().map(|v| v.value().clone()).collect();
-        for view in views {
-            if view.ended.is_cancelled() {
-                continue;
-            }
-            let Some(link) = view.owner().cloned() else {
-                continue;
-            };
-            let Ok(Some(record)) = redis.record(&self.server, view.id()).await else {
-                renew(&view, &link);
-                continue;
-            };
-            let alive = match record.owner == redis.node_id {
-                true => Ok(None),
-                false => redis.node_url(&record.owner).await,
-            };
-            match alive {
-                Ok(Some(url)) => {
-                    if record.owner != link.owner().node {
-                        link.retarget(Owner {
-                            node: record.owner.clone(),
-                            url,
-                        });
-                    }
-                    renew(&view, &link);
-                }
-                Ok(None) => {
-                    let principal = view.principal().clone();
-                    if let Err(error) = self.take_over(record, view.id(), &principal).await {
-                        warn!(%error, "could not take over a session whose owner is gone");
-                    }
-                }
-                Err(_) => {}
-            }
-        }
-    }
-
     /// Ends every session (shutdown) and waits until their upstreams are released. With a
     /// shared store the sessions stay there: this replica leaves, another takes them over.
     pub async fn end_all(&self) {
@@ -834,139 +312,6 @@ impl Registry {
             view.value().end_here();
         }
         self.views.clear();
-        if let Some(shared) = &self.shared {
-            shared.release_all();
-        }
-        let warm: Vec<_> = self
-            .warm
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain(..)
-            .collect();
-        for (stdio, _) in warm {
-            stdio.release();
-        }
-        self.upstream_tasks.close();
-        self.upstream_tasks.wait().await;
-    }
-}
-
-/// Copies what the owner logs into a view's log until the view is dropped or ended.
-async fn tail(redis: Arc<RedisStore>, server: String, view: Weak<Session>) {
-    let Some(id) = view.upgrade().map(|v| v.id().to_owned()) else {
-        return;
-    };
-    // Its own connection (a blocking read must not hold up the shared one), opened again after
-    // a failure (a restarted Redis, a cut).
-    let mut connection = None;
-    loop {
-        let Some(followed) = view.upgrade() else {
-            return;
-        };
-        let ended = followed.ended.clone();
-        // Followed only while someone reads it here: a request forwarded to the owner gets its
-        // answer back with the hop, and Redis is spared a reader nobody listens to.
-        if !followed.has_readers() {
-            let signal = followed.readers_signal();
-            let attached = signal.notified();
-            tokio::pin!(attached);
-            attached.as_mut().enable();
-            let idle = !followed.has_readers();
-            drop(followed);
-            if idle {
-                tokio::select! {
-                    () = attached => {}
-                    () = ended.cancelled() => return,
-                }
-            }
-            continue;
-        }
-        let after = followed.followed_through();
-        drop(followed);
-        let blocking = match connection.as_mut() {
-            Some(blocking) => blocking,
-            None => match redis.blocking_connection(TAIL_BLOCK).await {
-                Ok(opened) => connection.insert(opened),
-                Err(error) => {
-                    redis.note_error("connection to follow a session's log", &error);
-                    tokio::select! {
-                        () = tokio::time::sleep(TAIL_BLOCK) => continue,
-                        () = ended.cancelled() => return,
-                    }
-                }
-            },
-        };
-        let read = redis.wait_log(blocking, &server, &id, after, TAIL_BLOCK);
-        let logged = tokio::select! {
-            read = read => read,
-            () = ended.cancelled() => return,
-        };
-        match (logged, view.upgrade()) {
-            // Nothing new for a while: is the session still there at all?
-            (Ok(logged), Some(view)) if logged.is_empty() => {
-                if let Ok(None) = redis.record(&server, &id).await {
-                    view.end();
-                    return;
-                }
-            }
-            (Ok(logged), Some(view)) => view.absorb_followed(logged),
-            (Err(error), Some(_)) => {
-                redis.note_error("read of a followed session's log", &error);
-                connection = None;
-            }
-            (_, None) => return,
-        }
-    }
-}
-
-/// Tells a view's owner which streams clients read here (also keeping its session alive); a
-/// failure marks the link suspect, so the next lookup checks where the session lives.
-fn renew(view: &Session, link: &OwnerLink) {
-    let streams = view.attached_streams();
-    if streams.is_empty() {
-        return;
-    }
-    let link = link.clone();
-    tokio::spawn(async move {
-        if let Err(error) = link.read(&streams).await {
-            debug!(%error, "could not renew the streams read through a view");
-        }
-    });
-}
-
-/// The shared store could not answer: a session it might know of is not "not found".
-fn unavailable(error: &dyn std::fmt::Display) -> SessionError {
-    warn!(%error, "a Redis lookup failed");
-    SessionError::StoreUnavailable
-}
-
-/// How long one blocking read of a followed log waits.
-const TAIL_BLOCK: Duration = Duration::from_secs(2);
-
-/// An upstream's way into its session, bound once the session exists (a warm child is started
-/// before its session is). Weak, so a session and its upstream do not keep each other alive.
-#[derive(Default)]
-pub struct Binding {
-    session: OnceLock<Weak<Session>>,
-    /// The upstream spoke before it was bound (a warm child that died while waiting).
-    spoke_unbound: AtomicBool,
-}
-
-impl Binding {
-    fn bind(&self, session: &Arc<Session>) {
-        let _ = self.session.set(Arc::downgrade(session));
-    }
-
-    fn spoke_unbound(&self) -> bool {
-        self.spoke_unbound.load(Ordering::Acquire)
-    }
-}
-
-impl Sink for Binding {
-    fn deliver(&self, event: UpstreamEvent) {
-        match self.session.get().and_then(Weak::upgrade) {
-            Some(session) => session.on_upstream(event),
-            None => self.spoke_unbound.store(true, Ordering::Release),
-        }
+        self.upstreams.release_all().await;
     }
 }

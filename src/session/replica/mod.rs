@@ -1,8 +1,13 @@
-//! Replicas sharing sessions through the store: the session's record and log mirrored for the
-//! others (`mirror`), views of sessions another replica owns (`view`), a session taken over from
-//! a replica that died (`takeover`), and what the fronts know of the replicas (`cluster`).
+//! Replicas sharing sessions through the store: an owned session's record and log mirrored for
+//! the others (`mirror`); finding a session wherever it lives (`lookup`); views of sessions
+//! another replica owns (`view`) and keeping them current (`follow`); a session taken over from
+//! a replica that died (`takeover`); what the fronts know of the replicas (`cluster`). The
+//! hop's wire format is `crate::hop`; its client is `upstream::owner`, its server
+//! `front::internal`.
 
 pub mod cluster;
+mod follow;
+mod lookup;
 mod mirror;
 mod takeover;
 mod view;

@@ -1,14 +1,22 @@
 //! Taking over a session whose owner died: its record and log adopted, a new upstream brought
 //! to where the old one was, and the client told what may have been lost (the gap rule).
 
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use tokio::time::Instant;
+use tracing::{info, warn};
 
+use super::lookup::unavailable;
+use crate::ids::Principal;
 use crate::jsonrpc::{self, Message};
+use crate::metrics::Metrics;
 use crate::session::log::{Logged, StreamKey};
-use crate::session::{Session, SessionError};
+use crate::session::{Registry, Session, SessionError, Shape};
 use crate::store::{Op, Record};
+use crate::upstream::Sink;
 
 impl Session {
     /// Takes over a session another replica owned, from what the shared store holds: its
@@ -82,5 +90,112 @@ impl Session {
         for message in state.invalidations() {
             self.append(&mut state, StreamKey::Standalone, message, false, None);
         }
+    }
+}
+
+impl Registry {
+    /// A session this replica owns, for the internal hop; one the shared store says it owns but
+    /// it does not hold (this replica was restarted under the same name) is taken over now.
+    pub async fn owned_or_reclaimed(&self, id: &str) -> Result<Option<Arc<Session>>, SessionError> {
+        if let Some(session) = self.owned(id) {
+            return Ok(Some(session));
+        }
+        let Some(redis) = self.store.redis() else {
+            return Ok(None);
+        };
+        match redis.record(&self.server, id).await {
+            Ok(Some(record)) if record.owner == redis.node_id => {
+                let principal = Principal::from_stored(&record.principal);
+                self.take_over(record, id, &principal).await
+            }
+            Ok(_) => Ok(None),
+            Err(error) => Err(unavailable(&error)),
+        }
+    }
+
+    /// Becomes the owner of a session whose owner is gone: claims it (of several replicas, one
+    /// wins: `None` here when another did), binds a new upstream, rebuilds the log from the
+    /// shared one, re-initializes and re-subscribes the upstream, and tells the client what may
+    /// be lost (`close_gap`).
+    pub(in crate::session) async fn take_over(
+        &self,
+        record: Record,
+        id: &str,
+        principal: &Principal,
+    ) -> Result<Option<Arc<Session>>, SessionError> {
+        let Some(redis) = self.store.redis() else {
+            return Ok(None);
+        };
+        let _one_at_a_time = self.takeovers.lock().await;
+        if let Some(session) = self.get(id, principal) {
+            return Ok(Some(session)); // taken over meanwhile, here
+        }
+        if !redis
+            .claim(&self.server, id, &record.owner)
+            .await
+            .map_err(|e| unavailable(&e))?
+        {
+            return Ok(None);
+        }
+        let limit = self.settings.max_sessions;
+        if self.reserved.fetch_add(1, Ordering::AcqRel) >= limit {
+            self.reserved.fetch_sub(1, Ordering::AcqRel);
+            warn!(
+                session = id,
+                "a session to take over is over the session limit"
+            );
+            return Err(SessionError::TooManySessions(limit));
+        }
+        if let Err(error) = self.reserve_for(principal) {
+            self.reserved.fetch_sub(1, Ordering::AcqRel);
+            return Err(error);
+        }
+        let (upstream, binding) = match self.upstreams.build(None) {
+            Ok(bound) => bound,
+            Err(error) => {
+                self.reserved.fetch_sub(1, Ordering::AcqRel);
+                self.release_for(principal);
+                warn!(%error, "no upstream for a session to take over");
+                return Err(error.into());
+            }
+        };
+        let shape = match record.shape.as_str() {
+            "single" => Shape::SingleStream,
+            _ => Shape::Streams,
+        };
+        let session = Arc::new(Session::new(
+            id.to_owned(),
+            principal.clone(),
+            shape,
+            upstream,
+            self.list_cache.clone(),
+            self.settings.clone(),
+            self.metrics.clone(),
+            self.store.mirror(&self.server, id),
+        ));
+        binding.bind(Arc::downgrade(&session) as Weak<dyn Sink>);
+        let logged = redis
+            .read_log(&self.server, id, 0)
+            .await
+            .unwrap_or_default();
+        let inflight = redis.inflight(&self.server, id).await.unwrap_or_default();
+        session.adopt(&record, logged);
+        // Clients may read it through views on other replicas, which tell this new owner so
+        // within a heartbeat or two: until then, its GET stream is read as if they had.
+        session.read_elsewhere(&[StreamKey::Standalone], redis.owner_timeout);
+        if let Err(error) = session.reinitialize(record.init.as_deref()).await {
+            warn!(%error, "the new upstream of a taken-over session could not be re-initialized");
+        }
+        session.close_gap(inflight);
+        if let Some((_, view)) = self.views.remove(id) {
+            view.end();
+        }
+        self.sessions.insert(id.to_owned(), session.clone());
+        Metrics::inc(&self.metrics.sessions_open);
+        Metrics::inc(&self.metrics.sessions_taken_over_total);
+        session
+            .span()
+            .in_scope(|| info!(from = %record.owner, "session taken over"));
+        Ok(Some(session))
     }
 }

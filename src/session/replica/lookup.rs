@@ -1,0 +1,253 @@
+//! Finding a session on whichever replica owns it: here, through a view (its owner alive), or
+//! taken over (its owner dead); a session that may exist is never reported missing while the
+//! store or its owner cannot tell. Messages follow a session that moved; ending reaches its
+//! owner.
+
+use std::sync::Arc;
+
+use tracing::warn;
+
+use super::follow::{renew, tail};
+use crate::event::StreamKey;
+use crate::ids::{self, Principal};
+use crate::jsonrpc::Message;
+use crate::session::{Registry, Session, SessionError};
+use crate::store::{Record, RedisStore};
+use crate::upstream::owner::{HopError, Owner, OwnerLink};
+use crate::upstream::UpstreamError;
+
+impl Registry {
+    /// The session `id` if `principal` owns it, here or on another replica (then a view of it,
+    /// fed from the shared log, whose client messages go to the owner). A session that may
+    /// exist is never reported missing: while the shared store or its owner cannot tell, that
+    /// is an error (503, retry), not `None` (404).
+    pub async fn find(
+        &self,
+        id: &str,
+        principal: &Principal,
+    ) -> Result<Option<Arc<Session>>, SessionError> {
+        if let Some(session) = self.get(id, principal) {
+            return Ok(Some(session));
+        }
+        let Some(redis) = self.store.redis() else {
+            return Ok(None);
+        };
+        if !ids::is_well_formed(id) {
+            return Ok(None);
+        }
+        if let Some(view) = self.views.get(id).map(|v| v.value().clone()) {
+            if view.principal() != principal {
+                return Ok(None);
+            }
+            let trusted = !view.ended.is_cancelled() && !view.owner().is_some_and(|o| o.suspect());
+            if trusted {
+                return Ok(Some(view));
+            }
+        }
+        if !self.store.healthy() {
+            return Err(SessionError::StoreUnavailable);
+        }
+        self.resolve(redis, id, principal).await
+    }
+
+    /// Where session `id` lives, from the shared store: a view of it (its owner alive), or this
+    /// replica's own after taking it over (its owner dead). Without a record, the replica its id
+    /// names (which may not have written it yet) is asked.
+    pub(in crate::session) async fn resolve(
+        &self,
+        redis: &Arc<RedisStore>,
+        id: &str,
+        principal: &Principal,
+    ) -> Result<Option<Arc<Session>>, SessionError> {
+        // A claim lost to another replica means the record changed: read it once more.
+        for _ in 0..2 {
+            let record = redis
+                .record(&self.server, id)
+                .await
+                .map_err(|e| unavailable(&e))?;
+            let Some(record) = record else {
+                return self.ask_creator(redis, id, principal).await;
+            };
+            if record.principal != principal.as_str() {
+                return Ok(None);
+            }
+            let url = match record.owner == redis.node_id {
+                // This replica, restarted under the same name: its session is gone with it.
+                true => None,
+                false => redis
+                    .node_url(&record.owner)
+                    .await
+                    .map_err(|e| unavailable(&e))?,
+            };
+            match url {
+                Some(url) => {
+                    let owner = Owner {
+                        node: record.owner.clone(),
+                        url,
+                    };
+                    return Ok(Some(
+                        self.view_of(redis, id, principal, &record, owner).await,
+                    ));
+                }
+                None => {
+                    if let Some(session) = self.take_over(record, id, principal).await? {
+                        return Ok(Some(session));
+                    }
+                }
+            }
+        }
+        Err(SessionError::OwnerUnavailable(
+            "the session is changing hands".into(),
+        ))
+    }
+
+    /// A session the shared store has no record of: the replica its id names may have created
+    /// it and not written it yet. Alive, it says; gone (or never named), the session is too.
+    pub(in crate::session) async fn ask_creator(
+        &self,
+        redis: &Arc<RedisStore>,
+        id: &str,
+        principal: &Principal,
+    ) -> Result<Option<Arc<Session>>, SessionError> {
+        let Some(node) = ids::node_of(id).filter(|node| *node != redis.node_id) else {
+            return Ok(None);
+        };
+        let Some(url) = redis.node_url(node).await.map_err(|e| unavailable(&e))? else {
+            return Ok(None);
+        };
+        let owner = Owner {
+            node: node.to_owned(),
+            url,
+        };
+        let link = self.link(redis, id, owner.clone());
+        let facts = match link.read(&[]).await {
+            Ok(reading) => reading.record,
+            Err(HopError::Gone) => return Ok(None),
+            Err(error) => return Err(SessionError::OwnerUnavailable(error.to_string())),
+        };
+        let Ok(record) = serde_json::from_value::<Record>(facts) else {
+            return Err(SessionError::OwnerUnavailable(
+                "its owner described it in a form this replica does not read".into(),
+            ));
+        };
+        if record.principal != principal.as_str() {
+            return Ok(None);
+        }
+        Ok(Some(
+            self.view_of(redis, id, principal, &record, owner).await,
+        ))
+    }
+
+    pub(in crate::session) fn link(&self, redis: &RedisStore, id: &str, owner: Owner) -> OwnerLink {
+        OwnerLink::new(
+            self.upstreams.http_client().clone(),
+            redis.secret.clone(),
+            &self.server,
+            id,
+            owner,
+        )
+    }
+
+    /// The view of session `id` on `owner`: the one this replica has (pointed at `owner`, so
+    /// readers attached to it carry on), or a new one whose log is copied from the store and
+    /// then followed.
+    pub(in crate::session) async fn view_of(
+        &self,
+        redis: &Arc<RedisStore>,
+        id: &str,
+        principal: &Principal,
+        record: &Record,
+        owner: Owner,
+    ) -> Arc<Session> {
+        if let Some(view) = self.views.get(id).map(|v| v.value().clone()) {
+            if !view.ended.is_cancelled() {
+                if let Some(link) = view.owner() {
+                    link.retarget(owner);
+                    renew(&view, link); // the owner may be new: tell it what is read here
+                }
+                return view;
+            }
+        }
+        let view = Arc::new(Session::view(
+            id.to_owned(),
+            principal.clone(),
+            record,
+            self.link(redis, id, owner),
+            self.settings.clone(),
+            self.metrics.clone(),
+        ));
+        match redis.read_log(&self.server, id, 0).await {
+            Ok(logged) => view.absorb_followed(logged),
+            Err(error) => warn!(%error, "could not read a session's log from Redis"),
+        }
+        let view = {
+            let mut entry = self
+                .views
+                .entry(id.to_owned())
+                .or_insert_with(|| view.clone());
+            if entry.value().ended.is_cancelled() {
+                *entry.value_mut() = view;
+            }
+            entry.value().clone()
+        };
+        if view.claim_following() {
+            tokio::spawn(tail(
+                redis.clone(),
+                self.server.clone(),
+                Arc::downgrade(&view),
+            ));
+        }
+        view
+    }
+
+    /// Hands a client message to a session found here: for a request, the stream its answer
+    /// will be logged on. When a view's owner no longer has the session, or another replica
+    /// answers at its address, the session is looked up once more and the message goes where
+    /// it lives now; if it is gone everywhere, that is `SessionError::Gone` (404).
+    pub async fn deliver(
+        &self,
+        session: &Arc<Session>,
+        message: Message,
+    ) -> Result<Option<StreamKey>, SessionError> {
+        let retry = session.owner().is_some().then(|| message.clone());
+        let outcome = session.deliver(message).await;
+        let (Some(message), Err(SessionError::Upstream(UpstreamError::Hop(hop)))) =
+            (retry, &outcome)
+        else {
+            return outcome;
+        };
+        if !matches!(hop, HopError::Gone | HopError::Moved { .. }) {
+            return outcome;
+        }
+        match self.find(session.id(), session.principal()).await? {
+            Some(found) => found.deliver(message).await,
+            None => Err(SessionError::Gone),
+        }
+    }
+
+    /// Ends session `id` wherever it lives, and returns once no replica will find it: a view's
+    /// owner is asked and answers when done; an owned session's keys are deleted from the
+    /// shared store before this returns.
+    pub async fn end_everywhere(&self, id: &str) -> bool {
+        if let Some((_, view)) = self.views.remove(id) {
+            view.end();
+            return match view.owner() {
+                Some(owner) => owner.end().await.is_ok(),
+                None => false,
+            };
+        }
+        let ended = self.end(id);
+        if let (true, Some(redis)) = (ended, self.store.redis()) {
+            if let Err(error) = redis.forget(&self.server, id).await {
+                warn!(%error, "could not delete an ended session from Redis");
+            }
+        }
+        ended
+    }
+}
+
+/// The shared store could not answer: a session it might know of is not "not found".
+pub(super) fn unavailable(error: &dyn std::fmt::Display) -> SessionError {
+    warn!(%error, "a Redis lookup failed");
+    SessionError::StoreUnavailable
+}

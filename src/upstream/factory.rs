@@ -1,0 +1,191 @@
+//! Where sessions get their upstreams: one factory per served server builds the kind its spec
+//! names (a child per session, a share of one child, an HTTP or SSE client session), keeps
+//! children started ahead of sessions (`warm`), and releases everything at shutdown.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use http::HeaderValue;
+use tokio_util::task::TaskTracker;
+use tracing::warn;
+
+use super::http_client::{self, HttpClient};
+use super::legacy_sse::SseUpstream;
+use super::shared::SharedStdio;
+use super::stdio::{StdioSpec, StdioUpstream};
+use super::streamable_http::HttpUpstream;
+use super::{EventSink, Sink, Upstream, UpstreamError, UpstreamEvent, UpstreamSpec};
+use crate::metrics::Metrics;
+
+/// Builds the upstreams of one served server's sessions.
+pub struct UpstreamFactory {
+    spec: UpstreamSpec,
+    /// One connection pool for every HTTP upstream session (and the replicas' hops).
+    http_client: HttpClient,
+    /// The one child of `shared` isolation.
+    shared: Option<Arc<SharedStdio>>,
+    /// The upstream actors, so shutdown can wait until every child is released.
+    tasks: TaskTracker,
+    /// Children started ahead of sessions (`warm`), with their bindings.
+    warm: Mutex<VecDeque<(StdioUpstream, Arc<Binding>)>>,
+    metrics: Arc<Metrics>,
+}
+
+impl UpstreamFactory {
+    pub fn new(spec: UpstreamSpec, metrics: Arc<Metrics>) -> UpstreamFactory {
+        let tasks = TaskTracker::new();
+        let shared = match &spec {
+            UpstreamSpec::SharedStdio(stdio) => Some(SharedStdio::new(
+                stdio.clone(),
+                tasks.clone(),
+                metrics.clone(),
+            )),
+            _ => None,
+        };
+        UpstreamFactory {
+            spec,
+            http_client: http_client::client(),
+            shared,
+            tasks,
+            warm: Mutex::new(VecDeque::new()),
+            metrics,
+        }
+    }
+
+    /// The server sessions are bound to (a command line or URL), for operators.
+    pub fn display(&self) -> String {
+        self.spec.display()
+    }
+
+    pub fn http_client(&self) -> &HttpClient {
+        &self.http_client
+    }
+
+    /// Fills the warm pool (a no-op without one); call once the runtime is up.
+    pub fn prewarm(&self) {
+        if let UpstreamSpec::Stdio(spec) = &self.spec {
+            self.refill(
+                spec,
+                &mut self.warm.lock().unwrap_or_else(|e| e.into_inner()),
+            );
+        }
+    }
+
+    /// An upstream for a new session, and the binding its events will reach the session by.
+    /// `credential` (the client's `Authorization`) reaches an HTTP server only when configured.
+    pub fn build(
+        &self,
+        credential: Option<HeaderValue>,
+    ) -> Result<(Upstream, Arc<Binding>), UpstreamError> {
+        if let Some((stdio, binding)) = self.take_warm() {
+            return Ok((Upstream::Stdio(stdio), binding));
+        }
+        let binding = Arc::new(Binding::default());
+        let events: EventSink = binding.clone();
+        let upstream = match (&self.spec, &self.shared) {
+            (_, Some(shared)) => Upstream::Shared(shared.attach(events)?),
+            (UpstreamSpec::Stdio(spec) | UpstreamSpec::SharedStdio(spec), None) => {
+                Metrics::inc(&self.metrics.upstream_spawns_total);
+                Upstream::Stdio(StdioUpstream::spawn(spec, events, &self.tasks)?)
+            }
+            (UpstreamSpec::Http(spec), None) => Upstream::Http(HttpUpstream::start(
+                spec,
+                self.http_client.clone(),
+                events,
+                credential,
+            )),
+            (UpstreamSpec::Sse(spec), None) => Upstream::Sse(SseUpstream::start(
+                spec,
+                self.http_client.clone(),
+                events,
+                credential,
+            )),
+        };
+        Ok((upstream, binding))
+    }
+
+    /// A child started ahead of time (`warm`), replaced at once; `None` without a pool.
+    fn take_warm(&self) -> Option<(StdioUpstream, Arc<Binding>)> {
+        let UpstreamSpec::Stdio(spec) = &self.spec else {
+            return None;
+        };
+        if spec.warm == 0 {
+            return None;
+        }
+        let mut pool = self.warm.lock().unwrap_or_else(|e| e.into_inner());
+        let taken = loop {
+            match pool.pop_front() {
+                // A waiting child says nothing before initialize; one that did has died.
+                Some((stdio, binding)) if binding.spoke_unbound() => stdio.release(),
+                Some(warm) => break Some(warm),
+                None => break None,
+            }
+        };
+        self.refill(spec, &mut pool);
+        taken
+    }
+
+    fn refill(&self, spec: &StdioSpec, pool: &mut VecDeque<(StdioUpstream, Arc<Binding>)>) {
+        while pool.len() < spec.warm {
+            let binding = Arc::new(Binding::default());
+            match StdioUpstream::spawn(spec, binding.clone(), &self.tasks) {
+                Ok(stdio) => {
+                    Metrics::inc(&self.metrics.upstream_spawns_total);
+                    pool.push_back((stdio, binding));
+                }
+                Err(error) => {
+                    warn!(%error, "could not start a warm upstream");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Releases the shared child and the warm ones, and waits until every upstream this factory
+    /// built is released (the sessions' own are released by their sessions).
+    pub async fn release_all(&self) {
+        if let Some(shared) = &self.shared {
+            shared.release_all();
+        }
+        let warm: Vec<_> = self
+            .warm
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+            .collect();
+        for (stdio, _) in warm {
+            stdio.release();
+        }
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+}
+
+/// An upstream's way into its session, bound once the session exists (a warm child is started
+/// before its session is). Weak, so a session and its upstream do not keep each other alive.
+#[derive(Default)]
+pub struct Binding {
+    session: OnceLock<Weak<dyn Sink>>,
+    /// The upstream spoke before it was bound (a warm child that died while waiting).
+    spoke_unbound: AtomicBool,
+}
+
+impl Binding {
+    pub fn bind(&self, session: Weak<dyn Sink>) {
+        let _ = self.session.set(session);
+    }
+
+    fn spoke_unbound(&self) -> bool {
+        self.spoke_unbound.load(Ordering::Acquire)
+    }
+}
+
+impl Sink for Binding {
+    fn deliver(&self, event: UpstreamEvent) {
+        match self.session.get().and_then(Weak::upgrade) {
+            Some(session) => session.deliver(event),
+            None => self.spoke_unbound.store(true, Ordering::Release),
+        }
+    }
+}
