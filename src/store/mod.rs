@@ -12,7 +12,14 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::event::Logged;
-pub use redis::RedisStore;
+pub use redis::{LogFollower, RedisStore};
+
+/// The shared store could not answer.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct StoreError(#[from] ::redis::RedisError);
+
+pub type StoreResult<T> = Result<T, StoreError>;
 
 /// The store a proxy runs with.
 #[derive(Clone, Default)]

@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::{Backlog, Mirror, Op, Queued, Record};
+use super::{Backlog, Mirror, Op, Queued, Record, StoreError, StoreResult};
 use crate::event::{EventId, Logged};
 use crate::metrics::Metrics;
 
@@ -147,7 +147,7 @@ impl RedisStore {
     }
 
     /// A read that failed without saying anything of Redis's health (a blocking read, say).
-    pub fn note_error(&self, what: &str, error: &redis::RedisError) {
+    fn note_error(&self, what: &str, error: &redis::RedisError) {
         Metrics::inc(&self.metrics.store_errors_total);
         warn!(%error, "Redis {what} failed");
     }
@@ -161,6 +161,16 @@ impl RedisStore {
     /// Changes each time Redis is back after an outage.
     pub fn recoveries(&self) -> tokio::sync::watch::Receiver<u64> {
         self.recovered.subscribe()
+    }
+
+    /// A follower of session `id`'s log, waiting up to `block` per read.
+    pub fn follow(self: &Arc<Self>, server: &str, id: &str, block: Duration) -> LogFollower {
+        LogFollower {
+            store: self.clone(),
+            key: self.log_key(server, id),
+            block,
+            connection: None,
+        }
     }
 
     pub fn mirror(&self, server: &str, session_id: &str) -> Mirror {
@@ -382,7 +392,7 @@ impl RedisStore {
     }
 
     /// Deletes session `id`'s keys now (its owner ended it).
-    pub async fn forget(&self, server: &str, id: &str) -> RedisResult<()> {
+    pub async fn forget(&self, server: &str, id: &str) -> StoreResult<()> {
         let mut connection = self.connection.clone();
         redis::cmd("DEL")
             .arg(self.session_key(server, id))
@@ -390,10 +400,11 @@ impl RedisStore {
             .arg(self.inflight_key(server, id))
             .query_async(&mut connection)
             .await
+            .map_err(StoreError::from)
     }
 
     /// The record of session `id`, if any replica holds it.
-    pub async fn record(&self, server: &str, id: &str) -> RedisResult<Option<Record>> {
+    pub async fn record(&self, server: &str, id: &str) -> StoreResult<Option<Record>> {
         let mut connection = self.connection.clone();
         let fields: HashMap<String, String> = redis::cmd("HGETALL")
             .arg(self.session_key(server, id))
@@ -418,17 +429,18 @@ impl RedisStore {
     }
 
     /// The internal URL of a live replica; `None` once its heartbeat has lapsed.
-    pub async fn node_url(&self, node: &str) -> RedisResult<Option<String>> {
+    pub async fn node_url(&self, node: &str) -> StoreResult<Option<String>> {
         let mut connection = self.connection.clone();
         redis::cmd("GET")
             .arg(self.node_key(node))
             .query_async(&mut connection)
             .await
+            .map_err(StoreError::from)
     }
 
     /// Makes this replica the owner of session `id` if `previous` still is (atomically: of
     /// several replicas trying, one wins).
-    pub async fn claim(&self, server: &str, id: &str, previous: &str) -> RedisResult<bool> {
+    pub async fn claim(&self, server: &str, id: &str, previous: &str) -> StoreResult<bool> {
         let mut connection = self.connection.clone();
         let won: i64 = redis::cmd("EVAL")
             .arg(
@@ -446,7 +458,7 @@ impl RedisStore {
     }
 
     /// The logged messages of session `id` after `after`, oldest first.
-    pub async fn read_log(&self, server: &str, id: &str, after: u64) -> RedisResult<Vec<Logged>> {
+    pub async fn read_log(&self, server: &str, id: &str, after: u64) -> StoreResult<Vec<Logged>> {
         let mut connection = self.connection.clone();
         let reply: Value = redis::cmd("XRANGE")
             .arg(self.log_key(server, id))
@@ -457,24 +469,62 @@ impl RedisStore {
         Ok(parse_entries(&reply))
     }
 
-    /// Waits up to `block` for messages of session `id` after `after` on a connection of its
-    /// own (a blocking read must not hold up the shared one).
-    pub async fn wait_log(
-        &self,
-        connection: &mut MultiplexedConnection,
-        server: &str,
-        id: &str,
-        after: u64,
-        block: Duration,
-    ) -> RedisResult<Vec<Logged>> {
-        let reply: Value = redis::cmd("XREAD")
+    /// Requests in flight at the owner: request stream → the client's request id (JSON).
+    pub async fn inflight(&self, server: &str, id: &str) -> StoreResult<HashMap<u64, String>> {
+        let mut connection = self.connection.clone();
+        let fields: HashMap<String, String> = redis::cmd("HGETALL")
+            .arg(self.inflight_key(server, id))
+            .query_async(&mut connection)
+            .await?;
+        Ok(fields
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.parse().ok()?, v)))
+            .collect())
+    }
+}
+
+/// Follows one session's log on a connection of its own (a blocking read must not hold up the
+/// shared one), opened again after a failure (a restarted Redis, a cut).
+pub struct LogFollower {
+    store: Arc<RedisStore>,
+    key: String,
+    block: Duration,
+    connection: Option<MultiplexedConnection>,
+}
+
+impl LogFollower {
+    /// The messages logged after `after`, waiting up to the follower's block for some (none:
+    /// empty). A failure is counted and logged; after one to connect, it first waits a block.
+    pub async fn next(&mut self, after: u64) -> StoreResult<Vec<Logged>> {
+        let connection = match &mut self.connection {
+            Some(connection) => connection,
+            None => match self.connect().await {
+                Ok(opened) => self.connection.insert(opened),
+                Err(error) => {
+                    self.store
+                        .note_error("connection to follow a session's log", &error);
+                    tokio::time::sleep(self.block).await;
+                    return Err(error.into());
+                }
+            },
+        };
+        let reply: RedisResult<Value> = redis::cmd("XREAD")
             .arg("BLOCK")
-            .arg(block.as_millis() as u64)
+            .arg(self.block.as_millis() as u64)
             .arg("STREAMS")
-            .arg(self.log_key(server, id))
+            .arg(&self.key)
             .arg(format!("{after}-0"))
             .query_async(connection)
-            .await?;
+            .await;
+        let reply = match reply {
+            Ok(reply) => reply,
+            Err(error) => {
+                self.store
+                    .note_error("read of a followed session's log", &error);
+                self.connection = None;
+                return Err(error.into());
+            }
+        };
         // [[key, [entries…]]] or nil
         let entries = match &reply {
             Value::Array(streams) => streams
@@ -490,27 +540,15 @@ impl RedisStore {
         Ok(entries)
     }
 
-    /// A connection for blocking reads of up to `block` each (its answers may take that long).
-    pub async fn blocking_connection(&self, block: Duration) -> RedisResult<MultiplexedConnection> {
+    /// A connection whose answers may take a block.
+    async fn connect(&self) -> RedisResult<MultiplexedConnection> {
         let config = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_response_timeout(Some(block + Duration::from_secs(2)));
-        self.client
+            .set_response_timeout(Some(self.block + Duration::from_secs(2)));
+        self.store
+            .client
             .get_multiplexed_async_connection_with_config(&config)
             .await
-    }
-
-    /// Requests in flight at the owner: request stream → the client's request id (JSON).
-    pub async fn inflight(&self, server: &str, id: &str) -> RedisResult<HashMap<u64, String>> {
-        let mut connection = self.connection.clone();
-        let fields: HashMap<String, String> = redis::cmd("HGETALL")
-            .arg(self.inflight_key(server, id))
-            .query_async(&mut connection)
-            .await?;
-        Ok(fields
-            .into_iter()
-            .filter_map(|(k, v)| Some((k.parse().ok()?, v)))
-            .collect())
     }
 }
 

@@ -116,9 +116,7 @@ pub(super) async fn tail(redis: Arc<RedisStore>, server: String, view: Weak<Sess
     let Some(id) = view.upgrade().map(|v| v.id().to_owned()) else {
         return;
     };
-    // Its own connection (a blocking read must not hold up the shared one), opened again after
-    // a failure (a restarted Redis, a cut).
-    let mut connection = None;
+    let mut follower = redis.follow(&server, &id, TAIL_BLOCK);
     loop {
         let Some(followed) = view.upgrade() else {
             return;
@@ -143,22 +141,8 @@ pub(super) async fn tail(redis: Arc<RedisStore>, server: String, view: Weak<Sess
         }
         let after = followed.followed_through();
         drop(followed);
-        let blocking = match connection.as_mut() {
-            Some(blocking) => blocking,
-            None => match redis.blocking_connection(TAIL_BLOCK).await {
-                Ok(opened) => connection.insert(opened),
-                Err(error) => {
-                    redis.note_error("connection to follow a session's log", &error);
-                    tokio::select! {
-                        () = tokio::time::sleep(TAIL_BLOCK) => continue,
-                        () = ended.cancelled() => return,
-                    }
-                }
-            },
-        };
-        let read = redis.wait_log(blocking, &server, &id, after, TAIL_BLOCK);
         let logged = tokio::select! {
-            read = read => read,
+            read = follower.next(after) => read,
             () = ended.cancelled() => return,
         };
         match (logged, view.upgrade()) {
@@ -170,10 +154,8 @@ pub(super) async fn tail(redis: Arc<RedisStore>, server: String, view: Weak<Sess
                 }
             }
             (Ok(logged), Some(view)) => view.absorb_followed(logged),
-            (Err(error), Some(_)) => {
-                redis.note_error("read of a followed session's log", &error);
-                connection = None;
-            }
+            // Counted and logged by the follower, which reconnects.
+            (Err(_), Some(_)) => {}
             (_, None) => return,
         }
     }
