@@ -10,25 +10,28 @@
 //! - `ns:<server>:inflight:<id>`: hash, request stream → the client's request id, for requests
 //!   the owner has not answered yet (a replica taking over answers them with an error).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use bytes::Bytes;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisResult, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::{Backlog, Mirror, Op, Queued, Record, StoreError, StoreResult};
+mod follower;
+mod writer;
+
+pub use follower::LogFollower;
+
+use super::{Backlog, Mirror, Queued, Record, StoreError, StoreResult};
 use crate::event::{EventId, Logged};
 use crate::metrics::Metrics;
 
-/// Ops written per round trip at most.
-const BATCH: usize = 1024;
 /// Ops that may wait to be written before new work waits for the writer (a few tenths of a
 /// second of writes at full load).
 const BACKLOG_LIMIT: usize = 50_000;
@@ -147,12 +150,12 @@ impl RedisStore {
     }
 
     /// A read that failed without saying anything of Redis's health (a blocking read, say).
-    fn note_error(&self, what: &str, error: &redis::RedisError) {
+    pub(super) fn note_error(&self, what: &str, error: &redis::RedisError) {
         Metrics::inc(&self.metrics.store_errors_total);
         warn!(%error, "Redis {what} failed");
     }
 
-    fn failed(&self, what: &str, error: &redis::RedisError) {
+    pub(super) fn failed(&self, what: &str, error: &redis::RedisError) {
         Metrics::inc(&self.metrics.store_errors_total);
         warn!(%error, "Redis {what} failed");
         self.set_health(false);
@@ -161,16 +164,6 @@ impl RedisStore {
     /// Changes each time Redis is back after an outage.
     pub fn recoveries(&self) -> tokio::sync::watch::Receiver<u64> {
         self.recovered.subscribe()
-    }
-
-    /// A follower of session `id`'s log, waiting up to `block` per read.
-    pub fn follow(self: &Arc<Self>, server: &str, id: &str, block: Duration) -> LogFollower {
-        LogFollower {
-            store: self.clone(),
-            key: self.log_key(server, id),
-            block,
-            connection: None,
-        }
     }
 
     pub fn mirror(&self, server: &str, session_id: &str) -> Mirror {
@@ -182,19 +175,19 @@ impl RedisStore {
         &self.backlog
     }
 
-    fn session_key(&self, server: &str, id: &str) -> String {
+    pub(super) fn session_key(&self, server: &str, id: &str) -> String {
         format!("{}:{server}:session:{id}", self.namespace)
     }
 
-    fn log_key(&self, server: &str, id: &str) -> String {
+    pub(super) fn log_key(&self, server: &str, id: &str) -> String {
         format!("{}:{server}:log:{id}", self.namespace)
     }
 
-    fn inflight_key(&self, server: &str, id: &str) -> String {
+    pub(super) fn inflight_key(&self, server: &str, id: &str) -> String {
         format!("{}:{server}:inflight:{id}", self.namespace)
     }
 
-    fn node_key(&self, node: &str) -> String {
+    pub(super) fn node_key(&self, node: &str) -> String {
         format!("{}:node:{node}", self.namespace)
     }
 
@@ -227,168 +220,6 @@ impl RedisStore {
             .arg(self.node_key(&self.node_id))
             .query_async(&mut connection)
             .await;
-    }
-
-    /// Writes the owners' ops in order, many per round trip; each session's keys get their
-    /// TTL once per round trip, not once per op. Exposes how far behind it is.
-    async fn run_writer(self: Arc<Self>, mut queue: mpsc::UnboundedReceiver<Queued>) {
-        let mut batch = Vec::with_capacity(BATCH);
-        let ttl = self.ttl.as_millis() as u64;
-        while queue.recv_many(&mut batch, BATCH).await > 0 {
-            let count = batch.len();
-            let oldest = batch[0].at;
-            let mut pipe = redis::pipe();
-            let mut flushes = Vec::new();
-            let mut touched: HashSet<(Arc<str>, Arc<str>)> = HashSet::new();
-            for queued in batch.drain(..) {
-                match queued.op {
-                    Op::Flush(done) => flushes.push(done),
-                    Op::End => {
-                        touched.remove(&(queued.server.clone(), queued.session.clone()));
-                        self.encode(&mut pipe, &queued.server, &queued.session, Op::End);
-                    }
-                    op => {
-                        if self.encode(&mut pipe, &queued.server, &queued.session, op) {
-                            touched.insert((queued.server, queued.session));
-                        }
-                    }
-                }
-            }
-            for (server, session) in &touched {
-                for key in [
-                    self.session_key(server, session),
-                    self.log_key(server, session),
-                    self.inflight_key(server, session),
-                ] {
-                    pipe.cmd("PEXPIRE").arg(key).arg(ttl).ignore();
-                }
-            }
-            let mut connection = self.connection.clone();
-            let written = match pipe.cmd_iter().next().is_none() {
-                true => true, // only flushes: everything before them is written already
-                false => match pipe.query_async::<()>(&mut connection).await {
-                    Ok(()) => true,
-                    Err(error) => {
-                        self.failed("write", &error);
-                        false
-                    }
-                },
-            };
-            for done in flushes {
-                let _ = done.send(written);
-            }
-            self.backlog.written(count);
-            Metrics::set(
-                &self.metrics.store_write_queue,
-                self.backlog.queued() as u64,
-            );
-            Metrics::set(
-                &self.metrics.store_write_lag_ms,
-                oldest.elapsed().as_millis() as u64,
-            );
-        }
-    }
-
-    /// Adds `op` to `pipe`; true when the session's keys must live on (their TTL is set once
-    /// per round trip, by the writer).
-    fn encode(&self, pipe: &mut redis::Pipeline, server: &str, session: &str, op: Op) -> bool {
-        let record = self.session_key(server, session);
-        let log = self.log_key(server, session);
-        let inflight = self.inflight_key(server, session);
-        match op {
-            Op::Create(r) => {
-                let owner = match r.owner.as_str() {
-                    "" => self.node_id.as_str(),
-                    owner => owner,
-                };
-                pipe.cmd("HSET")
-                    .arg(&record)
-                    .arg("owner")
-                    .arg(owner)
-                    .arg("principal")
-                    .arg(&r.principal)
-                    .arg("shape")
-                    .arg(&r.shape)
-                    .arg("numbered")
-                    .arg(u8::from(r.numbered))
-                    .arg("next_stream")
-                    .arg(r.next_stream)
-                    .arg("evicted")
-                    .arg(r.evicted)
-                    .ignore();
-                for (name, value) in [
-                    ("version", &r.version),
-                    ("init", &r.init),
-                    ("subs", &r.subs),
-                    ("upstream", &r.upstream),
-                ] {
-                    if let Some(value) = value {
-                        pipe.cmd("HSET").arg(&record).arg(name).arg(value).ignore();
-                    }
-                }
-                true
-            }
-            Op::Append(logged) => {
-                let add = pipe
-                    .cmd("XADD")
-                    .arg(&log)
-                    .arg(format!("{}-0", logged.seq))
-                    .arg("k")
-                    .arg(logged.stream.to_string())
-                    .arg("t")
-                    .arg(u8::from(logged.terminal))
-                    .arg("p")
-                    .arg(logged.payload.as_ref());
-                if let Some(key) = &logged.coalesce {
-                    add.arg("c").arg(key);
-                }
-                add.ignore();
-                true
-            }
-            Op::Remove { seq } => {
-                pipe.cmd("XDEL").arg(&log).arg(format!("{seq}-0")).ignore();
-                false
-            }
-            Op::Evicted { through } => {
-                pipe.cmd("XTRIM")
-                    .arg(&log)
-                    .arg("MINID")
-                    .arg(format!("{}-0", through + 1))
-                    .ignore();
-                pipe.cmd("HSET")
-                    .arg(&record)
-                    .arg("evicted")
-                    .arg(through)
-                    .ignore();
-                false
-            }
-            Op::Field { name, value } => {
-                pipe.cmd("HSET").arg(&record).arg(name).arg(value).ignore();
-                true
-            }
-            Op::Inflight { stream, client_id } => {
-                pipe.cmd("HSET")
-                    .arg(&inflight)
-                    .arg(stream)
-                    .arg(client_id)
-                    .ignore();
-                true
-            }
-            Op::Answered { stream } => {
-                pipe.cmd("HDEL").arg(&inflight).arg(stream).ignore();
-                false
-            }
-            Op::Touch => true,
-            Op::End => {
-                pipe.cmd("DEL")
-                    .arg(&record)
-                    .arg(&log)
-                    .arg(&inflight)
-                    .ignore();
-                false
-            }
-            Op::Flush(_) => false, // answered by the writer
-        }
     }
 
     /// Deletes session `id`'s keys now (its owner ended it).
@@ -483,77 +314,8 @@ impl RedisStore {
     }
 }
 
-/// Follows one session's log on a connection of its own (a blocking read must not hold up the
-/// shared one), opened again after a failure (a restarted Redis, a cut).
-pub struct LogFollower {
-    store: Arc<RedisStore>,
-    key: String,
-    block: Duration,
-    connection: Option<MultiplexedConnection>,
-}
-
-impl LogFollower {
-    /// The messages logged after `after`, waiting up to the follower's block for some (none:
-    /// empty). A failure is counted and logged; after one to connect, it first waits a block.
-    pub async fn next(&mut self, after: u64) -> StoreResult<Vec<Logged>> {
-        let connection = match &mut self.connection {
-            Some(connection) => connection,
-            None => match self.connect().await {
-                Ok(opened) => self.connection.insert(opened),
-                Err(error) => {
-                    self.store
-                        .note_error("connection to follow a session's log", &error);
-                    tokio::time::sleep(self.block).await;
-                    return Err(error.into());
-                }
-            },
-        };
-        let reply: RedisResult<Value> = redis::cmd("XREAD")
-            .arg("BLOCK")
-            .arg(self.block.as_millis() as u64)
-            .arg("STREAMS")
-            .arg(&self.key)
-            .arg(format!("{after}-0"))
-            .query_async(connection)
-            .await;
-        let reply = match reply {
-            Ok(reply) => reply,
-            Err(error) => {
-                self.store
-                    .note_error("read of a followed session's log", &error);
-                self.connection = None;
-                return Err(error.into());
-            }
-        };
-        // [[key, [entries…]]] or nil
-        let entries = match &reply {
-            Value::Array(streams) => streams
-                .first()
-                .and_then(|s| match s {
-                    Value::Array(pair) => pair.get(1),
-                    _ => None,
-                })
-                .map(parse_entries)
-                .unwrap_or_default(),
-            _ => Vec::new(),
-        };
-        Ok(entries)
-    }
-
-    /// A connection whose answers may take a block.
-    async fn connect(&self) -> RedisResult<MultiplexedConnection> {
-        let config = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_response_timeout(Some(self.block + Duration::from_secs(2)));
-        self.store
-            .client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await
-    }
-}
-
 /// XRANGE / XREAD entries: `[[id, [field, value, …]], …]`.
-fn parse_entries(reply: &Value) -> Vec<Logged> {
+pub(super) fn parse_entries(reply: &Value) -> Vec<Logged> {
     let Value::Array(entries) = reply else {
         return Vec::new();
     };
