@@ -36,6 +36,18 @@ impl Session {
                     self.fail(&mut state, request, &message);
                 }
             }
+            UpstreamEvent::Failed { id, cause } => {
+                if let Some(request) = id.as_u64().and_then(|id| state.finish(id)) {
+                    self.fail(&mut state, request, &cause);
+                }
+            }
+            UpstreamEvent::AnswersLost(cause) => {
+                let lost: Vec<Inflight> = state.inflight.drain().map(|(_, r)| r).collect();
+                state.progress.clear();
+                for request in lost {
+                    self.fail(&mut state, request, &cause);
+                }
+            }
             UpstreamEvent::Exited(cause) => {
                 Metrics::inc(&self.metrics.upstream_exits_total);
                 let failed: Vec<Inflight> = state.inflight.drain().map(|(_, r)| r).collect();

@@ -4,7 +4,7 @@
 //! the client's `initialize` params and re-subscribed; requests in flight at the cut get an error
 //! (their answers went with the old stream).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -51,8 +51,6 @@ impl std::fmt::Debug for Inner {
 #[derive(Default)]
 struct State {
     recall: Recall,
-    /// Client requests whose answers are awaited on the stream (ids in key form).
-    pending: HashSet<String>,
     /// The proxy's own requests (re-initialization), by id.
     internal: HashMap<String, oneshot::Sender<Value>>,
     internal_ids: u64,
@@ -84,15 +82,7 @@ impl SseUpstream {
             return Err(UpstreamError::Gone);
         }
         let wire = message.to_bytes();
-        {
-            let mut state = self.inner.lock();
-            state.recall.note(&message);
-            if message.kind() == Kind::Request {
-                if let Some(id) = message.id() {
-                    state.pending.insert(id_key(id));
-                }
-            }
-        }
+        self.inner.lock().recall.note(&message);
         let inner = self.inner.clone();
         tokio::spawn(
             async move {
@@ -150,7 +140,8 @@ impl Inner {
                     failures += 1;
                     debug!(%cause, failures, "upstream SSE stream could not be opened");
                     if failures == 1 {
-                        self.fail_pending(&cause).await;
+                        self.events
+                            .deliver(UpstreamEvent::AnswersLost(cause.into()));
                     }
                 }
             }
@@ -198,11 +189,7 @@ impl Inner {
         };
         if message.kind() == Kind::Response {
             let key = message.id().map(id_key).unwrap_or_default();
-            let internal = {
-                let mut state = self.lock();
-                state.pending.remove(&key);
-                state.internal.remove(&key)
-            };
+            let internal = self.lock().internal.remove(&key);
             if let Some(waiting) = internal {
                 let answer = serde_json::from_slice(&message.to_bytes()).unwrap_or(Value::Null);
                 let _ = waiting.send(answer);
@@ -312,35 +299,19 @@ impl Inner {
     /// The stream was cut: the answers of the requests in flight went with it.
     async fn cut(&self) {
         self.lock().internal.clear();
-        self.fail_pending("the upstream server's stream was cut; this request's answer was lost")
-            .await;
+        self.events.deliver(UpstreamEvent::AnswersLost(
+            "the upstream server's stream was cut; this request's answer was lost".into(),
+        ));
     }
 
-    async fn fail_pending(&self, cause: &str) {
-        let pending: Vec<String> = self.lock().pending.drain().collect();
-        for key in pending {
-            let id: Value = serde_json::from_str(&key).unwrap_or(Value::Null);
-            let error = jsonrpc::error_response(&id, jsonrpc::INTERNAL_ERROR, cause, None);
-            if let Ok(message) = Message::parse(error) {
-                self.events
-                    .deliver(UpstreamEvent::Message(Box::new(message)));
-            }
-        }
-    }
-
+    /// Reports a request that could not be delivered, with the cause, to its session.
     async fn fail(&self, message: &Message, cause: &str) {
         warn!(%cause, "upstream delivery failed");
-        if message.kind() != Kind::Request {
-            return;
-        }
-        let id = message.id().cloned().unwrap_or(Value::Null);
-        if !self.lock().pending.remove(&id_key(&id)) {
-            return; // already answered or failed
-        }
-        let error = jsonrpc::error_response(&id, jsonrpc::INTERNAL_ERROR, cause, None);
-        if let Ok(message) = Message::parse(error) {
-            self.events
-                .deliver(UpstreamEvent::Message(Box::new(message)));
+        if let (Kind::Request, Some(id)) = (message.kind(), message.id()) {
+            self.events.deliver(UpstreamEvent::Failed {
+                id: Box::new(id.clone()),
+                cause: cause.into(),
+            });
         }
     }
 }

@@ -35,6 +35,15 @@ pub enum UpstreamEvent {
         id: Option<Box<serde_json::Value>>,
         max: usize,
     },
+    /// A request (by its upstream id) could not be carried to the server, or its answer was
+    /// lost; the text says why. The session answers its client with an error.
+    Failed {
+        id: Box<serde_json::Value>,
+        cause: Box<str>,
+    },
+    /// Every request in flight lost its answer (a legacy SSE stream was cut); the upstream
+    /// carries on.
+    AnswersLost(Box<str>),
     /// The server went away on its own; the text says why (exit status, last stderr lines).
     Exited(Box<str>),
 }

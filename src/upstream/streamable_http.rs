@@ -535,14 +535,14 @@ impl Inner {
         }
     }
 
-    /// Answers a request that could not be delivered with an error naming the cause.
+    /// Reports a request that could not be delivered, with the cause, to its session.
     async fn fail(&self, message: &Message, cause: &str) {
         warn!(%cause, method = message.method().unwrap_or("response"), "upstream delivery failed");
-        if message.kind() != Kind::Request {
-            return;
+        if let (Kind::Request, Some(id)) = (message.kind(), message.id()) {
+            self.events.deliver(UpstreamEvent::Failed {
+                id: Box::new(id.clone()),
+                cause: cause.into(),
+            });
         }
-        let id = message.id().cloned().unwrap_or(Value::Null);
-        let error = jsonrpc::error_response(&id, jsonrpc::INTERNAL_ERROR, cause, None);
-        self.forward(error).await;
     }
 }
