@@ -93,3 +93,49 @@ async fn typescript_sdk_client_through_the_proxy_to_server_everything_over_sse()
     front.stop().await;
     server.kill().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_request_in_flight_when_the_stream_is_cut_gets_an_error_and_the_session_goes_on() {
+    let upstream = Proxy::start().await;
+    let addr = upstream.addr();
+    let front = in_front_of_sse(format!("http://{addr}/sse")).await;
+    let mut client = front.initialized_client("2025-06-18").await;
+    let mut call = client
+        .post(&json!({ "jsonrpc": "2.0", "id": 70, "method": "tools/call",
+            "params": { "name": "progress", "arguments": { "steps": 50, "delay_ms": 100 },
+                        "_meta": { "progressToken": 1 } } }))
+        .await;
+    let first = within("the first progress", call.next_message())
+        .await
+        .unwrap();
+    assert_eq!(
+        first.message["method"], "notifications/progress",
+        "in flight"
+    );
+
+    upstream.stop().await; // the stream, and the answer with it, are gone
+    let upstream = Proxy::start_with(|c| c.listen = addr).await;
+    let answer = loop {
+        let message = within("the answer", call.next_message())
+            .await
+            .expect("an answer before the stream ends");
+        if message.message["id"] == 70 {
+            break message.message;
+        }
+    };
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("answer was lost"),
+        "{answer}"
+    );
+    assert_eq!(
+        client.call_tool("echo", json!({ "text": "after" })).await,
+        "after",
+        "the session goes on, on a new upstream session"
+    );
+    front.stop().await;
+    upstream.stop().await;
+}
