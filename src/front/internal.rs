@@ -15,12 +15,16 @@ use hyper::body::Incoming;
 use serde_json::json;
 
 use super::body::Body;
+use super::rejection::Rejection;
 use super::request::{header_str, json, read_body};
-use super::Router;
+use super::{App, Router};
 use crate::event::StreamKey;
-use crate::hop::{ReadingStreams, Taken, TakenEvent, FOR_NODE_HEADER, NODE_HEADER, SECRET_HEADER};
-use crate::jsonrpc::{Kind, Message};
+use crate::hop::{
+    Reading, ReadingStreams, Taken, TakenEvent, FOR_NODE_HEADER, NODE_HEADER, SECRET_HEADER,
+};
+use crate::jsonrpc::Message;
 use crate::metrics::Metrics;
+use crate::session::cluster::Member;
 use crate::session::Session;
 
 pub async fn handle(router: &Router, rest: &str, request: Request<Incoming>) -> Response<Body> {
@@ -35,103 +39,139 @@ pub async fn handle(router: &Router, rest: &str, request: Request<Incoming>) -> 
 }
 
 async fn answer(router: &Router, rest: &str, request: Request<Incoming>) -> Response<Body> {
-    let Some(member) = router.cluster.member() else {
-        return plain(StatusCode::NOT_FOUND, "not found");
-    };
-    let presented = header_str(request.headers(), SECRET_HEADER).unwrap_or_default();
-    if !same(presented.as_bytes(), member.secret.as_bytes()) {
-        return plain(StatusCode::FORBIDDEN, "the cluster secret does not match");
+    match take(router, rest, request).await {
+        Ok(response) => response,
+        Err(Refused::Plain(status, text)) => plain(status, &text),
+        Err(Refused::Body(rejection)) => rejection.into_response(),
     }
-    // Meant for the replica that used to be at this address: nothing is done here.
-    if header_str(request.headers(), FOR_NODE_HEADER).is_some_and(|node| node != member.node_id) {
-        return plain(
-            StatusCode::MISDIRECTED_REQUEST,
-            "this replica is not the one the hop is meant for",
-        );
-    }
-    let Some((server, id)) = rest.split_once("/sessions/") else {
-        return plain(StatusCode::NOT_FOUND, "not found");
-    };
-    let app = match server {
-        "default" => router.default.as_ref(),
-        name => router.servers.get(name),
-    };
-    let Some(app) = app else {
-        return plain(StatusCode::NOT_FOUND, "no such server");
-    };
-    if router.shutdown.is_cancelled() {
-        // Leaving: the asking replica takes the session over once this one's key is gone.
-        return plain(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "this replica is shutting down",
-        );
-    }
-    let session = match app.registry.owned_or_reclaimed(id).await {
-        Ok(Some(session)) => session,
-        Ok(None) => {
-            return plain(
-                StatusCode::NOT_FOUND,
-                "this replica does not own that session",
-            )
-        }
-        Err(error) => return plain(StatusCode::SERVICE_UNAVAILABLE, &error.to_string()),
-    };
+}
+
+/// Checks the hop, finds the session, and carries out what it asks.
+async fn take(
+    router: &Router,
+    rest: &str,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, Refused> {
+    let member = router
+        .cluster
+        .member()
+        .ok_or_else(|| refused(StatusCode::NOT_FOUND, "not found"))?;
+    check(request.headers(), member)?;
+    let (app, id) = served(router, rest)?;
+    let session = owned(router, app, id).await?;
     Metrics::inc(&app.metrics.sessions_forwarded_total);
     // Streams read through the asker stay live here for a few of its heartbeats.
     let lease = member.lease;
     let (parts, body) = request.into_parts();
-    let body = match read_body(
+    let body = read_body(
         &parts.headers,
         body,
         app.http.max_body_bytes,
         app.http.body_timeout,
     )
     .await
-    {
-        Ok(body) => body,
-        Err(rejection) => return rejection.into_response(),
-    };
+    .map_err(|rejection| Refused::Body(Box::new(rejection)))?;
     match parts.method {
         Method::DELETE => {
             app.registry.end_everywhere(id).await;
-            json(StatusCode::OK, json!({}).to_string().into())
+            Ok(json(StatusCode::OK, json!({}).to_string().into()))
         }
         // Clients read the session on another replica: it is in use, and those streams get
         // every message as it comes.
         Method::PUT => {
             let reading: ReadingStreams = serde_json::from_slice(&body).unwrap_or_default();
             let head = session.read_elsewhere(&reading.streams(), lease);
-            let body = json!({ "head": head, "record": session.record() });
-            json(StatusCode::OK, body.to_string().into())
+            let record = serde_json::to_value(session.record()).unwrap_or_default();
+            Ok(encoded(&Reading { head, record }))
         }
         Method::POST => {
-            let message = match Message::parse(body) {
-                Ok(message) => message,
-                Err(error) => return plain(StatusCode::BAD_REQUEST, &error.to_string()),
-            };
-            let outcome = match message.kind() {
-                Kind::Request => session.call(message).await.map(Some),
-                Kind::Notification => session.notify(message).await.map(|()| None),
-                Kind::Response => session.answer(message).await.map(|()| None),
-            };
-            match outcome {
-                Ok(Some(stream)) => {
-                    // The asker reads the answer there.
-                    session.read_elsewhere(&[stream], lease);
-                    let events = first_answer(&session, stream, app.http.json_wait).await;
-                    taken(Taken::new(Some(stream), events))
-                }
-                Ok(None) => taken(Taken::default()),
-                // Its server was released as this replica began to leave: the asker takes
-                // the session over and the client retries.
-                Err(_) if router.shutdown.is_cancelled() => plain(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "this replica is shutting down",
-                ),
-                Err(error) => plain(StatusCode::BAD_GATEWAY, &error.to_string()),
-            }
+            let message = Message::parse(body)
+                .map_err(|error| refused(StatusCode::BAD_REQUEST, &error.to_string()))?;
+            forward(router, app, &session, message, lease).await
         }
-        _ => plain(StatusCode::METHOD_NOT_ALLOWED, "POST, PUT or DELETE"),
+        _ => Err(refused(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "POST, PUT or DELETE",
+        )),
+    }
+}
+
+/// The hop carries the shared secret and is meant for this replica (not for the one that used
+/// to be at this address: then nothing is done here).
+fn check(headers: &http::HeaderMap, member: Member<'_>) -> Result<(), Refused> {
+    let presented = header_str(headers, SECRET_HEADER).unwrap_or_default();
+    if !same(presented.as_bytes(), member.secret.as_bytes()) {
+        return Err(refused(
+            StatusCode::FORBIDDEN,
+            "the cluster secret does not match",
+        ));
+    }
+    if header_str(headers, FOR_NODE_HEADER).is_some_and(|node| node != member.node_id) {
+        return Err(refused(
+            StatusCode::MISDIRECTED_REQUEST,
+            "this replica is not the one the hop is meant for",
+        ));
+    }
+    Ok(())
+}
+
+/// The served server and session id the path names (`<server>/sessions/<id>`).
+fn served<'a>(router: &'a Router, rest: &'a str) -> Result<(&'a App, &'a str), Refused> {
+    let (server, id) = rest
+        .split_once("/sessions/")
+        .ok_or_else(|| refused(StatusCode::NOT_FOUND, "not found"))?;
+    let app = match server {
+        "default" => router.default.as_ref(),
+        name => router.servers.get(name),
+    };
+    let app = app.ok_or_else(|| refused(StatusCode::NOT_FOUND, "no such server"))?;
+    Ok((app, id))
+}
+
+/// The session, if this replica owns it (or reclaims it) and is not leaving.
+async fn owned(router: &Router, app: &App, id: &str) -> Result<Arc<Session>, Refused> {
+    if router.shutdown.is_cancelled() {
+        // Leaving: the asking replica takes the session over once this one's key is gone.
+        return Err(refused(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this replica is shutting down",
+        ));
+    }
+    match app.registry.owned_or_reclaimed(id).await {
+        Ok(Some(session)) => Ok(session),
+        Ok(None) => Err(refused(
+            StatusCode::NOT_FOUND,
+            "this replica does not own that session",
+        )),
+        Err(error) => Err(refused(StatusCode::SERVICE_UNAVAILABLE, &error.to_string())),
+    }
+}
+
+/// Hands a client message to the session, here where it lives (no lookup elsewhere, as
+/// `Registry::deliver` does): for a request, the stream its answer goes on and what is logged
+/// there within the JSON wait.
+async fn forward(
+    router: &Router,
+    app: &App,
+    session: &Arc<Session>,
+    message: Message,
+    lease: Duration,
+) -> Result<Response<Body>, Refused> {
+    match session.deliver(message).await {
+        Ok(Some(stream)) => {
+            // The asker reads the answer there.
+            session.read_elsewhere(&[stream], lease);
+            let events = first_answer(session, stream, app.http.json_wait).await;
+            Ok(encoded(&Taken::new(Some(stream), events)))
+        }
+        Ok(None) => Ok(encoded(&Taken::default())),
+        // Its server was released as this replica began to leave: the asker takes the session
+        // over and the client retries.
+        Err(_) if router.shutdown.is_cancelled() => Err(refused(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this replica is shutting down",
+        )),
+        Err(error) => Err(refused(StatusCode::BAD_GATEWAY, &error.to_string())),
     }
 }
 
@@ -159,14 +199,25 @@ async fn first_answer(
     events
 }
 
-fn taken(taken: Taken) -> Response<Body> {
-    let body = serde_json::to_vec(&taken).unwrap_or_default();
+/// A hop answer, as JSON.
+fn encoded(answer: &impl serde::Serialize) -> Response<Body> {
+    let body = serde_json::to_vec(answer).unwrap_or_default();
     json(StatusCode::OK, body.into())
 }
 
 /// Compares secrets in time independent of where they differ.
 fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Why a hop was not carried out: a status and a line of text, or a refused body.
+enum Refused {
+    Plain(StatusCode, String),
+    Body(Box<Rejection>),
+}
+
+fn refused(status: StatusCode, text: &str) -> Refused {
+    Refused::Plain(status, text.to_owned())
 }
 
 fn plain(status: StatusCode, text: &str) -> Response<Body> {

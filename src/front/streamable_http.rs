@@ -91,24 +91,7 @@ async fn post(
         message.kind() == Kind::Request && message.method().is_some_and(is_session_method);
 
     if session_method || protocol_session.is_some() {
-        if session_id.is_some() {
-            return Err(Rejection::conflict(match protocol_session {
-                Some(_) => "a request names its session by Mcp-Session-Id or by Mcp-Protocol-Session-Id, not both",
-                None => "session/* methods cannot be used on a session named by Mcp-Session-Id (transport mode)",
-            })
-            .with_id(message.id()));
-        }
-        if header_str(&headers, LAST_EVENT_ID).is_some() {
-            let both = message.method() == Some(protocol::RESUME)
-                && message
-                    .params_as::<protocol::ResumeParams>()
-                    .is_some_and(|p| p.last_session_event_id.is_some());
-            return Err(Rejection::conflict(match both {
-                true => "both Last-Event-ID and lastSessionEventId were given; send only lastSessionEventId",
-                false => "Last-Event-ID does not apply to protocol-level sessions; session/resume takes lastSessionEventId",
-            })
-            .with_id(message.id()));
-        }
+        check_protocol_mode(&headers, &message, session_id, protocol_session)?;
         return protocol_post(app, &headers, message, principal, protocol_session).await;
     }
 
@@ -151,6 +134,35 @@ async fn post(
             Ok(accepted())
         }
     }
+}
+
+/// A message for a protocol-level session (or a `session/*` method) must not also name a
+/// transport session, nor resume with `Last-Event-ID`.
+fn check_protocol_mode(
+    headers: &http::HeaderMap,
+    message: &Message,
+    session_id: Option<&str>,
+    protocol_session: Option<&str>,
+) -> Result<(), Rejection> {
+    if session_id.is_some() {
+        return Err(Rejection::conflict(match protocol_session {
+            Some(_) => "a request names its session by Mcp-Session-Id or by Mcp-Protocol-Session-Id, not both",
+            None => "session/* methods cannot be used on a session named by Mcp-Session-Id (transport mode)",
+        })
+        .with_id(message.id()));
+    }
+    if header_str(headers, LAST_EVENT_ID).is_some() {
+        let both = message.method() == Some(protocol::RESUME)
+            && message
+                .params_as::<protocol::ResumeParams>()
+                .is_some_and(|p| p.last_session_event_id.is_some());
+        return Err(Rejection::conflict(match both {
+            true => "both Last-Event-ID and lastSessionEventId were given; send only lastSessionEventId",
+            false => "Last-Event-ID does not apply to protocol-level sessions; session/resume takes lastSessionEventId",
+        })
+        .with_id(message.id()));
+    }
+    Ok(())
 }
 
 /// Sends a request upstream and answers with its response as JSON, or as an SSE stream when

@@ -11,6 +11,7 @@ use tracing::{debug, Instrument};
 
 use super::list_cache::{Lookup, Ticket};
 use super::log::StreamKey;
+use super::state::State;
 use super::{protocol, routing, Session, SessionError, STORE_PATIENCE};
 use crate::jsonrpc::{self, id_key, Kind, Message};
 use crate::metrics::Metrics;
@@ -38,7 +39,7 @@ impl Session {
     /// Sends a client request upstream under a fresh upstream id and opens the stream its
     /// answer will be logged on. With a shared store far behind, it first waits (bounded) for
     /// the store to catch up.
-    pub async fn call(&self, mut request: Message) -> Result<StreamKey, SessionError> {
+    pub async fn call(&self, request: Message) -> Result<StreamKey, SessionError> {
         if let Some(backlog) = &self.backlog {
             backlog
                 .room(STORE_PATIENCE)
@@ -55,102 +56,83 @@ impl Session {
             return stream
                 .ok_or_else(|| SessionError::UpstreamFailed("the owner opened no stream".into()));
         }
-        let (stream, upstream_id, outgoing) = {
-            let mut state = self.lock();
-            if let Some(cause) = &state.upstream_failure {
-                return Err(SessionError::UpstreamFailed(cause.clone()));
-            }
-            state.last_active = Instant::now();
-            let stream = state.next_stream;
-            state.next_stream += 1;
-            let method = request.method().unwrap_or_default().to_owned();
-            if protocol::is_session_method(&method) {
-                // Answered by the proxy where a front offers them; never the upstream's.
-                let client_id = request.id().cloned().unwrap_or(Value::Null);
-                let message = format!(
-                    "Method not found: {method} is offered on WebSocket connections and on Streamable \
-                     HTTP requests without Mcp-Session-Id, not on this one"
-                );
-                let error =
-                    jsonrpc::error_response(&client_id, jsonrpc::METHOD_NOT_FOUND, &message, None);
-                let stream = state.stream_of(stream);
-                self.append(&mut state, stream, error, true, None);
-                return Ok(stream);
-            }
-            let ticket = match self.cached_list(&request, &method) {
-                Ok(ticket) => ticket,
-                Err(result) => {
-                    let client_id = request.id().cloned().unwrap_or(Value::Null);
-                    let answer = json!({ "jsonrpc": "2.0", "id": client_id, "result": result });
-                    let stream = state.stream_of(stream);
-                    self.append(
-                        &mut state,
-                        stream,
-                        Bytes::from(answer.to_string()),
-                        true,
-                        None,
-                    );
-                    return Ok(stream);
-                }
-            };
-            let upstream_id = state.next_upstream_id;
-            state.next_upstream_id += 1;
-            match method.as_str() {
-                "resources/subscribe" | "resources/unsubscribe" => {
-                    if let Some(uri) = routing::subscription_uri(&request) {
-                        if method == "resources/subscribe" {
-                            state.subscriptions.insert(uri);
-                        } else {
-                            state.subscriptions.remove(&uri);
-                        }
-                        state.mirror_subscriptions();
-                    }
-                }
-                _ => {}
-            }
-            let progress_token = routing::progress_token(&request);
-            if let Some(token) = &progress_token {
-                state.progress.insert(token.clone(), stream);
-            }
-            let client_id = request.id().cloned().unwrap_or(Value::Null);
-            state.inflight.insert(
-                upstream_id,
-                Inflight {
-                    client_id,
-                    stream,
-                    method,
-                    progress_token,
-                    ticket,
-                    internal: None,
-                    deadline: Some(Instant::now() + self.settings.request_timeout),
-                },
-            );
-            if state.mirror.is_some() {
-                let client_id = request.id().cloned().unwrap_or(Value::Null).to_string();
-                let init = (request.method() == Some("initialize"))
-                    .then(|| request.params().map(|p| p.get().to_owned()))
-                    .flatten();
-                state.mirror(|| Op::Field {
-                    name: "next_stream",
-                    value: (stream + 1).to_string(),
-                });
-                state.mirror(|| Op::Inflight { stream, client_id });
-                if let Some(init) = init {
-                    state.init = Some(init.clone());
-                    state.mirror(|| Op::Field {
-                        name: "init",
-                        value: init,
-                    });
-                }
-            }
-            request.set_id(Value::from(upstream_id));
-            (stream, upstream_id, request)
+        let (stream, upstream_id, outgoing) = match self.open_call(request)? {
+            Opened::AnsweredHere(stream) => return Ok(stream),
+            Opened::InFlight(n, upstream_id, outgoing) => (n, upstream_id, outgoing),
         };
         if let Err(error) = self.upstream.send(outgoing).await {
             self.lock().finish(upstream_id);
             return Err(error.into());
         }
         Ok(self.lock().stream_of(stream))
+    }
+
+    /// Opens the request's stream and either answers it here (a session method, a cached list)
+    /// or puts it in flight, readdressed to its upstream id.
+    fn open_call(&self, mut request: Message) -> Result<Opened, SessionError> {
+        let mut state = self.lock();
+        if let Some(cause) = &state.upstream_failure {
+            return Err(SessionError::UpstreamFailed(cause.clone()));
+        }
+        state.last_active = Instant::now();
+        let n = state.next_stream;
+        state.next_stream += 1;
+        let method = request.method().unwrap_or_default().to_owned();
+        let client_id = request.id().cloned().unwrap_or(Value::Null);
+        if protocol::is_session_method(&method) {
+            // Answered by the proxy where a front offers them; never the upstream's.
+            let message = format!(
+                "Method not found: {method} is offered on WebSocket connections and on Streamable \
+                 HTTP requests without Mcp-Session-Id, not on this one"
+            );
+            let error =
+                jsonrpc::error_response(&client_id, jsonrpc::METHOD_NOT_FOUND, &message, None);
+            return Ok(self.answer_here(&mut state, n, error));
+        }
+        let ticket = match self.cached_list(&request, &method) {
+            Ok(ticket) => ticket,
+            Err(result) => {
+                let answer = json!({ "jsonrpc": "2.0", "id": client_id, "result": result });
+                return Ok(self.answer_here(&mut state, n, Bytes::from(answer.to_string())));
+            }
+        };
+        if let ("resources/subscribe" | "resources/unsubscribe", Some(uri)) =
+            (method.as_str(), routing::subscription_uri(&request))
+        {
+            match method == "resources/subscribe" {
+                true => state.subscriptions.insert(uri),
+                false => state.subscriptions.remove(&uri),
+            };
+            state.mirror_subscriptions();
+        }
+        let progress_token = routing::progress_token(&request);
+        if let Some(token) = &progress_token {
+            state.progress.insert(token.clone(), n);
+        }
+        mirror_call(&mut state, &request, n);
+        let upstream_id = state.next_upstream_id;
+        state.next_upstream_id += 1;
+        state.inflight.insert(
+            upstream_id,
+            Inflight {
+                client_id,
+                stream: n,
+                method,
+                progress_token,
+                ticket,
+                internal: None,
+                deadline: Some(Instant::now() + self.settings.request_timeout),
+            },
+        );
+        request.set_id(Value::from(upstream_id));
+        Ok(Opened::InFlight(n, upstream_id, request))
+    }
+
+    /// Logs the proxy's own answer to the session's n-th request, ending its stream.
+    fn answer_here(&self, state: &mut State, n: u64, answer: Bytes) -> Opened {
+        let stream = state.stream_of(n);
+        self.append(state, stream, answer, true, None);
+        Opened::AnsweredHere(stream)
     }
 
     /// A list the cache can answer: `Err(result)` on a hit, `Ok(ticket)` to fill it on a miss.
@@ -326,5 +308,39 @@ impl Session {
                 "the new upstream did not answer {method}"
             ))),
         }
+    }
+}
+
+/// A request taken in: answered already, or in flight (its number, upstream id and the message
+/// readdressed to it).
+enum Opened {
+    AnsweredHere(StreamKey),
+    InFlight(u64, u64, Message),
+}
+
+/// Tells the shared store (if any) of a request in flight on the session's n-th stream, and
+/// keeps the params of `initialize` for a replica that takes the session over.
+fn mirror_call(state: &mut State, request: &Message, n: u64) {
+    if state.mirror.is_none() {
+        return;
+    }
+    let client_id = request.id().cloned().unwrap_or(Value::Null).to_string();
+    state.mirror(|| Op::Field {
+        name: "next_stream",
+        value: (n + 1).to_string(),
+    });
+    state.mirror(|| Op::Inflight {
+        stream: n,
+        client_id,
+    });
+    let init = (request.method() == Some("initialize"))
+        .then(|| request.params().map(|p| p.get().to_owned()))
+        .flatten();
+    if let Some(init) = init {
+        state.init = Some(init.clone());
+        state.mirror(|| Op::Field {
+            name: "init",
+            value: init,
+        });
     }
 }

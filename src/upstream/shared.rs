@@ -111,7 +111,7 @@ impl SharedStdio {
     /// Where each child event goes.
     fn route(&self, event: UpstreamEvent) -> Vec<(EventSink, UpstreamEvent)> {
         let mut mux = self.lock();
-        let mut message = match event {
+        let message = match event {
             UpstreamEvent::Message(message) => *message,
             UpstreamEvent::Oversized { id, max } => {
                 let pending = id.and_then(|id| id.as_u64()).and_then(|g| mux.finish(g));
@@ -159,62 +159,8 @@ impl SharedStdio {
             }
         };
         match message.kind() {
-            Kind::Response => {
-                let Some(pending) = message
-                    .id()
-                    .and_then(Value::as_u64)
-                    .and_then(|g| mux.finish(g))
-                else {
-                    return Vec::new(); // the answer to one of the mux's own requests
-                };
-                if pending.method == "initialize" && !message.is_error() {
-                    mux.initialize_result = message.result().map(|r| r.to_owned());
-                }
-                message.set_id(pending.id);
-                mux.to(pending.session, UpstreamEvent::Message(Box::new(message)))
-            }
-            Kind::Request => match mux.causing_session() {
-                Some(session) => mux.to(session, UpstreamEvent::Message(Box::new(message))),
-                None => mux.to_any(message),
-            },
-            Kind::Notification => match message.method().unwrap_or_default() {
-                "notifications/progress" => {
-                    let token = message
-                        .params_as::<Value>()
-                        .map(|p| id_key(&p["progressToken"]));
-                    let Some((session, original)) = token.and_then(|t| mux.tokens.get(&t).cloned())
-                    else {
-                        return Vec::new();
-                    };
-                    if let Some(mut params) = message.params_as::<Value>() {
-                        params["progressToken"] = original;
-                        if let Ok(raw) = to_raw_value(&params) {
-                            message.set_params(raw);
-                        }
-                    }
-                    mux.to(session, UpstreamEvent::Message(Box::new(message)))
-                }
-                "notifications/resources/updated" => {
-                    let uri = message
-                        .params_as::<Value>()
-                        .and_then(|p| p["uri"].as_str().map(str::to_owned));
-                    let subscribed: Vec<u64> = uri
-                        .and_then(|uri| mux.subscribers.get(&uri))
-                        .map(|s| s.iter().copied().collect())
-                        .unwrap_or_default();
-                    subscribed
-                        .into_iter()
-                        .flat_map(|s| mux.to(s, UpstreamEvent::Message(Box::new(message.clone()))))
-                        .collect()
-                }
-                "notifications/message" | "notifications/cancelled" => {
-                    match mux.causing_session() {
-                        Some(session) => mux.to(session, UpstreamEvent::Message(Box::new(message))),
-                        None => mux.to_all(&message),
-                    }
-                }
-                _ => mux.to_all(&message),
-            },
+            Kind::Notification => mux.route_notification(message),
+            _ => mux.route_exchange(message),
         }
     }
 
@@ -447,6 +393,75 @@ impl SharedHandle {
 
     pub fn release(&self) {
         self.mux.leave(self.session);
+    }
+}
+
+impl Mux {
+    /// A response (back to the session whose request it answers, under that session's id) or
+    /// a server request (to the session whose request caused it).
+    fn route_exchange(&mut self, mut message: Message) -> Vec<(EventSink, UpstreamEvent)> {
+        match message.kind() {
+            Kind::Response => {
+                let Some(pending) = message
+                    .id()
+                    .and_then(Value::as_u64)
+                    .and_then(|g| self.finish(g))
+                else {
+                    return Vec::new(); // the answer to one of the mux's own requests
+                };
+                if pending.method == "initialize" && !message.is_error() {
+                    self.initialize_result = message.result().map(|r| r.to_owned());
+                }
+                message.set_id(pending.id);
+                self.to(pending.session, UpstreamEvent::Message(Box::new(message)))
+            }
+            Kind::Request => match self.causing_session() {
+                Some(session) => self.to(session, UpstreamEvent::Message(Box::new(message))),
+                None => self.to_any(message),
+            },
+            Kind::Notification => Vec::new(),
+        }
+    }
+
+    /// A notification: progress to its token's session, a resource update to its subscribers,
+    /// a log message or cancellation to the session that caused it, the rest to everyone.
+    fn route_notification(&mut self, mut message: Message) -> Vec<(EventSink, UpstreamEvent)> {
+        match message.method().unwrap_or_default() {
+            "notifications/progress" => {
+                let token = message
+                    .params_as::<Value>()
+                    .map(|p| id_key(&p["progressToken"]));
+                let Some((session, original)) = token.and_then(|t| self.tokens.get(&t).cloned())
+                else {
+                    return Vec::new();
+                };
+                if let Some(mut params) = message.params_as::<Value>() {
+                    params["progressToken"] = original;
+                    if let Ok(raw) = to_raw_value(&params) {
+                        message.set_params(raw);
+                    }
+                }
+                self.to(session, UpstreamEvent::Message(Box::new(message)))
+            }
+            "notifications/resources/updated" => {
+                let uri = message
+                    .params_as::<Value>()
+                    .and_then(|p| p["uri"].as_str().map(str::to_owned));
+                let subscribed: Vec<u64> = uri
+                    .and_then(|uri| self.subscribers.get(&uri))
+                    .map(|s| s.iter().copied().collect())
+                    .unwrap_or_default();
+                subscribed
+                    .into_iter()
+                    .flat_map(|s| self.to(s, UpstreamEvent::Message(Box::new(message.clone()))))
+                    .collect()
+            }
+            "notifications/message" | "notifications/cancelled" => match self.causing_session() {
+                Some(session) => self.to(session, UpstreamEvent::Message(Box::new(message))),
+                None => self.to_all(&message),
+            },
+            _ => self.to_all(&message),
+        }
     }
 }
 
