@@ -1,23 +1,33 @@
 //! mcp-session-proxy: a session-aware reverse proxy for MCP servers.
 //!
 //! Requests flow front → session → upstream; server messages flow back through the session's
-//! event log.
+//! event log. No module imports against that flow (`../shared/tools/layers.py`, run in CI).
 //!
 //! - [`front`]: client transports. `streamable_http` serves POST/GET/DELETE on `/mcp`, names a
 //!   session by its `Mcp-Session-Id` header (or `Mcp-Protocol-Session-Id`) and turns
 //!   `Last-Event-ID` into a stream resume; `websocket` serves the same path upgraded;
 //!   `session_methods` answers `session/start|resume|end` for both; `legacy_sse` the 2024-11-05
-//!   pair; `event_stream` writes a session stream as SSE; `rejection` is the one place where
-//!   refused input becomes an HTTP status and a JSON-RPC error.
-//! - [`session`]: what a session is. `registry` creates, finds (per principal) and expires
-//!   sessions; `log` is the bounded, coalescing event log every server message is filed in;
-//!   `protocol` numbers a protocol-level session's events and announces the methods;
-//!   `routing` decides which stream a server message belongs to; `id` mints session ids.
-//! - [`upstream`]: server transports. `stdio` runs one child process per session, `shared` one
-//!   for all, `streamable_http` and `legacy_sse` make the proxy an HTTP client.
-//! - [`jsonrpc`] the message model, [`sse`] the SSE codec, [`config`] options and validation,
-//!   [`metrics`] Prometheus counters, [`memory`] freed memory given back, [`server`] start and
-//!   stop, [`demo`] the bundled server.
+//!   pair; `internal` the other replicas' hop; `event_stream` writes a session stream as SSE;
+//!   `rejection` is the one place where refused input becomes an HTTP status and a JSON-RPC
+//!   error. Every front hands a client message to `Registry::deliver`.
+//! - [`session`]: what a session is. The handle (`mod.rs`) and one file per job: `calls`
+//!   (client messages in, requests in flight under upstream ids), `filing` (server messages and
+//!   upstream failures into the log), `readers` (streams read, replayed, resumed), `state` (what
+//!   the one lock guards); `registry` creates, finds (per principal) and expires sessions; `log`
+//!   is the bounded, coalescing event log; `protocol` numbers a protocol-level session's events;
+//!   `routing` decides which stream a server message belongs to; `replica` is everything about
+//!   replicas sharing sessions (mirroring, lookup, views, following, takeover).
+//! - [`upstream`]: server transports. `factory` builds a session's upstream; `stdio` runs one
+//!   child process per session, `shared` one for all, `streamable_http` and `legacy_sse` make
+//!   the proxy an HTTP client, `owner` reaches the replica that owns a session.
+//! - [`store`]: state beyond the process: `Memory`, or `redis` (records, logs as Redis Streams,
+//!   heartbeats; a write-behind `Mirror` per owned session, a follower per view).
+//! - Base modules every layer may use: [`jsonrpc`] the message model, [`sse`] the SSE codec,
+//!   [`event`] event ids and logged messages, [`ids`] session ids, replica names and principals,
+//!   [`hop`] the replicas' hop on the wire, [`metrics`] Prometheus counters, [`memory`] freed
+//!   memory given back.
+//! - Entry: [`config`] options and validation, [`server`] start and stop, [`demo`] the bundled
+//!   server.
 
 #![forbid(unsafe_code)]
 
