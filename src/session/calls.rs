@@ -109,6 +109,10 @@ impl Session {
         if let Some(token) = &progress_token {
             state.progress.insert(token.clone(), n);
         }
+        if method == "initialize" {
+            // Kept to bring a new or forgetful upstream to where this one was.
+            state.init = request.params().map(|p| p.get().to_owned());
+        }
         mirror_call(&mut state, &request, n);
         let upstream_id = state.next_upstream_id;
         state.next_upstream_id += 1;
@@ -333,11 +337,8 @@ fn mirror_call(state: &mut State, request: &Message, n: u64) {
         stream: n,
         client_id,
     });
-    let init = (request.method() == Some("initialize"))
-        .then(|| request.params().map(|p| p.get().to_owned()))
-        .flatten();
-    if let Some(init) = init {
-        state.init = Some(init.clone());
+    if let (Some("initialize"), Some(init)) = (request.method(), &state.init) {
+        let init = init.clone();
         state.mirror(|| Op::Field {
             name: "init",
             value: init,

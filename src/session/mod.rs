@@ -17,7 +17,7 @@ pub mod routing;
 mod state;
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -146,6 +146,8 @@ impl Shape {
 }
 
 pub struct Session {
+    /// Itself, for work it starts on its own (re-establishing its upstream).
+    this: Weak<Session>,
     id: String,
     principal: Principal,
     settings: Arc<SessionSettings>,
@@ -181,9 +183,10 @@ impl Session {
         settings: Arc<SessionSettings>,
         metrics: Arc<Metrics>,
         mirror: Option<Mirror>,
-    ) -> Session {
+    ) -> Arc<Session> {
         let backlog = mirror.as_ref().map(|mirror| mirror.backlog().clone());
-        Session {
+        Arc::new_cyclic(|this| Session {
+            this: this.clone(),
             backlog,
             state: Mutex::new(State {
                 shape,
@@ -218,7 +221,7 @@ impl Session {
             readers: Arc::default(),
             following: Default::default(),
             ended: CancellationToken::new(),
-        }
+        })
     }
 
     pub fn id(&self) -> &str {

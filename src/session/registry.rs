@@ -132,7 +132,7 @@ impl Registry {
             None => ids::mint(),
         };
         let mirror = self.store.mirror(&self.server, &id);
-        let session = Arc::new(Session::new(
+        let session = Session::new(
             id,
             principal,
             shape,
@@ -141,7 +141,7 @@ impl Registry {
             self.settings.clone(),
             self.metrics.clone(),
             mirror,
-        ));
+        );
         binding.bind(Arc::downgrade(&session) as Weak<dyn Sink>);
         if self.store.redis().is_some() {
             session.record_created(self.upstreams.display());

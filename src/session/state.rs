@@ -52,7 +52,7 @@ pub(super) struct State {
     pub(super) owner_head: u64,
     /// A view: how far the shared log has been read (what came with hops may be further).
     pub(super) followed_through: u64,
-    /// The client's `initialize` params, kept for the shared store (a shared store only).
+    /// The client's `initialize` params: a new or forgetful upstream is initialized with them.
     pub(super) init: Option<String>,
 }
 

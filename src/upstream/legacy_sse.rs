@@ -1,25 +1,22 @@
 //! The legacy HTTP+SSE upstream (MCP 2024-11-05 as a client): a GET stream whose first event
 //! (`endpoint`, treated as opaque) names where to POST, and on which every answer arrives. A cut
-//! stream is a lost upstream session: the stream is re-opened, the session re-initialized from
-//! the client's `initialize` params and re-subscribed; requests in flight at the cut get an error
-//! (their answers went with the old stream).
+//! stream is a lost upstream session: the stream is re-opened and the session told
+//! (`SessionLost`), which re-initializes and re-subscribes it while other traffic waits; requests
+//! in flight at the cut get an error (their answers went with the old stream).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
-use serde_json::{json, Value};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn, Instrument};
 
 use super::http_client::{self, EventStream, HttpClient, HttpSpec};
-use super::recall::Recall;
 use super::{EventSink, UpstreamError, UpstreamEvent};
-use crate::jsonrpc::{self, id_key, Kind, Message};
+use crate::jsonrpc::{Kind, Message};
 
 const RECONNECT: Duration = Duration::from_secs(1);
 const MAX_RECONNECT: Duration = Duration::from_secs(5);
@@ -37,7 +34,9 @@ struct Inner {
     released: CancellationToken,
     /// Where to POST: known once the current stream announced it.
     endpoint: watch::Sender<Option<Uri>>,
-    state: Mutex<State>,
+    /// False while the session re-initializes a new stream's session: only `initialize` and
+    /// `notifications/initialized` go meanwhile.
+    ready: watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -46,14 +45,6 @@ impl std::fmt::Debug for Inner {
             .field("url", &self.spec.url)
             .finish()
     }
-}
-
-#[derive(Default)]
-struct State {
-    recall: Recall,
-    /// The proxy's own requests (re-initialization), by id.
-    internal: HashMap<String, oneshot::Sender<Value>>,
-    internal_ids: u64,
 }
 
 impl SseUpstream {
@@ -71,7 +62,7 @@ impl SseUpstream {
             authorization: authorization.filter(|_| spec.forward_authorization),
             released: CancellationToken::new(),
             endpoint: watch::channel(None).0,
-            state: Mutex::new(State::default()),
+            ready: watch::channel(true).0,
         });
         tokio::spawn(inner.clone().run().in_current_span());
         SseUpstream { inner }
@@ -82,17 +73,38 @@ impl SseUpstream {
             return Err(UpstreamError::Gone);
         }
         let wire = message.to_bytes();
-        self.inner.lock().recall.note(&message);
+        let starting = matches!(
+            message.method(),
+            Some("initialize" | "notifications/initialized")
+        );
         let inner = self.inner.clone();
         tokio::spawn(
             async move {
-                if let Err(cause) = inner.post(wire).await {
-                    inner.fail(&message, &cause).await;
+                let sent = match starting {
+                    true => inner.post(wire).await,
+                    false => match inner.established().await {
+                        Ok(()) => inner.post(wire).await,
+                        Err(cause) => Err(cause),
+                    },
+                };
+                match sent {
+                    Err(cause) => inner.fail(&message, &cause).await,
+                    // The session is there again: the traffic held back goes.
+                    Ok(()) if message.method() == Some("notifications/initialized") => {
+                        inner.ready.send_replace(true);
+                    }
+                    Ok(()) => {}
                 }
             }
             .in_current_span(),
         );
         Ok(())
+    }
+
+    /// The session re-initialized the upstream after `SessionLost` (or could not): the traffic
+    /// held back goes (and fails, if the server does not take it).
+    pub fn reestablished(&self, _outcome: Result<(), String>) {
+        self.inner.ready.send_replace(true);
     }
 
     pub fn release(&self) {
@@ -101,8 +113,19 @@ impl SseUpstream {
 }
 
 impl Inner {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    /// Waits (up to the request timeout) until the current stream's session is initialized.
+    async fn established(&self) -> Result<(), String> {
+        let mut ready = self.ready.subscribe();
+        let waited = tokio::time::timeout(self.spec.request_timeout, ready.wait_for(|r| *r))
+            .await
+            .map(|ready| ready.is_ok());
+        match waited {
+            Ok(true) => Ok(()),
+            _ => Err(format!(
+                "the upstream session was not re-established within {:?}",
+                self.spec.request_timeout
+            )),
+        }
     }
 
     /// Holds the stream; after a cut, re-opens it and re-establishes the session.
@@ -118,13 +141,15 @@ impl Inner {
                     while let Some(event) = events.next(&self.released).await {
                         if event.event.as_deref() == Some("endpoint") {
                             let url = resolve(&self.spec.url, event.data.trim());
-                            if reestablished {
-                                self.endpoint.send_replace(url);
-                            } else if let Some(url) = url {
-                                // Client traffic waits until the session is back.
+                            if !reestablished && url.is_some() {
+                                // A new upstream session: other traffic waits until the
+                                // session has initialized it.
                                 reestablished = true;
-                                tokio::spawn(self.clone().reestablish(url).in_current_span());
+                                warn!(url = %self.spec.url, "upstream SSE stream was cut; the session re-initializes it");
+                                self.ready.send_replace(false);
+                                self.events.deliver(UpstreamEvent::SessionLost);
                             }
+                            self.endpoint.send_replace(url);
                         } else if !event.data.is_empty() {
                             self.receive(Bytes::from(event.data)).await;
                         }
@@ -181,21 +206,12 @@ impl Inner {
         request
     }
 
-    /// A message from the stream: the answer to one of the proxy's own requests, or the client's.
+    /// A message from the stream.
     async fn receive(&self, data: Bytes) {
         let Ok(message) = Message::parse(data) else {
             warn!("the upstream stream carried something that is not JSON-RPC");
             return;
         };
-        if message.kind() == Kind::Response {
-            let key = message.id().map(id_key).unwrap_or_default();
-            let internal = self.lock().internal.remove(&key);
-            if let Some(waiting) = internal {
-                let answer = serde_json::from_slice(&message.to_bytes()).unwrap_or(Value::Null);
-                let _ = waiting.send(answer);
-                return;
-            }
-        }
         self.events
             .deliver(UpstreamEvent::Message(Box::new(message)));
     }
@@ -243,62 +259,8 @@ impl Inner {
         }
     }
 
-    /// After a cut: initialize again with the client's params, then every subscription; then
-    /// let client traffic through to `url`.
-    async fn reestablish(self: Arc<Self>, url: Uri) {
-        let Some(params) = self.lock().recall.initialize_params.clone() else {
-            self.endpoint.send_replace(Some(url));
-            return;
-        };
-        warn!(url = %self.spec.url, "upstream SSE stream was cut; re-initializing");
-        let outcome = async {
-            let answer = self.internal(&url, "initialize", params).await?;
-            if answer.get("error").is_some() {
-                return Err(format!("initialize was refused: {}", answer["error"]));
-            }
-            let initialized = jsonrpc::notification("notifications/initialized", json!({}));
-            self.post_to(url.clone(), initialized).await?;
-            let subscriptions: Vec<String> =
-                self.lock().recall.subscriptions.iter().cloned().collect();
-            for uri in subscriptions {
-                self.internal(&url, "resources/subscribe", json!({ "uri": uri }))
-                    .await?;
-            }
-            Ok::<(), String>(())
-        }
-        .await;
-        if let Err(cause) = outcome {
-            warn!(%cause, "re-initializing the upstream failed");
-        }
-        self.endpoint.send_replace(Some(url));
-    }
-
-    async fn internal(&self, url: &Uri, method: &str, params: Value) -> Result<Value, String> {
-        let (answer, answered) = oneshot::channel();
-        let id = {
-            let mut state = self.lock();
-            state.internal_ids += 1;
-            let id = Value::from(format!("proxy-{}", state.internal_ids));
-            state.internal.insert(id_key(&id), answer);
-            id
-        };
-        let wire = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-        self.post_to(url.clone(), Bytes::from(wire.to_string()))
-            .await?;
-        tokio::time::timeout(self.spec.request_timeout, answered)
-            .await
-            .map_err(|_| {
-                format!(
-                    "no answer to {method} within {:?}",
-                    self.spec.request_timeout
-                )
-            })?
-            .map_err(|_| format!("the stream was cut before the answer to {method}"))
-    }
-
     /// The stream was cut: the answers of the requests in flight went with it.
     async fn cut(&self) {
-        self.lock().internal.clear();
         self.events.deliver(UpstreamEvent::AnswersLost(
             "the upstream server's stream was cut; this request's answer was lost".into(),
         ));

@@ -8,7 +8,6 @@ pub mod http_client;
 pub mod legacy_sse;
 pub mod lines;
 pub mod owner;
-pub mod recall;
 pub mod shared;
 pub mod stdio;
 pub mod streamable_http;
@@ -44,6 +43,10 @@ pub enum UpstreamEvent {
     /// Every request in flight lost its answer (a legacy SSE stream was cut); the upstream
     /// carries on.
     AnswersLost(Box<str>),
+    /// The server forgot the upstream session (an HTTP 404, a new legacy stream): the session
+    /// brings it back (`initialize` with the client's params, `notifications/initialized`,
+    /// its subscriptions) and then calls `Upstream::reestablished`. Other traffic waits.
+    SessionLost,
     /// The server went away on its own; the text says why (exit status, last stderr lines).
     Exited(Box<str>),
 }
@@ -108,6 +111,16 @@ impl Upstream {
                 .await
                 .map(|_| ())
                 .map_err(Into::into),
+        }
+    }
+
+    /// The session re-established the upstream session after `UpstreamEvent::SessionLost`, or
+    /// could not (the cause): traffic held back goes on, or fails with it.
+    pub fn reestablished(&self, outcome: Result<(), String>) {
+        match self {
+            Upstream::Http(http) => http.reestablished(outcome),
+            Upstream::Sse(sse) => sse.reestablished(outcome),
+            Upstream::Stdio(_) | Upstream::Shared(_) | Upstream::Owner(_) => {}
         }
     }
 

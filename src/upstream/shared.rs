@@ -138,6 +138,8 @@ impl SharedStdio {
                     None => Vec::new(),
                 };
             }
+            // A child on stdio keeps its session while it lives.
+            UpstreamEvent::SessionLost => return Vec::new(),
             UpstreamEvent::AnswersLost(cause) => {
                 return mux
                     .sessions

@@ -1,11 +1,10 @@
 //! The Streamable HTTP upstream (MCP 2025-03-26 … 2025-11-25, transports §Streamable HTTP, as a
 //! client). One upstream session per proxy session; its `Mcp-Session-Id` never leaves this
 //! module. Each client message is POSTed on its own task; answers (JSON or SSE) and the held GET
-//! stream become `UpstreamEvent`s. An upstream 404 means the server forgot the session: it is
-//! re-initialized from the stored `initialize` params and re-subscribed, and the message retried.
+//! stream become `UpstreamEvent`s. An upstream 404 means the server forgot the session: the
+//! session is told (`SessionLost`) and re-initializes it; other traffic waits, and the message
+//! is sent again under the new upstream session.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -13,15 +12,12 @@ use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn, Instrument};
 
 use super::http_client::{self, is_event_stream, EventStream, HttpClient, HttpSpec};
-use super::recall::Recall;
 use super::{EventSink, UpstreamError, UpstreamEvent};
-use crate::jsonrpc::{self, Kind, Message};
-use crate::sse;
+use crate::jsonrpc::{Kind, Message};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -44,8 +40,8 @@ struct Inner {
     authorization: Option<HeaderValue>,
     released: CancellationToken,
     link: Mutex<Link>,
-    /// One re-initialization at a time.
-    reinitializing: tokio::sync::Mutex<()>,
+    /// Whether the upstream session is there; `Lost` from the server's 404 until a new one is.
+    standing: tokio::sync::watch::Sender<Standing>,
     /// False while the GET stream is being opened: a server may send what a request causes on
     /// that stream, and drop it when no stream is open, so requests wait for it (bounded).
     stream_settled: tokio::sync::watch::Sender<bool>,
@@ -63,11 +59,20 @@ impl std::fmt::Debug for Inner {
 #[derive(Debug, Default)]
 struct Link {
     session: Option<HeaderValue>,
+    /// The version the client asked for in `initialize`, sent on every later request.
     protocol_version: Option<HeaderValue>,
-    recall: Recall,
     /// Bumped by each (re-)initialization; a GET stream of an older one stops.
     generation: u64,
-    internal_ids: u64,
+}
+
+/// Whether the upstream session can be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Standing {
+    Ready,
+    /// The server forgot it; the session is re-initializing it.
+    Lost,
+    /// Re-initializing it failed (the cause); the next message tries again.
+    Failed(Arc<str>),
 }
 
 /// A POST's outcome that needs more than forwarding.
@@ -92,7 +97,7 @@ impl HttpUpstream {
                 authorization: authorization.filter(|_| spec.forward_authorization),
                 released: CancellationToken::new(),
                 link: Mutex::new(Link::default()),
-                reinitializing: tokio::sync::Mutex::new(()),
+                standing: tokio::sync::watch::channel(Standing::Ready).0,
                 stream_settled: tokio::sync::watch::channel(true).0,
             }),
         }
@@ -104,7 +109,9 @@ impl HttpUpstream {
             return Err(UpstreamError::Gone);
         }
         let wire = message.to_bytes();
-        self.inner.remember(&message);
+        if message.method() == Some("initialize") {
+            self.inner.remember_version(&message);
+        }
         if message.method() == Some("notifications/initialized") {
             // The GET stream opens once this is delivered; what is sent after waits for it.
             self.inner.stream_settled.send_replace(false);
@@ -112,6 +119,16 @@ impl HttpUpstream {
         let inner = self.inner.clone();
         tokio::spawn(async move { inner.deliver(message, wire).await }.in_current_span());
         Ok(())
+    }
+
+    /// The session re-initialized the upstream session after `SessionLost` (or could not).
+    pub fn reestablished(&self, outcome: Result<(), String>) {
+        let standing = match outcome {
+            Ok(()) => Standing::Ready,
+            Err(cause) => Standing::Failed(cause.into()),
+        };
+        self.inner.standing.send_replace(standing);
+        self.inner.stream_settled.send_replace(true);
     }
 
     /// Ends the upstream session (DELETE, best effort) and stops its GET stream.
@@ -136,29 +153,66 @@ impl Inner {
         self.link.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn remember(&self, message: &Message) {
-        self.lock().recall.note(message);
+    /// The version the client asks for, sent on every later request.
+    fn remember_version(&self, message: &Message) {
+        #[derive(serde::Deserialize)]
+        struct Initialize {
+            #[serde(rename = "protocolVersion")]
+            protocol_version: Option<String>,
+        }
+        let version = message
+            .params_as::<Initialize>()
+            .and_then(|p| p.protocol_version)
+            .and_then(|v| HeaderValue::from_str(&v).ok());
+        let mut link = self.lock();
+        if link.protocol_version.is_none() {
+            link.protocol_version = version;
+        }
+    }
+
+    /// The server forgot the session `forgotten`: the session is told once, and traffic waits
+    /// for it to re-initialize the upstream (unless that already happened).
+    fn lost(&self, forgotten: Option<&HeaderValue>) {
+        if forgotten.is_some() && self.lock().session.as_ref() != forgotten {
+            return; // a new upstream session is there already
+        }
+        let told = self.standing.send_if_modified(|standing| {
+            let first = *standing != Standing::Lost;
+            *standing = Standing::Lost;
+            first
+        });
+        if told {
+            self.lock().session = None;
+            self.stream_settled.send_replace(false);
+            warn!(url = %self.spec.url, "upstream session lost; the session re-initializes it");
+            self.events.deliver(UpstreamEvent::SessionLost);
+        }
     }
 
     async fn deliver(self: Arc<Self>, message: Message, wire: Bytes) {
         let initializing = message.method() == Some("initialize");
-        if !initializing && message.method() != Some("notifications/initialized") {
+        let starting = initializing || message.method() == Some("notifications/initialized");
+        if !starting {
             self.stream_settles().await;
         }
         for attempt in 0..2 {
             let session = match initializing {
                 true => None,
-                false => self.current_session().await,
-            };
-            match self.post(&message, wire.clone(), session).await {
-                Ok(Outcome::Done) => break,
-                Ok(Outcome::SessionLost) if attempt == 0 => {
-                    if let Err(cause) = self.clone().reinitialize().await {
+                false => match self.current_session().await {
+                    Ok(session) => session,
+                    Err(cause) => {
                         self.fail(&message, &format!("the upstream session was lost and could not be re-established: {cause}")).await;
                         break;
                     }
-                    self.stream_settles().await;
-                }
+                },
+            };
+            if attempt > 0 && !starting {
+                // After notifications/initialized: the new session's GET stream is being opened.
+                self.stream_settles().await;
+            }
+            match self.post(&message, wire.clone(), session.clone()).await {
+                Ok(Outcome::Done) => break,
+                Ok(Outcome::SessionLost) if attempt == 0 => self.lost(session.as_ref()),
                 Ok(Outcome::SessionLost) => {
                     self.fail(&message, "the upstream server lost the session again")
                         .await;
@@ -176,13 +230,26 @@ impl Inner {
         }
     }
 
-    /// The upstream session id; during a re-initialization, the new one once it is there.
-    async fn current_session(&self) -> Option<HeaderValue> {
-        if let Some(session) = self.lock().session.clone() {
-            return Some(session);
+    /// The upstream session id; while the session re-initializes it, the new one once it is
+    /// there (at most the request timeout). After a failed re-initialization, a new one is tried.
+    async fn current_session(&self) -> Result<Option<HeaderValue>, String> {
+        if matches!(*self.standing.borrow(), Standing::Failed(_)) {
+            self.lost(None);
         }
-        let _after_reinitializing = self.reinitializing.lock().await;
-        self.lock().session.clone()
+        let mut standing = self.standing.subscribe();
+        let settled = tokio::time::timeout(
+            self.spec.request_timeout,
+            standing.wait_for(|s| *s != Standing::Lost),
+        )
+        .await;
+        let standing = match settled {
+            Ok(Ok(standing)) => standing.clone(),
+            _ => return Err(format!("not within {:?}", self.spec.request_timeout)),
+        };
+        match standing {
+            Standing::Failed(cause) => Err(cause.to_string()),
+            _ => Ok(self.lock().session.clone()),
+        }
     }
 
     /// Waits until no GET stream is being opened, at most the request timeout.
@@ -321,7 +388,8 @@ impl Inner {
                 }
                 Ok(None) => return, // no GET stream offered (405)
                 Err(StatusCode::NOT_FOUND) => {
-                    let _ = self.clone().reinitialize().await;
+                    let forgotten = self.lock().session.clone();
+                    self.lost(forgotten.as_ref());
                     return; // the new generation listens
                 }
                 Err(status) => {
@@ -361,129 +429,21 @@ impl Inner {
         }
     }
 
-    /// Re-establishes the upstream session: initialize with the client's original params,
-    /// notifications/initialized, then every subscription again.
-    /// (Boxed with an explicit `Send`: it and `listen` start each other.)
-    fn reinitialize(self: Arc<Self>) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> {
-        Box::pin(async move {
-            let generation = self.lock().generation;
-            let _one_at_a_time = self.reinitializing.lock().await;
-            if self.lock().generation != generation {
-                return Ok(()); // someone else already did
-            }
-            let params = self
-                .lock()
-                .recall
-                .initialize_params
-                .clone()
-                .ok_or("the client's initialize params are unknown")?;
-            warn!(url = %self.spec.url, "upstream session lost; re-initializing");
-            self.lock().session = None;
-            // Requests wait until the new session and its GET stream are there.
-            self.stream_settled.send_replace(false);
-            if let Err(cause) = self.reestablish(params).await {
-                self.stream_settled.send_replace(true);
-                return Err(cause);
-            }
-            let generation = {
-                let mut link = self.lock();
-                link.generation += 1;
-                link.generation
-            };
-            tokio::spawn(self.clone().listen(generation).in_current_span());
-            Ok(())
-        })
-    }
-
-    /// A new upstream session: initialize with the client's params, notifications/initialized,
-    /// then every subscription again.
-    async fn reestablish(&self, params: Value) -> Result<(), String> {
-        let answer = self.internal("initialize", params).await?;
-        if answer.get("error").is_some() {
-            return Err(format!("initialize was refused: {}", answer["error"]));
-        }
-        let initialized = jsonrpc::notification("notifications/initialized", json!({}));
-        self.internal_post(initialized, false).await?;
-        let subscriptions: Vec<String> = self.lock().recall.subscriptions.iter().cloned().collect();
-        for uri in subscriptions {
-            self.internal("resources/subscribe", json!({ "uri": uri }))
-                .await?;
-        }
-        Ok(())
-    }
-
-    /// A request of the proxy's own: its answer is returned, not forwarded.
-    async fn internal(&self, method: &str, params: Value) -> Result<Value, String> {
-        let id = {
-            let mut link = self.lock();
-            link.internal_ids += 1;
-            format!("proxy-{}", link.internal_ids)
-        };
-        let wire = Bytes::from(
-            json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }).to_string(),
-        );
-        let response = self.internal_post(wire, method == "initialize").await?;
-        let answer = match response {
-            Some(answer) => answer,
-            None => return Err(format!("no answer to {method}")),
-        };
-        Ok(answer)
-    }
-
-    async fn internal_post(
-        &self,
-        wire: Bytes,
-        initializing: bool,
-    ) -> Result<Option<Value>, String> {
-        let message = Message::parse(wire.clone()).map_err(|e| e.to_string())?;
-        let session = if initializing {
-            None
-        } else {
-            self.lock().session.clone()
-        };
-        let request = self.request(Method::POST, session, Some(&message), wire);
-        let response = http_client::send(&self.client, &self.spec, request).await?;
-        if !response.status().is_success() {
-            return Err(format!("HTTP {}", response.status()));
-        }
-        if initializing {
-            self.adopt_session(&response);
-        }
-        let streamed = is_event_stream(&response);
-        let body = tokio::time::timeout(self.spec.request_timeout, response.into_body().collect())
-            .await
-            .map_err(|_| "timed out".to_string())?
-            .map_err(|e| e.to_string())?
-            .to_bytes();
-        if body.is_empty() {
-            return Ok(None);
-        }
-        let wanted = message.id().cloned();
-        if !streamed {
-            return Ok(serde_json::from_slice(&body).ok());
-        }
-        let mut decoder = sse::Decoder::new(self.spec.max_event_bytes);
-        decoder.feed(&body);
-        while let Ok(Some(event)) = decoder.next_event() {
-            let Ok(value) = serde_json::from_str::<Value>(&event.data) else {
-                continue;
-            };
-            if value.get("id") == wanted.as_ref() && value.get("method").is_none() {
-                return Ok(Some(value));
-            }
-        }
-        Ok(None)
-    }
-
+    /// The new upstream session `initialize` opened: traffic may use it, and a GET stream of
+    /// an older one stops.
     fn adopt_session(&self, response: &Response<Incoming>) {
-        let mut link = self.lock();
-        link.session = response.headers().get(SESSION_HEADER).cloned();
-        if link.protocol_version.is_none() {
-            link.protocol_version = link
-                .recall
-                .protocol_version()
-                .and_then(|v| HeaderValue::from_str(v).ok());
+        {
+            let mut link = self.lock();
+            link.session = response.headers().get(SESSION_HEADER).cloned();
+            link.generation += 1;
         }
+        self.standing.send_if_modified(|standing| {
+            let lost = *standing == Standing::Lost;
+            if lost {
+                *standing = Standing::Ready;
+            }
+            lost
+        });
     }
 
     fn request(

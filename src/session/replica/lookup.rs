@@ -168,14 +168,14 @@ impl Registry {
                 return view;
             }
         }
-        let view = Arc::new(Session::view(
+        let view = Session::view(
             id.to_owned(),
             principal.clone(),
             record,
             self.link(redis, id, owner),
             self.settings.clone(),
             self.metrics.clone(),
-        ));
+        );
         match redis.read_log(&self.server, id, 0).await {
             Ok(logged) => view.absorb_followed(logged),
             Err(error) => warn!(%error, "could not read a session's log from Redis"),

@@ -163,7 +163,7 @@ impl Registry {
             "single" => Shape::SingleStream,
             _ => Shape::Streams,
         };
-        let session = Arc::new(Session::new(
+        let session = Session::new(
             id.to_owned(),
             principal.clone(),
             shape,
@@ -172,7 +172,7 @@ impl Registry {
             self.settings.clone(),
             self.metrics.clone(),
             self.store.mirror(&self.server, id),
-        ));
+        );
         binding.bind(Arc::downgrade(&session) as Weak<dyn Sink>);
         let logged = redis
             .read_log(&self.server, id, 0)

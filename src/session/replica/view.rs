@@ -24,7 +24,7 @@ impl Session {
         owner: crate::upstream::owner::OwnerLink,
         settings: Arc<SessionSettings>,
         metrics: Arc<Metrics>,
-    ) -> Session {
+    ) -> Arc<Session> {
         let shape = match record.shape.as_str() {
             "single" => Shape::SingleStream,
             _ => Shape::Streams,
