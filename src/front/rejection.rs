@@ -182,6 +182,12 @@ impl Rejection {
 
 /// A missing or repeated `Host` is a malformed request (400, RFC 9112 §3.2); anything else about
 /// `Host` or `Origin` is not allowed (403).
+/// A request the session took but could not carry out (its server or its owner failed it):
+/// not refused, but answered with JSON-RPC error -32603 in the session's words.
+pub fn failed_request(id: &Value, error: &SessionError) -> bytes::Bytes {
+    jsonrpc::error_response(id, INTERNAL_ERROR, &error.to_string(), None)
+}
+
 impl From<Refused> for Rejection {
     fn from(refused: Refused) -> Rejection {
         let status = match refused {

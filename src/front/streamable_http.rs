@@ -15,13 +15,13 @@ use serde_json::Value;
 use super::body::Body;
 use super::event_stream::{self, Extras, Framing};
 use super::guard;
-use super::rejection::Rejection;
+use super::rejection::{failed_request, Rejection};
 use super::request::{
     accepted, check_origin, header_str, json, media_type_is, read_body, require_accept,
 };
 use super::session_methods;
 use super::{App, PostResponse};
-use crate::jsonrpc::{self, Kind, Message};
+use crate::jsonrpc::{Kind, Message};
 use crate::metrics;
 use crate::session::log::{EventId, StreamKey};
 use crate::session::protocol::{self, is_session_method};
@@ -186,15 +186,7 @@ async fn exchange(
         Err(error) if error.not_taken() => {
             return Err(Rejection::session(&error).with_id(Some(&request_id)));
         }
-        Err(error) => {
-            let body = jsonrpc::error_response(
-                &request_id,
-                jsonrpc::INTERNAL_ERROR,
-                &error.to_string(),
-                None,
-            );
-            return Ok(json(StatusCode::OK, body));
-        }
+        Err(error) => return Ok(json(StatusCode::OK, failed_request(&request_id, &error))),
     };
     let mut reader = session.attach(stream, None);
     let start = reader.position();

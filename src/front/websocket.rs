@@ -22,13 +22,13 @@ use tracing::{debug, Instrument};
 
 use super::body::Body;
 use super::guard;
-use super::rejection::Rejection;
+use super::rejection::{failed_request, Rejection};
 use super::request::{check_origin, header_str};
 use super::session_methods;
 use super::streamable_http::SESSION_HEADER;
 use super::App;
 use crate::ids::Principal;
-use crate::jsonrpc::{self, Kind, Message};
+use crate::jsonrpc::{Kind, Message};
 use crate::metrics::Metrics;
 use crate::session::log::StreamKey;
 use crate::session::protocol::{self, is_session_method};
@@ -301,18 +301,7 @@ impl Connection {
     async fn on_message(&mut self, text: Bytes) -> Vec<Bytes> {
         let message = match session_methods::parse(text) {
             Ok(message) => message,
-            Err(error) => {
-                let message = match error.code() {
-                    jsonrpc::PARSE_ERROR => format!("Parse error: {error}"),
-                    _ => format!("Invalid Request: {error}"),
-                };
-                return vec![jsonrpc::error_response(
-                    &Value::Null,
-                    error.code(),
-                    &message,
-                    None,
-                )];
-            }
+            Err(error) => return vec![Rejection::from(error).error_body()],
         };
         let outcome = match message.method().filter(|_| message.kind() == Kind::Request) {
             Some(protocol::START) => self.start(&message).await,
@@ -433,11 +422,9 @@ impl Connection {
         let kind = message.kind();
         let outcome = self.app.registry.deliver(&session, message).await;
         match (outcome.map(|_| ()), kind) {
-            (Err(error), Kind::Request) => Ok(vec![jsonrpc::error_response(
+            (Err(error), Kind::Request) => Ok(vec![failed_request(
                 id.as_ref().unwrap_or(&Value::Null),
-                jsonrpc::INTERNAL_ERROR,
-                &error.to_string(),
-                None,
+                &error,
             )]),
             (Err(error), _) => {
                 debug!(%error, "a client message could not be forwarded");
