@@ -164,6 +164,11 @@ impl Message {
         self.error.is_some()
     }
 
+    /// The `error` member of an error response, as sent.
+    pub fn error(&self) -> Option<&RawValue> {
+        self.error.as_deref()
+    }
+
     /// Replaces the id; the message is re-encoded on the next `to_bytes`.
     pub fn set_id(&mut self, id: Value) {
         self.id = Some(id);

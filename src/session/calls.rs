@@ -29,7 +29,7 @@ pub(super) struct Inflight {
     pub(super) ticket: Option<Ticket>,
     /// A request of the proxy's own (re-initializing a new upstream): its answer is not
     /// logged, only reported here.
-    pub(super) internal: Option<tokio::sync::oneshot::Sender<()>>,
+    pub(super) internal: Option<tokio::sync::oneshot::Sender<Result<(), String>>>,
     /// When it fails for want of an answer; `None` while the client owes the server an answer
     /// to a request of the server's that this one caused.
     pub(super) deadline: Option<Instant>,
@@ -307,9 +307,12 @@ impl Session {
             ))
             .await?;
         match tokio::time::timeout(self.settings.request_timeout, answered).await {
-            Ok(Ok(())) => Ok(()),
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(error))) => Err(SessionError::UpstreamFailed(format!(
+                "the upstream refused {method}: {error}"
+            ))),
             _ => Err(SessionError::UpstreamFailed(format!(
-                "the new upstream did not answer {method}"
+                "the upstream did not answer {method}"
             ))),
         }
     }

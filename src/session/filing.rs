@@ -113,7 +113,11 @@ impl Session {
                     if request.method == "initialize" {
                         record_initialize(state, &message);
                     }
-                    let _ = done.send(());
+                    let answer = match message.error() {
+                        None => Ok(()),
+                        Some(error) => Err(error.get().to_owned()),
+                    };
+                    let _ = done.send(answer);
                     return;
                 }
                 if request.method == "initialize" {
