@@ -384,3 +384,95 @@ async fn what_a_call_causes_on_the_upstream_get_stream_is_not_lost_while_it_open
     assert_eq!(update["params"]["uri"], "drop://changed");
     front.stop().await;
 }
+
+/// An HTTP MCP server that forgets its session after `initialize` (404 to everything else with
+/// the session) and then refuses a second `initialize` with a JSON-RPC error. One request per
+/// connection; GET has no stream (405).
+async fn forgetful_upstream() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut initializes = 0;
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            let mut request = Vec::new();
+            let mut buffer = [0u8; 4096];
+            let (head_end, length) = loop {
+                let n = socket.read(&mut buffer).await.unwrap_or(0);
+                if n == 0 {
+                    break (None, 0);
+                }
+                request.extend_from_slice(&buffer[..n]);
+                if let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+                    let head = String::from_utf8_lossy(&request[..end]).to_lowercase();
+                    let length = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    break (Some(end + 4), length);
+                }
+            };
+            let Some(head_end) = head_end else { continue };
+            while request.len() < head_end + length {
+                let n = socket.read(&mut buffer).await.unwrap_or(0);
+                if n == 0 {
+                    break;
+                }
+                request.extend_from_slice(&buffer[..n]);
+            }
+            let head = String::from_utf8_lossy(&request[..head_end]).to_string();
+            let body: serde_json::Value =
+                serde_json::from_slice(&request[head_end..]).unwrap_or_default();
+            let (status, extra, answer) = if head.starts_with("GET") {
+                ("405 Method Not Allowed", "", String::new())
+            } else if body["method"] == "initialize" {
+                initializes += 1;
+                let answer = match initializes {
+                    1 => json!({ "jsonrpc": "2.0", "id": body["id"], "result": {
+                        "protocolVersion": "2025-06-18", "capabilities": { "tools": {} },
+                        "serverInfo": { "name": "forgetful", "version": "1" } } }),
+                    _ => json!({ "jsonrpc": "2.0", "id": body["id"],
+                        "error": { "code": -32000, "message": "no more sessions" } }),
+                };
+                ("200 OK", "mcp-session-id: s1\r\n", answer.to_string())
+            } else if body["method"] == "notifications/initialized" || head.starts_with("DELETE") {
+                ("202 Accepted", "", String::new())
+            } else {
+                ("404 Not Found", "", String::new())
+            };
+            let response = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+            let _ = socket.write_all(response.as_bytes()).await;
+        }
+    });
+    url
+}
+
+#[tokio::test]
+async fn a_lost_upstream_session_that_cannot_be_re_established_is_a_clear_error() {
+    let front = in_front_of(forgetful_upstream().await, |_| {}).await;
+    let mut client = front.initialized_client("2025-06-18").await;
+    let reply = within(
+        "the answer",
+        client.request(
+            "tools/call",
+            json!({ "name": "echo", "arguments": { "text": "x" } }),
+        ),
+    )
+    .await;
+    assert_eq!(reply["error"]["code"], -32603, "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("could not be re-established")
+            && message.contains("refused initialize")
+            && message.contains("no more sessions"),
+        "{reply}"
+    );
+    front.stop().await;
+}

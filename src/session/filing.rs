@@ -6,7 +6,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::Value;
 use tokio::time::Instant;
-use tracing::{debug, warn, Instrument};
+use tracing::debug;
 
 use super::calls::Inflight;
 use super::log::{Logged, StreamKey};
@@ -59,33 +59,6 @@ impl Session {
                 state.upstream_failure = Some(cause.into());
             }
         }
-    }
-
-    /// Its upstream's server forgot the session: brings it back the one way a session's upstream
-    /// is re-initialized (`reinitialize`, as after a takeover), then lets the upstream go on.
-    fn reestablish(&self) {
-        let Some(this) = self.this.upgrade() else {
-            return;
-        };
-        let span = self.span();
-        tokio::spawn(
-            async move {
-                warn!("the upstream server lost the session; re-initializing it");
-                let init = this.lock().init.clone();
-                let outcome = match init {
-                    Some(init) => this
-                        .reinitialize(Some(&init))
-                        .await
-                        .map_err(|e| e.to_string()),
-                    None => Err("the client's initialize params are unknown".to_owned()),
-                };
-                if let Err(cause) = &outcome {
-                    warn!(%cause, "re-initializing the upstream failed");
-                }
-                this.upstream.reestablished(outcome);
-            }
-            .instrument(span),
-        );
     }
 
     /// Answers a request taken out of flight with an internal error, ending its stream.

@@ -12,6 +12,7 @@ pub mod log;
 pub mod protocol;
 mod readers;
 pub mod registry;
+mod reinit;
 pub mod replica;
 pub mod routing;
 mod state;

@@ -101,10 +101,13 @@ impl SseUpstream {
         Ok(())
     }
 
-    /// The session re-initialized the upstream after `SessionLost` (or could not): the traffic
-    /// held back goes (and fails, if the server does not take it).
-    pub fn reestablished(&self, _outcome: Result<(), String>) {
-        self.inner.ready.send_replace(true);
+    /// How the session's `initialize` went after `SessionLost`: on success, other traffic goes
+    /// once `notifications/initialized` is delivered; on failure it goes now (and fails, if the
+    /// server does not take it).
+    pub fn reestablished(&self, outcome: Result<(), String>) {
+        if outcome.is_err() {
+            self.inner.ready.send_replace(true);
+        }
     }
 
     pub fn release(&self) {

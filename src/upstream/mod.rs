@@ -44,8 +44,9 @@ pub enum UpstreamEvent {
     /// carries on.
     AnswersLost(Box<str>),
     /// The server forgot the upstream session (an HTTP 404, a new legacy stream): the session
-    /// brings it back (`initialize` with the client's params, `notifications/initialized`,
-    /// its subscriptions) and then calls `Upstream::reestablished`. Other traffic waits.
+    /// brings it back (`initialize` with the client's params, whose outcome it reports with
+    /// `Upstream::reestablished`, then `notifications/initialized` and its subscriptions).
+    /// Other traffic waits.
     SessionLost,
     /// The server went away on its own; the text says why (exit status, last stderr lines).
     Exited(Box<str>),
@@ -114,8 +115,8 @@ impl Upstream {
         }
     }
 
-    /// The session re-established the upstream session after `UpstreamEvent::SessionLost`, or
-    /// could not (the cause): traffic held back goes on, or fails with it.
+    /// How the session's `initialize` went after `UpstreamEvent::SessionLost` (or on a new
+    /// upstream): traffic held back goes on, or fails with the cause.
     pub fn reestablished(&self, outcome: Result<(), String>) {
         match self {
             Upstream::Http(http) => http.reestablished(outcome),

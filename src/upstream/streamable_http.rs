@@ -123,12 +123,17 @@ impl HttpUpstream {
 
     /// The session re-initialized the upstream session after `SessionLost` (or could not).
     pub fn reestablished(&self, outcome: Result<(), String>) {
-        let standing = match outcome {
-            Ok(()) => Standing::Ready,
-            Err(cause) => Standing::Failed(cause.into()),
+        match outcome {
+            // Other traffic still waits for the new session's GET stream, opened once
+            // `notifications/initialized` is delivered.
+            Ok(()) => self.inner.standing.send_replace(Standing::Ready),
+            Err(cause) => {
+                self.inner.stream_settled.send_replace(true);
+                self.inner
+                    .standing
+                    .send_replace(Standing::Failed(cause.into()))
+            }
         };
-        self.inner.standing.send_replace(standing);
-        self.inner.stream_settled.send_replace(true);
     }
 
     /// Ends the upstream session (DELETE, best effort) and stops its GET stream.
@@ -429,21 +434,11 @@ impl Inner {
         }
     }
 
-    /// The new upstream session `initialize` opened: traffic may use it, and a GET stream of
-    /// an older one stops.
+    /// The upstream session `initialize` opened; a GET stream of an older one stops.
     fn adopt_session(&self, response: &Response<Incoming>) {
-        {
-            let mut link = self.lock();
-            link.session = response.headers().get(SESSION_HEADER).cloned();
-            link.generation += 1;
-        }
-        self.standing.send_if_modified(|standing| {
-            let lost = *standing == Standing::Lost;
-            if lost {
-                *standing = Standing::Ready;
-            }
-            lost
-        });
+        let mut link = self.lock();
+        link.session = response.headers().get(SESSION_HEADER).cloned();
+        link.generation += 1;
     }
 
     fn request(

@@ -4,14 +4,13 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
-use serde_json::value::RawValue;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::lookup::unavailable;
 use crate::ids::Principal;
-use crate::jsonrpc::{self, Message};
+use crate::jsonrpc;
 use crate::metrics::Metrics;
 use crate::session::log::{Logged, StreamKey};
 use crate::session::{Registry, Session, SessionError, Shape};
@@ -47,26 +46,6 @@ impl Session {
         let mut record = record.clone();
         record.owner = String::new(); // the store writes this replica's name
         state.mirror(|| Op::Create(Box::new(record)));
-    }
-
-    /// Brings a new upstream to where the session's old one was: `initialize` with the
-    /// client's params (its answer is not the client's), `notifications/initialized`, and a
-    /// `resources/subscribe` per subscription.
-    pub(crate) async fn reinitialize(&self, init: Option<&str>) -> Result<(), SessionError> {
-        let Some(init) = init else {
-            return Ok(()); // never initialized: the client will
-        };
-        let params = RawValue::from_string(init.to_owned()).ok();
-        self.internal_request("initialize", params).await?;
-        self.upstream
-            .send(Message::request(None, "notifications/initialized", None))
-            .await?;
-        let subscriptions: Vec<String> = self.lock().subscriptions.iter().cloned().collect();
-        for uri in subscriptions {
-            let params = serde_json::value::to_raw_value(&json!({ "uri": uri })).ok();
-            self.internal_request("resources/subscribe", params).await?;
-        }
-        Ok(())
     }
 
     /// What a client of a taken-over session is told (the gap rule): each request the old
