@@ -113,6 +113,7 @@ async fn binary_frames_close_1003_and_oversized_messages_close_1009() {
     assert_eq!(error_code(&garbage.recv().await), -32700);
     garbage.send_frame(Frame::text(r#"{"id":1}"#)).await;
     assert_eq!(error_code(&garbage.recv().await), -32600);
+    garbage.initialize().await;
     assert_eq!(
         garbage
             .call_tool("echo", json!({ "text": "still open" }))
@@ -364,6 +365,7 @@ async fn idle_connections_get_pings_and_a_peer_that_never_answers_is_closed() {
             other => panic!("only pings on an idle connection, not {other:?}"),
         }
     }
+    alive.initialize().await;
     assert_eq!(
         alive.call_tool("echo", json!({ "text": "alive" })).await,
         "alive"

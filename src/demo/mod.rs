@@ -20,6 +20,8 @@ const KNOWN_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "20
 
 #[derive(Default)]
 struct State {
+    /// `initialize` was answered: a legacy server takes nothing else before it.
+    initialized: bool,
     counter: u64,
     subscriptions: HashSet<String>,
     running: HashMap<String, JoinHandle<()>>,
@@ -107,9 +109,27 @@ impl Demo {
             }
             return;
         }
+        // A server of 2024-11-05 … 2025-11-25 only: before `initialize`, nothing but `ping`
+        // (and a 2026-07-28 probe, which it does not know), so a sessionless modern request is
+        // refused as a legacy server refuses it.
+        if !self.lock().initialized && !matches!(method, "initialize" | "ping" | "server/discover")
+        {
+            self.fail(
+                id,
+                -32600,
+                &format!(
+                    "Invalid Request: {method} before initialize; this server speaks MCP \
+                     2024-11-05 to 2025-11-25 and is initialized first"
+                ),
+            );
+            return;
+        }
         match method {
             "initialize" => {
-                self.lock().client_capabilities = params["capabilities"].clone();
+                let mut state = self.lock();
+                state.initialized = true;
+                state.client_capabilities = params["capabilities"].clone();
+                drop(state);
                 let asked = params["protocolVersion"].as_str().unwrap_or_default();
                 let version = if KNOWN_VERSIONS.contains(&asked) {
                     asked

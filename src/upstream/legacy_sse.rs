@@ -82,10 +82,7 @@ impl SseUpstream {
             async move {
                 let sent = match starting {
                     true => inner.post(wire).await,
-                    false => match inner.established().await {
-                        Ok(()) => inner.post(wire).await,
-                        Err(cause) => Err(cause),
-                    },
+                    false => inner.post_when_established(wire).await,
                 };
                 match sent {
                     Err(cause) => inner.fail(&message, &cause).await,
@@ -116,6 +113,23 @@ impl SseUpstream {
 }
 
 impl Inner {
+    /// POSTs a message once the current stream's session is initialized: the endpoint it goes
+    /// to is taken while that holds (a cut in between means a new session, to wait for again).
+    async fn post_when_established(&self, wire: Bytes) -> Result<(), String> {
+        loop {
+            self.established().await?;
+            let Some(url) = self.announced_endpoint().await else {
+                return Err(format!(
+                    "the upstream server's stream did not announce an endpoint within {:?}",
+                    self.spec.request_timeout
+                ));
+            };
+            if *self.ready.borrow() {
+                return self.post_to(url, wire).await;
+            }
+        }
+    }
+
     /// Waits (up to the request timeout) until the current stream's session is initialized.
     async fn established(&self) -> Result<(), String> {
         let mut ready = self.ready.subscribe();
@@ -161,6 +175,8 @@ impl Inner {
                         return;
                     }
                     established_before = true;
+                    // The next stream is a new upstream session: traffic waits for it.
+                    self.ready.send_replace(false);
                     self.endpoint.send_replace(None);
                     self.cut().await;
                 }
