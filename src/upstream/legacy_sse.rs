@@ -115,34 +115,25 @@ impl SseUpstream {
 impl Inner {
     /// POSTs a message once the current stream's session is initialized: the endpoint it goes
     /// to is taken while that holds (a cut in between means a new session, to wait for again).
+    /// The whole wait, however many cuts come in between, is bounded by the request timeout.
     async fn post_when_established(&self, wire: Bytes) -> Result<(), String> {
-        loop {
-            self.established().await?;
-            let Some(url) = self.announced_endpoint().await else {
-                return Err(format!(
-                    "the upstream server's stream did not announce an endpoint within {:?}",
-                    self.spec.request_timeout
-                ));
-            };
-            if *self.ready.borrow() {
-                return self.post_to(url, wire).await;
+        let timeout = self.spec.request_timeout;
+        let url = tokio::time::timeout(timeout, async {
+            let mut ready = self.ready.subscribe();
+            let mut endpoint = self.endpoint.subscribe();
+            loop {
+                ready.wait_for(|r| *r).await.ok()?;
+                let url = endpoint.wait_for(Option::is_some).await.ok()?.clone();
+                if *ready.borrow() {
+                    return url;
+                }
             }
-        }
-    }
-
-    /// Waits (up to the request timeout) until the current stream's session is initialized.
-    async fn established(&self) -> Result<(), String> {
-        let mut ready = self.ready.subscribe();
-        let waited = tokio::time::timeout(self.spec.request_timeout, ready.wait_for(|r| *r))
-            .await
-            .map(|ready| ready.is_ok());
-        match waited {
-            Ok(true) => Ok(()),
-            _ => Err(format!(
-                "the upstream session was not re-established within {:?}",
-                self.spec.request_timeout
-            )),
-        }
+        })
+        .await
+        .ok()
+        .flatten()
+        .ok_or_else(|| format!("the upstream session was not re-established within {timeout:?}"))?;
+        self.post_to(url, wire).await
     }
 
     /// Holds the stream; after a cut, re-opens it and re-establishes the session.
@@ -161,9 +152,9 @@ impl Inner {
                             if !reestablished && url.is_some() {
                                 // A new upstream session: other traffic waits until the
                                 // session has initialized it.
+                                // (`ready` went false at the cut.)
                                 reestablished = true;
                                 warn!(url = %self.spec.url, "upstream SSE stream was cut; the session re-initializes it");
-                                self.ready.send_replace(false);
                                 self.events.deliver(UpstreamEvent::SessionLost);
                             }
                             self.endpoint.send_replace(url);

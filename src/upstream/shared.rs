@@ -126,27 +126,10 @@ impl SharedStdio {
                     None => Vec::new(),
                 };
             }
-            UpstreamEvent::Failed { id, cause } => {
-                return match id.as_u64().and_then(|g| mux.finish(g)) {
-                    Some(p) => mux.to(
-                        p.session,
-                        UpstreamEvent::Failed {
-                            id: Box::new(p.id),
-                            cause,
-                        },
-                    ),
-                    None => Vec::new(),
-                };
-            }
-            // A child on stdio keeps its session while it lives.
-            UpstreamEvent::SessionLost => return Vec::new(),
-            UpstreamEvent::AnswersLost(cause) => {
-                return mux
-                    .sessions
-                    .values()
-                    .map(|s| (s.clone(), UpstreamEvent::AnswersLost(cause.clone())))
-                    .collect();
-            }
+            // Reported by HTTP upstreams; a child on stdio never does.
+            UpstreamEvent::Failed { .. }
+            | UpstreamEvent::AnswersLost(_)
+            | UpstreamEvent::SessionLost => return Vec::new(),
             UpstreamEvent::Exited(cause) => {
                 let everyone: Vec<_> = mux.sessions.values().cloned().collect();
                 *mux = Mux {

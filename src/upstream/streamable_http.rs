@@ -333,7 +333,8 @@ impl Inner {
             }
             let Some(from) = last_id.clone() else { break };
             tokio::time::sleep(retry.unwrap_or(DEFAULT_RETRY).min(MAX_RETRY)).await;
-            match self.get_stream(Some(&from)).await {
+            let session = self.lock().session.clone();
+            match self.get_stream(session, Some(&from)).await {
                 Ok(Some(resumed)) => body = resumed.into_body(),
                 _ => break,
             }
@@ -383,7 +384,8 @@ impl Inner {
         let mut failures = 0u32;
         while !self.released.is_cancelled() && self.lock().generation == generation {
             self.stream_settled.send_replace(false);
-            let opened = self.get_stream(last_id.as_deref()).await;
+            let session = self.lock().session.clone();
+            let opened = self.get_stream(session.clone(), last_id.as_deref()).await;
             self.stream_settled.send_replace(true);
             match opened {
                 Ok(Some(response)) => {
@@ -393,8 +395,7 @@ impl Inner {
                 }
                 Ok(None) => return, // no GET stream offered (405)
                 Err(StatusCode::NOT_FOUND) => {
-                    let forgotten = self.lock().session.clone();
-                    self.lost(forgotten.as_ref());
+                    self.lost(session.as_ref());
                     return; // the new generation listens
                 }
                 Err(status) => {
@@ -417,9 +418,9 @@ impl Inner {
     /// Opens (or resumes) the GET stream: `Ok(None)` when the server offers none.
     async fn get_stream(
         &self,
+        session: Option<HeaderValue>,
         last_event_id: Option<&str>,
     ) -> Result<Option<Response<Incoming>>, StatusCode> {
-        let session = self.lock().session.clone();
         let mut request = self.request(Method::GET, session, None, Bytes::new());
         if let Some(id) = last_event_id.and_then(|id| HeaderValue::from_str(id).ok()) {
             request.headers_mut().insert("last-event-id", id);
