@@ -1,9 +1,11 @@
 //! Wires a configuration into a running proxy: binds, serves, expires idle sessions, and stops
-//! cleanly (no new connections, sessions ended, upstreams released).
+//! cleanly (nothing new taken, requests in flight answered, sessions ended or handed over,
+//! upstreams released).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
@@ -18,13 +20,23 @@ use crate::session::cluster::Cluster;
 use crate::session::{Registry, SessionSettings};
 use crate::store::{RedisStore, Store};
 use crate::upstream::UpstreamSpec;
+use tracing::warn;
+
+/// The longest a leaving replica goes on answering (503) after its sessions were handed over.
+const LINGER: Duration = Duration::from_millis(500);
 
 /// A proxy that is listening.
 pub struct Running {
     pub addr: SocketAddr,
     pub metrics: Arc<Metrics>,
     router: Arc<Router>,
+    store: Store,
+    /// Cancelled first when stopping: nothing new is taken, open streams are told to reconnect.
     shutdown: CancellationToken,
+    /// Cancelled last: open connections close once their current exchange is over.
+    closing: CancellationToken,
+    /// How long requests in flight have to be answered when stopping.
+    drain: Duration,
     served: JoinHandle<()>,
 }
 
@@ -39,9 +51,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
     let shutdown = CancellationToken::new();
     let store = match config.redis_settings(addr) {
         None => Store::Memory,
-        Some(settings) => {
-            Store::Redis(RedisStore::connect(settings, metrics.clone(), shutdown.clone()).await?)
-        }
+        Some(settings) => Store::Redis(RedisStore::connect(settings, metrics.clone()).await?),
     };
     let serve = |name: &str,
                  upstream: &UpstreamConfig,
@@ -84,14 +94,18 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         servers,
         metrics: metrics.clone(),
         shutdown: shutdown.clone(),
-        cluster: Cluster::new(store),
+        cluster: Cluster::new(store.clone()),
     });
-    let served = tokio::spawn(front::serve(listener, router.clone(), shutdown.clone()));
+    let closing = CancellationToken::new();
+    let served = tokio::spawn(front::serve(listener, router.clone(), closing.clone()));
     Ok(Running {
         addr,
         metrics,
         router,
+        store,
         shutdown,
+        closing,
+        drain: config.shutdown_timeout / 2,
         served,
     })
 }
@@ -130,20 +144,41 @@ impl Running {
         self.router.servers.get(name).map(|app| &app.registry)
     }
 
-    /// Stops accepting, tells every open stream when to reconnect (`retry:`) and closes it, ends
-    /// every session, waits for open connections to finish and for every upstream to be released
-    /// (stdin closed, then SIGTERM, then SIGKILL).
+    /// Stops without losing what was taken: stops accepting connections and taking new
+    /// sessions and requests (503, retry elsewhere), tells every session stream when to
+    /// reconnect (`retry:`) and closes it, lets the requests in flight be answered (for half the
+    /// shutdown timeout at most), ends every session here (with Redis: leaves them, fully
+    /// written, to the other replicas), then closes the open connections and waits until every
+    /// upstream is released (stdin closed, then SIGTERM, then SIGKILL).
     pub async fn stop(self) {
         self.shutdown.cancel();
-        let apps = self
+        let apps: Vec<&Arc<App>> = self
             .router
             .default
             .iter()
-            .chain(self.router.servers.values());
-        for app in apps.clone() {
+            .chain(self.router.servers.values())
+            .collect();
+        for app in &apps {
+            app.registry.leave();
+        }
+        let deadline = tokio::time::Instant::now() + self.drain;
+        for app in &apps {
+            let pending = app.registry.drain(deadline).await;
+            if pending > 0 {
+                warn!(pending, "requests still in flight when the drain ran out");
+            }
+        }
+        for app in &apps {
             app.registry.end_all().await;
         }
-        for app in apps {
+        if let Some(redis) = self.store.redis() {
+            redis.leave().await;
+            // A replica that chose this one just before it left gets a 503 over a connection
+            // still open, not a reset it could not tell from a lost answer.
+            tokio::time::sleep(redis.heartbeat.min(LINGER)).await;
+        }
+        self.closing.cancel();
+        for app in &apps {
             app.websockets.close();
             app.websockets.wait().await;
         }

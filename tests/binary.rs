@@ -1,6 +1,7 @@
 //! The real binary, as an operator runs it: JSON logs with a span per session, and SIGTERM
-//! (streams told when to reconnect and closed, the server released, a clean exit in time), on
-//! the multi-threaded runtime and on a single thread.
+//! (streams told when to reconnect and closed, nothing new taken, requests in flight answered,
+//! the server released, a clean exit in time), on the multi-threaded runtime and on a single
+//! thread.
 
 mod common;
 
@@ -8,6 +9,9 @@ use common::{spawn_proxy, within, Client, DEMO};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use tokio::process::Command;
+
+use http::StatusCode;
+use serde_json::json;
 
 /// Children of `parent`, from /proc.
 fn children_of(parent: u32) -> Vec<i32> {
@@ -44,6 +48,8 @@ async fn serve_then_sigterm(workers: &str) {
         "5s",
         "--workers",
         workers,
+        "--json-wait",
+        "10ms",
     ])
     .await;
     let pid = proxy.id().unwrap();
@@ -59,6 +65,12 @@ async fn serve_then_sigterm(workers: &str) {
     let servers = children_of(pid);
     assert_eq!(servers.len(), 1, "one demo server for the one session");
 
+    let in_flight = client
+        .post(&json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                       "params": { "name": "sleep", "arguments": { "ms": 1000 } } }))
+        .await;
+    assert!(in_flight.is_sse(), "still in flight");
+
     kill(Pid::from_raw(pid as i32), Signal::SIGTERM).unwrap();
     let mut rest = Vec::new();
     while let Some(chunk) = within("the stream to close", stream.next_chunk()).await {
@@ -68,6 +80,19 @@ async fn serve_then_sigterm(workers: &str) {
         String::from_utf8_lossy(&rest).contains("retry: 1000\n\n"),
         "told when to reconnect: {:?}",
         String::from_utf8_lossy(&rest)
+    );
+    // Stopping: nothing new is taken (503, retry elsewhere), what is in flight is answered.
+    let refused = client
+        .post(&json!({ "jsonrpc": "2.0", "id": 8, "method": "tools/call",
+                       "params": { "name": "echo", "arguments": { "text": "late" } } }))
+        .await;
+    assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(refused.headers.contains_key("retry-after"));
+    assert_eq!(refused.json().await["id"], 8);
+    let answer = in_flight.response().await;
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "slept 1000 ms",
+        "{answer}"
     );
     let status = within("the proxy to exit", proxy.wait()).await.unwrap();
     assert!(status.success(), "{status}");

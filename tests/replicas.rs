@@ -445,18 +445,27 @@ async fn a_session_read_on_another_replica_does_not_idle_out_on_its_owner() {
 #[tokio::test]
 async fn a_replica_that_stops_leaves_its_sessions_to_the_others() {
     let redis = Redis::start().await;
-    let a = Replica::start(&redis, "a", &[]).await;
+    // Answers not ready at once come on an SSE stream.
+    let mut a = Replica::start(&redis, "a", &["--json-wait", "10ms"]).await;
     let b = Replica::start(&redis, "b", &[]).await;
     let mut client = Client::new(a.addr);
     client.initialize("2025-11-25").await;
     assert_eq!(client.call_tool("counter", json!({})).await, "1");
+    // A request in flight when a is told to stop is answered before a leaves.
+    let slow = client
+        .post(&json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                       "params": { "name": "sleep", "arguments": { "ms": 400 } } }))
+        .await;
+    assert_eq!(slow.status, StatusCode::OK);
+    assert!(slow.is_sse(), "still in flight");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(a.pid() as i32),
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
-    // A rolling restart: the session lives on through b (a said goodbye to Redis). While a is
-    // leaving, a request may meet it (503, retry).
+    // A rolling restart: while a drains and leaves, a request through b meets 503s (retry),
+    // never a 404 or an error; then b takes the session over, at the first request after a
+    // left.
     let mut via_b = through(&client, &b);
     let value = call_until_served(
         "b to take the session over",
@@ -469,12 +478,18 @@ async fn a_replica_that_stops_leaves_its_sessions_to_the_others() {
         value["result"]["content"][0]["text"], "still here",
         "{value}"
     );
-    assert_eq!(metric(&b, "mcp_proxy_sessions_taken_over_total").await, 1);
+    let answer = slow.response().await;
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "slept 400 ms",
+        "{answer}"
+    );
+    assert!(a.exited().await.success(), "a stops cleanly");
     assert_eq!(
         via_b.call_tool("counter", json!({})).await,
         "1",
         "a new server"
     );
+    assert_eq!(metric(&b, "mcp_proxy_sessions_taken_over_total").await, 1);
 }
 
 #[tokio::test]
@@ -523,16 +538,19 @@ async fn a_replica_cut_off_from_redis_hands_over_and_serves_the_session_as_a_vie
         metric(&b, "mcp_proxy_sessions_taken_over_total")
     })
     .await;
-    assert_eq!(
-        listener.remaining_messages().await.len(),
-        0,
-        "the view's stream ends"
-    );
+    // The stream read through the view reads on in b's own session.
+    via_b
+        .request("resources/subscribe", json!({ "uri": "demo://counter" }))
+        .await;
     assert_eq!(
         via_b.call_tool("counter", json!({})).await,
         "1",
         "b's own server now"
     );
+    let update = listener
+        .next_with_method("notifications/resources/updated")
+        .await;
+    assert_eq!(update["params"]["uri"], "demo://counter");
     // b's server counts on from here; a's old one (still running on a) would say "2".
     assert_eq!(via_b.call_tool("counter", json!({})).await, "2");
 

@@ -155,8 +155,8 @@ pub struct Cli {
     #[arg(long, value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,
 
-    /// On SIGTERM or SIGINT: the longest the proxy takes to close streams, release every server
-    /// and exit [default: 10s].
+    /// On SIGTERM or SIGINT: the longest the proxy takes to stop (requests in flight get half of
+    /// it to be answered), release every server and exit [default: 10s].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub shutdown_timeout: Option<Duration>,
 

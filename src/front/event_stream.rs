@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::body::Body;
-use crate::session::log::EventId;
+use crate::session::log::{EventId, StreamKey};
 use crate::session::{Delivery, Reader};
 use crate::sse;
 
@@ -45,7 +45,8 @@ pub struct Extras {
 }
 
 /// Starts the writer task; `first` is a delivery already taken from `reader`, `start` the
-/// position the reader had before it. At `shutdown` the stream gets a `retry:` and closes.
+/// position the reader had before it. At `shutdown` the stream gets a `retry:` and closes (a
+/// request's stream once its answer is sent, or when the session ends here).
 pub fn open(
     reader: Reader,
     start: EventId,
@@ -57,6 +58,9 @@ pub fn open(
     let (chunks, body) = mpsc::channel(CHUNKS);
     let span = tracing::debug_span!("stream", stream = %reader.stream());
     let retry_ms = framing.retry_ms;
+    // A request's stream stays open through a shutdown until its answer (the drain waits for
+    // it); a stream of the session's own messages closes at once.
+    let closes_at_shutdown = reader.stream() == StreamKey::Standalone;
     tokio::spawn(
         async move {
             let prelude_sent = match extras.prelude {
@@ -70,7 +74,7 @@ pub fn open(
                         false if shutdown.is_cancelled() => Ended::ShutDown,
                         false => Ended::Over,
                     },
-                    () = shutdown.cancelled() => Ended::ShutDown,
+                    () = shutdown.cancelled(), if closes_at_shutdown => Ended::ShutDown,
                 };
                 match (ended, extras.on_replaced) {
                     (Ended::ShutDown, _) => {

@@ -22,7 +22,7 @@ use crate::event::StreamKey;
 use crate::hop::{
     Reading, ReadingStreams, Taken, TakenEvent, FOR_NODE_HEADER, NODE_HEADER, SECRET_HEADER,
 };
-use crate::jsonrpc::Message;
+use crate::jsonrpc::{Kind, Message};
 use crate::metrics::Metrics;
 use crate::session::cluster::Member;
 use crate::session::Session;
@@ -87,6 +87,14 @@ async fn take(
         Method::POST => {
             let message = Message::parse(body)
                 .map_err(|error| refused(StatusCode::BAD_REQUEST, &error.to_string()))?;
+            if router.shutdown.is_cancelled() && message.kind() == Kind::Request {
+                // Leaving: the asking replica takes the session over once this one's key is
+                // gone. Answers and notifications still reach the requests being drained.
+                return Err(refused(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "this replica is shutting down",
+                ));
+            }
             forward(router, app, &session, message, lease).await
         }
         _ => Err(refused(
@@ -128,17 +136,16 @@ fn served<'a>(router: &'a Router, rest: &'a str) -> Result<(&'a App, &'a str), R
     Ok((app, id))
 }
 
-/// The session, if this replica owns it (or reclaims it) and is not leaving.
+/// The session, if this replica owns it (or reclaims it).
 async fn owned(router: &Router, app: &App, id: &str) -> Result<Arc<Session>, Refused> {
-    if router.shutdown.is_cancelled() {
-        // Leaving: the asking replica takes the session over once this one's key is gone.
-        return Err(refused(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "this replica is shutting down",
-        ));
-    }
     match app.registry.owned_or_reclaimed(id).await {
         Ok(Some(session)) => Ok(session),
+        // Leaving, it has handed its sessions over (or is about to): the asker takes them over
+        // once this replica's key is gone, and is told to wait until then, not that they are gone.
+        _ if router.shutdown.is_cancelled() => Err(refused(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this replica is shutting down",
+        )),
         Ok(None) => Err(refused(
             StatusCode::NOT_FOUND,
             "this replica does not own that session",

@@ -111,8 +111,10 @@ pub struct Router {
     pub cluster: Cluster,
 }
 
-/// Accepts connections until `shutdown`, then lets open ones finish their current exchange.
-pub async fn serve(listener: TcpListener, router: Arc<Router>, shutdown: CancellationToken) {
+/// Accepts connections until `closing`, then lets open ones finish their current exchange.
+/// From `shutdown` on, every answer says `Connection: close`, and what cannot be taken any more
+/// is refused with 503: a replica asking meanwhile gets a clear answer, never a reset.
+pub async fn serve(listener: TcpListener, router: Arc<Router>, closing: CancellationToken) {
     let connections = TaskTracker::new();
     loop {
         let (socket, peer) = tokio::select! {
@@ -123,15 +125,25 @@ pub async fn serve(listener: TcpListener, router: Arc<Router>, shutdown: Cancell
                     continue;
                 }
             },
-            () = shutdown.cancelled() => break,
+            () = closing.cancelled() => break,
         };
         let _ = socket.set_nodelay(true);
         let router = router.clone();
-        let shutdown = shutdown.clone();
+        let closing = closing.clone();
         connections.spawn(async move {
             let service = service_fn(move |request| {
                 let router = router.clone();
-                async move { Ok::<_, Infallible>(route(&router, request).await) }
+                async move {
+                    let mut response = route(&router, request).await;
+                    let upgrade = response.status() == http::StatusCode::SWITCHING_PROTOCOLS;
+                    if router.shutdown.is_cancelled() && !upgrade {
+                        let close = http::HeaderValue::from_static("close");
+                        response
+                            .headers_mut()
+                            .insert(http::header::CONNECTION, close);
+                    }
+                    Ok::<_, Infallible>(response)
+                }
             });
             let connection = http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -140,7 +152,7 @@ pub async fn serve(listener: TcpListener, router: Arc<Router>, shutdown: Cancell
             tokio::pin!(connection);
             let outcome = tokio::select! {
                 outcome = connection.as_mut() => outcome,
-                () = shutdown.cancelled() => {
+                () = closing.cancelled() => {
                     connection.as_mut().graceful_shutdown();
                     connection.await
                 }
@@ -150,6 +162,7 @@ pub async fn serve(listener: TcpListener, router: Arc<Router>, shutdown: Cancell
             }
         });
     }
+    drop(listener);
     connections.close();
     connections.wait().await;
 }

@@ -137,7 +137,8 @@ impl Rejection {
             SessionError::TooManySessions(_)
             | SessionError::TooManyForPrincipal(_)
             | SessionError::StoreUnavailable
-            | SessionError::StoreBehind(_) => unavailable(format!("Service Unavailable: {error}")),
+            | SessionError::StoreBehind(_)
+            | SessionError::ShuttingDown => unavailable(format!("Service Unavailable: {error}")),
             error if error.owner_unavailable() => {
                 unavailable(format!("Service Unavailable: {error}; retry shortly"))
             }

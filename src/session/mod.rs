@@ -7,6 +7,7 @@
 
 mod calls;
 mod filing;
+mod leaving;
 pub mod list_cache;
 pub mod log;
 pub mod protocol;
@@ -95,6 +96,10 @@ pub enum SessionError {
     /// The session was found, then turned out to be gone (ended on its owner).
     #[error("the session is gone")]
     Gone,
+    /// This proxy is shutting down: it takes no new sessions or requests (another replica, or
+    /// this one restarted, will).
+    #[error("this proxy is shutting down; retry shortly")]
+    ShuttingDown,
 }
 
 impl SessionError {
@@ -116,7 +121,10 @@ impl SessionError {
         self.owner_unavailable()
             || matches!(
                 self,
-                SessionError::Gone | SessionError::StoreUnavailable | SessionError::StoreBehind(_)
+                SessionError::Gone
+                    | SessionError::StoreUnavailable
+                    | SessionError::StoreBehind(_)
+                    | SessionError::ShuttingDown
             )
     }
 }
@@ -165,6 +173,9 @@ pub struct Session {
     /// With a shared store: its write-behind queue, which new requests wait on when it is full.
     backlog: Option<Arc<Backlog>>,
     pub(crate) ended: CancellationToken,
+    /// A view's successor: this replica's own session after it took the session over. Readers
+    /// of the view read on there, from where they were.
+    successor: std::sync::OnceLock<Arc<Session>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -222,6 +233,7 @@ impl Session {
             readers: Arc::default(),
             following: Default::default(),
             ended: CancellationToken::new(),
+            successor: std::sync::OnceLock::new(),
         })
     }
 

@@ -248,10 +248,10 @@ impl Reader {
     }
 
     /// The next delivery; `None` once the stream is over: a request stream after its response,
-    /// or any stream whose reader was replaced or whose session ended.
+    /// any stream whose reader was replaced, or whose session ended (after what it logged).
     pub async fn next(&mut self) -> Option<Delivery> {
         loop {
-            if self.detached.is_cancelled() || self.session.ended.is_cancelled() {
+            if self.detached.is_cancelled() {
                 return None;
             }
             self.changes.borrow_and_update();
@@ -263,12 +263,30 @@ impl Reader {
                 Take::Finished => return None,
                 Take::Nothing => {}
             }
+            // What was logged before the session ended is read first.
+            if self.session.ended.is_cancelled() {
+                let successor = self.session.successor()?;
+                self.move_to(&successor);
+                continue;
+            }
             tokio::select! {
                 changed = self.changes.changed() => if changed.is_err() { return None },
                 () = self.detached.cancelled() => return None,
-                () = self.session.ended.cancelled() => return None,
+                () = self.session.ended.cancelled() => {}
             }
         }
+    }
+}
+
+impl Reader {
+    /// Reads on in the session that succeeded this one (a view taken over here), at the same
+    /// stream and position; what it missed in between it catches up on.
+    fn move_to(&mut self, successor: &Arc<Session>) {
+        let moved = {
+            let mut state = successor.lock();
+            successor.attach_at(&mut state, self.stream, self.cursor)
+        };
+        *self = moved; // detaches from the view
     }
 }
 

@@ -3,7 +3,7 @@
 //! idle expiry or at shutdown, and fails requests past their deadline. Sessions that live on
 //! other replicas are found, followed and taken over in `session::replica`.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -40,6 +40,8 @@ pub struct Registry {
     pub(in crate::session) store: Store,
     /// The served server's name in the store's keys (`default` for `/mcp`).
     pub(in crate::session) server: String,
+    /// Set when this proxy begins to shut down: no new sessions or requests, no takeovers.
+    pub(in crate::session) leaving: AtomicBool,
 }
 
 impl Registry {
@@ -67,6 +69,7 @@ impl Registry {
             reserved: AtomicUsize::new(0),
             per_principal: DashMap::new(),
             upstreams: UpstreamFactory::new(upstream, metrics.clone()),
+            leaving: AtomicBool::new(false),
             settings: Arc::new(settings),
             metrics,
             list_cache: settings_cache,
@@ -100,6 +103,9 @@ impl Registry {
         shape: Shape,
         credential: Option<HeaderValue>,
     ) -> Result<Arc<Session>, SessionError> {
+        if self.is_leaving() {
+            return Err(SessionError::ShuttingDown);
+        }
         if !self.store.healthy() {
             Metrics::inc(&self.metrics.sessions_rejected_total);
             return Err(SessionError::StoreUnavailable);
@@ -298,20 +304,5 @@ impl Registry {
                 () = shutdown.cancelled() => return,
             }
         }
-    }
-
-    /// Ends every session (shutdown) and waits until their upstreams are released. With a
-    /// shared store the sessions stay there: this replica leaves, another takes them over.
-    pub async fn end_all(&self) {
-        let ids: Vec<String> = self.sessions.iter().map(|e| e.key().clone()).collect();
-        let forget = self.store.redis().is_none();
-        for id in ids {
-            self.close(&id, forget);
-        }
-        for view in self.views.iter() {
-            view.value().end_here();
-        }
-        self.views.clear();
-        self.upstreams.release_all().await;
     }
 }

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 
-use super::http_client::HttpClient;
+use super::http_client::{error_chain, HttpClient};
 use crate::event::{Logged, StreamKey};
 use crate::hop::{
     self, Reading, ReadingStreams, Taken, FOR_NODE_HEADER, NODE_HEADER, SECRET_HEADER,
@@ -160,8 +160,8 @@ impl OwnerLink {
                 )))
             })?
             .map_err(|e| match e.is_connect() {
-                true => failed(HopError::Unreachable(e.to_string())),
-                false => failed(HopError::Interrupted(e.to_string())),
+                true => failed(HopError::Unreachable(error_chain(&e))),
+                false => failed(HopError::Interrupted(error_chain(&e))),
             })?;
         let status = response.status();
         let answered = response
@@ -173,7 +173,7 @@ impl OwnerLink {
         let body = tokio::time::timeout(HOP_TIMEOUT, response.into_body().collect())
             .await
             .map_err(|_| failed(HopError::Interrupted("the answer did not finish".into())))?
-            .map_err(|e| failed(HopError::Interrupted(e.to_string())))?
+            .map_err(|e| failed(HopError::Interrupted(error_chain(&e))))?
             .to_bytes();
         match status {
             StatusCode::MISDIRECTED_REQUEST => Err(failed(HopError::Moved {

@@ -125,9 +125,14 @@ impl Replica {
         let (child, addr, mut lines, _) = spawn_proxy(&all).await;
         let warnings = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let seen = warnings.clone();
-        // Keep reading its logs, so a full pipe never stalls it.
+        // Keep reading its logs, so a full pipe never stalls it (and show them all with
+        // PROXY_TEST_LOGS=1, at the level PROXY_TEST_LOG_LEVEL names).
+        let echo = std::env::var_os("PROXY_TEST_LOGS").is_some();
         tokio::spawn(async move {
             while let Ok(Some(line)) = lines.next_line().await {
+                if echo {
+                    eprintln!("{line}");
+                }
                 if line.contains("\"WARN\"") || line.contains("\"ERROR\"") {
                     seen.lock().unwrap().push(line);
                 }
@@ -157,6 +162,13 @@ impl Replica {
     pub async fn restart(&mut self, redis: &Redis) {
         let again = Replica::launch(redis, &self.addr.to_string(), self.args.clone()).await;
         *self = again;
+    }
+
+    /// Waits until the process has exited (after SIGTERM), within the usual bound.
+    pub async fn exited(&mut self) -> std::process::ExitStatus {
+        within("the replica to exit", self.child.wait())
+            .await
+            .unwrap()
     }
 
     pub fn pid(&self) -> u32 {

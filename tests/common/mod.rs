@@ -349,13 +349,16 @@ impl Reply {
         .await
     }
 
-    /// Every remaining message until the stream ends.
+    /// Every remaining message until the stream ends (within the usual bound).
     pub async fn remaining_messages(&mut self) -> Vec<Received> {
-        let mut all = Vec::new();
-        while let Some(received) = self.next_message().await {
-            all.push(received);
-        }
-        all
+        within("the stream to end", async {
+            let mut all = Vec::new();
+            while let Some(received) = self.next_message().await {
+                all.push(received);
+            }
+            all
+        })
+        .await
     }
 
     /// The response message: the JSON body, or the response on the SSE stream.
@@ -414,7 +417,10 @@ pub async fn spawn_proxy(
     let mut child = tokio::process::Command::new(DEMO)
         .args(["--log-format", "json"])
         .args(args)
-        .env("RUST_LOG", "info")
+        .env(
+            "RUST_LOG",
+            std::env::var("PROXY_TEST_LOG_LEVEL").unwrap_or_else(|_| "info".into()),
+        )
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)

@@ -10,7 +10,7 @@ use tracing::warn;
 use super::follow::{renew, tail};
 use crate::event::StreamKey;
 use crate::ids::{self, Principal};
-use crate::jsonrpc::Message;
+use crate::jsonrpc::{Kind, Message};
 use crate::session::{Registry, Session, SessionError};
 use crate::store::{Record, RedisStore};
 use crate::upstream::owner::{HopError, Owner, OwnerLink};
@@ -43,6 +43,9 @@ impl Registry {
             if trusted {
                 return Ok(Some(view));
             }
+        }
+        if self.is_leaving() {
+            return Err(SessionError::ShuttingDown);
         }
         if !self.store.healthy() {
             return Err(SessionError::StoreUnavailable);
@@ -201,14 +204,18 @@ impl Registry {
     }
 
     /// Hands a client message to a session found here: for a request, the stream its answer
-    /// will be logged on. When a view's owner no longer has the session, or another replica
-    /// answers at its address, the session is looked up once more and the message goes where
-    /// it lives now; if it is gone everywhere, that is `SessionError::Gone` (404).
+    /// will be logged on. When a view's owner no longer has the session, cannot be reached (the
+    /// message was not carried out), or another replica answers at its address, the session is
+    /// looked up once more and the message goes where it lives now (taken over here, when its
+    /// owner has left); if it is gone everywhere, that is `SessionError::Gone` (404).
     pub async fn deliver(
         &self,
         session: &Arc<Session>,
         message: Message,
     ) -> Result<Option<StreamKey>, SessionError> {
+        if self.is_leaving() && message.kind() == Kind::Request {
+            return Err(SessionError::ShuttingDown);
+        }
         let retry = session.owner().is_some().then(|| message.clone());
         let outcome = session.deliver(message).await;
         let (Some(message), Err(SessionError::Upstream(UpstreamError::Hop(hop)))) =
@@ -216,7 +223,10 @@ impl Registry {
         else {
             return outcome;
         };
-        if !matches!(hop, HopError::Gone | HopError::Moved { .. }) {
+        if !matches!(
+            hop,
+            HopError::Gone | HopError::Moved { .. } | HopError::Unreachable(_)
+        ) {
             return outcome;
         }
         match self.find(session.id(), session.principal()).await? {

@@ -105,6 +105,9 @@ impl Registry {
         let Some(redis) = self.store.redis() else {
             return Ok(None);
         };
+        if self.is_leaving() {
+            return Err(SessionError::ShuttingDown);
+        }
         let _one_at_a_time = self.takeovers.lock().await;
         if let Some(session) = self.get(id, principal) {
             return Ok(Some(session)); // taken over meanwhile, here
@@ -166,10 +169,10 @@ impl Registry {
             warn!(%error, "the new upstream of a taken-over session could not be re-initialized");
         }
         session.close_gap(inflight);
-        if let Some((_, view)) = self.views.remove(id) {
-            view.end();
-        }
         self.sessions.insert(id.to_owned(), session.clone());
+        if let Some((_, view)) = self.views.remove(id) {
+            view.succeeded_by(&session);
+        }
         Metrics::inc(&self.metrics.sessions_open);
         Metrics::inc(&self.metrics.sessions_taken_over_total);
         session

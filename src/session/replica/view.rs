@@ -134,4 +134,16 @@ impl Session {
             .following
             .swap(true, std::sync::atomic::Ordering::AcqRel)
     }
+
+    /// This replica took the session over: the view ends, and its readers read on in
+    /// `successor` from where they were (the log positions are the shared log's).
+    pub(crate) fn succeeded_by(&self, successor: &Arc<Session>) {
+        let _ = self.successor.set(successor.clone());
+        self.end();
+    }
+
+    /// The session this view's readers read on in, once it ended.
+    pub(crate) fn successor(&self) -> Option<Arc<Session>> {
+        self.successor.get().cloned()
+    }
 }

@@ -35,6 +35,8 @@ use crate::metrics::Metrics;
 /// Ops that may wait to be written before new work waits for the writer (a few tenths of a
 /// second of writes at full load).
 const BACKLOG_LIMIT: usize = 50_000;
+/// The longest leaving waits for Redis (for the writes, then for the key to be deleted).
+const LEAVE_PATIENCE: Duration = Duration::from_secs(2);
 
 /// What a replica needs to share sessions through Redis.
 #[derive(Debug, Clone)]
@@ -75,15 +77,18 @@ pub struct RedisStore {
     ops: mpsc::UnboundedSender<Queued>,
     backlog: Arc<Backlog>,
     metrics: Arc<Metrics>,
+    /// Cancelled by `leave`: the heartbeat stops and deletes this replica's key.
+    leaving: CancellationToken,
+    /// Cancelled once that key is deleted.
+    left: CancellationToken,
 }
 
 impl RedisStore {
     /// Connects (a clear error if Redis cannot be reached), registers this replica and starts
-    /// the heartbeat and the writer; both stop at `shutdown`.
+    /// the heartbeat (until `leave`) and the writer.
     pub async fn connect(
         settings: RedisSettings,
         metrics: Arc<Metrics>,
-        shutdown: CancellationToken,
     ) -> anyhow::Result<Arc<RedisStore>> {
         let url = settings.url.as_str();
         let client = redis::Client::open(url).with_context(|| format!("store: {url:?}"))?;
@@ -120,6 +125,8 @@ impl RedisStore {
             ops,
             backlog: Arc::new(Backlog::new(BACKLOG_LIMIT)),
             metrics,
+            leaving: CancellationToken::new(),
+            left: CancellationToken::new(),
         });
         store
             .beat()
@@ -127,7 +134,7 @@ impl RedisStore {
             .context("cannot register this replica in Redis")?;
         Metrics::set(&store.metrics.store_up, 1);
         info!(node = %store.node_id, advertise = %store.advertise, "joined the replicas sharing {url}");
-        tokio::spawn(store.clone().run_heartbeat(shutdown));
+        tokio::spawn(store.clone().run_heartbeat());
         tokio::spawn(store.clone().run_writer(queue));
         Ok(store)
     }
@@ -202,7 +209,7 @@ impl RedisStore {
             .await
     }
 
-    async fn run_heartbeat(self: Arc<Self>, shutdown: CancellationToken) {
+    async fn run_heartbeat(self: Arc<Self>) {
         let mut ticks = tokio::time::interval(self.heartbeat);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -211,15 +218,26 @@ impl RedisStore {
                     Ok(()) => self.set_health(true),
                     Err(error) => self.failed("heartbeat", &error),
                 },
-                () = shutdown.cancelled() => break,
+                () = self.leaving.cancelled() => break,
             }
         }
-        // Leaving: the others may take this replica's sessions over at once.
         let mut connection = self.connection.clone();
         let _: RedisResult<()> = redis::cmd("DEL")
             .arg(self.node_key(&self.node_id))
             .query_async(&mut connection)
             .await;
+        self.left.cancel();
+    }
+
+    /// Leaves the replicas: what the owners queued is written, then this replica's key is
+    /// deleted, so the others take its sessions over at once, from a complete log. Bounded:
+    /// with Redis away, the others take them over when the key expires.
+    pub async fn leave(&self) {
+        if !self.mirror("", "").synced(LEAVE_PATIENCE).await {
+            warn!("leaving with writes Redis has not taken");
+        }
+        self.leaving.cancel();
+        let _ = tokio::time::timeout(LEAVE_PATIENCE, self.left.cancelled()).await;
     }
 
     /// Deletes session `id`'s keys now (its owner ended it).

@@ -1,0 +1,60 @@
+//! Shutting down without losing what was taken: new sessions and requests are refused (503,
+//! retry elsewhere), the requests in flight are answered (within a bound), and only then are
+//! the sessions ended here; with a shared store they stay there for another replica.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{Registry, Session};
+
+/// How often a drain looks again at what is still in flight.
+const DRAIN_CHECK: Duration = Duration::from_millis(10);
+
+impl Registry {
+    /// From now on: no new sessions, no new requests, no sessions looked up or taken over
+    /// elsewhere. Answers to the server, notifications and reads go on.
+    pub fn leave(&self) {
+        self.leaving.store(true, Ordering::Release);
+    }
+
+    pub(in crate::session) fn is_leaving(&self) -> bool {
+        self.leaving.load(Ordering::Acquire)
+    }
+
+    /// Waits until no session here has a request in flight, at most until `deadline`; returns
+    /// how many were still in flight then (they get the gap rule's error wherever the session
+    /// goes on, or end with it).
+    pub async fn drain(&self, deadline: Instant) -> usize {
+        loop {
+            let pending: usize = self.sessions.iter().map(|s| s.value().in_flight()).sum();
+            if pending == 0 || Instant::now() >= deadline {
+                return pending;
+            }
+            tokio::time::sleep(DRAIN_CHECK).await;
+        }
+    }
+
+    /// Ends every session (shutdown) and waits until their upstreams are released. With a
+    /// shared store the sessions stay there: this replica leaves, another takes them over.
+    pub async fn end_all(&self) {
+        let ids: Vec<String> = self.sessions.iter().map(|e| e.key().clone()).collect();
+        let forget = self.store.redis().is_none();
+        for id in ids {
+            self.close(&id, forget);
+        }
+        for view in self.views.iter() {
+            view.value().end_here();
+        }
+        self.views.clear();
+        self.upstreams.release_all().await;
+    }
+}
+
+impl Session {
+    /// How many client requests wait for the server's answer.
+    fn in_flight(&self) -> usize {
+        self.lock().inflight.len()
+    }
+}
