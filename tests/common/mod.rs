@@ -395,7 +395,8 @@ pub async fn listening_address(
     within("the listening line", async {
         loop {
             let line = logs.next_line().await.unwrap().expect("a log line");
-            let entry: Value = serde_json::from_str(&line).expect("JSON logs");
+            let entry: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|error| panic!("JSON logs ({error}): {line}"));
             seen.push(entry.clone());
             if let Some(addr) = entry["fields"]["addr"].as_str() {
                 return addr.parse().unwrap();
