@@ -14,6 +14,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, SessionConfig, UpstreamConfig};
+use crate::front::modern::envelope::CacheHints;
+use crate::front::modern::Modern;
 use crate::front::{self, App, Router};
 use crate::metrics::Metrics;
 use crate::session::cluster::Cluster;
@@ -77,6 +79,14 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
             metrics: metrics.clone(),
             shutdown: shutdown.clone(),
             websockets: TaskTracker::new(),
+            modern: Modern {
+                hints: CacheHints {
+                    ttl_ms: upstream.cache_ttl.as_millis() as u64,
+                    scope: upstream.cache_scope,
+                },
+                anonymous: session.anonymous,
+                ..Modern::default()
+            },
         }))
     };
     let default = match config.serves_default() {

@@ -1,6 +1,7 @@
 //! Real third-party peers through the proxy: the official TypeScript SDK client, in front of the
 //! demo server and in front of npm `@modelcontextprotocol/server-everything` over stdio, and the
-//! official Python client. `scripts/test` installs them (tests/node, pinned by its
+//! official Python client (of both eras: the legacy handshake, and 2026-07-28 pinned and in `auto`
+//! mode). `scripts/test` installs them (tests/node, pinned by its
 //! package-lock.json; tests/python/.venv from tests/python/requirements.txt).
 
 mod common;
@@ -119,6 +120,44 @@ async fn python_sdk_client_through_the_proxy_resumes_a_closed_stream() {
         proxy.metric("mcp_proxy_sessions_open"),
         0,
         "closed by DELETE"
+    );
+    proxy.stop().await;
+}
+
+/// Runs the Python client as a 2026-07-28 client (`mode`: pinned or `auto`) as `credential`.
+async fn python_modern(proxy: &Proxy, mode: &str, credential: Option<&str>) -> Value {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python");
+    let mut command = Command::new(dir.join(".venv/bin/python"));
+    command
+        .arg(dir.join("modern_client.py"))
+        .arg(format!("http://{}/mcp", proxy.addr()))
+        .arg(mode)
+        .args(credential);
+    run_client(command).await
+}
+
+#[tokio::test]
+async fn python_sdk_client_of_the_2026_07_28_revision_in_front_of_the_legacy_demo() {
+    let proxy = Proxy::start().await;
+    let pinned = python_modern(&proxy, "2026-07-28", Some("alice")).await;
+    assert_eq!(pinned["version"], "2026-07-28");
+    assert_eq!(pinned["echoed"], "modern python");
+    assert!(pinned["tools"].as_array().unwrap().contains(&"echo".into()));
+    assert_eq!(pinned["read"], "Hello from the demo server");
+    assert_eq!(pinned["counts"], serde_json::json!(["1", "2"]));
+    // In auto mode it discovers the proxy's modern face and picks it; the same principal is
+    // served by the same server, another one by its own.
+    let auto = python_modern(&proxy, "auto", Some("alice")).await;
+    assert_eq!(auto["version"], "2026-07-28");
+    assert_eq!(auto["server"], "mcp-session-proxy-demo");
+    assert_eq!(auto["counts"], serde_json::json!(["3", "4"]));
+    let bob = python_modern(&proxy, "auto", Some("bob")).await;
+    assert_eq!(bob["counts"], serde_json::json!(["1", "2"]));
+    let stranger = python_modern(&proxy, "auto", None).await;
+    assert_eq!(
+        stranger["counts"],
+        serde_json::json!(["1", "1"]),
+        "requests without a principal share no server"
     );
     proxy.stop().await;
 }

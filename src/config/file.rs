@@ -8,6 +8,8 @@ use clap::ValueEnum;
 use serde::{Deserialize, Deserializer};
 
 use super::duration::parse_duration;
+use crate::front::modern::correlation::Anonymous;
+use crate::front::modern::envelope::CacheScope;
 use crate::front::{HttpSettings, PostResponse};
 use crate::session::SessionSettings;
 
@@ -116,6 +118,12 @@ pub struct UpstreamConfig {
     pub max_line_bytes: usize,
     #[serde(deserialize_with = "duration")]
     pub shutdown_grace: Duration,
+    /// 2026-07-28 clients: how long they may reuse list, read and discover results (`ttlMs`).
+    #[serde(deserialize_with = "duration")]
+    pub cache_ttl: Duration,
+    /// 2026-07-28 clients: who may reuse them: `private` (one credential) or `public` (anyone:
+    /// only for servers whose lists and resources are the same for every user).
+    pub cache_scope: CacheScope,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -130,6 +138,9 @@ pub struct SessionConfig {
     #[serde(deserialize_with = "duration")]
     pub window_age: Duration,
     pub coalesce_progress: bool,
+    /// 2026-07-28 requests with no principal: an upstream session each (`per-request`), or one
+    /// shared by all of them (`shared`: only for servers that keep nothing per client).
+    pub anonymous: Anonymous,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -182,6 +193,8 @@ impl Default for UpstreamConfig {
             cache_lists: None,
             max_line_bytes: 4 << 20,
             shutdown_grace: Duration::from_secs(2),
+            cache_ttl: Duration::ZERO,
+            cache_scope: CacheScope::Private,
         }
     }
 }
@@ -197,6 +210,7 @@ impl Default for SessionConfig {
             window_bytes: session.window.max_bytes,
             window_age: session.window.max_age,
             coalesce_progress: session.coalesce_progress,
+            anonymous: Anonymous::PerRequest,
         }
     }
 }

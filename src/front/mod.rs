@@ -6,6 +6,7 @@ pub mod event_stream;
 pub mod guard;
 pub mod internal;
 pub mod legacy_sse;
+pub mod modern;
 pub mod rejection;
 pub mod request;
 pub mod session_methods;
@@ -98,6 +99,8 @@ pub struct App {
     pub shutdown: CancellationToken,
     /// WebSocket connections (past their HTTP upgrade): shutdown waits for their close frames.
     pub websockets: TaskTracker,
+    /// The 2026-07-28 face: its settings and the upstream sessions serving it.
+    pub modern: modern::Modern,
 }
 
 /// Every served server: `/mcp` (the single-server form) and `/servers/<name>/…` (a gateway).

@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::body::Body;
 use super::event_stream::{self, Extras, Framing};
 use super::guard;
+use super::modern;
 use super::rejection::{failed_request, Rejection};
 use super::request::{
     accepted, check_origin, header_str, json, media_type_is, read_body, require_accept,
@@ -47,6 +48,9 @@ pub async fn handle(app: &App, request: Request<Incoming>) -> Response<Body> {
     let outcome = match check_origin(app, request.headers()) {
         Err(rejection) => Err(rejection),
         Ok(()) => match *request.method() {
+            Method::GET | Method::DELETE if is_modern_without_session(request.headers()) => {
+                Err(modern::method_not_allowed())
+            }
             Method::POST => post(app, request, &mut method).await,
             Method::GET => get(app, request.headers()).await,
             Method::DELETE => delete(app, request.headers()).await,
@@ -58,6 +62,14 @@ pub async fn handle(app: &App, request: Request<Incoming>) -> Response<Body> {
         .requests
         .record(method, response.status().as_u16(), started.elapsed());
     response
+}
+
+/// A GET or DELETE that names no session and a protocol version no legacy revision has.
+fn is_modern_without_session(headers: &HeaderMap) -> bool {
+    header_str(headers, SESSION_HEADER).is_none()
+        && header_str(headers, protocol::HTTP_HEADER).is_none()
+        && header_str(headers, PROTOCOL_VERSION_HEADER)
+            .is_some_and(|version| !SUPPORTED_VERSIONS.contains(&version))
 }
 
 /// `method` is set to the metrics label of the message once it is parsed.
@@ -87,6 +99,12 @@ async fn post(
     let principal = guard::principal(&app.http, &headers);
     let session_id = header_str(&headers, SESSION_HEADER);
     let protocol_session = header_str(&headers, protocol::HTTP_HEADER);
+    if session_id.is_none()
+        && protocol_session.is_none()
+        && modern::is_modern(&headers, &message, &SUPPORTED_VERSIONS)
+    {
+        return modern::post(app, &headers, message).await;
+    }
     let session_method =
         message.kind() == Kind::Request && message.method().is_some_and(is_session_method);
 

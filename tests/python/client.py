@@ -1,7 +1,7 @@
 """The official Python MCP client (PyPI `mcp`) through the proxy.
 
-Usage: python client.py <url>. Initializes (the client probes `server/discover` first and falls
-back to the legacy handshake), calls a tool, subscribes and receives `resources/updated`, then
+Usage: python client.py <url>. Initializes with the legacy handshake (pinned: in `auto` mode the
+client now finds the proxy's 2026-07-28 face, which has no resumable streams), calls a tool, subscribes and receives `resources/updated`, then
 calls `test_reconnection`, whose stream the proxy closes mid-call: the client must resume it with
 Last-Event-ID on its own. Prints one JSON line; exits non-zero on any failure.
 """
@@ -28,7 +28,7 @@ async def main(url: str) -> None:
         if getattr(root, "method", None) == "notifications/resources/updated":
             await updates.put(str(root.params.uri))
 
-    async with Client(url, message_handler=on_message) as client:
+    async with Client(url, mode="legacy", message_handler=on_message) as client:
         echoed = await client.call_tool("echo", {"text": "from python"})
         text = echoed.content[0].text
         assert text == "from python", text

@@ -1,0 +1,323 @@
+//! What a 2026-07-28 request must carry, checked in the order the spec's conformance suite
+//! settles: the required `_meta` fields (-32602), the standard headers mirroring the body
+//! (-32020), the protocol version (-32022), then the method (-32601, 404).
+
+use base64::Engine;
+use http::{HeaderMap, StatusCode};
+use serde_json::{json, Map, Value};
+
+use crate::front::rejection::Rejection;
+use crate::jsonrpc::{Message, INVALID_PARAMS, METHOD_NOT_FOUND};
+
+/// The revision this front speaks.
+pub const MODERN_VERSION: &str = "2026-07-28";
+pub const VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+pub const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+pub const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
+pub const LOG_LEVEL_KEY: &str = "io.modelcontextprotocol/logLevel";
+pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
+
+/// -32020: the HTTP headers do not match the body, or a required one is missing or malformed.
+pub const HEADER_MISMATCH: i64 = -32020;
+/// -32021: the request needs a client capability it did not declare.
+pub const MISSING_CAPABILITY: i64 = -32021;
+/// -32022: the requested protocol version is not served.
+pub const UNSUPPORTED_VERSION: i64 = -32022;
+
+const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
+const METHOD_HEADER: &str = "mcp-method";
+const NAME_HEADER: &str = "mcp-name";
+
+/// Methods of the legacy revisions that 2026-07-28 removed: a modern client gets -32601.
+const REMOVED: [&str; 5] = [
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+
+/// The per-request fields of a modern request's `_meta`.
+#[derive(Debug, Clone)]
+pub struct RequestMeta {
+    pub version: String,
+    pub capabilities: Map<String, Value>,
+    pub client_info: Option<Value>,
+    pub log_level: Option<String>,
+}
+
+/// Whether a request without a session header is of the 2026-07-28 era: its `_meta` names a
+/// protocol version, or its `MCP-Protocol-Version` header names one no legacy revision has.
+pub fn is_modern(headers: &HeaderMap, message: &Message, legacy_versions: &[&str]) -> bool {
+    let header = header_value(headers, PROTOCOL_VERSION_HEADER);
+    let modern_header = header.is_some_and(|v| !legacy_versions.contains(&v.as_str()));
+    modern_header || meta(message).is_some_and(|m| m.contains_key(VERSION_KEY))
+}
+
+/// Checks a modern request; returns its `_meta` fields.
+pub fn check(headers: &HeaderMap, message: &Message) -> Result<RequestMeta, Rejection> {
+    let id = message.id();
+    let fields = required_meta(message).map_err(|r| r.with_id(id))?;
+    check_headers(headers, message, &fields.version).map_err(|r| r.with_id(id))?;
+    if fields.version != MODERN_VERSION {
+        return Err(unsupported_version(&fields.version).with_id(id));
+    }
+    let method = message.method().unwrap_or_default();
+    if REMOVED.contains(&method) {
+        return Err(method_not_found(method).with_id(id));
+    }
+    Ok(fields)
+}
+
+/// -32601 as a modern server answers it: 404.
+pub fn method_not_found(method: &str) -> Rejection {
+    Rejection::new(
+        StatusCode::NOT_FOUND,
+        METHOD_NOT_FOUND,
+        format!("Method not found: {method} (not part of protocol version {MODERN_VERSION})"),
+    )
+}
+
+pub fn unsupported_version(requested: &str) -> Rejection {
+    Rejection {
+        data: Some(Box::new(json!({
+            "supported": [MODERN_VERSION],
+            "requested": requested,
+        }))),
+        ..Rejection::new(
+            StatusCode::BAD_REQUEST,
+            UNSUPPORTED_VERSION,
+            format!(
+                "Unsupported protocol version {requested:?}; this server speaks {MODERN_VERSION}"
+            ),
+        )
+    }
+}
+
+fn meta(message: &Message) -> Option<Map<String, Value>> {
+    let params: Value = serde_json::from_str(message.params()?.get()).ok()?;
+    match params.get("_meta")? {
+        Value::Object(meta) => Some(meta.clone()),
+        _ => None,
+    }
+}
+
+fn required_meta(message: &Message) -> Result<RequestMeta, Rejection> {
+    let missing = |what: &str| {
+        Rejection::new(
+            StatusCode::BAD_REQUEST,
+            INVALID_PARAMS,
+            format!("Invalid params: _meta[\"{what}\"] is required on every request"),
+        )
+    };
+    let meta = meta(message).ok_or_else(|| missing(VERSION_KEY))?;
+    let version = match meta.get(VERSION_KEY) {
+        Some(Value::String(version)) => version.clone(),
+        _ => return Err(missing(VERSION_KEY)),
+    };
+    let capabilities = match meta.get(CAPABILITIES_KEY) {
+        Some(Value::Object(capabilities)) => capabilities.clone(),
+        _ => return Err(missing(CAPABILITIES_KEY)),
+    };
+    let log_level = match meta.get(LOG_LEVEL_KEY) {
+        None => None,
+        Some(Value::String(level)) if level_rank(level).is_some() => Some(level.clone()),
+        Some(other) => {
+            return Err(Rejection::new(
+                StatusCode::BAD_REQUEST,
+                INVALID_PARAMS,
+                format!("Invalid params: invalid log level {other}"),
+            ))
+        }
+    };
+    Ok(RequestMeta {
+        version,
+        capabilities,
+        client_info: meta.get(CLIENT_INFO_KEY).cloned(),
+        log_level,
+    })
+}
+
+/// Syslog order of the MCP log levels.
+pub fn level_rank(level: &str) -> Option<usize> {
+    const LEVELS: [&str; 8] = [
+        "debug",
+        "info",
+        "notice",
+        "warning",
+        "error",
+        "critical",
+        "alert",
+        "emergency",
+    ];
+    LEVELS.iter().position(|l| *l == level)
+}
+
+/// `MCP-Protocol-Version`, `Mcp-Method` and (for the calls that name something) `Mcp-Name`
+/// must be there and equal the body's values.
+fn check_headers(headers: &HeaderMap, message: &Message, version: &str) -> Result<(), Rejection> {
+    let method = message.method().unwrap_or_default();
+    mirror(
+        headers,
+        PROTOCOL_VERSION_HEADER,
+        "MCP-Protocol-Version",
+        version,
+        false,
+    )?;
+    mirror(headers, METHOD_HEADER, "Mcp-Method", method, false)?;
+    let named = match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    };
+    if let Some(field) = named {
+        let params: Value = message
+            .params()
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or(Value::Null);
+        if let Some(value) = params.get(field).and_then(Value::as_str) {
+            mirror(headers, NAME_HEADER, "Mcp-Name", value, true)?;
+        }
+    }
+    Ok(())
+}
+
+fn mirror(
+    headers: &HeaderMap,
+    name: &str,
+    display: &str,
+    body: &str,
+    may_be_encoded: bool,
+) -> Result<(), Rejection> {
+    let mut values = headers.get_all(name).iter();
+    let (Some(raw), None) = (values.next(), values.next()) else {
+        return Err(header_mismatch(format!(
+            "exactly one {display} header is required"
+        )));
+    };
+    let text = raw
+        .to_str()
+        .map_err(|_| header_mismatch(format!("the {display} header has invalid characters")))?
+        .trim_matches(|c| c == ' ' || c == '\t');
+    let value = match may_be_encoded {
+        true => decode(text)
+            .ok_or_else(|| header_mismatch(format!("the {display} header is badly encoded")))?,
+        false => text.to_owned(),
+    };
+    match value == body {
+        true => Ok(()),
+        false => Err(header_mismatch(format!(
+            "the {display} header value {value:?} does not match the body value {body:?}"
+        ))),
+    }
+}
+
+/// A header value as sent: `=?base64?…?=` is the UTF-8 of standard, padded base64; anything
+/// else is literal.
+fn decode(text: &str) -> Option<String> {
+    let Some(encoded) = text
+        .strip_prefix("=?base64?")
+        .and_then(|rest| rest.strip_suffix("?="))
+    else {
+        return Some(text.to_owned());
+    };
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+fn header_mismatch(message: String) -> Rejection {
+    Rejection::new(
+        StatusCode::BAD_REQUEST,
+        HEADER_MISMATCH,
+        format!("Header mismatch: {message}"),
+    )
+}
+
+fn header_value(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn message(body: Value) -> Message {
+        Message::parse(Bytes::from(body.to_string())).unwrap()
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, value.parse().unwrap());
+        }
+        map
+    }
+
+    fn call(name: &str) -> Message {
+        message(
+            json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": name,
+            "_meta": { VERSION_KEY: MODERN_VERSION, CAPABILITIES_KEY: {} } } }),
+        )
+    }
+
+    #[test]
+    fn names_are_compared_after_decoding_and_trimming() {
+        let standard = [
+            ("mcp-protocol-version", MODERN_VERSION),
+            ("mcp-method", "tools/call"),
+        ];
+        let with_name = |name: &'static str| {
+            let mut all = standard.to_vec();
+            all.push(("mcp-name", name));
+            headers(&all)
+        };
+        assert!(check(&with_name("  hi  "), &call("hi")).is_ok());
+        let encoded = with_name("=?base64?SGVsbG8sIOS4lueVjA==?=");
+        assert!(check(&encoded, &call("Hello, 世界")).is_ok());
+        for bad in ["=?base64?SGVsbG8?=", "=?base64?SGVs!!!bG8=?=", "other"] {
+            let refused = check(&with_name(bad), &call("Hello")).unwrap_err();
+            assert_eq!(refused.code, HEADER_MISMATCH, "{bad}");
+            assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+        }
+        let missing = check(&headers(&standard), &call("hi")).unwrap_err();
+        assert_eq!(missing.code, HEADER_MISMATCH);
+    }
+
+    #[test]
+    fn missing_meta_comes_before_headers_and_a_mismatch_before_the_version() {
+        let discover = |meta: Value| {
+            message(
+                json!({ "jsonrpc": "2.0", "id": 9, "method": "server/discover",
+                            "params": { "_meta": meta } }),
+            )
+        };
+        let modern = headers(&[
+            ("mcp-protocol-version", MODERN_VERSION),
+            ("mcp-method", "server/discover"),
+        ]);
+        let refused = check(&modern, &discover(json!({ CAPABILITIES_KEY: {} }))).unwrap_err();
+        assert_eq!(
+            (refused.code, refused.id.clone()),
+            (INVALID_PARAMS, json!(9))
+        );
+        let odd = json!({ VERSION_KEY: "v999.0.0", CAPABILITIES_KEY: {} });
+        assert_eq!(
+            check(&modern, &discover(odd.clone())).unwrap_err().code,
+            HEADER_MISMATCH
+        );
+        let both_odd = headers(&[
+            ("mcp-protocol-version", "v999.0.0"),
+            ("mcp-method", "server/discover"),
+        ]);
+        let refused = check(&both_odd, &discover(odd)).unwrap_err();
+        assert_eq!(refused.code, UNSUPPORTED_VERSION);
+        assert_eq!(refused.data.unwrap()["requested"], "v999.0.0");
+    }
+}

@@ -1,0 +1,254 @@
+//! Which upstream session serves a 2026-07-28 request (no client names one): by default one per
+//! (principal, declared client capabilities), opened on first use with an `initialize` built
+//! from the request's `clientInfo` and capabilities, idle-expired like any session and opened
+//! again when it is gone. A request with no principal gets a session of its own that ends with
+//! it, unless anonymous requests are configured to share one: strangers never share a stateful
+//! server's state by default.
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use dashmap::DashMap;
+use http::{HeaderValue, StatusCode};
+use serde_json::{json, Map, Value};
+
+use super::checks::RequestMeta;
+use crate::front::rejection::Rejection;
+use crate::ids::Principal;
+use crate::jsonrpc::{Message, INTERNAL_ERROR};
+use crate::session::{Registry, Session, SessionError, Shape};
+
+/// The legacy revision the proxy speaks to its servers for modern clients.
+const UPSTREAM_VERSION: &str = "2025-11-25";
+/// The id of the proxy's own `initialize`.
+const INITIALIZE_ID: &str = "mcp-session-proxy/initialize";
+
+/// What anonymous requests (no credential, no trusted principal header) share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Anonymous {
+    /// Each gets an upstream session of its own, ended with it.
+    #[default]
+    PerRequest,
+    /// They share one, like any principal's requests.
+    Shared,
+}
+
+/// The upstream sessions modern requests are served by.
+#[derive(Default)]
+pub struct Correlation {
+    by_key: DashMap<Key, Entry>,
+    /// One `initialize` at a time per key, so concurrent first requests share one session.
+    opening: DashMap<Key, Arc<tokio::sync::Mutex<()>>>,
+    /// The newest `initialize` result of this server (what `server/discover` describes).
+    newest: Mutex<Option<Arc<Value>>>,
+}
+
+type Key = (Principal, String);
+
+#[derive(Clone)]
+struct Entry {
+    session_id: String,
+    initialized: Arc<Value>,
+}
+
+/// A session serving a modern request, with the server's `initialize` result.
+pub struct Correlated {
+    pub session: Arc<Session>,
+    pub initialized: Arc<Value>,
+    /// Ends the session when dropped (a request of its own).
+    pub ending: Option<EndOnDrop>,
+}
+
+/// Ends a per-request session once its request is over.
+pub struct EndOnDrop {
+    registry: Arc<Registry>,
+    session_id: String,
+}
+
+impl Drop for EndOnDrop {
+    fn drop(&mut self) {
+        self.registry.end(&self.session_id);
+    }
+}
+
+impl Correlation {
+    /// The session that serves a request of `principal` declaring `meta`'s capabilities.
+    pub async fn session(
+        &self,
+        registry: &Arc<Registry>,
+        principal: Principal,
+        meta: &RequestMeta,
+        credential: Option<HeaderValue>,
+        anonymous: Anonymous,
+    ) -> Result<Correlated, Rejection> {
+        if principal == Principal::anonymous() && anonymous == Anonymous::PerRequest {
+            let (session, initialized) = self.open(registry, principal, meta, credential).await?;
+            let ending = Some(EndOnDrop {
+                registry: registry.clone(),
+                session_id: session.id().to_owned(),
+            });
+            return Ok(Correlated {
+                session,
+                initialized,
+                ending,
+            });
+        }
+        let key = (principal.clone(), canonical(&meta.capabilities));
+        if let Some(found) = self.live(registry, &key) {
+            return Ok(found);
+        }
+        let gate = self.opening.entry(key.clone()).or_default().clone();
+        let _one_at_a_time = gate.lock().await;
+        if let Some(found) = self.live(registry, &key) {
+            return Ok(found);
+        }
+        let (session, initialized) = self.open(registry, principal, meta, credential).await?;
+        let entry = Entry {
+            session_id: session.id().to_owned(),
+            initialized: initialized.clone(),
+        };
+        self.by_key.insert(key, entry);
+        Ok(Correlated {
+            session,
+            initialized,
+            ending: None,
+        })
+    }
+
+    /// The newest `initialize` result, if a modern request opened a session yet.
+    pub fn newest(&self) -> Option<Arc<Value>> {
+        self.newest
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn live(&self, registry: &Registry, key: &Key) -> Option<Correlated> {
+        let entry = self.by_key.get(key)?.clone();
+        match registry.get(&entry.session_id, &key.0) {
+            Some(session) if !session.ended.is_cancelled() => Some(Correlated {
+                session,
+                initialized: entry.initialized,
+                ending: None,
+            }),
+            _ => {
+                self.by_key.remove(key);
+                None
+            }
+        }
+    }
+
+    /// Creates a session and initializes its server as a legacy client would.
+    async fn open(
+        &self,
+        registry: &Arc<Registry>,
+        principal: Principal,
+        meta: &RequestMeta,
+        credential: Option<HeaderValue>,
+    ) -> Result<(Arc<Session>, Arc<Value>), Rejection> {
+        let session = registry
+            .create(principal, Shape::Streams, credential)
+            .map_err(|e| Rejection::session(&e))?;
+        match initialize(registry, &session, meta).await {
+            Ok(initialized) => {
+                let initialized = Arc::new(initialized);
+                *self.newest.lock().unwrap_or_else(|e| e.into_inner()) = Some(initialized.clone());
+                Ok((session, initialized))
+            }
+            Err(rejection) => {
+                registry.end(session.id());
+                Err(rejection)
+            }
+        }
+    }
+}
+
+/// `initialize` with the request's client and capabilities, then `initialized`; the result.
+async fn initialize(
+    registry: &Registry,
+    session: &Arc<Session>,
+    meta: &RequestMeta,
+) -> Result<Value, Rejection> {
+    let client_info = meta.client_info.clone().unwrap_or_else(
+        || json!({ "name": "mcp-session-proxy", "version": env!("CARGO_PKG_VERSION") }),
+    );
+    let params = json!({
+        "protocolVersion": UPSTREAM_VERSION,
+        "capabilities": meta.capabilities,
+        "clientInfo": client_info,
+    });
+    let request = json!({ "jsonrpc": "2.0", "id": INITIALIZE_ID, "method": "initialize",
+                          "params": params });
+    let answer = ask(registry, session, request).await?;
+    let result = match (answer.get("result"), answer.get("error")) {
+        (Some(result), _) => result.clone(),
+        (_, error) => {
+            return Err(Rejection::new(
+                StatusCode::BAD_GATEWAY,
+                INTERNAL_ERROR,
+                format!(
+                    "the server refused initialize: {}",
+                    error.cloned().unwrap_or_default()
+                ),
+            ))
+        }
+    };
+    let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+    let message = Message::parse(Bytes::from(initialized.to_string()))
+        .map_err(|e| Rejection::bad_request(e.to_string()))?;
+    registry
+        .deliver(session, message)
+        .await
+        .map_err(|e| Rejection::session(&e))?;
+    session.store_synced().await;
+    Ok(result)
+}
+
+/// Sends a request of the proxy's own through the session and waits for its answer.
+async fn ask(
+    registry: &Registry,
+    session: &Arc<Session>,
+    request: Value,
+) -> Result<Value, Rejection> {
+    let message = Message::parse(Bytes::from(request.to_string()))
+        .map_err(|e| Rejection::bad_request(e.to_string()))?;
+    let stream = match registry.deliver(session, message).await {
+        Ok(Some(stream)) => stream,
+        Ok(None) => return Err(Rejection::session(&SessionError::Gone)),
+        Err(error) => return Err(Rejection::session(&error)),
+    };
+    let mut reader = session.attach(stream, None);
+    while let Some(delivery) = reader.next().await {
+        for event in delivery.events {
+            let Ok(message) = serde_json::from_slice::<Value>(&event.payload) else {
+                continue;
+            };
+            if message.get("method").is_none() {
+                session.forget(stream);
+                return Ok(message);
+            }
+        }
+    }
+    Err(Rejection::session(&SessionError::Gone))
+}
+
+/// Capabilities as one string, the same however the client ordered them.
+fn canonical(capabilities: &Map<String, Value>) -> String {
+    fn sorted(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                Value::Object(
+                    keys.into_iter()
+                        .map(|k| (k.clone(), sorted(&map[k])))
+                        .collect(),
+                )
+            }
+            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    sorted(&Value::Object(capabilities.clone())).to_string()
+}

@@ -1,0 +1,215 @@
+//! How a legacy server's answer looks to a 2026-07-28 client: every result says `resultType`
+//! and who served it (`_meta` serverInfo); cacheable ones carry `ttlMs` and `cacheScope`; a
+//! method the server does not know is a 404; a missing resource is -32602 naming its URI.
+
+use http::StatusCode;
+use serde_json::{json, Map, Value};
+
+use super::checks::{MODERN_VERSION, SERVER_INFO_KEY};
+use crate::jsonrpc::{INVALID_PARAMS, METHOD_NOT_FOUND};
+use crate::session::protocol::CAPABILITY as SESSIONS_EXTENSION;
+
+/// The legacy code some servers give a resource that does not exist.
+const LEGACY_RESOURCE_NOT_FOUND: i64 = -32002;
+
+/// Who may reuse a cached result: anyone (`public`), or the same credential (`private`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheScope {
+    Public,
+    #[default]
+    Private,
+}
+
+impl CacheScope {
+    fn name(self) -> &'static str {
+        match self {
+            CacheScope::Public => "public",
+            CacheScope::Private => "private",
+        }
+    }
+}
+
+/// The caching hints a served server's results carry (configuration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CacheHints {
+    pub ttl_ms: u64,
+    pub scope: CacheScope,
+}
+
+/// Results a modern server must give caching hints.
+fn is_cacheable(method: &str) -> bool {
+    matches!(
+        method,
+        "tools/list"
+            | "prompts/list"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
+            | "server/discover"
+    )
+}
+
+/// What the server answered, as a modern client gets it: the response (its id the client's)
+/// and the HTTP status it goes with when answered as JSON.
+pub fn response(
+    mut answer: Value,
+    client_id: &Value,
+    method: &str,
+    params: &Value,
+    server_info: Option<&Value>,
+    hints: CacheHints,
+) -> (Value, StatusCode) {
+    answer["id"] = client_id.clone();
+    if let Some(Value::Object(result)) = answer.get_mut("result") {
+        decorate(result, method, server_info, hints);
+        return (answer, StatusCode::OK);
+    }
+    let code = answer["error"]["code"].as_i64().unwrap_or_default();
+    if code == METHOD_NOT_FOUND {
+        return (answer, StatusCode::NOT_FOUND);
+    }
+    if method == "resources/read" && code == LEGACY_RESOURCE_NOT_FOUND {
+        answer["error"]["code"] = json!(INVALID_PARAMS);
+    }
+    if method == "resources/read" && answer["error"]["code"] == json!(INVALID_PARAMS) {
+        let error = &mut answer["error"];
+        if error.get("data").is_none_or(|d| !d.is_object()) {
+            error["data"] = json!({});
+        }
+        error["data"]["uri"] = params["uri"].clone();
+    }
+    (answer, StatusCode::OK)
+}
+
+/// Adds what every modern result carries.
+pub fn decorate(
+    result: &mut Map<String, Value>,
+    method: &str,
+    server_info: Option<&Value>,
+    hints: CacheHints,
+) {
+    result
+        .entry("resultType")
+        .or_insert_with(|| json!("complete"));
+    if let Some(info) = server_info {
+        let meta = result.entry("_meta").or_insert_with(|| json!({}));
+        if let Value::Object(meta) = meta {
+            meta.entry(SERVER_INFO_KEY).or_insert_with(|| info.clone());
+        }
+    }
+    if is_cacheable(method) && result.get("resultType") == Some(&json!("complete")) {
+        result.insert("ttlMs".into(), json!(hints.ttl_ms));
+        result.insert("cacheScope".into(), json!(hints.scope.name()));
+    }
+}
+
+/// `server/discover`, from the server's `initialize` result: its capabilities in the modern
+/// form (what this front cannot deliver left out), instructions and identity.
+pub fn discover(initialized: &Value, hints: CacheHints, listens: bool) -> Value {
+    let mut capabilities = initialized["capabilities"].clone();
+    if let Value::Object(capabilities) = &mut capabilities {
+        capabilities.remove("tasks");
+        // The proxy's own extension for legacy clients (protocol-level sessions).
+        if let Some(Value::Object(experimental)) = capabilities.get_mut("experimental") {
+            experimental.remove(SESSIONS_EXTENSION);
+            if experimental.is_empty() {
+                capabilities.remove("experimental");
+            }
+        }
+        if !listens {
+            for list in ["tools", "prompts", "resources"] {
+                if let Some(Value::Object(capability)) = capabilities.get_mut(list) {
+                    capability.remove("listChanged");
+                    capability.remove("subscribe");
+                }
+            }
+        }
+    }
+    let mut result = Map::new();
+    result.insert("supportedVersions".into(), json!([MODERN_VERSION]));
+    result.insert("capabilities".into(), capabilities);
+    if let Some(instructions) = initialized.get("instructions") {
+        result.insert("instructions".into(), instructions.clone());
+    }
+    let server_info = initialized.get("serverInfo");
+    decorate(&mut result, "server/discover", server_info, hints);
+    Value::Object(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HINTS: CacheHints = CacheHints {
+        ttl_ms: 0,
+        scope: CacheScope::Private,
+    };
+
+    #[test]
+    fn results_say_their_type_and_server_and_lists_their_caching() {
+        let info = json!({ "name": "s", "version": "1" });
+        let (listed, status) = response(
+            json!({ "jsonrpc": "2.0", "id": 7, "result": { "tools": [] } }),
+            &json!("client-1"),
+            "tools/list",
+            &json!({}),
+            Some(&info),
+            HINTS,
+        );
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(listed["id"], "client-1");
+        assert_eq!(listed["result"]["resultType"], "complete");
+        assert_eq!(listed["result"]["_meta"][SERVER_INFO_KEY], info);
+        assert_eq!(listed["result"]["ttlMs"], 0);
+        assert_eq!(listed["result"]["cacheScope"], "private");
+        let (called, _) = response(
+            json!({ "jsonrpc": "2.0", "id": 8, "result": { "content": [] } }),
+            &json!(2),
+            "tools/call",
+            &json!({}),
+            None,
+            HINTS,
+        );
+        assert!(called["result"].get("ttlMs").is_none());
+    }
+
+    #[test]
+    fn unknown_methods_are_404_and_missing_resources_name_their_uri() {
+        let (_, status) = response(
+            json!({ "jsonrpc": "2.0", "id": 1, "error": { "code": -32601, "message": "no" } }),
+            &json!(1),
+            "x/y",
+            &json!({}),
+            None,
+            HINTS,
+        );
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        let (missing, _) = response(
+            json!({ "jsonrpc": "2.0", "id": 1, "error": { "code": -32002, "message": "no" } }),
+            &json!(1),
+            "resources/read",
+            &json!({ "uri": "test://none" }),
+            None,
+            HINTS,
+        );
+        assert_eq!(missing["error"]["code"], -32602);
+        assert_eq!(missing["error"]["data"]["uri"], "test://none");
+    }
+
+    #[test]
+    fn discover_offers_what_the_server_initialized_with_in_the_modern_form() {
+        let initialized = json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": { "tools": { "listChanged": true }, "tasks": {} },
+            "serverInfo": { "name": "s", "version": "1" },
+            "instructions": "hi" });
+        let found = discover(&initialized, HINTS, false);
+        assert_eq!(found["supportedVersions"], json!([MODERN_VERSION]));
+        assert_eq!(found["capabilities"], json!({ "tools": {} }));
+        assert_eq!(found["instructions"], "hi");
+        assert_eq!(found["_meta"][SERVER_INFO_KEY]["name"], "s");
+        assert_eq!(found["cacheScope"], "private");
+        assert!(found.get("serverInfo").is_none());
+    }
+}

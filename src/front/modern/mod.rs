@@ -1,0 +1,107 @@
+//! The 2026-07-28 face of a served server, beside the legacy one on the same URL: requests
+//! that carry their protocol version, capabilities and client in `_meta`, no session, POST
+//! only. `checks` (what a request must carry), `correlation` (which upstream session serves
+//! it), `exchange` (the request through it), `envelope` (results as modern clients read them).
+
+pub mod checks;
+pub mod correlation;
+pub mod envelope;
+mod exchange;
+
+use http::{header, HeaderMap, Response, StatusCode};
+use serde_json::{json, Value};
+
+use super::body::Body;
+use super::guard;
+use super::rejection::Rejection;
+use super::request::{accepted, json};
+use super::App;
+use crate::jsonrpc::{Kind, Message, INVALID_REQUEST};
+use checks::RequestMeta;
+
+pub use checks::is_modern;
+
+/// A modern POST (already parsed, Origin checked).
+pub async fn post(
+    app: &App,
+    headers: &HeaderMap,
+    message: Message,
+) -> Result<Response<Body>, Rejection> {
+    if message.kind() != Kind::Request {
+        // 2026-07-28 defines no client notification over HTTP; a cancellation is the client
+        // closing its response stream. Taken and dropped.
+        return Ok(accepted());
+    }
+    let meta = checks::check(headers, &message)?;
+    let id = message.id().cloned().unwrap_or(Value::Null);
+    match message.method().unwrap_or_default() {
+        "server/discover" => discover(app, headers, &meta, &id).await,
+        "subscriptions/listen" => {
+            Err(checks::method_not_found("subscriptions/listen").with_id(Some(&id)))
+        }
+        _ => {
+            let correlated = correlate(app, headers, &meta).await?;
+            exchange::exchange(app, correlated, message, meta, app.modern.hints).await
+        }
+    }
+}
+
+/// GET and DELETE are not part of 2026-07-28: 405.
+pub fn method_not_allowed() -> Rejection {
+    Rejection {
+        allow: Some("POST"),
+        ..Rejection::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            INVALID_REQUEST,
+            "Method Not Allowed: protocol version 2026-07-28 takes POST only",
+        )
+    }
+}
+
+async fn correlate(
+    app: &App,
+    headers: &HeaderMap,
+    meta: &RequestMeta,
+) -> Result<correlation::Correlated, Rejection> {
+    let principal = guard::principal(&app.http, headers);
+    app.modern
+        .correlation
+        .session(
+            &app.registry,
+            principal,
+            meta,
+            headers.get(header::AUTHORIZATION).cloned(),
+            app.modern.anonymous,
+        )
+        .await
+}
+
+/// `server/discover`: what the server said at its newest `initialize`, in the modern form (a
+/// server not initialized yet is, once, for this request).
+async fn discover(
+    app: &App,
+    headers: &HeaderMap,
+    meta: &RequestMeta,
+    id: &Value,
+) -> Result<Response<Body>, Rejection> {
+    let initialized = match app.modern.correlation.newest() {
+        Some(initialized) => initialized,
+        None => {
+            correlate(app, headers, meta)
+                .await
+                .map_err(|r| r.with_id(Some(id)))?
+                .initialized
+        }
+    };
+    let result = envelope::discover(&initialized, app.modern.hints, false);
+    let answer = json!({ "jsonrpc": "2.0", "id": id, "result": result });
+    Ok(json(StatusCode::OK, answer.to_string().into()))
+}
+
+/// A served server's modern settings and its upstream sessions for modern clients.
+#[derive(Default)]
+pub struct Modern {
+    pub correlation: correlation::Correlation,
+    pub hints: envelope::CacheHints,
+    pub anonymous: correlation::Anonymous,
+}

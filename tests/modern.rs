@@ -1,0 +1,332 @@
+//! Clients of the 2026-07-28 revision in front of the legacy demo server: no initialize, no
+//! session; per-request `_meta`; discover; results as modern clients read them; one upstream
+//! session per principal (anonymous requests each their own); every refusal with the code the
+//! spec gives it, and legacy sessions beside them untouched.
+
+mod common;
+
+use common::{Client, Proxy};
+use http::{Method, StatusCode};
+use serde_json::{json, Value};
+
+const VERSION: &str = "2026-07-28";
+
+fn meta(capabilities: Value) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": VERSION,
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        "io.modelcontextprotocol/clientInfo": { "name": "modern-test", "version": "1" },
+    })
+}
+
+/// A modern request: its headers mirror the body, as a conforming client sends them.
+struct Modern {
+    client: Client,
+    credential: Option<String>,
+}
+
+impl Modern {
+    fn new(proxy: &Proxy, credential: Option<&str>) -> Modern {
+        Modern {
+            client: proxy.client(),
+            credential: credential.map(|c| format!("Bearer {c}")),
+        }
+    }
+
+    async fn send(&self, body: &Value, extra: &[(&str, &str)]) -> common::Reply {
+        let method = body["method"].as_str().unwrap_or_default().to_owned();
+        let name = body["params"]["name"]
+            .as_str()
+            .or(body["params"]["uri"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let mut headers = vec![
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+        ];
+        if !extra.iter().any(|(n, _)| *n == "mcp-protocol-version") {
+            headers.push(("mcp-protocol-version", VERSION));
+        }
+        if !extra.iter().any(|(n, _)| *n == "mcp-method") {
+            headers.push(("mcp-method", method.as_str()));
+        }
+        if !name.is_empty() && !extra.iter().any(|(n, _)| *n == "mcp-name") {
+            headers.push(("mcp-name", name.as_str()));
+        }
+        if let Some(credential) = &self.credential {
+            headers.push(("authorization", credential.as_str()));
+        }
+        headers.extend_from_slice(extra);
+        self.client
+            .send(Method::POST, &headers, Some(body.to_string().into()))
+            .await
+    }
+
+    async fn request(&self, id: u64, method: &str, mut params: Value) -> (StatusCode, Value) {
+        params["_meta"] = meta(json!({}));
+        let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        let reply = self.send(&body, &[]).await;
+        (reply.status, reply.response().await)
+    }
+
+    async fn call(&self, tool: &str, arguments: Value) -> Value {
+        let (status, answer) = self
+            .request(
+                1,
+                "tools/call",
+                json!({ "name": tool, "arguments": arguments }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        answer
+    }
+}
+
+#[tokio::test]
+async fn discover_describes_the_legacy_server_in_the_modern_form() {
+    let proxy = Proxy::start().await;
+    let modern = Modern::new(&proxy, Some("alice"));
+    let (status, answer) = modern.request(1, "server/discover", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let result = &answer["result"];
+    assert_eq!(result["resultType"], "complete");
+    assert_eq!(result["supportedVersions"], json!([VERSION]));
+    assert!(result["capabilities"]["tools"].is_object(), "{result}");
+    assert!(
+        result["capabilities"].get("experimental").is_none(),
+        "{result}"
+    );
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "mcp-session-proxy-demo"
+    );
+    assert!(result.get("serverInfo").is_none());
+    assert_eq!(result["ttlMs"], 0);
+    assert_eq!(result["cacheScope"], "private");
+    assert!(result["instructions"].is_string());
+}
+
+#[tokio::test]
+async fn results_carry_their_type_server_and_caching_and_progress_streams_without_ids() {
+    let proxy = Proxy::start_with(|config| {
+        config.upstream.cache_ttl = std::time::Duration::from_secs(30);
+        config.upstream.cache_scope =
+            mcp_session_proxy::front::modern::envelope::CacheScope::Public;
+    })
+    .await;
+    let modern = Modern::new(&proxy, Some("alice"));
+    let echoed = modern.call("echo", json!({ "text": "hi" })).await;
+    assert_eq!(echoed["result"]["content"][0]["text"], "hi");
+    assert_eq!(echoed["result"]["resultType"], "complete");
+    assert!(
+        echoed["result"].get("ttlMs").is_none(),
+        "a call is not cacheable"
+    );
+    let (_, listed) = modern.request(2, "tools/list", json!({})).await;
+    assert_eq!(listed["id"], 2);
+    assert_eq!(listed["result"]["ttlMs"], 30_000);
+    assert_eq!(listed["result"]["cacheScope"], "public");
+    let (_, read) = modern
+        .request(3, "resources/read", json!({ "uri": "demo://greeting" }))
+        .await;
+    assert_eq!(read["result"]["cacheScope"], "public");
+
+    let mut params = json!({ "name": "progress", "arguments": { "steps": 3, "delay_ms": 50 } });
+    params["_meta"] = meta(json!({}));
+    params["_meta"]["progressToken"] = json!("p-1");
+    let body = json!({ "jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params });
+    let mut reply = modern.send(&body, &[]).await;
+    assert!(reply.is_sse());
+    let mut progress = Vec::new();
+    let answer = loop {
+        let received = reply.next_message().await.expect("the answer");
+        assert_eq!(received.id, None, "nothing is resumable: no event ids");
+        match received.message["method"].as_str() {
+            Some(method) => {
+                assert_eq!(method, "notifications/progress");
+                assert_eq!(received.message["params"]["progressToken"], "p-1");
+                progress.push(received.message["params"]["progress"].clone());
+            }
+            None => break received.message,
+        }
+    };
+    assert_eq!(progress, vec![json!(1), json!(2), json!(3)]);
+    assert_eq!(answer["id"], 9);
+    assert_eq!(answer["result"]["resultType"], "complete");
+}
+
+#[tokio::test]
+async fn each_principal_has_its_own_server_and_anonymous_requests_share_none() {
+    let proxy = Proxy::start().await;
+    let alice = Modern::new(&proxy, Some("alice"));
+    let bob = Modern::new(&proxy, Some("bob"));
+    let text = |answer: Value| answer["result"]["content"][0]["text"].clone();
+    assert_eq!(text(alice.call("counter", json!({})).await), "1");
+    assert_eq!(text(alice.call("counter", json!({})).await), "2");
+    assert_eq!(text(bob.call("counter", json!({})).await), "1");
+    assert_eq!(text(alice.call("counter", json!({})).await), "3");
+    let stranger = Modern::new(&proxy, None);
+    assert_eq!(text(stranger.call("counter", json!({})).await), "1");
+    assert_eq!(text(stranger.call("counter", json!({})).await), "1");
+    common::until("the strangers' sessions to end", 2, || async {
+        proxy.metric("mcp_proxy_sessions_open")
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn refusals_have_the_codes_the_spec_gives_them_and_bystanders_go_on() {
+    let proxy = Proxy::start().await;
+    let mut legacy = proxy.initialized_client("2025-11-25").await;
+    assert_eq!(legacy.call_tool("counter", json!({})).await, "1");
+    let modern = Modern::new(&proxy, Some("alice"));
+    assert_eq!(
+        modern.call("counter", json!({})).await["result"]["content"][0]["text"],
+        "1"
+    );
+
+    let refused = |status: StatusCode, code: i64| {
+        move |(got, answer): (StatusCode, Value)| {
+            assert_eq!(got, status, "{answer}");
+            assert_eq!(answer["error"]["code"], code, "{answer}");
+            answer
+        }
+    };
+    // No _meta, or one without a required field: -32602, 400, the id echoed.
+    let body = json!({ "jsonrpc": "2.0", "id": 101, "method": "server/discover", "params": {} });
+    let reply = modern.send(&body, &[]).await;
+    let answer = refused(StatusCode::BAD_REQUEST, -32602)((reply.status, reply.json().await));
+    assert_eq!(answer["id"], 101);
+    let mut params = json!({ "_meta": meta(json!({})) });
+    params["_meta"]
+        .as_object_mut()
+        .unwrap()
+        .remove("io.modelcontextprotocol/clientCapabilities");
+    let body =
+        json!({ "jsonrpc": "2.0", "id": 104, "method": "server/discover", "params": params });
+    let reply = modern.send(&body, &[]).await;
+    refused(StatusCode::BAD_REQUEST, -32602)((reply.status, reply.json().await));
+
+    // Headers that do not mirror the body: -32020.
+    let discover = json!({ "jsonrpc": "2.0", "id": 302, "method": "server/discover",
+                           "params": { "_meta": meta(json!({})) } });
+    for extra in [
+        vec![("mcp-method", "tools/list")],
+        vec![("mcp-method", "SERVER/DISCOVER")],
+    ] {
+        let reply = modern.send(&discover, &extra).await;
+        refused(StatusCode::BAD_REQUEST, -32020)((reply.status, reply.json().await));
+    }
+    let mut odd = discover.clone();
+    odd["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("v999.0.0");
+    let reply = modern.send(&odd, &[]).await;
+    refused(StatusCode::BAD_REQUEST, -32020)((reply.status, reply.json().await));
+    let call = json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "name": "echo", "arguments": { "text": "x" }, "_meta": meta(json!({})) } });
+    let reply = modern.send(&call, &[("mcp-name", "add")]).await;
+    refused(StatusCode::BAD_REQUEST, -32020)((reply.status, reply.json().await));
+    let reply = modern
+        .send(&call, &[("mcp-name", "=?base64?ZWNobw==?=")])
+        .await;
+    assert_eq!(
+        reply.status,
+        StatusCode::OK,
+        "the encoded form of the name is taken"
+    );
+
+    // A version not served: -32022 with what is.
+    let reply = modern
+        .send(&odd, &[("mcp-protocol-version", "v999.0.0")])
+        .await;
+    let answer = refused(StatusCode::BAD_REQUEST, -32022)((reply.status, reply.json().await));
+    assert_eq!(
+        answer["error"]["data"],
+        json!({ "supported": [VERSION], "requested": "v999.0.0" })
+    );
+
+    // Removed and unknown methods: 404, -32601.
+    for method in [
+        "initialize",
+        "ping",
+        "logging/setLevel",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "unknown/method",
+    ] {
+        let (status, answer) = modern.request(500, method, json!({})).await;
+        let answer = refused(StatusCode::NOT_FOUND, -32601)((status, answer));
+        assert_eq!(answer["id"], 500, "{method}");
+    }
+
+    // A server request the client did not declare the capability for: -32021.
+    let (status, answer) = modern
+        .request(
+            401,
+            "tools/call",
+            json!({ "name": "list_roots", "arguments": {} }),
+        )
+        .await;
+    let answer = refused(StatusCode::BAD_REQUEST, -32021)((status, answer));
+    assert_eq!(
+        answer["error"]["data"]["requiredCapabilities"],
+        json!({ "roots": {} })
+    );
+
+    // GET and DELETE: 405.
+    for method in [Method::GET, Method::DELETE] {
+        let reply = proxy
+            .client()
+            .send(method, &[("mcp-protocol-version", VERSION)], None)
+            .await;
+        assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(reply.headers["allow"], "POST");
+    }
+
+    // Nothing of it reached the sessions beside it.
+    assert_eq!(legacy.call_tool("counter", json!({})).await, "2");
+    assert_eq!(
+        modern.call("counter", json!({})).await["result"]["content"][0]["text"],
+        "2"
+    );
+}
+
+#[tokio::test]
+async fn log_messages_reach_only_a_request_that_asked_for_their_level() {
+    let proxy = Proxy::start().await;
+    let modern = Modern::new(&proxy, Some("alice"));
+    let logged = |level: Option<&str>| {
+        let mut params = json!({ "name": "test_tool_with_logging", "arguments": {} });
+        params["_meta"] = meta(json!({}));
+        if let Some(level) = level {
+            params["_meta"]["io.modelcontextprotocol/logLevel"] = json!(level);
+        }
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params });
+        let modern = &modern;
+        async move {
+            let mut reply = modern.send(&body, &[]).await;
+            let mut messages = 0;
+            while let Some(received) = reply.next_message().await {
+                match received.message["method"].as_str() {
+                    Some("notifications/message") => messages += 1,
+                    Some(other) => panic!("unexpected {other}"),
+                    None => {
+                        assert_eq!(received.message["result"]["resultType"], "complete");
+                        break;
+                    }
+                }
+            }
+            messages
+        }
+    };
+    assert_eq!(logged(None).await, 0, "no logLevel: no log messages");
+    assert_eq!(logged(Some("debug")).await, 3);
+    assert_eq!(logged(Some("info")).await, 3);
+    assert_eq!(logged(Some("warning")).await, 0, "info is below warning");
+    let mut params = json!({ "name": "echo", "arguments": {} });
+    params["_meta"] = meta(json!({}));
+    params["_meta"]["io.modelcontextprotocol/logLevel"] = json!("loud");
+    let body = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params });
+    let reply = modern.send(&body, &[]).await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(reply.json().await["error"]["code"], -32602);
+}
