@@ -15,6 +15,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, SessionConfig, UpstreamConfig};
 use crate::front::modern::envelope::CacheHints;
+use crate::front::modern::state::StateKey;
 use crate::front::modern::Modern;
 use crate::front::{self, App, Router};
 use crate::metrics::Metrics;
@@ -85,6 +86,11 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
                     scope: upstream.cache_scope,
                 },
                 anonymous: session.anonymous,
+                input_ttl: session.input_ttl,
+                state_key: match config.cluster.secret.is_empty() {
+                    true => StateKey::minted(),
+                    false => StateKey::from_secret(&config.cluster.secret),
+                },
                 ..Modern::default()
             },
         }))

@@ -1,11 +1,13 @@
 //! The official conformance suite (npm `@modelcontextprotocol/conformance`, pinned in
-//! tests/node) against the proxy in front of the demo server: every server scenario, pending
-//! ones included, and not one check may fail or warn.
+//! tests/node) against the proxy in front of the demo server: every server scenario of 0.1.16,
+//! pending ones included, and not one check may fail or warn; and the 2026-07-28 requirements
+//! of 0.2.0-alpha.12 in front of the same legacy-only demo, at the same time on the same proxy:
+//! every scored scenario passes, with no expected-failures file.
 
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -25,6 +27,118 @@ async fn every_server_scenario_passes_through_the_proxy() {
     let proxy = Proxy::start_with(polling).await;
     every_scenario_passes(&format!("http://{}/mcp", proxy.addr())).await;
     proxy.stop().await;
+}
+
+/// The scenarios `--requirements 2026-07-28` scores.
+const SCORED_2026: [&str; 37] = [
+    "server-stateless",
+    "completion-complete",
+    "tools-list",
+    "tools-call-simple-text",
+    "tools-call-image",
+    "tools-call-audio",
+    "tools-call-embedded-resource",
+    "tools-call-mixed-content",
+    "tools-call-error",
+    "tools-call-with-progress",
+    "server-sse-multiple-streams",
+    "resources-list",
+    "resources-read-text",
+    "resources-read-binary",
+    "resources-templates-read",
+    "sep-2164-resource-not-found",
+    "prompts-list",
+    "prompts-get-simple",
+    "prompts-get-with-args",
+    "prompts-get-embedded-resource",
+    "prompts-get-with-image",
+    "dns-rebinding-protection",
+    "caching",
+    "input-required-result-basic-elicitation",
+    "input-required-result-basic-sampling",
+    "input-required-result-basic-list-roots",
+    "input-required-result-request-state",
+    "input-required-result-multiple-input-requests",
+    "input-required-result-multi-round",
+    "input-required-result-missing-input-response",
+    "input-required-result-non-tool-request",
+    "input-required-result-result-type",
+    "input-required-result-unsupported-methods",
+    "input-required-result-tampered-state",
+    "input-required-result-capability-check",
+    "input-required-result-ignore-extra-params",
+    "input-required-result-validate-input",
+];
+
+/// Both eras' suites at once against one proxy in front of the legacy-only demo.
+#[tokio::test]
+async fn the_2026_07_28_requirements_and_the_legacy_suite_pass_on_one_proxy_at_once() {
+    let proxy = Proxy::start_with(polling).await;
+    let url = format!("http://{}/mcp", proxy.addr());
+    tokio::join!(every_scenario_passes(&url), modern_requirements_pass(&url));
+    proxy.stop().await;
+}
+
+/// Runs `conformance server --requirements 2026-07-28` (0.2.0-alpha.12) against `url`: the
+/// run passes, every scored scenario ran without a failing or warning check. Prints the
+/// scenarios it does not score (the tasks extension, pending ones).
+async fn modern_requirements_pass(url: &str) {
+    let node = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/node");
+    let suite = node.join("node_modules/conformance-2026-07-28/dist/index.js");
+    assert!(
+        suite.exists(),
+        "the npm peers are not installed: run scripts/test (it runs `npm ci` in tests/node)"
+    );
+    let results = std::env::temp_dir().join(format!("mcp-conformance-2026-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&results);
+    let output = run_suite(
+        &suite,
+        &["server", "--requirements", "2026-07-28", "--url", url, "-o"],
+        &results,
+    )
+    .await;
+    let report = String::from_utf8_lossy(&output.stdout).into_owned();
+    let mut failing: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut ran = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(&results).expect("the suite wrote results") {
+        let dir = entry.unwrap().path();
+        let folder = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let Some(scenario) = SCORED_2026.iter().find(|name| {
+            folder
+                .strip_prefix("server-")
+                .is_some_and(|f| f.starts_with(&format!("{name}-20")))
+        }) else {
+            continue;
+        };
+        ran.insert(*scenario);
+        let checks: Vec<Value> =
+            serde_json::from_slice(&std::fs::read(dir.join("checks.json")).unwrap()).unwrap();
+        for check in checks {
+            if matches!(check["status"].as_str(), Some("FAILURE" | "WARNING")) {
+                failing
+                    .entry(scenario.to_string())
+                    .or_default()
+                    .push(format!("{}: {}", check["id"], check["errorMessage"]));
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&results);
+    let not_scored = report
+        .split("Not scored")
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned();
+    println!("2026-07-28 requirements, not scored:{not_scored}");
+    assert!(
+        output.status.success() && failing.is_empty(),
+        "failing or warning checks: {failing:#?}\n{report}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        ran.len(),
+        37,
+        "every scored scenario ran: {ran:?}\n{report}"
+    );
 }
 
 /// The same through the proxy's HTTP upstream: the demo served over Streamable HTTP behind it
@@ -47,7 +161,7 @@ async fn every_scenario_passes(url: &str) {
     let node = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/node");
     let bin = node.join("node_modules/.bin");
     assert!(
-        bin.join("conformance").exists(),
+        bin.join("node").exists(),
         "the npm peers are not installed: run scripts/test (it runs `npm ci` in tests/node)"
     );
     let results = std::env::temp_dir().join(format!(
@@ -56,25 +170,14 @@ async fn every_scenario_passes(url: &str) {
         url.replace(|c: char| !c.is_ascii_alphanumeric(), "-")
     ));
     let _ = std::fs::remove_dir_all(&results);
-    // The suite needs Node 22; the pinned `node` package puts one first on PATH.
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let run = Command::new(bin.join("conformance"))
-        .args(["server", "--suite", "all", "--url", url, "--output-dir"])
-        .arg(&results)
-        .env("PATH", path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the conformance suite starts");
-    let output = tokio::time::timeout(Duration::from_secs(300), run.wait_with_output())
-        .await
-        .expect("the suite finishes")
-        .unwrap();
+    // Run by its own path: the 2026 suite, installed beside it, has the same `bin` name.
+    let suite = node.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
+    let output = run_suite(
+        &suite,
+        &["server", "--suite", "all", "--url", url, "--output-dir"],
+        &results,
+    )
+    .await;
     let report = String::from_utf8_lossy(&output.stdout).into_owned();
 
     let mut statuses: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
@@ -113,4 +216,29 @@ async fn every_scenario_passes(url: &str) {
     );
     let successes: usize = statuses["SUCCESS"].values().sum();
     assert!(successes >= 45, "{successes} checks passed\n{report}");
+}
+
+/// Runs a conformance suite (`suite`, its `dist/index.js`) with the pinned Node 22, writing its
+/// results to `results`; bounded.
+async fn run_suite(suite: &Path, args: &[&str], results: &Path) -> std::process::Output {
+    let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/node/node_modules/.bin");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run = Command::new(bin.join("node"))
+        .arg(suite)
+        .args(args)
+        .arg(results)
+        .env("PATH", path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the conformance suite starts");
+    tokio::time::timeout(Duration::from_secs(300), run.wait_with_output())
+        .await
+        .expect("the suite finishes")
+        .unwrap()
 }

@@ -330,3 +330,173 @@ async fn log_messages_reach_only_a_request_that_asked_for_their_level() {
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
     assert_eq!(reply.json().await["error"]["code"], -32602);
 }
+
+const ALL: fn() -> Value = || json!({ "elicitation": {}, "sampling": {}, "roots": {} });
+
+impl Modern {
+    /// `tools/call` declaring every capability, with `extra` params (inputResponses, state).
+    async fn call_with(&self, id: u64, tool: &str, extra: Value) -> (StatusCode, Value) {
+        let mut params = json!({ "name": tool, "arguments": {} });
+        for (key, value) in extra.as_object().cloned().unwrap_or_default() {
+            params[key] = value;
+        }
+        params["_meta"] = meta(ALL());
+        let body = json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params });
+        let reply = self.send(&body, &[]).await;
+        (reply.status, reply.response().await)
+    }
+}
+
+#[tokio::test]
+async fn server_requests_become_input_required_and_the_retries_carry_the_answers() {
+    let proxy = Proxy::start().await;
+    let alice = Modern::new(&proxy, Some("alice"));
+    // Three questions at once, in one answer.
+    let (status, first) = alice
+        .call_with(1, "test_input_required_result_multiple_inputs", json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    let requests = result["inputRequests"].as_object().unwrap();
+    let methods: Vec<&str> = requests
+        .values()
+        .map(|r| r["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(requests.len(), 3, "{first}");
+    for method in ["elicitation/create", "sampling/createMessage", "roots/list"] {
+        assert!(methods.contains(&method), "{first}");
+    }
+    assert!(requests
+        .values()
+        .all(|r| r.get("id").is_none() && r.get("jsonrpc").is_none()));
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    let answers = json!({
+        "user_name": { "action": "accept", "content": { "name": "Alice" } },
+        "greeting": { "role": "assistant", "content": { "type": "text", "text": "Hello there!" }, "model": "m" },
+        "client_roots": { "roots": [{ "uri": "file:///r", "name": "r" }] },
+    });
+    let (_, done) = alice
+        .call_with(
+            2,
+            "test_input_required_result_multiple_inputs",
+            json!({ "inputResponses": answers, "requestState": state }),
+        )
+        .await;
+    assert_eq!(done["id"], 2, "the retry's own id");
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(
+        done["result"]["content"][0]["text"],
+        "Hello there! Alice (1 roots)"
+    );
+    // A state is good for one retry.
+    let (status, reused) = alice
+        .call_with(
+            3,
+            "test_input_required_result_multiple_inputs",
+            json!({ "inputResponses": answers, "requestState": state }),
+        )
+        .await;
+    assert_eq!(
+        (status, reused["error"]["code"].clone()),
+        (StatusCode::BAD_REQUEST, json!(-32602))
+    );
+
+    // Round after round, each with a state of its own.
+    let (_, round1) = alice
+        .call_with(4, "test_input_required_result_multi_round", json!({}))
+        .await;
+    let state1 = round1["result"]["requestState"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (_, round2) = alice
+        .call_with(
+            5,
+            "test_input_required_result_multi_round",
+            json!({
+            "inputResponses": { "step1": { "action": "accept", "content": { "name": "Alice" } } },
+            "requestState": state1 }),
+        )
+        .await;
+    assert_eq!(round2["result"]["resultType"], "input_required", "{round2}");
+    assert!(
+        round2["result"]["inputRequests"].get("step2").is_some(),
+        "{round2}"
+    );
+    let state2 = round2["result"]["requestState"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(state1, state2);
+    let (_, round3) = alice
+        .call_with(
+            6,
+            "test_input_required_result_multi_round",
+            json!({
+            "inputResponses": { "step2": { "action": "accept", "content": { "color": "blue" } } },
+            "requestState": state2 }),
+        )
+        .await;
+    assert_eq!(round3["result"]["content"][0]["text"], "Alice likes blue");
+}
+
+#[tokio::test]
+async fn a_request_state_that_is_tampered_foreign_or_expired_is_refused_and_nothing_stays_held() {
+    let proxy = Proxy::start_with(|config| {
+        config.session.input_ttl = std::time::Duration::from_millis(300);
+    })
+    .await;
+    let alice = Modern::new(&proxy, Some("alice"));
+    let bob = Modern::new(&proxy, Some("bob"));
+    let tool = "test_input_required_result_elicitation";
+    let answer = json!({ "user_name": { "action": "accept", "content": { "name": "A" } } });
+    let (_, first) = alice.call_with(1, tool, json!({})).await;
+    let state = first["result"]["requestState"].as_str().unwrap().to_owned();
+    for (who, state) in [(&alice, format!("{state}-TAMPERED")), (&bob, state.clone())] {
+        let (status, refused) = who
+            .call_with(
+                2,
+                tool,
+                json!({ "inputResponses": answer, "requestState": state }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        assert_eq!(refused["id"], 2);
+    }
+    // The call is still held for alice: a retry of hers completes it.
+    let (_, done) = alice
+        .call_with(
+            3,
+            tool,
+            json!({ "inputResponses": answer, "requestState": state }),
+        )
+        .await;
+    assert_eq!(done["result"]["content"][0]["text"], "Hello, A!");
+
+    // A stranger never comes back: after input_ttl the held request is released upstream, and
+    // its session (one of its own) ends; its state is refused as expired.
+    let stranger = Modern::new(&proxy, None);
+    let (_, asked) = stranger.call_with(4, tool, json!({})).await;
+    let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
+    common::until("the stranger's held call to be released", 1, || async {
+        proxy.metric("mcp_proxy_sessions_open")
+    })
+    .await;
+    let (status, late) = stranger
+        .call_with(
+            5,
+            tool,
+            json!({ "inputResponses": answer, "requestState": state }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        late["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("expired"),
+        "{late}"
+    );
+}

@@ -141,6 +141,10 @@ pub struct SessionConfig {
     /// 2026-07-28 requests with no principal: an upstream session each (`per-request`), or one
     /// shared by all of them (`shared`: only for servers that keep nothing per client).
     pub anonymous: Anonymous,
+    /// 2026-07-28 clients: how long a request held for the client's input (`input_required`)
+    /// waits for its retry; the `requestState` expires with it.
+    #[serde(deserialize_with = "duration")]
+    pub input_ttl: Duration,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -211,6 +215,7 @@ impl Default for SessionConfig {
             window_age: session.window.max_age,
             coalesce_progress: session.coalesce_progress,
             anonymous: Anonymous::PerRequest,
+            input_ttl: Duration::from_secs(300),
         }
     }
 }

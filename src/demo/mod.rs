@@ -3,6 +3,7 @@
 //! Its state (the counter, subscriptions) lives in the process, like a legacy stateful server.
 
 mod conformance;
+mod input_fixtures;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -153,6 +154,7 @@ impl Demo {
             "tools/list" => {
                 let mut all = tools();
                 all.extend(conformance::tools());
+                all.extend(input_fixtures::tools());
                 self.reply(id, json!({ "tools": all }));
             }
             "completion/complete" => self.reply(
@@ -205,8 +207,15 @@ impl Demo {
                     { "name": "greet", "description": "Greets someone", "arguments": [{ "name": "name", "required": true }] }
                 )];
                 all.extend(conformance::prompts());
+                all.extend(input_fixtures::prompts());
                 self.reply(id, json!({ "prompts": all }));
             }
+            "prompts/get"
+                if input_fixtures::get_prompt(
+                    self,
+                    id,
+                    params["name"].as_str().unwrap_or_default(),
+                ) => {}
             "prompts/get" if params["name"] != "greet" => {
                 match conformance::get_prompt(
                     params["name"].as_str().unwrap_or_default(),
@@ -344,7 +353,9 @@ impl Demo {
                 std::process::exit(code);
             }
             other => {
-                if !conformance::call_tool(self, id, other, args, params) {
+                if !conformance::call_tool(self, id, other, args, params)
+                    && !input_fixtures::call_tool(self, id, other)
+                {
                     self.fail(id, -32602, &format!("Unknown tool: {other}"));
                 }
             }

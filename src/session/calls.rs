@@ -215,6 +215,11 @@ impl Session {
         self.forward(notification).await
     }
 
+    /// Whether the server's request `id` still waits for the client's answer.
+    pub fn awaits_answer(&self, id: &Value) -> bool {
+        self.lock().asked.contains_key(&id_key(id))
+    }
+
     /// Forwards the client's response to a server request; the request that caused it waits
     /// for its server again.
     pub async fn answer(&self, response: Message) -> Result<(), SessionError> {

@@ -64,11 +64,30 @@ pub struct Correlated {
 pub struct EndOnDrop {
     registry: Arc<Registry>,
     session_id: String,
+    armed: bool,
+}
+
+impl EndOnDrop {
+    pub fn new(registry: Arc<Registry>, session_id: String) -> EndOnDrop {
+        EndOnDrop {
+            registry,
+            session_id,
+            armed: true,
+        }
+    }
+
+    /// The request goes on past this response (it waits for the client's input): the session
+    /// is ended by whatever finishes it.
+    pub fn disarm(mut self) {
+        self.armed = false;
+    }
 }
 
 impl Drop for EndOnDrop {
     fn drop(&mut self) {
-        self.registry.end(&self.session_id);
+        if self.armed {
+            self.registry.end(&self.session_id);
+        }
     }
 }
 
@@ -84,10 +103,7 @@ impl Correlation {
     ) -> Result<Correlated, Rejection> {
         if principal == Principal::anonymous() && anonymous == Anonymous::PerRequest {
             let (session, initialized) = self.open(registry, principal, meta, credential).await?;
-            let ending = Some(EndOnDrop {
-                registry: registry.clone(),
-                session_id: session.id().to_owned(),
-            });
+            let ending = Some(EndOnDrop::new(registry.clone(), session.id().to_owned()));
             return Ok(Correlated {
                 session,
                 initialized,

@@ -1,10 +1,13 @@
 //! One 2026-07-28 request through a legacy session: sent with the request's own `_meta` fields
-//! left out, answered as JSON when the answer is ready at once, else on an SSE stream (no event
-//! ids: nothing is resumable) carrying only what concerns it: its progress, its log messages
-//! at or above the level it asked for, then its result. A client that closes the stream
-//! cancels the request. A server request the client did not declare the capability for is
-//! refused upstream and the client is told -32021.
+//! left out, answered as JSON when the answer is ready within `json_wait`, else on an SSE
+//! stream (no event ids: nothing is resumable) carrying only what concerns it: its progress,
+//! its log messages at or above the level it asked for, then its result. A client that closes
+//! the stream cancels the request. Requests of the server's (`elicitation/create`,
+//! `sampling/createMessage`, `roots/list`) are held and the client gets `input_required`
+//! (`input`); one for a capability the request did not declare is refused upstream and
+//! answered -32021.
 
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,15 +15,20 @@ use bytes::Bytes;
 use http::StatusCode;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
-use super::checks::{self, RequestMeta, MISSING_CAPABILITY};
+use super::checks::{self, RequestMeta, MISSING_CAPABILITY, SERVER_INFO_KEY};
 use super::correlation::Correlated;
 use super::envelope::{self, CacheHints};
+use super::input;
+use super::state::{self, HeldRequest};
 use crate::front::body::Body;
 use crate::front::rejection::{failed_request, Rejection};
 use crate::front::request::json;
 use crate::front::App;
+use crate::ids::Principal;
 use crate::jsonrpc::{Message, INTERNAL_ERROR};
+use crate::session::log::{Event, StreamKey};
 use crate::session::{Reader, Registry, Session};
 use crate::sse;
 
@@ -28,86 +36,155 @@ use crate::sse;
 const CHUNKS: usize = 64;
 /// How often an idle response stream gets a comment, so proxies in between keep it open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// How long after a server request others sent with it are gathered into the same answer.
+const GATHER: Duration = Duration::from_millis(25);
 
-/// What the front needs to turn the server's messages into the client's.
-struct Translation {
-    registry: Arc<Registry>,
-    session: Arc<Session>,
-    client_id: Value,
-    method: String,
-    params: Value,
-    meta: RequestMeta,
-    server_info: Option<Value>,
-    hints: CacheHints,
+/// One modern call as the client made it: what its answer is translated for.
+pub struct Call {
+    pub client_id: Value,
+    /// The id the request in flight has in its session: the first call's (a retry has its
+    /// own id, but continues that request).
+    pub in_flight_id: Value,
+    pub method: String,
+    pub params: Value,
+    pub meta: RequestMeta,
+    pub principal: Principal,
 }
 
-/// What one message of the request's stream becomes for the client.
-enum Outcome {
-    /// Sent on the stream.
-    Send(Bytes),
-    /// The answer: the request is over (with the status a JSON answer gets).
-    Final(Bytes, StatusCode),
-    Skip,
+impl Call {
+    pub fn new(request: &Message, meta: RequestMeta, principal: Principal) -> Call {
+        let client_id = request.id().cloned().unwrap_or(Value::Null);
+        Call {
+            in_flight_id: client_id.clone(),
+            client_id,
+            method: request.method().unwrap_or_default().to_owned(),
+            params: request
+                .params()
+                .and_then(|p| serde_json::from_str(p.get()).ok())
+                .unwrap_or_else(|| json!({})),
+            meta,
+            principal,
+        }
+    }
+
+    /// The call's own answer for input key `key` (`inputResponses` on a first call: a retry's
+    /// answers are for the requests its `requestState` names, not for later rounds).
+    fn given_answer(&self, key: &str) -> Option<Value> {
+        if self.params.get("requestState").is_some() {
+            return None;
+        }
+        self.params["inputResponses"]
+            .get(key)
+            .filter(|answer| answer.is_object())
+            .cloned()
+    }
+
+    /// What the call names: the tool or prompt, or the resource.
+    pub fn name(&self) -> String {
+        self.params["name"]
+            .as_str()
+            .or(self.params["uri"].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    }
 }
 
+/// Sends a call and answers it.
 pub async fn exchange(
     app: &App,
     correlated: Correlated,
     request: Message,
-    meta: RequestMeta,
-    hints: CacheHints,
+    call: Call,
 ) -> Result<http::Response<Body>, Rejection> {
-    let client_id = request.id().cloned().unwrap_or(Value::Null);
-    let method = request.method().unwrap_or_default().to_owned();
-    let params: Value = request
-        .params()
-        .and_then(|p| serde_json::from_str(p.get()).ok())
-        .unwrap_or_else(|| json!({}));
-    let forwarded = legacy_request(&request, &params)?;
+    let forwarded = legacy_request(&request, &call.params)?;
     let session = correlated.session.clone();
     let stream = match app.registry.deliver(&session, forwarded).await {
         Ok(Some(stream)) => stream,
         Ok(None) => unreachable!("a request opens a stream"),
         Err(error) if error.not_taken() => {
-            return Err(Rejection::session(&error).with_id(Some(&client_id)))
+            return Err(Rejection::session(&error).with_id(Some(&call.client_id)))
         }
-        Err(error) => return Ok(json(StatusCode::OK, failed_request(&client_id, &error))),
+        Err(error) => {
+            return Ok(json(
+                StatusCode::OK,
+                failed_request(&call.client_id, &error),
+            ))
+        }
     };
-    let translation = Translation {
-        registry: app.registry.clone(),
-        session: session.clone(),
-        client_id,
-        method,
-        params,
-        meta,
-        server_info: correlated.initialized.get("serverInfo").cloned(),
-        hints,
+    let reader = session.attach(stream, None);
+    Ok(respond(app, correlated, call, stream, reader).await)
+}
+
+/// Answers a call whose request is (again) in flight on `stream`, read by `reader`.
+pub async fn respond(
+    app: &App,
+    correlated: Correlated,
+    call: Call,
+    stream: StreamKey,
+    reader: Reader,
+) -> http::Response<Body> {
+    let mut relay = Relay {
+        translation: Translation {
+            registry: app.registry.clone(),
+            session: correlated.session.clone(),
+            server_info: correlated.initialized.get("serverInfo").cloned(),
+            hints: app.modern.hints,
+            own_session: correlated.ending.is_some(),
+            state_key: app.modern.state_key.clone(),
+            input_ttl: app.modern.input_ttl,
+            call,
+            stream,
+        },
+        reader,
+        buffered: VecDeque::new(),
+        inputs: BTreeMap::new(),
+        gather_until: None,
+        read_through: 0,
     };
-    let mut reader = session.attach(stream, None);
     let mut pending = Vec::new();
-    let first = tokio::time::timeout(app.http.json_wait, reader.next()).await;
-    if let Ok(Some(delivery)) = first {
-        for event in delivery.events {
-            match translation.translate(&event.payload).await {
-                Outcome::Final(answer, status) if pending.is_empty() => {
-                    session.forget(stream);
-                    return Ok(json(status, answer));
+    let until = Instant::now() + app.http.json_wait;
+    loop {
+        match relay.next(Some(until)).await {
+            Next::Frame(frame) => pending.push(frame),
+            Next::Done(answer, status, held) => {
+                let ending = settle(correlated, held, &relay.translation);
+                if pending.is_empty() {
+                    relay.translation.session.forget(stream);
+                    drop(ending);
+                    return json(status, answer);
                 }
-                Outcome::Final(answer, _) => {
-                    pending.push(answer);
-                    return Ok(stream_response(pending, None, translation, correlated));
-                }
-                Outcome::Send(frame) => pending.push(frame),
-                Outcome::Skip => {}
+                pending.push(answer);
+                return stream_response(pending, None, ending);
             }
+            Next::Idle => break,
         }
     }
-    Ok(stream_response(
-        pending,
-        Some(reader),
-        translation,
-        correlated,
-    ))
+    let ending = correlated.ending;
+    stream_response(pending, Some(relay), ending)
+}
+
+/// After the answer: a request held for input keeps its session (and is released if the
+/// client never comes back); one that is over ends a session of its own.
+fn settle(
+    correlated: Correlated,
+    held: Option<HeldRequest>,
+    translation: &Translation,
+) -> Option<super::correlation::EndOnDrop> {
+    match held {
+        Some(held) => {
+            if let Some(ending) = correlated.ending {
+                ending.disarm();
+            }
+            input::release_later(
+                translation.registry.clone(),
+                translation.session.clone(),
+                held,
+                translation.input_ttl,
+            );
+            None
+        }
+        None => correlated.ending,
+    }
 }
 
 /// The request as the legacy server takes it: the per-request fields of `_meta` left out (the
@@ -129,23 +206,35 @@ fn legacy_request(request: &Message, params: &Value) -> Result<Message, Rejectio
 /// An SSE response: what was already translated, then the rest of the request's stream.
 fn stream_response(
     pending: Vec<Bytes>,
-    reader: Option<Reader>,
-    translation: Translation,
-    correlated: Correlated,
+    relay: Option<Relay>,
+    ending: Option<super::correlation::EndOnDrop>,
 ) -> http::Response<Body> {
     let (chunks, body) = mpsc::channel(CHUNKS);
     tokio::spawn(async move {
-        let _ending = correlated.ending; // a request's own session ends with it
+        let mut ending = ending;
         for frame in pending {
             if chunks.send(sse::event(None, &frame)).await.is_err() {
-                return translation.cancel().await;
+                if let Some(relay) = &relay {
+                    relay.translation.cancel().await;
+                }
+                return;
             }
         }
-        if let Some(reader) = reader {
-            if !translation.relay(reader, &chunks).await {
-                translation.cancel().await;
+        let Some(mut relay) = relay else {
+            return;
+        };
+        match relay.stream(&chunks).await {
+            Streamed::Over(None) => {}
+            Streamed::Over(Some(held)) => {
+                if let Some(ending) = ending.take() {
+                    ending.disarm();
+                }
+                let t = &relay.translation;
+                input::release_later(t.registry.clone(), t.session.clone(), held, t.input_ttl);
             }
+            Streamed::ClientLeft => relay.translation.cancel().await,
         }
+        drop(ending);
     });
     let mut response = http::Response::new(Body::Stream(body));
     let headers = response.headers_mut();
@@ -161,47 +250,163 @@ fn stream_response(
     response
 }
 
-impl Translation {
-    /// Sends the request's stream until its answer; false if the client went away first.
-    async fn relay(&self, mut reader: Reader, chunks: &mpsc::Sender<Bytes>) -> bool {
-        let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
-        keep_alive.tick().await;
+/// What one message of the request's stream becomes for the client.
+enum Outcome {
+    /// Sent on the stream.
+    Send(Bytes),
+    /// The answer: the request is over (with the status a JSON answer gets).
+    Final(Bytes, StatusCode),
+    /// A server request the client is to answer: its input key, id and `{method, params}`.
+    Input(String, Value, Value),
+    Skip,
+}
+
+/// What the relay has next for the client.
+enum Next {
+    Frame(Bytes),
+    /// The answer, its status, and the request held for input if it is `input_required`.
+    Done(Bytes, StatusCode, Option<HeldRequest>),
+    /// Nothing before the deadline.
+    Idle,
+}
+
+enum Streamed {
+    Over(Option<HeldRequest>),
+    ClientLeft,
+}
+
+/// Reads the request's stream and translates it, gathering server requests into one
+/// `input_required` answer.
+struct Relay {
+    translation: Translation,
+    reader: Reader,
+    buffered: VecDeque<Event>,
+    inputs: BTreeMap<String, (Value, Value)>,
+    gather_until: Option<Instant>,
+    /// The position of the last message translated (where a retry reads on).
+    read_through: u64,
+}
+
+impl Relay {
+    async fn next(&mut self, deadline: Option<Instant>) -> Next {
         loop {
-            let delivery = tokio::select! {
-                delivery = reader.next() => delivery,
-                _ = keep_alive.tick() => {
-                    if chunks.send(sse::keep_alive()).await.is_err() {
-                        return false;
+            if let Some(event) = self.buffered.pop_front() {
+                self.read_through = event.seq;
+                match self.translation.translate(&event.payload).await {
+                    Outcome::Send(frame) => return Next::Frame(frame),
+                    Outcome::Final(answer, status) => return Next::Done(answer, status, None),
+                    Outcome::Input(key, id, request) => {
+                        match self.translation.call.given_answer(&key) {
+                            // Answered already by the call itself: no round trip.
+                            Some(answer) => self.translation.answer_input(&id, answer).await,
+                            None => {
+                                self.inputs.insert(key, (id, request));
+                                self.gather_until.get_or_insert(Instant::now() + GATHER);
+                            }
+                        }
                     }
-                    continue;
+                    Outcome::Skip => {}
                 }
-                () = chunks.closed() => return false,
+                continue;
+            }
+            let wait = match (deadline, self.gather_until) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
             };
-            let Some(delivery) = delivery else {
-                let lost = json!({ "jsonrpc": "2.0", "id": self.client_id,
-                    "error": { "code": INTERNAL_ERROR,
-                               "message": "the session serving this request ended before its answer" } });
-                let _ = chunks
-                    .send(sse::event(None, lost.to_string().as_bytes()))
-                    .await;
-                return true;
-            };
-            for event in delivery.events {
-                let frame = match self.translate(&event.payload).await {
-                    Outcome::Send(frame) => frame,
-                    Outcome::Final(answer, _) => {
-                        let _ = chunks.send(sse::event(None, &answer)).await;
-                        return true;
+            let delivery = match wait {
+                Some(until) => match tokio::time::timeout_at(until, self.reader.next()).await {
+                    Ok(delivery) => delivery,
+                    Err(_) if self.gather_until.is_some_and(|g| g <= Instant::now()) => {
+                        let (answer, held) = self.input_required();
+                        return Next::Done(answer, StatusCode::OK, Some(held));
                     }
-                    Outcome::Skip => continue,
-                };
-                if chunks.send(sse::event(None, &frame)).await.is_err() {
-                    return false;
-                }
+                    Err(_) => return Next::Idle,
+                },
+                None => self.reader.next().await,
+            };
+            match delivery {
+                Some(delivery) => self.buffered.extend(delivery.events),
+                None => return Next::Done(self.translation.lost(), StatusCode::OK, None),
             }
         }
     }
 
+    /// Sends the rest of the request's stream until its answer.
+    async fn stream(&mut self, chunks: &mpsc::Sender<Bytes>) -> Streamed {
+        loop {
+            let next = tokio::select! {
+                next = self.next(Some(Instant::now() + KEEP_ALIVE)) => next,
+                () = chunks.closed() => return Streamed::ClientLeft,
+            };
+            let chunk = match next {
+                Next::Frame(frame) => sse::event(None, &frame),
+                Next::Done(answer, _, held) => {
+                    let _ = chunks.send(sse::event(None, &answer)).await;
+                    return Streamed::Over(held);
+                }
+                Next::Idle => sse::keep_alive(),
+            };
+            if chunks.send(chunk).await.is_err() {
+                return Streamed::ClientLeft;
+            }
+        }
+    }
+
+    /// The `input_required` answer for the gathered server requests, and the held request
+    /// its `requestState` names.
+    fn input_required(&mut self) -> (Bytes, HeldRequest) {
+        let t = &self.translation;
+        let inputs = std::mem::take(&mut self.inputs);
+        self.gather_until = None;
+        let held = HeldRequest {
+            session: t.session.id().to_owned(),
+            principal: t.call.principal.as_str().to_owned(),
+            own_session: t.own_session,
+            method: t.call.method.clone(),
+            name: t.call.name(),
+            stream: match t.stream {
+                StreamKey::Request(n) => n,
+                StreamKey::Standalone => 0,
+            },
+            after: self.read_through,
+            request_id: t.call.in_flight_id.clone(),
+            waiting: inputs
+                .iter()
+                .map(|(k, (id, _))| (k.clone(), id.clone()))
+                .collect(),
+            expires_ms: state::expiry(t.input_ttl),
+        };
+        let requests: serde_json::Map<String, Value> = inputs
+            .into_iter()
+            .map(|(k, (_, request))| (k, request))
+            .collect();
+        let mut result = json!({
+            "resultType": "input_required",
+            "inputRequests": requests,
+            "requestState": held.sign(&t.state_key),
+        });
+        if let Some(info) = &t.server_info {
+            result["_meta"] = json!({ SERVER_INFO_KEY: info });
+        }
+        let answer = json!({ "jsonrpc": "2.0", "id": t.call.client_id, "result": result });
+        (Bytes::from(answer.to_string()), held)
+    }
+}
+
+/// What the front needs to turn the server's messages into the client's.
+struct Translation {
+    registry: Arc<Registry>,
+    session: Arc<Session>,
+    call: Call,
+    stream: StreamKey,
+    server_info: Option<Value>,
+    hints: CacheHints,
+    own_session: bool,
+    state_key: state::StateKey,
+    input_ttl: Duration,
+}
+
+impl Translation {
     async fn translate(&self, payload: &Bytes) -> Outcome {
         let Ok(message) = serde_json::from_slice::<Value>(payload) else {
             return Outcome::Skip;
@@ -220,9 +425,9 @@ impl Translation {
             (None, _) => {
                 let (answer, status) = envelope::response(
                     message,
-                    &self.client_id,
-                    &self.method,
-                    &self.params,
+                    &self.call.client_id,
+                    &self.call.method,
+                    &self.call.params,
                     self.server_info.as_ref(),
                     self.hints,
                 );
@@ -231,9 +436,23 @@ impl Translation {
         }
     }
 
+    /// The answer when the session ended before the request's.
+    fn lost(&self) -> Bytes {
+        let lost = json!({ "jsonrpc": "2.0", "id": self.call.client_id,
+            "error": { "code": INTERNAL_ERROR,
+                       "message": "the session serving this request ended before its answer" } });
+        Bytes::from(lost.to_string())
+    }
+
     /// A log message goes to a client that asked for this level or a lower one.
     fn wants_log(&self, message: &Value) -> bool {
-        let Some(wanted) = self.meta.log_level.as_deref().and_then(checks::level_rank) else {
+        let Some(wanted) = self
+            .call
+            .meta
+            .log_level
+            .as_deref()
+            .and_then(checks::level_rank)
+        else {
             return false;
         };
         message["params"]["level"]
@@ -242,58 +461,62 @@ impl Translation {
             .is_some_and(|level| level >= wanted)
     }
 
-    /// A request of the server's, which a 2026-07-28 client is never sent: refused upstream;
-    /// one for a capability the request did not declare ends it with -32021.
+    /// A request of the server's, which a 2026-07-28 client is never sent as such: one the
+    /// client can answer is held for `input_required` (only `tools/call`, `prompts/get` and
+    /// `resources/read` may ask); any other is refused upstream, and one for a capability the
+    /// request did not declare ends it with -32021.
     async fn server_request(&self, method: &str, id: &Value, message: &Value) -> Outcome {
         if method == "ping" {
             self.answer_upstream(json!({ "jsonrpc": "2.0", "id": id, "result": {} }))
                 .await;
             return Outcome::Skip;
         }
-        let needed = required_capability(method, &message["params"]);
-        let refusal = format!("the client cannot answer {method} on this connection");
+        let needed = input::required_capability(method, &message["params"]);
+        let may_ask = matches!(
+            self.call.method.as_str(),
+            "tools/call" | "prompts/get" | "resources/read"
+        );
+        let declared = needed
+            .as_deref()
+            .map(|capability| input::declares(&self.call.meta.capabilities, capability));
+        match (needed, declared) {
+            (Some(_), Some(true)) if may_ask => {
+                let (key, request) = input::input_request(method, id, &message["params"]);
+                return Outcome::Input(key, id.clone(), request);
+            }
+            (Some(capability), Some(false)) => {
+                self.refuse_upstream(method, id).await;
+                let error = json!({ "jsonrpc": "2.0", "id": self.call.client_id, "error": {
+                    "code": MISSING_CAPABILITY,
+                    "message": format!("this request needs the client capability {capability}, which it did not declare"),
+                    "data": { "requiredCapabilities": input::capability_object(&capability) } } });
+                self.cancel().await;
+                return Outcome::Final(Bytes::from(error.to_string()), StatusCode::BAD_REQUEST);
+            }
+            _ => {}
+        }
+        self.refuse_upstream(method, id).await;
+        Outcome::Skip
+    }
+
+    async fn refuse_upstream(&self, method: &str, id: &Value) {
+        let refusal = format!("the client cannot answer {method} here");
         self.answer_upstream(json!({ "jsonrpc": "2.0", "id": id,
             "error": { "code": -32601, "message": refusal } }))
             .await;
-        match needed {
-            Some(capability) if !self.declares(&capability) => {
-                let error = json!({ "jsonrpc": "2.0", "id": self.client_id, "error": {
-                    "code": MISSING_CAPABILITY,
-                    "message": format!("this request needs the client capability {capability}, which it did not declare"),
-                    "data": { "requiredCapabilities": { capability: {} } } } });
-                self.cancel().await;
-                Outcome::Final(Bytes::from(error.to_string()), StatusCode::BAD_REQUEST)
-            }
-            _ => Outcome::Skip,
-        }
     }
 
-    fn declares(&self, capability: &str) -> bool {
-        self.meta.capabilities.contains_key(capability)
+    async fn answer_input(&self, id: &Value, answer: Value) {
+        self.answer_upstream(json!({ "jsonrpc": "2.0", "id": id, "result": answer }))
+            .await;
     }
 
     async fn answer_upstream(&self, answer: Value) {
-        if let Ok(message) = Message::parse(Bytes::from(answer.to_string())) {
-            let _ = self.registry.deliver(&self.session, message).await;
-        }
+        input::answer_upstream(&self.registry, &self.session, answer).await;
     }
 
     /// The client no longer wants the answer: the server is told to stop.
     async fn cancel(&self) {
-        let cancel = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
-            "params": { "requestId": self.client_id, "reason": "the client closed its response stream" } });
-        if let Ok(message) = Message::parse(Bytes::from(cancel.to_string())) {
-            let _ = self.registry.deliver(&self.session, message).await;
-        }
-    }
-}
-
-/// The client capability a server request needs.
-fn required_capability(method: &str, _params: &Value) -> Option<String> {
-    match method {
-        "elicitation/create" => Some("elicitation".into()),
-        "sampling/createMessage" => Some("sampling".into()),
-        "roots/list" => Some("roots".into()),
-        _ => None,
+        input::cancel(&self.registry, &self.session, &self.call.in_flight_id).await;
     }
 }

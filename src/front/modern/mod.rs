@@ -7,6 +7,8 @@ pub mod checks;
 pub mod correlation;
 pub mod envelope;
 mod exchange;
+mod input;
+pub mod state;
 
 use http::{header, HeaderMap, Response, StatusCode};
 use serde_json::{json, Value};
@@ -40,8 +42,21 @@ pub async fn post(
             Err(checks::method_not_found("subscriptions/listen").with_id(Some(&id)))
         }
         _ => {
+            let request_state = message
+                .params()
+                .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+                .and_then(|p| {
+                    p.get("requestState")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                });
+            if let Some(request_state) = request_state {
+                return input::resume(app, headers, &message, meta, &request_state).await;
+            }
             let correlated = correlate(app, headers, &meta).await?;
-            exchange::exchange(app, correlated, message, meta, app.modern.hints).await
+            let principal = guard::principal(&app.http, headers);
+            let call = exchange::Call::new(&message, meta, principal);
+            exchange::exchange(app, correlated, message, call).await
         }
     }
 }
@@ -99,9 +114,24 @@ async fn discover(
 }
 
 /// A served server's modern settings and its upstream sessions for modern clients.
-#[derive(Default)]
 pub struct Modern {
     pub correlation: correlation::Correlation,
     pub hints: envelope::CacheHints,
     pub anonymous: correlation::Anonymous,
+    /// Signs `requestState`.
+    pub state_key: state::StateKey,
+    /// How long a request held for the client's input waits for its retry.
+    pub input_ttl: std::time::Duration,
+}
+
+impl Default for Modern {
+    fn default() -> Modern {
+        Modern {
+            correlation: correlation::Correlation::default(),
+            hints: envelope::CacheHints::default(),
+            anonymous: correlation::Anonymous::default(),
+            state_key: state::StateKey::minted(),
+            input_ttl: std::time::Duration::from_secs(300),
+        }
+    }
 }

@@ -1,0 +1,208 @@
+//! `input_required` (multi round-trip requests) for servers that still ask the client: a
+//! server request a 2026-07-28 client can answer is held, and the client gets it under an input
+//! key; its retry (a new id, `inputResponses`, the `requestState` it was given) answers the held
+//! requests and reads on where the first answer stopped, round after round. A legacy server may
+//! name an input key itself (`_meta["mcp-session-proxy/inputKey"]` on its request); otherwise it
+//! is `input-<id>`. A held request whose client never comes back is refused upstream after
+//! `input_ttl`, and the call cancelled.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+use serde_json::{json, Map, Value};
+
+use super::checks::RequestMeta;
+use super::correlation::{Correlated, EndOnDrop};
+use super::exchange::{respond, Call};
+use super::state::HeldRequest;
+use crate::front::body::Body;
+use crate::front::guard;
+use crate::front::rejection::Rejection;
+use crate::front::App;
+use crate::jsonrpc::{Message, INVALID_PARAMS};
+use crate::session::log::StreamKey;
+use crate::session::{Registry, Session};
+
+/// Where a legacy server may name the input key of its request.
+pub const INPUT_KEY: &str = "mcp-session-proxy/inputKey";
+
+/// A retry: the call's `requestState` and `inputResponses` continue the held request.
+pub async fn resume(
+    app: &App,
+    headers: &HeaderMap,
+    request: &Message,
+    meta: RequestMeta,
+    request_state: &str,
+) -> Result<http::Response<Body>, Rejection> {
+    let principal = guard::principal(&app.http, headers);
+    let id = request.id().cloned().unwrap_or(Value::Null);
+    let refused = |message: String| {
+        Rejection::new(StatusCode::BAD_REQUEST, INVALID_PARAMS, message).with_id(Some(&id))
+    };
+    let held = HeldRequest::verify(request_state, &app.modern.state_key, &principal)
+        .map_err(|r| r.with_id(Some(&id)))?;
+    let mut call = Call::new(request, meta, principal.clone());
+    if held.method != call.method || held.name != call.name() {
+        return Err(refused(format!(
+            "Invalid params: this requestState continues {} {:?}, not this request",
+            held.method, held.name
+        )));
+    }
+    let answers = answers(&call.params, &held).map_err(refused)?;
+    let Some(session) = app.registry.get(&held.session, &principal) else {
+        return Err(refused(
+            "Invalid params: the request this requestState continues is over; call again without it".into(),
+        ));
+    };
+    for (waiting, answer) in answers {
+        if !session.awaits_answer(&waiting) {
+            return Err(refused(
+                "Invalid params: this requestState was already used; call again without it".into(),
+            ));
+        }
+        answer_upstream(
+            &app.registry,
+            &session,
+            json!({ "jsonrpc": "2.0", "id": waiting, "result": answer }),
+        )
+        .await;
+    }
+    call.in_flight_id = held.request_id.clone();
+    let stream = StreamKey::Request(held.stream);
+    let reader = session.attach(stream, Some(held.after));
+    let correlated = Correlated {
+        initialized: app.modern.correlation.newest().unwrap_or_default(),
+        ending: held
+            .own_session
+            .then(|| EndOnDrop::new(app.registry.clone(), session.id().to_owned())),
+        session,
+    };
+    Ok(respond(app, correlated, call, stream, reader).await)
+}
+
+/// The client's answer for each held request: every input key answered with an object.
+fn answers(params: &Value, held: &HeldRequest) -> Result<Vec<(Value, Value)>, String> {
+    let given = match params.get("inputResponses") {
+        Some(Value::Object(given)) => given.clone(),
+        None | Some(Value::Null) => Map::new(),
+        Some(_) => return Err("Invalid params: inputResponses must be an object".into()),
+    };
+    let mut answers = Vec::new();
+    let mut missing = Vec::new();
+    for (key, id) in &held.waiting {
+        match given.get(key) {
+            Some(answer @ Value::Object(_)) => answers.push((id.clone(), answer.clone())),
+            Some(_) => {
+                return Err(format!(
+                "Invalid params: inputResponses[{key:?}] must be the result object of its request"
+            ))
+            }
+            None => missing.push(key.as_str()),
+        }
+    }
+    match missing.is_empty() {
+        true => Ok(answers),
+        false => Err(format!(
+            "Invalid params: inputResponses lacks {}; answer every input request",
+            missing.join(", ")
+        )),
+    }
+}
+
+/// The client capability a server request needs (dotted for a sub-capability).
+pub fn required_capability(method: &str, params: &Value) -> Option<String> {
+    match method {
+        "elicitation/create" if params["mode"] == "url" => Some("elicitation.url".into()),
+        "elicitation/create" => Some("elicitation".into()),
+        "sampling/createMessage" if params.get("tools").is_some() => Some("sampling.tools".into()),
+        "sampling/createMessage" => Some("sampling".into()),
+        "roots/list" => Some("roots".into()),
+        _ => None,
+    }
+}
+
+/// Whether the request declared `capability` (`a.b`: `a` with `b` in it).
+pub fn declares(capabilities: &Map<String, Value>, capability: &str) -> bool {
+    match capability.split_once('.') {
+        Some((outer, inner)) => capabilities
+            .get(outer)
+            .is_some_and(|value| value.get(inner).is_some()),
+        None => capabilities.contains_key(capability),
+    }
+}
+
+/// `requiredCapabilities` for `capability`: `{"sampling": {}}`, `{"elicitation": {"url": {}}}`.
+pub fn capability_object(capability: &str) -> Value {
+    match capability.split_once('.') {
+        Some((outer, inner)) => json!({ outer: { inner: {} } }),
+        None => json!({ capability: {} }),
+    }
+}
+
+/// A server request as an input request: its key, and `{method, params}`.
+pub fn input_request(method: &str, id: &Value, params: &Value) -> (String, Value) {
+    let mut params = params.clone();
+    let named = params["_meta"][INPUT_KEY].as_str().map(str::to_owned);
+    if let Some(Value::Object(meta)) = params.get_mut("_meta") {
+        meta.remove(INPUT_KEY);
+        if meta.is_empty() {
+            params.as_object_mut().map(|p| p.remove("_meta"));
+        }
+    }
+    let key = named.unwrap_or_else(|| match id {
+        Value::String(id) => format!("input-{id}"),
+        other => format!("input-{other}"),
+    });
+    let request = match params.is_null() {
+        true => json!({ "method": method }),
+        false => json!({ "method": method, "params": params }),
+    };
+    (key, request)
+}
+
+pub async fn answer_upstream(registry: &Registry, session: &Arc<Session>, answer: Value) {
+    if let Ok(message) = Message::parse(Bytes::from(answer.to_string())) {
+        let _ = registry.deliver(session, message).await;
+    }
+}
+
+/// Tells the server to stop the request in flight as `request_id`.
+pub async fn cancel(registry: &Registry, session: &Arc<Session>, request_id: &Value) {
+    let cancel = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": { "requestId": request_id, "reason": "the client closed its response stream" } });
+    if let Ok(message) = Message::parse(Bytes::from(cancel.to_string())) {
+        let _ = registry.deliver(session, message).await;
+    }
+}
+
+/// After `ttl`, the held requests still waiting are refused upstream and the call cancelled
+/// (a session of its own ended): a client that never retries holds nothing for long.
+pub fn release_later(
+    registry: Arc<Registry>,
+    session: Arc<Session>,
+    held: HeldRequest,
+    ttl: Duration,
+) {
+    tokio::spawn(async move {
+        tokio::time::sleep(ttl).await;
+        let waiting: Vec<&Value> = held
+            .waiting
+            .values()
+            .filter(|id| session.awaits_answer(id))
+            .collect();
+        if waiting.is_empty() {
+            return;
+        }
+        for id in waiting {
+            let refusal = json!({ "jsonrpc": "2.0", "id": id, "error": {
+                "code": -32603, "message": "the client did not answer in time" } });
+            answer_upstream(&registry, &session, refusal).await;
+        }
+        cancel(&registry, &session, &held.request_id).await;
+        if held.own_session {
+            registry.end(session.id());
+        }
+    });
+}

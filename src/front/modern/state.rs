@@ -1,0 +1,196 @@
+//! `requestState`: what a client's retry of an `input_required` answer needs, carried by the
+//! client and signed by the proxy (HMAC-SHA256), so a tampered, foreign or expired one is
+//! refused: the session and stream of the held request, its principal, the server requests
+//! waiting for the client's answers (by input key), where reading stopped, and an expiry.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::front::rejection::Rejection;
+use crate::ids::Principal;
+use crate::jsonrpc::INVALID_PARAMS;
+
+type Signer = Hmac<Sha256>;
+
+/// The key `requestState` is signed with: from the cluster secret when replicas share one (any
+/// replica takes any retry), else minted at start.
+#[derive(Clone)]
+pub struct StateKey([u8; 32]);
+
+impl StateKey {
+    pub fn minted() -> StateKey {
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key).expect("the operating system's random source failed");
+        StateKey(key)
+    }
+
+    pub fn from_secret(secret: &str) -> StateKey {
+        let digest = Sha256::new()
+            .chain_update(b"mcp-session-proxy requestState\0")
+            .chain_update(secret.as_bytes())
+            .finalize();
+        StateKey(digest.into())
+    }
+
+    fn signer(&self) -> Signer {
+        Signer::new_from_slice(&self.0).expect("HMAC takes a key of any length")
+    }
+}
+
+impl Default for StateKey {
+    fn default() -> StateKey {
+        StateKey::minted()
+    }
+}
+
+/// A request held for the client's input, as its `requestState` names it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeldRequest {
+    /// The upstream session serving it.
+    pub session: String,
+    pub principal: String,
+    /// The session ends with the request (a request without a principal).
+    pub own_session: bool,
+    /// The method and the name (or URI) it was called with: the retry must repeat them.
+    pub method: String,
+    pub name: String,
+    /// The request's stream, and the position read up to.
+    pub stream: u64,
+    pub after: u64,
+    /// The id of the request in flight (the first call's).
+    pub request_id: Value,
+    /// Input key → the id of the server's request waiting for that answer.
+    pub waiting: BTreeMap<String, Value>,
+    /// Unix milliseconds after which the state is refused.
+    pub expires_ms: u64,
+}
+
+impl HeldRequest {
+    pub fn sign(&self, key: &StateKey) -> String {
+        let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(self).unwrap_or_default());
+        let mut signer = key.signer();
+        signer.update(payload.as_bytes());
+        let tag = URL_SAFE_NO_PAD.encode(signer.finalize().into_bytes());
+        format!("{payload}.{tag}")
+    }
+
+    /// The held request `state` names, if this proxy signed it for `principal` and it has not
+    /// expired.
+    pub fn verify(
+        state: &str,
+        key: &StateKey,
+        principal: &Principal,
+    ) -> Result<HeldRequest, Rejection> {
+        let refused = |why: &str| {
+            Rejection::new(
+                StatusCode::BAD_REQUEST,
+                INVALID_PARAMS,
+                format!("Invalid params: requestState {why}; call again without it"),
+            )
+        };
+        let (payload, tag) = state
+            .split_once('.')
+            .ok_or_else(|| refused("is malformed"))?;
+        let tag = URL_SAFE_NO_PAD
+            .decode(tag)
+            .map_err(|_| refused("is malformed"))?;
+        let mut signer = key.signer();
+        signer.update(payload.as_bytes());
+        signer
+            .verify_slice(&tag)
+            .map_err(|_| refused("failed its integrity check"))?;
+        let bytes = URL_SAFE_NO_PAD
+            .decode(payload)
+            .map_err(|_| refused("is malformed"))?;
+        let held: HeldRequest =
+            serde_json::from_slice(&bytes).map_err(|_| refused("is malformed"))?;
+        if held.principal != principal.as_str() {
+            return Err(refused("belongs to another principal"));
+        }
+        if held.expires_ms < now_ms() {
+            return Err(refused("has expired"));
+        }
+        Ok(held)
+    }
+}
+
+/// Unix milliseconds, `ttl` from now.
+pub fn expiry(ttl: Duration) -> u64 {
+    now_ms().saturating_add(ttl.as_millis() as u64)
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn held(principal: &Principal, ttl: Duration) -> HeldRequest {
+        HeldRequest {
+            session: "s".into(),
+            principal: principal.as_str().to_owned(),
+            own_session: false,
+            method: "tools/call".into(),
+            name: "t".into(),
+            stream: 3,
+            after: 17,
+            request_id: json!(1),
+            waiting: BTreeMap::from([("user_name".to_owned(), json!(4))]),
+            expires_ms: expiry(ttl),
+        }
+    }
+
+    #[test]
+    fn only_an_intact_unexpired_state_of_the_same_principal_is_taken() {
+        let key = StateKey::minted();
+        let alice = Principal::from_credential(b"Bearer alice");
+        let state = held(&alice, Duration::from_secs(60)).sign(&key);
+        assert_eq!(
+            HeldRequest::verify(&state, &key, &alice).unwrap(),
+            held(&alice, Duration::from_secs(60))
+                .clone()
+                .with_expiry_of(&HeldRequest::verify(&state, &key, &alice).unwrap())
+        );
+        let refused = |state: &str, key: &StateKey, who: &Principal| {
+            HeldRequest::verify(state, key, who).unwrap_err().message
+        };
+        assert!(refused(&format!("{state}-TAMPERED"), &key, &alice).contains("integrity"));
+        assert!(refused(&state, &StateKey::minted(), &alice).contains("integrity"));
+        let bob = Principal::from_credential(b"Bearer bob");
+        assert!(refused(&state, &key, &bob).contains("another principal"));
+        let old = held(&alice, Duration::ZERO);
+        let old = HeldRequest {
+            expires_ms: old.expires_ms - 1,
+            ..old
+        }
+        .sign(&key);
+        assert!(refused(&old, &key, &alice).contains("expired"));
+        assert!(refused("no-dot", &key, &alice).contains("malformed"));
+        let shared = StateKey::from_secret("s3cret");
+        let state = held(&alice, Duration::from_secs(60)).sign(&shared);
+        assert!(HeldRequest::verify(&state, &StateKey::from_secret("s3cret"), &alice).is_ok());
+    }
+
+    impl HeldRequest {
+        fn with_expiry_of(self, other: &HeldRequest) -> HeldRequest {
+            HeldRequest {
+                expires_ms: other.expires_ms,
+                ..self
+            }
+        }
+    }
+}
