@@ -12,6 +12,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use common::Proxy;
+use mcp_session_proxy::front::modern::correlation::Anonymous;
 use serde_json::Value;
 use tokio::process::Command;
 
@@ -73,7 +74,13 @@ const SCORED_2026: [&str; 37] = [
 /// Both eras' suites at once against one proxy in front of the legacy-only demo.
 #[tokio::test]
 async fn the_2026_07_28_requirements_and_the_legacy_suite_pass_on_one_proxy_at_once() {
-    let proxy = Proxy::start_with(polling).await;
+    // The suite is one client without credentials whose listen must hear what its other calls
+    // cause: its anonymous requests share one server session (by default each has its own).
+    let proxy = Proxy::start_with(|config| {
+        polling(config);
+        config.session.anonymous = Anonymous::Shared;
+    })
+    .await;
     let url = format!("http://{}/mcp", proxy.addr());
     tokio::join!(every_scenario_passes(&url), modern_requirements_pass(&url));
     proxy.stop().await;

@@ -500,3 +500,77 @@ async fn a_request_state_that_is_tampered_foreign_or_expired_is_refused_and_noth
         "{late}"
     );
 }
+
+#[tokio::test]
+async fn a_listen_acknowledges_what_it_can_carry_and_carries_only_that_tagged_with_its_id() {
+    let proxy = Proxy::start().await;
+    let alice = Modern::new(&proxy, Some("alice"));
+    let listen = |id: u64, notifications: Value| {
+        let mut params = json!({ "notifications": notifications });
+        params["_meta"] = meta(json!({}));
+        json!({ "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": params })
+    };
+    let body = listen(
+        7,
+        json!({ "resourceSubscriptions": ["demo://counter"], "promptsListChanged": true,
+                "toolsListChanged": true }),
+    );
+    let mut updates = alice.send(&body, &[]).await;
+    assert!(updates.is_sse());
+    let ack = updates.next_message().await.unwrap().message;
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        7
+    );
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({ "toolsListChanged": true, "resourceSubscriptions": ["demo://counter"] }),
+        "the demo announces no prompt list changes"
+    );
+    let mut tools_only = alice
+        .send(&listen(8, json!({ "toolsListChanged": true })), &[])
+        .await;
+    assert_eq!(
+        tools_only.next_message().await.unwrap().message["method"],
+        "notifications/subscriptions/acknowledged"
+    );
+
+    alice.call("counter", json!({})).await;
+    let update = updates.next_message().await.unwrap().message;
+    assert_eq!(update["method"], "notifications/resources/updated");
+    assert_eq!(update["params"]["uri"], "demo://counter");
+    assert_eq!(
+        update["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        7
+    );
+    alice
+        .call("notify_list_changed", json!({ "list": "tools" }))
+        .await;
+    for (stream, id) in [(&mut updates, 7), (&mut tools_only, 8)] {
+        let changed = stream.next_message().await.unwrap().message;
+        assert_eq!(
+            changed["method"], "notifications/tools/list_changed",
+            "{changed}"
+        );
+        assert_eq!(
+            changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+            id
+        );
+    }
+
+    // Stopping the proxy ends each listen with its result.
+    proxy.stop().await;
+    for (stream, id) in [(&mut updates, 7), (&mut tools_only, 8)] {
+        let end = common::within("the listen's result", stream.next_message())
+            .await
+            .expect("the result before the stream ends")
+            .message;
+        assert_eq!(end["id"], id, "{end}");
+        assert_eq!(end["result"]["resultType"], "complete");
+        assert_eq!(
+            end["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+            id
+        );
+    }
+}

@@ -6,14 +6,14 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use http::{header, HeaderValue, Method, Request, Response};
+use http::{header, Method, Request, Response};
 use hyper::body::Incoming;
 
 use super::body::Body;
 use super::event_stream::{self, Extras, Framing};
 use super::guard;
 use super::rejection::Rejection;
-use super::request::{accepted, check_origin, media_type_is, read_body};
+use super::request::{self, accepted, check_origin, media_type_is, read_body};
 use super::App;
 use crate::jsonrpc::Message;
 use crate::metrics;
@@ -74,14 +74,7 @@ async fn stream(app: &App, request: &Request<Incoming>) -> Result<Response<Body>
         })),
     };
     let body = event_stream::open(reader, start, None, framing, app.shutdown.clone(), extras);
-    let mut response = Response::new(body);
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    Ok(response)
+    Ok(request::event_stream(body))
 }
 
 /// `POST …/messages?sessionId=…`: one client message; its answer comes on the stream.

@@ -22,6 +22,19 @@ pub fn json(status: StatusCode, body: Bytes) -> Response<Body> {
     response
 }
 
+/// An SSE response: not cached, not buffered by proxies in between.
+pub fn event_stream(body: Body) -> Response<Body> {
+    let mut response = Response::new(body);
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
 pub fn accepted() -> Response<Body> {
     let mut response = Response::new(Body::empty());
     *response.status_mut() = StatusCode::ACCEPTED;

@@ -18,7 +18,8 @@ use super::guard;
 use super::modern;
 use super::rejection::{failed_request, Rejection};
 use super::request::{
-    accepted, check_origin, header_str, json, media_type_is, read_body, require_accept,
+    accepted, check_origin, event_stream, header_str, json, media_type_is, read_body,
+    require_accept,
 };
 use super::session_methods;
 use super::{App, PostResponse};
@@ -464,14 +465,7 @@ fn open_stream(
 }
 
 fn event_stream_response(body: Body) -> Response<Body> {
-    let mut response = Response::new(body);
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    response
+    event_stream(body)
 }
 
 async fn find_session(app: &App, headers: &HeaderMap) -> Result<Arc<Session>, Rejection> {

@@ -210,6 +210,7 @@ impl Session {
                 asked: HashMap::new(),
                 attachments: HashMap::new(),
                 remote_readers: HashMap::new(),
+                taps: 0,
                 next_generation: 1,
                 subscriptions: BTreeSet::new(),
                 changeable_lists: Vec::new(),
@@ -285,7 +286,8 @@ impl Session {
     /// Since when the session has been idle: no stream attached, nothing in flight.
     pub(crate) fn idle_since(&self) -> Option<Instant> {
         let state = self.lock();
-        (state.attachments.is_empty() && state.inflight.is_empty()).then_some(state.last_active)
+        let unused = state.attachments.is_empty() && state.inflight.is_empty() && state.taps == 0;
+        unused.then_some(state.last_active)
     }
 
     /// Ends the session: readers stop, the upstream is released.

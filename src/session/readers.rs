@@ -76,6 +76,24 @@ impl Session {
         }
     }
 
+    /// A reader of the session's own messages (its standalone stream) from now on, beside the
+    /// attached one and any other tap: for `subscriptions/listen`, several at once. The session
+    /// is in use while one reads.
+    pub fn tap(self: &Arc<Self>) -> Reader {
+        let mut state = self.lock();
+        state.taps += 1;
+        let head = state.log.head();
+        Reader {
+            session: self.clone(),
+            stream: StreamKey::Standalone,
+            cursor: head,
+            catch_up_through: head,
+            generation: TAP,
+            detached: CancellationToken::new(),
+            changes: self.changes.subscribe(),
+        }
+    }
+
     /// `session/resume`: attaches the one reader of a protocol-level session. With the last
     /// event the client processed and that position still in the window, it reads on from there
     /// (catch-up); outside the window it gets the synthesized invalidations and then live
@@ -282,6 +300,10 @@ impl Reader {
     /// Reads on in the session that succeeded this one (a view taken over here), at the same
     /// stream and position; what it missed in between it catches up on.
     fn move_to(&mut self, successor: &Arc<Session>) {
+        if self.generation == TAP {
+            *self = successor.tap();
+            return;
+        }
         let moved = {
             let mut state = successor.lock();
             successor.attach_at(&mut state, self.stream, self.cursor)
@@ -292,6 +314,12 @@ impl Reader {
 
 impl Drop for Reader {
     fn drop(&mut self) {
-        self.session.detach(self.stream, self.generation);
+        match self.generation {
+            TAP => self.session.lock().taps -= 1,
+            generation => self.session.detach(self.stream, generation),
+        }
     }
 }
+
+/// The generation of a tap: never one of an attachment.
+const TAP: u64 = u64::MAX;

@@ -35,6 +35,8 @@ pub(super) struct State {
     /// Streams clients read through other replicas' views, until when (renewed while read):
     /// like an attached reader, they get every message as it comes.
     pub(super) remote_readers: HashMap<StreamKey, Instant>,
+    /// Readers of the session's own messages beside the attached one (`Session::tap`).
+    pub(super) taps: usize,
     pub(super) next_generation: u64,
     pub(super) subscriptions: BTreeSet<String>,
     /// The `list_changed` notifications the server announced it may send.
@@ -104,6 +106,7 @@ impl State {
     /// Whether a reader, here or through another replica, takes `stream` as it comes.
     pub(super) fn read_live(&self, stream: StreamKey, now: Instant) -> bool {
         self.attachments.contains_key(&stream)
+            || (stream == StreamKey::Standalone && self.taps > 0)
             || self
                 .remote_readers
                 .get(&stream)

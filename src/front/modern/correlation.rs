@@ -222,7 +222,7 @@ async fn initialize(
 }
 
 /// Sends a request of the proxy's own through the session and waits for its answer.
-async fn ask(
+pub(super) async fn ask(
     registry: &Registry,
     session: &Arc<Session>,
     request: Value,

@@ -24,6 +24,7 @@ use super::input;
 use super::state::{self, HeldRequest};
 use crate::front::body::Body;
 use crate::front::rejection::{failed_request, Rejection};
+use crate::front::request::event_stream;
 use crate::front::request::json;
 use crate::front::App;
 use crate::ids::Principal;
@@ -236,18 +237,7 @@ fn stream_response(
         }
         drop(ending);
     });
-    let mut response = http::Response::new(Body::Stream(body));
-    let headers = response.headers_mut();
-    headers.insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(
-        http::header::CACHE_CONTROL,
-        http::HeaderValue::from_static("no-cache"),
-    );
-    headers.insert("x-accel-buffering", http::HeaderValue::from_static("no"));
-    response
+    event_stream(Body::Stream(body))
 }
 
 /// What one message of the request's stream becomes for the client.

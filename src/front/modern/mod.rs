@@ -8,6 +8,7 @@ pub mod correlation;
 pub mod envelope;
 mod exchange;
 mod input;
+mod listen;
 pub mod state;
 
 use http::{header, HeaderMap, Response, StatusCode};
@@ -39,7 +40,8 @@ pub async fn post(
     match message.method().unwrap_or_default() {
         "server/discover" => discover(app, headers, &meta, &id).await,
         "subscriptions/listen" => {
-            Err(checks::method_not_found("subscriptions/listen").with_id(Some(&id)))
+            let correlated = correlate(app, headers, &meta).await?;
+            listen::open(app, correlated, &message).await
         }
         _ => {
             let request_state = message
@@ -108,7 +110,7 @@ async fn discover(
                 .initialized
         }
     };
-    let result = envelope::discover(&initialized, app.modern.hints, false);
+    let result = envelope::discover(&initialized, app.modern.hints, true);
     let answer = json!({ "jsonrpc": "2.0", "id": id, "result": result });
     Ok(json(StatusCode::OK, answer.to_string().into()))
 }
@@ -122,6 +124,8 @@ pub struct Modern {
     pub state_key: state::StateKey,
     /// How long a request held for the client's input waits for its retry.
     pub input_ttl: std::time::Duration,
+    /// Upstream resource subscriptions of the listens.
+    pub subscriptions: std::sync::Arc<listen::Subscriptions>,
 }
 
 impl Default for Modern {
@@ -132,6 +136,7 @@ impl Default for Modern {
             anonymous: correlation::Anonymous::default(),
             state_key: state::StateKey::minted(),
             input_ttl: std::time::Duration::from_secs(300),
+            subscriptions: Default::default(),
         }
     }
 }

@@ -1,0 +1,291 @@
+//! `subscriptions/listen`: the 2026-07-28 way to hear of changes. A long-lived SSE answer
+//! that starts with `notifications/subscriptions/acknowledged` (what the server can send, of
+//! what was asked), then carries the session's `*/list_changed` and `resources/updated`
+//! notifications the filter asked for, each tagged with the listen's id; resource
+//! subscriptions become upstream `resources/subscribe` (counted per session, released when the
+//! last listen for a URI ends). At shutdown the listen ends with its result.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use dashmap::DashMap;
+use http::StatusCode;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::checks;
+use super::correlation::{ask, Correlated};
+use crate::front::body::Body;
+use crate::front::rejection::Rejection;
+use crate::front::request::event_stream;
+use crate::front::App;
+use crate::jsonrpc::{Message, INVALID_PARAMS};
+use crate::session::{Reader, Registry, Session};
+use crate::sse;
+
+const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// What a listen asks for, or what the server can send of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Filter {
+    tools: bool,
+    prompts: bool,
+    resources: bool,
+    uris: BTreeSet<String>,
+}
+
+impl Filter {
+    fn asked(params: &Value) -> Result<Filter, String> {
+        let notifications = match params.get("notifications") {
+            Some(Value::Object(n)) => n,
+            _ => {
+                return Err(
+                    "Invalid params: subscriptions/listen needs a notifications object".into(),
+                )
+            }
+        };
+        let flag = |name: &str| {
+            notifications
+                .get(name)
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
+        };
+        let uris = match notifications.get("resourceSubscriptions") {
+            None | Some(Value::Null) => BTreeSet::new(),
+            Some(Value::Array(uris)) => uris
+                .iter()
+                .map(|u| u.as_str().map(str::to_owned))
+                .collect::<Option<_>>()
+                .ok_or("Invalid params: resourceSubscriptions must be strings")?,
+            Some(_) => return Err("Invalid params: resourceSubscriptions must be an array".into()),
+        };
+        Ok(Filter {
+            tools: flag("toolsListChanged"),
+            prompts: flag("promptsListChanged"),
+            resources: flag("resourcesListChanged"),
+            uris,
+        })
+    }
+
+    /// What of `self` a server with `capabilities` can send.
+    fn honoured(&self, capabilities: &Value) -> Filter {
+        let can = |list: &str, what: &str| capabilities[list][what] == json!(true);
+        Filter {
+            tools: self.tools && can("tools", "listChanged"),
+            prompts: self.prompts && can("prompts", "listChanged"),
+            resources: self.resources && can("resources", "listChanged"),
+            uris: match can("resources", "subscribe") {
+                true => self.uris.clone(),
+                false => BTreeSet::new(),
+            },
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        let mut out = serde_json::Map::new();
+        for (on, name) in [
+            (self.tools, "toolsListChanged"),
+            (self.prompts, "promptsListChanged"),
+            (self.resources, "resourcesListChanged"),
+        ] {
+            if on {
+                out.insert(name.into(), json!(true));
+            }
+        }
+        if !self.uris.is_empty() {
+            out.insert("resourceSubscriptions".into(), json!(self.uris));
+        }
+        Value::Object(out)
+    }
+
+    /// Whether the client of this listen is to get `message`.
+    fn wants(&self, message: &Value) -> bool {
+        match message["method"].as_str() {
+            Some("notifications/tools/list_changed") => self.tools,
+            Some("notifications/prompts/list_changed") => self.prompts,
+            Some("notifications/resources/list_changed") => self.resources,
+            Some("notifications/resources/updated") => {
+                let uri = message["params"]["uri"].as_str().unwrap_or_default();
+                self.uris
+                    .iter()
+                    .any(|wanted| uri.starts_with(wanted.as_str()))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Whether a server with `capabilities` sends anything a listen could carry.
+pub fn server_notifies(capabilities: &Value) -> bool {
+    ["tools", "prompts", "resources"]
+        .iter()
+        .any(|list| capabilities[list]["listChanged"] == json!(true))
+        || capabilities["resources"]["subscribe"] == json!(true)
+}
+
+/// Upstream resource subscriptions, counted per (session, URI) across its listens.
+#[derive(Default)]
+pub struct Subscriptions {
+    counts: DashMap<(String, String), usize>,
+}
+
+/// Opens a listen on the session `correlated` names.
+pub async fn open(
+    app: &App,
+    correlated: Correlated,
+    request: &Message,
+) -> Result<http::Response<Body>, Rejection> {
+    let id = request.id().cloned().unwrap_or(Value::Null);
+    let params: Value = request
+        .params()
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .unwrap_or_default();
+    let refused =
+        |m: String| Rejection::new(StatusCode::BAD_REQUEST, INVALID_PARAMS, m).with_id(Some(&id));
+    let asked = Filter::asked(&params).map_err(refused)?;
+    let capabilities = &correlated.initialized["capabilities"];
+    if !server_notifies(capabilities) {
+        return Err(checks::method_not_found("subscriptions/listen").with_id(Some(&id)));
+    }
+    let honoured = asked.honoured(capabilities);
+    let session = correlated.session.clone();
+    for uri in &honoured.uris {
+        app.modern
+            .subscriptions
+            .subscribe(&app.registry, &session, uri)
+            .await
+            .map_err(|r| r.with_id(Some(&id)))?;
+    }
+    let listen = Listen {
+        id,
+        filter: honoured,
+        reader: session.tap(),
+        registry: app.registry.clone(),
+        session,
+        shutdown: app.shutdown.clone(),
+        _correlated: correlated,
+    };
+    let (chunks, body) = mpsc::channel(64);
+    let subscriptions = app.modern.subscriptions.clone();
+    tokio::spawn(async move {
+        let Listen {
+            registry,
+            session,
+            filter,
+            ..
+        } = listen.run(&chunks).await;
+        for uri in &filter.uris {
+            subscriptions.release(&registry, &session, uri).await;
+        }
+    });
+    Ok(event_stream(Body::Stream(body)))
+}
+
+struct Listen {
+    id: Value,
+    filter: Filter,
+    reader: Reader,
+    registry: Arc<Registry>,
+    session: Arc<Session>,
+    shutdown: CancellationToken,
+    /// Keeps a session of the listen's own until it ends.
+    _correlated: Correlated,
+}
+
+impl Listen {
+    /// Sends the acknowledgment, then what the filter lets through, until the client goes, the
+    /// session ends or the proxy stops (then the listen's result).
+    async fn run(mut self, chunks: &mpsc::Sender<Bytes>) -> Listen {
+        let ack = json!({ "jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+            "params": { "_meta": { SUBSCRIPTION_ID: self.id }, "notifications": self.filter.to_json() } });
+        if !self.send(chunks, &ack).await {
+            return self;
+        }
+        let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
+        keep_alive.tick().await;
+        loop {
+            tokio::select! {
+                delivery = self.reader.next() => {
+                    let Some(delivery) = delivery else { break };
+                    for event in delivery.events {
+                        let Ok(mut message) = serde_json::from_slice::<Value>(&event.payload) else {
+                            continue;
+                        };
+                        if !self.filter.wants(&message) {
+                            continue;
+                        }
+                        message["params"]["_meta"][SUBSCRIPTION_ID] = self.id.clone();
+                        if !self.send(chunks, &message).await {
+                            return self;
+                        }
+                    }
+                }
+                _ = keep_alive.tick() => {
+                    if chunks.send(sse::keep_alive()).await.is_err() {
+                        return self;
+                    }
+                }
+                () = self.shutdown.cancelled() => break,
+                () = chunks.closed() => return self,
+            }
+        }
+        let end = json!({ "jsonrpc": "2.0", "id": self.id, "result": {
+            "resultType": "complete", "_meta": { SUBSCRIPTION_ID: self.id } } });
+        self.send(chunks, &end).await;
+        self
+    }
+
+    async fn send(&self, chunks: &mpsc::Sender<Bytes>, message: &Value) -> bool {
+        chunks
+            .send(sse::event(None, message.to_string().as_bytes()))
+            .await
+            .is_ok()
+    }
+}
+
+impl Subscriptions {
+    /// Subscribes the session's server to `uri`, unless a listen of the session already has.
+    async fn subscribe(
+        &self,
+        registry: &Registry,
+        session: &Arc<Session>,
+        uri: &str,
+    ) -> Result<(), Rejection> {
+        let key = (session.id().to_owned(), uri.to_owned());
+        let first = {
+            let mut count = self.counts.entry(key).or_default();
+            *count += 1;
+            *count == 1
+        };
+        if first {
+            let request = json!({ "jsonrpc": "2.0", "id": "mcp-session-proxy/subscribe",
+                "method": "resources/subscribe", "params": { "uri": uri } });
+            ask(registry, session, request).await?;
+        }
+        Ok(())
+    }
+
+    /// One listen of the session no longer wants `uri`; the last one unsubscribes its server.
+    async fn release(&self, registry: &Registry, session: &Arc<Session>, uri: &str) {
+        let key = (session.id().to_owned(), uri.to_owned());
+        let last = match self.counts.get_mut(&key) {
+            Some(mut count) => {
+                *count -= 1;
+                *count == 0
+            }
+            None => false,
+        };
+        if last {
+            self.counts.remove(&key);
+            if !session.ended.is_cancelled() {
+                let request = json!({ "jsonrpc": "2.0", "id": "mcp-session-proxy/unsubscribe",
+                    "method": "resources/unsubscribe", "params": { "uri": uri } });
+                let _ = ask(registry, session, request).await;
+            }
+        }
+    }
+}
