@@ -1,7 +1,7 @@
 //! Real third-party peers through the proxy: the official TypeScript SDK client, in front of the
 //! demo server and in front of npm `@modelcontextprotocol/server-everything` over stdio, and the
-//! official Python client (of both eras: the legacy handshake, and 2026-07-28 pinned and in `auto`
-//! mode). `scripts/test` installs them (tests/node, pinned by its
+//! official Python client; and the clients of the 2026-07-28 revision (TypeScript
+//! `@modelcontextprotocol/client`, Python `mcp` 2.x in its `2026-07-28` and `auto` modes). `scripts/test` installs them (tests/node, pinned by its
 //! package-lock.json; tests/python/.venv from tests/python/requirements.txt).
 
 mod common;
@@ -158,6 +158,72 @@ async fn python_sdk_client_of_the_2026_07_28_revision_in_front_of_the_legacy_dem
         stranger["counts"],
         serde_json::json!(["1", "1"]),
         "requests without a principal share no server"
+    );
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn typescript_client_of_the_2026_07_28_revision_in_front_of_the_legacy_demo() {
+    let proxy = Proxy::start().await;
+    let url = format!("http://{}/mcp", proxy.addr());
+    let pinned =
+        common::pinned_node_client("modern_client.mjs", &url, &["pin", "demo", "alice"]).await;
+    assert_eq!(pinned["version"], "2026-07-28");
+    assert_eq!(pinned["echoed"], "modern ts");
+    assert_eq!(pinned["read"], "Hello from the demo server");
+    assert_eq!(
+        pinned["updated"], "demo://counter",
+        "an update on subscriptions/listen"
+    );
+    assert_eq!(pinned["counts"], serde_json::json!(["1", "2"]));
+    assert_eq!(
+        pinned["elicited"], "Hello, Ada!",
+        "elicitation through input_required"
+    );
+    assert_eq!(
+        pinned["sampled"], "The model said: Paris",
+        "sampling through input_required"
+    );
+    assert_eq!(
+        pinned["multiple"], "Paris Ada (1 roots)",
+        "three at once, roots too"
+    );
+    // In auto mode it discovers the proxy's modern face and picks it: alice's server counts on,
+    // bob's is his own.
+    let auto =
+        common::pinned_node_client("modern_client.mjs", &url, &["auto", "demo", "alice"]).await;
+    assert_eq!(auto["version"], "2026-07-28");
+    assert_eq!(auto["counts"], serde_json::json!(["3", "4"]));
+    let bob = common::pinned_node_client("modern_client.mjs", &url, &["auto", "demo", "bob"]).await;
+    assert_eq!(bob["counts"], serde_json::json!(["1", "2"]));
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn typescript_client_of_the_2026_07_28_revision_in_front_of_server_everything_over_stdio() {
+    let everything = common::node_dir()
+        .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let proxy = Proxy::start_with(|c| {
+        c.upstream.stdio = Some(format!(
+            "node {} stdio",
+            shell_words::quote(&everything.to_string_lossy())
+        ));
+    })
+    .await;
+    let url = format!("http://{}/mcp", proxy.addr());
+    let report =
+        common::pinned_node_client("modern_client.mjs", &url, &["pin", "everything", "alice"])
+            .await;
+    assert_eq!(report["version"], "2026-07-28");
+    assert_eq!(report["echoed"], "Echo: modern ts");
+    assert!(report["updated"].as_str().unwrap().starts_with("demo://"));
+    assert!(
+        report["elicited"].as_str().unwrap().contains("- Name: Ada"),
+        "{report}"
+    );
+    assert!(
+        report["sampled"].as_str().unwrap().contains("Paris"),
+        "{report}"
     );
     proxy.stop().await;
 }

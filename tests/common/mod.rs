@@ -509,9 +509,24 @@ pub async fn server_everything(mode: &str) -> (tokio::process::Child, u16) {
 /// Runs the official TypeScript SDK client script (tests/node/sdk_client.mjs) against `url` and
 /// returns the JSON line it printed; fails the test with its output if it fails.
 pub async fn sdk_client(url: &str, args: &[&str]) -> serde_json::Value {
+    node_client("node", "sdk_client.mjs", url, args).await
+}
+
+/// Runs `script` (in tests/node) with the pinned Node 22 against `url`, returning its report.
+pub async fn pinned_node_client(script: &str, url: &str, args: &[&str]) -> serde_json::Value {
+    let node = node_dir().join("node_modules/.bin/node");
+    node_client(&node.to_string_lossy(), script, url, args).await
+}
+
+async fn node_client(
+    node_binary: &str,
+    script: &str,
+    url: &str,
+    args: &[&str],
+) -> serde_json::Value {
     let node = node_dir();
-    let run = tokio::process::Command::new("node")
-        .arg(node.join("sdk_client.mjs"))
+    let run = tokio::process::Command::new(node_binary)
+        .arg(node.join(script))
         .arg(url)
         .args(args)
         .current_dir(&node)
