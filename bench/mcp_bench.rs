@@ -46,6 +46,10 @@ enum Command {
         /// replica of the same proxy).
         #[arg(long)]
         call_url: Option<String>,
+        /// `legacy`: each session opened with initialize (2025-06-18); `modern`: no session,
+        /// 2026-07-28 requests with per-request `_meta`, each "session" a principal of its own.
+        #[arg(long, default_value = "legacy")]
+        era: String,
     },
     /// Opens sessions and leaves them idle (the caller measures the proxy's memory).
     Idle {
@@ -109,11 +113,23 @@ async fn run(command: Command) -> Result<(), String> {
             tool,
             arguments,
             call_url,
+            era,
         } => {
             let arguments: Value = serde_json::from_str(&arguments).map_err(|e| e.to_string())?;
             let call_url = call_url.as_deref().unwrap_or(&url);
             let call_url: http::Uri = call_url.parse().map_err(|e| format!("{e}"))?;
-            calls_bench(&url, &call_url, sessions, calls, warmup, &tool, arguments).await?
+            let modern = match era.as_str() {
+                "legacy" => false,
+                "modern" => true,
+                other => return Err(format!("--era {other}: legacy or modern")),
+            };
+            let shape = Shape {
+                sessions,
+                calls,
+                warmup,
+                modern,
+            };
+            calls_bench(&url, &call_url, shape, &tool, arguments).await?
         }
         Command::Idle { url, sessions } => idle(&url, sessions).await?,
         Command::Log { events } => log_bench(events),
@@ -186,20 +202,47 @@ async fn delayed(
     tokio::join!(reader, writer);
 }
 
-/// One client session.
+/// The revision of `--era modern`.
+const MODERN: &str = "2026-07-28";
+
+/// One client session: a legacy one (`id`), or a 2026-07-28 client (`principal`).
 struct Session {
     client: HttpClient,
     url: http::Uri,
     id: Option<HeaderValue>,
+    principal: Option<HeaderValue>,
     next: u64,
 }
 
+/// How many sessions call how often, and in which era.
+struct Shape {
+    sessions: usize,
+    calls: usize,
+    warmup: usize,
+    modern: bool,
+}
+
 impl Session {
+    /// A 2026-07-28 client: nothing to open; its credential makes it a principal of its own.
+    fn modern(client: &HttpClient, url: &str, n: usize) -> Result<Session, String> {
+        Ok(Session {
+            client: client.clone(),
+            url: url.parse().map_err(|e| format!("{url}: {e}"))?,
+            id: None,
+            principal: Some(
+                HeaderValue::from_str(&format!("Bearer mcp-bench-{n}"))
+                    .map_err(|e| e.to_string())?,
+            ),
+            next: 1,
+        })
+    }
+
     async fn open(client: &HttpClient, url: &str, version: &str) -> Result<Session, String> {
         let mut session = Session {
             client: client.clone(),
             url: url.parse().map_err(|e| format!("{url}: {e}"))?,
             id: None,
+            principal: None,
             next: 1,
         };
         let response = session
@@ -231,10 +274,24 @@ impl Session {
             header::ACCEPT,
             HeaderValue::from_static("application/json, text/event-stream"),
         );
-        headers.insert(
-            "mcp-protocol-version",
-            HeaderValue::from_static("2025-06-18"),
-        );
+        if let Some(principal) = &self.principal {
+            headers.insert(header::AUTHORIZATION, principal.clone());
+            headers.insert("mcp-protocol-version", HeaderValue::from_static(MODERN));
+            for (name, field) in [("mcp-method", "method"), ("mcp-name", "name")] {
+                let value = message[field]
+                    .as_str()
+                    .or(message["params"][field].as_str())
+                    .and_then(|v| HeaderValue::from_str(v).ok());
+                if let Some(value) = value {
+                    headers.insert(name, value);
+                }
+            }
+        } else {
+            headers.insert(
+                "mcp-protocol-version",
+                HeaderValue::from_static("2025-06-18"),
+            );
+        }
         if let Some(id) = &self.id {
             headers.insert("mcp-session-id", id.clone());
         }
@@ -247,10 +304,18 @@ impl Session {
     /// Calls a tool; returns the response message.
     async fn call(&mut self, tool: &str, arguments: &Value) -> Result<Value, String> {
         self.next += 1;
+        let mut params = json!({ "name": tool, "arguments": arguments });
+        if self.principal.is_some() {
+            params["_meta"] = json!({
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": { "name": "mcp-bench", "version": "1" },
+            });
+        }
         let response = self
             .post(
                 json!({ "jsonrpc": "2.0", "id": self.next, "method": "tools/call",
-                "params": { "name": tool, "arguments": arguments } }),
+                          "params": params }),
             )
             .await?;
         answer(response).await
@@ -294,16 +359,23 @@ async fn answer(response: Response<Incoming>) -> Result<Value, String> {
 async fn calls_bench(
     url: &str,
     call_url: &http::Uri,
-    sessions: usize,
-    calls: usize,
-    warmup: usize,
+    shape: Shape,
     tool: &str,
     arguments: Value,
 ) -> Result<Value, String> {
+    let Shape {
+        sessions,
+        calls,
+        warmup,
+        modern,
+    } = shape;
     let client = http_client::client();
     let mut opened = Vec::with_capacity(sessions);
-    for _ in 0..sessions {
-        let mut session = Session::open(&client, url, "2025-06-18").await?;
+    for n in 0..sessions {
+        let mut session = match modern {
+            true => Session::modern(&client, url, n)?,
+            false => Session::open(&client, url, "2025-06-18").await?,
+        };
         session.url = call_url.clone();
         opened.push(session);
     }
@@ -342,6 +414,7 @@ async fn calls_bench(
     };
     let mean = latencies.iter().sum::<Duration>().as_secs_f64() * 1e6 / latencies.len() as f64;
     Ok(json!({
+        "era": if modern { "modern" } else { "legacy" },
         "sessions": sessions,
         "calls": latencies.len(),
         "errors": errors,

@@ -15,6 +15,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, SessionConfig, UpstreamConfig};
 use crate::front::modern::envelope::CacheHints;
+use crate::front::modern::held::HeldCalls;
 use crate::front::modern::state::StateKey;
 use crate::front::modern::Modern;
 use crate::front::{self, App, Router};
@@ -87,6 +88,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
                 },
                 anonymous: session.anonymous,
                 input_ttl: session.input_ttl,
+                held_calls: Arc::new(HeldCalls::new(session.max_held_per_principal)),
                 state_key: match config.cluster.secret.is_empty() {
                     true => StateKey::minted(),
                     false => StateKey::from_secret(&config.cluster.secret),

@@ -347,6 +347,18 @@ impl Modern {
     }
 }
 
+impl Modern {
+    /// Retries the demo's elicitation call with `name` as the answer; the tool's text.
+    async fn answer_name(&self, id: u64, state: &str, name: &str) -> Value {
+        let answer = json!({ "user_name": { "action": "accept", "content": { "name": name } } });
+        let extra = json!({ "inputResponses": answer, "requestState": state });
+        let (_, done) = self
+            .call_with(id, "test_input_required_result_elicitation", extra)
+            .await;
+        done["result"]["content"][0]["text"].clone()
+    }
+}
+
 #[tokio::test]
 async fn server_requests_become_input_required_and_the_retries_carry_the_answers() {
     let proxy = Proxy::start().await;
@@ -466,14 +478,7 @@ async fn a_request_state_that_is_tampered_foreign_or_expired_is_refused_and_noth
         assert_eq!(refused["id"], 2);
     }
     // The call is still held for alice: a retry of hers completes it.
-    let (_, done) = alice
-        .call_with(
-            3,
-            tool,
-            json!({ "inputResponses": answer, "requestState": state }),
-        )
-        .await;
-    assert_eq!(done["result"]["content"][0]["text"], "Hello, A!");
+    assert_eq!(alice.answer_name(3, &state, "A").await, "Hello, A!");
 
     // A stranger never comes back: after input_ttl the held request is released upstream, and
     // its session (one of its own) ends; its state is refused as expired.
@@ -573,4 +578,52 @@ async fn a_listen_acknowledges_what_it_can_carry_and_carries_only_that_tagged_wi
             id
         );
     }
+}
+
+#[tokio::test]
+async fn a_principal_whose_server_died_gets_a_new_one_at_its_next_request() {
+    let proxy = Proxy::start().await;
+    let alice = Modern::new(&proxy, Some("alice"));
+    let text = |answer: Value| answer["result"]["content"][0]["text"].clone();
+    assert_eq!(text(alice.call("counter", json!({})).await), "1");
+    assert_eq!(text(alice.call("counter", json!({})).await), "2");
+    let (_, crashed) = alice
+        .request(
+            3,
+            "tools/call",
+            json!({ "name": "crash", "arguments": { "code": 3 } }),
+        )
+        .await;
+    assert_eq!(crashed["error"]["code"], -32603, "{crashed}");
+    assert_eq!(
+        text(alice.call("counter", json!({})).await),
+        "1",
+        "a new server, opened transparently"
+    );
+}
+
+#[tokio::test]
+async fn calls_waiting_for_input_are_bounded_per_principal() {
+    let proxy = Proxy::start_with(|config| config.session.max_held_per_principal = 2).await;
+    let alice = Modern::new(&proxy, Some("alice"));
+    let bob = Modern::new(&proxy, Some("bob"));
+    let tool = "test_input_required_result_elicitation";
+    let (_, first) = alice.call_with(1, tool, json!({})).await;
+    let (_, second) = alice.call_with(2, tool, json!({})).await;
+    for held in [&first, &second] {
+        assert_eq!(held["result"]["resultType"], "input_required", "{held}");
+    }
+    let (status, third) = alice.call_with(3, tool, json!({})).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{third}");
+    assert_eq!(third["error"]["code"], -32603);
+    let (_, others) = bob.call_with(4, tool, json!({})).await;
+    assert_eq!(
+        others["result"]["resultType"], "input_required",
+        "another principal's own bound"
+    );
+    // Answering one makes room.
+    let state = first["result"]["requestState"].as_str().unwrap();
+    assert_eq!(alice.answer_name(5, state, "A").await, "Hello, A!");
+    let (_, again) = alice.call_with(6, tool, json!({})).await;
+    assert_eq!(again["result"]["resultType"], "input_required", "{again}");
 }

@@ -145,6 +145,9 @@ pub struct SessionConfig {
     /// waits for its retry; the `requestState` expires with it.
     #[serde(deserialize_with = "duration")]
     pub input_ttl: Duration,
+    /// 2026-07-28 clients: calls one principal may have waiting for its input at once; more
+    /// are refused (429).
+    pub max_held_per_principal: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -216,6 +219,7 @@ impl Default for SessionConfig {
             coalesce_progress: session.coalesce_progress,
             anonymous: Anonymous::PerRequest,
             input_ttl: Duration::from_secs(300),
+            max_held_per_principal: crate::front::modern::held::DEFAULT_LIMIT,
         }
     }
 }

@@ -246,6 +246,12 @@ impl Session {
         &self.principal
     }
 
+    /// Its upstream failed for good (its server exited, or could not be started): nothing more
+    /// will be served in this session.
+    pub fn upstream_failed(&self) -> bool {
+        self.lock().upstream_failure.is_some()
+    }
+
     /// The span its log lines are written in, carrying its id. Made when a line is logged, not
     /// kept: a span held per session would pin its formatted fields for as long (scattered small
     /// allocations that keep freed memory from going back to the system).

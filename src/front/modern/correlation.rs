@@ -143,12 +143,18 @@ impl Correlation {
     fn live(&self, registry: &Registry, key: &Key) -> Option<Correlated> {
         let entry = self.by_key.get(key)?.clone();
         match registry.get(&entry.session_id, &key.0) {
-            Some(session) if !session.ended.is_cancelled() => Some(Correlated {
-                session,
-                initialized: entry.initialized,
-                ending: None,
-            }),
-            _ => {
+            Some(session) if !session.ended.is_cancelled() && !session.upstream_failed() => {
+                Some(Correlated {
+                    session,
+                    initialized: entry.initialized,
+                    ending: None,
+                })
+            }
+            found => {
+                // Gone, or its server died: the next request opens another, transparently.
+                if found.is_some() {
+                    registry.end(&entry.session_id);
+                }
                 self.by_key.remove(key);
                 None
             }

@@ -20,6 +20,7 @@ use tokio::time::Instant;
 use super::checks::{self, RequestMeta, MISSING_CAPABILITY, SERVER_INFO_KEY};
 use super::correlation::Correlated;
 use super::envelope::{self, CacheHints};
+use super::held::HeldCalls;
 use super::input;
 use super::state::{self, HeldRequest};
 use crate::front::body::Body;
@@ -133,6 +134,7 @@ pub async fn respond(
             own_session: correlated.ending.is_some(),
             state_key: app.modern.state_key.clone(),
             input_ttl: app.modern.input_ttl,
+            held_calls: app.modern.held_calls.clone(),
             call,
             stream,
         },
@@ -181,6 +183,7 @@ fn settle(
                 translation.session.clone(),
                 held,
                 translation.input_ttl,
+                translation.held_calls.clone(),
             );
             None
         }
@@ -231,7 +234,14 @@ fn stream_response(
                     ending.disarm();
                 }
                 let t = &relay.translation;
-                input::release_later(t.registry.clone(), t.session.clone(), held, t.input_ttl);
+                let calls = t.held_calls.clone();
+                input::release_later(
+                    t.registry.clone(),
+                    t.session.clone(),
+                    held,
+                    t.input_ttl,
+                    calls,
+                );
             }
             Streamed::ClientLeft => relay.translation.cancel().await,
         }
@@ -308,7 +318,11 @@ impl Relay {
                     Ok(delivery) => delivery,
                     Err(_) if self.gather_until.is_some_and(|g| g <= Instant::now()) => {
                         let (answer, held) = self.input_required();
-                        return Next::Done(answer, StatusCode::OK, Some(held));
+                        if self.translation.held_calls.hold(&held) {
+                            return Next::Done(answer, StatusCode::OK, Some(held));
+                        }
+                        let refused = self.translation.too_many_held(&held).await;
+                        return Next::Done(refused, StatusCode::TOO_MANY_REQUESTS, None);
                     }
                     Err(_) => return Next::Idle,
                 },
@@ -394,9 +408,25 @@ struct Translation {
     own_session: bool,
     state_key: state::StateKey,
     input_ttl: Duration,
+    held_calls: Arc<HeldCalls>,
 }
 
 impl Translation {
+    /// The principal has too many calls waiting for input: this one's questions are refused
+    /// at the server, the call cancelled, and the client told why.
+    async fn too_many_held(&self, held: &HeldRequest) -> Bytes {
+        for id in held.waiting.values() {
+            self.refuse_upstream("a request for input", id).await;
+        }
+        self.cancel().await;
+        let error = json!({ "jsonrpc": "2.0", "id": self.call.client_id, "error": {
+            "code": INTERNAL_ERROR,
+            "message": format!(
+                "this principal already has {} calls waiting for its input; answer or abandon \
+                 them first", self.held_calls.limit()) } });
+        Bytes::from(error.to_string())
+    }
+
     async fn translate(&self, payload: &Bytes) -> Outcome {
         let Ok(message) = serde_json::from_slice::<Value>(payload) else {
             return Outcome::Skip;

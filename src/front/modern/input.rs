@@ -16,6 +16,7 @@ use serde_json::{json, Map, Value};
 use super::checks::RequestMeta;
 use super::correlation::{Correlated, EndOnDrop};
 use super::exchange::{respond, Call};
+use super::held::HeldCalls;
 use super::state::HeldRequest;
 use crate::front::body::Body;
 use crate::front::guard;
@@ -43,6 +44,8 @@ pub async fn resume(
     };
     let held = HeldRequest::verify(request_state, &app.modern.state_key, &principal)
         .map_err(|r| r.with_id(Some(&id)))?;
+    // It no longer waits, whatever comes of this retry (a new round is counted anew).
+    app.modern.held_calls.release(&held);
     let mut call = Call::new(request, meta, principal.clone());
     if held.method != call.method || held.name != call.name() {
         return Err(refused(format!(
@@ -184,9 +187,11 @@ pub fn release_later(
     session: Arc<Session>,
     held: HeldRequest,
     ttl: Duration,
+    held_calls: Arc<HeldCalls>,
 ) {
     tokio::spawn(async move {
         tokio::time::sleep(ttl).await;
+        held_calls.release(&held);
         let waiting: Vec<&Value> = held
             .waiting
             .values()

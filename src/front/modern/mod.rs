@@ -7,6 +7,7 @@ pub mod checks;
 pub mod correlation;
 pub mod envelope;
 mod exchange;
+pub mod held;
 mod input;
 mod listen;
 pub mod state;
@@ -126,6 +127,8 @@ pub struct Modern {
     pub input_ttl: std::time::Duration,
     /// Upstream resource subscriptions of the listens.
     pub subscriptions: std::sync::Arc<listen::Subscriptions>,
+    /// The calls each principal has waiting for its input, bounded.
+    pub held_calls: std::sync::Arc<held::HeldCalls>,
 }
 
 impl Default for Modern {
@@ -137,6 +140,7 @@ impl Default for Modern {
             state_key: state::StateKey::minted(),
             input_ttl: std::time::Duration::from_secs(300),
             subscriptions: Default::default(),
+            held_calls: Default::default(),
         }
     }
 }
