@@ -51,14 +51,27 @@ pub struct RequestMeta {
 pub fn is_modern(headers: &HeaderMap, message: &Message, legacy_versions: &[&str]) -> bool {
     let header = header_value(headers, PROTOCOL_VERSION_HEADER);
     let modern_header = header.is_some_and(|v| !legacy_versions.contains(&v.as_str()));
-    modern_header || meta(message).is_some_and(|m| m.contains_key(VERSION_KEY))
+    // Parsed only when the key is there at all: legacy requests pay a substring search.
+    modern_header
+        || message.params().is_some_and(|raw| {
+            raw.get().contains(VERSION_KEY)
+                && serde_json::from_str::<Value>(raw.get())
+                    .ok()
+                    .is_some_and(|params| {
+                        meta(&params).is_some_and(|m| m.contains_key(VERSION_KEY))
+                    })
+        })
 }
 
-/// Checks a modern request; returns its `_meta` fields.
-pub fn check(headers: &HeaderMap, message: &Message) -> Result<RequestMeta, Rejection> {
+/// Checks a modern request (`params` its parsed params); returns its `_meta` fields.
+pub fn check(
+    headers: &HeaderMap,
+    message: &Message,
+    params: &Value,
+) -> Result<RequestMeta, Rejection> {
     let id = message.id();
-    let fields = required_meta(message).map_err(|r| r.with_id(id))?;
-    check_headers(headers, message, &fields.version).map_err(|r| r.with_id(id))?;
+    let fields = required_meta(params).map_err(|r| r.with_id(id))?;
+    check_headers(headers, message, params, &fields.version).map_err(|r| r.with_id(id))?;
     if fields.version != MODERN_VERSION {
         return Err(unsupported_version(&fields.version).with_id(id));
     }
@@ -94,15 +107,14 @@ pub fn unsupported_version(requested: &str) -> Rejection {
     }
 }
 
-fn meta(message: &Message) -> Option<Map<String, Value>> {
-    let params: Value = serde_json::from_str(message.params()?.get()).ok()?;
+fn meta(params: &Value) -> Option<&Map<String, Value>> {
     match params.get("_meta")? {
-        Value::Object(meta) => Some(meta.clone()),
+        Value::Object(meta) => Some(meta),
         _ => None,
     }
 }
 
-fn required_meta(message: &Message) -> Result<RequestMeta, Rejection> {
+fn required_meta(params: &Value) -> Result<RequestMeta, Rejection> {
     let missing = |what: &str| {
         Rejection::new(
             StatusCode::BAD_REQUEST,
@@ -110,7 +122,7 @@ fn required_meta(message: &Message) -> Result<RequestMeta, Rejection> {
             format!("Invalid params: _meta[\"{what}\"] is required on every request"),
         )
     };
-    let meta = meta(message).ok_or_else(|| missing(VERSION_KEY))?;
+    let meta = meta(params).ok_or_else(|| missing(VERSION_KEY))?;
     let version = match meta.get(VERSION_KEY) {
         Some(Value::String(version)) => version.clone(),
         _ => return Err(missing(VERSION_KEY)),
@@ -155,7 +167,12 @@ pub fn level_rank(level: &str) -> Option<usize> {
 
 /// `MCP-Protocol-Version`, `Mcp-Method` and (for the calls that name something) `Mcp-Name`
 /// must be there and equal the body's values.
-fn check_headers(headers: &HeaderMap, message: &Message, version: &str) -> Result<(), Rejection> {
+fn check_headers(
+    headers: &HeaderMap,
+    message: &Message,
+    params: &Value,
+    version: &str,
+) -> Result<(), Rejection> {
     let method = message.method().unwrap_or_default();
     mirror(
         headers,
@@ -171,10 +188,6 @@ fn check_headers(headers: &HeaderMap, message: &Message, version: &str) -> Resul
         _ => None,
     };
     if let Some(field) = named {
-        let params: Value = message
-            .params()
-            .and_then(|p| serde_json::from_str(p.get()).ok())
-            .unwrap_or(Value::Null);
         if let Some(value) = params.get(field).and_then(Value::as_str) {
             mirror(headers, NAME_HEADER, "Mcp-Name", value, true)?;
         }
@@ -259,6 +272,11 @@ mod tests {
         map
     }
 
+    fn checked(headers: &HeaderMap, message: &Message) -> Result<RequestMeta, Rejection> {
+        let params = serde_json::from_str(message.params().unwrap().get()).unwrap();
+        check(headers, message, &params)
+    }
+
     fn call(name: &str) -> Message {
         message(
             json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
@@ -278,15 +296,15 @@ mod tests {
             all.push(("mcp-name", name));
             headers(&all)
         };
-        assert!(check(&with_name("  hi  "), &call("hi")).is_ok());
+        assert!(checked(&with_name("  hi  "), &call("hi")).is_ok());
         let encoded = with_name("=?base64?SGVsbG8sIOS4lueVjA==?=");
-        assert!(check(&encoded, &call("Hello, 世界")).is_ok());
+        assert!(checked(&encoded, &call("Hello, 世界")).is_ok());
         for bad in ["=?base64?SGVsbG8?=", "=?base64?SGVs!!!bG8=?=", "other"] {
-            let refused = check(&with_name(bad), &call("Hello")).unwrap_err();
+            let refused = checked(&with_name(bad), &call("Hello")).unwrap_err();
             assert_eq!(refused.code, HEADER_MISMATCH, "{bad}");
             assert_eq!(refused.status, StatusCode::BAD_REQUEST);
         }
-        let missing = check(&headers(&standard), &call("hi")).unwrap_err();
+        let missing = checked(&headers(&standard), &call("hi")).unwrap_err();
         assert_eq!(missing.code, HEADER_MISMATCH);
     }
 
@@ -302,21 +320,21 @@ mod tests {
             ("mcp-protocol-version", MODERN_VERSION),
             ("mcp-method", "server/discover"),
         ]);
-        let refused = check(&modern, &discover(json!({ CAPABILITIES_KEY: {} }))).unwrap_err();
+        let refused = checked(&modern, &discover(json!({ CAPABILITIES_KEY: {} }))).unwrap_err();
         assert_eq!(
             (refused.code, refused.id.clone()),
             (INVALID_PARAMS, json!(9))
         );
         let odd = json!({ VERSION_KEY: "v999.0.0", CAPABILITIES_KEY: {} });
         assert_eq!(
-            check(&modern, &discover(odd.clone())).unwrap_err().code,
+            checked(&modern, &discover(odd.clone())).unwrap_err().code,
             HEADER_MISMATCH
         );
         let both_odd = headers(&[
             ("mcp-protocol-version", "v999.0.0"),
             ("mcp-method", "server/discover"),
         ]);
-        let refused = check(&both_odd, &discover(odd)).unwrap_err();
+        let refused = checked(&both_odd, &discover(odd)).unwrap_err();
         assert_eq!(refused.code, UNSUPPORTED_VERSION);
         assert_eq!(refused.data.unwrap()["requested"], "v999.0.0");
     }

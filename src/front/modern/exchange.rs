@@ -54,16 +54,13 @@ pub struct Call {
 }
 
 impl Call {
-    pub fn new(request: &Message, meta: RequestMeta, principal: Principal) -> Call {
+    pub fn new(request: &Message, params: Value, meta: RequestMeta, principal: Principal) -> Call {
         let client_id = request.id().cloned().unwrap_or(Value::Null);
         Call {
             in_flight_id: client_id.clone(),
             client_id,
             method: request.method().unwrap_or_default().to_owned(),
-            params: request
-                .params()
-                .and_then(|p| serde_json::from_str(p.get()).ok())
-                .unwrap_or_else(|| json!({})),
+            params,
             meta,
             principal,
         }

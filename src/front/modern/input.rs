@@ -10,16 +10,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, StatusCode};
+use http::StatusCode;
 use serde_json::{json, Map, Value};
 
-use super::checks::RequestMeta;
 use super::correlation::{Correlated, EndOnDrop};
 use super::exchange::{respond, Call};
 use super::held::HeldCalls;
 use super::state::HeldRequest;
 use crate::front::body::Body;
-use crate::front::guard;
 use crate::front::rejection::Rejection;
 use crate::front::App;
 use crate::jsonrpc::{Message, INVALID_PARAMS};
@@ -32,12 +30,11 @@ pub const INPUT_KEY: &str = "mcp-session-proxy/inputKey";
 /// A retry: the call's `requestState` and `inputResponses` continue the held request.
 pub async fn resume(
     app: &App,
-    headers: &HeaderMap,
     request: &Message,
-    meta: RequestMeta,
+    mut call: Call,
     request_state: &str,
 ) -> Result<http::Response<Body>, Rejection> {
-    let principal = guard::principal(&app.http, headers);
+    let principal = call.principal.clone();
     let id = request.id().cloned().unwrap_or(Value::Null);
     let refused = |message: String| {
         Rejection::new(StatusCode::BAD_REQUEST, INVALID_PARAMS, message).with_id(Some(&id))
@@ -46,7 +43,6 @@ pub async fn resume(
         .map_err(|r| r.with_id(Some(&id)))?;
     // It no longer waits, whatever comes of this retry (a new round is counted anew).
     app.modern.held_calls.release(&held);
-    let mut call = Call::new(request, meta, principal.clone());
     if held.method != call.method || held.name != call.name() {
         return Err(refused(format!(
             "Invalid params: this requestState continues {} {:?}, not this request",

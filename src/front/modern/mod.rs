@@ -36,7 +36,11 @@ pub async fn post(
         // closing its response stream. Taken and dropped.
         return Ok(accepted());
     }
-    let meta = checks::check(headers, &message)?;
+    let params: Value = message
+        .params()
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .unwrap_or(Value::Null);
+    let meta = checks::check(headers, &message, &params)?;
     let id = message.id().cloned().unwrap_or(Value::Null);
     match message.method().unwrap_or_default() {
         "server/discover" => discover(app, headers, &meta, &id).await,
@@ -45,20 +49,14 @@ pub async fn post(
             listen::open(app, correlated, &message).await
         }
         _ => {
-            let request_state = message
-                .params()
-                .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
-                .and_then(|p| {
-                    p.get("requestState")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned)
-                });
-            if let Some(request_state) = request_state {
-                return input::resume(app, headers, &message, meta, &request_state).await;
+            let principal = guard::principal(&app.http, headers);
+            if let Some(state) = params.get("requestState").and_then(Value::as_str) {
+                let state = state.to_owned();
+                let call = exchange::Call::new(&message, params, meta, principal);
+                return input::resume(app, &message, call, &state).await;
             }
             let correlated = correlate(app, headers, &meta).await?;
-            let principal = guard::principal(&app.http, headers);
-            let call = exchange::Call::new(&message, meta, principal);
+            let call = exchange::Call::new(&message, params, meta, principal);
             exchange::exchange(app, correlated, message, call).await
         }
     }
