@@ -627,3 +627,53 @@ async fn calls_waiting_for_input_are_bounded_per_principal() {
     let (_, again) = alice.call_with(6, tool, json!({})).await;
     assert_eq!(again["result"]["resultType"], "input_required", "{again}");
 }
+
+#[tokio::test]
+async fn a_principal_is_served_by_one_server_on_every_replica_and_retries_go_anywhere() {
+    use common::cluster::{Redis, Replica};
+    let redis = Redis::start().await;
+    let a = Replica::start(&redis, "a", &[]).await;
+    let b = Replica::start(&redis, "b", &[]).await;
+    let on = |replica: &Replica| Modern {
+        client: Client::new(replica.addr),
+        credential: Some("Bearer alice".into()),
+    };
+    let (via_a, via_b) = (on(&a), on(&b));
+    let text = |answer: Value| answer["result"]["content"][0]["text"].clone();
+    assert_eq!(text(via_a.call("counter", json!({})).await), "1");
+    assert_eq!(
+        text(via_b.call("counter", json!({})).await),
+        "2",
+        "the same server"
+    );
+    assert_eq!(text(via_a.call("counter", json!({})).await), "3");
+
+    // Asked through a, answered through b.
+    let (_, asked) = via_a
+        .call_with(1, "test_input_required_result_elicitation", json!({}))
+        .await;
+    let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
+    assert_eq!(via_b.answer_name(2, &state, "B").await, "Hello, B!");
+
+    // A listen on b hears what a call through a causes.
+    let mut params = json!({ "notifications": { "resourceSubscriptions": ["demo://counter"] } });
+    params["_meta"] = meta(json!({}));
+    let listen =
+        json!({ "jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen", "params": params });
+    let mut updates = via_b.send(&listen, &[]).await;
+    let ack = updates.next_message().await.unwrap().message;
+    assert_eq!(
+        ack["params"]["notifications"]["resourceSubscriptions"],
+        json!(["demo://counter"])
+    );
+    via_a.call("counter", json!({})).await;
+    let update = common::within("the update on b", updates.next_message())
+        .await
+        .unwrap()
+        .message;
+    assert_eq!(update["params"]["uri"], "demo://counter", "{update}");
+    assert_eq!(
+        update["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        9
+    );
+}

@@ -82,6 +82,7 @@ impl Session {
     pub fn tap(self: &Arc<Self>) -> Reader {
         let mut state = self.lock();
         state.taps += 1;
+        self.readers.notify_waiters(); // a view follows its log while read
         let head = state.log.head();
         Reader {
             session: self.clone(),
@@ -195,19 +196,25 @@ impl Session {
         }
     }
 
+    /// Whether a tap reads the session's own messages here.
+    pub(crate) fn tapped(&self) -> bool {
+        self.lock().taps > 0
+    }
+
     /// The streams clients read here (a view renews them with its owner).
     pub(crate) fn attached_streams(&self) -> Vec<StreamKey> {
         self.lock().attachments.keys().copied().collect()
     }
 
-    /// Whether a reader here waits for more than this log holds: one on the standalone stream,
-    /// or on a request stream whose answer has not arrived.
+    /// Whether a reader here waits for more than this log holds: a tap or one on the
+    /// standalone stream, or one on a request stream whose answer has not arrived.
     pub(crate) fn has_readers(&self) -> bool {
         let state = self.lock();
-        state.attachments.keys().any(|stream| match stream {
-            StreamKey::Standalone => true,
-            StreamKey::Request(_) => !state.log.holds_end_of(*stream),
-        })
+        state.taps > 0
+            || state.attachments.keys().any(|stream| match stream {
+                StreamKey::Standalone => true,
+                StreamKey::Request(_) => !state.log.holds_end_of(*stream),
+            })
     }
 }
 

@@ -111,15 +111,33 @@ impl Correlation {
             });
         }
         let key = (principal.clone(), canonical(&meta.capabilities));
-        if let Some(found) = self.live(registry, &key) {
+        if let Some(found) = self.live(registry, &key).await? {
             return Ok(found);
         }
         let gate = self.opening.entry(key.clone()).or_default().clone();
         let _one_at_a_time = gate.lock().await;
-        if let Some(found) = self.live(registry, &key) {
+        if let Some(found) = self.live(registry, &key).await? {
             return Ok(found);
         }
-        let (session, initialized) = self.open(registry, principal, meta, credential).await?;
+        let shared = shared_key(&key);
+        let recorded = registry
+            .correlated(&shared, &principal)
+            .await
+            .map_err(|e| Rejection::session(&e))?;
+        let (session, initialized) = match recorded {
+            Some((session, initialized)) if usable(&session) => {
+                let initialized = Arc::new(serde_json::from_str(&initialized).unwrap_or_default());
+                (session, initialized)
+            }
+            _ => {
+                let (session, initialized) =
+                    self.open(registry, principal, meta, credential).await?;
+                registry
+                    .correlate(&shared, &session, &initialized.to_string())
+                    .await;
+                (session, initialized)
+            }
+        };
         let entry = Entry {
             session_id: session.id().to_owned(),
             initialized: initialized.clone(),
@@ -140,23 +158,28 @@ impl Correlation {
             .clone()
     }
 
-    fn live(&self, registry: &Registry, key: &Key) -> Option<Correlated> {
-        let entry = self.by_key.get(key)?.clone();
-        match registry.get(&entry.session_id, &key.0) {
-            Some(session) if !session.ended.is_cancelled() && !session.upstream_failed() => {
-                Some(Correlated {
-                    session,
-                    initialized: entry.initialized,
-                    ending: None,
-                })
-            }
+    /// The session this replica correlated `key` with, wherever it lives now, if it serves.
+    async fn live(&self, registry: &Registry, key: &Key) -> Result<Option<Correlated>, Rejection> {
+        let Some(entry) = self.by_key.get(key).map(|e| e.clone()) else {
+            return Ok(None);
+        };
+        let found = registry
+            .find(&entry.session_id, &key.0)
+            .await
+            .map_err(|e| Rejection::session(&e))?;
+        match found {
+            Some(session) if usable(&session) => Ok(Some(Correlated {
+                session,
+                initialized: entry.initialized,
+                ending: None,
+            })),
             found => {
                 // Gone, or its server died: the next request opens another, transparently.
                 if found.is_some() {
                     registry.end(&entry.session_id);
                 }
                 self.by_key.remove(key);
-                None
+                Ok(None)
             }
         }
     }
@@ -184,6 +207,22 @@ impl Correlation {
             }
         }
     }
+}
+
+/// Whether a found session can serve: not ended, its server alive.
+fn usable(session: &Session) -> bool {
+    !session.ended.is_cancelled() && !session.upstream_failed()
+}
+
+/// The correlation key as the shared store names it: a digest, so it holds no credential.
+fn shared_key(key: &Key) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::new()
+        .chain_update(key.0.as_str().as_bytes())
+        .chain_update([0])
+        .chain_update(key.1.as_bytes())
+        .finalize();
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `initialize` with the request's client and capabilities, then `initialized`; the result.

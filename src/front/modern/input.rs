@@ -50,13 +50,21 @@ pub async fn resume(
         )));
     }
     let answers = answers(&call.params, &held).map_err(refused)?;
-    let Some(session) = app.registry.get(&held.session, &principal) else {
+    // Wherever the session lives now: a retry may come to any replica.
+    let found = app
+        .registry
+        .find(&held.session, &principal)
+        .await
+        .map_err(|e| Rejection::session(&e).with_id(Some(&id)))?;
+    let Some(session) = found else {
         return Err(refused(
             "Invalid params: the request this requestState continues is over; call again without it".into(),
         ));
     };
+    // A view's owner knows what it still waits for; here, an owned session does.
+    let owned = session.owner().is_none();
     for (waiting, answer) in answers {
-        if !session.awaits_answer(&waiting) {
+        if owned && !session.awaits_answer(&waiting) {
             return Err(refused(
                 "Invalid params: this requestState was already used; call again without it".into(),
             ));

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
+use crate::session::log::StreamKey;
 use crate::session::{Registry, Session};
 use crate::store::RedisStore;
 use crate::upstream::owner::{Owner, OwnerLink};
@@ -164,7 +165,10 @@ pub(super) async fn tail(redis: Arc<RedisStore>, server: String, view: Weak<Sess
 /// Tells a view's owner which streams clients read here (also keeping its session alive); a
 /// failure marks the link suspect, so the next lookup checks where the session lives.
 pub(super) fn renew(view: &Session, link: &OwnerLink) {
-    let streams = view.attached_streams();
+    let mut streams = view.attached_streams();
+    if view.tapped() && !streams.contains(&StreamKey::Standalone) {
+        streams.push(StreamKey::Standalone);
+    }
     if streams.is_empty() {
         return;
     }

@@ -8,7 +8,10 @@
 //! - `ns:<server>:log:<id>`: stream, the event log (entry id `<seq>-0`, fields `k` stream key,
 //!   `t` terminal, `p` payload, `c` coalesce key when it has one), trimmed to the window;
 //! - `ns:<server>:inflight:<id>`: hash, request stream → the client's request id, for requests
-//!   the owner has not answered yet (a replica taking over answers them with an error).
+//!   the owner has not answered yet (a replica taking over answers them with an error);
+//! - `ns:<server>:correlated:<digest>`: hash (`session`, `initialized`), the session serving a
+//!   2026-07-28 principal's requests (digest of the principal and its capabilities), so every
+//!   replica serves them from the same one; expiring after the idle TTL.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -275,6 +278,55 @@ impl RedisStore {
             evicted: number("evicted"),
             upstream: fields.get("upstream").cloned(),
         }))
+    }
+
+    /// The session serving 2026-07-28 requests under correlation `key`, and its server's
+    /// `initialize` result.
+    pub async fn correlated(
+        &self,
+        server: &str,
+        key: &str,
+    ) -> StoreResult<Option<(String, String)>> {
+        let mut connection = self.connection.clone();
+        let fields: HashMap<String, String> = redis::cmd("HGETALL")
+            .arg(self.correlation_key(server, key))
+            .query_async(&mut connection)
+            .await?;
+        Ok(match (fields.get("session"), fields.get("initialized")) {
+            (Some(session), Some(initialized)) => Some((session.clone(), initialized.clone())),
+            _ => None,
+        })
+    }
+
+    /// Records that `session` now serves correlation `key`.
+    pub async fn correlate(
+        &self,
+        server: &str,
+        key: &str,
+        session: &str,
+        initialized: &str,
+    ) -> StoreResult<()> {
+        let mut connection = self.connection.clone();
+        let name = self.correlation_key(server, key);
+        redis::pipe()
+            .cmd("HSET")
+            .arg(&name)
+            .arg("session")
+            .arg(session)
+            .arg("initialized")
+            .arg(initialized)
+            .ignore()
+            .cmd("PEXPIRE")
+            .arg(&name)
+            .arg(self.ttl.as_millis() as u64)
+            .ignore()
+            .query_async::<()>(&mut connection)
+            .await
+            .map_err(StoreError::from)
+    }
+
+    fn correlation_key(&self, server: &str, key: &str) -> String {
+        format!("{}:{server}:correlated:{key}", self.namespace)
     }
 
     /// The internal URL of a live replica; `None` once its heartbeat has lapsed.
