@@ -677,3 +677,49 @@ async fn a_principal_is_served_by_one_server_on_every_replica_and_retries_go_any
         9
     );
 }
+
+#[tokio::test]
+async fn a_client_that_closes_its_stream_cancels_the_call_at_the_server() {
+    // A session with a call in flight never idles out; once the call is cancelled, it does.
+    let proxy = Proxy::start_with(|config| {
+        config.session.idle_ttl = std::time::Duration::from_millis(300);
+        config.http.json_wait = std::time::Duration::from_millis(10);
+    })
+    .await;
+    let alice = Modern::new(&proxy, Some("alice"));
+    let mut params = json!({ "name": "sleep", "arguments": { "ms": 60_000 } });
+    params["_meta"] = meta(json!({}));
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params });
+    let mut reply = alice.send(&body, &[]).await;
+    assert!(reply.is_sse());
+    drop(reply);
+    common::until("the cancelled call's session to idle out", 1, || async {
+        proxy.metric("mcp_proxy_sessions_expired_total")
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn every_gateway_server_has_its_modern_face() {
+    let proxy = Proxy::start_with(|config| {
+        config.upstream.stdio = None;
+        let mut server = mcp_session_proxy::config::ServerConfig::default();
+        server.upstream.stdio = Some(format!("{} demo-server", shell_words::quote(common::DEMO)));
+        config.servers.insert("alpha".into(), server);
+    })
+    .await;
+    let mut client = proxy.client();
+    client.path = "/servers/alpha/mcp".into();
+    let alpha = Modern {
+        client,
+        credential: Some("Bearer alice".into()),
+    };
+    assert_eq!(
+        alpha
+            .call("echo", json!({ "text": "through the gateway" }))
+            .await["result"]["content"][0]["text"],
+        "through the gateway"
+    );
+    let (_, found) = alpha.request(2, "server/discover", json!({})).await;
+    assert_eq!(found["result"]["supportedVersions"], json!([VERSION]));
+}
