@@ -690,7 +690,7 @@ async fn a_client_that_closes_its_stream_cancels_the_call_at_the_server() {
     let mut params = json!({ "name": "sleep", "arguments": { "ms": 60_000 } });
     params["_meta"] = meta(json!({}));
     let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params });
-    let mut reply = alice.send(&body, &[]).await;
+    let reply = alice.send(&body, &[]).await;
     assert!(reply.is_sse());
     drop(reply);
     common::until("the cancelled call's session to idle out", 1, || async {
