@@ -145,6 +145,18 @@ async fn python_sdk_client_of_the_2026_07_28_revision_in_front_of_the_legacy_dem
     assert!(pinned["tools"].as_array().unwrap().contains(&"echo".into()));
     assert_eq!(pinned["read"], "Hello from the demo server");
     assert_eq!(pinned["counts"], serde_json::json!(["1", "2"]));
+    assert_eq!(
+        pinned["updated"], "demo://counter",
+        "an update on subscriptions/listen"
+    );
+    assert_eq!(
+        pinned["elicited"], "Hello, Grace!",
+        "elicitation through input_required"
+    );
+    assert_eq!(
+        pinned["sampled"], "The model said: Lyon",
+        "sampling through input_required"
+    );
     // In auto mode it discovers the proxy's modern face and picks it; the same principal is
     // served by the same server, another one by its own.
     let auto = python_modern(&proxy, "auto", Some("alice")).await;

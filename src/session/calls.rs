@@ -280,6 +280,26 @@ impl Session {
         overdue.len()
     }
 
+    /// Subscribes (or unsubscribes) the session's server to `uri` on the proxy's own behalf:
+    /// not a client request, so nothing the server sends meanwhile is taken as caused by it;
+    /// remembered for a server that has to be brought back.
+    pub async fn subscribe_upstream(&self, uri: &str, subscribe: bool) -> Result<(), SessionError> {
+        let method = match subscribe {
+            true => "resources/subscribe",
+            false => "resources/unsubscribe",
+        };
+        {
+            let mut state = self.lock();
+            match subscribe {
+                true => state.subscriptions.insert(uri.to_owned()),
+                false => state.subscriptions.remove(uri),
+            };
+            state.mirror_subscriptions();
+        }
+        let params = serde_json::value::to_raw_value(&json!({ "uri": uri })).ok();
+        self.internal_request(method, params).await
+    }
+
     pub(in crate::session) async fn internal_request(
         &self,
         method: &str,

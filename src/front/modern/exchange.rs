@@ -147,9 +147,13 @@ pub async fn respond(
         match relay.next(Some(until)).await {
             Next::Frame(frame) => pending.push(frame),
             Next::Done(answer, status, held) => {
+                let going_on = held.is_some();
                 let ending = settle(correlated, held, &relay.translation);
                 if pending.is_empty() {
-                    relay.translation.session.forget(stream);
+                    if !going_on {
+                        // Over, and answered as JSON: nothing of it is read again.
+                        relay.translation.session.forget(stream);
+                    }
                     drop(ending);
                     return json(status, answer);
                 }

@@ -262,9 +262,7 @@ impl Subscriptions {
             *count == 1
         };
         if first {
-            let request = json!({ "jsonrpc": "2.0", "id": "mcp-session-proxy/subscribe",
-                "method": "resources/subscribe", "params": { "uri": uri } });
-            ask(registry, session, request).await?;
+            change_subscription(registry, session, uri, true).await?;
         }
         Ok(())
     }
@@ -282,10 +280,32 @@ impl Subscriptions {
         if last {
             self.counts.remove(&key);
             if !session.ended.is_cancelled() {
-                let request = json!({ "jsonrpc": "2.0", "id": "mcp-session-proxy/unsubscribe",
-                    "method": "resources/unsubscribe", "params": { "uri": uri } });
-                let _ = ask(registry, session, request).await;
+                let _ = change_subscription(registry, session, uri, false).await;
             }
         }
     }
+}
+
+/// Subscribes or unsubscribes the session's server: on the proxy's own behalf where the session
+/// lives here (nothing the server sends meanwhile is taken as caused by it); through its owner
+/// for a view.
+async fn change_subscription(
+    registry: &Registry,
+    session: &Arc<Session>,
+    uri: &str,
+    subscribe: bool,
+) -> Result<(), Rejection> {
+    if session.owner().is_none() {
+        return session
+            .subscribe_upstream(uri, subscribe)
+            .await
+            .map_err(|e| Rejection::session(&e));
+    }
+    let method = match subscribe {
+        true => "resources/subscribe",
+        false => "resources/unsubscribe",
+    };
+    let request = json!({ "jsonrpc": "2.0", "id": "mcp-session-proxy/subscription",
+        "method": method, "params": { "uri": uri } });
+    ask(registry, session, request).await.map(|_| ())
 }
