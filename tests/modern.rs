@@ -723,3 +723,19 @@ async fn every_gateway_server_has_its_modern_face() {
     let (_, found) = alpha.request(2, "server/discover", json!({})).await;
     assert_eq!(found["result"]["supportedVersions"], json!([VERSION]));
 }
+
+#[tokio::test]
+async fn the_list_cache_serves_both_eras() {
+    let proxy = Proxy::start_with(|config| config.upstream.cache_lists = Some(true)).await;
+    let mut legacy = proxy.initialized_client("2025-11-25").await;
+    let listed = legacy.request("tools/list", json!({})).await;
+    assert!(listed["result"]["tools"].is_array());
+    let alice = Modern::new(&proxy, Some("alice"));
+    for id in [1, 2] {
+        let (_, modern) = alice.request(id, "tools/list", json!({})).await;
+        assert_eq!(modern["result"]["tools"], listed["result"]["tools"]);
+        assert_eq!(modern["result"]["resultType"], "complete");
+        assert!(modern["result"]["ttlMs"].is_number());
+    }
+    assert!(proxy.metric("mcp_proxy_list_cache_hits_total") >= 1);
+}
