@@ -739,3 +739,19 @@ async fn the_list_cache_serves_both_eras() {
     }
     assert!(proxy.metric("mcp_proxy_list_cache_hits_total") >= 1);
 }
+
+#[tokio::test]
+async fn a_call_held_for_input_does_not_hold_up_a_stop() {
+    // The drain waits for answers from servers (half the shutdown timeout: 30 s here), not for
+    // clients that may never come back.
+    let proxy = Proxy::start_with(|config| {
+        config.shutdown_timeout = std::time::Duration::from_secs(60);
+    })
+    .await;
+    let alice = Modern::new(&proxy, Some("alice"));
+    let (_, asked) = alice
+        .call_with(1, "test_input_required_result_elicitation", json!({}))
+        .await;
+    assert_eq!(asked["result"]["resultType"], "input_required");
+    common::within("the stop", proxy.stop()).await;
+}
