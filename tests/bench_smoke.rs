@@ -40,6 +40,25 @@ async fn every_measurement_runs_in_smoke_mode() {
     assert!(calls["p99_us"].as_f64().unwrap() >= calls["p50_us"].as_f64().unwrap());
     assert!(calls["throughput_rps"].as_f64().unwrap() > 0.0);
 
+    // The same calls from 2026-07-28 clients (no session; each a principal of its own).
+    let modern = bench(&[
+        "calls",
+        "--url",
+        &url,
+        "--sessions",
+        "2",
+        "--calls",
+        "20",
+        "--warmup",
+        "2",
+        "--era",
+        "modern",
+    ])
+    .await;
+    assert_eq!(modern["era"], "modern");
+    assert_eq!(modern["calls"], 40);
+    assert_eq!(modern["errors"], 0);
+
     let resume = bench(&["resume", "--url", &url, "--missed", "50"]).await;
     assert_eq!(
         resume["received"], 50,
