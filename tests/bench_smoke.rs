@@ -17,34 +17,12 @@ async fn bench(args: &[&str]) -> Value {
     serde_json::from_slice(&stdout).expect("one JSON report")
 }
 
-#[tokio::test]
-async fn every_measurement_runs_in_smoke_mode() {
-    let proxy = Proxy::start().await;
-    let url = format!("http://{}/mcp", proxy.addr());
-
-    let calls = bench(&[
+/// Two sessions (or 2026-07-28 clients) making 20 calls each.
+async fn calls_from(url: &str, era: &str) -> Value {
+    bench(&[
         "calls",
         "--url",
-        &url,
-        "--sessions",
-        "2",
-        "--calls",
-        "20",
-        "--warmup",
-        "2",
-    ])
-    .await;
-    assert_eq!(calls["calls"], 40);
-    assert_eq!(calls["errors"], 0);
-    assert!(calls["p50_us"].as_f64().unwrap() > 0.0);
-    assert!(calls["p99_us"].as_f64().unwrap() >= calls["p50_us"].as_f64().unwrap());
-    assert!(calls["throughput_rps"].as_f64().unwrap() > 0.0);
-
-    // The same calls from 2026-07-28 clients (no session; each a principal of its own).
-    let modern = bench(&[
-        "calls",
-        "--url",
-        &url,
+        url,
         "--sessions",
         "2",
         "--calls",
@@ -52,9 +30,24 @@ async fn every_measurement_runs_in_smoke_mode() {
         "--warmup",
         "2",
         "--era",
-        "modern",
+        era,
     ])
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn every_measurement_runs_in_smoke_mode() {
+    let proxy = Proxy::start().await;
+    let url = format!("http://{}/mcp", proxy.addr());
+
+    let calls = calls_from(&url, "legacy").await;
+    assert_eq!(calls["calls"], 40);
+    assert_eq!(calls["errors"], 0);
+    assert!(calls["p50_us"].as_f64().unwrap() > 0.0);
+    assert!(calls["p99_us"].as_f64().unwrap() >= calls["p50_us"].as_f64().unwrap());
+    assert!(calls["throughput_rps"].as_f64().unwrap() > 0.0);
+    // The same calls from 2026-07-28 clients (no session; each a principal of its own).
+    let modern = calls_from(&url, "modern").await;
     assert_eq!(modern["era"], "modern");
     assert_eq!(modern["calls"], 40);
     assert_eq!(modern["errors"], 0);
