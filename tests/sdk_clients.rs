@@ -23,6 +23,19 @@ async fn polling_proxy() -> Proxy {
     .await
 }
 
+/// A proxy in front of npm `server-everything` over stdio.
+async fn in_front_of_server_everything() -> Proxy {
+    let everything = common::node_dir()
+        .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    Proxy::start_with(|c| {
+        c.upstream.stdio = Some(format!(
+            "node {} stdio",
+            shell_words::quote(&everything.to_string_lossy())
+        ));
+    })
+    .await
+}
+
 /// Runs the TypeScript SDK client script against the proxy and returns its JSON report.
 async fn run_sdk_client(proxy: &Proxy, args: &[&str]) -> Value {
     common::sdk_client(&format!("http://{}/mcp", proxy.addr()), args).await
@@ -73,15 +86,7 @@ async fn typescript_sdk_client_in_front_of_the_demo_server_resumes_a_closed_stre
 
 #[tokio::test]
 async fn typescript_sdk_client_in_front_of_server_everything_over_stdio() {
-    let everything = common::node_dir()
-        .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    let proxy = Proxy::start_with(|c| {
-        c.upstream.stdio = Some(format!(
-            "node {} stdio",
-            shell_words::quote(&everything.to_string_lossy())
-        ));
-    })
-    .await;
+    let proxy = in_front_of_server_everything().await;
     let report = run_sdk_client(&proxy, &["everything"]).await;
     assert_eq!(report["ok"], true);
     assert_eq!(report["echoed"], "Echo: hi");
@@ -213,15 +218,7 @@ async fn typescript_client_of_the_2026_07_28_revision_in_front_of_the_legacy_dem
 
 #[tokio::test]
 async fn typescript_client_of_the_2026_07_28_revision_in_front_of_server_everything_over_stdio() {
-    let everything = common::node_dir()
-        .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    let proxy = Proxy::start_with(|c| {
-        c.upstream.stdio = Some(format!(
-            "node {} stdio",
-            shell_words::quote(&everything.to_string_lossy())
-        ));
-    })
-    .await;
+    let proxy = in_front_of_server_everything().await;
     let url = format!("http://{}/mcp", proxy.addr());
     let report =
         common::pinned_node_client("modern_client.mjs", &url, &["pin", "everything", "alice"])

@@ -104,7 +104,7 @@ async fn post(
         && protocol_session.is_none()
         && modern::is_modern(&headers, &message, &SUPPORTED_VERSIONS)
     {
-        return modern::post(app, &headers, message).await;
+        return modern::post(app, &headers, message, principal).await;
     }
     let session_method =
         message.kind() == Kind::Request && message.method().is_some_and(is_session_method);

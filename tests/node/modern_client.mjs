@@ -6,20 +6,9 @@
 // Usage: node modern_client.mjs <url> pin|auto demo|everything [credential]
 // Prints one JSON line with what it saw; exits non-zero on any failure.
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+import { check, within } from "./checks.mjs";
 
 const [url, mode, server, credential] = process.argv.slice(2);
-
-function check(condition, what) {
-  if (!condition) throw new Error(`check failed: ${what}`);
-}
-
-function within(ms, promise, what) {
-  let timer;
-  const timeout = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
 
 const client = new Client(
   { name: "modern-through-proxy", version: "1.0.0" },

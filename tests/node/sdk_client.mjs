@@ -8,21 +8,10 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import { ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { check, within } from "./checks.mjs";
 
 const [url, server, mode] = process.argv.slice(2);
 const legacy = mode === "legacy";
-
-function check(condition, what) {
-  if (!condition) throw new Error(`check failed: ${what}`);
-}
-
-function within(ms, promise, what) {
-  let timer;
-  const timeout = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
 
 const client = new Client({ name: "sdk-through-proxy", version: "1.0.0" });
 const transport = legacy

@@ -142,6 +142,7 @@ impl Correlation {
             session_id: session.id().to_owned(),
             initialized: initialized.clone(),
         };
+        self.opening.remove(&key); // waiters hold the gate; later requests find the entry
         self.by_key.insert(key, entry);
         Ok(Correlated {
             session,

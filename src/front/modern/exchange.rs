@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::checks::{self, RequestMeta, MISSING_CAPABILITY, SERVER_INFO_KEY};
-use super::correlation::Correlated;
+use super::correlation::{Correlated, EndOnDrop};
 use super::envelope::{self, CacheHints};
 use super::held::HeldCalls;
 use super::input;
@@ -148,7 +148,7 @@ pub async fn respond(
             Next::Frame(frame) => pending.push(frame),
             Next::Done(answer, status, held) => {
                 let going_on = held.is_some();
-                let ending = settle(correlated, held, &relay.translation);
+                let ending = settle(correlated.ending, held, &relay.translation);
                 if pending.is_empty() {
                     if !going_on {
                         // Over, and answered as JSON: nothing of it is read again.
@@ -170,26 +170,24 @@ pub async fn respond(
 /// After the answer: a request held for input keeps its session (and is released if the
 /// client never comes back); one that is over ends a session of its own.
 fn settle(
-    correlated: Correlated,
+    ending: Option<EndOnDrop>,
     held: Option<HeldRequest>,
     translation: &Translation,
-) -> Option<super::correlation::EndOnDrop> {
-    match held {
-        Some(held) => {
-            if let Some(ending) = correlated.ending {
-                ending.disarm();
-            }
-            input::release_later(
-                translation.registry.clone(),
-                translation.session.clone(),
-                held,
-                translation.input_ttl,
-                translation.held_calls.clone(),
-            );
-            None
-        }
-        None => correlated.ending,
+) -> Option<EndOnDrop> {
+    let Some(held) = held else {
+        return ending;
+    };
+    if let Some(ending) = ending {
+        ending.disarm();
     }
+    input::release_later(
+        translation.registry.clone(),
+        translation.session.clone(),
+        held,
+        translation.input_ttl,
+        translation.held_calls.clone(),
+    );
+    None
 }
 
 /// The request as the legacy server takes it: the per-request fields of `_meta` left out (the
@@ -212,7 +210,7 @@ fn legacy_request(request: &Message, params: &Value) -> Result<Message, Rejectio
 fn stream_response(
     pending: Vec<Bytes>,
     relay: Option<Relay>,
-    ending: Option<super::correlation::EndOnDrop>,
+    ending: Option<EndOnDrop>,
 ) -> http::Response<Body> {
     let (chunks, body) = mpsc::channel(CHUNKS);
     tokio::spawn(async move {
@@ -229,21 +227,7 @@ fn stream_response(
             return;
         };
         match relay.stream(&chunks).await {
-            Streamed::Over(None) => {}
-            Streamed::Over(Some(held)) => {
-                if let Some(ending) = ending.take() {
-                    ending.disarm();
-                }
-                let t = &relay.translation;
-                let calls = t.held_calls.clone();
-                input::release_later(
-                    t.registry.clone(),
-                    t.session.clone(),
-                    held,
-                    t.input_ttl,
-                    calls,
-                );
-            }
+            Streamed::Over(held) => ending = settle(ending, held, &relay.translation),
             Streamed::ClientLeft => relay.translation.cancel().await,
         }
         drop(ending);
@@ -419,7 +403,8 @@ impl Translation {
         for id in held.waiting.values() {
             self.refuse_upstream("a request for input", id).await;
         }
-        self.cancel().await;
+        self.cancel_for("too many of the principal's calls wait for its input")
+            .await;
         let error = json!({ "jsonrpc": "2.0", "id": self.call.client_id, "error": {
             "code": INTERNAL_ERROR,
             "message": format!(
@@ -511,7 +496,8 @@ impl Translation {
                     "code": MISSING_CAPABILITY,
                     "message": format!("this request needs the client capability {capability}, which it did not declare"),
                     "data": { "requiredCapabilities": input::capability_object(&capability) } } });
-                self.cancel().await;
+                self.cancel_for("the client cannot answer what the server asked")
+                    .await;
                 return Outcome::Final(Bytes::from(error.to_string()), StatusCode::BAD_REQUEST);
             }
             _ => {}
@@ -538,6 +524,17 @@ impl Translation {
 
     /// The client no longer wants the answer: the server is told to stop.
     async fn cancel(&self) {
-        input::cancel(&self.registry, &self.session, &self.call.in_flight_id).await;
+        self.cancel_for("the client closed its response stream")
+            .await;
+    }
+
+    async fn cancel_for(&self, reason: &str) {
+        input::cancel(
+            &self.registry,
+            &self.session,
+            &self.call.in_flight_id,
+            reason,
+        )
+        .await;
     }
 }

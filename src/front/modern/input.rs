@@ -176,9 +176,9 @@ pub async fn answer_upstream(registry: &Registry, session: &Arc<Session>, answer
 }
 
 /// Tells the server to stop the request in flight as `request_id`.
-pub async fn cancel(registry: &Registry, session: &Arc<Session>, request_id: &Value) {
+pub async fn cancel(registry: &Registry, session: &Arc<Session>, request_id: &Value, reason: &str) {
     let cancel = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
-        "params": { "requestId": request_id, "reason": "the client closed its response stream" } });
+        "params": { "requestId": request_id, "reason": reason } });
     if let Ok(message) = Message::parse(Bytes::from(cancel.to_string())) {
         let _ = registry.deliver(session, message).await;
     }
@@ -209,7 +209,8 @@ pub fn release_later(
                 "code": -32603, "message": "the client did not answer in time" } });
             answer_upstream(&registry, &session, refusal).await;
         }
-        cancel(&registry, &session, &held.request_id).await;
+        let reason = "the client did not answer the server's questions in time";
+        cancel(&registry, &session, &held.request_id, reason).await;
         if held.own_session {
             registry.end(session.id());
         }

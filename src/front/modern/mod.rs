@@ -16,10 +16,10 @@ use http::{header, HeaderMap, Response, StatusCode};
 use serde_json::{json, Value};
 
 use super::body::Body;
-use super::guard;
 use super::rejection::Rejection;
 use super::request::{accepted, json};
 use super::App;
+use crate::ids::Principal;
 use crate::jsonrpc::{Kind, Message, INVALID_REQUEST};
 use checks::RequestMeta;
 
@@ -30,6 +30,7 @@ pub async fn post(
     app: &App,
     headers: &HeaderMap,
     message: Message,
+    principal: Principal,
 ) -> Result<Response<Body>, Rejection> {
     if message.kind() != Kind::Request {
         // 2026-07-28 defines no client notification over HTTP; a cancellation is the client
@@ -43,19 +44,18 @@ pub async fn post(
     let meta = checks::check(headers, &message, &params)?;
     let id = message.id().cloned().unwrap_or(Value::Null);
     match message.method().unwrap_or_default() {
-        "server/discover" => discover(app, headers, &meta, &id).await,
+        "server/discover" => discover(app, headers, principal, &meta, &id).await,
         "subscriptions/listen" => {
-            let correlated = correlate(app, headers, &meta).await?;
+            let correlated = correlate(app, headers, principal, &meta).await?;
             listen::open(app, correlated, &message).await
         }
         _ => {
-            let principal = guard::principal(&app.http, headers);
             if let Some(state) = params.get("requestState").and_then(Value::as_str) {
                 let state = state.to_owned();
                 let call = exchange::Call::new(&message, params, meta, principal);
                 return input::resume(app, &message, call, &state).await;
             }
-            let correlated = correlate(app, headers, &meta).await?;
+            let correlated = correlate(app, headers, principal.clone(), &meta).await?;
             let call = exchange::Call::new(&message, params, meta, principal);
             exchange::exchange(app, correlated, message, call).await
         }
@@ -77,9 +77,9 @@ pub fn method_not_allowed() -> Rejection {
 async fn correlate(
     app: &App,
     headers: &HeaderMap,
+    principal: Principal,
     meta: &RequestMeta,
 ) -> Result<correlation::Correlated, Rejection> {
-    let principal = guard::principal(&app.http, headers);
     app.modern
         .correlation
         .session(
@@ -97,13 +97,14 @@ async fn correlate(
 async fn discover(
     app: &App,
     headers: &HeaderMap,
+    principal: Principal,
     meta: &RequestMeta,
     id: &Value,
 ) -> Result<Response<Body>, Rejection> {
     let initialized = match app.modern.correlation.newest() {
         Some(initialized) => initialized,
         None => {
-            correlate(app, headers, meta)
+            correlate(app, headers, principal, meta)
                 .await
                 .map_err(|r| r.with_id(Some(id)))?
                 .initialized
