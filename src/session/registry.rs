@@ -195,6 +195,11 @@ impl Registry {
         (session.principal() == principal).then_some(session)
     }
 
+    /// Whether this replica holds session `id` (owns it, or follows it as a view).
+    pub fn holds(&self, id: &str) -> bool {
+        self.sessions.contains_key(id) || self.views.contains_key(id)
+    }
+
     /// A session this replica owns, whoever asks (the internal hop, already authenticated).
     pub fn owned(&self, id: &str) -> Option<Arc<Session>> {
         self.sessions.get(id).map(|s| s.value().clone())

@@ -5,11 +5,13 @@
 //! it, unless anonymous requests are configured to share one: strangers never share a stateful
 //! server's state by default.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use dashmap::DashMap;
 use http::{HeaderValue, StatusCode};
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::checks::RequestMeta;
@@ -41,21 +43,46 @@ pub struct Correlation {
     /// One `initialize` at a time per key, so concurrent first requests share one session.
     opening: DashMap<Key, Arc<tokio::sync::Mutex<()>>>,
     /// The newest `initialize` result of this server (what `server/discover` describes).
-    newest: Mutex<Option<Arc<Value>>>,
+    newest: Mutex<Option<Arc<Initialized>>>,
+    /// How many entries `by_key` kept at its last sweep.
+    swept_at: AtomicUsize,
 }
+
+/// Below this many entries `by_key` is never swept.
+const SWEEP_FLOOR: usize = 256;
 
 type Key = (Principal, String);
 
 #[derive(Clone)]
 struct Entry {
     session_id: String,
-    initialized: Arc<Value>,
+    initialized: Arc<Initialized>,
+}
+
+/// What a server said at `initialize`, with its identity ready to be written into results.
+#[derive(Default)]
+pub struct Initialized {
+    pub result: Value,
+    /// `serverInfo`, as text.
+    pub server_info: Option<Box<RawValue>>,
+}
+
+impl Initialized {
+    pub fn new(result: Value) -> Initialized {
+        let server_info = result
+            .get("serverInfo")
+            .and_then(|info| serde_json::value::to_raw_value(info).ok());
+        Initialized {
+            result,
+            server_info,
+        }
+    }
 }
 
 /// A session serving a modern request, with the server's `initialize` result.
 pub struct Correlated {
     pub session: Arc<Session>,
-    pub initialized: Arc<Value>,
+    pub initialized: Arc<Initialized>,
     /// Ends the session when dropped (a request of its own).
     pub ending: Option<EndOnDrop>,
 }
@@ -116,34 +143,13 @@ impl Correlation {
         }
         let gate = self.opening.entry(key.clone()).or_default().clone();
         let _one_at_a_time = gate.lock().await;
-        if let Some(found) = self.live(registry, &key).await? {
-            return Ok(found);
+        let opened = self.live_or_open(registry, &key, meta, credential).await;
+        if let Ok((session, initialized)) = &opened {
+            self.remember(registry, key.clone(), session, initialized);
         }
-        let shared = shared_key(&key);
-        let recorded = registry
-            .correlated(&shared, &principal)
-            .await
-            .map_err(|e| Rejection::session(&e))?;
-        let (session, initialized) = match recorded {
-            Some((session, initialized)) if usable(&session) => {
-                let initialized = Arc::new(serde_json::from_str(&initialized).unwrap_or_default());
-                (session, initialized)
-            }
-            _ => {
-                let (session, initialized) =
-                    self.open(registry, principal, meta, credential).await?;
-                registry
-                    .correlate(&shared, &session, &initialized.to_string())
-                    .await;
-                (session, initialized)
-            }
-        };
-        let entry = Entry {
-            session_id: session.id().to_owned(),
-            initialized: initialized.clone(),
-        };
-        self.opening.remove(&key); // waiters hold the gate; later requests find the entry
-        self.by_key.insert(key, entry);
+        // Waiters hold the gate and find the entry; so do later requests.
+        self.opening.remove(&key);
+        let (session, initialized) = opened?;
         Ok(Correlated {
             session,
             initialized,
@@ -151,8 +157,67 @@ impl Correlation {
         })
     }
 
+    /// Under the key's gate: the session another request opened meanwhile, the one the shared
+    /// store names, or a new one.
+    async fn live_or_open(
+        &self,
+        registry: &Arc<Registry>,
+        key: &Key,
+        meta: &RequestMeta,
+        credential: Option<HeaderValue>,
+    ) -> Result<(Arc<Session>, Arc<Initialized>), Rejection> {
+        if let Some(found) = self.live(registry, key).await? {
+            return Ok((found.session, found.initialized));
+        }
+        let principal = &key.0;
+        let shared = shared_key(key);
+        let recorded = registry
+            .correlated(&shared, principal)
+            .await
+            .map_err(|e| Rejection::session(&e))?;
+        if let Some((session, initialized)) = recorded.filter(|(session, _)| usable(session)) {
+            let initialized = serde_json::from_str(&initialized).unwrap_or_default();
+            return Ok((session, Arc::new(Initialized::new(initialized))));
+        }
+        let (session, initialized) = self
+            .open(registry, principal.clone(), meta, credential)
+            .await?;
+        registry
+            .correlate(&shared, &session, &initialized.result.to_string())
+            .await;
+        Ok((session, initialized))
+    }
+
+    /// Records which session serves `key` here. Entries whose session this replica no longer
+    /// holds are dropped whenever the table has doubled since it was last swept (a lookup
+    /// that misses here asks the shared store), so idle principals cost nothing here.
+    fn remember(
+        &self,
+        registry: &Registry,
+        key: Key,
+        session: &Session,
+        initialized: &Arc<Initialized>,
+    ) {
+        let entry = Entry {
+            session_id: session.id().to_owned(),
+            initialized: initialized.clone(),
+        };
+        self.by_key.insert(key, entry);
+        self.sweep(|id| registry.holds(id));
+    }
+
+    /// Drops the entries of sessions no longer held here once the table has doubled.
+    fn sweep(&self, held: impl Fn(&str) -> bool) {
+        let swept_at = self.swept_at.load(Ordering::Relaxed);
+        if self.by_key.len() >= (2 * swept_at).max(SWEEP_FLOOR) {
+            self.by_key.retain(|_, entry| held(&entry.session_id));
+            self.by_key.shrink_to_fit();
+            self.swept_at.store(self.by_key.len(), Ordering::Relaxed);
+        }
+    }
+
     /// The newest `initialize` result, if a modern request opened a session yet.
-    pub fn newest(&self) -> Option<Arc<Value>> {
+    pub fn newest(&self) -> Option<Arc<Initialized>> {
         self.newest
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -192,13 +257,13 @@ impl Correlation {
         principal: Principal,
         meta: &RequestMeta,
         credential: Option<HeaderValue>,
-    ) -> Result<(Arc<Session>, Arc<Value>), Rejection> {
+    ) -> Result<(Arc<Session>, Arc<Initialized>), Rejection> {
         let session = registry
             .create(principal, Shape::Streams, credential)
             .map_err(|e| Rejection::session(&e))?;
         match initialize(registry, &session, meta).await {
             Ok(initialized) => {
-                let initialized = Arc::new(initialized);
+                let initialized = Arc::new(Initialized::new(initialized));
                 *self.newest.lock().unwrap_or_else(|e| e.into_inner()) = Some(initialized.clone());
                 Ok((session, initialized))
             }
@@ -312,5 +377,36 @@ mod tests {
         let b: Map<String, Value> =
             serde_json::from_str(r#"{"elicitation":{"url":{},"form":{}},"sampling":{}}"#).unwrap();
         assert_eq!(canonical(&a), canonical(&b));
+    }
+
+    #[test]
+    fn bindings_of_sessions_gone_are_dropped_once_the_table_doubles() {
+        let correlation = Correlation::default();
+        let bind = |n: usize| {
+            let key = (
+                Principal::from_credential(n.to_string().as_bytes()),
+                "{}".into(),
+            );
+            let entry = Entry {
+                session_id: format!("s{n}"),
+                initialized: Arc::default(),
+            };
+            correlation.by_key.insert(key, entry);
+            // Only every tenth session is still held here.
+            correlation.sweep(|id| id[1..].parse::<usize>().unwrap() % 10 == 0);
+        };
+        (0..SWEEP_FLOOR - 1).for_each(bind);
+        assert_eq!(correlation.by_key.len(), SWEEP_FLOOR - 1, "below the floor");
+        bind(SWEEP_FLOOR - 1);
+        assert_eq!(correlation.by_key.len(), SWEEP_FLOOR / 10 + 1);
+        for n in SWEEP_FLOOR..10 * SWEEP_FLOOR {
+            bind(n);
+            let held = n / 10 + 1;
+            let len = correlation.by_key.len();
+            assert!(
+                len <= (2 * held).max(SWEEP_FLOOR),
+                "{len} entries for {held} held"
+            );
+        }
     }
 }

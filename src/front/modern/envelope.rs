@@ -2,7 +2,11 @@
 //! and who served it (`_meta` serverInfo); cacheable ones carry `ttlMs` and `cacheScope`; a
 //! method the server does not know is a 404; a missing resource is -32602 naming its URI.
 
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
 use http::StatusCode;
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::checks::{MODERN_VERSION, SERVER_INFO_KEY};
@@ -80,6 +84,79 @@ pub fn response(
         error["data"]["uri"] = params["uri"].clone();
     }
     (answer, StatusCode::OK)
+}
+
+/// A result object answered to a modern client, written around the server's text (no tree
+/// of it is built): the same as `response` + `decorate` would make of it.
+pub fn complete(
+    result: &RawValue,
+    client_id: &Value,
+    method: &str,
+    server_info: Option<&RawValue>,
+    hints: CacheHints,
+) -> Option<Bytes> {
+    let fields: BTreeMap<String, &RawValue> = serde_json::from_str(result.get()).ok()?;
+    let complete = match fields.get("resultType") {
+        None => true,
+        Some(given) => given.get() == "\"complete\"",
+    };
+    let hinted = is_cacheable(method) && complete;
+    let mut out = Vec::with_capacity(result.get().len() + 160);
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    serde_json::to_writer(&mut out, client_id).ok()?;
+    out.extend_from_slice(br#","result":{"#);
+    let mut first = true;
+    let mut field = |out: &mut Vec<u8>, name: &str, value: &[u8]| {
+        if !std::mem::take(&mut first) {
+            out.push(b',');
+        }
+        let _ = serde_json::to_writer(&mut *out, name);
+        out.push(b':');
+        out.extend_from_slice(value);
+    };
+    for (name, value) in &fields {
+        match name.as_str() {
+            "ttlMs" | "cacheScope" if hinted => {}
+            "_meta" if server_info.is_some() => {
+                let meta = with_server_info(value, server_info?)?;
+                field(&mut out, name, &meta);
+            }
+            _ => field(&mut out, name, value.get().as_bytes()),
+        }
+    }
+    if !fields.contains_key("resultType") {
+        field(&mut out, "resultType", br#""complete""#);
+    }
+    if let Some(info) = server_info.filter(|_| !fields.contains_key("_meta")) {
+        let meta = [
+            b"{\"",
+            SERVER_INFO_KEY.as_bytes(),
+            b"\":",
+            info.get().as_bytes(),
+            b"}",
+        ];
+        field(&mut out, "_meta", &meta.concat());
+    }
+    if hinted {
+        field(&mut out, "ttlMs", hints.ttl_ms.to_string().as_bytes());
+        let scope = format!("\"{}\"", hints.scope.name());
+        field(&mut out, "cacheScope", scope.as_bytes());
+    }
+    out.extend_from_slice(b"}}");
+    Some(Bytes::from(out))
+}
+
+/// A result's `_meta` with the server's identity added (as given when it has one already, or
+/// is not an object).
+fn with_server_info(meta: &RawValue, info: &RawValue) -> Option<Vec<u8>> {
+    let Ok(mut fields) = serde_json::from_str::<BTreeMap<String, &RawValue>>(meta.get()) else {
+        return Some(meta.get().as_bytes().to_vec());
+    };
+    if fields.contains_key(SERVER_INFO_KEY) {
+        return Some(meta.get().as_bytes().to_vec());
+    }
+    fields.insert(SERVER_INFO_KEY.to_owned(), info);
+    serde_json::to_vec(&fields).ok()
 }
 
 /// Adds what every modern result carries.
@@ -172,6 +249,39 @@ mod tests {
             HINTS,
         );
         assert!(called["result"].get("ttlMs").is_none());
+    }
+
+    #[test]
+    fn a_result_written_around_the_server_text_is_the_one_decorate_makes() {
+        let info = json!({ "name": "s", "version": "1" });
+        let results = [
+            json!({ "tools": [{ "name": "echo" }], "nextCursor": "c" }),
+            json!({ "content": [], "_meta": { "x": 1 } }),
+            json!({ "content": [], "_meta": { SERVER_INFO_KEY: { "name": "other" } } }),
+            json!({ "content": [], "_meta": null, "resultType": "complete" }),
+            json!({ "contents": [], "ttlMs": 5, "cacheScope": "public", "resultType": "x" }),
+            json!({ "contents": [], "ttlMs": 5, "cacheScope": "public" }),
+            json!({ "we\"ird": "\u{2028}", "n": 1.5e300 }),
+        ];
+        let hints = CacheHints {
+            ttl_ms: 3000,
+            scope: CacheScope::Public,
+        };
+        for result in results {
+            for method in ["tools/list", "tools/call", "resources/read"] {
+                for info in [Some(&info), None] {
+                    let raw = serde_json::value::to_raw_value(&result).unwrap();
+                    let raw_info = info.map(|i| serde_json::value::to_raw_value(i).unwrap());
+                    let written =
+                        complete(&raw, &json!("c-1"), method, raw_info.as_deref(), hints).unwrap();
+                    let answer = json!({ "jsonrpc": "2.0", "id": 1, "result": result });
+                    let (decorated, _) =
+                        response(answer, &json!("c-1"), method, &json!({}), info, hints);
+                    let written: Value = serde_json::from_slice(&written).unwrap();
+                    assert_eq!(written, decorated, "{method} {result}");
+                }
+            }
+        }
     }
 
     #[test]

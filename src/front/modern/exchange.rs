@@ -13,12 +13,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::StatusCode;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::checks::{self, RequestMeta, MISSING_CAPABILITY, SERVER_INFO_KEY};
-use super::correlation::{Correlated, EndOnDrop};
+use super::correlation::{Correlated, EndOnDrop, Initialized};
 use super::envelope::{self, CacheHints};
 use super::held::HeldCalls;
 use super::input;
@@ -95,7 +96,7 @@ pub async fn exchange(
     request: Message,
     call: Call,
 ) -> Result<http::Response<Body>, Rejection> {
-    let forwarded = legacy_request(&request, &call.params)?;
+    let forwarded = legacy_request(request)?;
     let session = correlated.session.clone();
     let stream = match app.registry.deliver(&session, forwarded).await {
         Ok(Some(stream)) => stream,
@@ -126,7 +127,7 @@ pub async fn respond(
         translation: Translation {
             registry: app.registry.clone(),
             session: correlated.session.clone(),
-            server_info: correlated.initialized.get("serverInfo").cloned(),
+            initialized: correlated.initialized.clone(),
             hints: app.modern.hints,
             own_session: correlated.ending.is_some(),
             state_key: app.modern.state_key.clone(),
@@ -191,19 +192,34 @@ fn settle(
 }
 
 /// The request as the legacy server takes it: the per-request fields of `_meta` left out (the
-/// upstream session was initialized with them), the rest as sent.
-fn legacy_request(request: &Message, params: &Value) -> Result<Message, Rejection> {
-    let mut params = params.clone();
-    if let Some(Value::Object(meta)) = params.get_mut("_meta") {
-        meta.retain(|key, _| !key.starts_with("io.modelcontextprotocol/"));
-        if meta.is_empty() {
-            params.as_object_mut().map(|p| p.remove("_meta"));
+/// upstream session was initialized with them), the rest as sent (copied, not re-encoded).
+fn legacy_request(request: Message) -> Result<Message, Rejection> {
+    let Some(params) = request.params() else {
+        return Ok(request);
+    };
+    let refused =
+        |e: serde_json::Error| Rejection::bad_request(e.to_string()).with_id(request.id());
+    let mut fields: BTreeMap<String, &RawValue> =
+        serde_json::from_str(params.get()).map_err(refused)?;
+    let Some(meta) = fields.get("_meta") else {
+        return Ok(request);
+    };
+    let Ok(mut meta) = serde_json::from_str::<BTreeMap<String, &RawValue>>(meta.get()) else {
+        return Ok(request);
+    };
+    meta.retain(|key, _| !key.starts_with("io.modelcontextprotocol/"));
+    let kept;
+    match meta.is_empty() {
+        true => drop(fields.remove("_meta")),
+        false => {
+            kept = serde_json::value::to_raw_value(&meta).map_err(refused)?;
+            fields.insert("_meta".to_owned(), &kept);
         }
     }
-    let body = json!({ "jsonrpc": "2.0", "id": request.id(), "method": request.method(),
-                       "params": params });
-    Message::parse(Bytes::from(body.to_string()))
-        .map_err(|e| Rejection::bad_request(e.to_string()).with_id(request.id()))
+    let params = serde_json::value::to_raw_value(&fields).map_err(refused)?;
+    let mut forwarded = request.clone();
+    forwarded.set_params(params);
+    Ok(forwarded)
 }
 
 /// An SSE response: what was already translated, then the rest of the request's stream.
@@ -233,6 +249,17 @@ fn stream_response(
         drop(ending);
     });
     event_stream(Body::Stream(body))
+}
+
+/// What the relay reads of each message of the request's stream before it knows more.
+#[derive(serde::Deserialize)]
+struct Head<'a> {
+    #[serde(borrow, default)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    result: Option<&'a RawValue>,
 }
 
 /// What one message of the request's stream becomes for the client.
@@ -374,7 +401,7 @@ impl Relay {
             "inputRequests": requests,
             "requestState": held.sign(&t.state_key),
         });
-        if let Some(info) = &t.server_info {
+        if let Some(info) = t.initialized.result.get("serverInfo") {
             result["_meta"] = json!({ SERVER_INFO_KEY: info });
         }
         let answer = json!({ "jsonrpc": "2.0", "id": t.call.client_id, "result": result });
@@ -388,7 +415,8 @@ struct Translation {
     session: Arc<Session>,
     call: Call,
     stream: StreamKey,
-    server_info: Option<Value>,
+    /// The server's `initialize` result (who answers).
+    initialized: Arc<Initialized>,
     hints: CacheHints,
     own_session: bool,
     state_key: state::StateKey,
@@ -414,27 +442,43 @@ impl Translation {
     }
 
     async fn translate(&self, payload: &Bytes) -> Outcome {
-        let Ok(message) = serde_json::from_slice::<Value>(payload) else {
+        let Ok(head) = serde_json::from_slice::<Head>(payload) else {
             return Outcome::Skip;
         };
-        match (
-            message.get("method").and_then(Value::as_str),
-            message.get("id"),
-        ) {
-            (Some(method), Some(id)) => self.server_request(method, id, &message).await,
+        match (head.method.as_deref(), head.id) {
+            (Some(method), Some(id)) => {
+                let (Ok(message), Ok(id)) = (
+                    serde_json::from_slice::<Value>(payload),
+                    serde_json::from_str::<Value>(id.get()),
+                ) else {
+                    return Outcome::Skip;
+                };
+                self.server_request(method, &id, &message).await
+            }
             (Some("notifications/progress"), None) => Outcome::Send(payload.clone()),
-            (Some("notifications/message"), None) => match self.wants_log(&message) {
+            (Some("notifications/message"), None) => match self.wants_log(payload) {
                 true => Outcome::Send(payload.clone()),
                 false => Outcome::Skip,
             },
             (Some(_), None) => Outcome::Skip,
             (None, _) => {
+                let c = &self.call;
+                let raw_info = self.initialized.server_info.as_deref();
+                if let Some(answer) = head.result.and_then(|result| {
+                    envelope::complete(result, &c.client_id, &c.method, raw_info, self.hints)
+                }) {
+                    return Outcome::Final(answer, StatusCode::OK);
+                }
+                let Ok(message) = serde_json::from_slice::<Value>(payload) else {
+                    return Outcome::Skip;
+                };
+                let info = self.initialized.result.get("serverInfo");
                 let (answer, status) = envelope::response(
                     message,
-                    &self.call.client_id,
-                    &self.call.method,
-                    &self.call.params,
-                    self.server_info.as_ref(),
+                    &c.client_id,
+                    &c.method,
+                    &c.params,
+                    info,
                     self.hints,
                 );
                 Outcome::Final(Bytes::from(answer.to_string()), status)
@@ -451,7 +495,7 @@ impl Translation {
     }
 
     /// A log message goes to a client that asked for this level or a lower one.
-    fn wants_log(&self, message: &Value) -> bool {
+    fn wants_log(&self, payload: &[u8]) -> bool {
         let Some(wanted) = self
             .call
             .meta
@@ -461,10 +505,12 @@ impl Translation {
         else {
             return false;
         };
-        message["params"]["level"]
-            .as_str()
-            .and_then(checks::level_rank)
-            .is_some_and(|level| level >= wanted)
+        serde_json::from_slice::<Value>(payload).is_ok_and(|message| {
+            message["params"]["level"]
+                .as_str()
+                .and_then(checks::level_rank)
+                .is_some_and(|level| level >= wanted)
+        })
     }
 
     /// A request of the server's, which a 2026-07-28 client is never sent as such: one the

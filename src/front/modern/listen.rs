@@ -147,7 +147,7 @@ pub async fn open(
     let refused =
         |m: String| Rejection::new(StatusCode::BAD_REQUEST, INVALID_PARAMS, m).with_id(Some(&id));
     let asked = Filter::asked(&params).map_err(refused)?;
-    let capabilities = &correlated.initialized["capabilities"];
+    let capabilities = &correlated.initialized.result["capabilities"];
     if !server_notifies(capabilities) {
         return Err(checks::method_not_found("subscriptions/listen").with_id(Some(&id)));
     }

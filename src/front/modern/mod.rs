@@ -110,7 +110,7 @@ async fn discover(
                 .initialized
         }
     };
-    let result = envelope::discover(&initialized, app.modern.hints, true);
+    let result = envelope::discover(&initialized.result, app.modern.hints, true);
     let answer = json!({ "jsonrpc": "2.0", "id": id, "result": result });
     Ok(json(StatusCode::OK, answer.to_string().into()))
 }
