@@ -296,6 +296,54 @@ def measure_replicas(calls, rounds=7):
             for key, runs in samples.items()}
 
 
+def measure_eras(calls, rounds=9):
+    """`tools/call` on the demo through one proxy from clients of either era: legacy ones (a
+    session opened with `initialize`) and 2026-07-28 ones (no session; per-request `_meta`,
+    each client a principal the proxy correlates with an upstream session). Interleaved rounds,
+    medians of p50, p99, throughput and the proxy's CPU per call, at one session and at eight."""
+    env = {"RUST_LOG": "warn"}
+    proxy = Target("eras", [str(PROXY), "--listen", f"127.0.0.1:{(p := free_port())}"], p, env=env)
+    samples = {(era, s): [] for era in ("legacy", "modern") for s in (1, 8)}
+    try:
+        for _ in range(rounds):
+            for sessions in (1, 8):
+                for era in ("legacy", "modern"):
+                    per_session = max(calls // sessions, 20)
+                    cpu_before = proxy.cpu_seconds()
+                    r = bench("calls", "--url", proxy.url, "--sessions", sessions, "--calls", per_session,
+                              "--warmup", 20, "--era", era)
+                    r["cpu_us_per_call"] = (proxy.cpu_seconds() - cpu_before) * 1e6 / (r["calls"] + 20 * sessions)
+                    samples[(era, sessions)].append(r)
+    finally:
+        proxy.stop()
+    median = lambda values: sorted(values)[len(values) // 2]
+    figures = {key: {k: median([r[k] for r in runs])
+                     for k in ("p50_us", "p99_us", "throughput_rps", "cpu_us_per_call")}
+               for key, runs in samples.items()}
+    for (era, sessions), f in figures.items():
+        rounds_ratio = [m["p50_us"] / l["p50_us"]
+                        for l, m in zip(samples[("legacy", sessions)], samples[("modern", sessions)])]
+        f["round_ratios"] = sorted(rounds_ratio)
+    return figures
+
+
+def era_table(figures, rounds=9):
+    lines = ["### 2026-07-28 clients beside legacy ones", "",
+             "The demo over stdio behind one proxy (default settings): `mcp-bench calls --era legacy`",
+             "(sessions opened with `initialize`) and `--era modern` (no session: per-request `_meta`,",
+             "each client a principal of its own, served by the upstream session the proxy correlates",
+             f"with it), alternated in {rounds} rounds, medians. CPU µs/call is the proxy's own.", "",
+             "| era | sessions | p50 µs | p99 µs | req/s | CPU µs/call | p50 ÷ legacy | per-round p50 ratios (min–max) |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    for (era, sessions), f in sorted(figures.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        base = figures[("legacy", sessions)]
+        spread = (f"{f['round_ratios'][0]:.2f}–{f['round_ratios'][-1]:.2f}" if era == "modern" else "")
+        name = "2026-07-28" if era == "modern" else "legacy"
+        lines.append(f"| {name} | {sessions} | {f['p50_us']:.0f} | {f['p99_us']:.0f} | {f['throughput_rps']:.0f} "
+                     f"| {f['cpu_us_per_call']:.0f} | {f['p50_us'] / base['p50_us']:.2f} | {spread} |")
+    return lines + [""]
+
+
 def replica_table(figures):
     lines = ["### Replicas sharing Redis", "",
              "The demo behind one proxy with the in-memory store, and behind two replicas sharing a",
@@ -348,7 +396,7 @@ def peer_ratios(name, rows):
     return lines
 
 
-def targets(series, added, after, before, micro, replicas=None):
+def targets(series, added, after, before, micro, replicas=None, eras=None):
     """The figures the project set itself, each met or missed."""
     def rps(upstream, name):
         for u, target, results in series:
@@ -384,6 +432,11 @@ def targets(series, added, after, before, micro, replicas=None):
         ratio = replicas[("Redis, on another replica", 1)]["p50_us"] / replicas[("in-memory store", 1)]["p50_us"]
         lines.append(f"| p50 through a non-owner replica ≤ 2× the in-memory store (1 session) | {ratio:.2f}× "
                      f"| {'met' if ratio <= 2 else 'missed'} |")
+    if eras:
+        ratios = {s: eras[("modern", s)]["p50_us"] / eras[("legacy", s)]["p50_us"] for s in (1, 8)}
+        lines.append(f"| 2026-07-28 `tools/call` p50 ≤ 1.1× legacy through the proxy (demo, stdio) "
+                     f"| {ratios[1]:.2f}× (1 session), {ratios[8]:.2f}× (8) "
+                     f"| {'met' if max(ratios.values()) <= 1.1 else 'missed'} |")
     return lines + [""]
 
 
@@ -522,12 +575,16 @@ def main():
         log("replicas on Redis, interleaved rounds")
         replicas = measure_replicas(calls // 2)
         report += replica_table(replicas)
-    report += targets(series, added, after, before, micro, replicas)
+    log("2026-07-28 clients beside legacy ones, interleaved rounds")
+    eras = measure_eras(calls // 2)
+    report += era_table(eras)
+    report += targets(series, added, after, before, micro, replicas, eras)
     svg_plot(series, ROOT / "bench" / "results.svg")
     (ROOT / "BENCHMARKS.md").write_text("\n".join(report))
     (ROOT / "target" / "bench-results.json").write_text(json.dumps(
         {"series": [[u, t, r] for u, t, r in series], "added": added, "micro": micro, "resume_ms": resumed,
-         "replicas": {f"{name} / {sessions}": f for (name, sessions), f in (replicas or {}).items()}},
+         "replicas": {f"{name} / {sessions}": f for (name, sessions), f in (replicas or {}).items()},
+         "eras": {f"{era} / {sessions}": f for (era, sessions), f in eras.items()}},
         indent=1, default=str))
     log("wrote BENCHMARKS.md and bench/results.svg")
 

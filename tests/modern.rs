@@ -465,7 +465,12 @@ async fn a_request_state_that_is_tampered_foreign_or_expired_is_refused_and_noth
     let answer = json!({ "user_name": { "action": "accept", "content": { "name": "A" } } });
     let (_, first) = alice.call_with(1, tool, json!({})).await;
     let state = first["result"]["requestState"].as_str().unwrap().to_owned();
-    for (who, state) in [(&alice, format!("{state}-TAMPERED")), (&bob, state.clone())] {
+    let odd = [
+        (&alice, json!(format!("{state}-TAMPERED"))),
+        (&bob, json!(state)),
+        (&alice, json!({ "state": state })),
+    ];
+    for (who, state) in odd {
         let (status, refused) = who
             .call_with(
                 2,

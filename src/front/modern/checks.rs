@@ -6,6 +6,7 @@ use base64::Engine;
 use http::{HeaderMap, StatusCode};
 use serde_json::{json, Map, Value};
 
+use super::params::Params;
 use crate::front::rejection::Rejection;
 use crate::jsonrpc::{Message, INVALID_PARAMS, METHOD_NOT_FOUND};
 
@@ -16,6 +17,8 @@ pub const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
 pub const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
 pub const LOG_LEVEL_KEY: &str = "io.modelcontextprotocol/logLevel";
 pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
+/// The prefix of the `_meta` fields that describe the request itself (not for the server).
+pub const PER_REQUEST_META: &str = "io.modelcontextprotocol/";
 
 /// -32020: the HTTP headers do not match the body, or a required one is missing or malformed.
 pub const HEADER_MISMATCH: i64 = -32020;
@@ -63,14 +66,14 @@ pub fn is_modern(headers: &HeaderMap, message: &Message, legacy_versions: &[&str
         })
 }
 
-/// Checks a modern request (`params` its parsed params); returns its `_meta` fields.
+/// Checks a modern request (`params` its params, read); returns its `_meta` fields.
 pub fn check(
     headers: &HeaderMap,
     message: &Message,
-    params: &Value,
+    params: &Params,
 ) -> Result<RequestMeta, Rejection> {
     let id = message.id();
-    let fields = required_meta(params).map_err(|r| r.with_id(id))?;
+    let fields = required_meta(params.meta.as_ref()).map_err(|r| r.with_id(id))?;
     check_headers(headers, message, params, &fields.version).map_err(|r| r.with_id(id))?;
     if fields.version != MODERN_VERSION {
         return Err(unsupported_version(&fields.version).with_id(id));
@@ -114,7 +117,7 @@ fn meta(params: &Value) -> Option<&Map<String, Value>> {
     }
 }
 
-fn required_meta(params: &Value) -> Result<RequestMeta, Rejection> {
+fn required_meta(meta: Option<&Map<String, Value>>) -> Result<RequestMeta, Rejection> {
     let missing = |what: &str| {
         Rejection::new(
             StatusCode::BAD_REQUEST,
@@ -122,7 +125,7 @@ fn required_meta(params: &Value) -> Result<RequestMeta, Rejection> {
             format!("Invalid params: _meta[\"{what}\"] is required on every request"),
         )
     };
-    let meta = meta(params).ok_or_else(|| missing(VERSION_KEY))?;
+    let meta = meta.ok_or_else(|| missing(VERSION_KEY))?;
     let version = match meta.get(VERSION_KEY) {
         Some(Value::String(version)) => version.clone(),
         _ => return Err(missing(VERSION_KEY)),
@@ -170,7 +173,7 @@ pub fn level_rank(level: &str) -> Option<usize> {
 fn check_headers(
     headers: &HeaderMap,
     message: &Message,
-    params: &Value,
+    params: &Params,
     version: &str,
 ) -> Result<(), Rejection> {
     let method = message.method().unwrap_or_default();
@@ -188,8 +191,8 @@ fn check_headers(
         _ => None,
     };
     if let Some(field) = named {
-        if let Some(value) = params.get(field).and_then(Value::as_str) {
-            mirror(headers, NAME_HEADER, "Mcp-Name", value, true)?;
+        if let Some(value) = params.str(field) {
+            mirror(headers, NAME_HEADER, "Mcp-Name", &value, true)?;
         }
     }
     Ok(())
@@ -273,8 +276,7 @@ mod tests {
     }
 
     fn checked(headers: &HeaderMap, message: &Message) -> Result<RequestMeta, Rejection> {
-        let params = serde_json::from_str(message.params().unwrap().get()).unwrap();
-        check(headers, message, &params)
+        check(headers, message, &Params::read(message))
     }
 
     fn call(name: &str) -> Message {

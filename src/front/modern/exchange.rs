@@ -23,6 +23,7 @@ use super::correlation::{Correlated, EndOnDrop, Initialized};
 use super::envelope::{self, CacheHints};
 use super::held::HeldCalls;
 use super::input;
+use super::params::Params;
 use super::state::{self, HeldRequest};
 use crate::front::body::Body;
 use crate::front::rejection::{failed_request, Rejection};
@@ -49,43 +50,52 @@ pub struct Call {
     /// own id, but continues that request).
     pub in_flight_id: Value,
     pub method: String,
-    pub params: Value,
+    /// The params as sent (read again only on the rare paths that need more than `name`).
+    params: Option<Box<RawValue>>,
+    /// What the call names: the tool or prompt, or the resource.
+    pub name: String,
     pub meta: RequestMeta,
     pub principal: Principal,
 }
 
 impl Call {
-    pub fn new(request: &Message, params: Value, meta: RequestMeta, principal: Principal) -> Call {
+    pub fn new(
+        request: &Message,
+        params: &Params,
+        meta: RequestMeta,
+        principal: Principal,
+    ) -> Call {
         let client_id = request.id().cloned().unwrap_or(Value::Null);
         Call {
             in_flight_id: client_id.clone(),
             client_id,
             method: request.method().unwrap_or_default().to_owned(),
-            params,
+            params: request.params().map(ToOwned::to_owned),
+            name: params.name(),
             meta,
             principal,
         }
     }
 
+    /// The params, parsed (`Null` when absent).
+    pub fn params(&self) -> Value {
+        self.params
+            .as_deref()
+            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+            .unwrap_or(Value::Null)
+    }
+
     /// The call's own answer for input key `key` (`inputResponses` on a first call: a retry's
     /// answers are for the requests its `requestState` names, not for later rounds).
     fn given_answer(&self, key: &str) -> Option<Value> {
-        if self.params.get("requestState").is_some() {
+        let params = self.params();
+        if params.get("requestState").is_some() {
             return None;
         }
-        self.params["inputResponses"]
+        params["inputResponses"]
             .get(key)
             .filter(|answer| answer.is_object())
             .cloned()
-    }
-
-    /// What the call names: the tool or prompt, or the resource.
-    pub fn name(&self) -> String {
-        self.params["name"]
-            .as_str()
-            .or(self.params["uri"].as_str())
-            .unwrap_or_default()
-            .to_owned()
     }
 }
 
@@ -93,10 +103,9 @@ impl Call {
 pub async fn exchange(
     app: &App,
     correlated: Correlated,
-    request: Message,
+    forwarded: Message,
     call: Call,
 ) -> Result<http::Response<Body>, Rejection> {
-    let forwarded = legacy_request(request)?;
     let session = correlated.session.clone();
     let stream = match app.registry.deliver(&session, forwarded).await {
         Ok(Some(stream)) => stream,
@@ -189,37 +198,6 @@ fn settle(
         translation.held_calls.clone(),
     );
     None
-}
-
-/// The request as the legacy server takes it: the per-request fields of `_meta` left out (the
-/// upstream session was initialized with them), the rest as sent (copied, not re-encoded).
-fn legacy_request(request: Message) -> Result<Message, Rejection> {
-    let Some(params) = request.params() else {
-        return Ok(request);
-    };
-    let refused =
-        |e: serde_json::Error| Rejection::bad_request(e.to_string()).with_id(request.id());
-    let mut fields: BTreeMap<String, &RawValue> =
-        serde_json::from_str(params.get()).map_err(refused)?;
-    let Some(meta) = fields.get("_meta") else {
-        return Ok(request);
-    };
-    let Ok(mut meta) = serde_json::from_str::<BTreeMap<String, &RawValue>>(meta.get()) else {
-        return Ok(request);
-    };
-    meta.retain(|key, _| !key.starts_with("io.modelcontextprotocol/"));
-    let kept;
-    match meta.is_empty() {
-        true => drop(fields.remove("_meta")),
-        false => {
-            kept = serde_json::value::to_raw_value(&meta).map_err(refused)?;
-            fields.insert("_meta".to_owned(), &kept);
-        }
-    }
-    let params = serde_json::value::to_raw_value(&fields).map_err(refused)?;
-    let mut forwarded = request.clone();
-    forwarded.set_params(params);
-    Ok(forwarded)
 }
 
 /// An SSE response: what was already translated, then the rest of the request's stream.
@@ -379,7 +357,7 @@ impl Relay {
             principal: t.call.principal.as_str().to_owned(),
             own_session: t.own_session,
             method: t.call.method.clone(),
-            name: t.call.name(),
+            name: t.call.name.clone(),
             stream: match t.stream {
                 StreamKey::Request(n) => n,
                 StreamKey::Standalone => 0,
@@ -477,7 +455,7 @@ impl Translation {
                     message,
                     &c.client_id,
                     &c.method,
-                    &c.params,
+                    &c.params(),
                     info,
                     self.hints,
                 );

@@ -32,24 +32,29 @@ pub async fn resume(
     app: &App,
     request: &Message,
     mut call: Call,
-    request_state: &str,
 ) -> Result<http::Response<Body>, Rejection> {
     let principal = call.principal.clone();
     let id = request.id().cloned().unwrap_or(Value::Null);
     let refused = |message: String| {
         Rejection::new(StatusCode::BAD_REQUEST, INVALID_PARAMS, message).with_id(Some(&id))
     };
+    let params = call.params();
+    let Some(request_state) = params["requestState"].as_str() else {
+        return Err(refused(
+            "Invalid params: requestState must be a string".into(),
+        ));
+    };
     let held = HeldRequest::verify(request_state, &app.modern.state_key, &principal)
         .map_err(|r| r.with_id(Some(&id)))?;
     // It no longer waits, whatever comes of this retry (a new round is counted anew).
     app.modern.held_calls.release(&held);
-    if held.method != call.method || held.name != call.name() {
+    if held.method != call.method || held.name != call.name {
         return Err(refused(format!(
             "Invalid params: this requestState continues {} {:?}, not this request",
             held.method, held.name
         )));
     }
-    let answers = answers(&call.params, &held).map_err(refused)?;
+    let answers = answers(&params, &held).map_err(refused)?;
     // Wherever the session lives now: a retry may come to any replica.
     let found = app
         .registry

@@ -10,6 +10,7 @@ mod exchange;
 pub mod held;
 mod input;
 mod listen;
+mod params;
 pub mod state;
 
 use http::{header, HeaderMap, Response, StatusCode};
@@ -37,10 +38,7 @@ pub async fn post(
         // closing its response stream. Taken and dropped.
         return Ok(accepted());
     }
-    let params: Value = message
-        .params()
-        .and_then(|p| serde_json::from_str(p.get()).ok())
-        .unwrap_or(Value::Null);
+    let params = params::Params::read(&message);
     let meta = checks::check(headers, &message, &params)?;
     let id = message.id().cloned().unwrap_or(Value::Null);
     match message.method().unwrap_or_default() {
@@ -49,15 +47,15 @@ pub async fn post(
             let correlated = correlate(app, headers, principal, &meta).await?;
             listen::open(app, correlated, &message).await
         }
+        _ if params.has("requestState") => {
+            let call = exchange::Call::new(&message, &params, meta, principal);
+            input::resume(app, &message, call).await
+        }
         _ => {
-            if let Some(state) = params.get("requestState").and_then(Value::as_str) {
-                let state = state.to_owned();
-                let call = exchange::Call::new(&message, params, meta, principal);
-                return input::resume(app, &message, call, &state).await;
-            }
-            let correlated = correlate(app, headers, principal.clone(), &meta).await?;
-            let call = exchange::Call::new(&message, params, meta, principal);
-            exchange::exchange(app, correlated, message, call).await
+            let forwarded = params.legacy_request(&message)?;
+            let call = exchange::Call::new(&message, &params, meta, principal.clone());
+            let correlated = correlate(app, headers, principal, &call.meta).await?;
+            exchange::exchange(app, correlated, forwarded, call).await
         }
     }
 }
