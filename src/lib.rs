@@ -22,7 +22,8 @@
 //!   the proxy an HTTP client, `owner` reaches the replica that owns a session.
 //! - [`store`]: state beyond the process: `Memory`, or `redis` (records, logs as Redis Streams,
 //!   heartbeats; a write-behind `Mirror` per owned session, a follower per view).
-//! - Base modules every layer may use: [`jsonrpc`] the message model, [`sse`] the SSE codec,
+//! - Base modules every layer may use: [`jsonrpc`] the message model, [`era`] the names of the
+//!   2026-07-28 revision, [`sse`] the SSE codec,
 //!   [`event`] event ids and logged messages, [`ids`] session ids, replica names and principals,
 //!   [`hop`] the replicas' hop on the wire, [`metrics`] Prometheus counters, [`memory`] freed
 //!   memory given back.
@@ -33,6 +34,7 @@
 
 pub mod config;
 pub mod demo;
+pub mod era;
 pub mod event;
 pub mod front;
 pub mod hop;

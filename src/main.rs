@@ -19,9 +19,18 @@ fn main() -> std::process::ExitCode {
 fn run_cli() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Some(Command::DemoServer { http: None }) => return runtime(0)?.block_on(demo::run()),
-        Some(Command::DemoServer { http: Some(listen) }) => {
-            return runtime(0)?.block_on(demo_over_http(listen))
+        Some(Command::DemoServer {
+            http: None,
+            protocol,
+        }) => return runtime(0)?.block_on(demo::run(protocol)),
+        Some(Command::DemoServer {
+            http: Some(listen),
+            protocol: demo::Protocol::Legacy,
+        }) => return runtime(0)?.block_on(demo_over_http(listen)),
+        Some(Command::DemoServer { http: Some(_), .. }) => {
+            anyhow::bail!(
+                "demo-server --http serves the legacy demo; the 2026-07-28 one is stdio only"
+            )
         }
         None => {}
     }

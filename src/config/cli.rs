@@ -205,6 +205,10 @@ pub enum Command {
         /// Serve it over Streamable HTTP on this address instead (prints its URL on stdout).
         #[arg(long, value_name = "ADDR")]
         http: Option<SocketAddr>,
+        /// `legacy` (2024-11-05 … 2025-11-25, initialized first) or `2026-07-28` (modern only:
+        /// no initialize, per-request metadata, subscriptions/listen, input_required).
+        #[arg(long, default_value = "legacy")]
+        protocol: crate::demo::Protocol,
     },
 }
 

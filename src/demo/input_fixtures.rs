@@ -6,9 +6,7 @@
 use serde_json::{json, Value};
 
 use super::Demo;
-
-/// Where a request names its input key for the proxy's 2026-07-28 face.
-const INPUT_KEY: &str = "mcp-session-proxy/inputKey";
+use crate::era::INPUT_KEY;
 
 fn no_arguments() -> Value {
     json!({ "type": "object", "properties": {} })

@@ -4,6 +4,7 @@
 
 mod conformance;
 mod input_fixtures;
+mod modern;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -17,6 +18,8 @@ use tokio::task::JoinHandle;
 use crate::upstream::lines::{Line, LineReader};
 
 const PROTOCOL_VERSION: &str = "2025-11-25";
+const INSTRUCTIONS: &str =
+    "A deterministic demo server: echo, add, counter, sleep, emit_updates, progress.";
 const KNOWN_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
 #[derive(Default)]
@@ -30,16 +33,51 @@ struct State {
     /// Requests this server sent to the client, by id, awaiting the client's answer.
     asked: HashMap<String, oneshot::Sender<Value>>,
     next_ask: u64,
+    /// 2026-07-28 mode: the open `subscriptions/listen` requests.
+    listens: Vec<Listen>,
+}
+
+/// An open `subscriptions/listen`: what it asked for and where its notifications go.
+struct Listen {
+    id: Value,
+    tools: bool,
+    resources: bool,
+    uris: Vec<String>,
+    out: mpsc::UnboundedSender<Value>,
+}
+
+/// Which revision the demo speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    /// 2024-11-05 … 2025-11-25: `initialize` first, then a stateful session.
+    #[default]
+    Legacy,
+    /// 2026-07-28 only.
+    Modern,
+}
+
+impl std::str::FromStr for Protocol {
+    type Err = String;
+    fn from_str(name: &str) -> Result<Protocol, String> {
+        match name {
+            "legacy" => Ok(Protocol::Legacy),
+            modern::VERSION => Ok(Protocol::Modern),
+            other => Err(format!("{other}: legacy or {}", modern::VERSION)),
+        }
+    }
 }
 
 #[derive(Clone)]
 struct Demo {
     state: Arc<Mutex<State>>,
     out: mpsc::UnboundedSender<Value>,
+    protocol: Protocol,
+    /// The 2026-07-28 request this clone serves.
+    round: Option<Arc<modern::Round>>,
 }
 
 /// Serves MCP on stdin/stdout until stdin closes.
-pub async fn run() -> anyhow::Result<()> {
+pub async fn run(protocol: Protocol) -> anyhow::Result<()> {
     let (out, mut lines_out) = mpsc::unbounded_channel::<Value>();
     let writer = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
@@ -54,6 +92,8 @@ pub async fn run() -> anyhow::Result<()> {
     let demo = Demo {
         state: Arc::default(),
         out,
+        protocol,
+        round: None,
     };
     let mut input = LineReader::new(BufReader::new(tokio::io::stdin()), 16 << 20);
     while let Some(line) = input.next_line().await? {
@@ -76,7 +116,10 @@ impl Demo {
         let _ = self.out.send(message);
     }
 
-    fn reply(&self, id: &Value, result: Value) {
+    fn reply(&self, id: &Value, mut result: Value) {
+        if let Some(round) = &self.round {
+            modern::decorate(&mut result, &round.method);
+        }
         self.send(json!({ "jsonrpc": "2.0", "id": id, "result": result }));
     }
 
@@ -87,6 +130,17 @@ impl Demo {
     }
 
     fn notify(&self, method: &str, params: Value) {
+        if self.protocol == Protocol::Modern {
+            match method {
+                "notifications/progress" => {}
+                // Only to a request that asked for log messages.
+                "notifications/message"
+                    if self.round.as_ref().is_some_and(|r| r.log_level.is_some()) => {}
+                "notifications/message" => return,
+                // Changes go to the listens that asked for them, never to a request's stream.
+                _ => return modern::publish(self, method, &params),
+            }
+        }
         self.send(json!({ "jsonrpc": "2.0", "method": method, "params": params }));
     }
 
@@ -95,6 +149,20 @@ impl Demo {
     }
 
     fn handle(&self, message: Value) {
+        if self.protocol == Protocol::Modern && message["method"].is_string() {
+            let Some(round) = modern::admit(self, &message) else {
+                return;
+            };
+            let serving = Demo {
+                round: Some(round),
+                ..self.clone()
+            };
+            return serving.serve(message);
+        }
+        self.serve(message);
+    }
+
+    fn serve(&self, message: Value) {
         let method = message["method"].as_str().unwrap_or_default();
         let params = &message["params"];
         let Some(id) = message.get("id") else {
@@ -113,8 +181,8 @@ impl Demo {
         // A server of 2024-11-05 … 2025-11-25 only: before `initialize`, nothing but `ping`
         // (and a 2026-07-28 probe, which it does not know), so a sessionless modern request is
         // refused as a legacy server refuses it.
-        if !self.lock().initialized && !matches!(method, "initialize" | "ping" | "server/discover")
-        {
+        let before_initialize = self.protocol == Protocol::Legacy && !self.lock().initialized;
+        if before_initialize && !matches!(method, "initialize" | "ping" | "server/discover") {
             self.fail(
                 id,
                 -32600,
@@ -147,7 +215,7 @@ impl Demo {
                         "completions": {}
                     },
                     "serverInfo": { "name": "mcp-session-proxy-demo", "version": env!("CARGO_PKG_VERSION") },
-                    "instructions": "A deterministic demo server: echo, add, counter, sleep, emit_updates, progress."
+                    "instructions": INSTRUCTIONS
                 }));
             }
             "ping" | "logging/setLevel" => self.reply(id, json!({})),
@@ -259,10 +327,10 @@ impl Demo {
                 let (value, watched) = {
                     let mut state = self.lock();
                     state.counter += 1;
-                    (
-                        state.counter,
-                        state.subscriptions.contains("demo://counter"),
-                    )
+                    // A modern server has no subscriptions: its listens pick what they asked for.
+                    let watched = self.protocol == Protocol::Modern
+                        || state.subscriptions.contains("demo://counter");
+                    (state.counter, watched)
                 };
                 if watched {
                     self.notify(
@@ -281,14 +349,7 @@ impl Demo {
                 });
             }
             "emit_updates" => {
-                let uris: Vec<String> = args["uris"]
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|u| u.as_str().map(str::to_owned))
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let uris = strings(&args["uris"]);
                 let count = args["count"].as_u64().unwrap_or(1);
                 if uris.is_empty() {
                     return self.fail(id, -32602, "emit_updates needs a non-empty `uris` list");
@@ -364,6 +425,9 @@ impl Demo {
 
     /// Sends a request to the client and waits for its answer (the whole response message).
     async fn ask(&self, method: &str, params: Value) -> Value {
+        if let Some(round) = &self.round {
+            return modern::ask(self, round, method, params).await;
+        }
         let (answer, answered) = oneshot::channel();
         let id = {
             let mut state = self.lock();
@@ -377,7 +441,10 @@ impl Demo {
     }
 
     fn client_supports(&self, capability: &str) -> bool {
-        !self.lock().client_capabilities[capability].is_null()
+        match &self.round {
+            Some(round) => !round.capabilities[capability].is_null(),
+            None => !self.lock().client_capabilities[capability].is_null(),
+        }
     }
 
     fn progress(&self, token: &Value, step: u64, steps: u64) {
@@ -428,6 +495,18 @@ impl Demo {
             json!({ "level": "info", "logger": "demo", "data": outcome }),
         );
     }
+}
+
+/// The strings of a JSON array (none for anything else).
+fn strings(array: &Value) -> Vec<String> {
+    array
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|u| u.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The arguments each of the demo's own tools takes (the conformance fixtures check their own).

@@ -10,15 +10,10 @@ use super::params::Params;
 use crate::front::rejection::Rejection;
 use crate::jsonrpc::{Message, INVALID_PARAMS, METHOD_NOT_FOUND};
 
-/// The revision this front speaks.
-pub const MODERN_VERSION: &str = "2026-07-28";
-pub const VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
-pub const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
-pub const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
-pub const LOG_LEVEL_KEY: &str = "io.modelcontextprotocol/logLevel";
-pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
-/// The prefix of the `_meta` fields that describe the request itself (not for the server).
-pub const PER_REQUEST_META: &str = "io.modelcontextprotocol/";
+pub use crate::era::{
+    CAPABILITIES_KEY, CLIENT_INFO_KEY, LOG_LEVEL_KEY, MODERN_VERSION, PER_REQUEST_META,
+    SERVER_INFO_KEY, VERSION_KEY,
+};
 
 /// -32020: the HTTP headers do not match the body, or a required one is missing or malformed.
 pub const HEADER_MISMATCH: i64 = -32020;
@@ -30,15 +25,6 @@ pub const UNSUPPORTED_VERSION: i64 = -32022;
 const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
 const METHOD_HEADER: &str = "mcp-method";
 const NAME_HEADER: &str = "mcp-name";
-
-/// Methods of the legacy revisions that 2026-07-28 removed: a modern client gets -32601.
-const REMOVED: [&str; 5] = [
-    "initialize",
-    "ping",
-    "logging/setLevel",
-    "resources/subscribe",
-    "resources/unsubscribe",
-];
 
 /// The per-request fields of a modern request's `_meta`.
 #[derive(Debug, Clone)]
@@ -79,7 +65,7 @@ pub fn check(
         return Err(unsupported_version(&fields.version).with_id(id));
     }
     let method = message.method().unwrap_or_default();
-    if REMOVED.contains(&method) {
+    if crate::era::REMOVED_METHODS.contains(&method) {
         return Err(method_not_found(method).with_id(id));
     }
     Ok(fields)

@@ -10,6 +10,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::checks::{MODERN_VERSION, SERVER_INFO_KEY};
+use crate::era::is_cacheable;
 use crate::jsonrpc::{INVALID_PARAMS, METHOD_NOT_FOUND};
 use crate::session::protocol::CAPABILITY as SESSIONS_EXTENSION;
 
@@ -39,19 +40,6 @@ impl CacheScope {
 pub struct CacheHints {
     pub ttl_ms: u64,
     pub scope: CacheScope,
-}
-
-/// Results a modern server must give caching hints.
-fn is_cacheable(method: &str) -> bool {
-    matches!(
-        method,
-        "tools/list"
-            | "prompts/list"
-            | "resources/list"
-            | "resources/templates/list"
-            | "resources/read"
-            | "server/discover"
-    )
 }
 
 /// What the server answered, as a modern client gets it: the response (its id the client's)

@@ -17,15 +17,13 @@ use super::correlation::{Correlated, EndOnDrop};
 use super::exchange::{respond, Call};
 use super::held::HeldCalls;
 use super::state::HeldRequest;
+use crate::era::INPUT_KEY;
 use crate::front::body::Body;
 use crate::front::rejection::Rejection;
 use crate::front::App;
 use crate::jsonrpc::{Message, INVALID_PARAMS};
 use crate::session::log::StreamKey;
 use crate::session::{Registry, Session};
-
-/// Where a legacy server may name the input key of its request.
-pub const INPUT_KEY: &str = "mcp-session-proxy/inputKey";
 
 /// A retry: the call's `requestState` and `inputResponses` continue the held request.
 pub async fn resume(

@@ -1,0 +1,39 @@
+//! Names of the 2026-07-28 revision that the proxy's fronts and upstreams and the demo server
+//! all use: the `_meta` keys, the legacy methods it removed, the results it caches.
+
+/// The revision.
+pub const MODERN_VERSION: &str = "2026-07-28";
+pub const VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+pub const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+pub const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
+pub const LOG_LEVEL_KEY: &str = "io.modelcontextprotocol/logLevel";
+pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
+pub const SUBSCRIPTION_ID_KEY: &str = "io.modelcontextprotocol/subscriptionId";
+/// The prefix of the `_meta` fields that describe the request itself (not for the server).
+pub const PER_REQUEST_META: &str = "io.modelcontextprotocol/";
+
+/// Methods of the legacy revisions that 2026-07-28 removed: a modern server answers -32601.
+pub const REMOVED_METHODS: [&str; 5] = [
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+
+/// Results a modern server must give caching hints (`ttlMs`, `cacheScope`).
+pub fn is_cacheable(method: &str) -> bool {
+    matches!(
+        method,
+        "tools/list"
+            | "prompts/list"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
+            | "server/discover"
+    )
+}
+
+/// Where a legacy server's request to the client may name the `inputRequests` key its
+/// question becomes for a 2026-07-28 client (this proxy's convention; the demo follows it).
+pub const INPUT_KEY: &str = "mcp-session-proxy/inputKey";
