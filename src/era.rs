@@ -3,6 +3,29 @@
 
 /// The revision.
 pub const MODERN_VERSION: &str = "2026-07-28";
+
+/// Which revisions a server speaks (`upstream.protocol`, `demo-server --protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+pub enum Era {
+    /// 2024-11-05 … 2025-11-25: sessions, `initialize` first.
+    #[default]
+    #[serde(rename = "legacy")]
+    Legacy,
+    /// 2026-07-28 only.
+    #[serde(rename = "2026-07-28")]
+    Modern,
+}
+
+impl std::str::FromStr for Era {
+    type Err = String;
+    fn from_str(name: &str) -> Result<Era, String> {
+        match name {
+            "legacy" => Ok(Era::Legacy),
+            MODERN_VERSION => Ok(Era::Modern),
+            other => Err(format!("{other}: legacy or {MODERN_VERSION}")),
+        }
+    }
+}
 pub const VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 pub const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
 pub const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";

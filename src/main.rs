@@ -25,7 +25,7 @@ fn run_cli() -> anyhow::Result<()> {
         }) => return runtime(0)?.block_on(demo::run(protocol)),
         Some(Command::DemoServer {
             http: Some(listen),
-            protocol: demo::Protocol::Legacy,
+            protocol: mcp_session_proxy::era::Era::Legacy,
         }) => return runtime(0)?.block_on(demo_over_http(listen)),
         Some(Command::DemoServer { http: Some(_), .. }) => {
             anyhow::bail!(

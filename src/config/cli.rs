@@ -47,6 +47,11 @@ pub struct Cli {
     #[arg(long, value_name = "MODE")]
     pub isolation: Option<Isolation>,
 
+    /// The revision the stdio server speaks: legacy (2024-11-05 … 2025-11-25) or 2026-07-28
+    /// (its legacy clients are bridged to it) [default: legacy].
+    #[arg(long, value_name = "REVISION")]
+    pub upstream_protocol: Option<crate::era::Era>,
+
     /// stdio, per-session: children kept started ahead of sessions, so initialize does not
     /// wait for process start-up [default: 0].
     #[arg(long, value_name = "N")]
@@ -208,7 +213,7 @@ pub enum Command {
         /// `legacy` (2024-11-05 … 2025-11-25, initialized first) or `2026-07-28` (modern only:
         /// no initialize, per-request metadata, subscriptions/listen, input_required).
         #[arg(long, default_value = "legacy")]
-        protocol: crate::demo::Protocol,
+        protocol: crate::era::Era,
     },
 }
 

@@ -8,6 +8,7 @@ use clap::ValueEnum;
 use serde::{Deserialize, Deserializer};
 
 use super::duration::parse_duration;
+use crate::era::Era;
 use crate::front::modern::correlation::Anonymous;
 use crate::front::modern::envelope::CacheScope;
 use crate::front::{HttpSettings, PostResponse};
@@ -112,6 +113,9 @@ pub struct UpstreamConfig {
     pub forward_authorization: bool,
     /// stdio, per-session: children kept started ahead of sessions.
     pub warm: usize,
+    /// The revision the server speaks: `legacy` (2024-11-05 … 2025-11-25) or `2026-07-28`
+    /// (the proxy then bridges its legacy clients to it).
+    pub protocol: Era,
     /// Answer list requests from a per-server, per-principal cache; absent: on for `shared`
     /// isolation (one child: one set of lists), off otherwise.
     pub cache_lists: Option<bool>,
@@ -197,6 +201,7 @@ impl Default for UpstreamConfig {
             isolation: Isolation::PerSession,
             forward_authorization: false,
             warm: 0,
+            protocol: Era::Legacy,
             cache_lists: None,
             max_line_bytes: 4 << 20,
             shutdown_grace: Duration::from_secs(2),

@@ -31,6 +31,7 @@ impl Config {
             self.upstream.forward_authorization = true;
         }
         set(&mut self.upstream.warm, &cli.warm);
+        set(&mut self.upstream.protocol, &cli.upstream_protocol);
         if cli.cache_lists.is_some() {
             self.upstream.cache_lists = cli.cache_lists;
         }

@@ -123,6 +123,7 @@ impl UpstreamConfig {
         spec.max_line_bytes = self.max_line_bytes;
         spec.shutdown_grace = self.shutdown_grace;
         spec.warm = self.warm;
+        spec.protocol = self.protocol;
         Ok(spec)
     }
 }

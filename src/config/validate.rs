@@ -3,6 +3,7 @@
 use anyhow::bail;
 
 use super::file::{Config, Isolation, SessionConfig, UpstreamConfig};
+use crate::era::Era;
 use crate::ids::{is_node_name, MAX_NODE_NAME};
 use crate::upstream::stdio::StdioSpec;
 
@@ -101,6 +102,14 @@ impl UpstreamConfig {
         }
         if self.isolation == Isolation::Shared && (self.http.is_some() || self.sse.is_some()) {
             bail!("{key}.isolation = \"shared\" applies to stdio servers only");
+        }
+        let per_session_stdio =
+            self.http.is_none() && self.sse.is_none() && self.isolation == Isolation::PerSession;
+        if self.protocol == Era::Modern && (!per_session_stdio || self.warm > 0) {
+            bail!(
+                "{key}.protocol = \"2026-07-28\" is served for stdio servers in per-session \
+                 isolation without warm children; other kinds are not bridged yet"
+            );
         }
         Ok(())
     }

@@ -15,6 +15,7 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::era::Era;
 use crate::upstream::lines::{Line, LineReader};
 
 const PROTOCOL_VERSION: &str = "2025-11-25";
@@ -46,38 +47,17 @@ struct Listen {
     out: mpsc::UnboundedSender<Value>,
 }
 
-/// Which revision the demo speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Protocol {
-    /// 2024-11-05 … 2025-11-25: `initialize` first, then a stateful session.
-    #[default]
-    Legacy,
-    /// 2026-07-28 only.
-    Modern,
-}
-
-impl std::str::FromStr for Protocol {
-    type Err = String;
-    fn from_str(name: &str) -> Result<Protocol, String> {
-        match name {
-            "legacy" => Ok(Protocol::Legacy),
-            modern::VERSION => Ok(Protocol::Modern),
-            other => Err(format!("{other}: legacy or {}", modern::VERSION)),
-        }
-    }
-}
-
 #[derive(Clone)]
 struct Demo {
     state: Arc<Mutex<State>>,
     out: mpsc::UnboundedSender<Value>,
-    protocol: Protocol,
+    protocol: Era,
     /// The 2026-07-28 request this clone serves.
     round: Option<Arc<modern::Round>>,
 }
 
 /// Serves MCP on stdin/stdout until stdin closes.
-pub async fn run(protocol: Protocol) -> anyhow::Result<()> {
+pub async fn run(protocol: Era) -> anyhow::Result<()> {
     let (out, mut lines_out) = mpsc::unbounded_channel::<Value>();
     let writer = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
@@ -106,6 +86,12 @@ pub async fn run(protocol: Protocol) -> anyhow::Result<()> {
             Err(error) => eprintln!("demo-server: not JSON: {error}"),
         }
     }
+    // Stdin is closed: nothing more is answered; what still holds the output lets it go.
+    {
+        let mut state = demo.lock();
+        state.listens.clear();
+        state.running.drain().for_each(|(_, task)| task.abort());
+    }
     drop(demo);
     let _ = writer.await;
     Ok(())
@@ -130,7 +116,7 @@ impl Demo {
     }
 
     fn notify(&self, method: &str, params: Value) {
-        if self.protocol == Protocol::Modern {
+        if self.protocol == Era::Modern {
             match method {
                 "notifications/progress" => {}
                 // Only to a request that asked for log messages.
@@ -149,7 +135,7 @@ impl Demo {
     }
 
     fn handle(&self, message: Value) {
-        if self.protocol == Protocol::Modern && message["method"].is_string() {
+        if self.protocol == Era::Modern && message["method"].is_string() {
             let Some(round) = modern::admit(self, &message) else {
                 return;
             };
@@ -181,7 +167,7 @@ impl Demo {
         // A server of 2024-11-05 … 2025-11-25 only: before `initialize`, nothing but `ping`
         // (and a 2026-07-28 probe, which it does not know), so a sessionless modern request is
         // refused as a legacy server refuses it.
-        let before_initialize = self.protocol == Protocol::Legacy && !self.lock().initialized;
+        let before_initialize = self.protocol == Era::Legacy && !self.lock().initialized;
         if before_initialize && !matches!(method, "initialize" | "ping" | "server/discover") {
             self.fail(
                 id,
@@ -328,7 +314,7 @@ impl Demo {
                     let mut state = self.lock();
                     state.counter += 1;
                     // A modern server has no subscriptions: its listens pick what they asked for.
-                    let watched = self.protocol == Protocol::Modern
+                    let watched = self.protocol == Era::Modern
                         || state.subscriptions.contains("demo://counter");
                     (state.counter, watched)
                 };
@@ -482,6 +468,10 @@ impl Demo {
     }
 
     fn cancel(&self, request_id: &Value) {
+        // A 2026-07-28 listen ends when its request is cancelled.
+        self.lock()
+            .listens
+            .retain(|listen| listen.id != *request_id);
         let task = self.lock().running.remove(&request_id.to_string());
         let outcome = match task {
             Some(task) => {

@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 
 use super::{Demo, Listen};
 
-pub use crate::era::MODERN_VERSION as VERSION;
+use crate::era::MODERN_VERSION as VERSION;
 use crate::era::{
     is_cacheable, CAPABILITIES_KEY, INPUT_KEY, LOG_LEVEL_KEY, REMOVED_METHODS, SERVER_INFO_KEY,
     SUBSCRIPTION_ID_KEY, VERSION_KEY,
@@ -247,6 +247,10 @@ pub async fn ask(demo: &Demo, round: &Round, method: &str, mut params: Value) ->
                                  "requestState": state });
         decorate(&mut result, &round.method);
         demo.send(json!({ "jsonrpc": "2.0", "id": round.id, "result": result }));
+    }
+    // The tool stops here: its task ends (and lets go of the output) at this await.
+    if let Some(task) = demo.lock().running.remove(&round.id.to_string()) {
+        task.abort();
     }
     std::future::pending().await
 }

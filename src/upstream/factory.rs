@@ -12,10 +12,12 @@ use tracing::warn;
 
 use super::http_client::{self, HttpClient};
 use super::legacy_sse::SseUpstream;
+use super::modern::Bridge;
 use super::shared::SharedStdio;
 use super::stdio::{StdioSpec, StdioUpstream};
 use super::streamable_http::HttpUpstream;
 use super::{EventSink, Sink, Upstream, UpstreamError, UpstreamEvent, UpstreamSpec};
+use crate::era::Era;
 use crate::metrics::Metrics;
 
 /// Builds the upstreams of one served server's sessions.
@@ -85,6 +87,12 @@ impl UpstreamFactory {
         let events: EventSink = binding.clone();
         let upstream = match (&self.spec, &self.shared) {
             (_, Some(shared)) => Upstream::Shared(shared.attach(events)?),
+            (UpstreamSpec::Stdio(spec), None) if spec.protocol == Era::Modern => {
+                Metrics::inc(&self.metrics.upstream_spawns_total);
+                let bridge = Bridge::new(events);
+                let server = StdioUpstream::spawn(spec, bridge.clone(), &self.tasks)?;
+                Upstream::Modern(bridge.attach(Upstream::Stdio(server)))
+            }
             (UpstreamSpec::Stdio(spec) | UpstreamSpec::SharedStdio(spec), None) => {
                 Metrics::inc(&self.metrics.upstream_spawns_total);
                 Upstream::Stdio(StdioUpstream::spawn(spec, events, &self.tasks)?)

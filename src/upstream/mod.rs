@@ -7,6 +7,7 @@ pub mod factory;
 pub mod http_client;
 pub mod legacy_sse;
 pub mod lines;
+pub mod modern;
 pub mod owner;
 pub mod shared;
 pub mod stdio;
@@ -97,6 +98,8 @@ pub enum Upstream {
     Sse(legacy_sse::SseUpstream),
     /// Another replica owns the session: messages go there (this replica holds a view).
     Owner(owner::OwnerLink),
+    /// A 2026-07-28 server, bridged for the legacy session.
+    Modern(modern::ModernUpstream),
 }
 
 impl Upstream {
@@ -112,6 +115,7 @@ impl Upstream {
                 .await
                 .map(|_| ())
                 .map_err(Into::into),
+            Upstream::Modern(modern) => Box::pin(modern.send(message)).await,
         }
     }
 
@@ -121,7 +125,8 @@ impl Upstream {
         match self {
             Upstream::Http(http) => http.reestablished(outcome),
             Upstream::Sse(sse) => sse.reestablished(outcome),
-            Upstream::Stdio(_) | Upstream::Shared(_) | Upstream::Owner(_) => {}
+            Upstream::Stdio(_) | Upstream::Shared(_) | Upstream::Owner(_) | Upstream::Modern(_) => {
+            }
         }
     }
 
@@ -133,6 +138,7 @@ impl Upstream {
             Upstream::Shared(shared) => shared.release(),
             Upstream::Http(http) => http.release(),
             Upstream::Sse(sse) => sse.release(),
+            Upstream::Modern(modern) => modern.release(),
             // A view going away leaves the owner's session alone.
             Upstream::Owner(_) => {}
         }

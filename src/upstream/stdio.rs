@@ -35,6 +35,8 @@ pub struct StdioSpec {
     pub shutdown_grace: Duration,
     /// Children kept started ahead of sessions (per-session isolation).
     pub warm: usize,
+    /// The revision the server speaks.
+    pub protocol: crate::era::Era,
 }
 
 impl StdioSpec {
@@ -51,6 +53,7 @@ impl StdioSpec {
             max_line_bytes: 4 << 20,
             shutdown_grace: Duration::from_secs(2),
             warm: 0,
+            protocol: Default::default(),
         })
     }
 

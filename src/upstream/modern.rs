@@ -1,0 +1,567 @@
+//! A 2026-07-28 server behind a legacy session: the session speaks the legacy protocol as
+//! always, and this bridge speaks the modern one to the server. `initialize` is answered from
+//! the server's `server/discover`; every request carries the session's protocol version, client
+//! info, capabilities and log level in `_meta`; `ping` and `logging/setLevel` are answered here;
+//! `resources/subscribe` and the list notifications become one `subscriptions/listen`, issued
+//! again when its filter changes; an `input_required` result becomes the legacy requests to the
+//! client, whose answers go back in a retry (several rounds if the server asks again).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{json, Map, Value};
+use tokio::sync::oneshot;
+
+use super::{EventSink, Sink, Upstream, UpstreamError, UpstreamEvent};
+use crate::era::{
+    CAPABILITIES_KEY, CLIENT_INFO_KEY, LOG_LEVEL_KEY, MODERN_VERSION, SERVER_INFO_KEY,
+    SUBSCRIPTION_ID_KEY, VERSION_KEY,
+};
+use crate::jsonrpc::{id_key, Kind, Message, INTERNAL_ERROR};
+
+/// The legacy revisions a client may be answered in; others get the newest.
+const LEGACY_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+/// Ids of the bridge's own messages start with this.
+const OWN: &str = "mcp-session-proxy/";
+/// The longest the bridge waits for the server's `server/discover`.
+const DISCOVER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A session's upstream when its server speaks 2026-07-28: the transport under it carries the
+/// modern messages the bridge makes.
+#[derive(Debug, Clone)]
+pub struct ModernUpstream {
+    bridge: Arc<Bridge>,
+}
+
+/// Between the session (legacy) and the server (modern).
+pub struct Bridge {
+    this: std::sync::Weak<Bridge>,
+    /// The session's way in.
+    session: EventSink,
+    /// The transport to the server, set once it is built.
+    server: OnceLock<Box<Upstream>>,
+    state: Mutex<BridgeState>,
+}
+
+impl std::fmt::Debug for Bridge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Bridge")
+    }
+}
+
+#[derive(Default)]
+struct BridgeState {
+    client_info: Value,
+    capabilities: Value,
+    log_level: Option<String>,
+    subscriptions: BTreeSet<String>,
+    /// The listen in force, by its id.
+    listen: Option<String>,
+    /// Requests in flight by the id the session gave them.
+    calls: HashMap<String, Call>,
+    /// A retry's id → the id the session gave the call.
+    retries: HashMap<String, Value>,
+    /// A question put to the client (its id) → the call and the input key it answers.
+    questions: HashMap<String, (String, String)>,
+    /// The bridge's own requests waiting for their answers.
+    waiting: HashMap<String, oneshot::Sender<Value>>,
+    next: u64,
+}
+
+/// A request in flight for the session.
+struct Call {
+    id: Value,
+    method: String,
+    params: Value,
+    /// The server's `requestState` of the round in progress, and the answers gathered for it.
+    state: Option<Value>,
+    answers: Map<String, Value>,
+    unanswered: BTreeSet<String>,
+}
+
+impl BridgeState {
+    fn own_id(&mut self, what: &str) -> String {
+        self.next += 1;
+        format!("{OWN}{what}-{}", self.next)
+    }
+}
+
+impl Bridge {
+    pub fn new(session: EventSink) -> Arc<Bridge> {
+        Arc::new_cyclic(|this| Bridge {
+            this: this.clone(),
+            session,
+            server: OnceLock::new(),
+            state: Mutex::default(),
+        })
+    }
+
+    /// The transport to the server (built with this bridge as its sink).
+    pub fn attach(self: &Arc<Self>, server: Upstream) -> ModernUpstream {
+        let _ = self.server.set(Box::new(server));
+        ModernUpstream {
+            bridge: self.clone(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BridgeState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn to_session(&self, message: Value) {
+        if let Ok(message) = Message::parse(Bytes::from(message.to_string())) {
+            self.session
+                .deliver(UpstreamEvent::Message(Box::new(message)));
+        }
+    }
+
+    fn answer(&self, id: Option<&Value>, result: Value) {
+        self.to_session(json!({ "jsonrpc": "2.0", "id": id, "result": result }));
+    }
+
+    fn fail(&self, id: &Value, message: String) {
+        self.to_session(json!({ "jsonrpc": "2.0", "id": id,
+            "error": { "code": INTERNAL_ERROR, "message": message } }));
+    }
+
+    async fn to_server(&self, message: Value) -> Result<(), UpstreamError> {
+        let server = self.server.get().ok_or(UpstreamError::Gone)?;
+        let message =
+            Message::parse(Bytes::from(message.to_string())).map_err(|_| UpstreamError::Gone)?;
+        Box::pin(server.send(message)).await
+    }
+
+    /// The `_meta` every modern request carries for this session.
+    fn request_meta(&self) -> Map<String, Value> {
+        let state = self.lock();
+        let mut meta = Map::new();
+        meta.insert(VERSION_KEY.into(), json!(MODERN_VERSION));
+        meta.insert(CAPABILITIES_KEY.into(), state.capabilities.clone());
+        meta.insert(CLIENT_INFO_KEY.into(), state.client_info.clone());
+        if let Some(level) = &state.log_level {
+            meta.insert(LOG_LEVEL_KEY.into(), json!(level));
+        }
+        meta
+    }
+
+    fn with_meta(&self, mut params: Value) -> Value {
+        if !params.is_object() {
+            params = json!({});
+        }
+        let meta = params["_meta"].as_object().cloned().unwrap_or_default();
+        let mut merged = self.request_meta();
+        merged.extend(meta);
+        params["_meta"] = Value::Object(merged);
+        params
+    }
+
+    /// A request of the bridge's own, and its answer.
+    async fn ask_server(&self, what: &str, method: &str, params: Value) -> Result<Value, String> {
+        let (answer, answered) = oneshot::channel();
+        let id = {
+            let mut state = self.lock();
+            let id = state.own_id(what);
+            state.waiting.insert(id.clone(), answer);
+            id
+        };
+        let request = json!({ "jsonrpc": "2.0", "id": id, "method": method,
+                               "params": self.with_meta(params) });
+        self.to_server(request)
+            .await
+            .map_err(|e| format!("the server could not be reached: {e}"))?;
+        match tokio::time::timeout(DISCOVER_TIMEOUT, answered).await {
+            Ok(Ok(answer)) => Ok(answer),
+            _ => {
+                self.lock().waiting.remove(&id);
+                Err(format!(
+                    "the server did not answer {method} within {DISCOVER_TIMEOUT:?}"
+                ))
+            }
+        }
+    }
+
+    /// `initialize`, answered from `server/discover` in the version the client can take.
+    async fn initialize(&self, request: &Message) {
+        let id = request.id().cloned().unwrap_or(Value::Null);
+        let params: Value = request
+            .params()
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_default();
+        {
+            let mut state = self.lock();
+            state.client_info = params["clientInfo"].clone();
+            state.capabilities = match &params["capabilities"] {
+                Value::Object(c) => Value::Object(c.clone()),
+                _ => json!({}),
+            };
+        }
+        let discovered = match self
+            .ask_server("discover", "server/discover", json!({}))
+            .await
+        {
+            Ok(answer) => answer,
+            Err(why) => return self.fail(&id, format!("initialize: {why}")),
+        };
+        let Some(result) = discovered.get("result") else {
+            let error = discovered["error"].clone();
+            return self.fail(&id, format!("the server refused server/discover: {error}"));
+        };
+        let asked = params["protocolVersion"].as_str().unwrap_or_default();
+        let version = match LEGACY_VERSIONS.contains(&asked) {
+            true => asked,
+            false => LEGACY_VERSIONS[LEGACY_VERSIONS.len() - 1],
+        };
+        let server_info = result["_meta"][SERVER_INFO_KEY].clone();
+        let mut initialized = json!({
+            "protocolVersion": version,
+            "capabilities": result["capabilities"],
+            "serverInfo": match server_info {
+                Value::Null => json!({ "name": "unknown", "version": "0" }),
+                info => info,
+            },
+        });
+        if let Some(instructions) = result.get("instructions") {
+            initialized["instructions"] = instructions.clone();
+        }
+        self.answer(Some(&id), initialized);
+        self.listen().await;
+    }
+
+    /// (Re)issues the listen for the list changes and the subscribed resources.
+    async fn listen(&self) {
+        let (previous, id, uris) = {
+            let mut state = self.lock();
+            let id = state.own_id("listen");
+            let previous = state.listen.replace(id.clone());
+            (
+                previous,
+                id,
+                state.subscriptions.iter().cloned().collect::<Vec<_>>(),
+            )
+        };
+        if let Some(previous) = previous {
+            let cancel = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": { "requestId": previous, "reason": "the subscriptions changed" } });
+            let _ = self.to_server(cancel).await;
+        }
+        let notifications = json!({ "toolsListChanged": true, "promptsListChanged": true,
+            "resourcesListChanged": true, "resourceSubscriptions": uris });
+        let listen = json!({ "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+            "params": self.with_meta(json!({ "notifications": notifications })) });
+        let _ = self.to_server(listen).await;
+    }
+
+    /// A request of the session's, sent on with the session's `_meta`.
+    async fn forward(&self, request: &Message) -> Result<(), UpstreamError> {
+        let id = request.id().cloned().unwrap_or(Value::Null);
+        let method = request.method().unwrap_or_default().to_owned();
+        let params: Value = request
+            .params()
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_default();
+        let params = self.with_meta(params);
+        self.lock().calls.insert(
+            id_key(&id),
+            Call {
+                id: id.clone(),
+                method: method.clone(),
+                params: params.clone(),
+                state: None,
+                answers: Map::new(),
+                unanswered: BTreeSet::new(),
+            },
+        );
+        self.to_server(json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))
+            .await
+    }
+
+    /// The client's cancellation, for whatever round of the call is at the server.
+    async fn cancel(&self, notification: &Message) -> Result<(), UpstreamError> {
+        let mut params: Value = notification
+            .params()
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_default();
+        let key = id_key(&params["requestId"]);
+        let current = {
+            let mut state = self.lock();
+            let retry = state
+                .retries
+                .iter()
+                .find(|(_, original)| id_key(original) == key)
+                .map(|(retry, _)| retry.clone());
+            let call = state.calls.remove(&key);
+            state.questions.retain(|_, (call, _)| *call != key);
+            match (retry, call) {
+                (Some(retry), _) => Some(json!(retry)),
+                // Waiting for the client's answers: nothing is at the server.
+                (None, Some(call)) if call.state.is_some() => None,
+                (None, _) => Some(params["requestId"].clone()),
+            }
+        };
+        let Some(current) = current else {
+            return Ok(());
+        };
+        params["requestId"] = current;
+        self.to_server(
+            json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": params }),
+        )
+        .await
+    }
+
+    /// The client's answer to a question of the server's; the call is retried once every
+    /// question of its round is answered.
+    async fn client_answered(&self, response: &Message) -> Result<(), UpstreamError> {
+        let answered: Value = serde_json::from_slice(&response.to_bytes()).unwrap_or_default();
+        let question = response.id().map(id_key).unwrap_or_default();
+        let retry = {
+            let mut state = self.lock();
+            let Some((call_key, input)) = state.questions.remove(&question) else {
+                return Ok(());
+            };
+            let Some(call) = state.calls.get_mut(&call_key) else {
+                return Ok(());
+            };
+            if let Some(error) = answered.get("error") {
+                let id = call.id.clone();
+                state.calls.remove(&call_key);
+                state.questions.retain(|_, (c, _)| *c != call_key);
+                drop(state);
+                self.fail(
+                    &id,
+                    format!("the client could not answer the server's question: {error}"),
+                );
+                return Ok(());
+            }
+            call.answers
+                .insert(input.clone(), answered["result"].clone());
+            call.unanswered.remove(&input);
+            match call.unanswered.is_empty() {
+                true => Some(call_key),
+                false => None,
+            }
+        };
+        match retry {
+            Some(call_key) => self.retry(&call_key).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Sends a call again with the answers of its round and the server's `requestState`.
+    async fn retry(&self, call_key: &str) -> Result<(), UpstreamError> {
+        let request = {
+            let mut state = self.lock();
+            let retry_id = state.own_id("retry");
+            let Some(call) = state.calls.get_mut(call_key) else {
+                return Ok(());
+            };
+            let mut params = call.params.clone();
+            params["inputResponses"] = Value::Object(std::mem::take(&mut call.answers));
+            if let Some(request_state) = call.state.take() {
+                params["requestState"] = request_state;
+            }
+            let request = json!({ "jsonrpc": "2.0", "id": retry_id, "method": call.method,
+                                  "params": params });
+            let original = call.id.clone();
+            state.retries.retain(|_, o| *o != original);
+            state.retries.insert(retry_id, original);
+            request
+        };
+        self.to_server(request).await
+    }
+
+    /// A message of the server's, as the session takes it.
+    fn server_said(&self, message: Box<Message>) {
+        let value: Value = match serde_json::from_slice(&message.to_bytes()) {
+            Ok(value) => value,
+            Err(_) => return self.session.deliver(UpstreamEvent::Message(message)),
+        };
+        match message.kind() {
+            Kind::Response => self.response(value),
+            Kind::Notification => self.notification(value),
+            // A modern server sends no requests; the session answers what it can.
+            Kind::Request => self.session.deliver(UpstreamEvent::Message(message)),
+        }
+    }
+
+    fn response(&self, mut response: Value) {
+        let key = id_key(&response["id"]);
+        if key.starts_with(&format!("\"{OWN}")) {
+            let own = response["id"].as_str().unwrap_or_default().to_owned();
+            let mut state = self.lock();
+            if let Some(retried) = state.retries.remove(&own) {
+                drop(state);
+                response["id"] = retried;
+                return self.call_answered(response);
+            }
+            if let Some(waiting) = state.waiting.remove(&own) {
+                let _ = waiting.send(response);
+            }
+            // A listen that ended: the next subscribe issues another.
+            if state.listen.as_deref() == Some(own.as_str()) {
+                state.listen = None;
+            }
+            return;
+        }
+        self.call_answered(response);
+    }
+
+    /// The answer to a call: the end of it, or the server's questions for the client.
+    fn call_answered(&self, mut response: Value) {
+        let key = id_key(&response["id"]);
+        if response["result"]["resultType"] != "input_required" {
+            self.lock().calls.remove(&key);
+            if let Some(result) = response["result"].as_object_mut() {
+                result.remove("resultType");
+            }
+            return self.to_session(response);
+        }
+        let result = &response["result"];
+        let requests: BTreeMap<String, Value> = result["inputRequests"]
+            .as_object()
+            .map(|r| r.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default();
+        let mut questions = Vec::new();
+        let retry_now = {
+            let mut state = self.lock();
+            let undeclared = requests.values().find_map(|request| {
+                let capability = match request["method"].as_str() {
+                    Some("elicitation/create") => "elicitation",
+                    Some("sampling/createMessage") => "sampling",
+                    Some("roots/list") => "roots",
+                    _ => return None,
+                };
+                state.capabilities[capability]
+                    .is_null()
+                    .then_some(capability)
+            });
+            if let Some(capability) = undeclared {
+                state.calls.remove(&key);
+                drop(state);
+                let id = response["id"].clone();
+                return self.fail(
+                    &id,
+                    format!("the server needs the client capability {capability}, which this client did not declare"),
+                );
+            }
+            let mut asked = Vec::new();
+            for input in requests.keys() {
+                let question = state.own_id("input");
+                asked.push((question.clone(), input.clone()));
+            }
+            let Some(call) = state.calls.get_mut(&key) else {
+                return;
+            };
+            call.state = result.get("requestState").cloned();
+            call.unanswered = requests.keys().cloned().collect();
+            for (question, input) in asked {
+                questions.push(json!({ "jsonrpc": "2.0", "id": question,
+                    "method": requests[&input]["method"], "params": requests[&input]["params"] }));
+                state
+                    .questions
+                    .insert(id_key(&json!(question)), (key.clone(), input));
+            }
+            requests.is_empty()
+        };
+        if retry_now {
+            if let Some(this) = self.this.upgrade() {
+                tokio::spawn(async move {
+                    let _ = this.retry(&key).await;
+                });
+            }
+            return;
+        }
+        for question in questions {
+            self.to_session(question);
+        }
+    }
+
+    fn notification(&self, mut notification: Value) {
+        if notification["method"] == "notifications/subscriptions/acknowledged" {
+            return;
+        }
+        if let Some(Value::Object(meta)) = notification["params"].get_mut("_meta") {
+            meta.remove(SUBSCRIPTION_ID_KEY);
+            if meta.is_empty() {
+                notification["params"]
+                    .as_object_mut()
+                    .map(|p| p.remove("_meta"));
+            }
+        }
+        self.to_session(notification);
+    }
+}
+
+impl Sink for Bridge {
+    fn deliver(&self, event: UpstreamEvent) {
+        match event {
+            UpstreamEvent::Message(message) => self.server_said(message),
+            UpstreamEvent::Failed { id, cause } => {
+                let id = match id.as_str().and_then(|own| self.lock().retries.remove(own)) {
+                    Some(original) => Box::new(original),
+                    None => id,
+                };
+                self.lock().calls.remove(&id_key(&id));
+                self.session.deliver(UpstreamEvent::Failed { id, cause });
+            }
+            other => self.session.deliver(other),
+        }
+    }
+}
+
+impl ModernUpstream {
+    /// One message of the session's.
+    pub async fn send(&self, message: Message) -> Result<(), UpstreamError> {
+        let bridge = &self.bridge;
+        match (message.kind(), message.method()) {
+            (Kind::Request, Some("initialize")) => {
+                bridge.initialize(&message).await;
+                Ok(())
+            }
+            (Kind::Request, Some("ping")) => {
+                bridge.answer(message.id(), json!({}));
+                Ok(())
+            }
+            (Kind::Request, Some("logging/setLevel")) => {
+                let level = message
+                    .params()
+                    .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+                    .and_then(|p| p["level"].as_str().map(str::to_owned));
+                bridge.lock().log_level = level;
+                bridge.answer(message.id(), json!({}));
+                Ok(())
+            }
+            (Kind::Request, Some(method @ ("resources/subscribe" | "resources/unsubscribe"))) => {
+                let uri = message
+                    .params()
+                    .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+                    .and_then(|p| p["uri"].as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                let changed = {
+                    let mut state = bridge.lock();
+                    match method {
+                        "resources/subscribe" => state.subscriptions.insert(uri),
+                        _ => state.subscriptions.remove(&uri),
+                    }
+                };
+                bridge.answer(message.id(), json!({}));
+                if changed {
+                    bridge.listen().await;
+                }
+                Ok(())
+            }
+            (Kind::Request, _) => bridge.forward(&message).await,
+            (Kind::Notification, Some("notifications/cancelled")) => bridge.cancel(&message).await,
+            // `initialized`, `roots/list_changed`: nothing of the kind in 2026-07-28.
+            (Kind::Notification, _) => Ok(()),
+            (Kind::Response, _) => bridge.client_answered(&message).await,
+        }
+    }
+
+    pub fn release(&self) {
+        if let Some(server) = self.bridge.server.get() {
+            server.release();
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! Legacy clients in front of a 2026-07-28 server (the demo's modern-only mode over stdio,
+//! `upstream.protocol = "2026-07-28"`): the session they expect, bridged to a server that has
+//! none.
+
+mod common;
+
+use common::{within, Client, Proxy, DEMO};
+use hyper::StatusCode;
+use mcp_session_proxy::era::Era;
+use serde_json::{json, Value};
+
+async fn in_front_of_the_modern_demo() -> Proxy {
+    Proxy::start_with(|config| {
+        config.upstream.stdio = Some(format!(
+            "{} demo-server --protocol 2026-07-28",
+            shell_words::quote(DEMO)
+        ));
+        config.upstream.protocol = Era::Modern;
+    })
+    .await
+}
+
+/// initialize with these client capabilities; keeps the session.
+async fn initialize(client: &mut Client, capabilities: Value) -> Value {
+    let reply = client
+        .post(
+            &json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": capabilities,
+            "clientInfo": { "name": "legacy-client", "version": "1" } } }),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK);
+    client.session = Some(reply.headers["mcp-session-id"].to_str().unwrap().to_owned());
+    client.protocol_version = Some("2025-06-18".into());
+    let initialized = reply.response().await;
+    let ack = client
+        .post(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
+        .await;
+    assert_eq!(ack.status, StatusCode::ACCEPTED);
+    initialized
+}
+
+#[tokio::test]
+async fn a_legacy_client_gets_its_session_from_a_server_that_has_none() {
+    let proxy = in_front_of_the_modern_demo().await;
+    let mut client = proxy.client();
+    let initialized = initialize(&mut client, json!({})).await;
+    let result = &initialized["result"];
+    assert_eq!(result["protocolVersion"], "2025-06-18", "{initialized}");
+    assert_eq!(result["serverInfo"]["name"], "mcp-session-proxy-demo");
+    assert!(result["capabilities"]["tools"].is_object());
+    assert!(result["instructions"].is_string());
+
+    assert_eq!(
+        client.call_tool("echo", json!({ "text": "hi" })).await,
+        "hi"
+    );
+    let listed = client.request("tools/list", json!({})).await;
+    assert!(listed["result"]["tools"].as_array().unwrap().len() > 3);
+    assert!(listed["result"].get("resultType").is_none(), "{listed}");
+    // Gone from 2026-07-28, answered by the proxy.
+    assert_eq!(client.request("ping", json!({})).await["result"], json!({}));
+    let set = client
+        .request("logging/setLevel", json!({ "level": "info" }))
+        .await;
+    assert_eq!(set["result"], json!({}));
+    // The counter lives in the server process, which the session keeps.
+    assert_eq!(client.call_tool("counter", json!({})).await, "1");
+    assert_eq!(client.call_tool("counter", json!({})).await, "2");
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn input_required_becomes_a_question_on_the_call_stream_and_the_answer_a_retry() {
+    let proxy = in_front_of_the_modern_demo().await;
+    let mut client = proxy.client();
+    initialize(&mut client, json!({ "elicitation": {} })).await;
+    let mut call = client
+        .post(
+            &json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+            "name": "test_input_required_result_elicitation", "arguments": {} } }),
+        )
+        .await;
+    assert!(call.is_sse());
+    let question = call.next_with_method("elicitation/create").await;
+    assert_eq!(
+        question["params"]["message"], "What is your name?",
+        "{question}"
+    );
+    let answered = client
+        .post(&json!({ "jsonrpc": "2.0", "id": question["id"],
+            "result": { "action": "accept", "content": { "name": "A" } } }))
+        .await;
+    assert_eq!(answered.status, StatusCode::ACCEPTED);
+    let done = within("the call's answer", call.response()).await;
+    assert_eq!(done["id"], 5);
+    assert_eq!(done["result"]["content"][0]["text"], "Hello, A!", "{done}");
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_subscription_becomes_a_listen_and_its_updates_reach_the_get_stream() {
+    let proxy = in_front_of_the_modern_demo().await;
+    let mut client = proxy.client();
+    initialize(&mut client, json!({})).await;
+    let mut stream = client.get(None).await;
+    assert_eq!(stream.status, StatusCode::OK);
+    let subscribed = client
+        .request("resources/subscribe", json!({ "uri": "demo://counter" }))
+        .await;
+    assert_eq!(subscribed["result"], json!({}));
+    assert_eq!(client.call_tool("counter", json!({})).await, "1");
+    let updated = stream
+        .next_with_method("notifications/resources/updated")
+        .await;
+    assert_eq!(updated["params"]["uri"], "demo://counter");
+    assert!(updated["params"].get("_meta").is_none(), "{updated}");
+    client
+        .call_tool("notify_list_changed", json!({ "list": "tools" }))
+        .await;
+    stream
+        .next_with_method("notifications/tools/list_changed")
+        .await;
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_question_the_client_cannot_answer_fails_the_call_and_a_cut_stream_loses_nothing() {
+    let proxy = in_front_of_the_modern_demo().await;
+    let mut client = proxy.client();
+    initialize(&mut client, json!({ "elicitation": {} })).await;
+    let call = |id: u64| {
+        json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "test_input_required_result_elicitation", "arguments": {} } })
+    };
+    let mut unable = proxy.client();
+    initialize(&mut unable, json!({})).await;
+    let refused = unable.post(&call(9)).await.response().await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("elicitation, which this client did not declare"),
+        "{refused}"
+    );
+
+    let mut first = client.post(&call(1)).await;
+    let question = first.next_with_method("elicitation/create").await;
+    client
+        .post(&json!({ "jsonrpc": "2.0", "id": question["id"],
+            "error": { "code": -32601, "message": "no elicitation here" } }))
+        .await;
+    let failed = within("the failed call", first.response()).await;
+    assert_eq!(failed["id"], 1);
+    assert!(
+        failed["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no elicitation here"),
+        "{failed}"
+    );
+
+    // The client drops the call's stream after the question, answers, and resumes: the answer
+    // the server gave meanwhile is replayed from the window.
+    let mut second = client.post(&call(2)).await;
+    let asked = within("the question", second.next_message())
+        .await
+        .expect("a question");
+    let event_id = asked.id.clone().expect("events carry ids");
+    drop(second);
+    client
+        .post(&json!({ "jsonrpc": "2.0", "id": asked.message["id"],
+            "result": { "action": "accept", "content": { "name": "B" } } }))
+        .await;
+    let resumed = client.get(Some(&event_id)).await;
+    let done = within("the replayed answer", resumed.response()).await;
+    assert_eq!(done["id"], 2);
+    assert_eq!(done["result"]["content"][0]["text"], "Hello, B!", "{done}");
+    proxy.stop().await;
+}
