@@ -1,8 +1,14 @@
 //! Names of the 2026-07-28 revision that the proxy's fronts and upstreams and the demo server
-//! all use: the `_meta` keys, the legacy methods it removed, the results it caches.
+//! all use: the `_meta` keys, the legacy methods it removed, the results it caches, the client
+//! capability each question to the client needs.
+
+use serde_json::Value;
 
 /// The revision.
 pub const MODERN_VERSION: &str = "2026-07-28";
+
+/// -32021: the request needs a client capability it did not declare.
+pub const MISSING_CAPABILITY: i64 = -32021;
 
 /// Which revisions a server speaks (`upstream.protocol`, `demo-server --protocol`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
@@ -60,3 +66,33 @@ pub fn is_cacheable(method: &str) -> bool {
 /// Where a legacy server's request to the client may name the `inputRequests` key its
 /// question becomes for a 2026-07-28 client (this proxy's convention; the demo follows it).
 pub const INPUT_KEY: &str = "mcp-session-proxy/inputKey";
+
+/// The client capability a server request needs (dotted for a sub-capability).
+pub fn required_capability(method: &str, params: &Value) -> Option<String> {
+    match method {
+        "elicitation/create" if params["mode"] == "url" => Some("elicitation.url".into()),
+        "elicitation/create" => Some("elicitation".into()),
+        "sampling/createMessage" if params.get("tools").is_some() => Some("sampling.tools".into()),
+        "sampling/createMessage" => Some("sampling".into()),
+        "roots/list" => Some("roots".into()),
+        _ => None,
+    }
+}
+
+/// Whether the request declared `capability` (`a.b`: `a` with `b` in it).
+pub fn declares(capabilities: &serde_json::Map<String, Value>, capability: &str) -> bool {
+    match capability.split_once('.') {
+        Some((outer, inner)) => capabilities
+            .get(outer)
+            .is_some_and(|value| value.get(inner).is_some()),
+        None => capabilities.contains_key(capability),
+    }
+}
+
+/// `requiredCapabilities` for `capability`: `{"sampling": {}}`, `{"elicitation": {"url": {}}}`.
+pub fn capability_object(capability: &str) -> Value {
+    match capability.split_once('.') {
+        Some((outer, inner)) => serde_json::json!({ outer: { inner: {} } }),
+        None => serde_json::json!({ capability: {} }),
+    }
+}

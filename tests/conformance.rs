@@ -164,6 +164,41 @@ async fn every_server_scenario_passes_through_the_proxy_in_front_of_an_http_serv
     upstream.stop().await;
 }
 
+/// The same in front of a 2026-07-28 server (the demo's modern-only mode): the legacy suite's
+/// sessions, server requests, subscriptions and resumption, all bridged to a server that has
+/// none of them.
+#[tokio::test]
+async fn every_server_scenario_passes_through_the_proxy_in_front_of_a_2026_07_28_server() {
+    let proxy = Proxy::start_with(|c| {
+        polling(c);
+        in_front_of_the_modern_demo(c);
+    })
+    .await;
+    every_scenario_passes(&format!("http://{}/mcp", proxy.addr())).await;
+    proxy.stop().await;
+}
+
+fn in_front_of_the_modern_demo(config: &mut mcp_session_proxy::config::Config) {
+    config.upstream.stdio = Some(format!(
+        "{} demo-server --protocol 2026-07-28",
+        shell_words::quote(common::DEMO)
+    ));
+    config.upstream.protocol = mcp_session_proxy::era::Era::Modern;
+}
+
+/// The 2026-07-28 requirements in front of the modern demo: the proxy does not break a modern
+/// server for modern clients.
+#[tokio::test]
+async fn the_2026_07_28_requirements_pass_in_front_of_a_2026_07_28_server() {
+    let proxy = Proxy::start_with(|config| {
+        config.session.anonymous = Anonymous::Shared;
+        in_front_of_the_modern_demo(config);
+    })
+    .await;
+    modern_requirements_pass(&format!("http://{}/mcp", proxy.addr())).await;
+    proxy.stop().await;
+}
+
 async fn every_scenario_passes(url: &str) {
     let node = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/node");
     let bin = node.join("node_modules/.bin");

@@ -18,8 +18,9 @@ use super::{Demo, Listen};
 
 use crate::era::MODERN_VERSION as VERSION;
 use crate::era::{
-    is_cacheable, CAPABILITIES_KEY, INPUT_KEY, LOG_LEVEL_KEY, REMOVED_METHODS, SERVER_INFO_KEY,
-    SUBSCRIPTION_ID_KEY, VERSION_KEY,
+    capability_object, declares, is_cacheable, required_capability, CAPABILITIES_KEY, INPUT_KEY,
+    LOG_LEVEL_KEY, MISSING_CAPABILITY, REMOVED_METHODS, SERVER_INFO_KEY, SUBSCRIPTION_ID_KEY,
+    VERSION_KEY,
 };
 
 /// One request being served: what it declared, the answers its retries carried, and the
@@ -95,8 +96,19 @@ pub fn admit(demo: &Demo, message: &Value) -> Option<Arc<Round>> {
         },
     };
     let mut answers = answers;
-    if let Some(Value::Object(given)) = params.get("inputResponses") {
-        answers.extend(given.iter().map(|(k, v)| (k.clone(), v.clone())));
+    match params.get("inputResponses") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(given)) if given.values().all(Value::is_object) => {
+            answers.extend(given.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        Some(_) => {
+            demo.fail(
+                id,
+                -32602,
+                "Invalid params: inputResponses must map each key to a result object",
+            );
+            return None;
+        }
     }
     let round = Arc::new(Round {
         id: id.clone(),
@@ -224,6 +236,22 @@ pub async fn ask(demo: &Demo, round: &Round, method: &str, mut params: Value) ->
     if let Some(answer) = round.answer(&key) {
         return json!({ "result": answer });
     }
+    let needed = required_capability(method, &params);
+    let declared = |capability: &str| {
+        round
+            .capabilities
+            .as_object()
+            .is_some_and(|c| declares(c, capability))
+    };
+    if let Some(capability) = needed.filter(|c| !declared(c)) {
+        if !round.asked.swap(true, Ordering::AcqRel) {
+            let error = json!({ "code": MISSING_CAPABILITY,
+                "message": format!("this tool needs the client capability {capability}"),
+                "data": { "requiredCapabilities": capability_object(&capability) } });
+            demo.send(json!({ "jsonrpc": "2.0", "id": round.id, "error": error }));
+        }
+        return stop(demo, round).await;
+    }
     if let Some(Value::Object(meta)) = params.get_mut("_meta") {
         meta.remove(INPUT_KEY);
         if meta.is_empty() {
@@ -248,7 +276,11 @@ pub async fn ask(demo: &Demo, round: &Round, method: &str, mut params: Value) ->
         decorate(&mut result, &round.method);
         demo.send(json!({ "jsonrpc": "2.0", "id": round.id, "result": result }));
     }
-    // The tool stops here: its task ends (and lets go of the output) at this await.
+    stop(demo, round).await
+}
+
+/// The tool stops here: its task ends (and lets go of the output) at this await.
+async fn stop(demo: &Demo, round: &Round) -> Value {
     if let Some(task) = demo.lock().running.remove(&round.id.to_string()) {
         task.abort();
     }

@@ -16,8 +16,9 @@ use tokio::sync::oneshot;
 
 use super::{EventSink, Sink, Upstream, UpstreamError, UpstreamEvent};
 use crate::era::{
-    CAPABILITIES_KEY, CLIENT_INFO_KEY, LOG_LEVEL_KEY, MODERN_VERSION, SERVER_INFO_KEY,
-    SUBSCRIPTION_ID_KEY, VERSION_KEY,
+    capability_object, declares, required_capability, CAPABILITIES_KEY, CLIENT_INFO_KEY, INPUT_KEY,
+    LOG_LEVEL_KEY, MISSING_CAPABILITY, MODERN_VERSION, SERVER_INFO_KEY, SUBSCRIPTION_ID_KEY,
+    VERSION_KEY,
 };
 use crate::jsonrpc::{id_key, Kind, Message, INTERNAL_ERROR};
 
@@ -426,24 +427,21 @@ impl Bridge {
         let retry_now = {
             let mut state = self.lock();
             let undeclared = requests.values().find_map(|request| {
-                let capability = match request["method"].as_str() {
-                    Some("elicitation/create") => "elicitation",
-                    Some("sampling/createMessage") => "sampling",
-                    Some("roots/list") => "roots",
-                    _ => return None,
-                };
-                state.capabilities[capability]
-                    .is_null()
-                    .then_some(capability)
+                let method = request["method"].as_str().unwrap_or_default();
+                let capability = required_capability(method, &request["params"])?;
+                let declared = state
+                    .capabilities
+                    .as_object()
+                    .is_some_and(|c| declares(c, &capability));
+                (!declared).then_some(capability)
             });
             if let Some(capability) = undeclared {
                 state.calls.remove(&key);
                 drop(state);
-                let id = response["id"].clone();
-                return self.fail(
-                    &id,
-                    format!("the server needs the client capability {capability}, which this client did not declare"),
-                );
+                return self.to_session(json!({ "jsonrpc": "2.0", "id": response["id"],
+                    "error": { "code": MISSING_CAPABILITY,
+                        "message": format!("the server needs the client capability {capability}, which this client did not declare"),
+                        "data": { "requiredCapabilities": capability_object(&capability) } } }));
             }
             let mut asked = Vec::new();
             for input in requests.keys() {
@@ -456,8 +454,14 @@ impl Bridge {
             call.state = result.get("requestState").cloned();
             call.unanswered = requests.keys().cloned().collect();
             for (question, input) in asked {
+                // The server's key goes with the question (a 2026-07-28 client of this proxy
+                // gets it back as the same key).
+                let mut params = requests[&input]["params"].clone();
+                if params.is_object() {
+                    params["_meta"][INPUT_KEY] = json!(input);
+                }
                 questions.push(json!({ "jsonrpc": "2.0", "id": question,
-                    "method": requests[&input]["method"], "params": requests[&input]["params"] }));
+                    "method": requests[&input]["method"], "params": params }));
                 state
                     .questions
                     .insert(id_key(&json!(question)), (key.clone(), input));

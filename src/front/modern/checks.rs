@@ -17,8 +17,7 @@ pub use crate::era::{
 
 /// -32020: the HTTP headers do not match the body, or a required one is missing or malformed.
 pub const HEADER_MISMATCH: i64 = -32020;
-/// -32021: the request needs a client capability it did not declare.
-pub const MISSING_CAPABILITY: i64 = -32021;
+pub use crate::era::MISSING_CAPABILITY;
 /// -32022: the requested protocol version is not served.
 pub const UNSUPPORTED_VERSION: i64 = -32022;
 

@@ -61,6 +61,9 @@ pub fn response(
     if code == METHOD_NOT_FOUND {
         return (answer, StatusCode::NOT_FOUND);
     }
+    if code == crate::era::MISSING_CAPABILITY {
+        return (answer, StatusCode::BAD_REQUEST);
+    }
     if method == "resources/read" && code == LEGACY_RESOURCE_NOT_FOUND {
         answer["error"]["code"] = json!(INVALID_PARAMS);
     }

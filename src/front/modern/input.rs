@@ -18,6 +18,7 @@ use super::exchange::{respond, Call};
 use super::held::HeldCalls;
 use super::state::HeldRequest;
 use crate::era::INPUT_KEY;
+pub use crate::era::{capability_object, declares, required_capability};
 use crate::front::body::Body;
 use crate::front::rejection::Rejection;
 use crate::front::App;
@@ -118,36 +119,6 @@ fn answers(params: &Value, held: &HeldRequest) -> Result<Vec<(Value, Value)>, St
             "Invalid params: inputResponses lacks {}; answer every input request",
             missing.join(", ")
         )),
-    }
-}
-
-/// The client capability a server request needs (dotted for a sub-capability).
-pub fn required_capability(method: &str, params: &Value) -> Option<String> {
-    match method {
-        "elicitation/create" if params["mode"] == "url" => Some("elicitation.url".into()),
-        "elicitation/create" => Some("elicitation".into()),
-        "sampling/createMessage" if params.get("tools").is_some() => Some("sampling.tools".into()),
-        "sampling/createMessage" => Some("sampling".into()),
-        "roots/list" => Some("roots".into()),
-        _ => None,
-    }
-}
-
-/// Whether the request declared `capability` (`a.b`: `a` with `b` in it).
-pub fn declares(capabilities: &Map<String, Value>, capability: &str) -> bool {
-    match capability.split_once('.') {
-        Some((outer, inner)) => capabilities
-            .get(outer)
-            .is_some_and(|value| value.get(inner).is_some()),
-        None => capabilities.contains_key(capability),
-    }
-}
-
-/// `requiredCapabilities` for `capability`: `{"sampling": {}}`, `{"elicitation": {"url": {}}}`.
-pub fn capability_object(capability: &str) -> Value {
-    match capability.split_once('.') {
-        Some((outer, inner)) => json!({ outer: { inner: {} } }),
-        None => json!({ capability: {} }),
     }
 }
 

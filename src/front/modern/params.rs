@@ -49,27 +49,34 @@ impl<'a> Params<'a> {
             .unwrap_or_default()
     }
 
-    /// The request as the legacy server takes it: the per-request fields of `_meta` left out
-    /// (the upstream session was initialized with them), every other member copied as sent.
+    /// The request as the legacy server takes it: the per-request fields of `_meta` and the
+    /// answers to the front's own questions (`inputResponses`, `requestState`) left out, every
+    /// other member copied as sent.
     pub fn legacy_request(&self, request: &Message) -> Result<Message, Rejection> {
-        let Some(meta) = &self.meta else {
-            return Ok(request.clone());
-        };
-        let kept: Map<String, Value> = meta
-            .iter()
-            .filter(|(key, _)| !key.starts_with(PER_REQUEST_META))
-            .map(|(key, value)| (key.clone(), value.clone()))
-            .collect();
         let refused =
             |e: serde_json::Error| Rejection::bad_request(e.to_string()).with_id(request.id());
-        let kept_meta = match kept.is_empty() {
-            true => None,
-            false => Some(serde_json::value::to_raw_value(&kept).map_err(refused)?),
+        let kept_meta = match &self.meta {
+            None => None,
+            Some(meta) => {
+                let kept: Map<String, Value> = meta
+                    .iter()
+                    .filter(|(key, _)| !key.starts_with(PER_REQUEST_META))
+                    .map(|(key, value)| (key.clone(), value.clone()))
+                    .collect();
+                match kept.is_empty() {
+                    true => None,
+                    false => Some(serde_json::value::to_raw_value(&kept).map_err(refused)?),
+                }
+            }
         };
         let mut members = self.members.clone();
+        let answers = members.remove("inputResponses").is_some();
+        let state = members.remove("requestState").is_some();
         match &kept_meta {
-            None => drop(members.remove("_meta")),
             Some(kept) => drop(members.insert("_meta".to_owned(), kept)),
+            None if self.meta.is_some() => drop(members.remove("_meta")),
+            None if !answers && !state => return Ok(request.clone()),
+            None => {}
         }
         let mut forwarded = request.clone();
         forwarded.set_params(serde_json::value::to_raw_value(&members).map_err(refused)?);
