@@ -20,6 +20,9 @@ pub enum Era {
     /// 2026-07-28 only.
     #[serde(rename = "2026-07-28")]
     Modern,
+    /// Not known yet: asked once with `server/discover` (`upstream.protocol = "auto"`).
+    #[serde(rename = "auto")]
+    Auto,
 }
 
 impl std::str::FromStr for Era {
@@ -28,7 +31,8 @@ impl std::str::FromStr for Era {
         match name {
             "legacy" => Ok(Era::Legacy),
             MODERN_VERSION => Ok(Era::Modern),
-            other => Err(format!("{other}: legacy or {MODERN_VERSION}")),
+            "auto" => Ok(Era::Auto),
+            other => Err(format!("{other}: legacy, {MODERN_VERSION} or auto")),
         }
     }
 }

@@ -20,6 +20,10 @@ fn run_cli() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Some(Command::DemoServer {
+            protocol: mcp_session_proxy::era::Era::Auto,
+            ..
+        }) => anyhow::bail!("demo-server --protocol takes legacy or 2026-07-28"),
+        Some(Command::DemoServer {
             http: None,
             protocol,
         }) => return runtime(0)?.block_on(demo::run(protocol)),

@@ -52,6 +52,7 @@ counters! {
     replay_gaps_total: "counter", "Reads that found messages evicted before delivery.";
     upstream_spawns_total: "counter", "Upstream server processes started.";
     upstream_exits_total: "counter", "Upstream servers that exited on their own.";
+    upstreams_modern: "gauge", "Served servers that speak 2026-07-28 (configured, or found by upstream.protocol = auto), bridged for legacy clients.";
     requests_timed_out_total: "counter", "Requests failed because their server stayed silent past upstream.request_timeout.";
     list_cache_hits_total: "counter", "List requests answered from the list cache.";
     list_cache_misses_total: "counter", "Cacheable list requests sent to the server.";

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, SessionConfig, UpstreamConfig};
+use crate::era::Era;
 use crate::front::modern::envelope::CacheHints;
 use crate::front::modern::held::HeldCalls;
 use crate::front::modern::state::StateKey;
@@ -23,7 +24,7 @@ use crate::metrics::Metrics;
 use crate::session::cluster::Cluster;
 use crate::session::{Registry, SessionSettings};
 use crate::store::{RedisStore, Store};
-use crate::upstream::UpstreamSpec;
+use crate::upstream::{probe, UpstreamSpec};
 use tracing::warn;
 
 /// The longest a leaving replica goes on answering (503) after its sessions were handed over.
@@ -59,15 +60,20 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
     };
     let serve = |name: &str,
                  upstream: &UpstreamConfig,
-                 session: &SessionConfig|
+                 session: &SessionConfig,
+                 spec: UpstreamSpec|
      -> anyhow::Result<Arc<App>> {
+        check_bridged(name, &spec)?;
+        if spec.era() == Era::Modern {
+            Metrics::inc(&metrics.upstreams_modern);
+        }
         let settings = SessionSettings {
             cache_lists: upstream.caches_lists(),
             request_timeout: upstream.request_timeout,
             ..session.settings()
         };
         let registry = Arc::new(Registry::with_store(
-            upstream.spec()?,
+            spec,
             settings,
             metrics.clone(),
             store.clone(),
@@ -98,13 +104,17 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         }))
     };
     let default = match config.serves_default() {
-        true => Some(serve("default", &config.upstream, &config.session)?),
+        true => {
+            let spec = settled(&config.upstream).await?;
+            Some(serve("default", &config.upstream, &config.session, spec)?)
+        }
         false => None,
     };
     let mut servers = BTreeMap::new();
     for (name, server) in &config.servers {
         let session = server.session.as_ref().unwrap_or(&config.session);
-        servers.insert(name.clone(), serve(name, &server.upstream, session)?);
+        let spec = settled(&server.upstream).await?;
+        servers.insert(name.clone(), serve(name, &server.upstream, session, spec)?);
     }
     let router = Arc::new(Router {
         default,
@@ -126,6 +136,26 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         drain: config.shutdown_timeout / 2,
         served,
     })
+}
+
+/// A server's spec with its revision settled (`auto` probed once, here, before any session).
+async fn settled(upstream: &UpstreamConfig) -> anyhow::Result<UpstreamSpec> {
+    Ok(probe::settle(upstream.spec()?, upstream.request_timeout).await)
+}
+
+/// A 2026-07-28 server is bridged for stdio in per-session isolation without a warm pool.
+fn check_bridged(name: &str, spec: &UpstreamSpec) -> anyhow::Result<()> {
+    match spec {
+        UpstreamSpec::SharedStdio(stdio) if stdio.protocol == Era::Modern => anyhow::bail!(
+            "server {name} speaks 2026-07-28: it is served in per-session isolation only for now"
+        ),
+        UpstreamSpec::Stdio(stdio) if stdio.protocol == Era::Modern && stdio.warm > 0 => {
+            anyhow::bail!(
+                "server {name} speaks 2026-07-28: it is served without warm children for now"
+            )
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Every stdio server can be started: a command that does not exist stops start-up with its

@@ -177,3 +177,47 @@ async fn a_question_the_client_cannot_answer_fails_the_call_and_a_cut_stream_los
     assert_eq!(done["result"]["content"][0]["text"], "Hello, B!", "{done}");
     proxy.stop().await;
 }
+
+#[tokio::test]
+async fn auto_finds_each_server_s_revision_once_with_a_throwaway_child() {
+    use mcp_session_proxy::upstream::probe::stdio_verdict;
+    use mcp_session_proxy::upstream::stdio::StdioSpec;
+    use std::time::Duration;
+    let verdict = |command: String| async move {
+        let spec = StdioSpec::parse(&command).unwrap();
+        stdio_verdict(&spec, Duration::from_secs(10)).await
+    };
+    let demo = shell_words::quote(DEMO);
+    assert_eq!(
+        verdict(format!("{demo} demo-server --protocol 2026-07-28")).await,
+        Era::Modern
+    );
+    assert_eq!(verdict(format!("{demo} demo-server")).await, Era::Legacy);
+    // A legacy server that exits on any request before initialize, and one that never answers.
+    assert_eq!(
+        verdict("sh -c 'head -n 1 >/dev/null; exit 3'".into()).await,
+        Era::Legacy
+    );
+    let silent = StdioSpec::parse("sleep 30").unwrap();
+    assert_eq!(
+        stdio_verdict(&silent, Duration::from_millis(200)).await,
+        Era::Legacy
+    );
+
+    // Through the proxy: the verdict is counted, and either server serves a legacy client.
+    for (protocol, modern) in [("--protocol 2026-07-28", 1), ("", 0)] {
+        let proxy = Proxy::start_with(|config| {
+            config.upstream.stdio = Some(format!("{demo} demo-server {protocol}"));
+            config.upstream.protocol = Era::Auto;
+        })
+        .await;
+        assert_eq!(proxy.metric("mcp_proxy_upstreams_modern"), modern);
+        let mut client = proxy.client();
+        initialize(&mut client, json!({})).await;
+        assert_eq!(
+            client.call_tool("echo", json!({ "text": "hi" })).await,
+            "hi"
+        );
+        proxy.stop().await;
+    }
+}

@@ -47,8 +47,8 @@ pub struct Cli {
     #[arg(long, value_name = "MODE")]
     pub isolation: Option<Isolation>,
 
-    /// The revision the stdio server speaks: legacy (2024-11-05 … 2025-11-25) or 2026-07-28
-    /// (its legacy clients are bridged to it) [default: legacy].
+    /// The revision the stdio server speaks: legacy (2024-11-05 … 2025-11-25), 2026-07-28 (its
+    /// legacy clients are bridged to it) or auto (asked once at start) [default: legacy].
     #[arg(long, value_name = "REVISION")]
     pub upstream_protocol: Option<crate::era::Era>,
 

@@ -111,6 +111,9 @@ impl UpstreamConfig {
                  isolation without warm children; other kinds are not bridged yet"
             );
         }
+        if self.protocol == Era::Auto && (self.http.is_some() || self.sse.is_some()) {
+            bail!("{key}.protocol = \"auto\" probes stdio servers only so far: name the revision");
+        }
         Ok(())
     }
 }

@@ -9,6 +9,7 @@ pub mod legacy_sse;
 pub mod lines;
 pub mod modern;
 pub mod owner;
+pub mod probe;
 pub mod shared;
 pub mod stdio;
 pub mod streamable_http;
@@ -79,6 +80,14 @@ pub enum UpstreamSpec {
 }
 
 impl UpstreamSpec {
+    /// The revision the server speaks (HTTP and SSE servers: legacy, so far).
+    pub fn era(&self) -> crate::era::Era {
+        match self {
+            UpstreamSpec::Stdio(spec) | UpstreamSpec::SharedStdio(spec) => spec.protocol,
+            UpstreamSpec::Http(_) | UpstreamSpec::Sse(_) => crate::era::Era::Legacy,
+        }
+    }
+
     pub fn display(&self) -> String {
         match self {
             UpstreamSpec::Stdio(spec) => spec.display(),

@@ -40,6 +40,18 @@ pub struct StdioSpec {
 }
 
 impl StdioSpec {
+    /// The child's command: stdin and stdout piped, its own process group, killed when dropped.
+    pub fn command(&self) -> Command {
+        let mut command = Command::new(&self.program);
+        command
+            .args(&self.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .process_group(0);
+        command
+    }
+
     /// Splits a command line the way a POSIX shell would, without running a shell.
     pub fn parse(command_line: &str) -> Result<StdioSpec, String> {
         let words = shell_words::split(command_line)
@@ -125,13 +137,9 @@ impl StdioUpstream {
         events: EventSink,
         tasks: &TaskTracker,
     ) -> Result<StdioUpstream, UpstreamError> {
-        let mut child = Command::new(&spec.program)
-            .args(&spec.args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
+        let mut child = spec
+            .command()
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .process_group(0)
             .spawn()
             .map_err(|source| UpstreamError::Spawn {
                 command: spec.display(),
