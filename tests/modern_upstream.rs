@@ -221,3 +221,62 @@ async fn auto_finds_each_server_s_revision_once_with_a_throwaway_child() {
         proxy.stop().await;
     }
 }
+
+/// A 2026-07-28 server over HTTP: here another proxy's modern face in front of the modern demo
+/// (anonymous requests sharing one server, so the demo's counter persists between requests).
+#[tokio::test]
+async fn a_modern_http_server_is_bridged_the_same_way() {
+    use mcp_session_proxy::front::modern::correlation::Anonymous;
+    let server = Proxy::start_with(|config| {
+        config.upstream.stdio = Some(format!(
+            "{} demo-server --protocol 2026-07-28",
+            shell_words::quote(DEMO)
+        ));
+        config.upstream.protocol = Era::Modern;
+        config.session.anonymous = Anonymous::Shared;
+    })
+    .await;
+    let proxy = Proxy::start_with(|config| {
+        config.upstream.stdio = None;
+        config.upstream.http = Some(format!("http://{}/mcp", server.addr()));
+        config.upstream.protocol = Era::Modern;
+    })
+    .await;
+    let mut client = proxy.client();
+    let initialized = initialize(&mut client, json!({ "elicitation": {} })).await;
+    assert_eq!(
+        initialized["result"]["serverInfo"]["name"], "mcp-session-proxy-demo",
+        "{initialized}"
+    );
+    assert_eq!(
+        client
+            .call_tool("echo", json!({ "text": "Hello, 世界" }))
+            .await,
+        "Hello, 世界"
+    );
+    let mut stream = client.get(None).await;
+    client
+        .request("resources/subscribe", json!({ "uri": "demo://counter" }))
+        .await;
+    assert_eq!(client.call_tool("counter", json!({})).await, "1");
+    let updated = stream
+        .next_with_method("notifications/resources/updated")
+        .await;
+    assert_eq!(updated["params"]["uri"], "demo://counter");
+
+    let mut call = client
+        .post(
+            &json!({ "jsonrpc": "2.0", "id": 50, "method": "tools/call", "params": {
+            "name": "test_input_required_result_elicitation", "arguments": {} } }),
+        )
+        .await;
+    let question = call.next_with_method("elicitation/create").await;
+    client
+        .post(&json!({ "jsonrpc": "2.0", "id": question["id"],
+            "result": { "action": "accept", "content": { "name": "H" } } }))
+        .await;
+    let done = within("the call's answer", call.response()).await;
+    assert_eq!(done["result"]["content"][0]["text"], "Hello, H!", "{done}");
+    proxy.stop().await;
+    server.stop().await;
+}

@@ -95,6 +95,7 @@ impl UpstreamConfig {
                 request_timeout: self.request_timeout,
                 max_event_bytes: self.max_line_bytes,
                 forward_authorization: self.forward_authorization,
+                protocol: self.protocol,
             })
         };
         match (&self.http, &self.sse) {

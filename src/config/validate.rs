@@ -103,12 +103,13 @@ impl UpstreamConfig {
         if self.isolation == Isolation::Shared && (self.http.is_some() || self.sse.is_some()) {
             bail!("{key}.isolation = \"shared\" applies to stdio servers only");
         }
-        let per_session_stdio =
-            self.http.is_none() && self.sse.is_none() && self.isolation == Isolation::PerSession;
-        if self.protocol == Era::Modern && (!per_session_stdio || self.warm > 0) {
+        let bridged = self.sse.is_none()
+            && (self.http.is_some() || self.isolation == Isolation::PerSession)
+            && self.warm == 0;
+        if self.protocol == Era::Modern && !bridged {
             bail!(
-                "{key}.protocol = \"2026-07-28\" is served for stdio servers in per-session \
-                 isolation without warm children; other kinds are not bridged yet"
+                "{key}.protocol = \"2026-07-28\" is served for HTTP servers and for stdio servers \
+                 in per-session isolation without warm children; other kinds are not bridged yet"
             );
         }
         if self.protocol == Era::Auto && (self.http.is_some() || self.sse.is_some()) {

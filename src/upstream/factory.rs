@@ -13,6 +13,7 @@ use tracing::warn;
 use super::http_client::{self, HttpClient};
 use super::legacy_sse::SseUpstream;
 use super::modern::Bridge;
+use super::modern_http::ModernHttp;
 use super::shared::SharedStdio;
 use super::stdio::{StdioSpec, StdioUpstream};
 use super::streamable_http::HttpUpstream;
@@ -96,6 +97,12 @@ impl UpstreamFactory {
             (UpstreamSpec::Stdio(spec) | UpstreamSpec::SharedStdio(spec), None) => {
                 Metrics::inc(&self.metrics.upstream_spawns_total);
                 Upstream::Stdio(StdioUpstream::spawn(spec, events, &self.tasks)?)
+            }
+            (UpstreamSpec::Http(spec), None) if spec.protocol == Era::Modern => {
+                let bridge = Bridge::new(events);
+                let server =
+                    ModernHttp::start(spec, self.http_client.clone(), bridge.clone(), credential);
+                Upstream::Modern(bridge.attach(Upstream::ModernHttp(server)))
             }
             (UpstreamSpec::Http(spec), None) => Upstream::Http(HttpUpstream::start(
                 spec,

@@ -37,6 +37,8 @@ pub struct HttpSpec {
     pub max_event_bytes: usize,
     /// Send the session creator's `Authorization` to the server (off: credentials stay here).
     pub forward_authorization: bool,
+    /// The revision the server speaks.
+    pub protocol: crate::era::Era,
 }
 
 /// Sends `request`, waiting at most the request timeout for its answer to begin.

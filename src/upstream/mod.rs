@@ -8,6 +8,7 @@ pub mod http_client;
 pub mod legacy_sse;
 pub mod lines;
 pub mod modern;
+pub mod modern_http;
 pub mod owner;
 pub mod probe;
 pub mod shared;
@@ -84,7 +85,8 @@ impl UpstreamSpec {
     pub fn era(&self) -> crate::era::Era {
         match self {
             UpstreamSpec::Stdio(spec) | UpstreamSpec::SharedStdio(spec) => spec.protocol,
-            UpstreamSpec::Http(_) | UpstreamSpec::Sse(_) => crate::era::Era::Legacy,
+            UpstreamSpec::Http(spec) => spec.protocol,
+            UpstreamSpec::Sse(_) => crate::era::Era::Legacy,
         }
     }
 
@@ -109,6 +111,8 @@ pub enum Upstream {
     Owner(owner::OwnerLink),
     /// A 2026-07-28 server, bridged for the legacy session.
     Modern(modern::ModernUpstream),
+    /// A 2026-07-28 HTTP server: the transport under a bridge.
+    ModernHttp(modern_http::ModernHttp),
 }
 
 impl Upstream {
@@ -125,6 +129,7 @@ impl Upstream {
                 .map(|_| ())
                 .map_err(Into::into),
             Upstream::Modern(modern) => Box::pin(modern.send(message)).await,
+            Upstream::ModernHttp(http) => http.send(message).await,
         }
     }
 
@@ -134,8 +139,11 @@ impl Upstream {
         match self {
             Upstream::Http(http) => http.reestablished(outcome),
             Upstream::Sse(sse) => sse.reestablished(outcome),
-            Upstream::Stdio(_) | Upstream::Shared(_) | Upstream::Owner(_) | Upstream::Modern(_) => {
-            }
+            Upstream::Stdio(_)
+            | Upstream::Shared(_)
+            | Upstream::Owner(_)
+            | Upstream::Modern(_)
+            | Upstream::ModernHttp(_) => {}
         }
     }
 
@@ -148,6 +156,7 @@ impl Upstream {
             Upstream::Http(http) => http.release(),
             Upstream::Sse(sse) => sse.release(),
             Upstream::Modern(modern) => modern.release(),
+            Upstream::ModernHttp(http) => http.release(),
             // A view going away leaves the owner's session alone.
             Upstream::Owner(_) => {}
         }

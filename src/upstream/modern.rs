@@ -174,7 +174,8 @@ impl Bridge {
             .map_err(|e| format!("the server could not be reached: {e}"))?;
         match tokio::time::timeout(DISCOVER_TIMEOUT, answered).await {
             Ok(Ok(answer)) => Ok(answer),
-            _ => {
+            Ok(Err(_)) => Err(format!("the server could not answer {method}")),
+            Err(_) => {
                 self.lock().waiting.remove(&id);
                 Err(format!(
                     "the server did not answer {method} within {DISCOVER_TIMEOUT:?}"
@@ -502,9 +503,27 @@ impl Sink for Bridge {
         match event {
             UpstreamEvent::Message(message) => self.server_said(message),
             UpstreamEvent::Failed { id, cause } => {
-                let id = match id.as_str().and_then(|own| self.lock().retries.remove(own)) {
-                    Some(original) => Box::new(original),
+                let own = id
+                    .as_str()
+                    .filter(|id| id.starts_with(OWN))
+                    .map(str::to_owned);
+                let id = match own {
                     None => id,
+                    Some(own) => {
+                        let mut state = self.lock();
+                        match state.retries.remove(&own) {
+                            Some(original) => Box::new(original),
+                            None => {
+                                // The bridge's own request: its waiter hears of it; a listen
+                                // that failed is issued again at the next subscribe.
+                                state.waiting.remove(&own);
+                                if state.listen.as_deref() == Some(own.as_str()) {
+                                    state.listen = None;
+                                }
+                                return;
+                            }
+                        }
+                    }
                 };
                 self.lock().calls.remove(&id_key(&id));
                 self.session.deliver(UpstreamEvent::Failed { id, cause });

@@ -1,0 +1,231 @@
+//! The transport to a 2026-07-28 server over HTTP, under the bridge (`modern`): one POST per
+//! request with the headers mirroring its body (`MCP-Protocol-Version`, `Mcp-Method`,
+//! `Mcp-Name`), the answer read as JSON or as SSE and handed on message by message. No session,
+//! no GET stream: a cancellation closes the request's connection.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use base64::Engine;
+use bytes::Bytes;
+use http::{header, HeaderValue, Method, Request};
+use http_body_util::{BodyExt, Full};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::http_client::{self, EventStream, HttpClient, HttpSpec};
+use super::{EventSink, UpstreamError, UpstreamEvent};
+use crate::era::MODERN_VERSION;
+use crate::jsonrpc::{id_key, Kind, Message};
+
+/// A 2026-07-28 HTTP server, as the bridge sends to it.
+#[derive(Debug, Clone)]
+pub struct ModernHttp {
+    link: Arc<Link>,
+}
+
+struct Link {
+    spec: HttpSpec,
+    client: HttpClient,
+    events: EventSink,
+    credential: Option<HeaderValue>,
+    /// Requests whose answers are being read, by id: cancelling one closes its connection.
+    in_flight: Mutex<HashMap<String, CancellationToken>>,
+    released: CancellationToken,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ModernHttp({})", self.spec.url)
+    }
+}
+
+impl ModernHttp {
+    pub fn start(
+        spec: &HttpSpec,
+        client: HttpClient,
+        events: EventSink,
+        credential: Option<HeaderValue>,
+    ) -> ModernHttp {
+        ModernHttp {
+            link: Arc::new(Link {
+                spec: spec.clone(),
+                client,
+                events,
+                credential: credential.filter(|_| spec.forward_authorization),
+                in_flight: Mutex::default(),
+                released: CancellationToken::new(),
+            }),
+        }
+    }
+
+    pub async fn send(&self, message: Message) -> Result<(), UpstreamError> {
+        if self.link.released.is_cancelled() {
+            return Err(UpstreamError::Gone);
+        }
+        match (message.kind(), message.method()) {
+            (Kind::Request, _) => {
+                let id = message.id().map(id_key).unwrap_or_default();
+                let stop = self.link.released.child_token();
+                self.link.lock().insert(id.clone(), stop.clone());
+                let link = self.link.clone();
+                tokio::spawn(async move {
+                    link.exchange(&message, &stop).await;
+                    link.lock().remove(&id);
+                });
+            }
+            (Kind::Notification, Some("notifications/cancelled")) => {
+                let params: Value = message
+                    .params()
+                    .and_then(|p| serde_json::from_str(p.get()).ok())
+                    .unwrap_or_default();
+                if let Some(stop) = self.link.lock().remove(&id_key(&params["requestId"])) {
+                    stop.cancel();
+                }
+            }
+            // Nothing else goes to a 2026-07-28 server over HTTP.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    pub fn release(&self) {
+        self.link.released.cancel();
+    }
+}
+
+impl Link {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, CancellationToken>> {
+        self.in_flight.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn fail(&self, message: &Message, cause: String) {
+        if let Some(id) = message.id() {
+            self.events.deliver(UpstreamEvent::Failed {
+                id: Box::new(id.clone()),
+                cause: cause.into(),
+            });
+        }
+    }
+
+    fn deliver(&self, bytes: Bytes) -> bool {
+        match Message::parse(bytes) {
+            Ok(message) => {
+                self.events
+                    .deliver(UpstreamEvent::Message(Box::new(message)));
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// POSTs one request and hands on what comes back, until its answer.
+    async fn exchange(&self, message: &Message, stop: &CancellationToken) {
+        let request = match self.request(message) {
+            Ok(request) => request,
+            Err(cause) => return self.fail(message, cause),
+        };
+        let response = tokio::select! {
+            response = http_client::send(&self.client, &self.spec, request) => response,
+            () = stop.cancelled() => return,
+        };
+        let response = match response {
+            Ok(response) => response,
+            Err(cause) => return self.fail(message, cause),
+        };
+        let status = response.status();
+        if http_client::is_event_stream(&response) {
+            let mut events = EventStream::new(response.into_body(), self.spec.max_event_bytes);
+            let own_id = message.id().map(id_key);
+            while let Some(event) = events.next(stop).await {
+                if event.data.is_empty() {
+                    continue;
+                }
+                let data = Bytes::from(event.data);
+                let answered = Message::parse(data.clone())
+                    .is_ok_and(|m| m.kind() == Kind::Response && m.id().map(id_key) == own_id);
+                self.deliver(data);
+                if answered {
+                    return;
+                }
+            }
+            if !stop.is_cancelled() {
+                self.fail(
+                    message,
+                    "the server's stream ended before its answer".into(),
+                );
+            }
+            return;
+        }
+        let body =
+            match tokio::time::timeout(self.spec.request_timeout, response.into_body().collect())
+                .await
+            {
+                Ok(Ok(body)) => body.to_bytes(),
+                _ => return self.fail(message, "the server's answer could not be read".into()),
+            };
+        // A 2026-07-28 server answers refusals with 4xx and a JSON-RPC error: handed on.
+        if !self.deliver(body) {
+            self.fail(
+                message,
+                format!("the server answered {status} without a JSON-RPC message"),
+            );
+        }
+    }
+
+    fn request(&self, message: &Message) -> Result<Request<Full<Bytes>>, String> {
+        let method = message.method().unwrap_or_default();
+        let mut request = Request::builder()
+            .method(Method::POST)
+            .uri(self.spec.url.clone())
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ACCEPT, "application/json, text/event-stream")
+            .header("mcp-protocol-version", MODERN_VERSION)
+            .header("mcp-method", method);
+        if matches!(method, "tools/call" | "prompts/get" | "resources/read") {
+            let params: Value = message
+                .params()
+                .and_then(|p| serde_json::from_str(p.get()).ok())
+                .unwrap_or_default();
+            if let Some(name) = params["name"].as_str().or(params["uri"].as_str()) {
+                request = request.header("mcp-name", header_text(name));
+            }
+        }
+        if let Some(credential) = &self.credential {
+            request = request.header(header::AUTHORIZATION, credential.clone());
+        }
+        request
+            .body(Full::new(message.to_bytes()))
+            .map_err(|e| format!("the request could not be built: {e}"))
+    }
+}
+
+/// A value as a header carries it: as is when it is visible ASCII without edge spaces, else
+/// `=?base64?…?=` of its UTF-8.
+fn header_text(value: &str) -> String {
+    let plain = value.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && !value.starts_with(' ')
+        && !value.ends_with(' ');
+    match plain {
+        true => value.to_owned(),
+        false => format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode(value)
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_a_header_cannot_carry_are_encoded() {
+        assert_eq!(header_text("echo"), "echo");
+        assert_eq!(
+            header_text("Hello, 世界"),
+            "=?base64?SGVsbG8sIOS4lueVjA==?="
+        );
+        assert_eq!(header_text(" padded"), "=?base64?IHBhZGRlZA==?=");
+    }
+}
