@@ -280,3 +280,35 @@ async fn a_modern_http_server_is_bridged_the_same_way() {
     proxy.stop().await;
     server.stop().await;
 }
+
+#[tokio::test]
+async fn auto_asks_an_http_server_with_one_post() {
+    use mcp_session_proxy::upstream::http_client::HttpSpec;
+    use mcp_session_proxy::upstream::probe::http_verdict;
+    let spec = |url: String| HttpSpec {
+        url: url.parse().unwrap(),
+        request_timeout: std::time::Duration::from_secs(10),
+        max_event_bytes: 1 << 20,
+        forward_authorization: false,
+        protocol: Era::Auto,
+    };
+    // This proxy's own front speaks 2026-07-28 (in front of any server).
+    let modern = Proxy::start().await;
+    assert_eq!(
+        http_verdict(&spec(format!("http://{}/mcp", modern.addr()))).await,
+        Era::Modern
+    );
+    // A path that is no MCP endpoint (404), and nothing listening.
+    assert_eq!(
+        http_verdict(&spec(format!("http://{}/elsewhere", modern.addr()))).await,
+        Era::Legacy
+    );
+    modern.stop().await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    assert_eq!(
+        http_verdict(&spec(format!("http://127.0.0.1:{port}/mcp"))).await,
+        Era::Legacy
+    );
+}

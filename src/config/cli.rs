@@ -47,7 +47,7 @@ pub struct Cli {
     #[arg(long, value_name = "MODE")]
     pub isolation: Option<Isolation>,
 
-    /// The revision the stdio server speaks: legacy (2024-11-05 … 2025-11-25), 2026-07-28 (its
+    /// The revision the server speaks: legacy (2024-11-05 … 2025-11-25), 2026-07-28 (its
     /// legacy clients are bridged to it) or auto (asked once at start) [default: legacy].
     #[arg(long, value_name = "REVISION")]
     pub upstream_protocol: Option<crate::era::Era>,

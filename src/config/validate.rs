@@ -112,8 +112,8 @@ impl UpstreamConfig {
                  in per-session isolation without warm children; other kinds are not bridged yet"
             );
         }
-        if self.protocol == Era::Auto && (self.http.is_some() || self.sse.is_some()) {
-            bail!("{key}.protocol = \"auto\" probes stdio servers only so far: name the revision");
+        if self.protocol == Era::Auto && self.sse.is_some() {
+            bail!("{key}.protocol = \"auto\" does not apply to an HTTP+SSE server (2024-11-05)");
         }
         Ok(())
     }
