@@ -312,3 +312,78 @@ async fn auto_asks_an_http_server_with_one_post() {
         Era::Legacy
     );
 }
+
+/// The bridge sits under the session: the WebSocket and the 2024-11-05 HTTP+SSE fronts get it
+/// as the Streamable HTTP one does.
+#[tokio::test]
+async fn every_legacy_front_reaches_a_modern_server() {
+    let proxy = in_front_of_the_modern_demo().await;
+    let mut ws = common::ws::Ws::connect(proxy.addr()).await;
+    ws.initialize().await;
+    assert_eq!(ws.call_tool("counter", json!({})).await, "1");
+    assert_eq!(ws.call_tool("counter", json!({})).await, "2");
+
+    let client = proxy.client();
+    let mut stream = client
+        .send_to(
+            "/sse",
+            hyper::Method::GET,
+            &[("accept", "text/event-stream")],
+            None,
+        )
+        .await;
+    let endpoint = within("the endpoint event", stream.next_event())
+        .await
+        .unwrap()
+        .data;
+    let post = |body: Value| {
+        let (client, path) = (client.clone(), endpoint.clone());
+        async move {
+            let headers = [("content-type", "application/json")];
+            let sent = client
+                .send_to(
+                    &path,
+                    hyper::Method::POST,
+                    &headers,
+                    Some(body.to_string().into()),
+                )
+                .await;
+            assert_eq!(sent.status, StatusCode::ACCEPTED);
+        }
+    };
+    post(
+        json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2024-11-05", "capabilities": {},
+        "clientInfo": { "name": "old", "version": "1" } } }),
+    )
+    .await;
+    let initialized = within("the initialize answer", stream.next_message())
+        .await
+        .unwrap()
+        .message;
+    assert_eq!(initialized["result"]["protocolVersion"], "2024-11-05");
+    assert_eq!(
+        initialized["result"]["serverInfo"]["name"],
+        "mcp-session-proxy-demo"
+    );
+    post(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" })).await;
+    post(
+        json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "progress", "arguments": { "steps": 2 }, "_meta": { "progressToken": "p" } } }),
+    )
+    .await;
+    let mut progress = 0;
+    let answer = within("the call's answer", async {
+        loop {
+            let message = stream.next_message().await.unwrap().message;
+            match message.get("id") {
+                Some(_) => return message,
+                None => progress += 1,
+            }
+        }
+    })
+    .await;
+    assert_eq!(progress, 2, "both progress notifications came first");
+    assert_eq!(answer["result"]["content"][0]["text"], "done after 2 steps");
+    proxy.stop().await;
+}
