@@ -23,6 +23,20 @@ async fn polling_proxy() -> Proxy {
     .await
 }
 
+/// The same in front of the demo's 2026-07-28-only mode: legacy clients bridged.
+async fn polling_proxy_in_front_of_a_modern_server() -> Proxy {
+    Proxy::start_with(|c| {
+        c.http.sse_close_after = Duration::from_millis(500);
+        c.http.json_wait = Duration::from_millis(100);
+        c.upstream.stdio = Some(format!(
+            "{} demo-server --protocol 2026-07-28",
+            shell_words::quote(common::DEMO)
+        ));
+        c.upstream.protocol = mcp_session_proxy::era::Era::Modern;
+    })
+    .await
+}
+
 /// A proxy in front of npm `server-everything` over stdio.
 async fn in_front_of_server_everything() -> Proxy {
     let everything = common::node_dir()
@@ -101,13 +115,35 @@ async fn typescript_sdk_client_in_front_of_server_everything_over_stdio() {
 
 #[tokio::test]
 async fn python_sdk_client_through_the_proxy_resumes_a_closed_stream() {
+    python_legacy_client_resumes(polling_proxy().await).await;
+}
+
+/// The legacy Python client in front of a server that has no sessions, no subscriptions and no
+/// resumable streams: the proxy gives it all three.
+#[tokio::test]
+async fn python_sdk_client_in_legacy_mode_in_front_of_a_2026_07_28_server() {
+    python_legacy_client_resumes(polling_proxy_in_front_of_a_modern_server().await).await;
+}
+
+#[tokio::test]
+async fn typescript_sdk_client_in_front_of_a_2026_07_28_server() {
+    let proxy = polling_proxy_in_front_of_a_modern_server().await;
+    let report = run_sdk_client(&proxy, &["demo", "resume"]).await;
+    assert_eq!(report["ok"], true);
+    assert_eq!(report["echoed"], "hi");
+    assert_eq!(report["updated"], "demo://counter");
+    assert_eq!(report["resumed"], "Reconnection test completed");
+    assert!(proxy.metric("mcp_proxy_replays_total") >= 1);
+    proxy.stop().await;
+}
+
+async fn python_legacy_client_resumes(proxy: Proxy) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python");
     let python = dir.join(".venv/bin/python");
     assert!(
         python.exists(),
         "the Python client is not installed: run scripts/test (it creates tests/python/.venv)"
     );
-    let proxy = polling_proxy().await;
     let mut command = Command::new(python);
     command
         .arg(dir.join("client.py"))
