@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 use tokio::sync::oneshot;
 
@@ -20,7 +21,7 @@ use crate::era::{
     LOG_LEVEL_KEY, MISSING_CAPABILITY, MODERN_VERSION, SERVER_INFO_KEY, SUBSCRIPTION_ID_KEY,
     VERSION_KEY,
 };
-use crate::jsonrpc::{id_key, Kind, Message, INTERNAL_ERROR};
+use crate::jsonrpc::{error_response, id_key, result_response, Kind, Message, INTERNAL_ERROR};
 
 /// The legacy revisions a client may be answered in; others get the newest.
 const LEGACY_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
@@ -112,19 +113,22 @@ impl Bridge {
     }
 
     fn to_session(&self, message: Value) {
-        if let Ok(message) = Message::parse(Bytes::from(message.to_string())) {
+        self.deliver_bytes(Bytes::from(message.to_string()));
+    }
+
+    fn deliver_bytes(&self, bytes: Bytes) {
+        if let Ok(message) = Message::parse(bytes) {
             self.session
                 .deliver(UpstreamEvent::Message(Box::new(message)));
         }
     }
 
     fn answer(&self, id: Option<&Value>, result: Value) {
-        self.to_session(json!({ "jsonrpc": "2.0", "id": id, "result": result }));
+        self.deliver_bytes(result_response(id.unwrap_or(&Value::Null), result));
     }
 
     fn fail(&self, id: &Value, message: String) {
-        self.to_session(json!({ "jsonrpc": "2.0", "id": id,
-            "error": { "code": INTERNAL_ERROR, "message": message } }));
+        self.deliver_bytes(error_response(id, INTERNAL_ERROR, &message, None));
     }
 
     async fn to_server(&self, message: Value) -> Result<(), UpstreamError> {
@@ -264,19 +268,25 @@ impl Bridge {
             .and_then(|p| serde_json::from_str(p.get()).ok())
             .unwrap_or_default();
         let params = self.with_meta(params);
-        self.lock().calls.insert(
-            id_key(&id),
-            Call {
-                id: id.clone(),
-                method: method.clone(),
-                params: params.clone(),
-                state: None,
-                answers: Map::new(),
-                unanswered: BTreeSet::new(),
-            },
-        );
-        self.to_server(json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))
-            .await
+        let request = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        // Only these may be answered with input_required: the others are not remembered.
+        if matches!(
+            method.as_str(),
+            "tools/call" | "prompts/get" | "resources/read"
+        ) {
+            self.lock().calls.insert(
+                id_key(&id),
+                Call {
+                    id: id.clone(),
+                    method: method.clone(),
+                    params: request["params"].clone(),
+                    state: None,
+                    answers: Map::new(),
+                    unanswered: BTreeSet::new(),
+                },
+            );
+        }
+        self.to_server(request).await
     }
 
     /// The client's cancellation, for whatever round of the call is at the server.
@@ -293,12 +303,15 @@ impl Bridge {
                 .iter()
                 .find(|(_, original)| id_key(original) == key)
                 .map(|(retry, _)| retry.clone());
+            if let Some(retry) = &retry {
+                state.retries.remove(retry);
+            }
             let call = state.calls.remove(&key);
             state.questions.retain(|_, (call, _)| *call != key);
             match (retry, call) {
                 (Some(retry), _) => Some(json!(retry)),
                 // Waiting for the client's answers: nothing is at the server.
-                (None, Some(call)) if call.state.is_some() => None,
+                (None, Some(call)) if !call.unanswered.is_empty() => None,
                 (None, _) => Some(params["requestId"].clone()),
             }
         };
@@ -374,7 +387,33 @@ impl Bridge {
     }
 
     /// A message of the server's, as the session takes it.
-    fn server_said(&self, message: Box<Message>) {
+    fn server_said(&self, mut message: Box<Message>) {
+        let own = message
+            .id()
+            .and_then(Value::as_str)
+            .is_some_and(|id| id.starts_with(OWN));
+        let asks = message
+            .result()
+            .is_some_and(|result| result.get().contains("\"input_required\""));
+        if message.kind() == Kind::Response && !own && !asks {
+            // The common answer: sent on as the server wrote it, without `resultType`.
+            if let Some(id) = message.id() {
+                self.lock().calls.remove(&id_key(id));
+            }
+            if let Some(result) = message
+                .result()
+                .filter(|r| r.get().contains("\"resultType\""))
+            {
+                let fields = serde_json::from_str::<BTreeMap<String, &RawValue>>(result.get());
+                if let Ok(mut fields) = fields {
+                    fields.remove("resultType");
+                    if let Ok(result) = serde_json::value::to_raw_value(&fields) {
+                        message.set_result(result);
+                    }
+                }
+            }
+            return self.session.deliver(UpstreamEvent::Message(message));
+        }
         let value: Value = match serde_json::from_slice(&message.to_bytes()) {
             Ok(value) => value,
             Err(_) => return self.session.deliver(UpstreamEvent::Message(message)),
@@ -439,10 +478,16 @@ impl Bridge {
             if let Some(capability) = undeclared {
                 state.calls.remove(&key);
                 drop(state);
-                return self.to_session(json!({ "jsonrpc": "2.0", "id": response["id"],
-                    "error": { "code": MISSING_CAPABILITY,
-                        "message": format!("the server needs the client capability {capability}, which this client did not declare"),
-                        "data": { "requiredCapabilities": capability_object(&capability) } } }));
+                let message = format!(
+                    "the server needs the client capability {capability}, which this client did not declare"
+                );
+                let data = json!({ "requiredCapabilities": capability_object(&capability) });
+                return self.deliver_bytes(error_response(
+                    &response["id"],
+                    MISSING_CAPABILITY,
+                    &message,
+                    Some(data),
+                ));
             }
             let mut asked = Vec::new();
             for input in requests.keys() {
