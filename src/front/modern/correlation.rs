@@ -288,7 +288,7 @@ fn shared_key(key: &Key) -> String {
         .chain_update([0])
         .chain_update(key.1.as_bytes())
         .finalize();
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    crate::ids::hex(&digest)
 }
 
 /// `initialize` with the request's client and capabilities, then `initialized`; the result.

@@ -167,9 +167,14 @@ pub fn release_later(
     ttl: Duration,
     held_calls: Arc<HeldCalls>,
 ) {
+    // The session is not kept for the wait: one that ends meanwhile has nothing to release.
+    let session = Arc::downgrade(&session);
     tokio::spawn(async move {
         tokio::time::sleep(ttl).await;
         held_calls.release(&held);
+        let Some(session) = session.upgrade() else {
+            return;
+        };
         let waiting: Vec<&Value> = held
             .waiting
             .values()

@@ -26,7 +26,7 @@ use crate::jsonrpc::{Message, INVALID_PARAMS};
 use crate::session::{Reader, Registry, Session};
 use crate::sse;
 
-const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+use crate::era::SUBSCRIPTION_ID_KEY as SUBSCRIPTION_ID;
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// What a listen asks for, or what the server can send of it.
@@ -257,12 +257,19 @@ impl Subscriptions {
     ) -> Result<(), Rejection> {
         let key = (session.id().to_owned(), uri.to_owned());
         let first = {
-            let mut count = self.counts.entry(key).or_default();
+            let mut count = self.counts.entry(key.clone()).or_default();
             *count += 1;
             *count == 1
         };
         if first {
-            change_subscription(registry, session, uri, true).await?;
+            if let Err(refused) = change_subscription(registry, session, uri, true).await {
+                // Not subscribed: the count goes back, so the next listen tries again.
+                self.counts.remove_if_mut(&key, |_, count| {
+                    *count -= 1;
+                    *count == 0
+                });
+                return Err(refused);
+            }
         }
         Ok(())
     }
@@ -270,18 +277,16 @@ impl Subscriptions {
     /// One listen of the session no longer wants `uri`; the last one unsubscribes its server.
     async fn release(&self, registry: &Registry, session: &Arc<Session>, uri: &str) {
         let key = (session.id().to_owned(), uri.to_owned());
-        let last = match self.counts.get_mut(&key) {
-            Some(mut count) => {
+        // Counted down and removed under one lock: a listen subscribing meanwhile is not lost.
+        let last = self
+            .counts
+            .remove_if_mut(&key, |_, count| {
                 *count -= 1;
                 *count == 0
-            }
-            None => false,
-        };
-        if last {
-            self.counts.remove(&key);
-            if !session.ended.is_cancelled() {
-                let _ = change_subscription(registry, session, uri, false).await;
-            }
+            })
+            .is_some();
+        if last && !session.ended.is_cancelled() {
+            let _ = change_subscription(registry, session, uri, false).await;
         }
     }
 }
