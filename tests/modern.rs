@@ -621,6 +621,13 @@ async fn calls_waiting_for_input_are_bounded_per_principal() {
     let (status, third) = alice.call_with(3, tool, json!({})).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{third}");
     assert_eq!(third["error"]["code"], -32603);
+    // A retry that fails its checks does not make room: the call still waits.
+    let state = first["result"]["requestState"].as_str().unwrap();
+    let unanswered = json!({ "inputResponses": {}, "requestState": state });
+    let (status, refused) = alice.call_with(7, tool, unanswered).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    let (status, still) = alice.call_with(8, tool, json!({})).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{still}");
     let (_, others) = bob.call_with(4, tool, json!({})).await;
     assert_eq!(
         others["result"]["resultType"], "input_required",
@@ -653,12 +660,25 @@ async fn a_principal_is_served_by_one_server_on_every_replica_and_retries_go_any
     );
     assert_eq!(text(via_a.call("counter", json!({})).await), "3");
 
-    // Asked through a, answered through b.
+    // Asked through a, answered through another replica.
     let (_, asked) = via_a
         .call_with(1, "test_input_required_result_elicitation", json!({}))
         .await;
     let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
-    assert_eq!(via_b.answer_name(2, &state, "B").await, "Hello, B!");
+    let answer = json!({ "user_name": { "action": "accept", "content": { "name": "B" } } });
+    let extra = json!({ "inputResponses": answer, "requestState": state });
+    // Answered through c, which never served alice before.
+    let c = Replica::start(&redis, "c", &[]).await;
+    let (_, done) = on(&c)
+        .call_with(2, "test_input_required_result_elicitation", extra)
+        .await;
+    assert_eq!(done["result"]["content"][0]["text"], "Hello, B!");
+    assert_eq!(
+        done["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        asked["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "c names the server without having opened a modern session itself: {done}"
+    );
+    assert!(asked["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"].is_string());
 
     // A listen on b hears what a call through a causes.
     let mut params = json!({ "notifications": { "resourceSubscriptions": ["demo://counter"] } });

@@ -357,7 +357,7 @@ fn open_channel(
         app.shutdown.clone(),
         extras,
     );
-    event_stream_response(body)
+    event_stream(body)
 }
 
 /// A session named by `Mcp-Session-Id`: one opened with initialize.
@@ -461,10 +461,6 @@ fn open_stream(
         app.shutdown.clone(),
         Extras::default(),
     );
-    event_stream_response(body)
-}
-
-fn event_stream_response(body: Body) -> Response<Body> {
     event_stream(body)
 }
 

@@ -33,6 +33,8 @@ pub(super) struct Inflight {
     /// When it fails for want of an answer; `None` while the client owes the server an answer
     /// to a request of the server's that this one caused.
     pub(super) deadline: Option<Instant>,
+    /// Held for a 2026-07-28 client's input: its client may not come back before a stop.
+    pub(super) held_for_input: bool,
 }
 
 impl Session {
@@ -126,6 +128,7 @@ impl Session {
                 ticket,
                 internal: None,
                 deadline: Some(Instant::now() + self.settings.request_timeout),
+                held_for_input: false,
             },
         );
         request.set_id(Value::from(upstream_id));
@@ -216,6 +219,15 @@ impl Session {
     }
 
     /// Whether the server's request `id` still waits for the client's answer.
+    /// The request on request stream `stream` waits for a 2026-07-28 client's retry: a stop
+    /// does not wait for it (until the server speaks of it again).
+    pub fn hold_for_input(&self, stream: u64) {
+        let mut state = self.lock();
+        if let Some(request) = state.inflight.values_mut().find(|r| r.stream == stream) {
+            request.held_for_input = true;
+        }
+    }
+
     pub fn awaits_answer(&self, id: &Value) -> bool {
         self.lock().asked.contains_key(&id_key(id))
     }
@@ -320,6 +332,7 @@ impl Session {
                     ticket: None,
                     internal: Some(done),
                     deadline: None,
+                    held_for_input: false,
                 },
             );
             id

@@ -53,13 +53,13 @@ impl Registry {
 }
 
 impl Session {
-    /// How many requests wait for the server's answer (not those whose server waits for the
-    /// client: a call held for a 2026-07-28 client's input may not come back before the stop).
+    /// How many requests are in flight, not counting calls held for a 2026-07-28 client's
+    /// input: that client may not come back before the stop.
     fn in_flight(&self) -> usize {
         self.lock()
             .inflight
             .values()
-            .filter(|request| request.deadline.is_some())
+            .filter(|request| !request.held_for_input)
             .count()
     }
 }

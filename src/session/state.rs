@@ -118,6 +118,7 @@ impl State {
     pub(super) fn heard_of(&mut self, stream: u64, timeout: Duration, awaiting_client: bool) {
         if let Some(request) = self.inflight.values_mut().find(|r| r.stream == stream) {
             request.deadline = (!awaiting_client).then(|| Instant::now() + timeout);
+            request.held_for_input &= awaiting_client;
         }
     }
 

@@ -224,6 +224,34 @@ impl Correlation {
             .clone()
     }
 
+    /// What the server of `session` said at its `initialize`, for a retry that continues a
+    /// request on it: this replica's entry, else the shared store's record for the retry's
+    /// principal and capabilities, else the newest known.
+    pub async fn initialized_of(
+        &self,
+        registry: &Registry,
+        session: &Session,
+        principal: &Principal,
+        meta: &RequestMeta,
+    ) -> Arc<Initialized> {
+        let here = self
+            .by_key
+            .iter()
+            .find(|entry| entry.session_id == session.id())
+            .map(|entry| entry.initialized.clone());
+        if let Some(initialized) = here {
+            return initialized;
+        }
+        let shared = shared_key(&(principal.clone(), canonical(&meta.capabilities)));
+        if let Ok(Some((recorded, initialized))) = registry.correlated(&shared, principal).await {
+            if recorded.id() == session.id() {
+                let initialized = serde_json::from_str(&initialized).unwrap_or_default();
+                return Arc::new(Initialized::new(initialized));
+            }
+        }
+        self.newest().unwrap_or_default()
+    }
+
     /// The session this replica correlated `key` with, wherever it lives now, if it serves.
     async fn live(&self, registry: &Registry, key: &Key) -> Result<Option<Correlated>, Rejection> {
         let Some(entry) = self.by_key.get(key).map(|e| e.clone()) else {

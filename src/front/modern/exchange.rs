@@ -190,6 +190,7 @@ fn settle(
     if let Some(ending) = ending {
         ending.disarm();
     }
+    translation.session.hold_for_input(held.stream);
     input::release_later(
         translation.registry.clone(),
         translation.session.clone(),

@@ -45,8 +45,6 @@ pub async fn resume(
     };
     let held = HeldRequest::verify(request_state, &app.modern.state_key, &principal)
         .map_err(|r| r.with_id(Some(&id)))?;
-    // It no longer waits, whatever comes of this retry (a new round is counted anew).
-    app.modern.held_calls.release(&held);
     if held.method != call.method || held.name != call.name {
         return Err(refused(format!(
             "Invalid params: this requestState continues {} {:?}, not this request",
@@ -61,6 +59,7 @@ pub async fn resume(
         .await
         .map_err(|e| Rejection::session(&e).with_id(Some(&id)))?;
     let Some(session) = found else {
+        app.modern.held_calls.release(&held);
         return Err(refused(
             "Invalid params: the request this requestState continues is over; call again without it".into(),
         ));
@@ -80,11 +79,18 @@ pub async fn resume(
         )
         .await;
     }
+    // Its answers are in: it no longer waits (a new round is counted anew).
+    app.modern.held_calls.release(&held);
     call.in_flight_id = held.request_id.clone();
     let stream = StreamKey::Request(held.stream);
     let reader = session.attach(stream, Some(held.after));
+    let initialized = app
+        .modern
+        .correlation
+        .initialized_of(&app.registry, &session, &principal, &call.meta)
+        .await;
     let correlated = Correlated {
-        initialized: app.modern.correlation.newest().unwrap_or_default(),
+        initialized,
         ending: held
             .own_session
             .then(|| EndOnDrop::new(app.registry.clone(), session.id().to_owned())),
