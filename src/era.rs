@@ -7,6 +7,8 @@ use serde_json::Value;
 /// The revision.
 pub const MODERN_VERSION: &str = "2026-07-28";
 
+/// -32020: the HTTP headers do not match the body, or a required one is missing or malformed.
+pub const HEADER_MISMATCH: i64 = -32020;
 /// -32021: the request needs a client capability it did not declare.
 pub const MISSING_CAPABILITY: i64 = -32021;
 

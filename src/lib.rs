@@ -23,7 +23,8 @@
 //! - [`store`]: state beyond the process: `Memory`, or `redis` (records, logs as Redis Streams,
 //!   heartbeats; a write-behind `Mirror` per owned session, a follower per view).
 //! - Base modules every layer may use: [`jsonrpc`] the message model, [`era`] the names of the
-//!   2026-07-28 revision, [`sse`] the SSE codec,
+//!   2026-07-28 revision, [`mirrored`] the headers that mirror a 2026-07-28 request's body
+//!   (`Mcp-Name`, `Mcp-Param-*`), [`sse`] the SSE codec,
 //!   [`event`] event ids and logged messages, [`ids`] session ids, replica names and principals,
 //!   [`hop`] the replicas' hop on the wire, [`metrics`] Prometheus counters, [`memory`] freed
 //!   memory given back.
@@ -42,6 +43,7 @@ pub mod ids;
 pub mod jsonrpc;
 pub mod memory;
 pub mod metrics;
+pub mod mirrored;
 pub mod server;
 pub mod session;
 pub mod sse;

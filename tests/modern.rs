@@ -780,3 +780,85 @@ async fn a_call_held_for_input_does_not_hold_up_a_stop() {
     assert_eq!(asked["result"]["resultType"], "input_required");
     common::within("the stop", proxy.stop()).await;
 }
+
+#[tokio::test]
+async fn marked_tool_parameters_must_travel_in_their_headers() {
+    let proxy = Proxy::start().await;
+    let alice = Modern::new(&proxy, Some("alice"));
+    // Unchecked until the tool's schema is known; listing it teaches the proxy its marks.
+    let (_, listed) = alice.request(1, "tools/list", json!({})).await;
+    let lookup = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|tool| tool["name"] == "lookup")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        lookup["inputSchema"]["properties"]["region"]["x-mcp-header"],
+        "Region"
+    );
+    let call = |arguments: Value| {
+        let mut params = json!({ "name": "lookup", "arguments": arguments });
+        params["_meta"] = meta(json!({}));
+        json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params })
+    };
+    let region = json!({ "region": "Hello, 世界", "limit": 3, "text": "hi" });
+    let encoded = "=?base64?SGVsbG8sIOS4lueVjA==?=";
+    let ok = alice
+        .send(
+            &call(region.clone()),
+            &[("mcp-param-region", encoded), ("Mcp-Param-Limit", "3.0")],
+        )
+        .await;
+    assert_eq!(ok.status, StatusCode::OK);
+    let ok = ok.response().await;
+    assert_eq!(
+        ok["result"]["content"][0]["text"], "Hello, 世界: hi",
+        "{ok}"
+    );
+
+    let refusals: [(&[(&str, &str)], &str); 5] = [
+        (&[("mcp-param-limit", "3")], "Region header is missing"),
+        (
+            &[("mcp-param-region", "Hello"), ("mcp-param-limit", "3")],
+            "does not match",
+        ),
+        (
+            &[
+                ("mcp-param-region", "=?base64?SGVsbG8?="),
+                ("mcp-param-limit", "3"),
+            ],
+            "base64",
+        ),
+        (&[("mcp-param-region", encoded)], "Limit header is missing"),
+        (
+            &[("mcp-param-region", encoded), ("mcp-param-limit", "4")],
+            "does not match",
+        ),
+    ];
+    for (headers, why) in refusals {
+        let refused = alice.send(&call(region.clone()), headers).await;
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{headers:?}");
+        let refused = refused.response().await;
+        assert_eq!(refused["error"]["code"], -32020, "{refused}");
+        assert_eq!(refused["id"], 7);
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(message.contains(why), "{headers:?}: {message}");
+    }
+    // A parameter absent (or null) from the arguments has no header, and none is expected.
+    let without_limit = json!({ "region": "eu", "limit": null, "text": "x" });
+    let ok = alice
+        .send(&call(without_limit.clone()), &[("mcp-param-region", "eu")])
+        .await
+        .response()
+        .await;
+    assert_eq!(ok["result"]["content"][0]["text"], "eu: x", "{ok}");
+    let stray = alice
+        .send(
+            &call(without_limit),
+            &[("mcp-param-region", "eu"), ("mcp-param-limit", "1")],
+        )
+        .await;
+    assert_eq!(stray.status, StatusCode::BAD_REQUEST);
+}

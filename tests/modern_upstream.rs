@@ -254,6 +254,26 @@ async fn a_modern_http_server_is_bridged_the_same_way() {
             .await,
         "Hello, 世界"
     );
+    // Marked tool parameters travel in Mcp-Param-* headers, which the server checks.
+    client.request("tools/list", json!({})).await;
+    let arguments = json!({ "region": " eu-west1", "limit": 2, "text": "hi" });
+    assert_eq!(
+        client.call_tool("lookup", arguments.clone()).await,
+        " eu-west1: hi"
+    );
+    // A proxy that never listed the tools sends no such header: refused for it, the proxy lists
+    // the tools anew and sends the call again.
+    let unlisted = Proxy::start_with(|config| {
+        config.upstream.stdio = None;
+        config.upstream.http = Some(format!("http://{}/mcp", server.addr()));
+        config.upstream.protocol = Era::Modern;
+    })
+    .await;
+    let mut other = unlisted.client();
+    initialize(&mut other, json!({})).await;
+    assert_eq!(other.call_tool("lookup", arguments).await, " eu-west1: hi");
+    unlisted.stop().await;
+
     let mut stream = client.get(None).await;
     client
         .request("resources/subscribe", json!({ "uri": "demo://counter" }))

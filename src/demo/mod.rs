@@ -5,6 +5,7 @@
 mod conformance;
 mod input_fixtures;
 mod modern;
+mod modern_http;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -17,6 +18,8 @@ use tokio::task::JoinHandle;
 
 use crate::era::Era;
 use crate::upstream::lines::{Line, LineReader};
+
+pub use modern_http::serve as serve_modern_over_http;
 
 const PROTOCOL_VERSION: &str = "2025-11-25";
 const INSTRUCTIONS: &str =
@@ -302,6 +305,11 @@ impl Demo {
                 Some(said) => self.reply(id, text(said.to_owned())),
                 None => self.fail(id, -32602, "echo needs a string `text` (or `message`)"),
             },
+            "lookup" => {
+                let region = args["region"].as_str().unwrap_or_default();
+                let said = args["text"].as_str().unwrap_or_default();
+                self.reply(id, text(format!("{region}: {said}")));
+            }
             "add" => {
                 let (a, b) = (
                     args["a"].as_f64().unwrap_or(0.0),
@@ -500,8 +508,9 @@ fn strings(array: &Value) -> Vec<String> {
 }
 
 /// The arguments each of the demo's own tools takes (the conformance fixtures check their own).
-const ARGUMENTS: [(&str, &[&str]); 10] = [
+const ARGUMENTS: [(&str, &[&str]); 11] = [
     ("echo", &["text", "message"]),
+    ("lookup", &["region", "limit", "text"]),
     ("add", &["a", "b"]),
     ("counter", &[]),
     ("sleep", &["ms"]),
@@ -543,9 +552,10 @@ fn check_arguments(tool: &str, args: &Value) -> Result<(), String> {
 fn tools() -> Vec<Value> {
     let schema = |properties: Value, required: &[&str]| json!({ "type": "object", "properties": properties, "required": required });
     let Value::Array(tools) = json!([
-        { "name": "echo", "description": "Returns its text (`text`, or `message` as the reference servers name it)", "inputSchema": schema(json!({ "text": { "type": "string" }, "message": { "type": "string" } }), &[]) },
-        { "name": "add", "description": "Adds two numbers", "inputSchema": schema(json!({ "a": { "type": "number" }, "b": { "type": "number" } }), &["a", "b"]) },
         { "name": "counter", "description": "Increments a counter kept in this process and returns it", "inputSchema": schema(json!({}), &[]) },
+        { "name": "echo", "description": "Returns its text (`text`, or `message` as the reference servers name it)", "inputSchema": schema(json!({ "text": { "type": "string" }, "message": { "type": "string" } }), &[]) },
+        { "name": "lookup", "description": "Returns `region: text` (`region` and `limit` travel in the Mcp-Param-Region and Mcp-Param-Limit headers over 2026-07-28 HTTP)", "inputSchema": schema(json!({ "region": { "type": "string", "x-mcp-header": "Region" }, "limit": { "type": "integer", "x-mcp-header": "Limit" }, "text": { "type": "string" } }), &["region", "text"]) },
+        { "name": "add", "description": "Adds two numbers", "inputSchema": schema(json!({ "a": { "type": "number" }, "b": { "type": "number" } }), &["a", "b"]) },
         { "name": "sleep", "description": "Answers after ms milliseconds (cancellable)", "inputSchema": schema(json!({ "ms": { "type": "integer" } }), &["ms"]) },
         { "name": "emit_updates", "description": "Sends count resources/updated notifications, round-robin over uris (with tag: each carries _meta {demo/tag, demo/index})", "inputSchema": schema(json!({ "uris": { "type": "array", "items": { "type": "string" } }, "count": { "type": "integer" }, "tag": { "type": "string" } }), &["uris", "count"]) },
         { "name": "progress", "description": "Sends steps progress notifications (delay_ms apart), then answers", "inputSchema": schema(json!({ "steps": { "type": "integer" }, "delay_ms": { "type": "integer" } }), &["steps"]) },

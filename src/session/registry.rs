@@ -83,6 +83,11 @@ impl Registry {
         self.upstreams.prewarm();
     }
 
+    /// The parameters the server's tools mirror into `Mcp-Param-*` headers.
+    pub fn tool_marks(&self) -> &Arc<crate::mirrored::ToolMarks> {
+        self.upstreams.tool_marks()
+    }
+
     pub fn settings(&self) -> &SessionSettings {
         &self.settings
     }

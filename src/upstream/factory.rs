@@ -20,6 +20,7 @@ use super::streamable_http::HttpUpstream;
 use super::{EventSink, Sink, Upstream, UpstreamError, UpstreamEvent, UpstreamSpec};
 use crate::era::Era;
 use crate::metrics::Metrics;
+use crate::mirrored::ToolMarks;
 
 /// Builds the upstreams of one served server's sessions.
 pub struct UpstreamFactory {
@@ -33,6 +34,8 @@ pub struct UpstreamFactory {
     /// Children started ahead of sessions (`warm`), with their bindings.
     warm: Mutex<VecDeque<(StdioUpstream, Arc<Binding>)>>,
     metrics: Arc<Metrics>,
+    /// The parameters the server's tools mirror into headers, as its `tools/list` said.
+    tool_marks: Arc<ToolMarks>,
 }
 
 impl UpstreamFactory {
@@ -53,12 +56,17 @@ impl UpstreamFactory {
             tasks,
             warm: Mutex::new(VecDeque::new()),
             metrics,
+            tool_marks: Arc::default(),
         }
     }
 
     /// The server sessions are bound to (a command line or URL), for operators.
     pub fn display(&self) -> String {
         self.spec.display()
+    }
+
+    pub fn tool_marks(&self) -> &Arc<ToolMarks> {
+        &self.tool_marks
     }
 
     pub fn http_client(&self) -> &HttpClient {
@@ -90,7 +98,7 @@ impl UpstreamFactory {
             (_, Some(shared)) => Upstream::Shared(shared.attach(events)?),
             (UpstreamSpec::Stdio(spec), None) if spec.protocol == Era::Modern => {
                 Metrics::inc(&self.metrics.upstream_spawns_total);
-                let bridge = Bridge::new(events);
+                let bridge = Bridge::new(events, self.tool_marks.clone());
                 let server = StdioUpstream::spawn(spec, bridge.clone(), &self.tasks)?;
                 Upstream::Modern(bridge.attach(Upstream::Stdio(server)))
             }
@@ -99,9 +107,14 @@ impl UpstreamFactory {
                 Upstream::Stdio(StdioUpstream::spawn(spec, events, &self.tasks)?)
             }
             (UpstreamSpec::Http(spec), None) if spec.protocol == Era::Modern => {
-                let bridge = Bridge::new(events);
-                let server =
-                    ModernHttp::start(spec, self.http_client.clone(), bridge.clone(), credential);
+                let bridge = Bridge::new(events, self.tool_marks.clone());
+                let server = ModernHttp::start(
+                    spec,
+                    self.http_client.clone(),
+                    bridge.clone(),
+                    credential,
+                    self.tool_marks.clone(),
+                );
                 Upstream::Modern(bridge.attach(Upstream::ModernHttp(server)))
             }
             (UpstreamSpec::Http(spec), None) => Upstream::Http(HttpUpstream::start(

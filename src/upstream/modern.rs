@@ -6,7 +6,7 @@
 //! again when its filter changes; an `input_required` result becomes the legacy requests to the
 //! client, whose answers go back in a retry (several rounds if the server asks again).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -14,14 +14,16 @@ use bytes::Bytes;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 use tokio::sync::oneshot;
+use tracing::warn;
 
 use super::{EventSink, Sink, Upstream, UpstreamError, UpstreamEvent};
 use crate::era::{
-    capability_object, declares, required_capability, CAPABILITIES_KEY, CLIENT_INFO_KEY, INPUT_KEY,
-    LOG_LEVEL_KEY, MISSING_CAPABILITY, MODERN_VERSION, SERVER_INFO_KEY, SUBSCRIPTION_ID_KEY,
-    VERSION_KEY,
+    capability_object, declares, required_capability, CAPABILITIES_KEY, CLIENT_INFO_KEY,
+    HEADER_MISMATCH, INPUT_KEY, LOG_LEVEL_KEY, MISSING_CAPABILITY, MODERN_VERSION, SERVER_INFO_KEY,
+    SUBSCRIPTION_ID_KEY, VERSION_KEY,
 };
 use crate::jsonrpc::{error_response, id_key, result_response, Kind, Message, INTERNAL_ERROR};
+use crate::mirrored::{ToolMarks, ANNOTATION};
 
 /// The legacy revisions a client may be answered in; others get the newest.
 const LEGACY_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
@@ -44,6 +46,8 @@ pub struct Bridge {
     session: EventSink,
     /// The transport to the server, set once it is built.
     server: OnceLock<Box<Upstream>>,
+    /// The parameters the server's tools mirror into headers (shared by the server's sessions).
+    tool_marks: Arc<ToolMarks>,
     state: Mutex<BridgeState>,
 }
 
@@ -69,6 +73,8 @@ struct BridgeState {
     questions: HashMap<String, (String, String)>,
     /// The bridge's own requests waiting for their answers.
     waiting: HashMap<String, oneshot::Sender<Value>>,
+    /// The session's `tools/list` requests in flight (their answers are read for marks).
+    listings: HashSet<String>,
     next: u64,
 }
 
@@ -81,6 +87,8 @@ struct Call {
     state: Option<Value>,
     answers: Map<String, Value>,
     unanswered: BTreeSet<String>,
+    /// Sent again once after the server refused its headers and the tools were listed anew.
+    relisted: bool,
 }
 
 impl BridgeState {
@@ -91,10 +99,11 @@ impl BridgeState {
 }
 
 impl Bridge {
-    pub fn new(session: EventSink) -> Arc<Bridge> {
+    pub fn new(session: EventSink, tool_marks: Arc<ToolMarks>) -> Arc<Bridge> {
         Arc::new_cyclic(|this| Bridge {
             this: this.clone(),
             session,
+            tool_marks,
             server: OnceLock::new(),
             state: Mutex::default(),
         })
@@ -283,8 +292,12 @@ impl Bridge {
                     state: None,
                     answers: Map::new(),
                     unanswered: BTreeSet::new(),
+                    relisted: false,
                 },
             );
+        }
+        if method == "tools/list" {
+            self.lock().listings.insert(id_key(&id));
         }
         self.to_server(request).await
     }
@@ -397,8 +410,19 @@ impl Bridge {
             .is_some_and(|result| result.get().contains("\"input_required\""));
         if message.kind() == Kind::Response && !own && !asks {
             // The common answer: sent on as the server wrote it, without `resultType`.
-            if let Some(id) = message.id() {
-                self.lock().calls.remove(&id_key(id));
+            if let Some(key) = message.id().map(id_key) {
+                let (listing, call) = {
+                    let mut state = self.lock();
+                    (state.listings.remove(&key), state.calls.remove(&key))
+                };
+                if listing {
+                    if let Some(usable) = message.result().and_then(|r| self.read_tools(r)) {
+                        message.set_result(usable);
+                    }
+                }
+                if let Some(call) = call.filter(|call| refused_headers(call, &message)) {
+                    return self.relist_and_retry(call, message);
+                }
             }
             if let Some(result) = message
                 .result()
@@ -527,6 +551,51 @@ impl Bridge {
         }
     }
 
+    /// Records the marks of a `tools/list` result; the result without the tools whose marks
+    /// are invalid (a client over 2026-07-28 HTTP leaves them out), if there were any.
+    fn read_tools(&self, result: &RawValue) -> Option<Box<RawValue>> {
+        if !result.get().contains(ANNOTATION) {
+            // Nothing mirrored: every tool is usable as it is.
+            let listed: Value = serde_json::from_str(result.get()).ok()?;
+            self.tool_marks.record(&listed);
+            return None;
+        }
+        let mut listed: Value = serde_json::from_str(result.get()).ok()?;
+        let invalid = self.tool_marks.record(&listed);
+        if invalid.is_empty() {
+            return None;
+        }
+        for (tool, why) in &invalid {
+            warn!(tool, %why, "a tool of the server is left out of tools/list: its x-mcp-header marks are invalid");
+        }
+        if let Some(tools) = listed["tools"].as_array_mut() {
+            tools.retain(|tool| !invalid.iter().any(|(name, _)| tool["name"] == **name));
+        }
+        serde_json::value::to_raw_value(&listed).ok()
+    }
+
+    /// The server refused a call's headers: its tools are listed again (their marks may have
+    /// changed) and the call sent once more; if listing fails, the refusal goes to the client.
+    fn relist_and_retry(&self, mut call: Call, refusal: Box<Message>) {
+        let Some(this) = self.this.upgrade() else {
+            return;
+        };
+        tokio::spawn(async move {
+            let listed = this.ask_server("tools", "tools/list", json!({})).await;
+            let Ok(listed) = listed else {
+                return this.session.deliver(UpstreamEvent::Message(refusal));
+            };
+            this.tool_marks.record(&listed["result"]);
+            call.relisted = true;
+            let request = json!({ "jsonrpc": "2.0", "id": call.id, "method": call.method,
+                                   "params": call.params });
+            this.lock().calls.insert(id_key(&call.id), call);
+            if this.to_server(request).await.is_err() {
+                this.session.deliver(UpstreamEvent::Message(refusal));
+            }
+        });
+    }
+
     fn notification(&self, mut notification: Value) {
         if notification["method"] == "notifications/subscriptions/acknowledged" {
             return;
@@ -541,6 +610,16 @@ impl Bridge {
         }
         self.to_session(notification);
     }
+}
+
+/// A `tools/call` the server refused for its headers (-32020), not yet sent again.
+fn refused_headers(call: &Call, answer: &Message) -> bool {
+    call.method == "tools/call"
+        && !call.relisted
+        && answer
+            .error()
+            .and_then(|e| serde_json::from_str::<Value>(e.get()).ok())
+            .is_some_and(|e| e["code"] == HEADER_MISMATCH)
 }
 
 impl Sink for Bridge {

@@ -1,12 +1,11 @@
 //! The transport to a 2026-07-28 server over HTTP, under the bridge (`modern`): one POST per
 //! request with the headers mirroring its body (`MCP-Protocol-Version`, `Mcp-Method`,
-//! `Mcp-Name`), the answer read as JSON or as SSE and handed on message by message. No session,
+//! `Mcp-Name`, and `Mcp-Param-*` for the tool parameters marked `x-mcp-header`), the answer read as JSON or as SSE and handed on message by message. No session,
 //! no GET stream: a cancellation closes the request's connection.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use base64::Engine;
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request};
 use http_body_util::{BodyExt, Full};
@@ -17,6 +16,7 @@ use super::http_client::{self, EventStream, HttpClient, HttpSpec};
 use super::{EventSink, UpstreamError, UpstreamEvent};
 use crate::era::MODERN_VERSION;
 use crate::jsonrpc::{id_key, Kind, Message};
+use crate::mirrored::{self, ToolMarks};
 
 /// A 2026-07-28 HTTP server, as the bridge sends to it.
 #[derive(Debug, Clone)]
@@ -29,6 +29,8 @@ struct Link {
     client: HttpClient,
     events: EventSink,
     credential: Option<HeaderValue>,
+    /// The parameters each tool mirrors into `Mcp-Param-*` headers.
+    tool_marks: Arc<ToolMarks>,
     /// Requests whose answers are being read, by id: cancelling one closes its connection.
     in_flight: Mutex<HashMap<String, CancellationToken>>,
     released: CancellationToken,
@@ -46,6 +48,7 @@ impl ModernHttp {
         client: HttpClient,
         events: EventSink,
         credential: Option<HeaderValue>,
+        tool_marks: Arc<ToolMarks>,
     ) -> ModernHttp {
         ModernHttp {
             link: Arc::new(Link {
@@ -53,6 +56,7 @@ impl ModernHttp {
                 client,
                 events,
                 credential: credential.filter(|_| spec.forward_authorization),
+                tool_marks,
                 in_flight: Mutex::default(),
                 released: CancellationToken::new(),
             }),
@@ -188,7 +192,14 @@ impl Link {
                 .and_then(|p| serde_json::from_str(p.get()).ok())
                 .unwrap_or_default();
             if let Some(name) = params["name"].as_str().or(params["uri"].as_str()) {
-                request = request.header("mcp-name", header_text(name));
+                request = request.header("mcp-name", mirrored::encode(name));
+            }
+            let marked = match (method, params["name"].as_str()) {
+                ("tools/call", Some(tool)) => self.tool_marks.of(tool).unwrap_or_default(),
+                _ => Vec::new(),
+            };
+            for (name, value) in mirrored::headers_for(&marked, &params["arguments"]) {
+                request = request.header(name, value);
             }
         }
         if let Some(credential) = &self.credential {
@@ -197,35 +208,5 @@ impl Link {
         request
             .body(Full::new(message.to_bytes()))
             .map_err(|e| format!("the request could not be built: {e}"))
-    }
-}
-
-/// A value as a header carries it: as is when it is visible ASCII without edge spaces, else
-/// `=?base64?…?=` of its UTF-8.
-fn header_text(value: &str) -> String {
-    let plain = value.bytes().all(|b| (0x20..0x7f).contains(&b))
-        && !value.starts_with(' ')
-        && !value.ends_with(' ');
-    match plain {
-        true => value.to_owned(),
-        false => format!(
-            "=?base64?{}?=",
-            base64::engine::general_purpose::STANDARD.encode(value)
-        ),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_that_a_header_cannot_carry_are_encoded() {
-        assert_eq!(header_text("echo"), "echo");
-        assert_eq!(
-            header_text("Hello, 世界"),
-            "=?base64?SGVsbG8sIOS4lueVjA==?="
-        );
-        assert_eq!(header_text(" padded"), "=?base64?IHBhZGRlZA==?=");
     }
 }

@@ -1,23 +1,22 @@
 //! What a 2026-07-28 request must carry, checked in the order the spec's conformance suite
-//! settles: the required `_meta` fields (-32602), the standard headers mirroring the body
-//! (-32020), the protocol version (-32022), then the method (-32601, 404).
+//! settles: the required `_meta` fields (-32602), the standard headers and the tool parameters
+//! (`Mcp-Param-*`) mirroring the body (-32020), the protocol version (-32022), then the method
+//! (-32601, 404).
 
-use base64::Engine;
 use http::{HeaderMap, StatusCode};
 use serde_json::{json, Map, Value};
 
 use super::params::Params;
 use crate::front::rejection::Rejection;
 use crate::jsonrpc::{Message, INVALID_PARAMS, METHOD_NOT_FOUND};
+use crate::mirrored::ToolMarks;
 
 pub use crate::era::{
     CAPABILITIES_KEY, CLIENT_INFO_KEY, LOG_LEVEL_KEY, MODERN_VERSION, PER_REQUEST_META,
     SERVER_INFO_KEY, VERSION_KEY,
 };
 
-/// -32020: the HTTP headers do not match the body, or a required one is missing or malformed.
-pub const HEADER_MISMATCH: i64 = -32020;
-pub use crate::era::MISSING_CAPABILITY;
+pub use crate::era::{HEADER_MISMATCH, MISSING_CAPABILITY};
 /// -32022: the requested protocol version is not served.
 pub const UNSUPPORTED_VERSION: i64 = -32022;
 
@@ -56,10 +55,12 @@ pub fn check(
     headers: &HeaderMap,
     message: &Message,
     params: &Params,
+    tool_marks: &ToolMarks,
 ) -> Result<RequestMeta, Rejection> {
     let id = message.id();
     let fields = required_meta(params.meta.as_ref()).map_err(|r| r.with_id(id))?;
     check_headers(headers, message, params, &fields.version).map_err(|r| r.with_id(id))?;
+    check_params(headers, message, params, tool_marks).map_err(|r| r.with_id(id))?;
     if fields.version != MODERN_VERSION {
         return Err(unsupported_version(&fields.version).with_id(id));
     }
@@ -183,6 +184,28 @@ fn check_headers(
     Ok(())
 }
 
+/// A `tools/call`'s `Mcp-Param-*` headers must say what its arguments say, for the parameters
+/// the tool's listed schema marks (a tool not listed here yet is the server's to check).
+fn check_params(
+    headers: &HeaderMap,
+    message: &Message,
+    params: &Params,
+    tool_marks: &ToolMarks,
+) -> Result<(), Rejection> {
+    if message.method() != Some("tools/call") || !tool_marks.any() {
+        return Ok(());
+    }
+    let Some(marked) = params.str("name").and_then(|tool| tool_marks.of(&tool)) else {
+        return Ok(());
+    };
+    if marked.is_empty() {
+        return Ok(());
+    }
+    let arguments = params.value("arguments").unwrap_or_default();
+    crate::mirrored::check(&marked, &arguments, headers)
+        .map_err(|mismatch| header_mismatch(mismatch.to_string()))
+}
+
 fn mirror(
     headers: &HeaderMap,
     name: &str,
@@ -196,14 +219,14 @@ fn mirror(
             "exactly one {display} header is required"
         )));
     };
-    let text = raw
-        .to_str()
-        .map_err(|_| header_mismatch(format!("the {display} header has invalid characters")))?
-        .trim_matches(|c| c == ' ' || c == '\t');
     let value = match may_be_encoded {
-        true => decode(text)
-            .ok_or_else(|| header_mismatch(format!("the {display} header is badly encoded")))?,
-        false => text.to_owned(),
+        true => crate::mirrored::decode(raw.as_bytes())
+            .map_err(|why| header_mismatch(format!("the {display} header {why}")))?,
+        false => raw
+            .to_str()
+            .map_err(|_| header_mismatch(format!("the {display} header has invalid characters")))?
+            .trim_matches(|c| c == ' ' || c == '\t')
+            .to_owned(),
     };
     match value == body {
         true => Ok(()),
@@ -211,21 +234,6 @@ fn mirror(
             "the {display} header value {value:?} does not match the body value {body:?}"
         ))),
     }
-}
-
-/// A header value as sent: `=?base64?…?=` is the UTF-8 of standard, padded base64; anything
-/// else is literal.
-fn decode(text: &str) -> Option<String> {
-    let Some(encoded) = text
-        .strip_prefix("=?base64?")
-        .and_then(|rest| rest.strip_suffix("?="))
-    else {
-        return Some(text.to_owned());
-    };
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(encoded)
-        .ok()?;
-    String::from_utf8(bytes).ok()
 }
 
 fn header_mismatch(message: String) -> Rejection {
@@ -261,7 +269,12 @@ mod tests {
     }
 
     fn checked(headers: &HeaderMap, message: &Message) -> Result<RequestMeta, Rejection> {
-        check(headers, message, &Params::read(message))
+        check(
+            headers,
+            message,
+            &Params::read(message),
+            &ToolMarks::default(),
+        )
     }
 
     fn call(name: &str) -> Message {

@@ -442,6 +442,12 @@ impl Translation {
             (Some(_), None) => Outcome::Skip,
             (None, _) => {
                 let c = &self.call;
+                if c.method == "tools/list" {
+                    // What the server's tools mirror into headers, for the calls to come.
+                    if let Some(Ok(listed)) = head.result.map(|r| serde_json::from_str(r.get())) {
+                        self.registry.tool_marks().record(&listed);
+                    }
+                }
                 let raw_info = self.initialized.server_info.as_deref();
                 if let Some(answer) = head.result.and_then(|result| {
                     envelope::complete(result, &c.client_id, &c.method, raw_info, self.hints)

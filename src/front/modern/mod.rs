@@ -39,7 +39,7 @@ pub async fn post(
         return Ok(accepted());
     }
     let params = params::Params::read(&message);
-    let meta = checks::check(headers, &message, &params)?;
+    let meta = checks::check(headers, &message, &params, app.registry.tool_marks())?;
     let id = message.id().cloned().unwrap_or(Value::Null);
     match message.method().unwrap_or_default() {
         "server/discover" => discover(app, headers, principal, &meta, &id).await,

@@ -38,6 +38,13 @@ impl<'a> Params<'a> {
             .and_then(|raw| serde_json::from_str(raw.get()).ok())
     }
 
+    /// Member `name`, read.
+    pub fn value(&self, name: &str) -> Option<Value> {
+        self.members
+            .get(name)
+            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+    }
+
     pub fn has(&self, name: &str) -> bool {
         self.members.contains_key(name)
     }
