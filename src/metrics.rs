@@ -56,6 +56,8 @@ counters! {
     requests_timed_out_total: "counter", "Requests failed because their server stayed silent past upstream.request_timeout.";
     list_cache_hits_total: "counter", "List requests answered from the list cache.";
     list_cache_misses_total: "counter", "Cacheable list requests sent to the server.";
+    response_cache_hits_total: "counter", "2026-07-28 requests answered from a result the server (or upstream.cache_ttl) marked reusable (ttlMs, cacheScope).";
+    response_cache_misses_total: "counter", "Cacheable 2026-07-28 requests sent to the server.";
 }
 
 impl Metrics {

@@ -862,3 +862,78 @@ async fn marked_tool_parameters_must_travel_in_their_headers() {
         .await;
     assert_eq!(stray.status, StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test]
+async fn results_marked_reusable_are_answered_from_the_cache_for_whom_their_scope_says() {
+    // Private for an hour, as configured for a legacy server that gives no hints itself.
+    let proxy = Proxy::start_with(|config| {
+        config.upstream.cache_ttl = std::time::Duration::from_secs(3600);
+        config.upstream.cache_scope =
+            mcp_session_proxy::front::modern::envelope::CacheScope::Private;
+    })
+    .await;
+    let (alice, bob) = (
+        Modern::new(&proxy, Some("alice")),
+        Modern::new(&proxy, Some("bob")),
+    );
+    let (_, first) = alice.request(1, "resources/list", json!({})).await;
+    let (_, again) = alice.request(2, "resources/list", json!({})).await;
+    assert_eq!(again["id"], 2);
+    assert_eq!(again["result"]["resources"], first["result"]["resources"]);
+    assert_eq!(again["result"]["cacheScope"], "private");
+    let ttl = again["result"]["ttlMs"].as_u64().unwrap();
+    assert!(
+        ttl > 0 && ttl <= 3_600_000,
+        "what is left of its freshness: {ttl}"
+    );
+    assert_eq!(proxy.metric("mcp_proxy_response_cache_hits_total"), 1);
+    bob.request(3, "resources/list", json!({})).await;
+    assert_eq!(
+        proxy.metric("mcp_proxy_response_cache_hits_total"),
+        1,
+        "private: not bob's"
+    );
+    assert_eq!(proxy.metric("mcp_proxy_response_cache_misses_total"), 2);
+    // The server says its resources changed: the cached list is stale at once.
+    alice
+        .call("notify_list_changed", json!({ "list": "resources" }))
+        .await;
+    // (The server sent its notification before the call's answer.)
+    alice.request(4, "resources/list", json!({})).await;
+    assert_eq!(proxy.metric("mcp_proxy_response_cache_misses_total"), 3);
+}
+
+#[tokio::test]
+async fn in_front_of_a_2026_07_28_server_its_own_hints_decide_what_is_reused() {
+    // The modern demo's lists are public for a minute; its reads are not reusable.
+    let proxy = Proxy::start_with(|config| {
+        config.upstream.stdio = Some(format!(
+            "{} demo-server --protocol 2026-07-28",
+            shell_words::quote(common::DEMO)
+        ));
+        config.upstream.protocol = mcp_session_proxy::era::Era::Modern;
+    })
+    .await;
+    let (alice, bob) = (
+        Modern::new(&proxy, Some("alice")),
+        Modern::new(&proxy, Some("bob")),
+    );
+    let (_, listed) = alice.request(1, "tools/list", json!({})).await;
+    assert_eq!(listed["result"]["cacheScope"], "public", "{listed}");
+    assert_eq!(listed["result"]["ttlMs"], 60_000);
+    let (_, for_bob) = bob.request(2, "tools/list", json!({})).await;
+    assert_eq!(for_bob["result"]["tools"], listed["result"]["tools"]);
+    assert!(for_bob["result"]["ttlMs"].as_u64().unwrap() <= 60_000);
+    assert_eq!(
+        proxy.metric("mcp_proxy_response_cache_hits_total"),
+        1,
+        "public: bob reuses alice's"
+    );
+    let read = json!({ "uri": "demo://counter" });
+    for id in [3, 4] {
+        let (_, answer) = alice.request(id, "resources/read", read.clone()).await;
+        assert_eq!(answer["result"]["ttlMs"], 0, "{answer}");
+    }
+    assert_eq!(proxy.metric("mcp_proxy_response_cache_hits_total"), 1);
+    assert_eq!(proxy.metric("mcp_proxy_response_cache_misses_total"), 3);
+}

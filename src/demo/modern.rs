@@ -153,6 +153,9 @@ fn server_info() -> Value {
     json!({ "name": "mcp-session-proxy-demo", "version": env!("CARGO_PKG_VERSION") })
 }
 
+/// How long the demo's lists may be reused.
+const LISTS_FRESH_MS: u64 = 60_000;
+
 /// What every modern result carries; lists, reads and discover say how long they keep.
 pub fn decorate(result: &mut Value, method: &str) {
     let Value::Object(result) = result else {
@@ -165,7 +168,12 @@ pub fn decorate(result: &mut Value, method: &str) {
         meta.insert(SERVER_INFO_KEY.into(), server_info());
     }
     if is_cacheable(method) && result["resultType"] == "complete" {
-        result.insert("ttlMs".into(), json!(0));
+        // Its lists stay the same for everyone (until a list_changed); reads change.
+        let fresh_for = match method.ends_with("/list") {
+            true => LISTS_FRESH_MS,
+            false => 0,
+        };
+        result.insert("ttlMs".into(), json!(fresh_for));
         result.insert("cacheScope".into(), json!("public"));
     }
 }

@@ -135,8 +135,11 @@ impl Session {
                 None => (StreamKey::Standalone, false),
             },
             Route::SessionWide => {
-                if let (Some(cache), Some(method)) = (&self.list_cache, message.method()) {
-                    cache.invalidate(method);
+                if let Some(method) = message.method() {
+                    if let Some(cache) = &self.list_cache {
+                        cache.invalidate(method);
+                    }
+                    self.response_cache.invalidate(method, message.params());
                 }
                 (StreamKey::Standalone, false)
             }

@@ -15,6 +15,7 @@ mod readers;
 pub mod registry;
 mod reinit;
 pub mod replica;
+pub mod response_cache;
 pub mod routing;
 mod state;
 
@@ -34,6 +35,7 @@ use crate::upstream::owner::HopError;
 use crate::upstream::{Upstream, UpstreamError};
 use list_cache::ListCache;
 use log::{EventLog, Window};
+use response_cache::ResponseCache;
 use state::State;
 
 pub use readers::{Delivery, Reader, ResumeError, Resumed};
@@ -164,6 +166,8 @@ pub struct Session {
     upstream: Upstream,
     /// The server's list cache, when its lists do not depend on the session.
     list_cache: Option<Arc<ListCache>>,
+    /// Results 2026-07-28 clients may reuse, dropped when a notification makes them stale.
+    response_cache: Arc<ResponseCache>,
     state: Mutex<State>,
     changes: watch::Sender<u64>,
     /// Woken when a reader attaches (a view follows the shared log only while read).
@@ -192,6 +196,7 @@ impl Session {
         shape: Shape,
         upstream: Upstream,
         list_cache: Option<Arc<ListCache>>,
+        response_cache: Arc<ResponseCache>,
         settings: Arc<SessionSettings>,
         metrics: Arc<Metrics>,
         mirror: Option<Mirror>,
@@ -230,6 +235,7 @@ impl Session {
             metrics,
             upstream,
             list_cache,
+            response_cache,
             changes: watch::channel(0).0,
             readers: Arc::default(),
             following: Default::default(),

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::list_cache::ListCache;
+use super::response_cache::ResponseCache;
 use super::{Session, SessionError, SessionSettings, Shape};
 use crate::ids::{self, Principal};
 use crate::metrics::Metrics;
@@ -36,6 +37,7 @@ pub struct Registry {
     pub(in crate::session) settings: Arc<SessionSettings>,
     pub(in crate::session) metrics: Arc<Metrics>,
     pub(in crate::session) list_cache: Option<Arc<ListCache>>,
+    pub(in crate::session) response_cache: Arc<ResponseCache>,
     /// Where sessions are shared with other replicas (memory: nowhere).
     pub(in crate::session) store: Store,
     /// The served server's name in the store's keys (`default` for `/mcp`).
@@ -73,6 +75,7 @@ impl Registry {
             settings: Arc::new(settings),
             metrics,
             list_cache: settings_cache,
+            response_cache: Arc::default(),
             store,
             server: server.to_owned(),
         }
@@ -86,6 +89,11 @@ impl Registry {
     /// The parameters the server's tools mirror into `Mcp-Param-*` headers.
     pub fn tool_marks(&self) -> &Arc<crate::mirrored::ToolMarks> {
         self.upstreams.tool_marks()
+    }
+
+    /// Results 2026-07-28 clients may reuse while their `ttlMs` lasts.
+    pub fn response_cache(&self) -> &ResponseCache {
+        &self.response_cache
     }
 
     pub fn settings(&self) -> &SessionSettings {
@@ -149,6 +157,7 @@ impl Registry {
             shape,
             upstream,
             self.list_cache.clone(),
+            self.response_cache.clone(),
             self.settings.clone(),
             self.metrics.clone(),
             mirror,

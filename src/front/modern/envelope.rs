@@ -107,7 +107,6 @@ pub fn complete(
     };
     for (name, value) in &fields {
         match name.as_str() {
-            "ttlMs" | "cacheScope" if hinted => {}
             "_meta" if server_info.is_some() => {
                 let meta = with_server_info(value, server_info?)?;
                 field(&mut out, name, &meta);
@@ -128,8 +127,11 @@ pub fn complete(
         ];
         field(&mut out, "_meta", &meta.concat());
     }
-    if hinted {
+    // The server's own hints stand; the configured ones fill in for a server that gives none.
+    if hinted && !fields.contains_key("ttlMs") {
         field(&mut out, "ttlMs", hints.ttl_ms.to_string().as_bytes());
+    }
+    if hinted && !fields.contains_key("cacheScope") {
         let scope = format!("\"{}\"", hints.scope.name());
         field(&mut out, "cacheScope", scope.as_bytes());
     }
@@ -167,8 +169,10 @@ pub fn decorate(
         }
     }
     if is_cacheable(method) && result.get("resultType") == Some(&json!("complete")) {
-        result.insert("ttlMs".into(), json!(hints.ttl_ms));
-        result.insert("cacheScope".into(), json!(hints.scope.name()));
+        result.entry("ttlMs").or_insert_with(|| json!(hints.ttl_ms));
+        result
+            .entry("cacheScope")
+            .or_insert_with(|| json!(hints.scope.name()));
     }
 }
 

@@ -56,6 +56,8 @@ pub struct Call {
     pub name: String,
     pub meta: RequestMeta,
     pub principal: Principal,
+    /// A cacheable request's params as its result is cached under.
+    pub cache_key: Option<String>,
 }
 
 impl Call {
@@ -72,6 +74,8 @@ impl Call {
             method: request.method().unwrap_or_default().to_owned(),
             params: request.params().map(ToOwned::to_owned),
             name: params.name(),
+            cache_key: crate::era::is_cacheable(request.method().unwrap_or_default())
+                .then(|| params.cache_key()),
             meta,
             principal,
         }
@@ -452,6 +456,7 @@ impl Translation {
                 if let Some(answer) = head.result.and_then(|result| {
                     envelope::complete(result, &c.client_id, &c.method, raw_info, self.hints)
                 }) {
+                    self.remember(&answer);
                     return Outcome::Final(answer, StatusCode::OK);
                 }
                 let Ok(message) = serde_json::from_slice::<Value>(payload) else {
@@ -468,6 +473,22 @@ impl Translation {
                 );
                 Outcome::Final(Bytes::from(answer.to_string()), status)
             }
+        }
+    }
+
+    /// A cacheable result, kept for as long as it says it stays fresh.
+    fn remember(&self, answer: &[u8]) {
+        #[derive(serde::Deserialize)]
+        struct Answer<'a> {
+            #[serde(borrow)]
+            result: &'a RawValue,
+        }
+        let Some(key) = &self.call.cache_key else {
+            return;
+        };
+        if let Ok(answer) = serde_json::from_slice::<Answer>(answer) {
+            let cache = self.registry.response_cache();
+            cache.store(&self.call.method, key, &self.call.principal, answer.result);
         }
     }
 

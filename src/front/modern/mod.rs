@@ -22,6 +22,7 @@ use super::request::{accepted, json};
 use super::App;
 use crate::ids::Principal;
 use crate::jsonrpc::{Kind, Message, INVALID_REQUEST};
+use crate::metrics::Metrics;
 use checks::RequestMeta;
 
 pub use checks::is_modern;
@@ -52,12 +53,31 @@ pub async fn post(
             input::resume(app, &message, call).await
         }
         _ => {
-            let forwarded = params.legacy_request(&message)?;
             let call = exchange::Call::new(&message, &params, meta, principal.clone());
+            if let Some(key) = &call.cache_key {
+                let cache = app.registry.response_cache();
+                if let Some(result) = cache.lookup(&call.method, key, &principal) {
+                    Metrics::inc(&app.metrics.response_cache_hits_total);
+                    return Ok(json(StatusCode::OK, cached(&id, &result)));
+                }
+                Metrics::inc(&app.metrics.response_cache_misses_total);
+            }
+            let forwarded = params.legacy_request(&message)?;
             let correlated = correlate(app, headers, principal, &call.meta).await?;
             exchange::exchange(app, correlated, forwarded, call).await
         }
     }
+}
+
+/// A response around a cached result.
+fn cached(id: &Value, result: &[u8]) -> bytes::Bytes {
+    let mut out = Vec::with_capacity(result.len() + 40);
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    let _ = serde_json::to_writer(&mut out, id);
+    out.extend_from_slice(br#","result":"#);
+    out.extend_from_slice(result);
+    out.push(b'}');
+    out.into()
 }
 
 /// GET and DELETE are not part of 2026-07-28: 405.

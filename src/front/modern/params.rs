@@ -45,6 +45,17 @@ impl<'a> Params<'a> {
             .and_then(|raw| serde_json::from_str(raw.get()).ok())
     }
 
+    /// The params as a cached result is keyed by: every member as sent but `_meta`.
+    pub fn cache_key(&self) -> String {
+        let members: BTreeMap<&str, &RawValue> = self
+            .members
+            .iter()
+            .filter(|(name, _)| *name != "_meta")
+            .map(|(name, raw)| (name.as_str(), *raw))
+            .collect();
+        serde_json::to_string(&members).unwrap_or_default()
+    }
+
     pub fn has(&self, name: &str) -> bool {
         self.members.contains_key(name)
     }

@@ -151,6 +151,7 @@ impl Registry {
             shape,
             upstream,
             self.list_cache.clone(),
+            self.response_cache.clone(),
             self.settings.clone(),
             self.metrics.clone(),
             self.store.mirror(&self.server, id),

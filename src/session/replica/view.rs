@@ -35,6 +35,7 @@ impl Session {
             shape,
             Upstream::Owner(owner),
             None,
+            Arc::default(),
             settings,
             metrics,
             None,
