@@ -63,7 +63,6 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
                  session: &SessionConfig,
                  spec: UpstreamSpec|
      -> anyhow::Result<Arc<App>> {
-        check_bridged(name, &spec)?;
         if spec.era() == Era::Modern {
             Metrics::inc(&metrics.upstreams_modern);
         }
@@ -141,21 +140,6 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
 /// A server's spec with its revision settled (`auto` probed once, here, before any session).
 async fn settled(upstream: &UpstreamConfig) -> anyhow::Result<UpstreamSpec> {
     Ok(probe::settle(upstream.spec()?, upstream.request_timeout).await)
-}
-
-/// A 2026-07-28 server is bridged for stdio in per-session isolation without a warm pool.
-fn check_bridged(name: &str, spec: &UpstreamSpec) -> anyhow::Result<()> {
-    match spec {
-        UpstreamSpec::SharedStdio(stdio) if stdio.protocol == Era::Modern => anyhow::bail!(
-            "server {name} speaks 2026-07-28: it is served in per-session isolation only for now"
-        ),
-        UpstreamSpec::Stdio(stdio) if stdio.protocol == Era::Modern && stdio.warm > 0 => {
-            anyhow::bail!(
-                "server {name} speaks 2026-07-28: it is served without warm children for now"
-            )
-        }
-        _ => Ok(()),
-    }
 }
 
 /// Every stdio server can be started: a command that does not exist stops start-up with its

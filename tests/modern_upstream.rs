@@ -6,6 +6,7 @@ mod common;
 
 use common::{within, Client, Proxy, DEMO};
 use hyper::StatusCode;
+use mcp_session_proxy::config::Isolation;
 use mcp_session_proxy::era::Era;
 use serde_json::{json, Value};
 
@@ -405,5 +406,69 @@ async fn every_legacy_front_reaches_a_modern_server() {
     .await;
     assert_eq!(progress, 2, "both progress notifications came first");
     assert_eq!(answer["result"]["content"][0]["text"], "done after 2 steps");
+    proxy.stop().await;
+}
+
+/// The modern demo in front of legacy clients with `isolation` and `warm` as given.
+async fn in_front_of_the_modern_demo_with(isolation: Isolation, warm: usize) -> Proxy {
+    Proxy::start_with(|config| {
+        config.upstream.stdio = Some(format!(
+            "{} demo-server --protocol 2026-07-28",
+            shell_words::quote(DEMO)
+        ));
+        config.upstream.protocol = Era::Modern;
+        config.upstream.isolation = isolation;
+        config.upstream.warm = warm;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn one_shared_2026_07_28_child_serves_every_session_and_each_hears_its_own_listen() {
+    let proxy = in_front_of_the_modern_demo_with(Isolation::Shared, 0).await;
+    let (mut alice, mut bob) = (proxy.client(), proxy.client());
+    initialize(&mut alice, json!({})).await;
+    initialize(&mut bob, json!({})).await;
+    assert_eq!(alice.call_tool("counter", json!({})).await, "1");
+    assert_eq!(bob.call_tool("counter", json!({})).await, "2", "one child");
+
+    let (mut alice_hears, mut bob_hears) = (alice.get(None).await, bob.get(None).await);
+    alice
+        .request("resources/subscribe", json!({ "uri": "demo://a" }))
+        .await;
+    bob.request("resources/subscribe", json!({ "uri": "demo://b" }))
+        .await;
+    let uris = json!({ "uris": ["demo://a", "demo://b"], "count": 2 });
+    bob.call_tool("emit_updates", uris).await;
+    let heard = |update: Value| update["params"]["uri"].clone();
+    let first_of = |stream| async move {
+        let stream: &mut common::Reply = stream;
+        stream
+            .next_with_method("notifications/resources/updated")
+            .await
+    };
+    assert_eq!(heard(first_of(&mut alice_hears).await), "demo://a");
+    // demo://a was sent first: bob's first update is his own.
+    assert_eq!(heard(first_of(&mut bob_hears).await), "demo://b");
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn warm_2026_07_28_children_wait_behind_their_bridges() {
+    let proxy = in_front_of_the_modern_demo_with(Isolation::PerSession, 2).await;
+    common::until("the warm children", true, || async {
+        proxy.metric("mcp_proxy_upstream_spawns_total") >= 2
+    })
+    .await;
+    for _ in 0..3 {
+        let mut client = proxy.client();
+        let initialized = initialize(&mut client, json!({})).await;
+        assert_eq!(
+            initialized["result"]["serverInfo"]["name"],
+            "mcp-session-proxy-demo"
+        );
+        // A child of its own each.
+        assert_eq!(client.call_tool("counter", json!({})).await, "1");
+    }
     proxy.stop().await;
 }

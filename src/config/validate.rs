@@ -103,13 +103,9 @@ impl UpstreamConfig {
         if self.isolation == Isolation::Shared && (self.http.is_some() || self.sse.is_some()) {
             bail!("{key}.isolation = \"shared\" applies to stdio servers only");
         }
-        let bridged = self.sse.is_none()
-            && (self.http.is_some() || self.isolation == Isolation::PerSession)
-            && self.warm == 0;
-        if self.protocol == Era::Modern && !bridged {
+        if self.protocol == Era::Modern && self.sse.is_some() {
             bail!(
-                "{key}.protocol = \"2026-07-28\" is served for HTTP servers and for stdio servers \
-                 in per-session isolation without warm children; other kinds are not bridged yet"
+                "{key}.protocol = \"2026-07-28\" does not apply to an HTTP+SSE server (2024-11-05)"
             );
         }
         if self.protocol == Era::Auto && self.sse.is_some() {

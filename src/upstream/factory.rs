@@ -31,8 +31,9 @@ pub struct UpstreamFactory {
     shared: Option<Arc<SharedStdio>>,
     /// The upstream actors, so shutdown can wait until every child is released.
     tasks: TaskTracker,
-    /// Children started ahead of sessions (`warm`), with their bindings.
-    warm: Mutex<VecDeque<(StdioUpstream, Arc<Binding>)>>,
+    /// Children started ahead of sessions (`warm`), with their bindings (a 2026-07-28 child
+    /// behind its bridge already).
+    warm: Mutex<VecDeque<(Upstream, Arc<Binding>)>>,
     metrics: Arc<Metrics>,
     /// The parameters the server's tools mirror into headers, as its `tools/list` said.
     tool_marks: Arc<ToolMarks>,
@@ -89,22 +90,20 @@ impl UpstreamFactory {
         &self,
         credential: Option<HeaderValue>,
     ) -> Result<(Upstream, Arc<Binding>), UpstreamError> {
-        if let Some((stdio, binding)) = self.take_warm() {
-            return Ok((Upstream::Stdio(stdio), binding));
+        if let Some(warm) = self.take_warm() {
+            return Ok(warm);
         }
         let binding = Arc::new(Binding::default());
         let events: EventSink = binding.clone();
         let upstream = match (&self.spec, &self.shared) {
-            (_, Some(shared)) => Upstream::Shared(shared.attach(events)?),
-            (UpstreamSpec::Stdio(spec), None) if spec.protocol == Era::Modern => {
-                Metrics::inc(&self.metrics.upstream_spawns_total);
+            (UpstreamSpec::SharedStdio(spec), Some(shared)) if spec.protocol == Era::Modern => {
                 let bridge = Bridge::new(events, self.tool_marks.clone());
-                let server = StdioUpstream::spawn(spec, bridge.clone(), &self.tasks)?;
-                Upstream::Modern(bridge.attach(Upstream::Stdio(server)))
+                let share = shared.attach(bridge.clone())?;
+                Upstream::Modern(bridge.attach(Upstream::Shared(share)))
             }
+            (_, Some(shared)) => Upstream::Shared(shared.attach(events)?),
             (UpstreamSpec::Stdio(spec) | UpstreamSpec::SharedStdio(spec), None) => {
-                Metrics::inc(&self.metrics.upstream_spawns_total);
-                Upstream::Stdio(StdioUpstream::spawn(spec, events, &self.tasks)?)
+                self.spawn(spec, events)?
             }
             (UpstreamSpec::Http(spec), None) if spec.protocol == Era::Modern => {
                 let bridge = Bridge::new(events, self.tool_marks.clone());
@@ -133,8 +132,23 @@ impl UpstreamFactory {
         Ok((upstream, binding))
     }
 
+    /// A child of its own for a session (behind a bridge when it speaks 2026-07-28).
+    fn spawn(&self, spec: &StdioSpec, events: EventSink) -> Result<Upstream, UpstreamError> {
+        Metrics::inc(&self.metrics.upstream_spawns_total);
+        if spec.protocol != Era::Modern {
+            return Ok(Upstream::Stdio(StdioUpstream::spawn(
+                spec,
+                events,
+                &self.tasks,
+            )?));
+        }
+        let bridge = Bridge::new(events, self.tool_marks.clone());
+        let server = StdioUpstream::spawn(spec, bridge.clone(), &self.tasks)?;
+        Ok(Upstream::Modern(bridge.attach(Upstream::Stdio(server))))
+    }
+
     /// A child started ahead of time (`warm`), replaced at once; `None` without a pool.
-    fn take_warm(&self) -> Option<(StdioUpstream, Arc<Binding>)> {
+    fn take_warm(&self) -> Option<(Upstream, Arc<Binding>)> {
         let UpstreamSpec::Stdio(spec) = &self.spec else {
             return None;
         };
@@ -145,7 +159,7 @@ impl UpstreamFactory {
         let taken = loop {
             match pool.pop_front() {
                 // A waiting child says nothing before initialize; one that did has died.
-                Some((stdio, binding)) if binding.spoke_unbound() => stdio.release(),
+                Some((upstream, binding)) if binding.spoke_unbound() => upstream.release(),
                 Some(warm) => break Some(warm),
                 None => break None,
             }
@@ -154,14 +168,11 @@ impl UpstreamFactory {
         taken
     }
 
-    fn refill(&self, spec: &StdioSpec, pool: &mut VecDeque<(StdioUpstream, Arc<Binding>)>) {
+    fn refill(&self, spec: &StdioSpec, pool: &mut VecDeque<(Upstream, Arc<Binding>)>) {
         while pool.len() < spec.warm {
             let binding = Arc::new(Binding::default());
-            match StdioUpstream::spawn(spec, binding.clone(), &self.tasks) {
-                Ok(stdio) => {
-                    Metrics::inc(&self.metrics.upstream_spawns_total);
-                    pool.push_back((stdio, binding));
-                }
+            match self.spawn(spec, binding.clone()) {
+                Ok(upstream) => pool.push_back((upstream, binding)),
                 Err(error) => {
                     warn!(%error, "could not start a warm upstream");
                     return;

@@ -16,6 +16,7 @@ use tracing::debug;
 
 use super::stdio::{StdioSpec, StdioUpstream};
 use super::{EventSink, Sink, UpstreamError, UpstreamEvent};
+use crate::era::SUBSCRIPTION_ID_KEY;
 use crate::jsonrpc::{id_key, Kind, Message};
 use crate::metrics::Metrics;
 
@@ -157,6 +158,13 @@ impl SharedStdio {
             if mux.sessions.len() < mux.sessions.capacity() / 4 {
                 mux.sessions.shrink_to_fit();
             }
+            // Its 2026-07-28 listens would stay open at the child for ever: cancelled.
+            let listens: Vec<u64> = mux
+                .pending
+                .iter()
+                .filter(|(_, p)| p.session == session && p.method == "subscriptions/listen")
+                .map(|(global, _)| *global)
+                .collect();
             mux.pending.retain(|_, p| p.session != session);
             mux.tokens.retain(|_, (s, _)| *s != session);
             let mut emptied = Vec::new();
@@ -167,7 +175,7 @@ impl SharedStdio {
                 }
                 !sessions.is_empty()
             });
-            let messages: Vec<Bytes> = emptied
+            let mut messages: Vec<Bytes> = emptied
                 .into_iter()
                 .map(|uri| {
                     mux.next_id += 1;
@@ -175,6 +183,10 @@ impl SharedStdio {
                     Bytes::from(json!({ "jsonrpc": "2.0", "id": id, "method": "resources/unsubscribe", "params": { "uri": uri } }).to_string())
                 })
                 .collect();
+            messages.extend(listens.into_iter().map(|global| {
+                let params = json!({ "requestId": global, "reason": "the session ended" });
+                crate::jsonrpc::notification("notifications/cancelled", params)
+            }));
             (mux.child.clone(), messages)
         };
         if let Some(child) = child {
@@ -408,9 +420,33 @@ impl Mux {
         }
     }
 
+    /// The child-facing id of the listen in flight a notification names, if it names one.
+    fn listen_of(&self, message: &Message) -> Option<u64> {
+        let params = message.params()?;
+        if !params.get().contains(SUBSCRIPTION_ID_KEY) {
+            return None;
+        }
+        let params: Value = serde_json::from_str(params.get()).ok()?;
+        let listen = params["_meta"][SUBSCRIPTION_ID_KEY].as_u64()?;
+        self.pending.contains_key(&listen).then_some(listen)
+    }
+
     /// A notification: progress to its token's session, a resource update to its subscribers,
     /// a log message or cancellation to the session that caused it, the rest to everyone.
     fn route_notification(&mut self, mut message: Message) -> Vec<(EventSink, UpstreamEvent)> {
+        if let Some(listen) = self.listen_of(&message) {
+            // A 2026-07-28 listen's notification: to the session whose listen it is, under the
+            // id that session gave it.
+            let pending = &self.pending[&listen];
+            let (session, id) = (pending.session, pending.id.clone());
+            if let Some(mut params) = message.params_as::<Value>() {
+                params["_meta"][SUBSCRIPTION_ID_KEY] = id;
+                if let Ok(raw) = to_raw_value(&params) {
+                    message.set_params(raw);
+                }
+            }
+            return self.to(session, UpstreamEvent::Message(Box::new(message)));
+        }
         match message.method().unwrap_or_default() {
             "notifications/progress" => {
                 let token = message
