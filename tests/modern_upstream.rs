@@ -472,3 +472,52 @@ async fn warm_2026_07_28_children_wait_behind_their_bridges() {
     }
     proxy.stop().await;
 }
+
+#[tokio::test]
+async fn a_listen_that_drops_is_opened_again() {
+    use mcp_session_proxy::front::modern::correlation::Anonymous;
+    // The 2026-07-28 server: another proxy's modern face in front of the modern demo.
+    let server = Proxy::start_with(|config| {
+        config.upstream.stdio = Some(format!(
+            "{} demo-server --protocol 2026-07-28",
+            shell_words::quote(DEMO)
+        ));
+        config.upstream.protocol = Era::Modern;
+        config.session.anonymous = Anonymous::Shared;
+    })
+    .await;
+    let proxy = Proxy::start_with(|config| {
+        config.upstream.stdio = None;
+        config.upstream.http = Some(format!("http://{}/mcp", server.addr()));
+        config.upstream.protocol = Era::Modern;
+    })
+    .await;
+    let mut client = proxy.client();
+    initialize(&mut client, json!({})).await;
+    let mut stream = client.get(None).await;
+    client
+        .request("resources/subscribe", json!({ "uri": "demo://counter" }))
+        .await;
+    client.call_tool("counter", json!({})).await;
+    stream
+        .next_with_method("notifications/resources/updated")
+        .await;
+    // The server's process dies: its listens end. The proxy opens another (at a new process),
+    // and the subscription goes on as if nothing happened.
+    let crashed = client.request("tools/call", json!({ "name": "crash", "arguments": {} }));
+    assert!(crashed.await.get("error").is_some());
+    let heard = tokio::spawn(async move {
+        stream
+            .next_with_method("notifications/resources/updated")
+            .await
+    });
+    within("an update through the new listen", async {
+        while !heard.is_finished() {
+            client.call_tool("counter", json!({})).await;
+        }
+    })
+    .await;
+    assert_eq!(heard.await.unwrap()["params"]["uri"], "demo://counter");
+    proxy.stop().await;
+    server.stop().await;
+}

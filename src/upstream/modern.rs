@@ -29,6 +29,9 @@ use crate::mirrored::{ToolMarks, ANNOTATION};
 const LEGACY_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 /// Ids of the bridge's own messages start with this.
 const OWN: &str = "mcp-session-proxy/";
+/// The pause before a dropped listen is opened again, doubled per failure up to the longest.
+const FIRST_RELISTEN_PAUSE: Duration = Duration::from_millis(250);
+const LONGEST_RELISTEN_PAUSE: Duration = Duration::from_secs(30);
 /// The longest the bridge waits for the server's `server/discover`.
 const DISCOVER_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -48,6 +51,8 @@ pub struct Bridge {
     server: OnceLock<Box<Upstream>>,
     /// The parameters the server's tools mirror into headers (shared by the server's sessions).
     tool_marks: Arc<ToolMarks>,
+    /// The session let its upstream go: no listen is opened again.
+    released: std::sync::atomic::AtomicBool,
     state: Mutex<BridgeState>,
 }
 
@@ -75,6 +80,8 @@ struct BridgeState {
     waiting: HashMap<String, oneshot::Sender<Value>>,
     /// The session's `tools/list` requests in flight (their answers are read for marks).
     listings: HashSet<String>,
+    /// How long to wait before the listen is opened again after its next drop.
+    relisten_pause: Duration,
     next: u64,
 }
 
@@ -104,6 +111,7 @@ impl Bridge {
             this: this.clone(),
             session,
             tool_marks,
+            released: Default::default(),
             server: OnceLock::new(),
             state: Mutex::default(),
         })
@@ -242,6 +250,32 @@ impl Bridge {
         }
         self.answer(Some(&id), initialized);
         self.listen().await;
+    }
+
+    /// The listen in force ended or failed (the server went away, or ended it): another is
+    /// opened after a pause that doubles while they keep failing, until the session ends.
+    fn listen_dropped(&self, listen: &str) {
+        let pause = {
+            let mut state = self.lock();
+            if state.listen.as_deref() != Some(listen) {
+                return;
+            }
+            state.listen = None;
+            let pause = state.relisten_pause.max(FIRST_RELISTEN_PAUSE);
+            state.relisten_pause = (pause * 2).min(LONGEST_RELISTEN_PAUSE);
+            pause
+        };
+        let this = self.this.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(pause).await;
+            let Some(bridge) = this.upgrade() else {
+                return;
+            };
+            let gone = bridge.released.load(std::sync::atomic::Ordering::Acquire);
+            if !gone && bridge.lock().listen.is_none() {
+                bridge.listen().await;
+            }
+        });
     }
 
     /// (Re)issues the listen for the list changes and the subscribed resources.
@@ -463,9 +497,10 @@ impl Bridge {
             if let Some(waiting) = state.waiting.remove(&own) {
                 let _ = waiting.send(response);
             }
-            // A listen that ended: the next subscribe issues another.
-            if state.listen.as_deref() == Some(own.as_str()) {
-                state.listen = None;
+            let listen_ended = state.listen.as_deref() == Some(own.as_str());
+            drop(state);
+            if listen_ended {
+                self.listen_dropped(&own);
             }
             return;
         }
@@ -598,6 +633,8 @@ impl Bridge {
 
     fn notification(&self, mut notification: Value) {
         if notification["method"] == "notifications/subscriptions/acknowledged" {
+            // A listen that holds: the next drop is retried soon again.
+            self.lock().relisten_pause = Duration::ZERO;
             return;
         }
         if let Some(Value::Object(meta)) = notification["params"].get_mut("_meta") {
@@ -639,10 +676,12 @@ impl Sink for Bridge {
                             Some(original) => Box::new(original),
                             None => {
                                 // The bridge's own request: its waiter hears of it; a listen
-                                // that failed is issued again at the next subscribe.
+                                // that failed is opened again.
                                 state.waiting.remove(&own);
-                                if state.listen.as_deref() == Some(own.as_str()) {
-                                    state.listen = None;
+                                let listen_failed = state.listen.as_deref() == Some(own.as_str());
+                                drop(state);
+                                if listen_failed {
+                                    self.listen_dropped(&own);
                                 }
                                 return;
                             }
@@ -707,6 +746,9 @@ impl ModernUpstream {
     }
 
     pub fn release(&self) {
+        self.bridge
+            .released
+            .store(true, std::sync::atomic::Ordering::Release);
         if let Some(server) = self.bridge.server.get() {
             server.release();
         }

@@ -27,7 +27,8 @@ pub struct ModernHttp {
 struct Link {
     spec: HttpSpec,
     client: HttpClient,
-    events: EventSink,
+    /// The bridge; let go at release (the bridge holds this transport: no cycle outlives it).
+    events: std::sync::RwLock<Option<EventSink>>,
     credential: Option<HeaderValue>,
     /// The parameters each tool mirrors into `Mcp-Param-*` headers.
     tool_marks: Arc<ToolMarks>,
@@ -54,7 +55,7 @@ impl ModernHttp {
             link: Arc::new(Link {
                 spec: spec.clone(),
                 client,
-                events,
+                events: std::sync::RwLock::new(Some(events)),
                 credential: credential.filter(|_| spec.forward_authorization),
                 tool_marks,
                 in_flight: Mutex::default(),
@@ -95,6 +96,11 @@ impl ModernHttp {
 
     pub fn release(&self) {
         self.link.released.cancel();
+        self.link
+            .events
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
     }
 }
 
@@ -103,9 +109,17 @@ impl Link {
         self.in_flight.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn to_bridge(&self, event: UpstreamEvent) {
+        // Taken out of the lock first: a delivery may end the session, and release this.
+        let events = self.events.read().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(events) = events {
+            events.deliver(event);
+        }
+    }
+
     fn fail(&self, message: &Message, cause: String) {
         if let Some(id) = message.id() {
-            self.events.deliver(UpstreamEvent::Failed {
+            self.to_bridge(UpstreamEvent::Failed {
                 id: Box::new(id.clone()),
                 cause: cause.into(),
             });
@@ -115,8 +129,7 @@ impl Link {
     fn deliver(&self, bytes: Bytes) -> bool {
         match Message::parse(bytes) {
             Ok(message) => {
-                self.events
-                    .deliver(UpstreamEvent::Message(Box::new(message)));
+                self.to_bridge(UpstreamEvent::Message(Box::new(message)));
                 true
             }
             Err(_) => false,
