@@ -88,8 +88,7 @@ class Target:
 
     def cpu_seconds(self):
         """User + system CPU time used so far by the target itself."""
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_of(self.process.pid)
 
     def stop(self):
         if self.process.poll() is None:
@@ -102,6 +101,15 @@ class Target:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, 9)
                 self.process.wait()
+
+
+def cpu_of(pid):
+    """User + system CPU seconds of a process (0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_of(pid):
@@ -296,6 +304,12 @@ def measure_replicas(calls, rounds=7):
             for key, runs in samples.items()}
 
 
+def medians(samples, fields):
+    """Per key of `samples` (a list of runs each), the median of each of `fields`."""
+    median = lambda values: sorted(values)[len(values) // 2]
+    return {key: {k: median([r[k] for r in runs]) for k in fields} for key, runs in samples.items()}
+
+
 def measure_eras(calls, rounds=9):
     """`tools/call` on the demo through one proxy from clients of either era: legacy ones (a
     session opened with `initialize`) and 2026-07-28 ones (no session; per-request `_meta`,
@@ -316,10 +330,7 @@ def measure_eras(calls, rounds=9):
                     samples[(era, sessions)].append(r)
     finally:
         proxy.stop()
-    median = lambda values: sorted(values)[len(values) // 2]
-    figures = {key: {k: median([r[k] for r in runs])
-                     for k in ("p50_us", "p99_us", "throughput_rps", "cpu_us_per_call")}
-               for key, runs in samples.items()}
+    figures = medians(samples, ("p50_us", "p99_us", "throughput_rps", "cpu_us_per_call"))
     for (era, sessions), f in figures.items():
         rounds_ratio = [m["p50_us"] / l["p50_us"]
                         for l, m in zip(samples[("legacy", sessions)], samples[("modern", sessions)])]
@@ -341,6 +352,94 @@ def era_table(figures, rounds=9):
         name = "2026-07-28" if era == "modern" else "legacy"
         lines.append(f"| {name} | {sessions} | {f['p50_us']:.0f} | {f['p99_us']:.0f} | {f['throughput_rps']:.0f} "
                      f"| {f['cpu_us_per_call']:.0f} | {f['p50_us'] / base['p50_us']:.2f} | {spread} |")
+    return lines + [""]
+
+
+# The paths of `measure_bridge`: the 2026-07-28 client's, and the legacy client's through the
+# proxy's bridge to the same demo (a child of its own per session, or the one HTTP server).
+DIRECT_MODERN = "2026-07-28 client → demo (HTTP, direct)"
+BRIDGE_PATHS = [DIRECT_MODERN,
+                "legacy client → proxy → demo (stdio, a child per session)",
+                "legacy client → proxy → demo (HTTP)"]
+
+
+def measure_bridge(calls, rounds=7):
+    """`tools/call` echo on the demo in its 2026-07-28 mode: from a 2026-07-28 client straight
+    to the demo serving 2026-07-28 over HTTP itself (`mcp-bench calls --era modern`), and from a
+    legacy client (`--era legacy`) through the proxy with `--upstream-protocol 2026-07-28`, its
+    upstream the modern demo over stdio (the per-session deployment: each session gets a child
+    of its own), or the same HTTP demo. Interleaved rounds, medians of p50, p99, throughput, the
+    proxy's CPU per call and the server's (the HTTP demo's process, or the proxy's children),
+    at one session and at eight."""
+    env = {"RUST_LOG": "warn"}
+    modern_stdio = f"{shlex.quote(str(PROXY))} demo-server --protocol 2026-07-28"
+    started = []
+    try:
+        demo = Target("modern-demo", [str(PROXY), "demo-server", "--http", f"127.0.0.1:{(p := free_port())}",
+                                      "--protocol", "2026-07-28"], p, env=env)
+        started.append(demo)
+        over_stdio = Target("bridge-stdio", [str(PROXY), "--listen", f"127.0.0.1:{(p := free_port())}",
+                                             "--stdio", modern_stdio, "--upstream-protocol", "2026-07-28"], p, env=env)
+        started.append(over_stdio)
+        over_http = Target("bridge-http", [str(PROXY), "--listen", f"127.0.0.1:{(p := free_port())}",
+                                           "--http", demo.url, "--upstream-protocol", "2026-07-28"], p, env=env)
+        started.append(over_http)
+        # (path, where the client calls, its era, the proxy or None, the server's processes)
+        shapes = [(BRIDGE_PATHS[0], demo, "modern", None, lambda: [demo.process.pid]),
+                  (BRIDGE_PATHS[1], over_stdio, "legacy", over_stdio, lambda: descendants(over_stdio.process.pid)),
+                  (BRIDGE_PATHS[2], over_http, "legacy", over_http, lambda: [demo.process.pid])]
+        samples = {(name, s): [] for name, *_ in shapes for s in (1, 8)}
+        for _ in range(rounds):
+            for sessions in (1, 8):
+                for name, target, era, proxy, servers in shapes:
+                    per_session = max(calls // sessions, 20)
+                    proxy_before = proxy.cpu_seconds() if proxy else 0.0
+                    server_before = {pid: cpu_of(pid) for pid in servers()}
+                    r = bench("calls", "--url", target.url, "--sessions", sessions, "--calls", per_session,
+                              "--warmup", 20, "--era", era)
+                    if r["errors"]:
+                        log(f"{name}, {sessions} sessions: {r['errors']} calls answered with an error")
+                    done = r["calls"] + 20 * sessions
+                    r["proxy_cpu_us_per_call"] = ((proxy.cpu_seconds() - proxy_before) * 1e6 / done
+                                                  if proxy else 0.0)
+                    server_after = {pid: cpu_of(pid) for pid in servers()}
+                    r["server_cpu_us_per_call"] = sum(
+                        cpu - server_before.get(pid, 0.0) for pid, cpu in server_after.items()) * 1e6 / done
+                    samples[(name, sessions)].append(r)
+    finally:
+        for target in reversed(started):
+            target.stop()
+    figures = medians(samples, ("p50_us", "p99_us", "throughput_rps", "proxy_cpu_us_per_call",
+                                "server_cpu_us_per_call"))
+    for (name, sessions), f in figures.items():
+        f["round_ratios"] = sorted(m["p50_us"] / d["p50_us"] for d, m in
+                                   zip(samples[(DIRECT_MODERN, sessions)], samples[(name, sessions)]))
+    return figures
+
+
+def bridge_table(figures, rounds=7):
+    lines = ["### A legacy client in front of a 2026-07-28 server", "",
+             "`tools/call` echo on the demo in its 2026-07-28 mode. Direct: a 2026-07-28 client",
+             "(`mcp-bench calls --era modern`) to `demo-server --http ADDR --protocol 2026-07-28`, which",
+             "serves 2026-07-28 over HTTP itself. Through the proxy: a legacy client (`--era legacy`,",
+             "sessions opened with `initialize`) to `--upstream-protocol 2026-07-28`, which bridges each",
+             "session to the modern demo over stdio (a child per session, started when the session",
+             "opens) or to the same HTTP demo. All three up at once and alternated in "
+             f"{rounds} rounds, medians.",
+             "CPU µs/call: the proxy's own process, and the server's (the HTTP demo, or the proxy's",
+             "demo children, their start included), per call including the warm-up.", "",
+             "| path | sessions | p50 µs | p99 µs | req/s | proxy CPU µs/call | server CPU µs/call "
+             "| p50 ÷ direct | req/s ÷ direct | per-round p50 ratios (min–max) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    order = {name: i for i, name in enumerate(BRIDGE_PATHS)}
+    for (name, sessions), f in sorted(figures.items(), key=lambda kv: (kv[0][1], order[kv[0][0]])):
+        base = figures[(DIRECT_MODERN, sessions)]
+        direct = name == DIRECT_MODERN
+        proxy = "–" if direct else f"{f['proxy_cpu_us_per_call']:.0f}"
+        spread = "" if direct else f"{f['round_ratios'][0]:.2f}–{f['round_ratios'][-1]:.2f}"
+        lines.append(f"| {name} | {sessions} | {f['p50_us']:.0f} | {f['p99_us']:.0f} | {f['throughput_rps']:.0f} "
+                     f"| {proxy} | {f['server_cpu_us_per_call']:.0f} | {f['p50_us'] / base['p50_us']:.2f} "
+                     f"| {f['throughput_rps'] / base['throughput_rps']:.2f} | {spread} |")
     return lines + [""]
 
 
@@ -578,13 +677,17 @@ def main():
     log("2026-07-28 clients beside legacy ones, interleaved rounds")
     eras = measure_eras(calls // 2)
     report += era_table(eras)
+    log("legacy clients in front of a 2026-07-28 server, interleaved rounds")
+    bridge = measure_bridge(calls // 2)
+    report += bridge_table(bridge)
     report += targets(series, added, after, before, micro, replicas, eras)
     svg_plot(series, ROOT / "bench" / "results.svg")
     (ROOT / "BENCHMARKS.md").write_text("\n".join(report))
     (ROOT / "target" / "bench-results.json").write_text(json.dumps(
         {"series": [[u, t, r] for u, t, r in series], "added": added, "micro": micro, "resume_ms": resumed,
          "replicas": {f"{name} / {sessions}": f for (name, sessions), f in (replicas or {}).items()},
-         "eras": {f"{era} / {sessions}": f for (era, sessions), f in eras.items()}},
+         "eras": {f"{era} / {sessions}": f for (era, sessions), f in eras.items()},
+         "bridge": {f"{name} / {sessions}": f for (name, sessions), f in bridge.items()}},
         indent=1, default=str))
     log("wrote BENCHMARKS.md and bench/results.svg")
 

@@ -31,11 +31,10 @@ fn run_cli() -> anyhow::Result<()> {
             http: Some(listen),
             protocol: mcp_session_proxy::era::Era::Legacy,
         }) => return runtime(0)?.block_on(demo_over_http(listen)),
-        Some(Command::DemoServer { http: Some(_), .. }) => {
-            anyhow::bail!(
-                "demo-server --http serves the legacy demo; the 2026-07-28 one is stdio only"
-            )
-        }
+        Some(Command::DemoServer {
+            http: Some(listen),
+            protocol: mcp_session_proxy::era::Era::Modern,
+        }) => return runtime(0)?.block_on(modern_demo_over_http(listen)),
         None => {}
     }
     let config = Config::load(&cli)?;
@@ -101,6 +100,17 @@ async fn demo_over_http(listen: std::net::SocketAddr) -> anyhow::Result<()> {
     wait_for_signal().await?;
     running.stop().await;
     Ok(())
+}
+
+/// The 2026-07-28 demo over Streamable HTTP, served directly (no proxy, no sessions).
+async fn modern_demo_over_http(listen: std::net::SocketAddr) -> anyhow::Result<()> {
+    init_logging(LogFormat::Text);
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    println!("http://{}/mcp", listener.local_addr()?);
+    tokio::select! {
+        () = demo::serve_modern_over_http(listener) => Ok(()),
+        stopped = wait_for_signal() => stopped,
+    }
 }
 
 fn init_logging(format: LogFormat) {

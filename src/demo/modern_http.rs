@@ -1,0 +1,432 @@
+//! The demo's 2026-07-28 mode over Streamable HTTP (`demo-server --http ADDR --protocol
+//! 2026-07-28`): POST only, one JSON-RPC request per POST, served by the same logic as over
+//! stdio. The answer is `application/json` when the response is all there is, an SSE stream when
+//! notifications (progress, log messages) come before it, and for `subscriptions/listen`, which
+//! lasts until the client closes it. Closing a stream cancels its request. Each request is served
+//! under an id of the server's own, so clients that pick the same ids never meet in the state
+//! they share (the counter, the listens, the tools still running).
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+use super::{Demo, State};
+use crate::era::{Era, CAPABILITIES_KEY, HEADER_MISMATCH, SUBSCRIPTION_ID_KEY, VERSION_KEY};
+use crate::front::body::Body;
+use crate::front::guard;
+use crate::front::rejection::Rejection;
+use crate::front::HttpSettings;
+use crate::jsonrpc::{
+    INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
+};
+use crate::sse;
+
+/// -32022: the requested protocol version is not served (answered by the demo's own checks).
+const UNSUPPORTED_VERSION: i64 = -32022;
+/// How often an idle stream (a listen) gets a comment, so a client that left is noticed.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// What every request shares: the demo's state and the HTTP limits.
+struct Server {
+    state: Arc<Mutex<State>>,
+    settings: HttpSettings,
+    next_id: AtomicU64,
+}
+
+/// Serves the modern demo on `listener` at `/mcp` until the process ends.
+pub async fn serve(listener: TcpListener) {
+    let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
+    let server = Arc::new(Server {
+        state: Arc::default(),
+        settings: HttpSettings {
+            loopback_hosts_only: loopback,
+            ..HttpSettings::default()
+        },
+        next_id: AtomicU64::new(1),
+    });
+    loop {
+        let socket = match listener.accept().await {
+            Ok((socket, _)) => socket,
+            Err(error) => {
+                tracing::warn!(%error, "accept failed");
+                continue;
+            }
+        };
+        let _ = socket.set_nodelay(true);
+        let server = server.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request| {
+                let server = server.clone();
+                async move { Ok::<_, Infallible>(server.answer(request).await) }
+            });
+            let served = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .serve_connection(TokioIo::new(socket), service)
+                .await;
+            if let Err(error) = served {
+                tracing::debug!(%error, "connection ended with an error");
+            }
+        });
+    }
+}
+
+impl Server {
+    async fn answer(&self, request: Request<Incoming>) -> Response<Body> {
+        let headers = request.headers();
+        let allowed = guard::check_host(&self.settings, headers)
+            .and_then(|()| guard::check_origin(&self.settings, headers));
+        if let Err(refused) = allowed {
+            return Rejection::from(refused).into_response();
+        }
+        if request.uri().path() != "/mcp" {
+            return Rejection::new(
+                StatusCode::NOT_FOUND,
+                INVALID_REQUEST,
+                "Not Found: use /mcp",
+            )
+            .into_response();
+        }
+        if request.method() != Method::POST {
+            return Rejection {
+                allow: Some("POST"),
+                ..Rejection::new(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    INVALID_REQUEST,
+                    "Method Not Allowed: a 2026-07-28 server takes POST only",
+                )
+            }
+            .into_response();
+        }
+        let (parts, body) = request.into_parts();
+        let limit = self.settings.max_body_bytes;
+        let body = match Limited::new(body, limit).collect().await {
+            Ok(body) => body.to_bytes(),
+            Err(error) if error.is::<LengthLimitError>() => {
+                return Rejection::too_large(limit).into_response()
+            }
+            Err(_) => return Rejection::bad_request("the body could not be read").into_response(),
+        };
+        let message = match serde_json::from_slice::<Value>(&body) {
+            Ok(message @ Value::Object(_)) => message,
+            Ok(_) => {
+                return Rejection::bad_request("Invalid Request: one JSON-RPC message per POST")
+                    .into_response()
+            }
+            Err(error) => {
+                return Rejection::new(
+                    StatusCode::BAD_REQUEST,
+                    PARSE_ERROR,
+                    format!("Parse error: {error}"),
+                )
+                .into_response()
+            }
+        };
+        // A notification (a closed stream is the cancellation here), or a response (this
+        // server asks the client nothing): taken, with nothing to answer.
+        let (Some(id), true) = (message.get("id").cloned(), message["method"].is_string()) else {
+            return accepted();
+        };
+        if let Err(refused) = check(&parts.headers, &message) {
+            return refused.with_id(Some(&id)).into_response();
+        }
+        self.exchange(id, message).await
+    }
+
+    /// Hands the request to the demo under an id of its own; answers with its response alone,
+    /// or streams what comes before it.
+    async fn exchange(&self, asked_as: Value, mut message: Value) -> Response<Body> {
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let served_as = Value::String(format!("http-{n}"));
+        message["id"] = served_as.clone();
+        let (out, mut sent) = mpsc::unbounded_channel();
+        let request = InFlight {
+            state: self.state.clone(),
+            served_as,
+            asked_as,
+        };
+        Demo {
+            state: self.state.clone(),
+            out,
+            protocol: Era::Modern,
+            round: None,
+        }
+        .handle(message);
+        let Some(first) = sent.recv().await else {
+            return request.unanswered();
+        };
+        if request.is_response(&first) {
+            let status = status_of(&first);
+            return json_response(status, &request.restore(first));
+        }
+        let (chunks, body) = mpsc::channel(16);
+        tokio::spawn(request.stream(first, sent, chunks));
+        let mut response = Response::new(Body::Stream(body));
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        response
+    }
+}
+
+/// One request being served. Dropped (answered, or its stream closed): whatever of it is still
+/// running in the demo stops, and a listen ends.
+struct InFlight {
+    state: Arc<Mutex<State>>,
+    served_as: Value,
+    asked_as: Value,
+}
+
+impl InFlight {
+    fn is_response(&self, message: &Value) -> bool {
+        message.get("method").is_none() && message.get("id") == Some(&self.served_as)
+    }
+
+    /// The client's own id back in the response and in a listen's subscription ids.
+    fn restore(&self, mut message: Value) -> Value {
+        if message.get("id") == Some(&self.served_as) {
+            message["id"] = self.asked_as.clone();
+        }
+        let subscription = message
+            .get_mut("params")
+            .and_then(|params| params.get_mut("_meta"))
+            .and_then(|meta| meta.get_mut(SUBSCRIPTION_ID_KEY));
+        if let Some(subscription) = subscription.filter(|s| **s == self.served_as) {
+            *subscription = self.asked_as.clone();
+        }
+        message
+    }
+
+    fn unanswered(&self) -> Response<Body> {
+        Rejection::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            INTERNAL_ERROR,
+            "the request ended without an answer",
+        )
+        .with_id(Some(&self.asked_as))
+        .into_response()
+    }
+
+    /// The request's messages as SSE events, up to its response (a listen: until the client
+    /// closes the stream).
+    async fn stream(
+        self,
+        first: Value,
+        mut sent: mpsc::UnboundedReceiver<Value>,
+        chunks: mpsc::Sender<Bytes>,
+    ) {
+        let start = tokio::time::Instant::now() + KEEP_ALIVE;
+        let mut keep_alive = tokio::time::interval_at(start, KEEP_ALIVE);
+        let mut next = first;
+        loop {
+            let answered = self.is_response(&next);
+            let event = sse::event(None, self.restore(next).to_string().as_bytes());
+            if chunks.send(event).await.is_err() || answered {
+                return;
+            }
+            next = loop {
+                tokio::select! {
+                    message = sent.recv() => match message {
+                        Some(message) => break message,
+                        None => {
+                            let failed = json!({ "jsonrpc": "2.0", "id": self.asked_as,
+                                "error": { "code": INTERNAL_ERROR,
+                                           "message": "the request ended without an answer" } });
+                            let _ = chunks.send(sse::event(None, failed.to_string().as_bytes())).await;
+                            return;
+                        }
+                    },
+                    _ = keep_alive.tick() => {
+                        if chunks.send(sse::keep_alive()).await.is_err() {
+                            return;
+                        }
+                    }
+                    () = chunks.closed() => return,
+                }
+            };
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.listens.retain(|listen| listen.id != self.served_as);
+        if !state.running.is_empty() {
+            if let Some(task) = state.running.remove(&self.served_as.to_string()) {
+                task.abort();
+            }
+        }
+    }
+}
+
+/// The transport's checks, in the order a 2026-07-28 server makes them: the required `_meta`
+/// fields (-32602), then `MCP-Protocol-Version` and `Mcp-Method` mirroring the body (-32020).
+/// The version itself and the method are the demo's to judge.
+fn check(headers: &HeaderMap, message: &Value) -> Result<(), Rejection> {
+    let meta = &message["params"]["_meta"];
+    for (key, present) in [
+        (VERSION_KEY, meta[VERSION_KEY].is_string()),
+        (CAPABILITIES_KEY, meta[CAPABILITIES_KEY].is_object()),
+    ] {
+        if !present {
+            return Err(Rejection::new(
+                StatusCode::BAD_REQUEST,
+                INVALID_PARAMS,
+                format!("Invalid params: _meta[\"{key}\"] is required on every request"),
+            ));
+        }
+    }
+    let version = meta[VERSION_KEY].as_str().unwrap_or_default();
+    let method = message["method"].as_str().unwrap_or_default();
+    mirror(
+        headers,
+        "mcp-protocol-version",
+        "MCP-Protocol-Version",
+        version,
+    )?;
+    mirror(headers, "mcp-method", "Mcp-Method", method)
+}
+
+/// One `name` header, equal to the body's `value`.
+fn mirror(headers: &HeaderMap, name: &str, display: &str, value: &str) -> Result<(), Rejection> {
+    let mut values = headers.get_all(name).iter();
+    let said = match (values.next(), values.next()) {
+        (Some(said), None) => said.to_str().unwrap_or_default().trim(),
+        _ => {
+            return Err(mismatch(format!(
+                "exactly one {display} header is required"
+            )))
+        }
+    };
+    match said == value {
+        true => Ok(()),
+        false => Err(mismatch(format!(
+            "the {display} header value {said:?} does not match the body value {value:?}"
+        ))),
+    }
+}
+
+fn mismatch(message: String) -> Rejection {
+    Rejection::new(
+        StatusCode::BAD_REQUEST,
+        HEADER_MISMATCH,
+        format!("Header mismatch: {message}"),
+    )
+}
+
+/// A response's status: 400 for a version this server does not speak, 404 for a method it does
+/// not know (as the proxy's own 2026-07-28 face answers), 200 otherwise.
+fn status_of(response: &Value) -> StatusCode {
+    match response["error"]["code"].as_i64() {
+        Some(UNSUPPORTED_VERSION) => StatusCode::BAD_REQUEST,
+        Some(METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
+        _ => StatusCode::OK,
+    }
+}
+
+fn json_response(status: StatusCode, message: &Value) -> Response<Body> {
+    let mut response = Response::new(Body::full(message.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn accepted() -> Response<Body> {
+    let mut response = Response::new(Body::empty());
+    *response.status_mut() = StatusCode::ACCEPTED;
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, value.parse().unwrap());
+        }
+        map
+    }
+
+    fn call(version: &str) -> Value {
+        json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "echo",
+            "_meta": { VERSION_KEY: version, CAPABILITIES_KEY: {} } } })
+    }
+
+    #[test]
+    fn the_headers_must_say_what_the_body_says() {
+        let right = headers(&[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+        ]);
+        assert!(check(&right, &call("2026-07-28")).is_ok());
+        for wrong in [
+            headers(&[("mcp-method", "tools/call")]),
+            headers(&[
+                ("mcp-protocol-version", "2025-06-18"),
+                ("mcp-method", "tools/call"),
+            ]),
+            headers(&[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "tools/list"),
+            ]),
+            headers(&[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "tools/call"),
+                ("mcp-method", "tools/call"),
+            ]),
+        ] {
+            let refused = check(&wrong, &call("2026-07-28")).unwrap_err();
+            assert_eq!(
+                (refused.status, refused.code),
+                (StatusCode::BAD_REQUEST, HEADER_MISMATCH)
+            );
+        }
+        // Headers that mirror an unsupported version pass here: the demo answers -32022.
+        let odd = headers(&[("mcp-protocol-version", "v9"), ("mcp-method", "tools/call")]);
+        assert!(check(&odd, &call("v9")).is_ok());
+        let mut bare = call("2026-07-28");
+        bare["params"]["_meta"] = json!({});
+        assert_eq!(check(&right, &bare).unwrap_err().code, INVALID_PARAMS);
+    }
+
+    #[test]
+    fn the_client_id_comes_back_in_the_response_and_the_subscription_id() {
+        let request = InFlight {
+            state: Arc::default(),
+            served_as: json!("http-7"),
+            asked_as: json!(3),
+        };
+        let ack = json!({ "jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+            "params": { "_meta": { SUBSCRIPTION_ID_KEY: "http-7" } } });
+        assert!(!request.is_response(&ack));
+        assert_eq!(
+            request.restore(ack)["params"]["_meta"][SUBSCRIPTION_ID_KEY],
+            3
+        );
+        let response = json!({ "jsonrpc": "2.0", "id": "http-7", "result": {} });
+        assert!(request.is_response(&response));
+        assert_eq!(request.restore(response)["id"], 3);
+        let unsupported = json!({ "error": { "code": UNSUPPORTED_VERSION } });
+        assert_eq!(status_of(&unsupported), StatusCode::BAD_REQUEST);
+    }
+}
