@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -89,12 +88,7 @@ async fn typescript_sdk_client_in_front_of_the_demo_server_resumes_a_closed_stre
         proxy.metric("mcp_proxy_replays_total") >= 1,
         "resumed with Last-Event-ID"
     );
-    assert_eq!(proxy.metric("mcp_proxy_sessions_created_total"), 1);
-    assert_eq!(
-        proxy.metric("mcp_proxy_sessions_open"),
-        0,
-        "terminated by DELETE"
-    );
+    proxy.assert_one_session_ended_by_delete();
     proxy.stop().await;
 }
 
@@ -138,16 +132,8 @@ async fn typescript_sdk_client_in_front_of_a_2026_07_28_server() {
 }
 
 async fn python_legacy_client_resumes(proxy: Proxy) {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python");
-    let python = dir.join(".venv/bin/python");
-    assert!(
-        python.exists(),
-        "the Python client is not installed: run scripts/test (it creates tests/python/.venv)"
-    );
-    let mut command = Command::new(python);
-    command
-        .arg(dir.join("client.py"))
-        .arg(format!("http://{}/mcp", proxy.addr()));
+    let mut command = common::python_script("client.py");
+    command.arg(format!("http://{}/mcp", proxy.addr()));
     let report = run_client(command).await;
     assert_eq!(report["ok"], true);
     assert_eq!(report["echoed"], "from python");
@@ -167,10 +153,8 @@ async fn python_legacy_client_resumes(proxy: Proxy) {
 
 /// Runs the Python client as a 2026-07-28 client (`mode`: pinned or `auto`) as `credential`.
 async fn python_modern(proxy: &Proxy, mode: &str, credential: Option<&str>) -> Value {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python");
-    let mut command = Command::new(dir.join(".venv/bin/python"));
+    let mut command = common::python_script("modern_client.py");
     command
-        .arg(dir.join("modern_client.py"))
         .arg(format!("http://{}/mcp", proxy.addr()))
         .arg(mode)
         .args(credential);

@@ -32,6 +32,8 @@ const OWN: &str = "mcp-session-proxy/";
 /// The pause before a dropped listen is opened again, doubled per failure up to the longest.
 const FIRST_RELISTEN_PAUSE: Duration = Duration::from_millis(250);
 const LONGEST_RELISTEN_PAUSE: Duration = Duration::from_secs(30);
+/// The longest a subscribe waits for the server to acknowledge its listen.
+const LISTEN_ACK_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest the bridge waits for the server's `server/discover`.
 const DISCOVER_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -53,6 +55,8 @@ pub struct Bridge {
     tool_marks: Arc<ToolMarks>,
     /// The session let its upstream go: no listen is opened again.
     released: std::sync::atomic::AtomicBool,
+    /// One listen replaces another at a time.
+    listening: tokio::sync::Mutex<()>,
     state: Mutex<BridgeState>,
 }
 
@@ -82,6 +86,8 @@ struct BridgeState {
     listings: HashSet<String>,
     /// How long to wait before the listen is opened again after its next drop.
     relisten_pause: Duration,
+    /// A listen sent and not acknowledged yet.
+    pending_listen: Option<String>,
     next: u64,
 }
 
@@ -112,6 +118,7 @@ impl Bridge {
             session,
             tool_marks,
             released: Default::default(),
+            listening: Default::default(),
             server: OnceLock::new(),
             state: Mutex::default(),
         })
@@ -255,12 +262,20 @@ impl Bridge {
     /// The listen in force ended or failed (the server went away, or ended it): another is
     /// opened after a pause that doubles while they keep failing, until the session ends.
     fn listen_dropped(&self, listen: &str) {
-        let pause = {
+        {
             let mut state = self.lock();
             if state.listen.as_deref() != Some(listen) {
                 return;
             }
             state.listen = None;
+        }
+        self.relisten_later();
+    }
+
+    /// Opens the listen again after a pause that doubles while listens keep failing.
+    fn relisten_later(&self) {
+        let pause = {
+            let mut state = self.lock();
             let pause = state.relisten_pause.max(FIRST_RELISTEN_PAUSE);
             state.relisten_pause = (pause * 2).min(LONGEST_RELISTEN_PAUSE);
             pause
@@ -279,27 +294,65 @@ impl Bridge {
     }
 
     /// (Re)issues the listen for the list changes and the subscribed resources.
+    /// Returns once the server acknowledged the new listen (or failed to, within a bound), so
+    /// a subscribe is answered when its updates can flow; the listen it replaces is cancelled
+    /// only then, and its late notifications dropped: no gap, no update twice.
     async fn listen(&self) {
-        let (previous, id, uris) = {
+        let _one_at_a_time = self.listening.lock().await;
+        let (acknowledged, acknowledgement) = oneshot::channel();
+        let (id, uris) = {
             let mut state = self.lock();
             let id = state.own_id("listen");
-            let previous = state.listen.replace(id.clone());
-            (
-                previous,
-                id,
-                state.subscriptions.iter().cloned().collect::<Vec<_>>(),
-            )
+            state.waiting.insert(id.clone(), acknowledged);
+            state.pending_listen = Some(id.clone());
+            (id, state.subscriptions.iter().cloned().collect::<Vec<_>>())
         };
-        if let Some(previous) = previous {
-            let cancel = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
-                "params": { "requestId": previous, "reason": "the subscriptions changed" } });
-            let _ = self.to_server(cancel).await;
-        }
         let notifications = json!({ "toolsListChanged": true, "promptsListChanged": true,
             "resourcesListChanged": true, "resourceSubscriptions": uris });
         let listen = json!({ "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
             "params": self.with_meta(json!({ "notifications": notifications })) });
-        let _ = self.to_server(listen).await;
+        let sent = self.to_server(listen).await.is_ok();
+        let answer = match sent {
+            true => tokio::time::timeout(LISTEN_ACK_TIMEOUT, acknowledgement)
+                .await
+                .map(|answer| answer.map_err(|_| ())),
+            false => Ok(Err(())),
+        };
+        let held = matches!(&answer, Ok(Ok(ack))
+            if ack["method"] == "notifications/subscriptions/acknowledged");
+        let (previous, retry) = {
+            let mut state = self.lock();
+            state.waiting.remove(&id);
+            state.pending_listen = None;
+            match held {
+                true => (state.listen.replace(id.clone()), false),
+                false => {
+                    if answer.is_err() {
+                        warn!("the server did not acknowledge a listen in time");
+                    }
+                    (None, state.listen.is_none())
+                }
+            }
+        };
+        if !held {
+            // The new listen is not in force: cancelled at the server, tried again later if
+            // no older one still serves.
+            self.cancel_listen(&id, "it was not acknowledged").await;
+            if retry {
+                self.relisten_later();
+            }
+            return;
+        }
+        if let Some(previous) = previous {
+            self.cancel_listen(&previous, "the subscriptions changed")
+                .await;
+        }
+    }
+
+    async fn cancel_listen(&self, id: &str, reason: &str) {
+        let cancel = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": { "requestId": id, "reason": reason } });
+        let _ = self.to_server(cancel).await;
     }
 
     /// A request of the session's, sent on with the session's `_meta`.
@@ -632,10 +685,25 @@ impl Bridge {
     }
 
     fn notification(&self, mut notification: Value) {
+        let listen = notification["params"]["_meta"][SUBSCRIPTION_ID_KEY].clone();
         if notification["method"] == "notifications/subscriptions/acknowledged" {
             // A listen that holds: the next drop is retried soon again.
-            self.lock().relisten_pause = Duration::ZERO;
+            let mut state = self.lock();
+            state.relisten_pause = Duration::ZERO;
+            let acknowledged = listen
+                .as_str()
+                .map(str::to_owned)
+                .or(state.pending_listen.clone());
+            if let Some(waiting) = acknowledged.and_then(|id| state.waiting.remove(&id)) {
+                let _ = waiting.send(notification);
+            }
             return;
+        }
+        if let Some(listen) = listen.as_str().filter(|id| id.starts_with(OWN)) {
+            if self.lock().listen.as_deref() != Some(listen) {
+                // A replaced listen's last words: the one in force says the same.
+                return;
+            }
         }
         if let Some(Value::Object(meta)) = notification["params"].get_mut("_meta") {
             meta.remove(SUBSCRIPTION_ID_KEY);
@@ -731,10 +799,11 @@ impl ModernUpstream {
                         _ => state.subscriptions.remove(&uri),
                     }
                 };
-                bridge.answer(message.id(), json!({}));
+                // Answered once the server listens for it: an update right after is not lost.
                 if changed {
                     bridge.listen().await;
                 }
+                bridge.answer(message.id(), json!({}));
                 Ok(())
             }
             (Kind::Request, _) => bridge.forward(&message).await,

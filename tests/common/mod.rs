@@ -69,6 +69,16 @@ impl Proxy {
             .unwrap()
     }
 
+    /// The client opened one session and ended it with DELETE.
+    pub fn assert_one_session_ended_by_delete(&self) {
+        assert_eq!(self.metric("mcp_proxy_sessions_created_total"), 1);
+        assert_eq!(
+            self.metric("mcp_proxy_sessions_open"),
+            0,
+            "terminated by DELETE"
+        );
+    }
+
     pub async fn stop(self) {
         self.running.stop().await;
     }
@@ -453,6 +463,19 @@ pub async fn within<T>(what: &str, future: impl std::future::Future<Output = T>)
     tokio::time::timeout(Duration::from_secs(20), future)
         .await
         .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
+
+/// `tests/python/<script>` on the pinned Python client's interpreter (tests/python/.venv).
+pub fn python_script(script: &str) -> tokio::process::Command {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python");
+    let python = dir.join(".venv/bin/python");
+    assert!(
+        python.exists(),
+        "the Python client is not installed: run scripts/test (it creates tests/python/.venv)"
+    );
+    let mut command = tokio::process::Command::new(python);
+    command.arg(dir.join(script));
+    command
 }
 
 /// Runs `command` to its end (bounded by `within`), expects success, and returns its stdout.
