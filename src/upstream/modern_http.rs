@@ -111,7 +111,11 @@ impl Link {
 
     fn to_bridge(&self, event: UpstreamEvent) {
         // Taken out of the lock first: a delivery may end the session, and release this.
-        let events = self.events.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let events = self
+            .events
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         if let Some(events) = events {
             events.deliver(event);
         }
