@@ -521,3 +521,37 @@ async fn a_listen_that_drops_is_opened_again() {
     proxy.stop().await;
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_server_that_asks_for_an_undeclared_capability_fails_the_call_with_32021() {
+    // A server that does not check what the client declared; the proxy does.
+    let careless = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/servers/careless_modern.py"
+    );
+    let proxy = Proxy::start_with(|config| {
+        config.upstream.stdio = Some(format!("python3 {}", shell_words::quote(careless)));
+        config.upstream.protocol = Era::Modern;
+        // The stop need not wait for the question this test leaves unanswered.
+        config.shutdown_timeout = std::time::Duration::from_millis(200);
+    })
+    .await;
+    let mut without = proxy.client();
+    initialize(&mut without, json!({})).await;
+    let call = json!({ "name": "ask", "arguments": {} });
+    let refused = without.request("tools/call", call.clone()).await;
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+    assert_eq!(
+        refused["error"]["data"]["requiredCapabilities"],
+        json!({ "elicitation": {} })
+    );
+    // A client that declared it is asked.
+    let mut with = proxy.client();
+    initialize(&mut with, json!({ "elicitation": {} })).await;
+    let mut asked = with
+        .post(&json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": call }))
+        .await;
+    let question = asked.next_with_method("elicitation/create").await;
+    assert_eq!(question["params"]["message"], "Your name?");
+    proxy.stop().await;
+}

@@ -320,6 +320,9 @@ impl Bridge {
         };
         let held = matches!(&answer, Ok(Ok(ack))
             if ack["method"] == "notifications/subscriptions/acknowledged");
+        // A server that has no listens at all is not asked again.
+        let unknown = matches!(&answer, Ok(Ok(refusal))
+            if refusal["error"]["code"] == crate::jsonrpc::METHOD_NOT_FOUND);
         let (previous, retry) = {
             let mut state = self.lock();
             state.waiting.remove(&id);
@@ -338,7 +341,7 @@ impl Bridge {
             // The new listen is not in force: cancelled at the server, tried again later if
             // no older one still serves.
             self.cancel_listen(&id, "it was not acknowledged").await;
-            if retry {
+            if retry && !unknown {
                 self.relisten_later();
             }
             return;
