@@ -218,7 +218,6 @@ impl Session {
         self.forward(notification).await
     }
 
-    /// Whether the server's request `id` still waits for the client's answer.
     /// The request on request stream `stream` waits for a 2026-07-28 client's retry: a stop
     /// does not wait for it (until the server speaks of it again).
     pub fn hold_for_input(&self, stream: u64) {
@@ -228,6 +227,7 @@ impl Session {
         }
     }
 
+    /// Whether the server's request `id` still waits for the client's answer.
     pub fn awaits_answer(&self, id: &Value) -> bool {
         self.lock().asked.contains_key(&id_key(id))
     }

@@ -1,7 +1,7 @@
 //! Results that say they may be reused — `ttlMs` fresh, `cacheScope` `public` (any principal)
 //! or `private` (the same principal) — answered again without the server while fresh, to
 //! 2026-07-28 clients of any replica's sessions of this server. A `*/list_changed` drops that
-//! list's results and a `resources/updated` the reads of its URI; bounded in entries.
+//! list's results and a `resources/updated` the reads of its URI; bounded in entries and bytes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
@@ -16,6 +16,8 @@ use crate::ids::Principal;
 pub const DEFAULT_ENTRIES: usize = 4096;
 /// A result longer than this is not kept.
 const LARGEST_RESULT: usize = 1 << 20;
+/// The bytes of results kept at most (expired ones are swept first when it is reached).
+const BYTE_BUDGET: usize = 64 << 20;
 
 #[derive(Debug)]
 pub struct ResponseCache {
@@ -108,9 +110,14 @@ impl ResponseCache {
         };
         let now = Instant::now();
         let mut entries = self.lock();
-        if entries.len() >= self.limit {
+        let size = result.get().len();
+        let full = |entries: &HashMap<Key, Entry>| {
+            let bytes: usize = entries.values().map(|e| e.result.get().len()).sum();
+            entries.len() >= self.limit || bytes + size > BYTE_BUDGET
+        };
+        if full(&entries) {
             entries.retain(|_, entry| entry.expires > now);
-            if entries.len() >= self.limit {
+            if full(&entries) {
                 return;
             }
         }

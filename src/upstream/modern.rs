@@ -86,8 +86,12 @@ struct BridgeState {
     listings: HashSet<String>,
     /// How long to wait before the listen is opened again after its next drop.
     relisten_pause: Duration,
-    /// A listen sent and not acknowledged yet.
-    pending_listen: Option<String>,
+    /// A listen sent and not acknowledged yet, and the subscriptions it covers.
+    pending_listen: Option<(String, BTreeSet<String>)>,
+    /// The subscriptions the listen in force covers.
+    listen_covers: BTreeSet<String>,
+    /// The listen the one in force replaced, to be cancelled.
+    replaced_listen: Option<String>,
     next: u64,
 }
 
@@ -105,6 +109,11 @@ struct Call {
 }
 
 impl BridgeState {
+    /// No listen is in force, or the one in force misses what the session now subscribes to.
+    fn stale_listen(&self) -> bool {
+        self.listen.is_none() || self.listen_covers != self.subscriptions
+    }
+
     fn own_id(&mut self, what: &str) -> String {
         self.next += 1;
         format!("{OWN}{what}-{}", self.next)
@@ -287,7 +296,7 @@ impl Bridge {
                 return;
             };
             let gone = bridge.released.load(std::sync::atomic::Ordering::Acquire);
-            if !gone && bridge.lock().listen.is_none() {
+            if !gone && bridge.lock().stale_listen() {
                 bridge.listen().await;
             }
         });
@@ -304,7 +313,7 @@ impl Bridge {
             let mut state = self.lock();
             let id = state.own_id("listen");
             state.waiting.insert(id.clone(), acknowledged);
-            state.pending_listen = Some(id.clone());
+            state.pending_listen = Some((id.clone(), state.subscriptions.clone()));
             (id, state.subscriptions.iter().cloned().collect::<Vec<_>>())
         };
         let notifications = json!({ "toolsListChanged": true, "promptsListChanged": true,
@@ -328,18 +337,20 @@ impl Bridge {
             state.waiting.remove(&id);
             state.pending_listen = None;
             match held {
-                true => (state.listen.replace(id.clone()), false),
+                // The acknowledgement put it in force (at once, so nothing it sends after is
+                // dropped); the one it replaced is cancelled here.
+                true => (state.replaced_listen.take(), false),
                 false => {
                     if answer.is_err() {
                         warn!("the server did not acknowledge a listen in time");
                     }
-                    (None, state.listen.is_none())
+                    (None, state.stale_listen())
                 }
             }
         };
         if !held {
-            // The new listen is not in force: cancelled at the server, tried again later if
-            // no older one still serves.
+            // The new listen is not in force: cancelled at the server, tried again later
+            // unless the one in force already covers what the session wants.
             self.cancel_listen(&id, "it was not acknowledged").await;
             if retry && !unknown {
                 self.relisten_later();
@@ -693,12 +704,19 @@ impl Bridge {
             // A listen that holds: the next drop is retried soon again.
             let mut state = self.lock();
             state.relisten_pause = Duration::ZERO;
-            let acknowledged = listen
-                .as_str()
-                .map(str::to_owned)
-                .or(state.pending_listen.clone());
-            if let Some(waiting) = acknowledged.and_then(|id| state.waiting.remove(&id)) {
-                let _ = waiting.send(notification);
+            let pending = state.pending_listen.take();
+            let acknowledged = listen.as_str().map(str::to_owned);
+            match pending {
+                Some((id, covers)) if acknowledged.as_ref().is_none_or(|a| *a == id) => {
+                    // In force from here: its next notification is already the session's.
+                    let previous = state.listen.replace(id.clone());
+                    state.replaced_listen = previous;
+                    state.listen_covers = covers;
+                    if let Some(waiting) = state.waiting.remove(&id) {
+                        let _ = waiting.send(notification);
+                    }
+                }
+                other => state.pending_listen = other,
             }
             return;
         }
@@ -759,7 +777,11 @@ impl Sink for Bridge {
                         }
                     }
                 };
-                self.lock().calls.remove(&id_key(&id));
+                {
+                    let mut state = self.lock();
+                    state.calls.remove(&id_key(&id));
+                    state.listings.remove(&id_key(&id));
+                }
                 self.session.deliver(UpstreamEvent::Failed { id, cause });
             }
             other => self.session.deliver(other),

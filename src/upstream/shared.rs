@@ -217,8 +217,10 @@ impl Mux {
 
     /// The session of the most recent request in flight (SEP-2260's "the request that caused it").
     fn causing_session(&self) -> Option<u64> {
+        // A listen lasts as long as its session: it causes nothing.
         self.pending
             .iter()
+            .filter(|(_, p)| p.method != "subscriptions/listen")
             .max_by_key(|(id, _)| **id)
             .map(|(_, p)| p.session)
     }

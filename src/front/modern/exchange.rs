@@ -74,8 +74,11 @@ impl Call {
             method: request.method().unwrap_or_default().to_owned(),
             params: request.params().map(ToOwned::to_owned),
             name: params.name(),
-            cache_key: crate::era::is_cacheable(request.method().unwrap_or_default())
-                .then(|| params.cache_key()),
+            // A retry continues a call: its answer is no one's to reuse.
+            cache_key: (crate::era::is_cacheable(request.method().unwrap_or_default())
+                && !params.has("requestState")
+                && !params.has("inputResponses"))
+            .then(|| params.cache_key()),
             meta,
             principal,
         }
