@@ -4,6 +4,7 @@
 //! list's results and a `resources/updated` the reads of its URI; bounded in entries and bytes.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -23,6 +24,8 @@ const BYTE_BUDGET: usize = 64 << 20;
 pub struct ResponseCache {
     entries: Mutex<HashMap<Key, Entry>>,
     limit: usize,
+    /// Counts invalidations: a result asked for before one is not kept after it.
+    generation: AtomicU64,
 }
 
 /// A method, its params as sent (without `_meta`), and the principal of a private result.
@@ -52,6 +55,7 @@ impl ResponseCache {
         ResponseCache {
             entries: Mutex::default(),
             limit,
+            generation: AtomicU64::new(0),
         }
     }
 
@@ -83,9 +87,22 @@ impl ResponseCache {
         with_ttl(&entry.result, entry.expires - now)
     }
 
+    /// Where invalidations stand: taken when a request goes to the server, given to `store`.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
     /// Keeps `result` (a complete result as the client got it) for as long as its `ttlMs` says
-    /// and for whom its `cacheScope` says; anything else is not kept.
-    pub fn store(&self, method: &str, params: &str, principal: &Principal, result: &RawValue) {
+    /// and for whom its `cacheScope` says, unless something was invalidated since `asked` (the
+    /// generation when it was asked for); anything else is not kept.
+    pub fn store(
+        &self,
+        method: &str,
+        params: &str,
+        principal: &Principal,
+        result: &RawValue,
+        asked: u64,
+    ) {
         if result.get().len() > LARGEST_RESULT {
             return;
         }
@@ -110,6 +127,10 @@ impl ResponseCache {
         };
         let now = Instant::now();
         let mut entries = self.lock();
+        // Read under the lock `invalidate` takes: no invalidation slips between check and insert.
+        if self.generation() != asked {
+            return;
+        }
         let size = result.get().len();
         let full = |entries: &HashMap<Key, Entry>| {
             let bytes: usize = entries.values().map(|e| e.result.get().len()).sum();
@@ -148,18 +169,21 @@ impl ResponseCache {
             "notifications/resources/list_changed" => {
                 &["resources/list", "resources/templates/list"]
             }
-            "notifications/resources/updated" => {
-                let uri = params
-                    .and_then(|p| serde_json::from_str::<UriOf>(p.get()).ok())
-                    .and_then(|p| p.uri);
-                self.lock()
-                    .retain(|_, entry| uri.is_none() || entry.uri != uri);
-                return;
-            }
+            "notifications/resources/updated" => &[],
             _ => return,
         };
-        self.lock()
-            .retain(|key, _| !lists.contains(&key.method.as_str()));
+        let uri = match lists.is_empty() {
+            true => params
+                .and_then(|p| serde_json::from_str::<UriOf>(p.get()).ok())
+                .and_then(|p| p.uri),
+            false => None,
+        };
+        let mut entries = self.lock();
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        match lists.is_empty() {
+            true => entries.retain(|_, entry| uri.is_none() || entry.uri != uri),
+            false => entries.retain(|key, _| !lists.contains(&key.method.as_str())),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -219,14 +243,14 @@ mod tests {
         let bob = Principal::from_credential(b"bob");
         let anonymous = Principal::anonymous();
         let public = raw(r#"{"tools":[],"ttlMs":1000,"cacheScope":"public"}"#);
-        cache.store("tools/list", "{}", &alice, &public);
+        cache.store("tools/list", "{}", &alice, &public, 0);
         for who in [&alice, &bob, &anonymous] {
             assert_eq!(ttl_of(cache.lookup("tools/list", "{}", who)), Some(1000));
         }
         let private = raw(r#"{"contents":[],"ttlMs":5000,"cacheScope":"private"}"#);
         let read = r#"{"uri":"demo://a"}"#;
-        cache.store("resources/read", read, &alice, &private);
-        cache.store("resources/read", read, &anonymous, &private);
+        cache.store("resources/read", read, &alice, &private, 0);
+        cache.store("resources/read", read, &anonymous, &private, 0);
         assert!(cache.lookup("resources/read", read, &alice).is_some());
         assert!(cache.lookup("resources/read", read, &bob).is_none());
         assert!(cache.lookup("resources/read", read, &anonymous).is_none());
@@ -249,7 +273,7 @@ mod tests {
             r#"{"tools":[],"ttlMs":100,"cacheScope":"shared"}"#,
             r#"{"resultType":"input_required","ttlMs":100,"cacheScope":"public"}"#,
         ] {
-            cache.store("tools/list", "{}", &alice, &raw(result));
+            cache.store("tools/list", "{}", &alice, &raw(result), 0);
         }
         assert!(cache.is_empty());
     }
@@ -259,10 +283,10 @@ mod tests {
         let cache = ResponseCache::new(3);
         let alice = Principal::from_credential(b"alice");
         let hinted = raw(r#"{"x":1,"ttlMs":60000,"cacheScope":"public"}"#);
-        cache.store("tools/list", "{}", &alice, &hinted);
-        cache.store("resources/read", r#"{"uri":"a"}"#, &alice, &hinted);
-        cache.store("resources/read", r#"{"uri":"b"}"#, &alice, &hinted);
-        cache.store("prompts/list", "{}", &alice, &hinted);
+        cache.store("tools/list", "{}", &alice, &hinted, 0);
+        cache.store("resources/read", r#"{"uri":"a"}"#, &alice, &hinted, 0);
+        cache.store("resources/read", r#"{"uri":"b"}"#, &alice, &hinted, 0);
+        cache.store("prompts/list", "{}", &alice, &hinted, 0);
         assert_eq!(cache.len(), 3, "bounded");
         let updated = raw(r#"{"uri":"a"}"#);
         cache.invalidate("notifications/resources/updated", Some(&updated));
@@ -273,6 +297,9 @@ mod tests {
             .lookup("resources/read", r#"{"uri":"b"}"#, &alice)
             .is_some());
         cache.invalidate("notifications/tools/list_changed", None);
+        assert!(cache.lookup("tools/list", "{}", &alice).is_none());
+        // A list asked for before the change is not kept after it.
+        cache.store("tools/list", "{}", &alice, &hinted, 0);
         assert!(cache.lookup("tools/list", "{}", &alice).is_none());
         assert_eq!(cache.len(), 1);
     }

@@ -58,6 +58,8 @@ pub struct Call {
     pub principal: Principal,
     /// A cacheable request's params as its result is cached under.
     pub cache_key: Option<String>,
+    /// The cache's invalidations when it was asked (see `ResponseCache::generation`).
+    pub cache_generation: u64,
 }
 
 impl Call {
@@ -79,6 +81,7 @@ impl Call {
                 && !params.has("requestState")
                 && !params.has("inputResponses"))
             .then(|| params.cache_key()),
+            cache_generation: 0,
             meta,
             principal,
         }
@@ -491,7 +494,14 @@ impl Translation {
         };
         if let Ok(answer) = serde_json::from_slice::<Answer>(answer) {
             let cache = self.registry.response_cache();
-            cache.store(&self.call.method, key, &self.call.principal, answer.result);
+            let asked = self.call.cache_generation;
+            cache.store(
+                &self.call.method,
+                key,
+                &self.call.principal,
+                answer.result,
+                asked,
+            );
         }
     }
 

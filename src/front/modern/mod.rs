@@ -53,9 +53,10 @@ pub async fn post(
             input::resume(app, &message, call).await
         }
         _ => {
-            let call = exchange::Call::new(&message, &params, meta, principal.clone());
+            let mut call = exchange::Call::new(&message, &params, meta, principal.clone());
             if let Some(key) = &call.cache_key {
                 let cache = app.registry.response_cache();
+                call.cache_generation = cache.generation();
                 if let Some(result) = cache.lookup(&call.method, key, &principal) {
                     Metrics::inc(&app.metrics.response_cache_hits_total);
                     return Ok(json(StatusCode::OK, cached(&id, &result)));
