@@ -10,12 +10,35 @@ use mcp_session_proxy::config::Isolation;
 use mcp_session_proxy::era::Era;
 use serde_json::{json, Value};
 
+/// Serves the demo's 2026-07-28-only mode over stdio.
+fn serve_the_modern_demo(config: &mut mcp_session_proxy::config::Config) {
+    config.upstream.stdio = Some(format!(
+        "{} demo-server --protocol 2026-07-28",
+        shell_words::quote(DEMO)
+    ));
+    config.upstream.protocol = Era::Modern;
+}
+
 async fn in_front_of_the_modern_demo() -> Proxy {
+    Proxy::start_with(serve_the_modern_demo).await
+}
+
+/// A 2026-07-28 server over HTTP: another proxy's modern face in front of the modern demo
+/// (anonymous requests sharing one server, so the demo's counter persists between requests).
+async fn modern_http_server() -> Proxy {
+    use mcp_session_proxy::front::modern::correlation::Anonymous;
     Proxy::start_with(|config| {
-        config.upstream.stdio = Some(format!(
-            "{} demo-server --protocol 2026-07-28",
-            shell_words::quote(DEMO)
-        ));
+        serve_the_modern_demo(config);
+        config.session.anonymous = Anonymous::Shared;
+    })
+    .await
+}
+
+/// A proxy bridging its legacy clients to the 2026-07-28 HTTP server `server`.
+async fn bridging_to(server: &Proxy) -> Proxy {
+    Proxy::start_with(|config| {
+        config.upstream.stdio = None;
+        config.upstream.http = Some(format!("http://{}/mcp", server.addr()));
         config.upstream.protocol = Era::Modern;
     })
     .await
@@ -223,26 +246,10 @@ async fn auto_finds_each_server_s_revision_once_with_a_throwaway_child() {
     }
 }
 
-/// A 2026-07-28 server over HTTP: here another proxy's modern face in front of the modern demo
-/// (anonymous requests sharing one server, so the demo's counter persists between requests).
 #[tokio::test]
 async fn a_modern_http_server_is_bridged_the_same_way() {
-    use mcp_session_proxy::front::modern::correlation::Anonymous;
-    let server = Proxy::start_with(|config| {
-        config.upstream.stdio = Some(format!(
-            "{} demo-server --protocol 2026-07-28",
-            shell_words::quote(DEMO)
-        ));
-        config.upstream.protocol = Era::Modern;
-        config.session.anonymous = Anonymous::Shared;
-    })
-    .await;
-    let proxy = Proxy::start_with(|config| {
-        config.upstream.stdio = None;
-        config.upstream.http = Some(format!("http://{}/mcp", server.addr()));
-        config.upstream.protocol = Era::Modern;
-    })
-    .await;
+    let server = modern_http_server().await;
+    let proxy = bridging_to(&server).await;
     let mut client = proxy.client();
     let initialized = initialize(&mut client, json!({ "elicitation": {} })).await;
     assert_eq!(
@@ -264,12 +271,7 @@ async fn a_modern_http_server_is_bridged_the_same_way() {
     );
     // A proxy that never listed the tools sends no such header: refused for it, the proxy lists
     // the tools anew and sends the call again.
-    let unlisted = Proxy::start_with(|config| {
-        config.upstream.stdio = None;
-        config.upstream.http = Some(format!("http://{}/mcp", server.addr()));
-        config.upstream.protocol = Era::Modern;
-    })
-    .await;
+    let unlisted = bridging_to(&server).await;
     let mut other = unlisted.client();
     initialize(&mut other, json!({})).await;
     assert_eq!(other.call_tool("lookup", arguments).await, " eu-west1: hi");
@@ -412,11 +414,7 @@ async fn every_legacy_front_reaches_a_modern_server() {
 /// The modern demo in front of legacy clients with `isolation` and `warm` as given.
 async fn in_front_of_the_modern_demo_with(isolation: Isolation, warm: usize) -> Proxy {
     Proxy::start_with(|config| {
-        config.upstream.stdio = Some(format!(
-            "{} demo-server --protocol 2026-07-28",
-            shell_words::quote(DEMO)
-        ));
-        config.upstream.protocol = Era::Modern;
+        serve_the_modern_demo(config);
         config.upstream.isolation = isolation;
         config.upstream.warm = warm;
     })
@@ -475,23 +473,8 @@ async fn warm_2026_07_28_children_wait_behind_their_bridges() {
 
 #[tokio::test]
 async fn a_listen_that_drops_is_opened_again() {
-    use mcp_session_proxy::front::modern::correlation::Anonymous;
-    // The 2026-07-28 server: another proxy's modern face in front of the modern demo.
-    let server = Proxy::start_with(|config| {
-        config.upstream.stdio = Some(format!(
-            "{} demo-server --protocol 2026-07-28",
-            shell_words::quote(DEMO)
-        ));
-        config.upstream.protocol = Era::Modern;
-        config.session.anonymous = Anonymous::Shared;
-    })
-    .await;
-    let proxy = Proxy::start_with(|config| {
-        config.upstream.stdio = None;
-        config.upstream.http = Some(format!("http://{}/mcp", server.addr()));
-        config.upstream.protocol = Era::Modern;
-    })
-    .await;
+    let server = modern_http_server().await;
+    let proxy = bridging_to(&server).await;
     let mut client = proxy.client();
     initialize(&mut client, json!({})).await;
     let mut stream = client.get(None).await;
