@@ -23,18 +23,18 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use super::{Demo, State};
-use crate::era::{Era, CAPABILITIES_KEY, HEADER_MISMATCH, SUBSCRIPTION_ID_KEY, VERSION_KEY};
+use crate::era::{Era, SUBSCRIPTION_ID_KEY};
 use crate::front::body::Body;
 use crate::front::guard;
+use crate::front::modern::checks;
+use crate::front::modern::params::Params;
 use crate::front::rejection::Rejection;
 use crate::front::HttpSettings;
-use crate::jsonrpc::{
-    INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
-};
+use crate::jsonrpc::Message;
+use crate::jsonrpc::{INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR};
+use crate::mirrored::ToolMarks;
 use crate::sse;
 
-/// -32022: the requested protocol version is not served (answered by the demo's own checks).
-const UNSUPPORTED_VERSION: i64 = -32022;
 /// How often an idle stream (a listen) gets a comment, so a client that left is noticed.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
@@ -138,7 +138,7 @@ impl Server {
         let (Some(id), true) = (message.get("id").cloned(), message["method"].is_string()) else {
             return accepted();
         };
-        if let Err(refused) = check(&parts.headers, &message) {
+        if let Err(refused) = check(&parts.headers, &body) {
             return refused.with_id(Some(&id)).into_response();
         }
         self.exchange(id, message).await
@@ -274,66 +274,25 @@ impl Drop for InFlight {
     }
 }
 
-/// The transport's checks, in the order a 2026-07-28 server makes them: the required `_meta`
-/// fields (-32602), then `MCP-Protocol-Version` and `Mcp-Method` mirroring the body (-32020).
-/// The version itself and the method are the demo's to judge.
-fn check(headers: &HeaderMap, message: &Value) -> Result<(), Rejection> {
-    let meta = &message["params"]["_meta"];
-    for (key, present) in [
-        (VERSION_KEY, meta[VERSION_KEY].is_string()),
-        (CAPABILITIES_KEY, meta[CAPABILITIES_KEY].is_object()),
-    ] {
-        if !present {
-            return Err(Rejection::new(
-                StatusCode::BAD_REQUEST,
-                INVALID_PARAMS,
-                format!("Invalid params: _meta[\"{key}\"] is required on every request"),
-            ));
-        }
-    }
-    let version = meta[VERSION_KEY].as_str().unwrap_or_default();
-    let method = message["method"].as_str().unwrap_or_default();
-    mirror(
+/// What a 2026-07-28 request must carry, checked as the proxy's own 2026-07-28 face checks it
+/// (`_meta` fields, the headers mirroring the body, the version, the methods removed).
+fn check(headers: &HeaderMap, body: &Bytes) -> Result<(), Rejection> {
+    let message =
+        Message::parse(body.clone()).map_err(|e| Rejection::bad_request(e.to_string()))?;
+    checks::check(
         headers,
-        "mcp-protocol-version",
-        "MCP-Protocol-Version",
-        version,
-    )?;
-    mirror(headers, "mcp-method", "Mcp-Method", method)
-}
-
-/// One `name` header, equal to the body's `value`.
-fn mirror(headers: &HeaderMap, name: &str, display: &str, value: &str) -> Result<(), Rejection> {
-    let mut values = headers.get_all(name).iter();
-    let said = match (values.next(), values.next()) {
-        (Some(said), None) => said.to_str().unwrap_or_default().trim(),
-        _ => {
-            return Err(mismatch(format!(
-                "exactly one {display} header is required"
-            )))
-        }
-    };
-    match said == value {
-        true => Ok(()),
-        false => Err(mismatch(format!(
-            "the {display} header value {said:?} does not match the body value {value:?}"
-        ))),
-    }
-}
-
-fn mismatch(message: String) -> Rejection {
-    Rejection::new(
-        StatusCode::BAD_REQUEST,
-        HEADER_MISMATCH,
-        format!("Header mismatch: {message}"),
+        &message,
+        &Params::read(&message),
+        &ToolMarks::default(),
     )
+    .map(drop)
 }
 
 /// A response's status: 400 for a version this server does not speak, 404 for a method it does
 /// not know (as the proxy's own 2026-07-28 face answers), 200 otherwise.
 fn status_of(response: &Value) -> StatusCode {
     match response["error"]["code"].as_i64() {
-        Some(UNSUPPORTED_VERSION) => StatusCode::BAD_REQUEST,
+        Some(checks::UNSUPPORTED_VERSION) => StatusCode::BAD_REQUEST,
         Some(METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
         _ => StatusCode::OK,
     }
@@ -358,6 +317,8 @@ fn accepted() -> Response<Body> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::era::{CAPABILITIES_KEY, HEADER_MISMATCH, VERSION_KEY};
+    use crate::jsonrpc::INVALID_PARAMS;
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();
@@ -372,11 +333,16 @@ mod tests {
             "_meta": { VERSION_KEY: version, CAPABILITIES_KEY: {} } } })
     }
 
+    fn check(headers: &HeaderMap, message: &Value) -> Result<(), Rejection> {
+        super::check(headers, &Bytes::from(message.to_string()))
+    }
+
     #[test]
     fn the_headers_must_say_what_the_body_says() {
         let right = headers(&[
             ("mcp-protocol-version", "2026-07-28"),
             ("mcp-method", "tools/call"),
+            ("mcp-name", "echo"),
         ]);
         assert!(check(&right, &call("2026-07-28")).is_ok());
         for wrong in [
@@ -401,9 +367,15 @@ mod tests {
                 (StatusCode::BAD_REQUEST, HEADER_MISMATCH)
             );
         }
-        // Headers that mirror an unsupported version pass here: the demo answers -32022.
-        let odd = headers(&[("mcp-protocol-version", "v9"), ("mcp-method", "tools/call")]);
-        assert!(check(&odd, &call("v9")).is_ok());
+        let odd = headers(&[
+            ("mcp-protocol-version", "v9"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "echo"),
+        ]);
+        assert_eq!(
+            check(&odd, &call("v9")).unwrap_err().code,
+            checks::UNSUPPORTED_VERSION
+        );
         let mut bare = call("2026-07-28");
         bare["params"]["_meta"] = json!({});
         assert_eq!(check(&right, &bare).unwrap_err().code, INVALID_PARAMS);
@@ -426,7 +398,7 @@ mod tests {
         let response = json!({ "jsonrpc": "2.0", "id": "http-7", "result": {} });
         assert!(request.is_response(&response));
         assert_eq!(request.restore(response)["id"], 3);
-        let unsupported = json!({ "error": { "code": UNSUPPORTED_VERSION } });
+        let unsupported = json!({ "error": { "code": checks::UNSUPPORTED_VERSION } });
         assert_eq!(status_of(&unsupported), StatusCode::BAD_REQUEST);
     }
 }

@@ -10,7 +10,7 @@ mod exchange;
 pub mod held;
 mod input;
 mod listen;
-mod params;
+pub mod params;
 pub mod state;
 
 use http::{header, HeaderMap, Response, StatusCode};
