@@ -4,6 +4,7 @@
 //! headers say what its arguments say).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::RwLock;
 
 use base64::Engine;
@@ -286,6 +287,8 @@ pub fn check(
 #[derive(Debug, Default)]
 pub struct ToolMarks {
     by_tool: RwLock<HashMap<String, Vec<Mirrored>>>,
+    /// Some listed tool mirrors a parameter (kept by `record`, read on every call).
+    any: AtomicBool,
 }
 
 impl ToolMarks {
@@ -311,6 +314,8 @@ impl ToolMarks {
                 }
             }
         }
+        let any = by_tool.values().any(|marks| !marks.is_empty());
+        self.any.store(any, Ordering::Release);
         invalid
     }
 
@@ -322,8 +327,7 @@ impl ToolMarks {
 
     /// Whether any listed tool mirrors a parameter (a cheap test before reading arguments).
     pub fn any(&self) -> bool {
-        let by_tool = self.by_tool.read().unwrap_or_else(|e| e.into_inner());
-        by_tool.values().any(|marks| !marks.is_empty())
+        self.any.load(Ordering::Acquire)
     }
 }
 
