@@ -15,6 +15,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, SessionConfig, UpstreamConfig};
 use crate::era::Era;
+use crate::front::data_layer::DataLayer;
 use crate::front::modern::envelope::CacheHints;
 use crate::front::modern::held::HeldCalls;
 use crate::front::modern::state::StateKey;
@@ -100,6 +101,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
                 },
                 ..Modern::default()
             },
+            data_layer: DataLayer::new(session.data_layer_settings()),
         }))
     };
     let default = match config.serves_default() {

@@ -92,10 +92,15 @@ async fn discover_describes_the_legacy_server_in_the_modern_form() {
     assert_eq!(result["resultType"], "complete");
     assert_eq!(result["supportedVersions"], json!([VERSION]));
     assert!(result["capabilities"]["tools"].is_object(), "{result}");
-    assert!(
-        result["capabilities"].get("experimental").is_none(),
+    // The protocol-level sessions are the legacy face's; data-layer sessions are both faces'.
+    assert_eq!(
+        result["capabilities"]["experimental"],
+        json!({ "sessions": { "dataLayer": {
+            "methods": ["sessions/create", "sessions/delete", "messages/listen"],
+            "meta": "io.modelcontextprotocol/session" } } }),
         "{result}"
     );
+    assert_eq!(result["capabilities"]["sessions"], json!({}));
     assert_eq!(
         result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
         "mcp-session-proxy-demo"
@@ -906,14 +911,7 @@ async fn results_marked_reusable_are_answered_from_the_cache_for_whom_their_scop
 #[tokio::test]
 async fn in_front_of_a_2026_07_28_server_its_own_hints_decide_what_is_reused() {
     // The modern demo's lists are public for a minute; its reads are not reusable.
-    let proxy = Proxy::start_with(|config| {
-        config.upstream.stdio = Some(format!(
-            "{} demo-server --protocol 2026-07-28",
-            shell_words::quote(common::DEMO)
-        ));
-        config.upstream.protocol = mcp_session_proxy::era::Era::Modern;
-    })
-    .await;
+    let proxy = Proxy::start_with(common::serve_the_modern_demo).await;
     let (alice, bob) = (
         Modern::new(&proxy, Some("alice")),
         Modern::new(&proxy, Some("bob")),

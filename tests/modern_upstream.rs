@@ -4,20 +4,11 @@
 
 mod common;
 
-use common::{within, Client, Proxy, DEMO};
+use common::{serve_the_modern_demo, within, Client, Proxy, DEMO};
 use hyper::StatusCode;
 use mcp_session_proxy::config::Isolation;
 use mcp_session_proxy::era::Era;
 use serde_json::{json, Value};
-
-/// Serves the demo's 2026-07-28-only mode over stdio.
-fn serve_the_modern_demo(config: &mut mcp_session_proxy::config::Config) {
-    config.upstream.stdio = Some(format!(
-        "{} demo-server --protocol 2026-07-28",
-        shell_words::quote(DEMO)
-    ));
-    config.upstream.protocol = Era::Modern;
-}
 
 async fn in_front_of_the_modern_demo() -> Proxy {
     Proxy::start_with(serve_the_modern_demo).await

@@ -52,6 +52,17 @@ pub struct Cli {
     #[arg(long, value_name = "REVISION")]
     pub upstream_protocol: Option<crate::era::Era>,
 
+    /// How requests without a data-layer session find their server session: principal, or
+    /// handle (also offer state handles: tools to open and close one, and a session_handle
+    /// argument on every tool) [default: principal].
+    #[arg(long, value_name = "RULE")]
+    pub correlation: Option<super::file::Correlation>,
+
+    /// Requests that reach the server's state must name a data-layer session
+    /// (sessions/create); without one they get -32044 [default: off].
+    #[arg(long)]
+    pub require_session: bool,
+
     /// stdio, per-session: children kept started ahead of sessions, so initialize does not
     /// wait for process start-up [default: 0].
     #[arg(long, value_name = "N")]

@@ -152,6 +152,34 @@ pub struct SessionConfig {
     /// 2026-07-28 clients: calls one principal may have waiting for its input at once; more
     /// are refused (429).
     pub max_held_per_principal: usize,
+    /// How requests without a data-layer session find their upstream session: by principal
+    /// (`principal`), or that plus state handles (`handle`: tools to open and close a handle,
+    /// and a handle argument on every tool).
+    pub correlation: Correlation,
+    /// Requests that reach the server's state must name a data-layer session (-32044).
+    pub require_session: bool,
+    /// A data-layer session or handle ends after this long unused.
+    #[serde(deserialize_with = "duration")]
+    pub data_session_idle_ttl: Duration,
+    /// And at the latest this long after it was created.
+    #[serde(deserialize_with = "duration")]
+    pub data_session_lifetime: Duration,
+    /// Data-layer sessions and handles one principal may hold (per replica).
+    pub max_data_sessions_per_principal: usize,
+    /// The longest `state` a data-layer session's cookie may carry, in bytes.
+    pub max_session_state_bytes: usize,
+}
+
+/// How a served server's requests are correlated with upstream sessions, beyond data-layer
+/// sessions (always honoured).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Correlation {
+    /// One upstream session per principal (and declared capabilities).
+    #[default]
+    Principal,
+    /// That, and state handles: tools that open and close one, a handle argument on every tool.
+    Handle,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -214,6 +242,7 @@ impl Default for UpstreamConfig {
 impl Default for SessionConfig {
     fn default() -> Self {
         let session = SessionSettings::default();
+        let layer = crate::front::data_layer::DataLayerSettings::default();
         SessionConfig {
             idle_ttl: session.idle_ttl,
             max_sessions: session.max_sessions,
@@ -225,6 +254,12 @@ impl Default for SessionConfig {
             anonymous: Anonymous::PerRequest,
             input_ttl: Duration::from_secs(300),
             max_held_per_principal: crate::front::modern::held::DEFAULT_LIMIT,
+            correlation: Correlation::Principal,
+            require_session: false,
+            data_session_idle_ttl: layer.idle_ttl,
+            data_session_lifetime: layer.lifetime,
+            max_data_sessions_per_principal: layer.max_per_principal,
+            max_session_state_bytes: layer.max_state_bytes,
         }
     }
 }

@@ -16,8 +16,8 @@ use anyhow::{bail, Context};
 pub use cli::{Cli, Command};
 pub use duration::parse_duration;
 pub use file::{
-    ClusterConfig, Config, HttpConfig, Isolation, LogFormat, ServerConfig, SessionConfig,
-    UpstreamConfig,
+    ClusterConfig, Config, Correlation, HttpConfig, Isolation, LogFormat, ServerConfig,
+    SessionConfig, UpstreamConfig,
 };
 
 impl Config {

@@ -37,6 +37,10 @@ impl Config {
         }
         set(&mut self.upstream.max_line_bytes, &cli.max_line_bytes);
         set(&mut self.upstream.shutdown_grace, &cli.shutdown_grace);
+        set(&mut self.session.correlation, &cli.correlation);
+        if cli.require_session {
+            self.session.require_session = true;
+        }
         if cli.coalesce_progress {
             self.session.coalesce_progress = true;
         }

@@ -145,4 +145,16 @@ impl SessionConfig {
             request_timeout: UpstreamConfig::default().request_timeout,
         }
     }
+
+    /// The settings of sessions named in messages (data-layer sessions, state handles).
+    pub fn data_layer_settings(&self) -> crate::front::data_layer::DataLayerSettings {
+        crate::front::data_layer::DataLayerSettings {
+            require_session: self.require_session,
+            handles: self.correlation == super::file::Correlation::Handle,
+            idle_ttl: self.data_session_idle_ttl,
+            lifetime: self.data_session_lifetime,
+            max_per_principal: self.max_data_sessions_per_principal,
+            max_state_bytes: self.max_session_state_bytes,
+        }
+    }
 }

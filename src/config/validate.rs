@@ -121,6 +121,11 @@ impl SessionConfig {
             ("max_sessions", self.max_sessions),
             ("window_events", self.window_events),
             ("window_bytes", self.window_bytes),
+            (
+                "max_data_sessions_per_principal",
+                self.max_data_sessions_per_principal,
+            ),
+            ("max_session_state_bytes", self.max_session_state_bytes),
         ];
         for (name, value) in positive {
             if value == 0 {

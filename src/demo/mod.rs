@@ -300,10 +300,18 @@ impl Demo {
         }
         let text = |t: String| json!({ "content": [{ "type": "text", "text": t }] });
         match name {
-            // `text`, or `message` as the reference servers call it.
-            "echo" => match args["text"].as_str().or(args["message"].as_str()) {
+            // `text`, or `message` as the reference servers call it, or `msg` as seed 002 does.
+            "echo" => match args["text"]
+                .as_str()
+                .or(args["message"].as_str())
+                .or(args["msg"].as_str())
+            {
                 Some(said) => self.reply(id, text(said.to_owned())),
-                None => self.fail(id, -32602, "echo needs a string `text` (or `message`)"),
+                None => self.fail(
+                    id,
+                    -32602,
+                    "echo needs a string `text` (or `message`, `msg`)",
+                ),
             },
             "lookup" => {
                 let region = args["region"].as_str().unwrap_or_default();
@@ -509,7 +517,7 @@ fn strings(array: &Value) -> Vec<String> {
 
 /// The arguments each of the demo's own tools takes (the conformance fixtures check their own).
 const ARGUMENTS: [(&str, &[&str]); 11] = [
-    ("echo", &["text", "message"]),
+    ("echo", &["text", "message", "msg"]),
     ("lookup", &["region", "limit", "text"]),
     ("add", &["a", "b"]),
     ("counter", &[]),
@@ -553,7 +561,7 @@ fn tools() -> Vec<Value> {
     let schema = |properties: Value, required: &[&str]| json!({ "type": "object", "properties": properties, "required": required });
     let Value::Array(tools) = json!([
         { "name": "counter", "description": "Increments a counter kept in this process and returns it", "inputSchema": schema(json!({}), &[]) },
-        { "name": "echo", "description": "Returns its text (`text`, or `message` as the reference servers name it)", "inputSchema": schema(json!({ "text": { "type": "string" }, "message": { "type": "string" } }), &[]) },
+        { "name": "echo", "description": "Returns its text (`text`, or `message` or `msg` as others name it)", "inputSchema": schema(json!({ "text": { "type": "string" }, "message": { "type": "string" }, "msg": { "type": "string" } }), &[]) },
         { "name": "lookup", "description": "Returns `region: text` (`region` and `limit` travel in the Mcp-Param-Region and Mcp-Param-Limit headers over 2026-07-28 HTTP)", "inputSchema": schema(json!({ "region": { "type": "string", "x-mcp-header": "Region" }, "limit": { "type": "integer", "x-mcp-header": "Limit" }, "text": { "type": "string" } }), &["region", "text"]) },
         { "name": "add", "description": "Adds two numbers", "inputSchema": schema(json!({ "a": { "type": "number" }, "b": { "type": "number" } }), &["a", "b"]) },
         { "name": "sleep", "description": "Answers after ms milliseconds (cancellable)", "inputSchema": schema(json!({ "ms": { "type": "integer" } }), &["ms"]) },

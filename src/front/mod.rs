@@ -2,6 +2,7 @@
 //! A front turns requests into session calls; it never reaches into an upstream.
 
 pub mod body;
+pub mod data_layer;
 pub mod event_stream;
 pub mod guard;
 pub mod internal;
@@ -101,6 +102,8 @@ pub struct App {
     pub websockets: TaskTracker,
     /// The 2026-07-28 face: its settings and the upstream sessions serving it.
     pub modern: modern::Modern,
+    /// Sessions clients name in their messages: data-layer sessions and state handles.
+    pub data_layer: data_layer::DataLayer,
 }
 
 /// Every served server: `/mcp` (the single-server form) and `/servers/<name>/…` (a gateway).

@@ -13,6 +13,7 @@ use hyper::body::Incoming;
 use serde_json::Value;
 
 use super::body::Body;
+use super::data_layer::legacy::{self, Routed};
 use super::event_stream::{self, Extras, Framing};
 use super::guard;
 use super::modern;
@@ -144,7 +145,21 @@ async fn post(
         .map_err(|rejection| rejection.with_id(message.id()))?;
     check_protocol_version(&headers)?;
     match message.kind() {
-        Kind::Request => exchange(app, session, message, false).await,
+        Kind::Request => match legacy::route(app, &headers, &session, message, &principal).await? {
+            Routed::Answered(response) => Ok(response),
+            Routed::To(named, message) => exchange(app, named, message, false).await,
+            Routed::Transport(message) => exchange(app, session, message, false).await,
+        },
+        Kind::Response if !message.id().is_some_and(|id| session.awaits_answer(id)) => {
+            // An answer to a server request of one of the client's named sessions.
+            let id = message.id().cloned().unwrap_or(Value::Null);
+            let named = app.data_layer.awaiting_answer(app, &principal, &id).await;
+            app.registry
+                .deliver(named.as_ref().unwrap_or(&session), message)
+                .await
+                .map_err(|e| Rejection::session(&e))?;
+            Ok(accepted())
+        }
         Kind::Notification | Kind::Response => {
             app.registry
                 .deliver(&session, message)
@@ -372,6 +387,10 @@ async fn transport_session(
         .await
         .map_err(|e| Rejection::session(&e))?
         .ok_or_else(Rejection::session_not_found)?;
+    if session.layer().is_some() {
+        // A data-layer session or handle is named in messages, never by the header.
+        return Err(Rejection::session_not_found());
+    }
     if session.numbers_events() {
         return Err(Rejection::conflict(format!(
             "session {session_id} was opened with session/start (protocol mode); name it with \

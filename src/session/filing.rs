@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use super::calls::Inflight;
+use super::layer::{self, LayerKind};
 use super::log::{Logged, StreamKey};
 use super::routing::{self, Route};
 use super::state::State;
@@ -114,6 +115,13 @@ impl Session {
                     cache.store(ticket, result);
                 }
                 message.set_id(request.client_id);
+                if let Some(layer) = state
+                    .layer
+                    .as_ref()
+                    .filter(|l| l.kind == LayerKind::Session)
+                {
+                    layer::stamp(&mut message, &self.id, layer);
+                }
                 (state.stream_of(request.stream), true)
             }
             Route::Progress(token) => match state.progress.get(&token).copied() {

@@ -7,6 +7,7 @@
 
 mod calls;
 mod filing;
+pub mod layer;
 mod leaving;
 pub mod list_cache;
 pub mod log;
@@ -228,6 +229,7 @@ impl Session {
                 owner_head: 0,
                 followed_through: 0,
                 init: None,
+                layer: None,
             }),
             id,
             principal,

@@ -28,8 +28,10 @@ pub const CAPABILITY: &str = "sessions";
 /// The HTTP header that names a protocol-level session on Streamable HTTP requests.
 pub const HTTP_HEADER: &str = "mcp-protocol-session-id";
 
+/// Whether `method` is in seed `000`'s `session/*` space (`session/create` and
+/// `session/delete`, seed `002`'s earlier names for its own methods, are not).
 pub fn is_session_method(method: &str) -> bool {
-    method.starts_with("session/")
+    method.starts_with("session/") && !matches!(method, "session/create" | "session/delete")
 }
 
 #[derive(Debug, Deserialize)]
@@ -114,6 +116,7 @@ pub fn advertise(result: &RawValue, window: &Window) -> Option<Box<RawValue>> {
             "httpHeader": "Mcp-Protocol-Session-Id",
         }),
     );
+    super::layer::advertise(capabilities);
     serde_json::value::to_raw_value(&result).ok()
 }
 

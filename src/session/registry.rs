@@ -258,12 +258,7 @@ impl Registry {
         let expired: Vec<String> = self
             .sessions
             .iter()
-            .filter(|entry| {
-                entry
-                    .value()
-                    .idle_since()
-                    .is_some_and(|since| now.saturating_duration_since(since) >= ttl)
-            })
+            .filter(|entry| entry.value().expired(now, ttl))
             .map(|entry| entry.key().clone())
             .collect();
         self.keep_shared(now);

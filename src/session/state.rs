@@ -56,6 +56,8 @@ pub(super) struct State {
     pub(super) followed_through: u64,
     /// The client's `initialize` params: a new or forgetful upstream is initialized with them.
     pub(super) init: Option<String>,
+    /// A session named in messages (a data-layer session or a state handle).
+    pub(super) layer: Option<super::layer::Layer>,
 }
 
 impl State {

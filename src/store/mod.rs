@@ -100,6 +100,8 @@ pub struct Record {
     pub evicted: u64,
     /// The server the session is bound to (a command line or URL), for operators.
     pub upstream: Option<String>,
+    /// A session named in messages: its kind, state and lifetime (JSON).
+    pub layer: Option<String>,
 }
 
 /// An op waiting for the writer.

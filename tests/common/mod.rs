@@ -22,6 +22,16 @@ pub mod ws;
 
 pub const DEMO: &str = env!("CARGO_BIN_EXE_mcp-session-proxy");
 
+/// Serves the demo's 2026-07-28-only mode over stdio.
+#[allow(dead_code)]
+pub fn serve_the_modern_demo(config: &mut Config) {
+    config.upstream.stdio = Some(format!(
+        "{} demo-server --protocol 2026-07-28",
+        shell_words::quote(DEMO)
+    ));
+    config.upstream.protocol = mcp_session_proxy::era::Era::Modern;
+}
+
 /// A proxy in front of the demo server. Dropping the runtime kills its children
 /// (`kill_on_drop`), so a failing test leaves nothing behind.
 pub struct Proxy {

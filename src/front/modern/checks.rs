@@ -65,7 +65,13 @@ pub fn check(
         return Err(unsupported_version(&fields.version).with_id(id));
     }
     let method = message.method().unwrap_or_default();
-    if crate::era::REMOVED_METHODS.contains(&method) {
+    // Seed `002` subscribes to a resource within a data-layer session: kept for those.
+    let within_session = method.starts_with("resources/")
+        && params.meta.as_ref().is_some_and(|meta| {
+            meta.get(crate::session::layer::META_KEY)
+                .is_some_and(|c| !c.is_null())
+        });
+    if crate::era::REMOVED_METHODS.contains(&method) && !within_session {
         return Err(method_not_found(method).with_id(id));
     }
     Ok(fields)

@@ -319,20 +319,33 @@ fn shared_key(key: &Key) -> String {
     crate::ids::hex(&digest)
 }
 
+/// The `initialize` params that stand for a modern request's client and capabilities.
+pub fn initialize_params(meta: &RequestMeta) -> Value {
+    let client_info = meta.client_info.clone().unwrap_or_else(
+        || json!({ "name": "mcp-session-proxy", "version": env!("CARGO_PKG_VERSION") }),
+    );
+    json!({
+        "protocolVersion": UPSTREAM_VERSION,
+        "capabilities": meta.capabilities,
+        "clientInfo": client_info,
+    })
+}
+
 /// `initialize` with the request's client and capabilities, then `initialized`; the result.
 async fn initialize(
     registry: &Registry,
     session: &Arc<Session>,
     meta: &RequestMeta,
 ) -> Result<Value, Rejection> {
-    let client_info = meta.client_info.clone().unwrap_or_else(
-        || json!({ "name": "mcp-session-proxy", "version": env!("CARGO_PKG_VERSION") }),
-    );
-    let params = json!({
-        "protocolVersion": UPSTREAM_VERSION,
-        "capabilities": meta.capabilities,
-        "clientInfo": client_info,
-    });
+    initialize_with(registry, session, initialize_params(meta)).await
+}
+
+/// `initialize` with `params`, then `initialized`; the result.
+pub async fn initialize_with(
+    registry: &Registry,
+    session: &Arc<Session>,
+    params: Value,
+) -> Result<Value, Rejection> {
     let request = json!({ "jsonrpc": "2.0", "id": INITIALIZE_ID, "method": "initialize",
                           "params": params });
     let answer = ask(registry, session, request).await?;
@@ -361,7 +374,7 @@ async fn initialize(
 }
 
 /// Sends a request of the proxy's own through the session and waits for its answer.
-pub(super) async fn ask(
+pub async fn ask(
     registry: &Registry,
     session: &Arc<Session>,
     request: Value,

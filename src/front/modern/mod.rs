@@ -10,6 +10,7 @@ mod exchange;
 pub mod held;
 mod input;
 mod listen;
+pub mod named;
 pub mod params;
 pub mod state;
 
@@ -20,6 +21,7 @@ use super::body::Body;
 use super::rejection::Rejection;
 use super::request::{accepted, json};
 use super::App;
+use crate::front::data_layer::{cookie, errors, methods};
 use crate::ids::Principal;
 use crate::jsonrpc::{Kind, Message, INVALID_REQUEST};
 use crate::metrics::Metrics;
@@ -42,18 +44,62 @@ pub async fn post(
     let params = params::Params::read(&message);
     let meta = checks::check(headers, &message, &params, app.registry.tool_marks())?;
     let id = message.id().cloned().unwrap_or(Value::Null);
-    match message.method().unwrap_or_default() {
+    let method = message.method().unwrap_or_default();
+    let max_state = app.data_layer.settings.max_state_bytes;
+    let cookie = cookie::read(params.meta.as_ref(), max_state).map_err(|r| r.with_id(Some(&id)))?;
+    if let Some(verb) = methods::verb(method) {
+        return named::verb(app, headers, verb, cookie, &message, &meta, principal).await;
+    }
+    if cookie.is_none() && app.data_layer.requires_session(method) {
+        return Err(errors::required(method).with_id(Some(&id)));
+    }
+    match method {
         "server/discover" => discover(app, headers, principal, &meta, &id).await,
         "subscriptions/listen" => {
-            let correlated = correlate(app, headers, principal, &meta).await?;
+            let correlated = match &cookie {
+                Some(cookie) => named::correlated(
+                    app.data_layer
+                        .resolve_cookie(app, &principal, cookie)
+                        .await?,
+                ),
+                None => correlate(app, headers, principal, &meta).await?,
+            };
             listen::open(app, correlated, &message).await
         }
         _ if params.has("requestState") => {
             let call = exchange::Call::new(&message, &params, meta, principal);
             input::resume(app, &message, call).await
         }
+        _ if cookie.is_some() => {
+            let mut call = exchange::Call::new(&message, &params, meta, principal.clone());
+            // A session's answers are its own: never cached, never taken from the cache.
+            call.cache_key = None;
+            let forwarded = params.legacy_request(&message)?;
+            let named = app
+                .data_layer
+                .resolve_cookie(app, &principal, cookie.as_ref().expect("present"))
+                .await
+                .map_err(|r| r.with_id(Some(&id)))?;
+            exchange::exchange(app, named::correlated(named), forwarded, call).await
+        }
         _ => {
             let mut call = exchange::Call::new(&message, &params, meta, principal.clone());
+            let handles = app.data_layer.settings.handles;
+            if handles && method == "tools/call" {
+                let forwarded = params.legacy_request(&message)?;
+                let mut taken = Some(call);
+                if let Some(answered) =
+                    named::handle_call(app, headers, &forwarded, &mut taken).await
+                {
+                    return answered;
+                }
+                call = taken.expect("not taken");
+            }
+            if handles && method == "tools/list" {
+                let forwarded = params.legacy_request(&message)?;
+                let correlated = correlate(app, headers, principal, &call.meta).await?;
+                return named::tools_list(app, correlated, &forwarded, &call).await;
+            }
             if let Some(key) = &call.cache_key {
                 let cache = app.registry.response_cache();
                 call.cache_generation = cache.generation();
@@ -129,7 +175,10 @@ async fn discover(
                 .initialized
         }
     };
-    let result = envelope::discover(&initialized.result, app.modern.hints, true);
+    let mut result = envelope::discover(&initialized.result, app.modern.hints, true);
+    if let Some(serde_json::Value::Object(capabilities)) = result.get_mut("capabilities") {
+        crate::session::layer::advertise(capabilities);
+    }
     let answer = json!({ "jsonrpc": "2.0", "id": id, "result": result });
     Ok(json(StatusCode::OK, answer.to_string().into()))
 }

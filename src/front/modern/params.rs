@@ -78,7 +78,10 @@ impl<'a> Params<'a> {
             Some(meta) => {
                 let kept: Map<String, Value> = meta
                     .iter()
-                    .filter(|(key, _)| !key.starts_with(PER_REQUEST_META))
+                    .filter(|(key, _)| {
+                        !key.starts_with(PER_REQUEST_META)
+                            && key.as_str() != crate::front::data_layer::cookie::DRAFT_META_KEY
+                    })
                     .map(|(key, value)| (key.clone(), value.clone()))
                     .collect();
                 match kept.is_empty() {

@@ -40,6 +40,17 @@ impl StateKey {
         StateKey(digest.into())
     }
 
+    /// A short tag over `parts` (each ended by a zero byte), as URL-safe base64: proves this
+    /// proxy issued what it is attached to.
+    pub fn tag(&self, parts: &[&str]) -> String {
+        let mut signer = self.signer();
+        for part in parts {
+            signer.update(part.as_bytes());
+            signer.update(&[0]);
+        }
+        URL_SAFE_NO_PAD.encode(&signer.finalize().into_bytes()[..18])
+    }
+
     fn signer(&self) -> Signer {
         Signer::new_from_slice(&self.0).expect("HMAC takes a key of any length")
     }

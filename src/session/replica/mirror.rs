@@ -31,6 +31,7 @@ impl Session {
             subs: serde_json::to_string(&state.subscriptions).ok(),
             next_stream: state.next_stream,
             evicted: state.log.evicted_floor(),
+            layer: state.layer.as_ref().map(|layer| layer.to_record()),
             ..Record::default()
         }
     }

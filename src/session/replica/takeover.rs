@@ -12,6 +12,7 @@ use super::lookup::unavailable;
 use crate::ids::Principal;
 use crate::jsonrpc;
 use crate::metrics::Metrics;
+use crate::session::layer::Layer;
 use crate::session::log::{Logged, StreamKey};
 use crate::session::{Registry, Session, SessionError, Shape};
 use crate::store::{Op, Record};
@@ -27,6 +28,7 @@ impl Session {
         state.protocol_version = record.version.clone();
         state.next_stream = record.next_stream.max(1);
         state.init = record.init.clone();
+        state.layer = record.layer.as_deref().and_then(Layer::from_record);
         if let Some(subs) = record.subs.as_deref() {
             state.subscriptions = serde_json::from_str(subs).unwrap_or_default();
         }

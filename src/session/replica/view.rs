@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use crate::ids::Principal;
 use crate::jsonrpc::Message;
 use crate::metrics::Metrics;
+use crate::session::layer::Layer;
 use crate::session::log::{Logged, StreamKey};
 use crate::session::{routing, Session, SessionSettings, Shape};
 use crate::store::Record;
@@ -46,6 +47,7 @@ impl Session {
             state.numbered = record.numbered;
             state.protocol_version = record.version.clone();
             state.next_stream = record.next_stream.max(1);
+            state.layer = record.layer.as_deref().and_then(Layer::from_record);
             state.log.assume_evicted_through(record.evicted);
             if let Some(subs) = record.subs.as_deref() {
                 state.subscriptions = serde_json::from_str(subs).unwrap_or_default();

@@ -277,6 +277,7 @@ impl RedisStore {
             next_stream: number("next_stream"),
             evicted: number("evicted"),
             upstream: fields.get("upstream").cloned(),
+            layer: fields.get("layer").cloned(),
         }))
     }
 

@@ -1,0 +1,131 @@
+//! The cookie a request names its data-layer session with: `_meta["io.modelcontextprotocol/session"]
+//! = {sessionId, state?, expiresAt?}` (seed `002`'s final form), or the earlier drafts'
+//! `_meta["mcp/session"] = {id, data?, expiry?}`. A cookie that is present but unreadable is
+//! refused as an unknown session (-32043), one whose `state` is over the bound as invalid params.
+
+use serde_json::{Map, Value};
+
+use super::errors;
+use crate::front::rejection::Rejection;
+use crate::session::layer::META_KEY;
+
+/// The earlier drafts' key.
+pub const DRAFT_META_KEY: &str = "mcp/session";
+
+/// The longest session id taken (the proxy's own are far shorter).
+const MAX_ID_BYTES: usize = 256;
+
+/// A data-layer session as a request names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cookie {
+    pub session_id: String,
+    /// The `state` the client echoes, if it sent one.
+    pub state: Option<String>,
+}
+
+/// Whether `_meta` (as its JSON text) may hold a cookie: a substring search, so requests without
+/// one are not parsed for it.
+pub fn may_hold(text: &str) -> bool {
+    text.contains(META_KEY) || text.contains(DRAFT_META_KEY)
+}
+
+/// The cookie in a request's `_meta`, if any. A `null` cookie is no cookie.
+pub fn read(
+    meta: Option<&Map<String, Value>>,
+    max_state: usize,
+) -> Result<Option<Cookie>, Rejection> {
+    let Some(meta) = meta else {
+        return Ok(None);
+    };
+    let (value, id_field, state_field) = match (meta.get(META_KEY), meta.get(DRAFT_META_KEY)) {
+        (Some(value), _) if !value.is_null() => (value, "sessionId", "state"),
+        (_, Some(value)) if !value.is_null() => (value, "id", "data"),
+        _ => return Ok(None),
+    };
+    let named = value.get(id_field).and_then(Value::as_str);
+    let Some(session_id) = named.filter(|id| is_session_id(id)) else {
+        return Err(errors::not_found(named.unwrap_or_default()));
+    };
+    let state = match value.get(state_field) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(_)) if state_field == "data" => None,
+        Some(Value::String(state)) if state.len() > max_state => {
+            return Err(errors::state_too_large(state.len(), max_state))
+        }
+        Some(Value::String(state)) => Some(state.clone()),
+        // The drafts' `data` is the client's own (any JSON), not a state the proxy issued.
+        Some(other) if state_field == "data" => {
+            let len = other.to_string().len();
+            if len > max_state {
+                return Err(errors::state_too_large(len, max_state));
+            }
+            None
+        }
+        Some(_) => return Err(errors::not_found(session_id)),
+    };
+    Ok(Some(Cookie {
+        session_id: session_id.to_owned(),
+        state,
+    }))
+}
+
+/// Removes the cookie from `_meta`; whether there was one.
+pub fn strip(meta: &mut Map<String, Value>) -> bool {
+    let current = meta.remove(META_KEY).is_some();
+    let draft = meta.remove(DRAFT_META_KEY).is_some();
+    current || draft
+}
+
+/// A session id as the seed allows it: visible ASCII (0x21–0x7E), bounded.
+fn is_session_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= MAX_ID_BYTES && id.bytes().all(|b| (0x21..=0x7e).contains(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn meta(value: Value) -> Map<String, Value> {
+        value.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn both_forms_are_read() {
+        let current = meta(json!({ META_KEY: { "sessionId": "sess-a", "state": "eyJ9" } }));
+        assert_eq!(
+            read(Some(&current), 4096).unwrap(),
+            Some(Cookie {
+                session_id: "sess-a".into(),
+                state: Some("eyJ9".into())
+            })
+        );
+        let draft = meta(json!({ DRAFT_META_KEY: { "id": "sess-b" } }));
+        assert_eq!(
+            read(Some(&draft), 4096).unwrap().unwrap().session_id,
+            "sess-b"
+        );
+        let revoked = meta(json!({ META_KEY: null }));
+        assert_eq!(read(Some(&revoked), 4096).unwrap(), None);
+    }
+
+    #[test]
+    fn garbled_cookies_are_unknown_sessions() {
+        for garbled in [
+            json!({ META_KEY: "sess-a" }),
+            json!({ META_KEY: {} }),
+            json!({ META_KEY: { "sessionId": 7 } }),
+            json!({ META_KEY: { "sessionId": "has space" } }),
+            json!({ META_KEY: { "sessionId": "" } }),
+            json!({ META_KEY: { "sessionId": "ok", "state": 5 } }),
+        ] {
+            let refused = read(Some(&meta(garbled.clone())), 4096).unwrap_err();
+            assert_eq!(refused.code, errors::SESSION_NOT_FOUND, "{garbled}");
+        }
+        let big = meta(json!({ META_KEY: { "sessionId": "ok", "state": "x".repeat(10) } }));
+        assert_eq!(
+            read(Some(&big), 8).unwrap_err().code,
+            crate::jsonrpc::INVALID_PARAMS
+        );
+    }
+}

@@ -1,0 +1,69 @@
+//! The errors of sessions named in messages. -32043 and -32044 are seed `002`'s codes, the one
+//! use of the spec's reserved range the proxy makes (the seed defines them); both go with HTTP
+//! 200: the transport did its part, and a legacy client must not read a 404 as its transport
+//! session's end.
+
+use http::StatusCode;
+use serde_json::json;
+
+use crate::front::rejection::Rejection;
+use crate::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS};
+
+/// SESSION_NOT_FOUND: unknown, expired, deleted, another principal's, or unreadable.
+pub const SESSION_NOT_FOUND: i64 = crate::session::protocol::SESSION_NOT_FOUND;
+/// SESSION_REQUIRED: the server is configured to serve this only within a data-layer session.
+pub const SESSION_REQUIRED: i64 = -32044;
+
+pub fn not_found(session_id: &str) -> Rejection {
+    Rejection {
+        data: Some(Box::new(json!({ "sessionId": session_id }))),
+        ..Rejection::new(
+            StatusCode::OK,
+            SESSION_NOT_FOUND,
+            "Session not found: it is unknown, expired or deleted; create a new one with sessions/create",
+        )
+    }
+}
+
+pub fn required(method: &str) -> Rejection {
+    Rejection {
+        data: Some(Box::new(json!({ "method": method }))),
+        ..Rejection::new(
+            StatusCode::OK,
+            SESSION_REQUIRED,
+            format!(
+                "Session required: {method} is served only within a session; call sessions/create \
+                 and send its sessionId in _meta[\"io.modelcontextprotocol/session\"]"
+            ),
+        )
+    }
+}
+
+pub fn state_too_large(len: usize, max: usize) -> Rejection {
+    Rejection::new(
+        StatusCode::BAD_REQUEST,
+        INVALID_PARAMS,
+        format!("Invalid params: the session's state is {len} bytes, over the limit of {max}"),
+    )
+}
+
+pub fn cookie_on_create(method: &str) -> Rejection {
+    Rejection::new(
+        StatusCode::BAD_REQUEST,
+        INVALID_PARAMS,
+        format!(
+            "Invalid params: {method} must not carry _meta[\"io.modelcontextprotocol/session\"]"
+        ),
+    )
+}
+
+pub fn too_many(limit: usize) -> Rejection {
+    Rejection::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        INTERNAL_ERROR,
+        format!(
+            "Too many sessions: this principal holds its limit of {limit}; delete one with \
+             sessions/delete or let one expire"
+        ),
+    )
+}

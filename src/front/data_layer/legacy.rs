@@ -1,0 +1,177 @@
+//! Sessions named in messages for legacy clients, inside their transport session (several
+//! data-layer sessions on one `Mcp-Session-Id`, none leaking into another): a request is
+//! answered here (`sessions/*`, the handle tools, the tool list with them), sent to the
+//! session it names (the cookie or the handle taken out first), or left to the transport
+//! session.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{header, HeaderMap, Response, StatusCode};
+use serde_json::{json, Map, Value};
+
+use super::cookie::{self, Cookie};
+use super::handles::{self, HandleCall};
+use super::methods::{self, Verb};
+use super::{errors, listen};
+use crate::front::body::Body;
+use crate::front::modern::correlation::ask;
+use crate::front::rejection::Rejection;
+use crate::front::request::json;
+use crate::front::App;
+use crate::ids::Principal;
+use crate::jsonrpc::Message;
+use crate::session::layer::LayerKind;
+use crate::session::Session;
+
+/// Where a legacy request goes.
+pub enum Routed {
+    /// Answered here.
+    Answered(Response<Body>),
+    /// To this named session, as this message.
+    To(Arc<Session>, Message),
+    /// To the transport session, as it came.
+    Transport(Message),
+}
+
+/// Routes a request made in transport session `transport`.
+pub async fn route(
+    app: &App,
+    headers: &HeaderMap,
+    transport: &Arc<Session>,
+    message: Message,
+    principal: &Principal,
+) -> Result<Routed, Rejection> {
+    let id = message.id().cloned().unwrap_or(Value::Null);
+    let method = message.method().unwrap_or_default().to_owned();
+    let named = message.params().is_some_and(|p| cookie::may_hold(p.get()));
+    let (cookie, stripped) = match named {
+        true => read_cookie(app, &message).map_err(|r| r.with_id(Some(&id)))?,
+        false => (None, None),
+    };
+    let answered = |result: Value| {
+        let answer = json!({ "jsonrpc": "2.0", "id": id, "result": result });
+        Ok(Routed::Answered(json(
+            StatusCode::OK,
+            answer.to_string().into(),
+        )))
+    };
+    let credential = || headers.get(header::AUTHORIZATION).cloned();
+    if let Some(verb) = methods::verb(&method) {
+        return match verb {
+            Verb::Create { draft } => {
+                if cookie.is_some() {
+                    return Err(errors::cookie_on_create(&method).with_id(Some(&id)));
+                }
+                let init = init_params(transport);
+                let created =
+                    methods::create(app, principal.clone(), draft, init, credential()).await;
+                answered(created.map_err(|r| r.with_id(Some(&id)))?)
+            }
+            Verb::Delete { .. } => {
+                let params = params_of(&message);
+                let deleted = methods::delete(app, principal, cookie, &params).await;
+                answered(deleted.map_err(|r| r.with_id(Some(&id)))?)
+            }
+            Verb::Listen => {
+                let (session, scope) = match &cookie {
+                    Some(cookie) => {
+                        let named = app.data_layer.resolve_cookie(app, principal, cookie).await;
+                        let named = named.map_err(|r| r.with_id(Some(&id)))?;
+                        (named.session, Some(cookie.session_id.clone()))
+                    }
+                    None => (transport.clone(), None),
+                };
+                Ok(Routed::Answered(listen::open(app, session, id, scope, ())))
+            }
+        };
+    }
+    if let Some(cookie) = &cookie {
+        let named = app.data_layer.resolve_cookie(app, principal, cookie).await;
+        let named = named.map_err(|r| r.with_id(Some(&id)))?;
+        return Ok(Routed::To(named.session, stripped.unwrap_or(message)));
+    }
+    if app.data_layer.requires_session(&method) {
+        return Err(errors::required(&method).with_id(Some(&id)));
+    }
+    if !app.data_layer.settings.handles {
+        return Ok(Routed::Transport(message));
+    }
+    match method.as_str() {
+        "tools/call" => match handles::classify(&message) {
+            HandleCall::Plain => Ok(Routed::Transport(message)),
+            HandleCall::Open => {
+                let opened =
+                    handles::open(app, principal.clone(), init_params(transport), credential());
+                answered(opened.await.map_err(|r| r.with_id(Some(&id)))?)
+            }
+            HandleCall::Close(handle) => answered(handles::close(app, principal, handle).await),
+            HandleCall::Within(handle, within) => {
+                let named = app
+                    .data_layer
+                    .resolve(app, principal, &handle, None, LayerKind::Handle)
+                    .await;
+                match named {
+                    Ok(named) => Ok(Routed::To(named.session, within)),
+                    Err(_) => answered(handles::unknown(&handle)),
+                }
+            }
+        },
+        "tools/list" => {
+            let request: Value = serde_json::from_slice(&message.to_bytes()).unwrap_or_default();
+            let answer = ask(&app.registry, transport, request).await;
+            let answer = answer.map_err(|r| r.with_id(Some(&id)))?;
+            let answer = handles::rewrite_tools_list_response(Bytes::from(answer.to_string()));
+            Ok(Routed::Answered(json(StatusCode::OK, answer)))
+        }
+        _ => Ok(Routed::Transport(message)),
+    }
+}
+
+/// The cookie of a request, and the request without it (the server never sees it).
+fn read_cookie(
+    app: &App,
+    message: &Message,
+) -> Result<(Option<Cookie>, Option<Message>), Rejection> {
+    let Some(Ok(mut params)) = message
+        .params()
+        .map(|raw| serde_json::from_str::<Map<String, Value>>(raw.get()))
+    else {
+        return Ok((None, None));
+    };
+    let Some(Value::Object(meta)) = params.get_mut("_meta") else {
+        return Ok((None, None));
+    };
+    let max_state = app.data_layer.settings.max_state_bytes;
+    let cookie = cookie::read(Some(meta), max_state)?;
+    cookie::strip(meta);
+    if meta.is_empty() {
+        params.remove("_meta");
+    }
+    let mut stripped = message.clone();
+    let raw = serde_json::value::to_raw_value(&params)
+        .map_err(|e| Rejection::bad_request(e.to_string()))?;
+    stripped.set_params(raw);
+    Ok((cookie, Some(stripped)))
+}
+
+/// The `initialize` params a named session's server gets: the transport session's client's.
+fn init_params(transport: &Session) -> Value {
+    transport
+        .init_params()
+        .and_then(|init| serde_json::from_str(&init).ok())
+        .unwrap_or_else(|| {
+            json!({
+                "protocolVersion": transport.protocol_version().unwrap_or_else(|| "2025-11-25".into()),
+                "capabilities": {},
+                "clientInfo": { "name": "mcp-session-proxy", "version": env!("CARGO_PKG_VERSION") },
+            })
+        })
+}
+
+fn params_of(message: &Message) -> Value {
+    message
+        .params()
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .unwrap_or(Value::Null)
+}

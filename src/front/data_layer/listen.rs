@@ -1,0 +1,101 @@
+//! `messages/listen` (seed `002`): a long-lived SSE answer that starts with
+//! `notifications/messages/listen`, then carries the notifications of one scope: a data-layer
+//! session's (its resource updates and list changes, from its own upstream session), or, for a
+//! global listen, those of the session that serves the client without one. Nothing of one
+//! data-layer session ever reaches another's listen. At shutdown the listen ends with its
+//! result.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::front::body::Body;
+use crate::front::request::event_stream;
+use crate::front::App;
+use crate::session::layer::META_KEY;
+use crate::session::{Reader, Session};
+use crate::sse;
+
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+const ACKNOWLEDGED: &str = "notifications/messages/listen";
+
+/// Opens a listen on `session`'s notifications; `scoped` names the data-layer session it is
+/// scoped to (none: global). `keep` lives as long as the listen (a session of its own).
+pub fn open<K: Send + 'static>(
+    app: &App,
+    session: Arc<Session>,
+    id: Value,
+    scoped: Option<String>,
+    keep: K,
+) -> http::Response<Body> {
+    let reader = session.tap();
+    let shutdown = app.shutdown.clone();
+    let (chunks, body) = mpsc::channel(64);
+    tokio::spawn(async move {
+        run(&chunks, reader, id, scoped, shutdown).await;
+        drop(session);
+        drop(keep);
+    });
+    event_stream(Body::Stream(body))
+}
+
+/// Whether a listen carries `message`: the server's notifications about what changed.
+fn carried(message: &Value) -> bool {
+    message.get("id").is_none()
+        && message["method"]
+            .as_str()
+            .is_some_and(|m| m == "notifications/resources/updated" || m.ends_with("/list_changed"))
+}
+
+async fn run(
+    chunks: &mpsc::Sender<Bytes>,
+    mut reader: Reader,
+    id: Value,
+    scoped: Option<String>,
+    shutdown: CancellationToken,
+) {
+    let params = match &scoped {
+        Some(session_id) => json!({ "_meta": { META_KEY: { "sessionId": session_id } } }),
+        None => json!({}),
+    };
+    let ack = json!({ "jsonrpc": "2.0", "method": ACKNOWLEDGED, "params": params });
+    if !send(chunks, &ack).await {
+        return;
+    }
+    let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
+    keep_alive.tick().await;
+    loop {
+        tokio::select! {
+            delivery = reader.next() => {
+                let Some(delivery) = delivery else { break };
+                for event in delivery.events {
+                    let Ok(message) = serde_json::from_slice::<Value>(&event.payload) else {
+                        continue;
+                    };
+                    if carried(&message) && !send(chunks, &message).await {
+                        return;
+                    }
+                }
+            }
+            _ = keep_alive.tick() => {
+                if chunks.send(sse::keep_alive()).await.is_err() {
+                    return;
+                }
+            }
+            () = shutdown.cancelled() => break,
+            () = chunks.closed() => return,
+        }
+    }
+    send(chunks, &json!({ "jsonrpc": "2.0", "id": id, "result": {} })).await;
+}
+
+async fn send(chunks: &mpsc::Sender<Bytes>, message: &Value) -> bool {
+    chunks
+        .send(sse::event(None, message.to_string().as_bytes()))
+        .await
+        .is_ok()
+}

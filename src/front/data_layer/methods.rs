@@ -1,0 +1,89 @@
+//! `sessions/create` and `sessions/delete` (and the earlier drafts' `session/create` and
+//! `session/delete`), the same for both eras: the result object, which each front wraps in its
+//! own response.
+
+use http::HeaderValue;
+use serde_json::{json, Map, Value};
+use tokio::time::Instant;
+
+use super::cookie::{Cookie, DRAFT_META_KEY};
+use super::errors;
+use crate::front::rejection::Rejection;
+use crate::front::App;
+use crate::ids::Principal;
+use crate::session::layer::{LayerKind, META_KEY};
+
+pub use crate::session::layer::{CREATE, DELETE, LISTEN};
+const DRAFT_CREATE: &str = "session/create";
+const DRAFT_DELETE: &str = "session/delete";
+
+/// What a request does with named sessions, by its method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    Create { draft: bool },
+    Delete { draft: bool },
+    Listen,
+}
+
+pub fn verb(method: &str) -> Option<Verb> {
+    match method {
+        CREATE => Some(Verb::Create { draft: false }),
+        DRAFT_CREATE => Some(Verb::Create { draft: true }),
+        DELETE => Some(Verb::Delete { draft: false }),
+        DRAFT_DELETE => Some(Verb::Delete { draft: true }),
+        LISTEN => Some(Verb::Listen),
+        _ => None,
+    }
+}
+
+/// `sessions/create`: a new data-layer session, its metadata in the result (and in `_meta`,
+/// under the draft's key too when asked the draft's way).
+pub async fn create(
+    app: &App,
+    principal: Principal,
+    draft: bool,
+    init: Value,
+    credential: Option<HeaderValue>,
+) -> Result<Value, Rejection> {
+    let named = app
+        .data_layer
+        .open(app, principal, LayerKind::Session, init, credential)
+        .await?;
+    let layer = named.session.layer().expect("just set");
+    let expires_at = layer.expires_at(Instant::now());
+    let metadata = json!({
+        "sessionId": named.session.id(),
+        "expiresAt": expires_at,
+        "state": layer.state,
+    });
+    let mut meta = Map::new();
+    meta.insert(META_KEY.into(), metadata.clone());
+    if draft {
+        meta.insert(
+            DRAFT_META_KEY.into(),
+            json!({ "id": named.session.id(), "expiry": expires_at }),
+        );
+    }
+    Ok(json!({ "session": metadata, "_meta": meta }))
+}
+
+/// `sessions/delete`: ends the session the cookie names (the draft: or `params.id`); the
+/// result revokes the cookie (`null`).
+pub async fn delete(
+    app: &App,
+    principal: &Principal,
+    cookie: Option<Cookie>,
+    params: &Value,
+) -> Result<Value, Rejection> {
+    let (id, state) = match (&cookie, params.get("id").and_then(Value::as_str)) {
+        (Some(cookie), _) => (cookie.session_id.clone(), cookie.state.clone()),
+        (None, Some(id)) => (id.to_owned(), None),
+        (None, None) => return Err(errors::not_found("")),
+    };
+    let named = app
+        .data_layer
+        .resolve(app, principal, &id, state.as_deref(), LayerKind::Session)
+        .await?;
+    app.data_layer.close(app, named);
+    Ok(json!({ "_meta": { META_KEY: null } }))
+}

@@ -1,0 +1,274 @@
+//! Sessions a client names in its messages, each its own upstream session (its own child under
+//! per-session isolation): data-layer sessions (seed `002`: `sessions/create`, a cookie in
+//! `_meta`, `sessions/delete`, `messages/listen`) and state handles (SEP-2567: a tool opens a
+//! handle, tools take it as an argument). `cookie` (how a request names one), `errors`,
+//! `methods` (the `sessions/*` answers), `listen` (`messages/listen`), `handles` (the tools).
+//! What a named session is lives in `session::layer`; this is how requests find it.
+
+pub mod cookie;
+pub mod errors;
+pub mod handles;
+pub mod legacy;
+pub mod listen;
+pub mod methods;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::DashMap;
+use http::HeaderValue;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::modern::correlation::{initialize_with, Initialized};
+use super::rejection::Rejection;
+use super::App;
+use crate::ids::Principal;
+use crate::session::layer::{Layer, LayerKind};
+use crate::session::{Session, Shape};
+
+/// Which requests reach a server's state, and so need a session where one is required.
+const SESSION_BOUND: [&str; 6] = [
+    "tools/call",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/get",
+    "completion/complete",
+];
+
+/// A served server's settings for sessions named in messages (configuration).
+#[derive(Debug, Clone)]
+pub struct DataLayerSettings {
+    /// Requests that reach the server's state must name a data-layer session (-32044).
+    pub require_session: bool,
+    /// Offer state handles: the handle tools, and a handle argument on every tool.
+    pub handles: bool,
+    /// A named session ends after this long unused.
+    pub idle_ttl: Duration,
+    /// And at the latest this long after it was opened.
+    pub lifetime: Duration,
+    /// Named sessions one principal may hold on one replica.
+    pub max_per_principal: usize,
+    /// The longest `state` a cookie may carry.
+    pub max_state_bytes: usize,
+}
+
+impl Default for DataLayerSettings {
+    fn default() -> DataLayerSettings {
+        DataLayerSettings {
+            require_session: false,
+            handles: false,
+            idle_ttl: Duration::from_secs(1800),
+            lifetime: Duration::from_secs(24 * 3600),
+            max_per_principal: 32,
+            max_state_bytes: 4096,
+        }
+    }
+}
+
+/// The named sessions of a served server, as this replica knows them.
+#[derive(Default)]
+pub struct DataLayer {
+    pub settings: DataLayerSettings,
+    /// The server's `initialize` result for each session opened here.
+    initialized: DashMap<String, Arc<Initialized>>,
+    /// The sessions each principal opened here (the per-principal bound).
+    opened: DashMap<Principal, Vec<String>>,
+}
+
+/// A named session found for a request, with what its server said at `initialize`.
+pub struct Named {
+    pub session: Arc<Session>,
+    pub initialized: Arc<Initialized>,
+}
+
+impl DataLayer {
+    pub fn new(settings: DataLayerSettings) -> DataLayer {
+        DataLayer {
+            settings,
+            ..DataLayer::default()
+        }
+    }
+
+    /// Whether `method` must name a data-layer session here.
+    pub fn requires_session(&self, method: &str) -> bool {
+        self.settings.require_session && SESSION_BOUND.contains(&method)
+    }
+
+    /// Opens a named session for `principal`: a new upstream session, initialized with
+    /// `init` (the client's `initialize` params, or ones standing for a modern client).
+    pub async fn open(
+        &self,
+        app: &App,
+        principal: Principal,
+        kind: LayerKind,
+        init: Value,
+        credential: Option<HeaderValue>,
+    ) -> Result<Named, Rejection> {
+        self.reserve(app, &principal)?;
+        let session = app
+            .registry
+            .create(principal.clone(), Shape::Streams, credential)
+            .map_err(|e| Rejection::session(&e))?;
+        let initialized = match initialize_with(&app.registry, &session, init).await {
+            Ok(result) => Arc::new(Initialized::new(result)),
+            Err(rejection) => {
+                app.registry.end(session.id());
+                return Err(rejection);
+            }
+        };
+        let state = state_token(app, session.id(), &principal);
+        session.set_layer(Layer {
+            kind,
+            state,
+            idle_ttl: self.settings.idle_ttl,
+            deadline: Instant::now() + self.settings.lifetime,
+        });
+        app.registry
+            .correlate(
+                &record_key(session.id()),
+                &session,
+                &initialized.result.to_string(),
+            )
+            .await;
+        session.store_synced().await;
+        self.initialized
+            .insert(session.id().to_owned(), initialized.clone());
+        self.opened
+            .entry(principal)
+            .or_default()
+            .push(session.id().to_owned());
+        Ok(Named {
+            session,
+            initialized,
+        })
+    }
+
+    /// Counts a new named session against its principal's bound, forgetting the ended ones.
+    fn reserve(&self, app: &App, principal: &Principal) -> Result<(), Rejection> {
+        let mut opened = self.opened.entry(principal.clone()).or_default();
+        opened.retain(|id| app.registry.holds(id));
+        let keep: Vec<&String> = opened.iter().collect();
+        self.initialized
+            .retain(|id, _| keep.contains(&id) || app.registry.holds(id));
+        if opened.len() >= self.settings.max_per_principal {
+            return Err(errors::too_many(self.settings.max_per_principal));
+        }
+        Ok(())
+    }
+
+    /// The named session `id` of `principal`, of `kind`, if it still serves: one that is
+    /// unknown, another principal's, of the other kind, expired, or whose server died is not
+    /// found (and a dead one is ended). A `state` the proxy did not issue for it is refused
+    /// before anything is looked up.
+    pub async fn resolve(
+        &self,
+        app: &App,
+        principal: &Principal,
+        id: &str,
+        state: Option<&str>,
+        kind: LayerKind,
+    ) -> Result<Named, Rejection> {
+        let not_found = || errors::not_found(id);
+        if state.is_some_and(|state| state != state_token(app, id, principal)) {
+            return Err(not_found());
+        }
+        let session = app
+            .registry
+            .find(id, principal)
+            .await
+            .map_err(|e| Rejection::session(&e))?
+            .ok_or_else(not_found)?;
+        let Some(layer) = session.layer().filter(|layer| layer.kind == kind) else {
+            return Err(not_found());
+        };
+        let now = Instant::now();
+        let over = now >= layer.deadline || session.expired(now, layer.idle_ttl);
+        if over || session.ended.is_cancelled() || session.upstream_failed() {
+            app.registry.end(id);
+            return Err(not_found());
+        }
+        let initialized = self.initialized_of(app, &session, principal).await;
+        Ok(Named {
+            session,
+            initialized,
+        })
+    }
+
+    /// The data-layer session a cookie names.
+    pub async fn resolve_cookie(
+        &self,
+        app: &App,
+        principal: &Principal,
+        cookie: &cookie::Cookie,
+    ) -> Result<Named, Rejection> {
+        let (id, state) = (&cookie.session_id, cookie.state.as_deref());
+        self.resolve(app, principal, id, state, LayerKind::Session)
+            .await
+    }
+
+    /// Ends a named session (found with `resolve`).
+    pub fn close(&self, app: &App, named: Named) {
+        app.registry.end(named.session.id());
+        self.initialized.remove(named.session.id());
+    }
+
+    /// What the server of a named session said at `initialize`: as opened here, else as the
+    /// shared store recorded it, else the newest this server said.
+    async fn initialized_of(
+        &self,
+        app: &App,
+        session: &Session,
+        principal: &Principal,
+    ) -> Arc<Initialized> {
+        if let Some(found) = self.initialized.get(session.id()) {
+            return found.clone();
+        }
+        if let Ok(Some((_, recorded))) = app
+            .registry
+            .correlated(&record_key(session.id()), principal)
+            .await
+        {
+            if let Ok(result) = serde_json::from_str(&recorded) {
+                let initialized = Arc::new(Initialized::new(result));
+                self.initialized
+                    .insert(session.id().to_owned(), initialized.clone());
+                return initialized;
+            }
+        }
+        app.modern.correlation.newest().unwrap_or_default()
+    }
+
+    /// The sessions `principal` opened here that still wait for the client's answer to the
+    /// server's request `id` (a legacy client answers in its transport session).
+    pub async fn awaiting_answer(
+        &self,
+        app: &App,
+        principal: &Principal,
+        id: &Value,
+    ) -> Option<Arc<Session>> {
+        let opened = self.opened.get(principal)?.clone();
+        for session_id in opened {
+            if let Ok(Some(session)) = app.registry.find(&session_id, principal).await {
+                if session.awaits_answer(id) {
+                    return Some(session);
+                }
+            }
+        }
+        None
+    }
+}
+
+/// The `state` of named session `id`: a tag only this proxy (or a replica sharing its secret)
+/// can make, binding the id to its principal.
+pub fn state_token(app: &App, id: &str, principal: &Principal) -> String {
+    app.modern
+        .state_key
+        .tag(&["mcp-session-proxy layer", id, principal.as_str()])
+}
+
+/// Where the shared store keeps a named session's `initialize` result.
+fn record_key(id: &str) -> String {
+    format!("layer:{id}")
+}

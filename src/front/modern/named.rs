@@ -1,0 +1,163 @@
+//! 2026-07-28 requests and sessions named in messages: `sessions/create`, `sessions/delete` and
+//! `messages/listen`; a request with a data-layer cookie served by that session; the state
+//! handle tools and a call within a handle; the tool list with the handle tools in it.
+
+use http::{header, HeaderMap, Response, StatusCode};
+use serde_json::{json, Value};
+
+use super::checks::RequestMeta;
+use super::correlation::{ask, initialize_params, Correlated};
+use super::envelope::{self, CacheHints, CacheScope};
+use super::exchange::{self, Call};
+use crate::front::body::Body;
+use crate::front::data_layer::cookie::Cookie;
+use crate::front::data_layer::handles::{self, HandleCall};
+use crate::front::data_layer::methods::{self, Verb};
+use crate::front::data_layer::{errors, listen, Named};
+use crate::front::rejection::Rejection;
+use crate::front::request::json;
+use crate::front::App;
+use crate::ids::Principal;
+use crate::jsonrpc::Message;
+use crate::session::layer::LayerKind;
+
+/// Answers a `sessions/*` or `messages/listen` request.
+#[allow(clippy::too_many_arguments)]
+pub async fn verb(
+    app: &App,
+    headers: &HeaderMap,
+    verb: Verb,
+    cookie: Option<Cookie>,
+    message: &Message,
+    meta: &RequestMeta,
+    principal: Principal,
+) -> Result<Response<Body>, Rejection> {
+    let id = message.id().cloned().unwrap_or(Value::Null);
+    let method = message.method().unwrap_or_default();
+    let credential = headers.get(header::AUTHORIZATION).cloned();
+    let result = match verb {
+        Verb::Create { draft } => {
+            if cookie.is_some() {
+                return Err(errors::cookie_on_create(method).with_id(Some(&id)));
+            }
+            let init = initialize_params(meta);
+            methods::create(app, principal, draft, init, credential).await
+        }
+        Verb::Delete { .. } => {
+            let params = params_of(message);
+            methods::delete(app, &principal, cookie, &params).await
+        }
+        Verb::Listen => {
+            return match cookie {
+                Some(cookie) => {
+                    let named = app
+                        .data_layer
+                        .resolve_cookie(app, &principal, &cookie)
+                        .await;
+                    let named = named.map_err(|r| r.with_id(Some(&id)))?;
+                    let scope = Some(cookie.session_id);
+                    Ok(listen::open(app, named.session, id, scope, ()))
+                }
+                None => {
+                    let correlated = super::correlate(app, headers, principal, meta).await;
+                    let correlated = correlated.map_err(|r| r.with_id(Some(&id)))?;
+                    let session = correlated.session.clone();
+                    Ok(listen::open(app, session, id, None, correlated))
+                }
+            };
+        }
+    };
+    let mut result = result.map_err(|r| r.with_id(Some(&id)))?;
+    result["resultType"] = json!("complete");
+    let answer = json!({ "jsonrpc": "2.0", "id": id, "result": result });
+    Ok(json(StatusCode::OK, answer.to_string().into()))
+}
+
+/// A named session as the exchange takes it.
+pub fn correlated(named: Named) -> Correlated {
+    Correlated {
+        session: named.session,
+        initialized: named.initialized,
+        ending: None,
+    }
+}
+
+/// A `tools/call` on a server offering state handles: the handle tools answered here, a call
+/// within a handle sent to the handle's session, any other left to the caller (`None`).
+pub async fn handle_call(
+    app: &App,
+    headers: &HeaderMap,
+    forwarded: &Message,
+    call: &mut Option<Call>,
+) -> Option<Result<Response<Body>, Rejection>> {
+    let principal = call.as_ref()?.principal.clone();
+    let client_id = call.as_ref()?.client_id.clone();
+    let answered = |result: Value| {
+        let mut result = result;
+        result["resultType"] = json!("complete");
+        let answer = json!({ "jsonrpc": "2.0", "id": client_id, "result": result });
+        Some(Ok(json(StatusCode::OK, answer.to_string().into())))
+    };
+    match handles::classify(forwarded) {
+        HandleCall::Plain => None,
+        HandleCall::Open => {
+            let init = initialize_params(&call.as_ref()?.meta);
+            let credential = headers.get(header::AUTHORIZATION).cloned();
+            match handles::open(app, principal, init, credential).await {
+                Ok(result) => answered(result),
+                Err(rejection) => Some(Err(rejection.with_id(Some(&client_id)))),
+            }
+        }
+        HandleCall::Close(handle) => answered(handles::close(app, &principal, handle).await),
+        HandleCall::Within(handle, within) => {
+            let named = app
+                .data_layer
+                .resolve(app, &principal, &handle, None, LayerKind::Handle)
+                .await;
+            match named {
+                Err(_) => answered(handles::unknown(&handle)),
+                Ok(named) => {
+                    let call = call.take()?;
+                    Some(exchange::exchange(app, correlated(named), within, call).await)
+                }
+            }
+        }
+    }
+}
+
+/// `tools/list` on a server offering state handles: asked of the session, the handle tools
+/// added, and public (the same list for everyone).
+pub async fn tools_list(
+    app: &App,
+    correlated: Correlated,
+    forwarded: &Message,
+    call: &Call,
+) -> Result<Response<Body>, Rejection> {
+    let request: Value = serde_json::from_slice(&forwarded.to_bytes()).unwrap_or_default();
+    let answer = ask(&app.registry, &correlated.session, request).await?;
+    let mut answer = answer;
+    if let Some(result) = answer.get_mut("result") {
+        handles::rewrite_tools_list(result);
+    }
+    let server_info = correlated.initialized.result.get("serverInfo");
+    let hints = CacheHints {
+        scope: CacheScope::Public,
+        ..app.modern.hints
+    };
+    let (answer, status) = envelope::response(
+        answer,
+        &call.client_id,
+        &call.method,
+        &call.params(),
+        server_info,
+        hints,
+    );
+    Ok(json(status, answer.to_string().into()))
+}
+
+fn params_of(message: &Message) -> Value {
+    message
+        .params()
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .unwrap_or(Value::Null)
+}

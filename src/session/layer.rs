@@ -1,0 +1,232 @@
+//! Sessions a client names in its messages rather than its transport: data-layer sessions (seed
+//! `002`) and state handles (SEP-2567). Each is a session like any other, with an idle TTL and a
+//! lifetime of its own; a data-layer session's results tell the client its metadata
+//! (`_meta["io.modelcontextprotocol/session"]`: `sessionId`, `state`, `expiresAt`).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use tokio::time::Instant;
+
+use super::Session;
+use crate::jsonrpc::Message;
+use crate::store::Op;
+
+/// Where a data-layer session's metadata travels in `_meta` (the seed's final form).
+pub const META_KEY: &str = "io.modelcontextprotocol/session";
+
+pub const CREATE: &str = "sessions/create";
+pub const DELETE: &str = "sessions/delete";
+pub const LISTEN: &str = "messages/listen";
+
+/// Adds the data-layer capability to an `initialize` or `server/discover` result's
+/// capabilities: `sessions` (seed `002`), and under `experimental.sessions` for clients that
+/// look there.
+pub fn advertise(capabilities: &mut Map<String, Value>) {
+    capabilities.insert("sessions".into(), Value::Object(Map::new()));
+    let experimental = capabilities
+        .entry("experimental")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(experimental) = experimental {
+        let sessions = experimental
+            .entry("sessions")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(sessions) = sessions {
+            sessions.insert(
+                "dataLayer".into(),
+                serde_json::json!({ "methods": [CREATE, DELETE, LISTEN], "meta": META_KEY }),
+            );
+        }
+    }
+}
+
+/// What names the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LayerKind {
+    /// A data-layer session: `sessions/create`, then a cookie in `_meta`.
+    Session,
+    /// A state handle: opened by a tool, passed as a tool argument.
+    Handle,
+}
+
+/// A session named in messages: its kind, the `state` its client echoes, and how long it lives.
+#[derive(Debug, Clone)]
+pub struct Layer {
+    pub kind: LayerKind,
+    /// The opaque token the client echoes (the proxy's own; see the front's `data_layer`).
+    pub state: String,
+    /// It ends after this long without use.
+    pub idle_ttl: Duration,
+    /// It ends at this moment however much it is used.
+    pub deadline: Instant,
+}
+
+/// A layer as the shared store holds it: the deadline in Unix milliseconds, so another replica
+/// keeps it.
+#[derive(Serialize, Deserialize)]
+struct Recorded {
+    kind: LayerKind,
+    state: String,
+    idle_ttl_ms: u64,
+    deadline_ms: u64,
+}
+
+impl Layer {
+    /// The record field that carries it.
+    pub(crate) fn to_record(&self) -> String {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        let recorded = Recorded {
+            kind: self.kind,
+            state: self.state.clone(),
+            idle_ttl_ms: self.idle_ttl.as_millis() as u64,
+            deadline_ms: unix_ms(SystemTime::now() + left),
+        };
+        serde_json::to_string(&recorded).unwrap_or_default()
+    }
+
+    /// The layer a record field describes.
+    pub(crate) fn from_record(field: &str) -> Option<Layer> {
+        let recorded: Recorded = serde_json::from_str(field).ok()?;
+        let left = recorded
+            .deadline_ms
+            .saturating_sub(unix_ms(SystemTime::now()));
+        Some(Layer {
+            kind: recorded.kind,
+            state: recorded.state,
+            idle_ttl: Duration::from_millis(recorded.idle_ttl_ms),
+            deadline: Instant::now() + Duration::from_millis(left),
+        })
+    }
+
+    /// When it will expire if nothing uses it after `now`, as an ISO 8601 UTC timestamp.
+    pub fn expires_at(&self, now: Instant) -> String {
+        let left = self
+            .idle_ttl
+            .min(self.deadline.saturating_duration_since(now));
+        iso8601(unix_ms(SystemTime::now() + left))
+    }
+}
+
+impl Session {
+    /// Makes this a session named in messages (set once, right after it is created).
+    pub fn set_layer(&self, layer: Layer) {
+        let mut state = self.lock();
+        let field = layer.to_record();
+        state.layer = Some(layer);
+        state.mirror(|| Op::Field {
+            name: "layer",
+            value: field,
+        });
+    }
+
+    /// The client's `initialize` params, when this replica saw them.
+    pub fn init_params(&self) -> Option<String> {
+        self.lock().init.clone()
+    }
+
+    /// What names this session, when messages do.
+    pub fn layer(&self) -> Option<Layer> {
+        self.lock().layer.clone()
+    }
+
+    /// Whether the session is over at `now`: idle for `idle_ttl` (a session named in messages:
+    /// its own idle TTL), or past its lifetime.
+    pub(crate) fn expired(&self, now: Instant, idle_ttl: Duration) -> bool {
+        let state = self.lock();
+        let unused = state.attachments.is_empty() && state.inflight.is_empty() && state.taps == 0;
+        let idle = |ttl| unused && now.saturating_duration_since(state.last_active) >= ttl;
+        match &state.layer {
+            None => idle(idle_ttl),
+            Some(layer) => now >= layer.deadline || idle(layer.idle_ttl),
+        }
+    }
+}
+
+/// A response with the session's metadata in its result's `_meta` (replacing any the server
+/// wrote there). Anything but a result object is left as it is.
+pub(crate) fn stamp(message: &mut Message, session_id: &str, layer: &Layer) {
+    let Some(result) = message.result() else {
+        return;
+    };
+    let Ok(mut fields) = serde_json::from_str::<Map<String, Value>>(result.get()) else {
+        return;
+    };
+    let metadata = serde_json::json!({
+        "sessionId": session_id,
+        "state": layer.state,
+        "expiresAt": layer.expires_at(Instant::now()),
+    });
+    let meta = fields
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !meta.is_object() {
+        *meta = Value::Object(Map::new());
+    }
+    if let Value::Object(meta) = meta {
+        meta.insert(META_KEY.to_owned(), metadata);
+    }
+    if let Ok(raw) = serde_json::value::to_raw_value(&fields) {
+        message.set_result(raw);
+    }
+}
+
+/// The `_meta` entry that revokes a data-layer session (seed `002`: the cookie set to `null`).
+pub fn revoked() -> Box<RawValue> {
+    RawValue::from_string(format!("{{\"{META_KEY}\":null}}")).expect("valid JSON")
+}
+
+fn unix_ms(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default()
+}
+
+/// Unix milliseconds as `YYYY-MM-DDThh:mm:ssZ` (seconds precision, UTC).
+pub fn iso8601(unix_ms: u64) -> String {
+    let seconds = unix_ms / 1000;
+    let (days, rest) = (seconds / 86_400, seconds % 86_400);
+    let (hour, minute, second) = (rest / 3600, rest % 3600 / 60, rest % 60);
+    // Days to a civil date (Howard Hinnant's algorithm), for dates from 1970 on.
+    let z = days as i64 + 719_468;
+    let era = z / 146_097;
+    let day_of_era = z - era * 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let mp = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}Z")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_iso_8601_utc() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00Z");
+        assert_eq!(iso8601(951_782_400_000), "2000-02-29T00:00:00Z");
+        assert_eq!(iso8601(1_772_323_200_000), "2026-03-01T00:00:00Z");
+        assert_eq!(iso8601(1_798_761_599_999), "2026-12-31T23:59:59Z");
+    }
+
+    #[test]
+    fn a_layer_keeps_its_deadline_through_the_store() {
+        let layer = Layer {
+            kind: LayerKind::Handle,
+            state: "s".into(),
+            idle_ttl: Duration::from_secs(60),
+            deadline: Instant::now() + Duration::from_secs(3600),
+        };
+        let back = Layer::from_record(&layer.to_record()).unwrap();
+        assert_eq!(back.kind, LayerKind::Handle);
+        assert_eq!(back.idle_ttl, layer.idle_ttl);
+        let drift = back.deadline.max(layer.deadline) - back.deadline.min(layer.deadline);
+        assert!(drift < Duration::from_secs(2), "{drift:?}");
+    }
+}

@@ -1,0 +1,646 @@
+//! Data-layer sessions (seed `002`) in front of the legacy demo server: the seed's wire examples,
+//! several isolated sessions per client on both eras (each its own child, its own counter), the
+//! refusals (-32043 for a deleted, foreign or garbled cookie, -32044 where a session is
+//! required) with a bystander unharmed, the bounds, expiry on the paused clock, and
+//! `messages/listen` scoped to one session.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Client, Proxy};
+use http::{Method, StatusCode};
+use serde_json::{json, Value};
+
+const KEY: &str = "io.modelcontextprotocol/session";
+const VERSION: &str = "2026-07-28";
+
+/// The cookie that names a session, from what `sessions/create` answered.
+fn cookie(created: &Value) -> Value {
+    let session = &created["result"]["session"];
+    json!({ "sessionId": session["sessionId"], "state": session["state"] })
+}
+
+/// A legacy client's request within a data-layer session.
+async fn within(client: &mut Client, cookie: &Value, method: &str, mut params: Value) -> Value {
+    params["_meta"] = json!({ KEY: cookie });
+    client.request(method, params).await
+}
+
+async fn count(client: &mut Client, cookie: &Value) -> String {
+    let answer = within(client, cookie, "tools/call", json!({ "name": "counter" })).await;
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("counter answered {answer}"))
+        .to_owned()
+}
+
+/// Sends a message exactly as written (the seed's examples) in `client`'s transport session.
+async fn send_verbatim(client: &Client, text: &str) -> Value {
+    let reply = client
+        .post(&serde_json::from_str::<Value>(text).unwrap())
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{text}");
+    reply.response().await
+}
+
+#[tokio::test]
+async fn the_seeds_wire_examples_are_answered_as_it_writes_them() {
+    let proxy = Proxy::start_with(|c| c.session.require_session = true).await;
+    let mut client = proxy.client();
+    let initialized = client.initialize("2025-11-25").await;
+    let capabilities = &initialized["result"]["capabilities"];
+    assert_eq!(capabilities["sessions"], json!({}), "{capabilities}");
+    assert!(
+        capabilities["experimental"]["sessions"]["dataLayer"]["methods"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("sessions/create"))
+    );
+
+    // Session creation.
+    let created = send_verbatim(
+        &client,
+        r#"{"jsonrpc":"2.0","id":1,"method":"sessions/create"}"#,
+    )
+    .await;
+    let session = &created["result"]["session"];
+    let session_id = session["sessionId"].as_str().unwrap().to_owned();
+    let state = session["state"].as_str().unwrap().to_owned();
+    assert!(session_id.bytes().all(|b| (0x21..=0x7e).contains(&b)));
+    let expires_at = session["expiresAt"].as_str().unwrap();
+    assert!(
+        expires_at.ends_with('Z') && expires_at.len() == 20,
+        "{expires_at}"
+    );
+
+    // Session usage, and the updated metadata in the result.
+    let usage = format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"echo","arguments":{{"msg":"hi"}},"_meta":{{"io.modelcontextprotocol/session":{{"sessionId":"{session_id}","state":"{state}"}}}}}}}}"#
+    );
+    let used = send_verbatim(&client, &usage).await;
+    assert_eq!(used["id"], 2);
+    assert_eq!(
+        used["result"]["content"],
+        json!([{ "type": "text", "text": "hi" }])
+    );
+    let metadata = &used["result"]["_meta"][KEY];
+    assert_eq!(
+        metadata["sessionId"],
+        session_id.as_str(),
+        "the id is never rewritten"
+    );
+    assert_eq!(metadata["state"], state.as_str());
+    assert!(metadata["expiresAt"].as_str().unwrap().ends_with('Z'));
+
+    // Session required.
+    let required = send_verbatim(
+        &client,
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{}}}"#,
+    )
+    .await;
+    assert_eq!(required["id"], 4);
+    assert_eq!(required["error"]["code"], -32044);
+    assert!(required["error"]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("Session required"));
+
+    // Session not found.
+    let unknown = send_verbatim(
+        &client,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{},"_meta":{"io.modelcontextprotocol/session":{"sessionId":"sess-invalid"}}}}"#,
+    )
+    .await;
+    assert_eq!(unknown["id"], 3);
+    assert_eq!(unknown["error"]["code"], -32043);
+    assert_eq!(
+        unknown["error"]["data"],
+        json!({ "sessionId": "sess-invalid" })
+    );
+    assert!(unknown["error"]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("Session not found"));
+
+    // Deleting: the result revokes the cookie; the session is gone.
+    let delete = format!(
+        r#"{{"jsonrpc":"2.0","id":5,"method":"sessions/delete","params":{{"_meta":{{"io.modelcontextprotocol/session":{{"sessionId":"{session_id}"}}}}}}}}"#
+    );
+    let deleted = send_verbatim(&client, &delete).await;
+    assert_eq!(deleted["result"]["_meta"], json!({ KEY: null }));
+    let after = send_verbatim(&client, &usage).await;
+    assert_eq!(after["error"]["code"], -32043);
+    assert_eq!(after["error"]["data"]["sessionId"], session_id.as_str());
+
+    // Lists need no session; a create that carries a cookie is refused.
+    let tools = client.request("tools/list", json!({})).await;
+    assert!(tools["result"]["tools"].is_array());
+    let reply = client
+        .post(
+            &json!({ "jsonrpc": "2.0", "id": 9, "method": "sessions/create",
+                        "params": { "_meta": { KEY: { "sessionId": "x" } } } }),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(reply.response().await["error"]["code"], -32602);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_legacy_client_holds_several_sessions_on_one_transport_session_none_leaking() {
+    let proxy = Proxy::start().await;
+    let mut client = proxy.client();
+    client.initialize("2025-11-25").await;
+    let a = cookie(&client.request("sessions/create", json!({})).await);
+    let b = cookie(&client.request("sessions/create", json!({})).await);
+    assert_ne!(a["sessionId"], b["sessionId"]);
+    assert_eq!(count(&mut client, &a).await, "1");
+    assert_eq!(count(&mut client, &a).await, "2");
+    assert_eq!(count(&mut client, &b).await, "1");
+    assert_eq!(count(&mut client, &a).await, "3");
+    assert_eq!(
+        client.call_tool("counter", json!({})).await,
+        "1",
+        "the transport session's own server is a third one"
+    );
+    // A question of a's server is answered in the transport session and reaches a's server.
+    let mut asking = client
+        .post(&json!({ "jsonrpc": "2.0", "id": 30, "method": "tools/call",
+                        "params": { "name": "list_roots", "_meta": { KEY: a.clone() } } }))
+        .await;
+    let question = asking.next_with_method("roots/list").await;
+    let roots = json!({ "roots": [{ "uri": "file:///for-a", "name": "a" }] });
+    let answered = client
+        .post(&json!({ "jsonrpc": "2.0", "id": question["id"], "result": roots }))
+        .await;
+    assert_eq!(answered.status, StatusCode::ACCEPTED);
+    let listed = common::within("the roots", async {
+        loop {
+            let received = asking.next_message().await.expect("the answer").message;
+            if received["id"] == 30 {
+                return received;
+            }
+        }
+    })
+    .await;
+    let text = listed["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("file:///for-a"), "{listed}");
+    assert_eq!(listed["result"]["_meta"][KEY]["sessionId"], a["sessionId"]);
+
+    // The earlier drafts' names and key are taken too.
+    let draft = client.request("session/create", json!({})).await;
+    let id = draft["result"]["_meta"]["mcp/session"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let answer = client
+        .request(
+            "tools/call",
+            json!({ "name": "counter", "_meta": { "mcp/session": { "id": id } } }),
+        )
+        .await;
+    assert_eq!(answer["result"]["content"][0]["text"], "1");
+    let deleted = client.request("session/delete", json!({ "id": id })).await;
+    assert_eq!(deleted["result"]["_meta"][KEY], Value::Null);
+    // A data-layer session is never a transport session.
+    let mut impostor = proxy.client();
+    impostor.session = Some(a["sessionId"].as_str().unwrap().to_owned());
+    impostor.protocol_version = Some("2025-11-25".into());
+    let reply = impostor
+        .post(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }))
+        .await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
+    proxy.stop().await;
+}
+
+/// A 2026-07-28 client: no transport session, `_meta` on every request.
+struct Modern {
+    client: Client,
+    credential: String,
+}
+
+impl Modern {
+    fn new(proxy: &Proxy, credential: &str) -> Modern {
+        Modern::at(proxy.addr(), credential)
+    }
+
+    fn at(addr: std::net::SocketAddr, credential: &str) -> Modern {
+        Modern {
+            client: Client::new(addr),
+            credential: format!("Bearer {credential}"),
+        }
+    }
+
+    async fn send(
+        &self,
+        method: &str,
+        mut params: Value,
+        cookie: Option<&Value>,
+    ) -> (StatusCode, Value) {
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": VERSION,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": { "name": "data-layer-test", "version": "1" },
+        });
+        if let Some(cookie) = cookie {
+            params["_meta"][KEY] = cookie.clone();
+        }
+        let name = params["name"].as_str().unwrap_or_default().to_owned();
+        let mut headers = vec![
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-protocol-version", VERSION),
+            ("mcp-method", method),
+            ("authorization", self.credential.as_str()),
+        ];
+        if !name.is_empty() {
+            headers.push(("mcp-name", name.as_str()));
+        }
+        let body = json!({ "jsonrpc": "2.0", "id": 7, "method": method, "params": params });
+        let reply = self
+            .client
+            .send(Method::POST, &headers, Some(body.to_string().into()))
+            .await;
+        (reply.status, reply.response().await)
+    }
+
+    async fn create(&self) -> Value {
+        let (status, created) = self.send("sessions/create", json!({}), None).await;
+        assert_eq!(status, StatusCode::OK, "{created}");
+        assert_eq!(created["result"]["resultType"], "complete");
+        cookie(&created)
+    }
+
+    async fn count(&self, cookie: Option<&Value>) -> String {
+        let (status, answer) = self
+            .send("tools/call", json!({ "name": "counter" }), cookie)
+            .await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{answer}"))
+            .to_owned()
+    }
+}
+
+#[tokio::test]
+async fn a_modern_client_holds_several_sessions_that_count_apart() {
+    let proxy = Proxy::start().await;
+    let alice = Modern::new(&proxy, "alice");
+    let (_, discovered) = alice.send("server/discover", json!({}), None).await;
+    assert_eq!(discovered["result"]["capabilities"]["sessions"], json!({}));
+    let a = alice.create().await;
+    let b = alice.create().await;
+    assert_eq!(alice.count(Some(&a)).await, "1");
+    assert_eq!(alice.count(Some(&b)).await, "1");
+    assert_eq!(alice.count(Some(&a)).await, "2");
+    assert_eq!(
+        alice.count(None).await,
+        "1",
+        "the principal's own session is apart"
+    );
+    let (_, answer) = alice
+        .send("tools/call", json!({ "name": "counter" }), Some(&b))
+        .await;
+    assert_eq!(answer["result"]["content"][0]["text"], "2");
+    assert_eq!(answer["result"]["resultType"], "complete");
+    assert_eq!(answer["result"]["_meta"][KEY]["sessionId"], b["sessionId"]);
+    assert!(answer["result"]["_meta"]["io.modelcontextprotocol/serverInfo"].is_object());
+    let (_, deleted) = alice.send("sessions/delete", json!({}), Some(&a)).await;
+    assert_eq!(deleted["result"]["_meta"], json!({ KEY: null }));
+    let (status, gone) = alice
+        .send("tools/call", json!({ "name": "counter" }), Some(&a))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(gone["error"]["code"], -32043);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn deleted_foreign_and_garbled_cookies_are_unknown_sessions_and_a_bystander_goes_on() {
+    let proxy = Proxy::start_with(|c| c.session.max_data_sessions_per_principal = 3).await;
+    let alice = Modern::new(&proxy, "alice");
+    let bob = Modern::new(&proxy, "bob");
+    let bystander = alice.create().await;
+    assert_eq!(alice.count(Some(&bystander)).await, "1");
+    let deleted = alice.create().await;
+    alice
+        .send("sessions/delete", json!({}), Some(&deleted))
+        .await;
+    let mut tampered = bystander.clone();
+    tampered["state"] = json!("AAAAAAAAAAAAAAAAAAAAAAAA");
+    let refusals = [
+        ("deleted", &alice, deleted.clone()),
+        ("another principal's", &bob, bystander.clone()),
+        ("tampered state", &alice, tampered),
+        ("unknown", &alice, json!({ "sessionId": "sess-nobody" })),
+        ("id not a string", &alice, json!({ "sessionId": 12 })),
+        ("id with a space", &alice, json!({ "sessionId": "a b" })),
+        ("not an object", &alice, json!("sess")),
+    ];
+    for (what, client, cookie) in refusals {
+        let (status, answer) = client
+            .send("tools/call", json!({ "name": "counter" }), Some(&cookie))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{what}");
+        assert_eq!(answer["error"]["code"], -32043, "{what}: {answer}");
+        assert!(
+            answer["error"]["data"]["sessionId"].is_string(),
+            "{what}: {answer}"
+        );
+    }
+    assert_eq!(
+        alice.count(Some(&bystander)).await,
+        "2",
+        "the bystander counts on"
+    );
+
+    // Bounds: a state over the limit, and sessions per principal.
+    let mut big = bystander.clone();
+    big["state"] = json!("x".repeat(5000));
+    let (status, answer) = alice
+        .send("tools/call", json!({ "name": "counter" }), Some(&big))
+        .await;
+    assert_eq!(
+        (status, answer["error"]["code"].clone()),
+        (StatusCode::BAD_REQUEST, json!(-32602))
+    );
+    alice.create().await;
+    alice.create().await;
+    let (status, answer) = alice.send("sessions/create", json!({}), None).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{answer}");
+    assert!(answer["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("limit of 3"));
+    bob.create().await;
+    assert_eq!(alice.count(Some(&bystander)).await, "3");
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_server_that_requires_sessions_refuses_calls_without_one_on_both_eras() {
+    let proxy = Proxy::start_with(|c| c.session.require_session = true).await;
+    let alice = Modern::new(&proxy, "alice");
+    let (status, refused) = alice
+        .send("tools/call", json!({ "name": "counter" }), None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(refused["error"]["code"], -32044);
+    let (_, listed) = alice.send("tools/list", json!({}), None).await;
+    assert!(
+        listed["result"]["tools"].is_array(),
+        "lists need no session"
+    );
+    let a = alice.create().await;
+    assert_eq!(alice.count(Some(&a)).await, "1");
+    let mut legacy = proxy.client();
+    legacy.initialize("2025-06-18").await;
+    let refused = legacy
+        .request("resources/read", json!({ "uri": "demo://greeting" }))
+        .await;
+    assert_eq!(refused["error"]["code"], -32044);
+    proxy.stop().await;
+}
+
+/// Long enough that set-up cannot reach it on the paused clock (see `lifecycle.rs`).
+const TTL: Duration = Duration::from_secs(6 * 3600);
+
+#[tokio::test(start_paused = true)]
+async fn a_data_layer_session_expires_unused_or_at_the_end_of_its_lifetime() {
+    let proxy = Proxy::start_with(|c| {
+        c.session.idle_ttl = 4 * TTL;
+        c.session.data_session_idle_ttl = TTL;
+        c.session.data_session_lifetime = 2 * TTL;
+        c.upstream.request_timeout = 4 * TTL;
+    })
+    .await;
+    let mut client = proxy.client();
+    client.initialize("2025-11-25").await;
+    let kept = cookie(&client.request("sessions/create", json!({})).await);
+    let lapsing = cookie(&client.request("sessions/create", json!({})).await);
+    assert_eq!(count(&mut client, &lapsing).await, "1");
+    tokio::time::advance(TTL / 2).await;
+    assert_eq!(count(&mut client, &kept).await, "1");
+    tokio::time::advance(TTL / 2 + Duration::from_secs(30)).await;
+    // Polls on the paused clock: these sleeps are virtual.
+    while proxy.metric("mcp_proxy_sessions_expired_total") == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let answer = within(
+        &mut client,
+        &lapsing,
+        "tools/call",
+        json!({ "name": "counter" }),
+    )
+    .await;
+    assert_eq!(answer["error"]["code"], -32043, "{answer}");
+    assert_eq!(
+        count(&mut client, &kept).await,
+        "2",
+        "a session used meanwhile lives on"
+    );
+    assert_eq!(client.call_tool("counter", json!({})).await, "1");
+    // However much it is used, a session ends with its lifetime.
+    tokio::time::advance(TTL / 2).await;
+    assert_eq!(count(&mut client, &kept).await, "3");
+    tokio::time::advance(TTL / 2).await;
+    let answer = within(&mut client, &kept, "tools/call", json!({ "name": "counter" })).await;
+    assert_eq!(answer["error"]["code"], -32043, "{answer}");
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn messages_listen_carries_a_sessions_updates_only_to_that_session() {
+    let proxy = Proxy::start().await;
+    let mut client = proxy.client();
+    client.initialize("2025-11-25").await;
+    let a = cookie(&client.request("sessions/create", json!({})).await);
+    let b = cookie(&client.request("sessions/create", json!({})).await);
+    let listen = |cookie: Option<&Value>| {
+        let mut params = json!({});
+        if let Some(cookie) = cookie {
+            params["_meta"] = json!({ KEY: cookie });
+        }
+        json!({ "jsonrpc": "2.0", "id": 40, "method": "messages/listen", "params": params })
+    };
+    let mut on_a = client.post(&listen(Some(&a))).await;
+    let mut on_b = client.post(&listen(Some(&b))).await;
+    let mut global = client.post(&listen(None)).await;
+    for stream in [&mut on_a, &mut on_b, &mut global] {
+        assert!(stream.is_sse());
+        let ack = stream.next_message().await.expect("acknowledged").message;
+        assert_eq!(ack["method"], "notifications/messages/listen");
+    }
+    let emit =
+        |uri: &str| json!({ "name": "emit_updates", "arguments": { "uris": [uri], "count": 1 } });
+    within(&mut client, &b, "tools/call", emit("demo://for-b")).await;
+    within(&mut client, &a, "tools/call", emit("demo://for-a")).await;
+    client
+        .call_tool(
+            "emit_updates",
+            json!({ "uris": ["demo://global"], "count": 1 }),
+        )
+        .await;
+    const UPDATED: &str = "notifications/resources/updated";
+    assert_eq!(
+        on_a.next_with_method(UPDATED).await["params"]["uri"],
+        "demo://for-a"
+    );
+    assert_eq!(
+        on_b.next_with_method(UPDATED).await["params"]["uri"],
+        "demo://for-b"
+    );
+    assert_eq!(
+        global.next_with_method(UPDATED).await["params"]["uri"],
+        "demo://global"
+    );
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn state_handles_give_a_2026_07_28_python_client_isolated_sessions_through_tool_arguments() {
+    let proxy = Proxy::start_with(|c| {
+        c.session.correlation = mcp_session_proxy::config::Correlation::Handle;
+    })
+    .await;
+    let mut command = common::python_script("handles_client.py");
+    command
+        .arg(format!("http://{}/mcp", proxy.addr()))
+        .arg("alice");
+    let stdout = common::stdout_of("the Python client with handles", &mut command).await;
+    let report: Value = serde_json::from_slice(&stdout).expect("one JSON line");
+    assert_eq!(report["version"], VERSION);
+    let tools = report["tools"].as_array().unwrap();
+    assert!(tools.contains(&json!("open_session_handle")), "{report}");
+    assert!(tools.contains(&json!("close_session_handle")), "{report}");
+    assert_eq!(report["counter_arguments"], json!(["session_handle"]));
+    assert_eq!(report["distinct"], true);
+    assert_eq!(
+        report["counts"],
+        json!({ "first": ["1", "2", "3"], "second": ["1"], "none": ["1"] })
+    );
+    assert_eq!(report["closed"][0], false);
+    assert_eq!(report["after_close"][0], true, "{report}");
+    assert!(report["after_close"][1]
+        .as_str()
+        .unwrap()
+        .contains("open_session_handle"));
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn state_handles_serve_legacy_clients_and_the_tool_list_is_the_same_for_everyone() {
+    let proxy = Proxy::start_with(|c| {
+        c.session.correlation = mcp_session_proxy::config::Correlation::Handle;
+    })
+    .await;
+    let mut client = proxy.client();
+    client.initialize("2025-06-18").await;
+    let legacy_list = client.request("tools/list", json!({})).await;
+    let alice = Modern::new(&proxy, "alice");
+    let (_, modern_list) = alice.send("tools/list", json!({}), None).await;
+    assert_eq!(modern_list["result"]["cacheScope"], "public");
+    assert_eq!(
+        legacy_list["result"]["tools"],
+        modern_list["result"]["tools"]
+    );
+    let opened = client.call_tool("open_session_handle", json!({})).await;
+    let handle = opened
+        .split_whitespace()
+        .nth(3)
+        .unwrap()
+        .trim_end_matches('.')
+        .to_owned();
+    let within = json!({ "session_handle": handle });
+    assert_eq!(client.call_tool("counter", within.clone()).await, "1");
+    assert_eq!(client.call_tool("counter", within.clone()).await, "2");
+    assert_eq!(client.call_tool("counter", json!({})).await, "1");
+    // Another principal cannot use it.
+    let (_, foreign) = Modern::new(&proxy, "bob")
+        .send(
+            "tools/call",
+            json!({ "name": "counter", "arguments": within.clone() }),
+            None,
+        )
+        .await;
+    assert_eq!(foreign["result"]["isError"], true, "{foreign}");
+    assert_eq!(client.call_tool("counter", within).await, "3");
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn data_layer_sessions_are_served_by_every_replica_and_taken_over_with_their_owner() {
+    use common::cluster::{Redis, Replica};
+    let redis = Redis::start().await;
+    let mut a = Replica::start(&redis, "a", &[]).await;
+    let b = Replica::start(&redis, "b", &[]).await;
+    let c = Replica::start(&redis, "c", &[]).await;
+    let (via_a, via_b, via_c) = (
+        Modern::at(a.addr, "alice"),
+        Modern::at(b.addr, "alice"),
+        Modern::at(c.addr, "alice"),
+    );
+    let x = via_a.create().await;
+    let y = via_b.create().await;
+    assert_eq!(via_b.count(Some(&x)).await, "1");
+    assert_eq!(via_c.count(Some(&x)).await, "2");
+    assert_eq!(via_a.count(Some(&x)).await, "3");
+    assert_eq!(via_c.count(Some(&y)).await, "1");
+    assert_eq!(via_a.count(Some(&y)).await, "2");
+    let (_, foreign) = Modern::at(c.addr, "bob")
+        .send("tools/call", json!({ "name": "counter" }), Some(&x))
+        .await;
+    assert_eq!(foreign["error"]["code"], -32043);
+
+    // A legacy client whose transport session lives on b, naming x through c.
+    let mut legacy = Client::new(b.addr);
+    legacy.authorization = Some("Bearer alice".into());
+    legacy.initialize("2025-11-25").await;
+    legacy.addr = c.addr;
+    assert_eq!(count(&mut legacy, &x).await, "4");
+
+    // x's owner dies: another replica takes it over with a new server (its count starts again),
+    // and the cookie still names it.
+    a.kill().await;
+    let answer = common::within("x to be served again", async {
+        loop {
+            let (status, answer) = via_b
+                .send("tools/call", json!({ "name": "counter" }), Some(&x))
+                .await;
+            if status == StatusCode::OK {
+                return answer;
+            }
+            assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{answer}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(answer["result"]["content"][0]["text"], "1", "{answer}");
+    assert_eq!(answer["result"]["_meta"][KEY]["sessionId"], x["sessionId"]);
+    assert_eq!(
+        via_c.count(Some(&y)).await,
+        "3",
+        "y, owned by b, never moved"
+    );
+}
+
+#[tokio::test]
+async fn in_front_of_a_2026_07_28_server_each_session_is_a_bridge_of_its_own() {
+    let proxy = Proxy::start_with(common::serve_the_modern_demo).await;
+    let mut client = proxy.client();
+    client.initialize("2025-11-25").await;
+    let a = cookie(&client.request("sessions/create", json!({})).await);
+    let b = cookie(&client.request("sessions/create", json!({})).await);
+    assert_eq!(count(&mut client, &a).await, "1");
+    assert_eq!(count(&mut client, &a).await, "2");
+    assert_eq!(count(&mut client, &b).await, "1");
+    let alice = Modern::new(&proxy, "alice");
+    let x = alice.create().await;
+    let y = alice.create().await;
+    assert_eq!(alice.count(Some(&x)).await, "1");
+    assert_eq!(alice.count(Some(&y)).await, "1");
+    assert_eq!(alice.count(Some(&x)).await, "2");
+    proxy.stop().await;
+}
