@@ -446,7 +446,13 @@ async fn a_data_layer_session_expires_unused_or_at_the_end_of_its_lifetime() {
     tokio::time::advance(TTL / 2).await;
     assert_eq!(count(&mut client, &kept).await, "3");
     tokio::time::advance(TTL / 2).await;
-    let answer = within(&mut client, &kept, "tools/call", json!({ "name": "counter" })).await;
+    let answer = within(
+        &mut client,
+        &kept,
+        "tools/call",
+        json!({ "name": "counter" }),
+    )
+    .await;
     assert_eq!(answer["error"]["code"], -32043, "{answer}");
     proxy.stop().await;
 }
@@ -642,5 +648,77 @@ async fn in_front_of_a_2026_07_28_server_each_session_is_a_bridge_of_its_own() {
     assert_eq!(alice.count(Some(&x)).await, "1");
     assert_eq!(alice.count(Some(&y)).await, "1");
     assert_eq!(alice.count(Some(&x)).await, "2");
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_websocket_connection_holds_data_layer_sessions_handles_and_listens() {
+    use common::ws::Ws;
+    let proxy = Proxy::start_with(|c| {
+        c.session.correlation = mcp_session_proxy::config::Correlation::Handle;
+    })
+    .await;
+    let mut ws = Ws::connect(proxy.addr()).await;
+    let initialized = ws
+        .request(
+            "initialize",
+            json!({ "protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": { "name": "ws", "version": "1" } }),
+        )
+        .await;
+    assert_eq!(initialized["result"]["capabilities"]["sessions"], json!({}));
+    ws.send(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
+        .await;
+    let a = cookie(&ws.request("sessions/create", json!({})).await);
+    let b = cookie(&ws.request("sessions/create", json!({})).await);
+    let counter = |cookie: &Value| json!({ "name": "counter", "_meta": { KEY: cookie } });
+    let text = |answer: Value| answer["result"]["content"][0]["text"].clone();
+    assert_eq!(text(ws.request("tools/call", counter(&a)).await), "1");
+    assert_eq!(text(ws.request("tools/call", counter(&a)).await), "2");
+    assert_eq!(text(ws.request("tools/call", counter(&b)).await), "1");
+    let own = ws.request("tools/call", json!({ "name": "counter" })).await;
+    assert_eq!(text(own), "1", "the connection's own session is apart");
+
+    // A listen scoped to b hears b's updates.
+    ws.send(
+        json!({ "jsonrpc": "2.0", "id": "listen-b", "method": "messages/listen",
+                    "params": { "_meta": { KEY: b.clone() } } }),
+    )
+    .await;
+    let emit = json!({ "name": "emit_updates", "_meta": { KEY: b.clone() },
+                       "arguments": { "uris": ["demo://for-b"], "count": 1 } });
+    ws.request("tools/call", emit).await;
+    let mut heard = Vec::new();
+    while heard.len() < 2 {
+        let message = ws.recv().await;
+        if let Some(method) = message["method"].as_str() {
+            heard.push((method.to_owned(), message["params"]["uri"].clone()));
+        }
+    }
+    assert_eq!(heard[0].0, "notifications/messages/listen");
+    assert_eq!(
+        heard[1],
+        (
+            "notifications/resources/updated".into(),
+            json!("demo://for-b")
+        )
+    );
+
+    // Handles: the list has the tools; a handle counts on its own.
+    let tools = ws.request("tools/list", json!({})).await;
+    let names: Vec<&str> = tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"open_session_handle"), "{names:?}");
+    let opened = ws
+        .request("tools/call", json!({ "name": "open_session_handle" }))
+        .await;
+    let handle = opened["result"]["structuredContent"]["handle"].clone();
+    let within = json!({ "name": "counter", "arguments": { "session_handle": handle } });
+    assert_eq!(text(ws.request("tools/call", within.clone()).await), "1");
+    assert_eq!(text(ws.request("tools/call", within).await), "2");
     proxy.stop().await;
 }

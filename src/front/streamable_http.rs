@@ -145,11 +145,20 @@ async fn post(
         .map_err(|rejection| rejection.with_id(message.id()))?;
     check_protocol_version(&headers)?;
     match message.kind() {
-        Kind::Request => match legacy::route(app, &headers, &session, message, &principal).await? {
-            Routed::Answered(response) => Ok(response),
-            Routed::To(named, message) => exchange(app, named, message, false).await,
-            Routed::Transport(message) => exchange(app, session, message, false).await,
-        },
+        Kind::Request => {
+            match legacy::route(app, credential(&headers), &session, message, &principal).await? {
+                Routed::Answered(answer) => Ok(json(StatusCode::OK, answer)),
+                Routed::Listen { session, scope, id } => {
+                    Ok(super::data_layer::listen::open(app, session, id, scope, ()))
+                }
+                Routed::To(named, message) => exchange(app, named, message, false).await,
+                Routed::Transport(message) => exchange(app, session, message, false).await,
+                Routed::ToolsList(message) => {
+                    let answer = legacy::tools_list(app, &session, &message).await?;
+                    Ok(json(StatusCode::OK, answer))
+                }
+            }
+        }
         Kind::Response if !message.id().is_some_and(|id| session.awaits_answer(id)) => {
             // An answer to a server request of one of the client's named sessions.
             let id = message.id().cloned().unwrap_or(Value::Null);
@@ -398,6 +407,10 @@ async fn transport_session(
         )));
     }
     Ok(session)
+}
+
+fn credential(headers: &HeaderMap) -> Option<HeaderValue> {
+    headers.get(header::AUTHORIZATION).cloned()
 }
 
 /// GET and DELETE have no meaning for a protocol-level session.

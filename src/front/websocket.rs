@@ -12,6 +12,7 @@ use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
+use tokio::sync::mpsc;
 use tokio::time::{interval_at, Instant};
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -21,6 +22,8 @@ use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, Instrument};
 
 use super::body::Body;
+use super::data_layer::legacy::{self, Routed};
+use super::data_layer::{handles, listen};
 use super::guard;
 use super::rejection::{failed_request, Rejection};
 use super::request::{check_origin, header_str};
@@ -28,7 +31,7 @@ use super::session_methods;
 use super::streamable_http::SESSION_HEADER;
 use super::App;
 use crate::ids::Principal;
-use crate::jsonrpc::{Kind, Message};
+use crate::jsonrpc::{id_key, Kind, Message};
 use crate::metrics::Metrics;
 use crate::session::log::StreamKey;
 use crate::session::protocol::{self, is_session_method};
@@ -169,12 +172,18 @@ struct Connection {
     principal: Principal,
     credential: Option<HeaderValue>,
     bound: Option<Bound>,
+    /// What the client's data-layer sessions and listens send it, written as it comes.
+    named: mpsc::Sender<Bytes>,
+    named_out: mpsc::Receiver<Bytes>,
+    /// `tools/list` requests (by id) whose answers get the handle tools added.
+    lists: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 /// What woke the connection up.
 enum Wake {
     Frame(Option<Result<Frame, tokio_tungstenite::tungstenite::Error>>),
     Delivery(Option<Delivery>),
+    Named(Bytes),
     Tick,
     Shutdown,
 }
@@ -190,11 +199,15 @@ type Socket = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
 
 impl Connection {
     fn new(app: Arc<App>, principal: Principal, credential: Option<HeaderValue>) -> Connection {
+        let (named, named_out) = mpsc::channel(64);
         Connection {
             app,
             principal,
             credential,
             bound: None,
+            named,
+            named_out,
+            lists: Default::default(),
         }
     }
 
@@ -208,6 +221,7 @@ impl Connection {
             let wake = tokio::select! {
                 frame = socket.next() => Wake::Frame(frame),
                 delivery = next_delivery(&mut self.bound) => Wake::Delivery(delivery),
+                Some(payload) = self.named_out.recv() => Wake::Named(payload),
                 _ = ticks.tick() => Wake::Tick,
                 () = shutdown.cancelled() => Wake::Shutdown,
             };
@@ -216,7 +230,13 @@ impl Connection {
                     last_heard = Instant::now();
                     self.on_frame(frame, &mut socket).await
                 }
-                Wake::Delivery(Some(delivery)) => send_delivery(&mut socket, &delivery).await,
+                Wake::Delivery(Some(delivery)) => {
+                    send_delivery(&mut socket, &delivery, &self.lists).await
+                }
+                Wake::Named(payload) => match send_text(&mut socket, payload).await {
+                    Ok(()) => Next::Continue,
+                    Err(_) => Next::Gone,
+                },
                 Wake::Delivery(None) if shutdown.is_cancelled() => {
                     Next::Close(CloseCode::Away, "the proxy is shutting down")
                 }
@@ -418,7 +438,11 @@ impl Connection {
         let Some(bound) = &self.bound else {
             return Ok(Vec::new());
         };
-        let session = bound.session.clone();
+        let transport = bound.session.clone();
+        let (session, message) = match self.named(&transport, message).await? {
+            Named::Done(replies) => return Ok(replies),
+            Named::To(session, message) => (session, message),
+        };
         let kind = message.kind();
         let outcome = self.app.registry.deliver(&session, message).await;
         match (outcome.map(|_| ()), kind) {
@@ -431,6 +455,66 @@ impl Connection {
                 Ok(Vec::new())
             }
             (Ok(()), _) => Ok(Vec::new()),
+        }
+    }
+}
+
+/// Where a message of the connection goes, once sessions named in messages had their say.
+enum Named {
+    /// Taken care of: these go back at once (the rest follows on `Connection::named`).
+    Done(Vec<Bytes>),
+    /// To this session, as this message.
+    To(Arc<Session>, Message),
+}
+
+impl Connection {
+    /// A request naming a data-layer session or a handle (or a `sessions/*` call, a listen) is
+    /// answered or relayed here; an answer to a named session's question goes to it.
+    async fn named(&self, transport: &Arc<Session>, message: Message) -> Result<Named, Rejection> {
+        let app = &self.app;
+        match message.kind() {
+            Kind::Request => {
+                let credential = self.credential.clone();
+                let routed =
+                    legacy::route(app, credential, transport, message, &self.principal).await?;
+                match routed {
+                    Routed::Answered(answer) => Ok(Named::Done(vec![answer])),
+                    Routed::Listen { session, scope, id } => {
+                        listen::relay(app, session, id, scope, self.named.clone());
+                        Ok(Named::Done(Vec::new()))
+                    }
+                    Routed::To(session, message) => {
+                        let (app, out) = (app.clone(), self.named.clone());
+                        tokio::spawn(async move {
+                            legacy::relay_call(&app, session, message, out).await
+                        });
+                        Ok(Named::Done(Vec::new()))
+                    }
+                    Routed::Transport(message) => Ok(Named::To(transport.clone(), message)),
+                    Routed::ToolsList(message) => {
+                        // The answer comes on the connection's one stream: rewritten there.
+                        if let Some(id) = message.id() {
+                            self.lists
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .insert(id_key(id));
+                        }
+                        Ok(Named::To(transport.clone(), message))
+                    }
+                }
+            }
+            Kind::Response if !message.id().is_some_and(|id| transport.awaits_answer(id)) => {
+                let id = message.id().cloned().unwrap_or(Value::Null);
+                let named = app
+                    .data_layer
+                    .awaiting_answer(app, &self.principal, &id)
+                    .await;
+                Ok(Named::To(
+                    named.unwrap_or_else(|| transport.clone()),
+                    message,
+                ))
+            }
+            _ => Ok(Named::To(transport.clone(), message)),
         }
     }
 }
@@ -453,8 +537,13 @@ fn payloads(delivery: &Delivery) -> Vec<Bytes> {
         .collect()
 }
 
-async fn send_delivery(socket: &mut Socket, delivery: &Delivery) -> Next {
+async fn send_delivery(
+    socket: &mut Socket,
+    delivery: &Delivery,
+    lists: &std::sync::Mutex<std::collections::HashSet<String>>,
+) -> Next {
     for payload in payloads(delivery) {
+        let payload = with_handle_tools(payload, lists);
         if socket.feed(text_frame(payload)).await.is_err() {
             return Next::Gone;
         }
@@ -462,6 +551,26 @@ async fn send_delivery(socket: &mut Socket, delivery: &Delivery) -> Next {
     match socket.flush().await {
         Ok(()) => Next::Continue,
         Err(_) => Next::Gone,
+    }
+}
+
+/// A `tools/list` answer the connection asked for the handle tools in, rewritten; anything
+/// else as it is.
+fn with_handle_tools(
+    payload: Bytes,
+    lists: &std::sync::Mutex<std::collections::HashSet<String>>,
+) -> Bytes {
+    let mut lists = lists.lock().unwrap_or_else(|e| e.into_inner());
+    if lists.is_empty() {
+        return payload;
+    }
+    let answered = Message::parse(payload.clone())
+        .ok()
+        .filter(|message| message.kind() == Kind::Response)
+        .and_then(|message| message.id().map(id_key));
+    match answered.filter(|id| lists.remove(id)) {
+        Some(_) => handles::rewrite_tools_list_response(payload),
+        None => payload,
     }
 }
 

@@ -1,23 +1,23 @@
 //! Sessions named in messages for legacy clients, inside their transport session (several
-//! data-layer sessions on one `Mcp-Session-Id`, none leaking into another): a request is
-//! answered here (`sessions/*`, the handle tools, the tool list with them), sent to the
-//! session it names (the cookie or the handle taken out first), or left to the transport
-//! session.
+//! data-layer sessions on one `Mcp-Session-Id` or WebSocket connection, none leaking into
+//! another): a request is answered here (`sessions/*`, the handle tools, the tool list with
+//! them), becomes a listen, is sent to the session it names (the cookie or the handle taken
+//! out first), or is left to the transport session. Each front writes the outcome its way.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{header, HeaderMap, Response, StatusCode};
+use http::HeaderValue;
 use serde_json::{json, Map, Value};
+use tokio::sync::mpsc;
 
 use super::cookie::{self, Cookie};
+use super::errors;
 use super::handles::{self, HandleCall};
 use super::methods::{self, Verb};
-use super::{errors, listen};
-use crate::front::body::Body;
 use crate::front::modern::correlation::ask;
+use crate::front::rejection::failed_request;
 use crate::front::rejection::Rejection;
-use crate::front::request::json;
 use crate::front::App;
 use crate::ids::Principal;
 use crate::jsonrpc::Message;
@@ -26,18 +26,29 @@ use crate::session::Session;
 
 /// Where a legacy request goes.
 pub enum Routed {
-    /// Answered here.
-    Answered(Response<Body>),
+    /// Answered here: the response message.
+    Answered(Bytes),
+    /// `messages/listen` on this session, scoped to the data-layer session named (none:
+    /// global).
+    Listen {
+        session: Arc<Session>,
+        scope: Option<String>,
+        /// The listen request's id (its result's, at the end).
+        id: Value,
+    },
     /// To this named session, as this message.
     To(Arc<Session>, Message),
     /// To the transport session, as it came.
     Transport(Message),
+    /// `tools/list` on a server offering state handles: to the transport session, its answer
+    /// with the handle tools added (`handles::rewrite_tools_list_response`).
+    ToolsList(Message),
 }
 
 /// Routes a request made in transport session `transport`.
 pub async fn route(
     app: &App,
-    headers: &HeaderMap,
+    credential: Option<HeaderValue>,
     transport: &Arc<Session>,
     message: Message,
     principal: &Principal,
@@ -51,12 +62,9 @@ pub async fn route(
     };
     let answered = |result: Value| {
         let answer = json!({ "jsonrpc": "2.0", "id": id, "result": result });
-        Ok(Routed::Answered(json(
-            StatusCode::OK,
-            answer.to_string().into(),
-        )))
+        Ok(Routed::Answered(answer.to_string().into()))
     };
-    let credential = || headers.get(header::AUTHORIZATION).cloned();
+    let credential = || credential.clone();
     if let Some(verb) = methods::verb(&method) {
         return match verb {
             Verb::Create { draft } => {
@@ -82,7 +90,8 @@ pub async fn route(
                     }
                     None => (transport.clone(), None),
                 };
-                Ok(Routed::Answered(listen::open(app, session, id, scope, ())))
+                let id = id.clone();
+                Ok(Routed::Listen { session, scope, id })
             }
         };
     }
@@ -117,13 +126,7 @@ pub async fn route(
                 }
             }
         },
-        "tools/list" => {
-            let request: Value = serde_json::from_slice(&message.to_bytes()).unwrap_or_default();
-            let answer = ask(&app.registry, transport, request).await;
-            let answer = answer.map_err(|r| r.with_id(Some(&id)))?;
-            let answer = handles::rewrite_tools_list_response(Bytes::from(answer.to_string()));
-            Ok(Routed::Answered(json(StatusCode::OK, answer)))
-        }
+        "tools/list" => Ok(Routed::ToolsList(message)),
         _ => Ok(Routed::Transport(message)),
     }
 }
@@ -174,4 +177,58 @@ fn params_of(message: &Message) -> Value {
         .params()
         .and_then(|p| serde_json::from_str(p.get()).ok())
         .unwrap_or(Value::Null)
+}
+
+/// `tools/list` asked of a transport session whose every request has a stream of its own,
+/// answered with the handle tools added.
+pub async fn tools_list(
+    app: &App,
+    transport: &Arc<Session>,
+    message: &Message,
+) -> Result<Bytes, Rejection> {
+    let id = message.id().cloned().unwrap_or(Value::Null);
+    let request: Value = serde_json::from_slice(&message.to_bytes()).unwrap_or_default();
+    let answer = ask(&app.registry, transport, request).await;
+    let answer = answer.map_err(|r| r.with_id(Some(&id)))?;
+    Ok(handles::rewrite_tools_list_response(Bytes::from(
+        answer.to_string(),
+    )))
+}
+
+/// Sends a request to a named session and relays what its stream carries (progress, the
+/// server's questions, then the response) to `out`, one message each (a WebSocket's frames).
+pub async fn relay_call(
+    app: &App,
+    session: Arc<Session>,
+    message: Message,
+    out: mpsc::Sender<Bytes>,
+) {
+    let id = message.id().cloned().unwrap_or(Value::Null);
+    let stream = match app.registry.deliver(&session, message).await {
+        Ok(Some(stream)) => stream,
+        Ok(None) => return,
+        Err(error) if error.not_taken() => {
+            let refused = Rejection::session(&error).with_id(Some(&id));
+            let _ = out.send(refused.error_body()).await;
+            return;
+        }
+        Err(error) => {
+            let _ = out.send(failed_request(&id, &error)).await;
+            return;
+        }
+    };
+    let mut reader = session.attach(stream, None);
+    while let Some(delivery) = reader.next().await {
+        let over = delivery.events.iter().any(|event| event.terminal);
+        let payloads = delivery.events.iter().map(|event| event.payload.clone());
+        for payload in payloads.filter(|payload| !payload.is_empty()) {
+            if out.send(payload).await.is_err() {
+                return;
+            }
+        }
+        if over {
+            session.forget(stream);
+            return;
+        }
+    }
 }

@@ -1,4 +1,5 @@
-//! `messages/listen` (seed `002`): a long-lived SSE answer that starts with
+//! `messages/listen` (seed `002`): a long-lived answer (SSE over HTTP, frames on a WebSocket)
+//! that starts with
 //! `notifications/messages/listen`, then carries the notifications of one scope: a data-layer
 //! session's (its resource updates and list changes, from its own upstream session), or, for a
 //! global listen, those of the session that serves the client without one. Nothing of one
@@ -23,8 +24,18 @@ use crate::sse;
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 const ACKNOWLEDGED: &str = "notifications/messages/listen";
 
-/// Opens a listen on `session`'s notifications; `scoped` names the data-layer session it is
-/// scoped to (none: global). `keep` lives as long as the listen (a session of its own).
+/// How a listen's messages are written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    /// SSE events, with keep-alive comments.
+    Sse,
+    /// Each message as it is (a WebSocket frame each).
+    Raw,
+}
+
+/// Opens a listen on `session`'s notifications as an SSE response; `scoped` names the
+/// data-layer session it is scoped to (none: global). `keep` lives as long as the listen (a
+/// session of its own).
 pub fn open<K: Send + 'static>(
     app: &App,
     session: Arc<Session>,
@@ -32,15 +43,44 @@ pub fn open<K: Send + 'static>(
     scoped: Option<String>,
     keep: K,
 ) -> http::Response<Body> {
+    let (chunks, body) = mpsc::channel(64);
+    spawn(app, session, id, scoped, chunks, Framing::Sse, keep);
+    event_stream(Body::Stream(body))
+}
+
+/// Opens a listen whose messages go to `out` one by one, until `out` closes.
+pub fn relay(
+    app: &App,
+    session: Arc<Session>,
+    id: Value,
+    scoped: Option<String>,
+    out: mpsc::Sender<Bytes>,
+) {
+    spawn(app, session, id, scoped, out, Framing::Raw, ());
+}
+
+fn spawn<K: Send + 'static>(
+    app: &App,
+    session: Arc<Session>,
+    id: Value,
+    scoped: Option<String>,
+    chunks: mpsc::Sender<Bytes>,
+    framing: Framing,
+    keep: K,
+) {
     let reader = session.tap();
     let shutdown = app.shutdown.clone();
-    let (chunks, body) = mpsc::channel(64);
     tokio::spawn(async move {
-        run(&chunks, reader, id, scoped, shutdown).await;
+        let listen = Listen { chunks, framing };
+        listen.run(reader, id, scoped, shutdown).await;
         drop(session);
         drop(keep);
     });
-    event_stream(Body::Stream(body))
+}
+
+struct Listen {
+    chunks: mpsc::Sender<Bytes>,
+    framing: Framing,
 }
 
 /// Whether a listen carries `message`: the server's notifications about what changed.
@@ -51,51 +91,56 @@ fn carried(message: &Value) -> bool {
             .is_some_and(|m| m == "notifications/resources/updated" || m.ends_with("/list_changed"))
 }
 
-async fn run(
-    chunks: &mpsc::Sender<Bytes>,
-    mut reader: Reader,
-    id: Value,
-    scoped: Option<String>,
-    shutdown: CancellationToken,
-) {
-    let params = match &scoped {
-        Some(session_id) => json!({ "_meta": { META_KEY: { "sessionId": session_id } } }),
-        None => json!({}),
-    };
-    let ack = json!({ "jsonrpc": "2.0", "method": ACKNOWLEDGED, "params": params });
-    if !send(chunks, &ack).await {
-        return;
-    }
-    let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
-    keep_alive.tick().await;
-    loop {
-        tokio::select! {
-            delivery = reader.next() => {
-                let Some(delivery) = delivery else { break };
-                for event in delivery.events {
-                    let Ok(message) = serde_json::from_slice::<Value>(&event.payload) else {
-                        continue;
-                    };
-                    if carried(&message) && !send(chunks, &message).await {
+impl Listen {
+    async fn run(
+        &self,
+        mut reader: Reader,
+        id: Value,
+        scoped: Option<String>,
+        shutdown: CancellationToken,
+    ) {
+        let params = match &scoped {
+            Some(session_id) => json!({ "_meta": { META_KEY: { "sessionId": session_id } } }),
+            None => json!({}),
+        };
+        let ack = json!({ "jsonrpc": "2.0", "method": ACKNOWLEDGED, "params": params });
+        if !self.send(&ack).await {
+            return;
+        }
+        let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
+        keep_alive.tick().await;
+        loop {
+            tokio::select! {
+                delivery = reader.next() => {
+                    let Some(delivery) = delivery else { break };
+                    for event in delivery.events {
+                        let Ok(message) = serde_json::from_slice::<Value>(&event.payload) else {
+                            continue;
+                        };
+                        if carried(&message) && !self.send(&message).await {
+                            return;
+                        }
+                    }
+                }
+                _ = keep_alive.tick(), if self.framing == Framing::Sse => {
+                    if self.chunks.send(sse::keep_alive()).await.is_err() {
                         return;
                     }
                 }
+                () = shutdown.cancelled() => break,
+                () = self.chunks.closed() => return,
             }
-            _ = keep_alive.tick() => {
-                if chunks.send(sse::keep_alive()).await.is_err() {
-                    return;
-                }
-            }
-            () = shutdown.cancelled() => break,
-            () = chunks.closed() => return,
         }
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "result": {} }))
+            .await;
     }
-    send(chunks, &json!({ "jsonrpc": "2.0", "id": id, "result": {} })).await;
-}
 
-async fn send(chunks: &mpsc::Sender<Bytes>, message: &Value) -> bool {
-    chunks
-        .send(sse::event(None, message.to_string().as_bytes()))
-        .await
-        .is_ok()
+    async fn send(&self, message: &Value) -> bool {
+        let text = message.to_string();
+        let chunk = match self.framing {
+            Framing::Sse => sse::event(None, text.as_bytes()),
+            Framing::Raw => Bytes::from(text),
+        };
+        self.chunks.send(chunk).await.is_ok()
+    }
 }
