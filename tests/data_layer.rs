@@ -169,7 +169,13 @@ async fn a_legacy_client_holds_several_sessions_on_one_transport_session_none_le
         .post(&json!({ "jsonrpc": "2.0", "id": 30, "method": "tools/call",
                         "params": { "name": "list_roots", "_meta": { KEY: a.clone() } } }))
         .await;
-    let question = asking.next_with_method("roots/list").await;
+    let question = asking.next_message().await.expect("the question");
+    assert_eq!(
+        question.id, None,
+        "a named session's stream is not resumable by GET"
+    );
+    let question = question.message;
+    assert_eq!(question["method"], "roots/list");
     let roots = json!({ "roots": [{ "uri": "file:///for-a", "name": "a" }] });
     let answered = client
         .post(&json!({ "jsonrpc": "2.0", "id": question["id"], "result": roots }))
@@ -235,9 +241,19 @@ impl Modern {
     async fn send(
         &self,
         method: &str,
-        mut params: Value,
+        params: Value,
         cookie: Option<&Value>,
     ) -> (StatusCode, Value) {
+        let reply = self.send_raw(method, params, cookie).await;
+        (reply.status, reply.response().await)
+    }
+
+    async fn send_raw(
+        &self,
+        method: &str,
+        mut params: Value,
+        cookie: Option<&Value>,
+    ) -> common::Reply {
         params["_meta"] = json!({
             "io.modelcontextprotocol/protocolVersion": VERSION,
             "io.modelcontextprotocol/clientCapabilities": {},
@@ -258,11 +274,9 @@ impl Modern {
             headers.push(("mcp-name", name.as_str()));
         }
         let body = json!({ "jsonrpc": "2.0", "id": 7, "method": method, "params": params });
-        let reply = self
-            .client
+        self.client
             .send(Method::POST, &headers, Some(body.to_string().into()))
-            .await;
-        (reply.status, reply.response().await)
+            .await
     }
 
     async fn create(&self) -> Value {
@@ -307,6 +321,22 @@ async fn a_modern_client_holds_several_sessions_that_count_apart() {
     assert_eq!(answer["result"]["resultType"], "complete");
     assert_eq!(answer["result"]["_meta"][KEY]["sessionId"], b["sessionId"]);
     assert!(answer["result"]["_meta"]["io.modelcontextprotocol/serverInfo"].is_object());
+    // A subscription within b, heard on b's listen only.
+    let mut on_b = alice.send_raw("messages/listen", json!({}), Some(&b)).await;
+    let mut on_a = alice.send_raw("messages/listen", json!({}), Some(&a)).await;
+    for listen in [&mut on_b, &mut on_a] {
+        let ack = listen.next_message().await.unwrap().message;
+        assert_eq!(ack["method"], "notifications/messages/listen");
+    }
+    let subscribe = json!({ "uri": "demo://counter" });
+    let (status, subscribed) = alice.send("resources/subscribe", subscribe, Some(&b)).await;
+    assert_eq!(status, StatusCode::OK, "{subscribed}");
+    alice.count(Some(&b)).await;
+    alice.count(Some(&a)).await;
+    let updated = on_b
+        .next_with_method("notifications/resources/updated")
+        .await;
+    assert_eq!(updated["params"]["uri"], "demo://counter");
     let (_, deleted) = alice.send("sessions/delete", json!({}), Some(&a)).await;
     assert_eq!(deleted["result"]["_meta"], json!({ KEY: null }));
     let (status, gone) = alice
@@ -399,6 +429,25 @@ async fn a_server_that_requires_sessions_refuses_calls_without_one_on_both_eras(
     legacy.initialize("2025-06-18").await;
     let refused = legacy
         .request("resources/read", json!({ "uri": "demo://greeting" }))
+        .await;
+    assert_eq!(refused["error"]["code"], -32044);
+    proxy.stop().await;
+
+    // With state handles, a call within a handle is within a session.
+    let proxy = Proxy::start_with(|c| {
+        c.session.require_session = true;
+        c.session.correlation = mcp_session_proxy::config::Correlation::Handle;
+    })
+    .await;
+    let alice = Modern::new(&proxy, "alice");
+    let open = json!({ "name": "open_session_handle" });
+    let (_, opened) = alice.send("tools/call", open, None).await;
+    let handle = opened["result"]["structuredContent"]["handle"].clone();
+    let within = json!({ "name": "counter", "arguments": { "session_handle": handle } });
+    let (_, counted) = alice.send("tools/call", within, None).await;
+    assert_eq!(counted["result"]["content"][0]["text"], "1", "{counted}");
+    let (_, refused) = alice
+        .send("tools/call", json!({ "name": "counter" }), None)
         .await;
     assert_eq!(refused["error"]["code"], -32044);
     proxy.stop().await;

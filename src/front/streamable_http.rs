@@ -475,15 +475,19 @@ fn open_stream(
     start: EventId,
     first: Option<Delivery>,
 ) -> Response<Body> {
-    let primes = session
-        .protocol_version()
-        .is_some_and(|v| v.as_str() >= PRIMING_SINCE);
+    // A session named in messages is not the one a GET with `Last-Event-ID` would name: its
+    // streams carry no event ids, are not primed and are never closed early.
+    let resumable = session.layer().is_none();
+    let primes = resumable
+        && session
+            .protocol_version()
+            .is_some_and(|v| v.as_str() >= PRIMING_SINCE);
     let framing = Framing {
         priming: primes.then_some(Some(app.http.sse_retry.as_millis() as u64)),
         keep_alive: app.http.sse_keep_alive,
-        close_after: Some(app.http.sse_close_after).filter(|d| !d.is_zero()),
+        close_after: Some(app.http.sse_close_after).filter(|d| resumable && !d.is_zero()),
         retry_ms: app.http.sse_retry.as_millis() as u64,
-        event_ids: true,
+        event_ids: resumable,
     };
     let body = event_stream::open(
         reader,

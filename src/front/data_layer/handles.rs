@@ -38,8 +38,8 @@ pub fn classify(request: &Message) -> HandleCall {
     let Some(raw) = request.params() else {
         return HandleCall::Plain;
     };
-    // Cheap test first: most calls name no handle.
-    if !raw.get().contains(ARGUMENT) && !raw.get().contains("_session_handle") {
+    // Cheap test first: most calls name no handle (nor a handle tool, whose names contain it).
+    if !raw.get().contains(ARGUMENT) {
         return HandleCall::Plain;
     }
     let Ok(mut params) = serde_json::from_str::<Map<String, Value>>(raw.get()) else {

@@ -100,7 +100,7 @@ pub async fn route(
         let named = named.map_err(|r| r.with_id(Some(&id)))?;
         return Ok(Routed::To(named.session, stripped.unwrap_or(message)));
     }
-    if app.data_layer.requires_session(&method) {
+    if app.data_layer.requires_session(&message) {
         return Err(errors::required(&method).with_id(Some(&id)));
     }
     if !app.data_layer.settings.handles {

@@ -24,6 +24,7 @@ use super::modern::correlation::{initialize_with, Initialized};
 use super::rejection::Rejection;
 use super::App;
 use crate::ids::Principal;
+use crate::jsonrpc::Message;
 use crate::session::layer::{Layer, LayerKind};
 use crate::session::{Session, Shape};
 
@@ -91,9 +92,15 @@ impl DataLayer {
         }
     }
 
-    /// Whether `method` must name a data-layer session here.
-    pub fn requires_session(&self, method: &str) -> bool {
-        self.settings.require_session && SESSION_BOUND.contains(&method)
+    /// Whether `request` (naming no data-layer session) is refused for want of one here: a call
+    /// of a handle tool, or within a handle, is within a session of its own.
+    pub fn requires_session(&self, request: &Message) -> bool {
+        let method = request.method().unwrap_or_default();
+        self.settings.require_session
+            && SESSION_BOUND.contains(&method)
+            && !(self.settings.handles
+                && method == "tools/call"
+                && !matches!(handles::classify(request), handles::HandleCall::Plain))
     }
 
     /// Opens a named session for `principal`: a new upstream session, initialized with

@@ -50,7 +50,7 @@ pub async fn post(
     if let Some(verb) = methods::verb(method) {
         return named::verb(app, headers, verb, cookie, &message, &meta, principal).await;
     }
-    if cookie.is_none() && app.data_layer.requires_session(method) {
+    if cookie.is_none() && app.data_layer.requires_session(&message) {
         return Err(errors::required(method).with_id(Some(&id)));
     }
     match method {
