@@ -47,7 +47,9 @@ enum Command {
         #[arg(long)]
         call_url: Option<String>,
         /// `legacy`: each session opened with initialize (2025-06-18); `modern`: no session,
-        /// 2026-07-28 requests with per-request `_meta`, each "session" a principal of its own.
+        /// 2026-07-28 requests with per-request `_meta`, each "session" a principal of its own;
+        /// `data-layer`: as `modern`, each calling within a data-layer session it creates first
+        /// (`sessions/create`, then the cookie in `_meta`).
         #[arg(long, default_value = "legacy")]
         era: String,
     },
@@ -118,16 +120,18 @@ async fn run(command: Command) -> Result<(), String> {
             let arguments: Value = serde_json::from_str(&arguments).map_err(|e| e.to_string())?;
             let call_url = call_url.as_deref().unwrap_or(&url);
             let call_url: http::Uri = call_url.parse().map_err(|e| format!("{e}"))?;
-            let modern = match era.as_str() {
-                "legacy" => false,
-                "modern" => true,
-                other => return Err(format!("--era {other}: legacy or modern")),
+            let (modern, data_layer) = match era.as_str() {
+                "legacy" => (false, false),
+                "modern" => (true, false),
+                "data-layer" => (true, true),
+                other => return Err(format!("--era {other}: legacy, modern or data-layer")),
             };
             let shape = Shape {
                 sessions,
                 calls,
                 warmup,
                 modern,
+                data_layer,
             };
             calls_bench(&url, &call_url, shape, &tool, arguments).await?
         }
@@ -211,6 +215,8 @@ struct Session {
     url: http::Uri,
     id: Option<HeaderValue>,
     principal: Option<HeaderValue>,
+    /// The data-layer session it calls within (its cookie).
+    cookie: Option<Value>,
     next: u64,
 }
 
@@ -220,6 +226,7 @@ struct Shape {
     calls: usize,
     warmup: usize,
     modern: bool,
+    data_layer: bool,
 }
 
 impl Session {
@@ -229,6 +236,7 @@ impl Session {
             client: client.clone(),
             url: url.parse().map_err(|e| format!("{url}: {e}"))?,
             id: None,
+            cookie: None,
             principal: Some(
                 HeaderValue::from_str(&format!("Bearer mcp-bench-{n}"))
                     .map_err(|e| e.to_string())?,
@@ -243,6 +251,7 @@ impl Session {
             url: url.parse().map_err(|e| format!("{url}: {e}"))?,
             id: None,
             principal: None,
+            cookie: None,
             next: 1,
         };
         let response = session
@@ -259,6 +268,23 @@ impl Session {
             .await?;
         let _ = ack.into_body().collect().await;
         Ok(session)
+    }
+
+    /// Creates the data-layer session this 2026-07-28 client calls within.
+    async fn create_data_session(&mut self) -> Result<(), String> {
+        let created = self
+            .post(
+                json!({ "jsonrpc": "2.0", "id": 0, "method": "sessions/create",
+                          "params": { "_meta": modern_meta() } }),
+            )
+            .await?;
+        let created = answer(created).await?;
+        let session = &created["result"]["session"];
+        if !session["sessionId"].is_string() {
+            return Err(format!("sessions/create answered {created}"));
+        }
+        self.cookie = Some(json!({ "sessionId": session["sessionId"], "state": session["state"] }));
+        Ok(())
     }
 
     async fn post(&self, message: Value) -> Result<Response<Incoming>, String> {
@@ -306,11 +332,10 @@ impl Session {
         self.next += 1;
         let mut params = json!({ "name": tool, "arguments": arguments });
         if self.principal.is_some() {
-            params["_meta"] = json!({
-                "io.modelcontextprotocol/protocolVersion": MODERN,
-                "io.modelcontextprotocol/clientCapabilities": {},
-                "io.modelcontextprotocol/clientInfo": { "name": "mcp-bench", "version": "1" },
-            });
+            params["_meta"] = modern_meta();
+        }
+        if let Some(cookie) = &self.cookie {
+            params["_meta"]["io.modelcontextprotocol/session"] = cookie.clone();
         }
         let response = self
             .post(
@@ -320,6 +345,15 @@ impl Session {
             .await?;
         answer(response).await
     }
+}
+
+/// The per-request `_meta` of a 2026-07-28 request.
+fn modern_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": { "name": "mcp-bench", "version": "1" },
+    })
 }
 
 /// The response message of a POST, from a JSON body or an SSE stream.
@@ -368,6 +402,7 @@ async fn calls_bench(
         calls,
         warmup,
         modern,
+        data_layer,
     } = shape;
     let client = http_client::client();
     let mut opened = Vec::with_capacity(sessions);
@@ -376,6 +411,9 @@ async fn calls_bench(
             true => Session::modern(&client, url, n)?,
             false => Session::open(&client, url, "2025-06-18").await?,
         };
+        if data_layer {
+            session.create_data_session().await?;
+        }
         session.url = call_url.clone();
         opened.push(session);
     }
@@ -414,7 +452,11 @@ async fn calls_bench(
     };
     let mean = latencies.iter().sum::<Duration>().as_secs_f64() * 1e6 / latencies.len() as f64;
     Ok(json!({
-        "era": if modern { "modern" } else { "legacy" },
+        "era": match (modern, data_layer) {
+            (_, true) => "data-layer",
+            (true, false) => "modern",
+            (false, false) => "legacy",
+        },
         "sessions": sessions,
         "calls": latencies.len(),
         "errors": errors,

@@ -310,18 +310,23 @@ def medians(samples, fields):
     return {key: {k: median([r[k] for r in runs]) for k in fields} for key, runs in samples.items()}
 
 
+ERAS = ("legacy", "modern", "data-layer")
+
+
 def measure_eras(calls, rounds=9):
     """`tools/call` on the demo through one proxy from clients of either era: legacy ones (a
-    session opened with `initialize`) and 2026-07-28 ones (no session; per-request `_meta`,
-    each client a principal the proxy correlates with an upstream session). Interleaved rounds,
-    medians of p50, p99, throughput and the proxy's CPU per call, at one session and at eight."""
+    session opened with `initialize`), 2026-07-28 ones (no session; per-request `_meta`,
+    each client a principal the proxy correlates with an upstream session), and 2026-07-28 ones
+    calling within a data-layer session each (`sessions/create`, then the cookie in `_meta`).
+    Interleaved rounds, medians of p50, p99, throughput and the proxy's CPU per call, at one
+    session and at eight."""
     env = {"RUST_LOG": "warn"}
     proxy = Target("eras", [str(PROXY), "--listen", f"127.0.0.1:{(p := free_port())}"], p, env=env)
-    samples = {(era, s): [] for era in ("legacy", "modern") for s in (1, 8)}
+    samples = {(era, s): [] for era in ERAS for s in (1, 8)}
     try:
         for _ in range(rounds):
             for sessions in (1, 8):
-                for era in ("legacy", "modern"):
+                for era in ERAS:
                     per_session = max(calls // sessions, 20)
                     cpu_before = proxy.cpu_seconds()
                     r = bench("calls", "--url", proxy.url, "--sessions", sessions, "--calls", per_session,
@@ -333,7 +338,7 @@ def measure_eras(calls, rounds=9):
     figures = medians(samples, ("p50_us", "p99_us", "throughput_rps", "cpu_us_per_call"))
     for (era, sessions), f in figures.items():
         rounds_ratio = [m["p50_us"] / l["p50_us"]
-                        for l, m in zip(samples[("legacy", sessions)], samples[("modern", sessions)])]
+                        for l, m in zip(samples[("legacy", sessions)], samples[(era, sessions)])]
         f["round_ratios"] = sorted(rounds_ratio)
     return figures
 
@@ -341,15 +346,18 @@ def measure_eras(calls, rounds=9):
 def era_table(figures, rounds=9):
     lines = ["### 2026-07-28 clients beside legacy ones", "",
              "The demo over stdio behind one proxy (default settings): `mcp-bench calls --era legacy`",
-             "(sessions opened with `initialize`) and `--era modern` (no session: per-request `_meta`,",
+             "(sessions opened with `initialize`), `--era modern` (no session: per-request `_meta`,",
              "each client a principal of its own, served by the upstream session the proxy correlates",
-             f"with it), alternated in {rounds} rounds, medians. CPU µs/call is the proxy's own.", "",
+             "with it) and `--era data-layer` (the same, each client calling within a data-layer session",
+             f"it created: the cookie in `_meta`), alternated in {rounds} rounds, medians. CPU µs/call",
+             "is the proxy's own.", "",
              "| era | sessions | p50 µs | p99 µs | req/s | CPU µs/call | p50 ÷ legacy | per-round p50 ratios (min–max) |",
              "|---|---:|---:|---:|---:|---:|---:|---|"]
-    for (era, sessions), f in sorted(figures.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    names = {"legacy": "legacy", "modern": "2026-07-28", "data-layer": "2026-07-28, data-layer session"}
+    for (era, sessions), f in sorted(figures.items(), key=lambda kv: (kv[0][1], ERAS.index(kv[0][0]))):
         base = figures[("legacy", sessions)]
-        spread = (f"{f['round_ratios'][0]:.2f}–{f['round_ratios'][-1]:.2f}" if era == "modern" else "")
-        name = "2026-07-28" if era == "modern" else "legacy"
+        spread = (f"{f['round_ratios'][0]:.2f}–{f['round_ratios'][-1]:.2f}" if era != "legacy" else "")
+        name = names[era]
         lines.append(f"| {name} | {sessions} | {f['p50_us']:.0f} | {f['p99_us']:.0f} | {f['throughput_rps']:.0f} "
                      f"| {f['cpu_us_per_call']:.0f} | {f['p50_us'] / base['p50_us']:.2f} | {spread} |")
     return lines + [""]

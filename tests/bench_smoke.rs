@@ -51,6 +51,11 @@ async fn every_measurement_runs_in_smoke_mode() {
     assert_eq!(modern["era"], "modern");
     assert_eq!(modern["calls"], 40);
     assert_eq!(modern["errors"], 0);
+    // And within a data-layer session each.
+    let layered = calls_from(&url, "data-layer").await;
+    assert_eq!(layered["era"], "data-layer");
+    assert_eq!(layered["calls"], 40);
+    assert_eq!(layered["errors"], 0);
 
     let resume = bench(&["resume", "--url", &url, "--missed", "50"]).await;
     assert_eq!(

@@ -70,30 +70,19 @@ pub async fn post(
             let call = exchange::Call::new(&message, &params, meta, principal);
             input::resume(app, &message, call).await
         }
-        _ if cookie.is_some() => {
-            let mut call = exchange::Call::new(&message, &params, meta, principal.clone());
-            // A session's answers are its own: never cached, never taken from the cache.
-            call.cache_key = None;
-            let forwarded = params.legacy_request(&message)?;
-            let named = app
-                .data_layer
-                .resolve_cookie(app, &principal, cookie.as_ref().expect("present"))
-                .await
-                .map_err(|r| r.with_id(Some(&id)))?;
-            exchange::exchange(app, named::correlated(named), forwarded, call).await
-        }
         _ => {
             let mut call = exchange::Call::new(&message, &params, meta, principal.clone());
+            if let Some(cookie) = &cookie {
+                let forwarded = params.legacy_request(&message)?;
+                return named::within_session(app, &message, forwarded, call, cookie).await;
+            }
             let handles = app.data_layer.settings.handles;
             if handles && method == "tools/call" {
                 let forwarded = params.legacy_request(&message)?;
-                let mut taken = Some(call);
-                if let Some(answered) =
-                    named::handle_call(app, headers, &forwarded, &mut taken).await
-                {
-                    return answered;
-                }
-                call = taken.expect("not taken");
+                call = match named::handle_call(app, headers, &forwarded, call).await {
+                    Ok(answered) => return answered,
+                    Err(plain) => plain,
+                };
             }
             if handles && method == "tools/list" {
                 let forwarded = params.legacy_request(&message)?;

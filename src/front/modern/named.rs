@@ -83,29 +83,28 @@ pub fn correlated(named: Named) -> Correlated {
 }
 
 /// A `tools/call` on a server offering state handles: the handle tools answered here, a call
-/// within a handle sent to the handle's session, any other left to the caller (`None`).
+/// within a handle sent to the handle's session, any other given back to the caller.
 pub async fn handle_call(
     app: &App,
     headers: &HeaderMap,
     forwarded: &Message,
-    call: &mut Option<Call>,
-) -> Option<Result<Response<Body>, Rejection>> {
-    let principal = call.as_ref()?.principal.clone();
-    let client_id = call.as_ref()?.client_id.clone();
-    let answered = |result: Value| {
-        let mut result = result;
+    call: Call,
+) -> Result<Result<Response<Body>, Rejection>, Call> {
+    let principal = call.principal.clone();
+    let client_id = call.client_id.clone();
+    let answered = |mut result: Value| {
         result["resultType"] = json!("complete");
         let answer = json!({ "jsonrpc": "2.0", "id": client_id, "result": result });
-        Some(Ok(json(StatusCode::OK, answer.to_string().into())))
+        Ok(Ok(json(StatusCode::OK, answer.to_string().into())))
     };
     match handles::classify(forwarded) {
-        HandleCall::Plain => None,
+        HandleCall::Plain => Err(call),
         HandleCall::Open => {
-            let init = initialize_params(&call.as_ref()?.meta);
+            let init = initialize_params(&call.meta);
             let credential = headers.get(header::AUTHORIZATION).cloned();
             match handles::open(app, principal, init, credential).await {
                 Ok(result) => answered(result),
-                Err(rejection) => Some(Err(rejection.with_id(Some(&client_id)))),
+                Err(rejection) => Ok(Err(rejection.with_id(Some(&client_id)))),
             }
         }
         HandleCall::Close(handle) => answered(handles::close(app, &principal, handle).await),
@@ -116,13 +115,28 @@ pub async fn handle_call(
                 .await;
             match named {
                 Err(_) => answered(handles::unknown(&handle)),
-                Ok(named) => {
-                    let call = call.take()?;
-                    Some(exchange::exchange(app, correlated(named), within, call).await)
-                }
+                Ok(named) => Ok(exchange::exchange(app, correlated(named), within, call).await),
             }
         }
     }
+}
+
+/// A call within the data-layer session `cookie` names: never cached (a session's answers
+/// are its own).
+pub async fn within_session(
+    app: &App,
+    message: &Message,
+    forwarded: Message,
+    mut call: Call,
+    cookie: &Cookie,
+) -> Result<Response<Body>, Rejection> {
+    call.cache_key = None;
+    let named = app
+        .data_layer
+        .resolve_cookie(app, &call.principal, cookie)
+        .await
+        .map_err(|r| r.with_id(message.id()))?;
+    exchange::exchange(app, correlated(named), forwarded, call).await
 }
 
 /// `tools/list` on a server offering state handles: asked of the session, the handle tools
