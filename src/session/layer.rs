@@ -3,6 +3,7 @@
 //! lifetime of its own; a data-layer session's results tell the client its metadata
 //! (`_meta["io.modelcontextprotocol/session"]`: `sessionId`, `state`, `expiresAt`).
 
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -146,12 +147,14 @@ impl Session {
 }
 
 /// A response with the session's metadata in its result's `_meta` (replacing any the server
-/// wrote there). Anything but a result object is left as it is.
+/// wrote there). Anything but a result object is left as it is. Only the top level of the result
+/// and of its `_meta` is read: the rest is copied as the server wrote it.
 pub(crate) fn stamp(message: &mut Message, session_id: &str, layer: &Layer) {
+    type Members<'a> = BTreeMap<String, &'a RawValue>;
     let Some(result) = message.result() else {
         return;
     };
-    let Ok(mut fields) = serde_json::from_str::<Map<String, Value>>(result.get()) else {
+    let Ok(mut fields) = serde_json::from_str::<Members>(result.get()) else {
         return;
     };
     let metadata = serde_json::json!({
@@ -159,15 +162,18 @@ pub(crate) fn stamp(message: &mut Message, session_id: &str, layer: &Layer) {
         "state": layer.state,
         "expiresAt": layer.expires_at(Instant::now()),
     });
-    let meta = fields
-        .entry("_meta")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !meta.is_object() {
-        *meta = Value::Object(Map::new());
-    }
-    if let Value::Object(meta) = meta {
-        meta.insert(META_KEY.to_owned(), metadata);
-    }
+    let Ok(metadata) = serde_json::value::to_raw_value(&metadata) else {
+        return;
+    };
+    let mut meta: Members = fields
+        .get("_meta")
+        .and_then(|meta| serde_json::from_str(meta.get()).ok())
+        .unwrap_or_default();
+    meta.insert(META_KEY.to_owned(), &metadata);
+    let Ok(meta) = serde_json::value::to_raw_value(&meta) else {
+        return;
+    };
+    fields.insert("_meta".to_owned(), &meta);
     if let Ok(raw) = serde_json::value::to_raw_value(&fields) {
         message.set_result(raw);
     }
@@ -213,6 +219,35 @@ mod tests {
         assert_eq!(iso8601(951_782_400_000), "2000-02-29T00:00:00Z");
         assert_eq!(iso8601(1_772_323_200_000), "2026-03-01T00:00:00Z");
         assert_eq!(iso8601(1_798_761_599_999), "2026-12-31T23:59:59Z");
+    }
+
+    #[test]
+    fn results_get_the_metadata_and_keep_the_rest_as_written() {
+        let layer = Layer {
+            kind: LayerKind::Session,
+            state: "tag".into(),
+            idle_ttl: Duration::from_secs(60),
+            deadline: Instant::now() + Duration::from_secs(3600),
+        };
+        let stamped = |result: &str| {
+            let text = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{result}}}"#);
+            let mut message = Message::parse(bytes::Bytes::from(text)).unwrap();
+            stamp(&mut message, "s1", &layer);
+            serde_json::from_str::<Value>(message.result().unwrap().get()).unwrap()
+        };
+        let result = stamped(
+            r#"{"content":[{"type":"text","text":"a b"}],"_meta":{"x":1,"io.modelcontextprotocol/session":{"sessionId":"other"}}}"#,
+        );
+        assert_eq!(result["content"][0]["text"], "a\u{2028}b");
+        assert_eq!(result["_meta"]["x"], 1);
+        assert_eq!(result["_meta"][META_KEY]["sessionId"], "s1");
+        assert_eq!(result["_meta"][META_KEY]["state"], "tag");
+        let bare = stamped(r#"{"_meta":7}"#);
+        assert_eq!(bare["_meta"][META_KEY]["sessionId"], "s1");
+        let text = r#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"m"}}"#;
+        let mut error = Message::parse(bytes::Bytes::from(text)).unwrap();
+        stamp(&mut error, "s1", &layer);
+        assert_eq!(error.to_bytes(), bytes::Bytes::from(text));
     }
 
     #[test]

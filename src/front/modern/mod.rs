@@ -80,8 +80,8 @@ pub async fn post(
             if handles && method == "tools/call" {
                 let forwarded = params.legacy_request(&message)?;
                 call = match named::handle_call(app, headers, &forwarded, call).await {
-                    Ok(answered) => return answered,
-                    Err(plain) => plain,
+                    named::Handled::Answered(answered) => return answered,
+                    named::Handled::Plain(plain) => *plain,
                 };
             }
             if handles && method == "tools/list" {

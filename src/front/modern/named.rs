@@ -82,6 +82,14 @@ pub fn correlated(named: Named) -> Correlated {
     }
 }
 
+/// What became of a `tools/call` on a server offering state handles.
+pub enum Handled {
+    /// Answered: a handle tool, or a call within a handle.
+    Answered(Result<Response<Body>, Rejection>),
+    /// A call of the server's that names no handle, given back.
+    Plain(Box<Call>),
+}
+
 /// A `tools/call` on a server offering state handles: the handle tools answered here, a call
 /// within a handle sent to the handle's session, any other given back to the caller.
 pub async fn handle_call(
@@ -89,22 +97,22 @@ pub async fn handle_call(
     headers: &HeaderMap,
     forwarded: &Message,
     call: Call,
-) -> Result<Result<Response<Body>, Rejection>, Call> {
+) -> Handled {
     let principal = call.principal.clone();
     let client_id = call.client_id.clone();
     let answered = |mut result: Value| {
         result["resultType"] = json!("complete");
         let answer = json!({ "jsonrpc": "2.0", "id": client_id, "result": result });
-        Ok(Ok(json(StatusCode::OK, answer.to_string().into())))
+        Handled::Answered(Ok(json(StatusCode::OK, answer.to_string().into())))
     };
     match handles::classify(forwarded) {
-        HandleCall::Plain => Err(call),
+        HandleCall::Plain => Handled::Plain(Box::new(call)),
         HandleCall::Open => {
             let init = initialize_params(&call.meta);
             let credential = headers.get(header::AUTHORIZATION).cloned();
             match handles::open(app, principal, init, credential).await {
                 Ok(result) => answered(result),
-                Err(rejection) => Ok(Err(rejection.with_id(Some(&client_id)))),
+                Err(rejection) => Handled::Answered(Err(rejection.with_id(Some(&client_id)))),
             }
         }
         HandleCall::Close(handle) => answered(handles::close(app, &principal, handle).await),
@@ -115,7 +123,9 @@ pub async fn handle_call(
                 .await;
             match named {
                 Err(_) => answered(handles::unknown(&handle)),
-                Ok(named) => Ok(exchange::exchange(app, correlated(named), within, call).await),
+                Ok(named) => Handled::Answered(
+                    exchange::exchange(app, correlated(named), within, call).await,
+                ),
             }
         }
     }
