@@ -655,6 +655,11 @@ async fn data_layer_sessions_are_served_by_every_replica_and_taken_over_with_the
     legacy.initialize("2025-11-25").await;
     legacy.addr = c.addr;
     assert_eq!(count(&mut legacy, &x).await, "4");
+    // And creating one through c, where its transport session is a view.
+    let z = cookie(&legacy.request("sessions/create", json!({})).await);
+    assert_eq!(count(&mut legacy, &z).await, "1");
+    legacy.addr = b.addr;
+    assert_eq!(count(&mut legacy, &z).await, "2");
 
     // x's owner dies: another replica takes it over with a new server (its count starts again),
     // and the cookie still names it.

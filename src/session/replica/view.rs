@@ -48,6 +48,9 @@ impl Session {
             state.protocol_version = record.version.clone();
             state.next_stream = record.next_stream.max(1);
             state.layer = record.layer.as_deref().and_then(Layer::from_record);
+            // What the client said at `initialize`: a session it names in messages here is
+            // initialized with the same.
+            state.init = record.init.clone();
             state.log.assume_evicted_through(record.evicted);
             if let Some(subs) = record.subs.as_deref() {
                 state.subscriptions = serde_json::from_str(subs).unwrap_or_default();
