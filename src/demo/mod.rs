@@ -64,10 +64,19 @@ pub async fn run(protocol: Era) -> anyhow::Result<()> {
     let (out, mut lines_out) = mpsc::unbounded_channel::<Value>();
     let writer = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
+        // Every message ready goes out in one write (tokio's stdout hands each write to a
+        // blocking thread).
         while let Some(message) = lines_out.recv().await {
-            let mut line = message.to_string().into_bytes();
-            line.push(b'\n');
-            if stdout.write_all(&line).await.is_err() || stdout.flush().await.is_err() {
+            let mut lines = message.to_string().into_bytes();
+            lines.push(b'\n');
+            while lines.len() < 64 << 10 {
+                let Ok(next) = lines_out.try_recv() else {
+                    break;
+                };
+                lines.extend_from_slice(next.to_string().as_bytes());
+                lines.push(b'\n');
+            }
+            if stdout.write_all(&lines).await.is_err() || stdout.flush().await.is_err() {
                 return;
             }
         }

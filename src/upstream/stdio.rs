@@ -213,7 +213,7 @@ impl Actor {
                 () = self.released.cancelled() => break None,
                 status = self.child.wait() => break Some(status),
                 message = self.inbox.recv() => match message {
-                    Some(message) => self.write(&message).await,
+                    Some(message) => self.write(message).await,
                     None => break None,
                 },
             }
@@ -231,23 +231,39 @@ impl Actor {
         self.events.deliver(UpstreamEvent::Exited(cause.into()));
     }
 
-    async fn write(&mut self, message: &[u8]) {
+    /// Writes `message`, and with it every message already waiting (up to `WRITE_BATCH` bytes):
+    /// one write for many when sessions are busy.
+    async fn write(&mut self, message: Bytes) {
         let Some(stdin) = self.stdin.as_mut() else {
             return;
         };
-        // A JSON text holds raw newlines only as whitespace, so they can become spaces.
-        let mut line = Vec::with_capacity(message.len() + 1);
-        line.extend(
-            message
-                .iter()
-                .map(|b| if matches!(b, b'\n' | b'\r') { b' ' } else { *b }),
-        );
-        line.push(b'\n');
-        if let Err(error) = stdin.write_all(&line).await {
+        let mut lines = Vec::with_capacity(message.len() + 1);
+        push_line(&mut lines, &message);
+        while lines.len() < WRITE_BATCH {
+            match self.inbox.try_recv() {
+                Ok(next) => push_line(&mut lines, &next),
+                Err(_) => break,
+            }
+        }
+        if let Err(error) = stdin.write_all(&lines).await {
             warn!(%error, "writing to the upstream's stdin failed");
             self.stdin = None;
         }
     }
+}
+
+/// Bytes written to a child's stdin at once, at most (past one message).
+const WRITE_BATCH: usize = 64 << 10;
+
+/// Appends `message` as one line. A JSON text holds raw newlines only as whitespace, so they can
+/// become spaces.
+fn push_line(lines: &mut Vec<u8>, message: &[u8]) {
+    lines.extend(
+        message
+            .iter()
+            .map(|b| if matches!(b, b'\n' | b'\r') { b' ' } else { *b }),
+    );
+    lines.push(b'\n');
 }
 
 async fn terminate(child: &mut Child, grace: Duration) -> std::io::Result<ExitStatus> {
