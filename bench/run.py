@@ -34,6 +34,8 @@ LOOPBACK = NODE_TESTS / "loopback.cjs"
 EVERYTHING = NODE_TESTS / "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 CRATES_ROOT = ROOT / "bench" / ".cargo"
 CRATES_PROXY = CRATES_ROOT / "bin" / "mcp-proxy"
+# Concurrency levels of the latency and throughput tables (`--sessions`: 1,16,64,256 on a
+# many-core machine). The first is the single-session latency, the last the one the plot shows.
 CONCURRENCY = [1, 8, 32]
 # A do-nothing TCP relay between the load generator and the HTTP server: the least any
 # user-space hop adds on this machine.
@@ -304,6 +306,36 @@ def measure_replicas(calls, rounds=7):
             for key, runs in samples.items()}
 
 
+def measure_redis_memory(sessions=1000):
+    """Redis memory per idle session: `used_memory` before and after `sessions` sessions are
+    opened (initialize answered, nothing else) through a replica on a shared child."""
+    redis_port = free_port()
+    redis = subprocess.Popen(["redis-server", "--bind", "127.0.0.1", "--port", str(redis_port),
+                              "--save", "", "--appendonly", "no"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    used = lambda: int(next(line.split(":", 1)[1] for line in subprocess.run(
+        ["redis-cli", "-p", str(redis_port), "info", "memory"], check=True, capture_output=True,
+        text=True).stdout.splitlines() if line.startswith("used_memory:")))
+    replica = None
+    try:
+        wait_for_port(redis_port, redis)
+        replica = Target("replica", [str(PROXY), "--listen", f"127.0.0.1:{(p := free_port())}",
+                                     "--store", f"redis://127.0.0.1:{redis_port}/0", "--node-id", "bench",
+                                     "--stdio", f"{shlex.quote(str(PROXY))} demo-server", "--isolation", "shared"],
+                         p, env={"RUST_LOG": "warn", "MCP_PROXY_CLUSTER_SECRET": "bench"})
+        bench("idle", "--url", replica.url, "--sessions", 1)
+        time.sleep(1)
+        before = used()
+        bench("idle", "--url", replica.url, "--sessions", sessions)
+        time.sleep(2)  # the write-behind queue drains
+        return (used() - before) / sessions
+    finally:
+        if replica:
+            replica.stop()
+        os.killpg(redis.pid, 15)
+        redis.wait()
+
+
 def medians(samples, fields):
     """Per key of `samples` (a list of runs each), the median of each of `fields`."""
     median = lambda values: sorted(values)[len(values) // 2]
@@ -503,12 +535,20 @@ def peer_ratios(name, rows):
     return lines
 
 
-def targets(series, added, after, before, micro, replicas=None, eras=None):
+def targets(series, added, after, before, micro, replicas=None, eras=None, redis_bytes=None):
     """The figures the project set itself, each met or missed."""
+    top = CONCURRENCY[-1]
+
+    def results_of(upstream, name):
+        for u, target, results in series:
+            if u == upstream and target == name:
+                return results
+        return None
+
     def rps(upstream, name):
         for u, target, results in series:
             if u == upstream and target.startswith(name):
-                return results[32]["throughput_rps"]
+                return results[top]["throughput_rps"]
         return None
 
     lines = ["### Targets", "", "| target | figure | met? |", "|---|---|---|"]
@@ -528,8 +568,9 @@ def targets(series, added, after, before, micro, replicas=None, eras=None):
             theirs = rps(upstream, peer)
             if ours and theirs:
                 ratio = ours / theirs
-                lines.append(f"| throughput ≥ {factor}× {peer} ({upstream}, 32 sessions; ours: {mine[19:-1]}) | {ratio:.1f}× "
+                lines.append(f"| throughput ≥ {factor}× {peer} ({upstream}, {top} sessions; ours: {mine[19:-1]}) | {ratio:.1f}× "
                              f"| {'met' if ratio >= factor else 'missed'} |")
+        lines += load_targets(upstream, results_of, hops)
     per_session = (after - before) * 1024 / 999 / 1024
     lines.append(f"| ≤ 4 KiB per idle session plus its window | {per_session:.2f} KiB "
                  f"| {'met' if per_session <= 4 else 'missed'} |")
@@ -539,6 +580,14 @@ def targets(series, added, after, before, micro, replicas=None, eras=None):
         ratio = replicas[("Redis, on another replica", 1)]["p50_us"] / replicas[("in-memory store", 1)]["p50_us"]
         lines.append(f"| p50 through a non-owner replica ≤ 2× the in-memory store (1 session) | {ratio:.2f}× "
                      f"| {'met' if ratio <= 2 else 'missed'} |")
+        owner = {s: replicas[("Redis, on the owner", s)]["throughput_rps"]
+                 / replicas[("in-memory store", s)]["throughput_rps"] for s in (1, 8)}
+        lines.append(f"| req/s on the owner ≥ 0.95× the in-memory store | "
+                     + ", ".join(f"{r:.2f}× ({s})" for s, r in owner.items())
+                     + f" | {'met' if min(owner.values()) >= 0.95 else 'missed'} |")
+    if redis_bytes is not None:
+        kib = redis_bytes / 1024
+        lines.append(f"| ≤ 2 KiB of Redis per idle session | {kib:.2f} KiB | {'met' if kib <= 2 else 'missed'} |")
     if eras:
         ratios = {s: eras[("modern", s)]["p50_us"] / eras[("legacy", s)]["p50_us"] for s in (1, 8)}
         lines.append(f"| 2026-07-28 `tools/call` p50 ≤ 1.1× legacy through the proxy (demo, stdio) "
@@ -547,14 +596,53 @@ def targets(series, added, after, before, micro, replicas=None, eras=None):
     return lines + [""]
 
 
+def load_targets(upstream, results_of, hops):
+    """The targets under load, at every level past one session: the HTTP upstream against the
+    TCP relay, the shared child against itself and against crates.io mcp-proxy, per-session
+    children against direct."""
+    loaded = CONCURRENCY[1:]
+    relay, http = results_of(upstream, RELAY), results_of(upstream, "mcp-session-proxy (HTTP)")
+    shared = results_of(upstream, "mcp-session-proxy (stdio, shared)")
+    crates = results_of(upstream, "crates.io mcp-proxy 0.6.0")
+    per_session = results_of(upstream, "mcp-session-proxy (stdio)")
+    direct = results_of(upstream, "direct (no proxy)")
+    lines = []
+
+    def row(what, ratios, bound, at_least):
+        figures = ", ".join(f"{r:.2f}× ({s})" for s, r in ratios.items())
+        met = all((r >= bound) if at_least else (r <= bound) for r in ratios.values())
+        lines.append(f"| {what} ({upstream}) | {figures} | {'met' if met else 'missed'} |")
+
+    if relay and http:
+        floor, hop = hops.get(RELAY), hops.get("mcp-session-proxy (HTTP)")
+        if floor and hop and floor["p50_us"] > 0:
+            row("HTTP upstream: added p50 ≤ 2× the relay's", {1: hop["p50_us"] / floor["p50_us"]}, 2, False)
+        row("HTTP upstream: CPU per call ≤ 2× the relay's",
+            {s: http[s]["cpu_us_per_call"] / relay[s]["cpu_us_per_call"] for s in CONCURRENCY}, 2, False)
+        row("HTTP upstream: req/s ≥ 0.9× the relay's",
+            {s: http[s]["throughput_rps"] / relay[s]["throughput_rps"] for s in loaded}, 0.9, True)
+    if shared and len(loaded) > 1:
+        first = shared[loaded[0]]["throughput_rps"]
+        row(f"shared child: req/s at every level ≥ 0.9× its {loaded[0]}-session figure",
+            {s: shared[s]["throughput_rps"] / first for s in loaded[1:]}, 0.9, True)
+    if shared and crates:
+        row("shared child: req/s ≥ 1.5× crates.io mcp-proxy",
+            {s: shared[s]["throughput_rps"] / crates[s]["throughput_rps"] for s in loaded}, 1.5, True)
+    if per_session and direct:
+        row("per-session children: req/s ≥ 0.95× direct",
+            {s: per_session[s]["throughput_rps"] / direct[s]["throughput_rps"] for s in loaded}, 0.95, True)
+    return lines
+
+
 def svg_plot(series, path):
-    """Bars: requests per second at 32 sessions, per target and upstream."""
+    """Bars: requests per second at the highest concurrency, per target and upstream."""
     width, bar, gap, left = 760, 16, 6, 250
-    rows = [(f"{upstream}: {target}", results[32]["throughput_rps"]) for upstream, target, results in series]
+    top = CONCURRENCY[-1]
+    rows = [(f"{upstream}: {target}", results[top]["throughput_rps"]) for upstream, target, results in series]
     top = max(v for _, v in rows) or 1
     height = 40 + len(rows) * (bar + gap)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
-             f'<text x="10" y="18" font-size="13">tools/call requests per second, 32 concurrent sessions</text>']
+             f'<text x="10" y="18" font-size="13">tools/call requests per second, {top} concurrent sessions</text>']
     for i, (label, value) in enumerate(rows):
         y = 30 + i * (bar + gap)
         w = (width - left - 70) * value / top
@@ -579,7 +667,14 @@ def main():
     parser.add_argument("--quick", action="store_true", help="fewer calls, to try the script")
     parser.add_argument("--without-crates", action="store_true",
                         help="leave out crates.io mcp-proxy (its build takes minutes)")
+    parser.add_argument("--sessions", default=",".join(map(str, CONCURRENCY)),
+                        help="concurrency levels of the latency and throughput tables, from 1 "
+                             "(default 1,8,32; 1,16,64,256 on a many-core machine)")
     args = parser.parse_args()
+    levels = sorted({int(level) for level in args.sessions.split(",")})
+    if levels[0] != 1 or len(levels) < 2:
+        parser.error("--sessions starts at 1 and names at least one more level")
+    CONCURRENCY[:] = levels
     calls = 400 if args.quick else 4000
     prepare(not args.without_crates)
 
@@ -588,8 +683,9 @@ def main():
               "Every target runs on this machine, bound to 127.0.0.1, driven by `mcp-bench` (Rust,",
               "keep-alive connections, real sessions). Ratios compare targets of the same run. The two",
               "Rust proxies run with `RUST_LOG=warn` (the crates.io one logs every message at its",
-              "default level); the Node peers with their defaults. On 2 cores the load generator,",
-              "the proxy and the server share the CPUs: figures at 8 and 32 sessions are CPU-bound.", ""]
+              "default level); the Node peers with their defaults. The load generator,",
+              f"the proxy and the server share the CPUs. Concurrency levels: {', '.join(map(str, CONCURRENCY))} sessions",
+              f"(`--sessions`); cores: {os.cpu_count()}.", ""]
     series, added = [], {}
     for upstream, stdio, tool, arguments, direct_launcher in upstreams():
         port = free_port()
@@ -675,24 +771,28 @@ def main():
                f"| append with coalescing (10 keys) | {micro['append_coalescing_per_second'] / 1e6:.2f} M events/s |",
                f"| replay of 1,000 events (read from the log) | {micro['replay_1000_us']:.0f} µs |",
                f"| resume of a session that missed 1,000 events (GET to last event, median of 5) | {sorted(resumed)[2]:.1f} ms |",
-               "", "![requests per second at 32 sessions](bench/results.svg)", ""]
+               "", f"![requests per second at {CONCURRENCY[-1]} sessions](bench/results.svg)", ""]
 
-    replicas = None
+    replicas, redis_bytes = None, None
     if ensure_redis():
         log("replicas on Redis, interleaved rounds")
         replicas = measure_replicas(calls // 2)
         report += replica_table(replicas)
+        redis_bytes = measure_redis_memory()
+        report += [f"Redis memory per idle session (1,000 sessions, `used_memory` before and after): "
+                   f"{redis_bytes / 1024:.2f} KiB.", ""]
     log("2026-07-28 clients beside legacy ones, interleaved rounds")
     eras = measure_eras(calls // 2)
     report += era_table(eras)
     log("legacy clients in front of a 2026-07-28 server, interleaved rounds")
     bridge = measure_bridge(calls // 2)
     report += bridge_table(bridge)
-    report += targets(series, added, after, before, micro, replicas, eras)
+    report += targets(series, added, after, before, micro, replicas, eras, redis_bytes)
     svg_plot(series, ROOT / "bench" / "results.svg")
     (ROOT / "BENCHMARKS.md").write_text("\n".join(report))
     (ROOT / "target" / "bench-results.json").write_text(json.dumps(
-        {"series": [[u, t, r] for u, t, r in series], "added": added, "micro": micro, "resume_ms": resumed,
+        {"cores": os.cpu_count(), "sessions": CONCURRENCY, "redis_bytes_per_idle_session": redis_bytes,
+         "series": [[u, t, r] for u, t, r in series], "added": added, "micro": micro, "resume_ms": resumed,
          "replicas": {f"{name} / {sessions}": f for (name, sessions), f in (replicas or {}).items()},
          "eras": {f"{era} / {sessions}": f for (era, sessions), f in eras.items()},
          "bridge": {f"{name} / {sessions}": f for (name, sessions), f in bridge.items()}},

@@ -61,10 +61,15 @@ async fn an_owner_records_its_sessions_and_their_logs_in_redis() {
     client
         .request("resources/subscribe", json!({ "uri": "demo://counter" }))
         .await;
-    assert_eq!(
-        client.call_tool("echo", json!({ "text": "hi" })).await,
-        "hi"
-    );
+    // Two progress notifications, then the answer: an SSE stream a client may resume.
+    let progressed = client
+        .request(
+            "tools/call",
+            json!({ "name": "progress", "arguments": { "steps": 2 },
+                                       "_meta": { "progressToken": "p" } }),
+        )
+        .await;
+    assert!(progressed["result"].is_object(), "{progressed}");
 
     let mut redis_connection = redis.connection().await;
     let record_key = format!("mcp-proxy:default:session:{session}");
@@ -79,6 +84,9 @@ async fn an_owner_records_its_sessions_and_their_logs_in_redis() {
         }
     })
     .await;
+    // Answers given as JSON (initialize, subscribe) can never be resumed: not kept.
+    let logged: usize = redis_connection.xlen(&log_key).await.unwrap();
+    assert_eq!(logged, 3, "only the stream a client may resume");
     let record: HashMap<String, String> = redis_connection.hgetall(&record_key).await.unwrap();
     assert_eq!(record["owner"], "a");
     assert_eq!(record["shape"], "streams");

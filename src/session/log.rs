@@ -251,15 +251,17 @@ impl EventLog {
 
     /// Drops every message of `stream` without recording a gap: for messages handed over in a
     /// way no client can resume (a plain JSON response body carries no event id).
-    pub fn forget_stream(&mut self, stream: StreamKey) {
+    /// Drops a stream's messages; returns their positions.
+    pub fn forget_stream(&mut self, stream: StreamKey) -> Vec<u64> {
         let seqs: Vec<u64> = self
             .by_stream
             .get(&stream)
             .map(|seqs| seqs.iter().copied().collect())
             .unwrap_or_default();
-        for seq in seqs {
+        for &seq in &seqs {
             self.remove(seq);
         }
+        seqs
     }
 
     /// Files a message another replica logged, at its own position (a view of a session owned

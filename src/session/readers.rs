@@ -14,6 +14,7 @@ use super::log::{Event, EventId, StreamKey};
 use super::state::{Attachment, State};
 use super::{protocol, ReadError, Session};
 use crate::metrics::Metrics;
+use crate::store::Op;
 use crate::upstream::Upstream;
 
 /// What a reader takes out of its stream in one go.
@@ -25,9 +26,13 @@ pub struct Delivery {
 }
 
 impl Session {
-    /// Forgets a stream whose messages were handed over in a form no client can resume.
+    /// Forgets a stream whose messages were handed over in a form no client can resume, here
+    /// and in the shared store (an idle session keeps nothing there but its record).
     pub fn forget(&self, stream: StreamKey) {
-        self.lock().log.forget_stream(stream);
+        let mut state = self.lock();
+        for seq in state.log.forget_stream(stream) {
+            state.mirror(|| Op::Remove { seq });
+        }
     }
 
     /// Whether `stream` is one this session has opened (a view: one its owner may have).
