@@ -24,7 +24,11 @@ impl RedisStore {
             let mut pipe = redis::pipe();
             let mut flushes = Vec::new();
             let mut touched: HashSet<(Arc<str>, Arc<str>)> = HashSet::new();
+            let mut undone = Undone::of(&batch);
             for queued in batch.drain(..) {
+                if undone.skips(&queued) {
+                    continue;
+                }
                 match queued.op {
                     Op::Flush(done) => flushes.push(done),
                     Op::End => {
@@ -72,7 +76,60 @@ impl RedisStore {
             );
         }
     }
+}
 
+/// Ops of one batch that a later op of the same batch undoes: a message logged and removed
+/// again (an answer given as JSON, which no one can resume), a request in flight and answered.
+/// Neither is written: nothing of them reaches Redis.
+#[derive(Default)]
+struct Undone {
+    /// (session, position) of each message the batch removes; (session, stream) of each request
+    /// it answers.
+    removed: HashSet<(Arc<str>, u64)>,
+    answered: HashSet<(Arc<str>, u64)>,
+    /// Those whose first half was skipped: the second is skipped too.
+    skipped_appends: HashSet<(Arc<str>, u64)>,
+    skipped_inflight: HashSet<(Arc<str>, u64)>,
+}
+
+impl Undone {
+    fn of(batch: &[Queued]) -> Undone {
+        let mut undone = Undone::default();
+        for queued in batch {
+            let session = queued.session.clone();
+            match &queued.op {
+                Op::Remove { seq } => {
+                    undone.removed.insert((session, *seq));
+                }
+                Op::Answered { stream } => {
+                    undone.answered.insert((session, *stream));
+                }
+                _ => {}
+            }
+        }
+        undone
+    }
+
+    /// Whether `queued` is left out of the batch.
+    fn skips(&mut self, queued: &Queued) -> bool {
+        let session = &queued.session;
+        match &queued.op {
+            Op::Append(logged) => {
+                let key = (session.clone(), logged.seq);
+                self.removed.contains(&key) && self.skipped_appends.insert(key)
+            }
+            Op::Remove { seq } => self.skipped_appends.contains(&(session.clone(), *seq)),
+            Op::Inflight { stream, .. } => {
+                let key = (session.clone(), *stream);
+                self.answered.contains(&key) && self.skipped_inflight.insert(key)
+            }
+            Op::Answered { stream } => self.skipped_inflight.contains(&(session.clone(), *stream)),
+            _ => false,
+        }
+    }
+}
+
+impl RedisStore {
     /// Adds `op` to `pipe`; true when the session's keys must live on (their TTL is set once
     /// per round trip, by the writer).
     fn encode(&self, pipe: &mut redis::Pipeline, server: &str, session: &str, op: Op) -> bool {
@@ -178,5 +235,59 @@ impl RedisStore {
                 pipe.cmd("HSET").arg(record).arg(name).arg(value).ignore();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::Logged;
+    use crate::session::log::StreamKey;
+
+    fn queued(session: &str, op: Op) -> Queued {
+        Queued {
+            server: "default".into(),
+            session: session.into(),
+            op,
+            at: std::time::Instant::now(),
+        }
+    }
+
+    fn append(session: &str, seq: u64) -> Queued {
+        queued(
+            session,
+            Op::Append(Logged {
+                seq,
+                stream: StreamKey::Request(1),
+                terminal: true,
+                coalesce: None,
+                payload: "{}".into(),
+            }),
+        )
+    }
+
+    #[test]
+    fn what_a_batch_undoes_is_not_written_and_the_rest_is() {
+        let batch = vec![
+            queued(
+                "a",
+                Op::Inflight {
+                    stream: 1,
+                    client_id: "1".into(),
+                },
+            ),
+            append("a", 1),
+            queued("a", Op::Answered { stream: 1 }),
+            append("a", 2),
+            queued("b", Op::Remove { seq: 1 }),
+            queued("a", Op::Remove { seq: 1 }),
+            queued("a", Op::Answered { stream: 7 }),
+        ];
+        let mut undone = Undone::of(&batch);
+        let kept: Vec<bool> = batch.iter().map(|q| !undone.skips(q)).collect();
+        // a's request 1 in flight and answered, its answer logged and removed: none of it; a's
+        // message 2 stays; b's removal of a message logged in an earlier batch is written, as
+        // is a's answer to a request put in flight earlier.
+        assert_eq!(kept, [false, false, false, true, true, false, true]);
     }
 }
