@@ -27,6 +27,8 @@ pub struct UpstreamFactory {
     spec: UpstreamSpec,
     /// One connection pool for every HTTP upstream session (and the replicas' hops).
     http_client: HttpClient,
+    /// Connections for the POSTs of legacy HTTP upstreams, driven by their senders.
+    connections: Arc<super::driven::Connections>,
     /// The one child of `shared` isolation.
     shared: Option<Arc<SharedStdio>>,
     /// The upstream actors, so shutdown can wait until every child is released.
@@ -53,6 +55,7 @@ impl UpstreamFactory {
         UpstreamFactory {
             spec,
             http_client: http_client::client(),
+            connections: Arc::default(),
             shared,
             tasks,
             warm: Mutex::new(VecDeque::new()),
@@ -119,6 +122,7 @@ impl UpstreamFactory {
             (UpstreamSpec::Http(spec), None) => Upstream::Http(HttpUpstream::start(
                 spec,
                 self.http_client.clone(),
+                self.connections.clone(),
                 events,
                 credential,
             )),

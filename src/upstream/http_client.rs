@@ -64,7 +64,7 @@ pub async fn send(
         })
 }
 
-pub fn is_event_stream(response: &Response<Incoming>) -> bool {
+pub fn is_event_stream<B>(response: &Response<B>) -> bool {
     response
         .headers()
         .get(header::CONTENT_TYPE)
@@ -85,13 +85,13 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
 }
 
 /// An SSE response body read event by event.
-pub struct EventStream {
-    body: Incoming,
+pub struct EventStream<B = Incoming> {
+    body: B,
     decoder: sse::Decoder,
 }
 
-impl EventStream {
-    pub fn new(body: Incoming, max_event_bytes: usize) -> EventStream {
+impl<B: http_body::Body<Data = Bytes> + Unpin> EventStream<B> {
+    pub fn new(body: B, max_event_bytes: usize) -> EventStream<B> {
         EventStream {
             body,
             decoder: sse::Decoder::new(max_event_bytes),

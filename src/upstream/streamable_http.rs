@@ -1,6 +1,7 @@
 //! The Streamable HTTP upstream (MCP 2025-03-26 … 2025-11-25, transports §Streamable HTTP, as a
 //! client). One upstream session per proxy session; its `Mcp-Session-Id` never leaves this
-//! module. Each client message is POSTed on its own task; answers (JSON or SSE) and the held GET
+//! module. Each client message is POSTed on its own task, which drives the connection it is
+//! sent on (`driven`: no connection task in between); answers (JSON or SSE) and the held GET
 //! stream become `UpstreamEvent`s. An upstream 404 means the server forgot the session: the
 //! session is told (`SessionLost`) and re-initializes it; other traffic waits, and the message
 //! is sent again under the new upstream session.
@@ -15,6 +16,7 @@ use hyper::body::Incoming;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn, Instrument};
 
+use super::driven::{Connections, DrivenBody};
 use super::http_client::{self, is_event_stream, EventStream, HttpClient, HttpSpec};
 use super::{EventSink, UpstreamError, UpstreamEvent};
 use crate::jsonrpc::{Kind, Message};
@@ -35,7 +37,10 @@ pub struct HttpUpstream {
 
 struct Inner {
     spec: HttpSpec,
+    /// For the GET stream and DELETE.
     client: HttpClient,
+    /// For POSTs: driven by the task that sends each.
+    connections: Arc<Connections>,
     events: EventSink,
     authorization: Option<HeaderValue>,
     released: CancellationToken,
@@ -86,6 +91,7 @@ impl HttpUpstream {
     pub fn start(
         spec: &HttpSpec,
         client: HttpClient,
+        connections: Arc<Connections>,
         events: EventSink,
         authorization: Option<HeaderValue>,
     ) -> Self {
@@ -93,6 +99,7 @@ impl HttpUpstream {
             inner: Arc::new(Inner {
                 spec: spec.clone(),
                 client,
+                connections,
                 events,
                 authorization: authorization.filter(|_| spec.forward_authorization),
                 released: CancellationToken::new(),
@@ -272,7 +279,7 @@ impl Inner {
     ) -> Result<Outcome, String> {
         let had_session = session.is_some();
         let request = self.request(Method::POST, session, Some(message), wire);
-        let response = http_client::send(&self.client, &self.spec, request).await?;
+        let response = self.connections.send(&self.spec, request).await?;
         let status = response.status();
         if status == StatusCode::NOT_FOUND && had_session {
             return Ok(Outcome::SessionLost);
@@ -315,12 +322,12 @@ impl Inner {
 
     /// Forwards a POST's SSE stream; if it breaks before the response, resumes it with GET +
     /// Last-Event-ID (the upstream's own id, never the client's).
-    async fn forward_post_stream(&self, message: &Message, response: Response<Incoming>) {
+    async fn forward_post_stream(&self, message: &Message, response: Response<DrivenBody>) {
         let wanted = message.id().cloned();
         let mut answered = false;
         let mut last_id = None;
         let mut retry = None;
-        let mut body = response.into_body();
+        let mut body = response.into_body().boxed_unsync();
         for resumption in 0..=POST_RESUMPTIONS {
             self.read_stream(body, &mut last_id, &mut retry, |m| {
                 if m.kind() == Kind::Response && m.id() == wanted.as_ref() {
@@ -335,7 +342,7 @@ impl Inner {
             tokio::time::sleep(retry.unwrap_or(DEFAULT_RETRY).min(MAX_RETRY)).await;
             let session = self.lock().session.clone();
             match self.get_stream(session, Some(&from)).await {
-                Ok(Some(resumed)) => body = resumed.into_body(),
+                Ok(Some(resumed)) => body = resumed.into_body().boxed_unsync(),
                 _ => break,
             }
         }
@@ -351,7 +358,7 @@ impl Inner {
     /// Reads SSE events from `body` until it ends, forwarding each message.
     async fn read_stream(
         &self,
-        body: Incoming,
+        body: impl http_body::Body<Data = Bytes> + Unpin,
         last_id: &mut Option<String>,
         retry: &mut Option<Duration>,
         mut seen: impl FnMut(&Message),
@@ -436,7 +443,7 @@ impl Inner {
     }
 
     /// The upstream session `initialize` opened; a GET stream of an older one stops.
-    fn adopt_session(&self, response: &Response<Incoming>) {
+    fn adopt_session<B>(&self, response: &Response<B>) {
         let mut link = self.lock();
         link.session = response.headers().get(SESSION_HEADER).cloned();
         link.generation += 1;

@@ -1,0 +1,274 @@
+//! HTTP/1 connections to a server driven by the task that sends on them: the connection is
+//! polled together with the request and its answer's body, so no connection task sits between
+//! a request and its answer (a task hand-off less each way, each a possible cross-thread
+//! wake-up). An idle connection waits in a small pool for the next request; one the server
+//! closed meanwhile is dropped, and a request it could not take is sent on a new one.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body::{Body, Frame};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+use super::http_client::{error_chain, HttpSpec};
+
+type Driver = Pin<Box<http1::Connection<TokioIo<TcpStream>, Full<Bytes>>>>;
+
+/// Idle connections kept at most.
+const MAX_IDLE: usize = 64;
+
+/// The connections to one server, shared by its upstream sessions.
+#[derive(Default)]
+pub struct Connections {
+    idle: Mutex<Vec<Conn>>,
+}
+
+struct Conn {
+    sender: http1::SendRequest<Full<Bytes>>,
+    driver: Driver,
+}
+
+impl Connections {
+    /// Sends `request`, waiting at most the request timeout for its answer to begin.
+    pub async fn send(
+        self: &Arc<Self>,
+        spec: &HttpSpec,
+        request: Request<Full<Bytes>>,
+    ) -> Result<Response<DrivenBody>, String> {
+        match tokio::time::timeout(spec.request_timeout, self.exchange(spec, request)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(format!(
+                "the upstream server did not answer within {:?}",
+                spec.request_timeout
+            )),
+        }
+    }
+
+    async fn exchange(
+        self: &Arc<Self>,
+        spec: &HttpSpec,
+        mut request: Request<Full<Bytes>>,
+    ) -> Result<Response<DrivenBody>, String> {
+        let unreachable =
+            |cause: String| format!("the upstream server is unreachable ({}): {cause}", spec.url);
+        origin_form(&mut request);
+        // An idle connection first; if it cannot take the request, a new one.
+        let mut reused = self.take_idle();
+        loop {
+            let fresh = reused.is_none();
+            let mut conn = match reused.take() {
+                Some(conn) => conn,
+                None => connect(spec).await.map_err(unreachable)?,
+            };
+            if !conn.ready().await {
+                if fresh {
+                    return Err(unreachable("the connection closed at once".into()));
+                }
+                continue;
+            }
+            let answer = conn.sender.try_send_request(request);
+            tokio::pin!(answer);
+            let mut closed = false;
+            let outcome = tokio::select! {
+                outcome = &mut answer => outcome,
+                _ = &mut conn.driver => {
+                    // Closed: the answer resolves with what it got, or why not.
+                    closed = true;
+                    answer.as_mut().await
+                }
+            };
+            match outcome {
+                Ok(response) => {
+                    let (parts, body) = response.into_parts();
+                    let body = DrivenBody {
+                        body,
+                        conn: (!closed).then_some(conn),
+                        pool: self.clone(),
+                    };
+                    return Ok(Response::from_parts(parts, body));
+                }
+                Err(mut failed) => match failed.take_message() {
+                    // Never sent: it goes on a new connection (once).
+                    Some(unsent) if !fresh => request = unsent,
+                    _ => return Err(unreachable(error_chain(failed.error()))),
+                },
+            }
+        }
+    }
+
+    fn take_idle(&self) -> Option<Conn> {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop()
+    }
+
+    fn put_idle(&self, conn: Conn) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < MAX_IDLE {
+            idle.push(conn);
+        }
+    }
+}
+
+impl Conn {
+    /// Drives the connection until it can take a request; false if it closed.
+    async fn ready(&mut self) -> bool {
+        tokio::select! {
+            ready = self.sender.ready() => ready.is_ok(),
+            _ = &mut self.driver => false,
+        }
+    }
+}
+
+/// The request as HTTP/1 sends it on its own connection: a path, and `Host` naming the server
+/// (what a pooled client does for its requests).
+fn origin_form(request: &mut Request<Full<Bytes>>) {
+    if let Some(host) = request.uri().host() {
+        let host = match request.uri().port_u16() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        };
+        if !request.headers().contains_key(http::header::HOST) {
+            if let Ok(host) = http::HeaderValue::from_str(&host) {
+                request.headers_mut().insert(http::header::HOST, host);
+            }
+        }
+    }
+    if request.uri().scheme().is_some() {
+        let path = request
+            .uri()
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_owned();
+        if let Ok(uri) = path.parse() {
+            *request.uri_mut() = uri;
+        }
+    }
+}
+
+async fn connect(spec: &HttpSpec) -> Result<Conn, String> {
+    let host = spec.url.host().unwrap_or("127.0.0.1");
+    let port = spec.url.port_u16().unwrap_or(80);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let stream = TcpStream::connect((host, port))
+        .await
+        .map_err(|e| e.to_string())?;
+    stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    let (sender, driver) = http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| error_chain(&e))?;
+    Ok(Conn {
+        sender,
+        driver: Box::pin(driver),
+    })
+}
+
+/// An answer's body, read while its connection is driven; the connection goes back to the pool
+/// once the body has ended.
+pub struct DrivenBody {
+    body: Incoming,
+    conn: Option<Conn>,
+    pool: Arc<Connections>,
+}
+
+impl Body for DrivenBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = self.get_mut();
+        if let Some(conn) = this.conn.as_mut() {
+            if conn.driver.as_mut().poll(cx).is_ready() {
+                this.conn = None; // closed: what it delivered is still in the body
+            }
+        }
+        let frame = Pin::new(&mut this.body).poll_frame(cx);
+        if let Poll::Ready(None) = frame {
+            if let Some(conn) = this.conn.take() {
+                this.pool.put_idle(conn);
+            }
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use http_body_util::BodyExt;
+    use hyper::service::service_fn;
+
+    /// A server on 127.0.0.1:0 answering each request with its path; `keep_alive` off closes
+    /// every connection after its answer. Counts the connections it accepted.
+    async fn server(keep_alive: bool) -> (HttpSpec, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counted = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let service = service_fn(|request: Request<Incoming>| async move {
+                    let path = request.uri().path().to_owned();
+                    let host = request.headers().contains_key(http::header::HOST);
+                    let body = format!("{path} host={host}");
+                    Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from(body))))
+                });
+                let connection = hyper::server::conn::http1::Builder::new()
+                    .keep_alive(keep_alive)
+                    .serve_connection(TokioIo::new(stream), service);
+                tokio::spawn(connection);
+            }
+        });
+        let spec = HttpSpec {
+            url: format!("http://{addr}/mcp").parse().unwrap(),
+            request_timeout: Duration::from_secs(5),
+            max_event_bytes: 1 << 20,
+            forward_authorization: false,
+            protocol: crate::era::Era::Legacy,
+        };
+        (spec, accepted)
+    }
+
+    async fn call(connections: &Arc<Connections>, spec: &HttpSpec) -> String {
+        let request = Request::post(spec.url.clone())
+            .body(Full::new(Bytes::from_static(b"{}")))
+            .unwrap();
+        let response = connections.send(spec, request).await.unwrap();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        String::from_utf8(body.to_vec()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_connection_is_used_again_and_one_the_server_closed_is_replaced() {
+        let (spec, accepted) = server(true).await;
+        let connections = Arc::new(Connections::default());
+        for _ in 0..3 {
+            assert_eq!(call(&connections, &spec).await, "/mcp host=true");
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "one connection for all");
+
+        let (spec, accepted) = server(false).await;
+        let connections = Arc::new(Connections::default());
+        for _ in 0..3 {
+            assert_eq!(call(&connections, &spec).await, "/mcp host=true");
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 3, "a new one each time");
+    }
+}
