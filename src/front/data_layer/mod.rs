@@ -12,6 +12,7 @@ pub mod legacy;
 pub mod listen;
 pub mod methods;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -76,7 +77,12 @@ pub struct DataLayer {
     initialized: DashMap<String, Arc<Initialized>>,
     /// The sessions each principal opened here (the per-principal bound).
     opened: DashMap<Principal, Vec<String>>,
+    /// How many principals `opened` kept at its last sweep.
+    swept_at: AtomicUsize,
 }
+
+/// Below this many principals `opened` is never swept.
+const SWEEP_FLOOR: usize = 256;
 
 /// A named session found for a request, with what its server said at `initialize`.
 pub struct Named {
@@ -154,15 +160,34 @@ impl DataLayer {
 
     /// Counts a new named session against its principal's bound, forgetting the ended ones.
     fn reserve(&self, app: &App, principal: &Principal) -> Result<(), Rejection> {
+        self.sweep(app);
         let mut opened = self.opened.entry(principal.clone()).or_default();
-        opened.retain(|id| app.registry.holds(id));
-        let keep: Vec<&String> = opened.iter().collect();
-        self.initialized
-            .retain(|id, _| keep.contains(&id) || app.registry.holds(id));
+        opened.retain(|id| {
+            let held = app.registry.holds(id);
+            if !held {
+                self.initialized.remove(id);
+            }
+            held
+        });
         if opened.len() >= self.settings.max_per_principal {
             return Err(errors::too_many(self.settings.max_per_principal));
         }
         Ok(())
+    }
+
+    /// Forgets the principals none of whose sessions is held here any more, whenever the table
+    /// has doubled since it was last swept: principals that are gone cost nothing.
+    fn sweep(&self, app: &App) {
+        let swept_at = self.swept_at.load(Ordering::Relaxed);
+        if self.opened.len() < (2 * swept_at).max(SWEEP_FLOOR) {
+            return;
+        }
+        self.opened.retain(|_, ids| {
+            ids.retain(|id| app.registry.holds(id));
+            !ids.is_empty()
+        });
+        self.initialized.retain(|id, _| app.registry.holds(id));
+        self.swept_at.store(self.opened.len(), Ordering::Relaxed);
     }
 
     /// The named session `id` of `principal`, of `kind`, if it still serves: one that is
@@ -217,8 +242,14 @@ impl DataLayer {
 
     /// Ends a named session (found with `resolve`).
     pub fn close(&self, app: &App, named: Named) {
-        app.registry.end(named.session.id());
-        self.initialized.remove(named.session.id());
+        let id = named.session.id();
+        app.registry.end(id);
+        self.initialized.remove(id);
+        self.opened
+            .remove_if_mut(named.session.principal(), |_, ids| {
+                ids.retain(|opened| opened != id);
+                ids.is_empty()
+            });
     }
 
     /// What the server of a named session said at `initialize`: as opened here, else as the
