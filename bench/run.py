@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -306,6 +307,18 @@ def measure_replicas(calls, rounds=7):
             for key, runs in samples.items()}
 
 
+def written(target, seconds=60):
+    """Waits until `target`'s writes to Redis are all written (its write-behind queue, as its
+    /metrics reports it, is empty)."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        with urllib.request.urlopen(f"http://127.0.0.1:{target.port}/metrics") as response:
+            if "\nmcp_proxy_store_write_queue 0\n" in response.read().decode():
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"{target.name}: writes to Redis still queued after {seconds}s")
+
+
 def measure_redis_memory(sessions=1000):
     """Redis memory per idle session: `used_memory` before and after `sessions` sessions are
     opened (initialize answered, nothing else) through a replica on a shared child."""
@@ -324,10 +337,10 @@ def measure_redis_memory(sessions=1000):
                                      "--stdio", f"{shlex.quote(str(PROXY))} demo-server", "--isolation", "shared"],
                          p, env={"RUST_LOG": "warn", "MCP_PROXY_CLUSTER_SECRET": "bench"})
         bench("idle", "--url", replica.url, "--sessions", 1)
-        time.sleep(1)
+        written(replica)
         before = used()
         bench("idle", "--url", replica.url, "--sessions", sessions)
-        time.sleep(2)  # the write-behind queue drains
+        written(replica)
         return (used() - before) / sessions
     finally:
         if replica:

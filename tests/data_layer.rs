@@ -664,15 +664,20 @@ async fn data_layer_sessions_are_served_by_every_replica_and_taken_over_with_the
     // x's owner dies: another replica takes it over with a new server (its count starts again),
     // and the cookie still names it.
     a.kill().await;
+    // Until then a 503 that says when to retry (as `common::cluster::call_until_served`).
     let answer = common::within("x to be served again", async {
         loop {
-            let (status, answer) = via_b
-                .send("tools/call", json!({ "name": "counter" }), Some(&x))
+            let reply = via_b
+                .send_raw("tools/call", json!({ "name": "counter" }), Some(&x))
                 .await;
-            if status == StatusCode::OK {
-                return answer;
+            if reply.status == StatusCode::OK {
+                return reply.response().await;
             }
-            assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{answer}");
+            assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+            assert!(
+                reply.headers.contains_key("retry-after"),
+                "told when to retry"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })

@@ -396,7 +396,7 @@ async fn transport_session(
         .await
         .map_err(|e| Rejection::session(&e))?
         .ok_or_else(Rejection::session_not_found)?;
-    if session.layer().is_some() {
+    if session.is_named() {
         // A data-layer session or handle is named in messages, never by the header.
         return Err(Rejection::session_not_found());
     }
@@ -477,7 +477,7 @@ fn open_stream(
 ) -> Response<Body> {
     // A session named in messages is not the one a GET with `Last-Event-ID` would name: its
     // streams carry no event ids, are not primed and are never closed early.
-    let resumable = session.layer().is_none();
+    let resumable = !session.is_named();
     let primes = resumable
         && session
             .protocol_version()

@@ -176,7 +176,7 @@ struct Connection {
     named: mpsc::Sender<Bytes>,
     named_out: mpsc::Receiver<Bytes>,
     /// `tools/list` requests (by id) whose answers get the handle tools added.
-    lists: std::sync::Mutex<std::collections::HashSet<String>>,
+    lists: std::collections::HashSet<String>,
 }
 
 /// What woke the connection up.
@@ -231,7 +231,7 @@ impl Connection {
                     self.on_frame(frame, &mut socket).await
                 }
                 Wake::Delivery(Some(delivery)) => {
-                    send_delivery(&mut socket, &delivery, &self.lists).await
+                    send_delivery(&mut socket, &delivery, &mut self.lists).await
                 }
                 Wake::Named(payload) => match send_text(&mut socket, payload).await {
                     Ok(()) => Next::Continue,
@@ -470,7 +470,11 @@ enum Named {
 impl Connection {
     /// A request naming a data-layer session or a handle (or a `sessions/*` call, a listen) is
     /// answered or relayed here; an answer to a named session's question goes to it.
-    async fn named(&self, transport: &Arc<Session>, message: Message) -> Result<Named, Rejection> {
+    async fn named(
+        &mut self,
+        transport: &Arc<Session>,
+        message: Message,
+    ) -> Result<Named, Rejection> {
         let app = &self.app;
         match message.kind() {
             Kind::Request => {
@@ -494,10 +498,7 @@ impl Connection {
                     Routed::ToolsList(message) => {
                         // The answer comes on the connection's one stream: rewritten there.
                         if let Some(id) = message.id() {
-                            self.lists
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .insert(id_key(id));
+                            self.lists.insert(id_key(id));
                         }
                         Ok(Named::To(transport.clone(), message))
                     }
@@ -540,7 +541,7 @@ fn payloads(delivery: &Delivery) -> Vec<Bytes> {
 async fn send_delivery(
     socket: &mut Socket,
     delivery: &Delivery,
-    lists: &std::sync::Mutex<std::collections::HashSet<String>>,
+    lists: &mut std::collections::HashSet<String>,
 ) -> Next {
     for payload in payloads(delivery) {
         let payload = with_handle_tools(payload, lists);
@@ -556,11 +557,7 @@ async fn send_delivery(
 
 /// A `tools/list` answer the connection asked for the handle tools in, rewritten; anything
 /// else as it is.
-fn with_handle_tools(
-    payload: Bytes,
-    lists: &std::sync::Mutex<std::collections::HashSet<String>>,
-) -> Bytes {
-    let mut lists = lists.lock().unwrap_or_else(|e| e.into_inner());
+fn with_handle_tools(payload: Bytes, lists: &mut std::collections::HashSet<String>) -> Bytes {
     if lists.is_empty() {
         return payload;
     }

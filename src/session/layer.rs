@@ -128,6 +128,11 @@ impl Session {
         self.lock().init.clone()
     }
 
+    /// Whether messages name this session (not a header or a connection).
+    pub fn is_named(&self) -> bool {
+        self.lock().layer.is_some()
+    }
+
     /// What names this session, when messages do.
     pub fn layer(&self) -> Option<Layer> {
         self.lock().layer.clone()
@@ -177,11 +182,6 @@ pub(crate) fn stamp(message: &mut Message, session_id: &str, layer: &Layer) {
     if let Ok(raw) = serde_json::value::to_raw_value(&fields) {
         message.set_result(raw);
     }
-}
-
-/// The `_meta` entry that revokes a data-layer session (seed `002`: the cookie set to `null`).
-pub fn revoked() -> Box<RawValue> {
-    RawValue::from_string(format!("{{\"{META_KEY}\":null}}")).expect("valid JSON")
 }
 
 fn unix_ms(at: SystemTime) -> u64 {

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use http::HeaderValue;
 use serde_json::{json, Map, Value};
 
+use super::Named;
 use crate::front::rejection::Rejection;
 use crate::front::App;
 use crate::ids::Principal;
@@ -71,11 +72,6 @@ pub fn classify(request: &Message) -> HandleCall {
         }
         _ => HandleCall::Plain,
     }
-}
-
-/// Whether a request is one of the proxy's own handle tools.
-pub fn is_handle_tool(request: &Message) -> bool {
-    matches!(classify(request), HandleCall::Open | HandleCall::Close(_))
 }
 
 /// A `tools/list` result with the handle tools added and the handle argument on every tool.
@@ -150,8 +146,47 @@ pub fn rewrite_tools_list_response(response: Bytes) -> Bytes {
     Bytes::from(message.to_string())
 }
 
+/// What a `tools/call` comes to on a server offering state handles.
+pub enum Dispatched {
+    /// A handle tool's result, or the tool error for a handle that is gone.
+    Answered(Value),
+    /// A call within a handle: the handle's session, and the request without the handle.
+    Within(Named, Message),
+    /// A call of the server's that names no handle.
+    Plain,
+}
+
+/// Sorts a `tools/call` (the request as the server would take it) on a server offering state
+/// handles, answering the handle tools. `init` gives the `initialize` params a new handle's
+/// server gets.
+pub async fn dispatch(
+    app: &App,
+    principal: &Principal,
+    request: &Message,
+    init: impl FnOnce() -> Value,
+    credential: Option<HeaderValue>,
+) -> Result<Dispatched, Rejection> {
+    Ok(match classify(request) {
+        HandleCall::Plain => Dispatched::Plain,
+        HandleCall::Open => {
+            Dispatched::Answered(open(app, principal.clone(), init(), credential).await?)
+        }
+        HandleCall::Close(handle) => Dispatched::Answered(close(app, principal, handle).await),
+        HandleCall::Within(handle, within) => {
+            let named = app
+                .data_layer
+                .resolve(app, principal, &handle, None, LayerKind::Handle)
+                .await;
+            match named {
+                Ok(named) => Dispatched::Within(named, within),
+                Err(_) => Dispatched::Answered(unknown(&handle)),
+            }
+        }
+    })
+}
+
 /// Opens a handle: the result of the open tool.
-pub async fn open(
+async fn open(
     app: &App,
     principal: Principal,
     init: Value,
@@ -171,7 +206,7 @@ pub async fn open(
 }
 
 /// Closes a handle: the result of the close tool.
-pub async fn close(app: &App, principal: &Principal, handle: Option<String>) -> Value {
+async fn close(app: &App, principal: &Principal, handle: Option<String>) -> Value {
     let Some(handle) = handle else {
         return tool_error(format!(
             "{CLOSE_TOOL} needs the handle to close, as {ARGUMENT}"
@@ -192,7 +227,7 @@ pub async fn close(app: &App, principal: &Principal, handle: Option<String>) -> 
 
 /// The tool result for a handle that is unknown, expired or closed: a tool error the model can
 /// read and act on.
-pub fn unknown(handle: &str) -> Value {
+fn unknown(handle: &str) -> Value {
     tool_error(format!(
         "Unknown session handle {handle}: it was never opened, has expired or was closed. Open a \
          new one with {OPEN_TOOL} (the state of the old one is gone)."

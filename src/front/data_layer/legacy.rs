@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 
 use super::cookie::{self, Cookie};
 use super::errors;
-use super::handles::{self, HandleCall};
+use super::handles::{self, Dispatched};
 use super::methods::{self, Verb};
 use crate::front::modern::correlation::ask;
 use crate::front::rejection::failed_request;
@@ -21,7 +21,6 @@ use crate::front::rejection::Rejection;
 use crate::front::App;
 use crate::ids::Principal;
 use crate::jsonrpc::Message;
-use crate::session::layer::LayerKind;
 use crate::session::Session;
 
 /// Where a legacy request goes.
@@ -76,7 +75,7 @@ pub async fn route(
                     methods::create(app, principal.clone(), draft, init, credential()).await;
                 answered(created.map_err(|r| r.with_id(Some(&id)))?)
             }
-            Verb::Delete { .. } => {
+            Verb::Delete => {
                 let params = params_of(&message);
                 let deleted = methods::delete(app, principal, cookie, &params).await;
                 answered(deleted.map_err(|r| r.with_id(Some(&id)))?)
@@ -107,25 +106,15 @@ pub async fn route(
         return Ok(Routed::Transport(message));
     }
     match method.as_str() {
-        "tools/call" => match handles::classify(&message) {
-            HandleCall::Plain => Ok(Routed::Transport(message)),
-            HandleCall::Open => {
-                let opened =
-                    handles::open(app, principal.clone(), init_params(transport), credential());
-                answered(opened.await.map_err(|r| r.with_id(Some(&id)))?)
+        "tools/call" => {
+            let init = || init_params(transport);
+            let dispatched = handles::dispatch(app, principal, &message, init, credential()).await;
+            match dispatched.map_err(|r| r.with_id(Some(&id)))? {
+                Dispatched::Plain => Ok(Routed::Transport(message)),
+                Dispatched::Answered(result) => answered(result),
+                Dispatched::Within(named, within) => Ok(Routed::To(named.session, within)),
             }
-            HandleCall::Close(handle) => answered(handles::close(app, principal, handle).await),
-            HandleCall::Within(handle, within) => {
-                let named = app
-                    .data_layer
-                    .resolve(app, principal, &handle, None, LayerKind::Handle)
-                    .await;
-                match named {
-                    Ok(named) => Ok(Routed::To(named.session, within)),
-                    Err(_) => answered(handles::unknown(&handle)),
-                }
-            }
-        },
+        }
         "tools/list" => Ok(Routed::ToolsList(message)),
         _ => Ok(Routed::Transport(message)),
     }

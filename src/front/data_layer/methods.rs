@@ -21,7 +21,7 @@ const DRAFT_DELETE: &str = "session/delete";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verb {
     Create { draft: bool },
-    Delete { draft: bool },
+    Delete,
     Listen,
 }
 
@@ -29,8 +29,7 @@ pub fn verb(method: &str) -> Option<Verb> {
     match method {
         CREATE => Some(Verb::Create { draft: false }),
         DRAFT_CREATE => Some(Verb::Create { draft: true }),
-        DELETE => Some(Verb::Delete { draft: false }),
-        DRAFT_DELETE => Some(Verb::Delete { draft: true }),
+        DELETE | DRAFT_DELETE => Some(Verb::Delete),
         LISTEN => Some(Verb::Listen),
         _ => None,
     }

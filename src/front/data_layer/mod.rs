@@ -215,8 +215,8 @@ impl DataLayer {
         let Some(layer) = session.layer().filter(|layer| layer.kind == kind) else {
             return Err(not_found());
         };
-        let now = Instant::now();
-        let over = now >= layer.deadline || session.expired(now, layer.idle_ttl);
+        // Past its lifetime or its own idle TTL (the argument is for sessions without a layer).
+        let over = session.expired(Instant::now(), layer.idle_ttl);
         if over || session.ended.is_cancelled() || session.upstream_failed() {
             app.registry.end(id);
             return Err(not_found());
@@ -300,7 +300,7 @@ impl DataLayer {
 
 /// The `state` of named session `id`: a tag only this proxy (or a replica sharing its secret)
 /// can make, binding the id to its principal.
-pub fn state_token(app: &App, id: &str, principal: &Principal) -> String {
+fn state_token(app: &App, id: &str, principal: &Principal) -> String {
     app.modern
         .state_key
         .tag(&["mcp-session-proxy layer", id, principal.as_str()])

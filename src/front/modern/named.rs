@@ -11,7 +11,7 @@ use super::envelope::{self, CacheHints, CacheScope};
 use super::exchange::{self, Call};
 use crate::front::body::Body;
 use crate::front::data_layer::cookie::Cookie;
-use crate::front::data_layer::handles::{self, HandleCall};
+use crate::front::data_layer::handles::{self, Dispatched};
 use crate::front::data_layer::methods::{self, Verb};
 use crate::front::data_layer::{errors, listen, Named};
 use crate::front::rejection::Rejection;
@@ -19,7 +19,6 @@ use crate::front::request::json;
 use crate::front::App;
 use crate::ids::Principal;
 use crate::jsonrpc::Message;
-use crate::session::layer::LayerKind;
 
 /// Answers a `sessions/*` or `messages/listen` request.
 #[allow(clippy::too_many_arguments)]
@@ -43,7 +42,7 @@ pub async fn verb(
             let init = initialize_params(meta);
             methods::create(app, principal, draft, init, credential).await
         }
-        Verb::Delete { .. } => {
+        Verb::Delete => {
             let params = params_of(message);
             methods::delete(app, &principal, cookie, &params).await
         }
@@ -98,36 +97,20 @@ pub async fn handle_call(
     forwarded: &Message,
     call: Call,
 ) -> Handled {
-    let principal = call.principal.clone();
-    let client_id = call.client_id.clone();
-    let answered = |mut result: Value| {
-        result["resultType"] = json!("complete");
-        let answer = json!({ "jsonrpc": "2.0", "id": client_id, "result": result });
-        Handled::Answered(Ok(json(StatusCode::OK, answer.to_string().into())))
-    };
-    match handles::classify(forwarded) {
-        HandleCall::Plain => Handled::Plain(Box::new(call)),
-        HandleCall::Open => {
-            let init = initialize_params(&call.meta);
-            let credential = headers.get(header::AUTHORIZATION).cloned();
-            match handles::open(app, principal, init, credential).await {
-                Ok(result) => answered(result),
-                Err(rejection) => Handled::Answered(Err(rejection.with_id(Some(&client_id)))),
-            }
+    let credential = headers.get(header::AUTHORIZATION).cloned();
+    let init = || initialize_params(&call.meta);
+    let dispatched = handles::dispatch(app, &call.principal, forwarded, init, credential).await;
+    match dispatched {
+        Ok(Dispatched::Plain) => Handled::Plain(Box::new(call)),
+        Ok(Dispatched::Answered(mut result)) => {
+            result["resultType"] = json!("complete");
+            let answer = json!({ "jsonrpc": "2.0", "id": call.client_id, "result": result });
+            Handled::Answered(Ok(json(StatusCode::OK, answer.to_string().into())))
         }
-        HandleCall::Close(handle) => answered(handles::close(app, &principal, handle).await),
-        HandleCall::Within(handle, within) => {
-            let named = app
-                .data_layer
-                .resolve(app, &principal, &handle, None, LayerKind::Handle)
-                .await;
-            match named {
-                Err(_) => answered(handles::unknown(&handle)),
-                Ok(named) => Handled::Answered(
-                    exchange::exchange(app, correlated(named), within, call).await,
-                ),
-            }
+        Ok(Dispatched::Within(named, within)) => {
+            Handled::Answered(exchange::exchange(app, correlated(named), within, call).await)
         }
+        Err(rejection) => Handled::Answered(Err(rejection.with_id(Some(&call.client_id)))),
     }
 }
 
