@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use futures_util::FutureExt;
 use http::{Request, Response};
 use http_body::{Body, Frame};
 use http_body_util::Full;
@@ -76,13 +77,17 @@ impl Connections {
             }
             let answer = conn.sender.try_send_request(request);
             tokio::pin!(answer);
-            let mut closed = false;
-            let outcome = tokio::select! {
-                outcome = &mut answer => outcome,
-                _ = &mut conn.driver => {
-                    // Closed: the answer resolves with what it got, or why not.
-                    closed = true;
-                    answer.as_mut().await
+            let answered = tokio::select! {
+                outcome = &mut answer => Some(outcome),
+                _ = &mut conn.driver => None,
+            };
+            let (outcome, conn) = match answered {
+                Some(outcome) => (outcome, Some(conn)),
+                None => {
+                    // Closed: once the connection is dropped, the answer resolves with what it
+                    // got, or why not.
+                    drop(conn);
+                    (answer.as_mut().await, None)
                 }
             };
             match outcome {
@@ -90,7 +95,7 @@ impl Connections {
                     let (parts, body) = response.into_parts();
                     let body = DrivenBody {
                         body,
-                        conn: (!closed).then_some(conn),
+                        conn,
                         pool: self.clone(),
                     };
                     return Ok(Response::from_parts(parts, body));
@@ -104,8 +109,16 @@ impl Connections {
         }
     }
 
+    /// An idle connection the server has not closed: each is polled once, which reads a close
+    /// already waiting on its socket (nothing drives a connection while it is idle).
     fn take_idle(&self) -> Option<Conn> {
-        self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop()
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        while let Some(mut conn) = idle.pop() {
+            if conn.driver.as_mut().now_or_never().is_none() {
+                return Some(conn);
+            }
+        }
+        None
     }
 
     fn put_idle(&self, conn: Conn) {
