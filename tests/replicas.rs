@@ -106,6 +106,70 @@ async fn an_owner_records_its_sessions_and_their_logs_in_redis() {
     .await;
 }
 
+/// Requests answered within the write delay cost Redis nothing: neither their being in flight
+/// nor their answer is written, a record field set at every request is written with its last
+/// value, and no key is left without a TTL.
+#[tokio::test]
+async fn requests_answered_within_the_write_delay_never_reach_redis() {
+    let redis = Redis::start().await;
+    let a = Replica::start(&redis, "a", &["--write-delay", "900ms"]).await;
+    let mut client = Client::new(a.addr);
+    client.initialize("2025-11-25").await;
+    let session = client.session.clone().unwrap();
+    let mut connection = redis.connection().await;
+    let record_key = format!("mcp-proxy:default:session:{session}");
+    let next_stream = |c: &redis::aio::MultiplexedConnection| {
+        let (mut c, key) = (c.clone(), record_key.clone());
+        async move {
+            let value: Option<u64> = c.hget(&key, "next_stream").await.unwrap();
+            value.unwrap_or(0)
+        }
+    };
+    until("the record to be written", true, || async {
+        next_stream(&connection).await > 0
+    })
+    .await;
+    let before = next_stream(&connection).await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    for n in 0..40 {
+        assert_eq!(
+            client
+                .call_tool("echo", json!({ "text": n.to_string() }))
+                .await,
+            n.to_string()
+        );
+    }
+    until("the record to count the 40 requests", before + 40, || {
+        next_stream(&connection)
+    })
+    .await;
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let calls = |command: &str| -> u64 {
+        stats
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
+            .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+    };
+    let writes = calls("hset") + calls("hdel") + calls("pexpire") + calls("xadd");
+    // One per request in flight and one per answer were 80 writes; now a few per round trip.
+    assert!(writes <= 16, "{writes} writes for 40 requests:\n{stats}");
+    for kind in ["session", "log", "inflight"] {
+        let ttl: i64 = connection
+            .pttl(format!("mcp-proxy:default:{kind}:{session}"))
+            .await
+            .unwrap();
+        assert_ne!(ttl, -1, "the {kind} key has no TTL");
+    }
+}
+
 #[tokio::test]
 async fn a_client_that_sends_each_request_to_the_next_replica_gets_its_work_done() {
     let redis = Redis::start().await;

@@ -208,6 +208,11 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub owner_timeout: Option<Duration>,
 
+    /// With a Redis store: how long this replica's writes wait to go to Redis together; what a
+    /// later write undoes within it is never sent (0: each write at once) [default: 1ms].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub write_delay: Option<Duration>,
+
     /// Threads serving connections: 0 = one per CPU; 1 = a single-threaded runtime, the least
     /// CPU per request (no cross-thread wake-ups), for sidecars [default: 0].
     #[arg(long, value_name = "N")]

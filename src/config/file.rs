@@ -70,6 +70,9 @@ pub struct ClusterConfig {
     /// A replica silent for this long is dead: its sessions are taken over.
     #[serde(deserialize_with = "duration")]
     pub owner_timeout: Duration,
+    /// How long an owner's writes to the store wait to be sent together (0: sent at once).
+    #[serde(deserialize_with = "duration")]
+    pub write_delay: Duration,
 }
 
 impl Default for ClusterConfig {
@@ -81,6 +84,7 @@ impl Default for ClusterConfig {
             namespace: "mcp-proxy".into(),
             heartbeat: Duration::from_secs(1),
             owner_timeout: Duration::from_secs(3),
+            write_delay: Duration::from_millis(1),
         }
     }
 }

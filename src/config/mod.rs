@@ -126,6 +126,17 @@ mod tests {
     }
 
     #[test]
+    fn a_write_delay_as_long_as_the_heartbeat_is_refused() {
+        let redis = "store = \"redis://127.0.0.1:6379/0\"\n[cluster]\nsecret = \"s\"\n";
+        let config = Config::from_toml(&format!("{redis}write_delay = \"5ms\"\n")).unwrap();
+        assert_eq!(config.cluster.write_delay, Duration::from_millis(5));
+        let error = Config::from_toml(&format!("{redis}write_delay = \"1s\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("cluster.write_delay"), "{error}");
+    }
+
+    #[test]
     fn the_shipped_example_is_valid_and_states_the_defaults() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/proxy.toml");
         let example = Config::from_file(&path).unwrap();

@@ -19,6 +19,7 @@ impl Config {
         set(&mut self.cluster.secret, &cli.cluster_secret);
         set(&mut self.cluster.heartbeat, &cli.heartbeat);
         set(&mut self.cluster.owner_timeout, &cli.owner_timeout);
+        set(&mut self.cluster.write_delay, &cli.write_delay);
         // One server is fronted: naming one on the command line replaces the file's.
         if cli.stdio.is_some() || cli.http.is_some() || cli.sse.is_some() {
             self.upstream.stdio = cli.stdio.clone();

@@ -34,6 +34,7 @@ impl Config {
             namespace: cluster.namespace.clone(),
             heartbeat: cluster.heartbeat,
             owner_timeout: cluster.owner_timeout,
+            write_delay: cluster.write_delay,
             idle_ttl: self.session.idle_ttl,
         })
     }

@@ -58,6 +58,9 @@ impl Config {
         {
             bail!("cluster.owner_timeout must be longer than cluster.heartbeat, which must not be zero");
         }
+        if self.cluster.write_delay >= self.cluster.heartbeat {
+            bail!("cluster.write_delay must be shorter than cluster.heartbeat (it is how late a write may go to Redis)");
+        }
         let node = &self.cluster.node_id;
         if !node.is_empty() && !is_node_name(node) {
             bail!(

@@ -59,6 +59,8 @@ pub struct RedisSettings {
     pub owner_timeout: Duration,
     /// How long an idle session lives.
     pub idle_ttl: Duration,
+    /// How long the writer waits for more ops before a round trip.
+    pub write_delay: Duration,
 }
 
 pub struct RedisStore {
@@ -73,6 +75,8 @@ pub struct RedisStore {
     pub owner_timeout: Duration,
     /// How long a session's keys live without activity.
     ttl: Duration,
+    /// How long the writer waits for more ops before a round trip.
+    write_delay: Duration,
     healthy: AtomicBool,
     /// Bumped each time Redis answers again after an outage: owners then write their sessions
     /// again (a restarted Redis may have lost them).
@@ -123,6 +127,7 @@ impl RedisStore {
             heartbeat: settings.heartbeat,
             owner_timeout: settings.owner_timeout,
             ttl: settings.idle_ttl + settings.owner_timeout,
+            write_delay: settings.write_delay,
             healthy: AtomicBool::new(true),
             recovered: tokio::sync::watch::channel(0).0,
             ops,

@@ -1,7 +1,8 @@
 //! The writer: the owners' ops, in order, many per round trip to Redis.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
@@ -17,38 +18,47 @@ impl RedisStore {
     /// TTL once per round trip, not once per op. Exposes how far behind it is.
     pub(super) async fn run_writer(self: Arc<Self>, mut queue: mpsc::UnboundedReceiver<Queued>) {
         let mut batch = Vec::with_capacity(BATCH);
-        let ttl = self.ttl.as_millis() as u64;
+        let mut ttls = Ttls::new(self.ttl);
         while queue.recv_many(&mut batch, BATCH).await > 0 {
+            self.gather(&mut queue, &mut batch).await;
             let count = batch.len();
             let oldest = batch[0].at;
             let mut pipe = redis::pipe();
             let mut flushes = Vec::new();
-            let mut touched: HashSet<(Arc<str>, Arc<str>)> = HashSet::new();
+            let mut touched: HashMap<(Arc<str>, Arc<str>), Keys> = HashMap::new();
             let mut undone = Undone::of(&batch);
             for queued in batch.drain(..) {
                 if undone.skips(&queued) {
                     continue;
                 }
+                let session = (queued.server.clone(), queued.session.clone());
                 match queued.op {
                     Op::Flush(done) => flushes.push(done),
                     Op::End => {
-                        touched.remove(&(queued.server.clone(), queued.session.clone()));
+                        touched.remove(&session);
+                        ttls.forget(&session);
                         self.encode(&mut pipe, &queued.server, &queued.session, Op::End);
                     }
                     op => {
-                        if self.encode(&mut pipe, &queued.server, &queued.session, op) {
-                            touched.insert((queued.server, queued.session));
+                        if let Some(keys) =
+                            self.encode(&mut pipe, &queued.server, &queued.session, op)
+                        {
+                            *touched.entry(session).or_default() |= keys;
                         }
                     }
                 }
             }
-            for (server, session) in &touched {
-                for key in [
-                    self.session_key(server, session),
-                    self.log_key(server, session),
-                    self.inflight_key(server, session),
+            let now = Instant::now();
+            for ((server, session), keys) in &touched {
+                let keys = ttls.due(&(server.clone(), session.clone()), *keys, now);
+                for (key, name) in [
+                    (Keys::RECORD, self.session_key(server, session)),
+                    (Keys::LOG, self.log_key(server, session)),
+                    (Keys::INFLIGHT, self.inflight_key(server, session)),
                 ] {
-                    pipe.cmd("PEXPIRE").arg(key).arg(ttl).ignore();
+                    if keys.contains(key) {
+                        pipe.cmd("PEXPIRE").arg(name).arg(ttls.millis).ignore();
+                    }
                 }
             }
             let mut connection = self.connection.clone();
@@ -58,6 +68,7 @@ impl RedisStore {
                     Ok(()) => true,
                     Err(error) => {
                         self.failed("write", &error);
+                        ttls.clear(); // whatever TTL this batch set may not be set
                         false
                     }
                 },
@@ -78,9 +89,99 @@ impl RedisStore {
     }
 }
 
+impl RedisStore {
+    /// Lets more ops join `batch` until `write_delay` after its oldest was queued, unless
+    /// someone waits for it to be written (a flush) or it is full: one round trip and one
+    /// wake-up of the writer for many ops, and a request answered within the delay never
+    /// reaches Redis.
+    async fn gather(&self, queue: &mut mpsc::UnboundedReceiver<Queued>, batch: &mut Vec<Queued>) {
+        let waited_for = |ops: &[Queued]| ops.iter().any(|q| matches!(q.op, Op::Flush(_)));
+        if self.write_delay.is_zero() || waited_for(batch) {
+            return;
+        }
+        let due = tokio::time::Instant::from_std(batch[0].at + self.write_delay);
+        tokio::time::sleep_until(due).await;
+        while batch.len() < BATCH {
+            match queue.try_recv() {
+                Ok(queued) => batch.push(queued),
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// A session's keys, as a set: those whose TTL a round trip sets.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+struct Keys(u8);
+
+impl Keys {
+    const NONE: Keys = Keys(0);
+    const RECORD: Keys = Keys(1);
+    const LOG: Keys = Keys(2);
+    const INFLIGHT: Keys = Keys(4);
+    const ALL: Keys = Keys(7);
+
+    fn contains(self, other: Keys) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl std::ops::BitOrAssign for Keys {
+    fn bitor_assign(&mut self, other: Keys) {
+        self.0 |= other.0;
+    }
+}
+
+/// When each session's keys last had their TTL set. A key a write may have created gets its
+/// TTL in the same round trip; the rest of an active session's keys get theirs again at most
+/// once per `every`, not at every write.
+struct Ttls {
+    millis: u64,
+    every: Duration,
+    set: HashMap<(Arc<str>, Arc<str>), Instant>,
+    /// Entries after the last pruning: the map is pruned of stale ones when it doubles.
+    pruned_at: usize,
+}
+
+impl Ttls {
+    fn new(ttl: Duration) -> Ttls {
+        Ttls {
+            millis: ttl.as_millis() as u64,
+            every: (ttl / 4).min(Duration::from_secs(1)),
+            set: HashMap::new(),
+            pruned_at: 1024,
+        }
+    }
+
+    /// The keys of `session` whose TTL is set now: those `created` may have made, or all of
+    /// them when they were last set longer than `every` ago.
+    fn due(&mut self, session: &(Arc<str>, Arc<str>), created: Keys, now: Instant) -> Keys {
+        if self.set.len() > 2 * self.pruned_at {
+            self.set
+                .retain(|_, at| now.duration_since(*at) < self.every);
+            self.pruned_at = self.set.len().max(1024);
+        }
+        match self.set.get(session) {
+            Some(at) if now.duration_since(*at) < self.every => created,
+            _ => {
+                self.set.insert(session.clone(), now);
+                Keys::ALL
+            }
+        }
+    }
+
+    fn forget(&mut self, session: &(Arc<str>, Arc<str>)) {
+        self.set.remove(session);
+    }
+
+    fn clear(&mut self) {
+        self.set.clear();
+    }
+}
+
 /// Ops of one batch that a later op of the same batch undoes: a message logged and removed
-/// again (an answer given as JSON, which no one can resume), a request in flight and answered.
-/// Neither is written: nothing of them reaches Redis.
+/// again (an answer given as JSON, which no one can resume), a request in flight and answered,
+/// a record field written again. None of them is written.
 #[derive(Default)]
 struct Undone {
     /// (session, position) of each message the batch removes; (session, stream) of each request
@@ -90,6 +191,8 @@ struct Undone {
     /// Those whose first half was skipped: the second is skipped too.
     skipped_appends: HashSet<(Arc<str>, u64)>,
     skipped_inflight: HashSet<(Arc<str>, u64)>,
+    /// How many writes of each record field are still to come: all but the last are skipped.
+    fields: HashMap<(Arc<str>, &'static str), usize>,
 }
 
 impl Undone {
@@ -103,6 +206,9 @@ impl Undone {
                 }
                 Op::Answered { stream } => {
                     undone.answered.insert((session, *stream));
+                }
+                Op::Field { name, .. } => {
+                    *undone.fields.entry((session, name)).or_default() += 1;
                 }
                 _ => {}
             }
@@ -124,22 +230,35 @@ impl Undone {
                 self.answered.contains(&key) && self.skipped_inflight.insert(key)
             }
             Op::Answered { stream } => self.skipped_inflight.contains(&(session.clone(), *stream)),
+            Op::Field { name, .. } => match self.fields.get_mut(&(session.clone(), *name)) {
+                Some(to_come) => {
+                    *to_come -= 1;
+                    *to_come > 0
+                }
+                None => false,
+            },
             _ => false,
         }
     }
 }
 
 impl RedisStore {
-    /// Adds `op` to `pipe`; true when the session's keys must live on (their TTL is set once
-    /// per round trip, by the writer).
-    fn encode(&self, pipe: &mut redis::Pipeline, server: &str, session: &str, op: Op) -> bool {
+    /// Adds `op` to `pipe`. `Some`: the session is active, its keys live on, and those named
+    /// may have been created by the op (the writer sets their TTL).
+    fn encode(
+        &self,
+        pipe: &mut redis::Pipeline,
+        server: &str,
+        session: &str,
+        op: Op,
+    ) -> Option<Keys> {
         let record = self.session_key(server, session);
         let log = self.log_key(server, session);
         let inflight = self.inflight_key(server, session);
         match op {
             Op::Create(r) => {
                 self.encode_record(pipe, &record, &r);
-                true
+                Some(Keys::ALL)
             }
             Op::Append(logged) => {
                 let add = pipe
@@ -156,11 +275,11 @@ impl RedisStore {
                     add.arg("c").arg(key);
                 }
                 add.ignore();
-                true
+                Some(Keys::LOG)
             }
             Op::Remove { seq } => {
                 pipe.cmd("XDEL").arg(&log).arg(format!("{seq}-0")).ignore();
-                false
+                None
             }
             Op::Evicted { through } => {
                 pipe.cmd("XTRIM")
@@ -173,11 +292,11 @@ impl RedisStore {
                     .arg("evicted")
                     .arg(through)
                     .ignore();
-                false
+                None
             }
             Op::Field { name, value } => {
                 pipe.cmd("HSET").arg(&record).arg(name).arg(value).ignore();
-                true
+                Some(Keys::NONE)
             }
             Op::Inflight { stream, client_id } => {
                 pipe.cmd("HSET")
@@ -185,22 +304,22 @@ impl RedisStore {
                     .arg(stream)
                     .arg(client_id)
                     .ignore();
-                true
+                Some(Keys::INFLIGHT)
             }
             Op::Answered { stream } => {
                 pipe.cmd("HDEL").arg(&inflight).arg(stream).ignore();
-                false
+                None
             }
-            Op::Touch => true,
+            Op::Touch => Some(Keys::NONE),
             Op::End => {
                 pipe.cmd("DEL")
                     .arg(&record)
                     .arg(&log)
                     .arg(&inflight)
                     .ignore();
-                false
+                None
             }
-            Op::Flush(_) => false, // answered by the writer
+            Op::Flush(_) => None, // answered by the writer
         }
     }
 
@@ -289,5 +408,66 @@ mod tests {
         // message 2 stays; b's removal of a message logged in an earlier batch is written, as
         // is a's answer to a request put in flight earlier.
         assert_eq!(kept, [false, false, false, true, true, false, true]);
+    }
+
+    fn field(session: &str, name: &'static str, value: &str) -> Queued {
+        queued(
+            session,
+            Op::Field {
+                name,
+                value: value.into(),
+            },
+        )
+    }
+
+    #[test]
+    fn a_record_field_written_again_in_a_batch_is_written_once_with_its_last_value() {
+        let batch = vec![
+            field("a", "next_stream", "2"),
+            field("b", "next_stream", "2"),
+            field("a", "subs", "[]"),
+            field("a", "next_stream", "3"),
+            field("a", "next_stream", "4"),
+        ];
+        let mut undone = Undone::of(&batch);
+        let kept: Vec<bool> = batch.iter().map(|q| !undone.skips(q)).collect();
+        assert_eq!(kept, [false, true, true, false, true]);
+    }
+
+    #[test]
+    fn a_sessions_ttls_are_set_for_keys_just_created_and_all_again_only_now_and_then() {
+        let mut ttls = Ttls::new(Duration::from_secs(60));
+        let a: (Arc<str>, Arc<str>) = ("default".into(), "a".into());
+        let start = Instant::now();
+        assert_eq!(
+            ttls.due(&a, Keys::NONE, start),
+            Keys::ALL,
+            "first seen: all"
+        );
+        let soon = start + Duration::from_millis(10);
+        assert_eq!(ttls.due(&a, Keys::NONE, soon), Keys::NONE, "just set");
+        assert_eq!(
+            ttls.due(&a, Keys::INFLIGHT, soon),
+            Keys::INFLIGHT,
+            "a key the round trip may have created gets its TTL at once"
+        );
+        let later = start + Duration::from_secs(2);
+        assert_eq!(
+            ttls.due(&a, Keys::NONE, later),
+            Keys::ALL,
+            "a second on: all again"
+        );
+        ttls.forget(&a);
+        assert_eq!(
+            ttls.due(&a, Keys::NONE, later),
+            Keys::ALL,
+            "ended and seen again"
+        );
+        ttls.clear();
+        assert_eq!(
+            ttls.due(&a, Keys::NONE, later),
+            Keys::ALL,
+            "after a failed write"
+        );
     }
 }
