@@ -27,7 +27,7 @@ def main():
     parser.add_argument("--http", action="store_true")
     parser.add_argument("--demo", default=None, help="the binary that runs demo-server")
     parser.add_argument("args", nargs="*")
-    options = parser.parse_args()
+    options = parser.parse_intermixed_args()
     bins = options.bins.split(",")
     levels = [int(level) for level in options.sessions.split(",")]
     demo_bin = options.demo or str(PROXY)

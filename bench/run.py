@@ -41,6 +41,8 @@ CONCURRENCY = [1, 8, 32]
 # A do-nothing TCP relay between the load generator and the HTTP server: the least any
 # user-space hop adds on this machine.
 RELAY = "TCP relay (floor of any hop)"
+# Interleaved rounds of the latency and throughput tables.
+ROUNDS = 3
 HOPS = ["mcp-session-proxy (HTTP)", "mcp-session-proxy (HTTP, 1 worker)", RELAY]
 
 
@@ -217,15 +219,46 @@ def targets_for(stdio, direct_url, with_crates):
     return launchers
 
 
-def measure_calls(target, tool, arguments, calls):
+def measure_calls(targets, tool, arguments, calls, rounds=ROUNDS):
+    """Every target of `targets` ((name, Target, tool prefix), all up at once) at every
+    concurrency level, in `rounds` interleaved rounds, the order of the targets turning each
+    round, so drift of the machine hits them alike. Per target and level: the median of the
+    rounds' p50, p99 and req/s, the lowest and highest req/s of the rounds, and CPU per call over
+    all rounds (the target's own user+system time). A target that fails is left out."""
+    samples = {name: {sessions: [] for sessions in CONCURRENCY} for name, _, _ in targets}
+    cpu = {name: {sessions: [0.0, 0] for sessions in CONCURRENCY} for name, _, _ in targets}
+    failed = set()
+    for round_ in range(rounds):
+        turn = targets[round_ % len(targets):] + targets[:round_ % len(targets)]
+        for sessions in CONCURRENCY:
+            per_session = max(calls // sessions // rounds, 20)
+            for name, target, prefix in turn:
+                if name in failed:
+                    continue
+                before = target.cpu_seconds()
+                try:
+                    r = bench("calls", "--url", target.url, "--sessions", sessions, "--calls", per_session,
+                              "--warmup", 20, "--tool", prefix + tool, "--arguments", json.dumps(arguments))
+                except subprocess.CalledProcessError as error:
+                    log(name, "failed:", error.stderr)
+                    failed.add(name)
+                    continue
+                samples[name][sessions].append(r)
+                cpu[name][sessions][0] += target.cpu_seconds() - before
+                cpu[name][sessions][1] += r["calls"] + 20 * sessions
+    median = lambda values: sorted(values)[len(values) // 2]
     results = {}
-    for sessions in CONCURRENCY:
-        per_session = max(calls // sessions, 20)
-        cpu_before = target.cpu_seconds()
-        results[sessions] = bench("calls", "--url", target.url, "--sessions", sessions, "--calls", per_session,
-                                  "--warmup", 20, "--tool", tool, "--arguments", json.dumps(arguments))
-        done = results[sessions]["calls"] + 20 * sessions
-        results[sessions]["cpu_us_per_call"] = (target.cpu_seconds() - cpu_before) * 1e6 / done
+    for name, levels in samples.items():
+        if name in failed:
+            continue
+        results[name] = {}
+        for sessions, runs in levels.items():
+            figures = {k: median([r[k] for r in runs]) for k in ("p50_us", "p99_us", "throughput_rps")}
+            figures["rps_range"] = (min(r["throughput_rps"] for r in runs), max(r["throughput_rps"] for r in runs))
+            seconds, done = cpu[name][sessions]
+            figures["cpu_us_per_call"] = seconds * 1e6 / done
+            figures["calls"] = sum(r["calls"] for r in runs)
+            results[name][sessions] = figures
     return results
 
 
@@ -515,15 +548,16 @@ def replica_table(figures):
 
 def latency_table(name, rows, direct):
     lines = [f"### {name}: `tools/call` latency and throughput", "",
-             "| target | sessions | p50 µs | p99 µs | req/s | p50 ÷ direct | req/s ÷ direct | CPU µs/call |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| target | sessions | p50 µs | p99 µs | req/s | p50 ÷ direct | req/s ÷ direct | CPU µs/call "
+             "| req/s of the rounds (min–max) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for target, results in rows:
         for sessions, r in results.items():
             d = direct[sessions]
             lines.append(
                 f"| {target} | {sessions} | {r['p50_us']:.0f} | {r['p99_us']:.0f} | {r['throughput_rps']:.0f} "
                 f"| {r['p50_us'] / d['p50_us']:.2f} | {r['throughput_rps'] / d['throughput_rps']:.2f} "
-                f"| {r['cpu_us_per_call']:.0f} |")
+                f"| {r['cpu_us_per_call']:.0f} | {r['rps_range'][0]:.0f}–{r['rps_range'][1]:.0f} |")
     return lines
 
 
@@ -698,35 +732,32 @@ def main():
               "Rust proxies run with `RUST_LOG=warn` (the crates.io one logs every message at its",
               "default level); the Node peers with their defaults. The load generator,",
               f"the proxy and the server share the CPUs. Concurrency levels: {', '.join(map(str, CONCURRENCY))} sessions",
-              f"(`--sessions`); cores: {os.cpu_count()}.", ""]
+              f"(`--sessions`); cores: {os.cpu_count()}. In the latency and throughput tables every target",
+              f"of a server is up at once and measured in {ROUNDS} interleaved rounds (the order turning each",
+              "round), medians of the rounds; the last column shows how far the rounds spread.",
+              "`bench/noise.py` compares two runs: the noise of each figure, and what moved beyond it.", ""]
     series, added = [], {}
     for upstream, stdio, tool, arguments, direct_launcher in upstreams():
         port = free_port()
         direct = direct_launcher(port)
+        started = [("direct (no proxy)", direct, "")]
         try:
-            log(upstream, "direct")
-            direct_results = measure_calls(direct, tool, arguments, calls)
-            rows = [("direct (no proxy)", direct_results)]
             launchers = targets_for(stdio, direct.url, not args.without_crates)
             log(upstream, "added latency, interleaved rounds")
             added[upstream] = measure_hops(direct, [l for l in launchers if l[0] in HOPS], tool, arguments,
                                            calls // 2)
             for name, launcher, prefix in launchers:
-                log(upstream, name)
                 try:
-                    target = launcher(free_port())
+                    started.append((name, launcher(free_port()), prefix))
                 except RuntimeError as error:
                     log(name, "did not start:", error)
-                    continue
-                try:
-                    rows.append((name, measure_calls(target, prefix + tool, arguments, calls)))
-                except subprocess.CalledProcessError as error:
-                    log(name, "failed:", error.stderr)
-                finally:
-                    target.stop()
+            log(upstream, f"every target, {ROUNDS} interleaved rounds")
+            results = measure_calls(started, tool, arguments, calls)
         finally:
-            direct.stop()
-        report += latency_table(upstream, rows, direct_results) + [""] + peer_ratios(upstream, rows) + [""]
+            for _, target, _ in started:
+                target.stop()
+        rows = [(name, results[name]) for name, _, _ in started if name in results]
+        report += latency_table(upstream, rows, results["direct (no proxy)"]) + [""] + peer_ratios(upstream, rows) + [""]
         series += [(upstream, target, results) for target, results in rows]
 
     report += ["### Latency added over direct (HTTP upstream, one extra hop)", "",
