@@ -82,6 +82,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         registry.prewarm();
         tokio::spawn(registry.clone().run_expiry(shutdown.clone()));
         Ok(Arc::new(App {
+            server: name.into(),
             registry,
             http: config.http_settings(),
             metrics: metrics.clone(),

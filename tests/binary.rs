@@ -228,3 +228,68 @@ async fn slow_bodies_cost_memory_by_the_bytes_received() {
     drop(senders);
     kill(Pid::from_raw(pid as i32), Signal::SIGKILL).unwrap();
 }
+
+/// One access line per HTTP request (JSON with `--log-format json`): the server, the JSON-RPC
+/// method, the status, the session, and the trace the client's `traceparent` names.
+#[tokio::test]
+async fn every_request_writes_one_access_line() {
+    let (_child, addr, mut lines, _) = spawn_proxy(&["--listen", "127.0.0.1:0"]).await;
+    let mut client = Client::new(addr);
+    client.initialize("2025-11-25").await;
+    let session = client.session.clone().unwrap();
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    client.extra_headers.push((
+        "traceparent".into(),
+        format!("00-{trace}-00f067aa0ba902b7-01"),
+    ));
+    assert_eq!(
+        client.call_tool("echo", json!({ "text": "hi" })).await,
+        "hi"
+    );
+    let unserved = client
+        .send_to("/servers/nowhere/mcp", http::Method::POST, &[], None)
+        .await;
+    assert_eq!(unserved.status, StatusCode::NOT_FOUND);
+
+    let mut access = Vec::new();
+    within("the access lines", async {
+        while access
+            .last()
+            .is_none_or(|line: &serde_json::Value| line["status"] != 404)
+        {
+            let line = lines.next_line().await.unwrap().expect("the proxy logs on");
+            let line: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if line["target"] == "access" {
+                access.push(line["fields"].clone());
+            }
+        }
+    })
+    .await;
+    let rpcs: Vec<&str> = access.iter().map(|l| l["rpc"].as_str().unwrap()).collect();
+    assert_eq!(
+        rpcs,
+        ["initialize", "notifications/initialized", "tools/call", "-"],
+        "{access:#?}"
+    );
+    let [initialize, initialized, call, unserved] = &access[..] else {
+        unreachable!()
+    };
+    for line in [initialize, initialized, call] {
+        assert_eq!(line["server"], "default", "{line}");
+        assert_eq!(line["method"], "POST", "{line}");
+        assert_eq!(line["path"], "/mcp", "{line}");
+        assert_eq!(line["session"], session.as_str(), "{line}");
+        assert!(
+            line["peer"].as_str().unwrap().starts_with("127.0.0.1:"),
+            "{line}"
+        );
+        assert!(line["duration_us"].as_u64().is_some(), "{line}");
+    }
+    assert_eq!(initialize["status"], 200);
+    assert_eq!(initialized["status"], 202);
+    assert_eq!(initialize["trace_id"], "-", "no traceparent sent");
+    assert_eq!(call["status"], 200);
+    assert_eq!(call["trace_id"], trace);
+    assert_eq!(unserved["server"], "-");
+    assert_eq!(unserved["path"], "/servers/nowhere/mcp");
+}

@@ -9,6 +9,7 @@ use std::time::Instant;
 use http::{header, Method, Request, Response};
 use hyper::body::Incoming;
 
+use super::access;
 use super::body::Body;
 use super::event_stream::{self, Extras, Framing};
 use super::guard;
@@ -81,7 +82,7 @@ async fn stream(app: &App, request: &Request<Incoming>) -> Result<Response<Body>
 pub async fn message(app: &App, request: Request<Incoming>) -> Response<Body> {
     let started = Instant::now();
     let mut method = "unparsed";
-    let response = match *request.method() {
+    let mut response = match *request.method() {
         Method::POST => post(app, request, &mut method)
             .await
             .unwrap_or_else(Rejection::into_response),
@@ -90,6 +91,7 @@ pub async fn message(app: &App, request: Request<Incoming>) -> Response<Body> {
     app.metrics
         .requests
         .record(method, response.status().as_u16(), started.elapsed());
+    access::note_rpc(&mut response, method);
     response
 }
 

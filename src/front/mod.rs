@@ -1,6 +1,7 @@
 //! Client-facing adapters: accept connections, route paths, speak the client's transport.
 //! A front turns requests into session calls; it never reaches into an upstream.
 
+pub mod access;
 pub mod body;
 pub mod data_layer;
 pub mod event_stream;
@@ -93,6 +94,8 @@ impl Default for HttpSettings {
 
 /// One MCP server as served to clients: its sessions and the settings every handler shares.
 pub struct App {
+    /// Its name: `default` for `/mcp`, else the gateway's name for it.
+    pub server: Arc<str>,
     pub registry: Arc<Registry>,
     pub http: HttpSettings,
     pub metrics: Arc<Metrics>,
@@ -137,10 +140,15 @@ pub async fn serve(listener: TcpListener, router: Arc<Router>, closing: Cancella
         let router = router.clone();
         let closing = closing.clone();
         connections.spawn(async move {
-            let service = service_fn(move |request| {
+            let service = service_fn(move |request: Request<Incoming>| {
                 let router = router.clone();
                 async move {
+                    let started = std::time::Instant::now();
+                    let asked = access::enabled().then(|| access::Asked::of(&request, peer));
                     let mut response = route(&router, request).await;
+                    if let Some(asked) = asked {
+                        asked.answered(&response, started.elapsed());
+                    }
                     let upgrade = response.status() == http::StatusCode::SWITCHING_PROTOCOLS;
                     if router.shutdown.is_cancelled() && !upgrade {
                         let close = http::HeaderValue::from_static("close");
@@ -219,13 +227,18 @@ async fn route(router: &Router, request: Request<Incoming>) -> Response<Body> {
     let Some(app) = app else {
         return text(StatusCode::NOT_FOUND, "not found\n".into());
     };
-    match endpoint {
+    let mut response = match endpoint {
         "mcp" if websocket::is_upgrade(&request) => websocket::upgrade(app.clone(), request),
         "mcp" => streamable_http::handle(app, request).await,
         "sse" => legacy_sse::open(app, request).await,
         "messages" => legacy_sse::message(app, request).await,
         _ => text(StatusCode::NOT_FOUND, "not found\n".into()),
+    };
+    if access::enabled() {
+        let server = access::Server(app.server.clone());
+        response.extensions_mut().insert(server);
     }
+    response
 }
 
 fn text(status: StatusCode, body: String) -> Response<Body> {

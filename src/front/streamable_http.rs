@@ -12,6 +12,7 @@ use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode
 use hyper::body::Incoming;
 use serde_json::Value;
 
+use super::access;
 use super::body::Body;
 use super::data_layer::legacy::{self, Routed};
 use super::event_stream::{self, Extras, Framing};
@@ -59,10 +60,11 @@ pub async fn handle(app: &App, request: Request<Incoming>) -> Response<Body> {
             _ => Err(Rejection::method_not_allowed()),
         },
     };
-    let response = outcome.unwrap_or_else(Rejection::into_response);
+    let mut response = outcome.unwrap_or_else(Rejection::into_response);
     app.metrics
         .requests
         .record(method, response.status().as_u16(), started.elapsed());
+    access::note_rpc(&mut response, method);
     response
 }
 

@@ -1,0 +1,147 @@
+//! The access log: one line per HTTP request, under the log target `access` at level INFO
+//! (`RUST_LOG=info,access=off` leaves it out): who asked what of which server, the answer's
+//! status, how long until the answer's head, the session, and the trace the request belongs to.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderMap, Method, Request, Response};
+use tracing::{info, Level};
+
+/// The log target of access lines.
+pub const TARGET: &str = "access";
+
+/// Whether access lines are written at all (nothing is gathered for them otherwise).
+pub fn enabled() -> bool {
+    tracing::enabled!(target: TARGET, Level::INFO)
+}
+
+/// The served server a response came from, as a response extension (never sent).
+#[derive(Clone)]
+pub struct Server(pub Arc<str>);
+
+/// The JSON-RPC method of the request (its metrics label), as a response extension.
+#[derive(Clone, Copy)]
+pub struct Rpc(pub &'static str);
+
+/// Notes `rpc` on `response` for its access line.
+pub fn note_rpc<B>(response: &mut Response<B>, rpc: &'static str) {
+    if enabled() {
+        response.extensions_mut().insert(Rpc(rpc));
+    }
+}
+
+/// What an access line takes from the request, before the request is handed on.
+pub struct Asked {
+    peer: SocketAddr,
+    method: Method,
+    path: String,
+    session: Option<String>,
+    trace_id: Option<String>,
+}
+
+impl Asked {
+    pub fn of<B>(request: &Request<B>, peer: SocketAddr) -> Asked {
+        let headers = request.headers();
+        Asked {
+            peer,
+            method: request.method().clone(),
+            path: request.uri().path().to_owned(),
+            session: header(headers, "mcp-session-id")
+                .or_else(|| query_session(request.uri().query()?))
+                .map(str::to_owned),
+            trace_id: header(headers, "traceparent")
+                .and_then(trace_id)
+                .map(str::to_owned),
+        }
+    }
+
+    /// Writes the line for `response`, given `elapsed` until its head.
+    pub fn answered<B>(self, response: &Response<B>, elapsed: Duration) {
+        let server = response.extensions().get::<Server>().map(|s| s.0.clone());
+        let rpc = response.extensions().get::<Rpc>().map(|r| r.0);
+        let session = self
+            .session
+            .or_else(|| header(response.headers(), "mcp-session-id").map(str::to_owned));
+        info!(
+            target: TARGET,
+            peer = %self.peer,
+            method = %self.method,
+            path = %self.path,
+            server = server.as_deref().unwrap_or("-"),
+            rpc = rpc.unwrap_or("-"),
+            status = response.status().as_u16(),
+            duration_us = elapsed.as_micros() as u64,
+            session = session.as_deref().unwrap_or("-"),
+            trace_id = self.trace_id.as_deref().unwrap_or("-"),
+            "request"
+        );
+    }
+}
+
+/// The session a 2024-11-05 client's `POST …/messages?sessionId=…` names.
+fn query_session(query: &str) -> Option<&str> {
+    query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("sessionId="))
+}
+
+fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get(name).and_then(|value| value.to_str().ok())
+}
+
+/// The trace id of a W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`); `None` if it is not
+/// one, or names the invalid all-zero trace.
+pub fn trace_id(traceparent: &str) -> Option<&str> {
+    let mut parts = traceparent.trim().split('-');
+    let (version, trace, parent, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let hex = |part: &str, len: usize| {
+        part.len() == len
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    let valid = hex(version, 2)
+        && version != "ff"
+        && hex(trace, 32)
+        && hex(parent, 16)
+        && hex(flags, 2)
+        && trace.bytes().any(|b| b != b'0')
+        && parent.bytes().any(|b| b != b'0')
+        && (version != "00" || parts.next().is_none());
+    valid.then_some(trace)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_traceparent_gives_its_trace_id_and_a_malformed_one_none() {
+        let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+        assert_eq!(
+            trace_id(&format!("00-{trace}-00f067aa0ba902b7-01")),
+            Some(trace)
+        );
+        // A later version may carry more fields.
+        assert_eq!(
+            trace_id(&format!("01-{trace}-00f067aa0ba902b7-01-extra")),
+            Some(trace)
+        );
+        for bad in [
+            "",
+            "00",
+            &format!("00-{trace}-00f067aa0ba902b7-01-extra"),
+            &format!("ff-{trace}-00f067aa0ba902b7-01"),
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            &format!("00-{trace}-0000000000000000-01"),
+            &format!("00-{}-00f067aa0ba902b7-01", trace.to_uppercase()),
+            &format!("00-{trace}-00f067aa0ba902b-01"),
+            "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",
+        ] {
+            assert_eq!(trace_id(bad), None, "{bad}");
+        }
+    }
+}
