@@ -24,7 +24,8 @@
 //!   heartbeats; a write-behind `Mirror` per owned session, a follower per view).
 //! - Base modules every layer may use: [`jsonrpc`] the message model, [`era`] the names of the
 //!   2026-07-28 revision, [`mirrored`] the headers that mirror a 2026-07-28 request's body
-//!   (`Mcp-Name`, `Mcp-Param-*`), [`sse`] the SSE codec,
+//!   (`Mcp-Name`, `Mcp-Param-*`), [`sse`] the SSE codec, [`trace_context`] W3C trace context
+//!   from headers into `_meta` and back,
 //!   [`event`] event ids and logged messages, [`ids`] session ids, replica names and principals,
 //!   [`hop`] the replicas' hop on the wire, [`metrics`] Prometheus counters, [`memory`] freed
 //!   memory given back.
@@ -48,4 +49,5 @@ pub mod server;
 pub mod session;
 pub mod sse;
 pub mod store;
+pub mod trace_context;
 pub mod upstream;

@@ -250,6 +250,31 @@ async fn client_credentials_reach_an_http_upstream_only_when_configured() {
     }
 }
 
+/// A client's W3C trace context reaches an HTTP server as headers too (and in `_meta`).
+#[tokio::test]
+async fn a_clients_trace_context_reaches_an_http_upstream_as_headers() {
+    let (url, recorded) = recording_upstream().await;
+    let front = in_front_of(url, |_| {}).await;
+    let mut client = front.client();
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    client.extra_headers = vec![
+        ("traceparent".into(), traceparent.into()),
+        ("tracestate".into(), "vendor=opaque".into()),
+    ];
+    let reply = client
+        .post(&json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": { "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "x", "version": "1" } } }))
+        .await;
+    within("the answer", reply.response()).await;
+    let head = within("the recorded request", recorded).await.unwrap();
+    assert!(
+        head.contains(&format!("traceparent: {traceparent}")),
+        "{head}"
+    );
+    assert!(head.contains("tracestate: vendor=opaque"), "{head}");
+    front.stop().await;
+}
+
 /// An HTTP MCP server that, like many, sends what a tool call causes on its GET stream and drops
 /// it when no GET stream is open at that moment; its GET stream takes a while to open.
 mod dropping_server {

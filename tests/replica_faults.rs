@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use common::cluster::{call_until_served, metric, through, Redis, Replica};
+use common::cluster::{a_session_on_a, call_until_served, metric, through, Redis, Replica};
 use common::{until, within, Client};
 use http::StatusCode;
 use redis::AsyncCommands;
@@ -26,10 +26,7 @@ fn tagged(update: &Value) -> (String, u64, String) {
 #[tokio::test]
 async fn a_get_stream_on_a_replica_that_does_not_own_the_session_receives_every_update() {
     let redis = Redis::start().await;
-    let a = Replica::start(&redis, "a", &[]).await;
-    let b = Replica::start(&redis, "b", &[]).await;
-    let mut on_a = Client::new(a.addr);
-    on_a.initialize("2025-11-25").await;
+    let (a, b, on_a) = a_session_on_a(&redis).await;
     let mut on_b = through(&on_a, &b);
     let mut stream = on_b.get(None).await;
     assert_eq!(stream.status, StatusCode::OK);
@@ -131,10 +128,7 @@ async fn live_sessions_are_never_404_while_their_owner_restarts_at_the_same_addr
 #[tokio::test]
 async fn a_last_event_id_ahead_of_the_log_is_refused_on_any_replica() {
     let redis = Redis::start().await;
-    let a = Replica::start(&redis, "a", &[]).await;
-    let b = Replica::start(&redis, "b", &[]).await;
-    let mut on_a = Client::new(a.addr);
-    on_a.initialize("2025-11-25").await;
+    let (a, b, mut on_a) = a_session_on_a(&redis).await;
     let mut stream = on_a.get(None).await;
     on_a.call_tool("emit_updates", json!({ "uris": ["demo://x"], "count": 1 }))
         .await;
@@ -222,10 +216,7 @@ async fn behind_a_slow_link_to_redis_a_new_session_is_recorded_before_its_id_is_
 #[tokio::test]
 async fn a_session_redis_does_not_have_yet_is_found_through_the_replica_its_id_names() {
     let redis = Redis::start().await;
-    let a = Replica::start(&redis, "a", &[]).await;
-    let b = Replica::start(&redis, "b", &[]).await;
-    let mut on_a = Client::new(a.addr);
-    on_a.initialize("2025-11-25").await;
+    let (_a, b, on_a) = a_session_on_a(&redis).await;
     let session = on_a.session.clone().unwrap();
     assert!(
         session.starts_with("a."),

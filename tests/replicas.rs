@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::cluster::{call_until_served, metric, through, Redis, Replica, SECRET};
+use common::cluster::{a_session_on_a, call_until_served, metric, through, Redis, Replica, SECRET};
 use common::{until, within, Client, DEMO};
 use http::StatusCode;
 use redis::AsyncCommands;
@@ -638,5 +638,27 @@ async fn a_replica_cut_off_from_redis_hands_over_and_serves_the_session_as_a_vie
         client.call_tool("counter", json!({})).await,
         "3",
         "b's server, one owner"
+    );
+}
+
+/// A client's trace context crosses the replica hop: sent to the replica that does not own the
+/// session, it reaches the owner's server in `_meta`.
+#[tokio::test]
+async fn a_trace_context_crosses_the_replica_hop_to_the_server() {
+    let redis = Redis::start().await;
+    let (a, b, on_a) = a_session_on_a(&redis).await;
+    let mut on_b = through(&on_a, &b);
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    on_b.extra_headers = vec![("traceparent".into(), traceparent.into())];
+    let answer = on_b
+        .request("tools/call", json!({ "name": "trace_context" }))
+        .await;
+    assert_eq!(
+        answer["result"]["structuredContent"]["traceparent"], traceparent,
+        "{answer}"
+    );
+    assert!(
+        metric(&a, "mcp_proxy_sessions_forwarded_total").await >= 1,
+        "served through the hop from b"
     );
 }

@@ -309,6 +309,19 @@ impl Demo {
         }
         let text = |t: String| json!({ "content": [{ "type": "text", "text": t }] });
         match name {
+            // What a server behind the proxy sees of the caller's trace.
+            "trace_context" => {
+                let meta = &params["_meta"];
+                let context = json!({
+                    "traceparent": meta["traceparent"],
+                    "tracestate": meta["tracestate"],
+                });
+                self.reply(
+                    id,
+                    json!({ "content": [{ "type": "text", "text": context.to_string() }],
+                            "structuredContent": context }),
+                );
+            }
             // `text`, or `message` as the reference servers call it, or `msg` as seed 002 does.
             "echo" => match args["text"]
                 .as_str()
@@ -525,7 +538,7 @@ fn strings(array: &Value) -> Vec<String> {
 }
 
 /// The arguments each of the demo's own tools takes (the conformance fixtures check their own).
-const ARGUMENTS: [(&str, &[&str]); 11] = [
+const ARGUMENTS: [(&str, &[&str]); 12] = [
     ("echo", &["text", "message", "msg"]),
     ("lookup", &["region", "limit", "text"]),
     ("add", &["a", "b"]),
@@ -537,6 +550,7 @@ const ARGUMENTS: [(&str, &[&str]); 11] = [
     ("list_roots", &[]),
     ("ping_client", &[]),
     ("crash", &["code"]),
+    ("trace_context", &[]),
 ];
 
 /// A demo tool's arguments are an object (or absent) naming only what the tool takes.
@@ -579,7 +593,8 @@ fn tools() -> Vec<Value> {
         { "name": "notify_list_changed", "description": "Announces that a list (tools, prompts, resources) changed", "inputSchema": schema(json!({ "list": { "type": "string" } }), &["list"]) },
         { "name": "list_roots", "description": "Asks the client for its roots (roots/list) and returns them", "inputSchema": schema(json!({}), &[]) },
         { "name": "ping_client", "description": "Pings the client and reports its answer", "inputSchema": schema(json!({}), &[]) },
-        { "name": "crash", "description": "Exits the server process at once (for failure tests)", "inputSchema": schema(json!({ "code": { "type": "integer" } }), &[]) }
+        { "name": "crash", "description": "Exits the server process at once (for failure tests)", "inputSchema": schema(json!({ "code": { "type": "integer" } }), &[]) },
+        { "name": "trace_context", "description": "Returns the W3C trace context (traceparent, tracestate) its request carried in _meta", "inputSchema": schema(json!({}), &[]) }
     ]) else {
         unreachable!("a JSON array literal")
     };

@@ -9,6 +9,8 @@ use std::time::Duration;
 use http::{HeaderMap, Method, Request, Response};
 use tracing::{info, Level};
 
+use crate::trace_context;
+
 /// The log target of access lines.
 pub const TARGET: &str = "access";
 
@@ -51,8 +53,8 @@ impl Asked {
             session: header(headers, "mcp-session-id")
                 .or_else(|| query_session(request.uri().query()?))
                 .map(str::to_owned),
-            trace_id: header(headers, "traceparent")
-                .and_then(trace_id)
+            trace_id: header(headers, trace_context::TRACEPARENT)
+                .and_then(trace_context::trace_id)
                 .map(str::to_owned),
         }
     }
@@ -89,59 +91,4 @@ fn query_session(query: &str) -> Option<&str> {
 
 fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers.get(name).and_then(|value| value.to_str().ok())
-}
-
-/// The trace id of a W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`); `None` if it is not
-/// one, or names the invalid all-zero trace.
-pub fn trace_id(traceparent: &str) -> Option<&str> {
-    let mut parts = traceparent.trim().split('-');
-    let (version, trace, parent, flags) =
-        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-    let hex = |part: &str, len: usize| {
-        part.len() == len
-            && part
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    };
-    let valid = hex(version, 2)
-        && version != "ff"
-        && hex(trace, 32)
-        && hex(parent, 16)
-        && hex(flags, 2)
-        && trace.bytes().any(|b| b != b'0')
-        && parent.bytes().any(|b| b != b'0')
-        && (version != "00" || parts.next().is_none());
-    valid.then_some(trace)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_traceparent_gives_its_trace_id_and_a_malformed_one_none() {
-        let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
-        assert_eq!(
-            trace_id(&format!("00-{trace}-00f067aa0ba902b7-01")),
-            Some(trace)
-        );
-        // A later version may carry more fields.
-        assert_eq!(
-            trace_id(&format!("01-{trace}-00f067aa0ba902b7-01-extra")),
-            Some(trace)
-        );
-        for bad in [
-            "",
-            "00",
-            &format!("00-{trace}-00f067aa0ba902b7-01-extra"),
-            &format!("ff-{trace}-00f067aa0ba902b7-01"),
-            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
-            &format!("00-{trace}-0000000000000000-01"),
-            &format!("00-{}-00f067aa0ba902b7-01", trace.to_uppercase()),
-            &format!("00-{trace}-00f067aa0ba902b-01"),
-            "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",
-        ] {
-            assert_eq!(trace_id(bad), None, "{bad}");
-        }
-    }
 }

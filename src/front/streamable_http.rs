@@ -30,6 +30,7 @@ use crate::metrics;
 use crate::session::log::{EventId, StreamKey};
 use crate::session::protocol::{self, is_session_method};
 use crate::session::{Delivery, ReadError, Reader, Session, SessionError, Shape};
+use crate::trace_context::TraceContext;
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
@@ -95,7 +96,10 @@ async fn post(
         app.http.body_timeout,
     )
     .await?;
-    let message = session_methods::parse(body)?;
+    let mut message = session_methods::parse(body)?;
+    if let Some(context) = TraceContext::from_headers(&headers) {
+        context.carry_into(&mut message);
+    }
     *method = match message.method() {
         Some(name) => metrics::method_label(name),
         None => "response",

@@ -17,6 +17,7 @@ use super::{EventSink, UpstreamError, UpstreamEvent};
 use crate::era::MODERN_VERSION;
 use crate::jsonrpc::{id_key, Kind, Message};
 use crate::mirrored::{self, ToolMarks};
+use crate::trace_context::TraceContext;
 
 /// A 2026-07-28 HTTP server, as the bridge sends to it.
 #[derive(Debug, Clone)]
@@ -221,6 +222,12 @@ impl Link {
         }
         if let Some(credential) = &self.credential {
             request = request.header(header::AUTHORIZATION, credential.clone());
+        }
+        if let (Some(context), Some(headers)) = (
+            message.params().and_then(TraceContext::from_params),
+            request.headers_mut(),
+        ) {
+            context.set_headers(headers);
         }
         request
             .body(Full::new(message.to_bytes()))

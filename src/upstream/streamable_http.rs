@@ -20,6 +20,7 @@ use super::driven::{Connections, DrivenBody};
 use super::http_client::{self, is_event_stream, EventStream, HttpClient, HttpSpec};
 use super::{EventSink, UpstreamError, UpstreamEvent};
 use crate::jsonrpc::{Kind, Message};
+use crate::trace_context::TraceContext;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -477,6 +478,12 @@ impl Inner {
         }
         if let Some(credential) = &self.authorization {
             headers.insert(header::AUTHORIZATION, credential.clone());
+        }
+        if let Some(context) = message
+            .and_then(Message::params)
+            .and_then(TraceContext::from_params)
+        {
+            context.set_headers(headers);
         }
         if message.is_none_or(|m| m.method() != Some("initialize")) {
             if let Some(version) = self.lock().protocol_version.clone() {

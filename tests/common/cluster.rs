@@ -225,6 +225,15 @@ pub fn through(client: &Client, replica: &Replica) -> Client {
     other
 }
 
+/// Two replicas, `a` and `b`, and a session initialized on `a`: its client, talking to `a`.
+pub async fn a_session_on_a(redis: &Redis) -> (Replica, Replica, Client) {
+    let a = Replica::start(redis, "a", &[]).await;
+    let b = Replica::start(redis, "b", &[]).await;
+    let mut on_a = Client::new(a.addr);
+    on_a.initialize("2025-11-25").await;
+    (a, b, on_a)
+}
+
 /// A figure from `replica`'s `/metrics`.
 pub async fn metric(replica: &Replica, name: &str) -> u64 {
     let text = Client::new(replica.addr)
