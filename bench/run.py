@@ -246,19 +246,17 @@ def measure_calls(targets, tool, arguments, calls, rounds=ROUNDS):
                 samples[name][sessions].append(r)
                 cpu[name][sessions][0] += target.cpu_seconds() - before
                 cpu[name][sessions][1] += r["calls"] + 20 * sessions
-    median = lambda values: sorted(values)[len(values) // 2]
     results = {}
     for name, levels in samples.items():
         if name in failed:
             continue
-        results[name] = {}
+        results[name] = medians(levels, ("p50_us", "p99_us", "throughput_rps"))
         for sessions, runs in levels.items():
-            figures = {k: median([r[k] for r in runs]) for k in ("p50_us", "p99_us", "throughput_rps")}
+            figures = results[name][sessions]
             figures["rps_range"] = (min(r["throughput_rps"] for r in runs), max(r["throughput_rps"] for r in runs))
             seconds, done = cpu[name][sessions]
             figures["cpu_us_per_call"] = seconds * 1e6 / done
             figures["calls"] = sum(r["calls"] for r in runs)
-            results[name][sessions] = figures
     return results
 
 
@@ -297,15 +295,20 @@ def ensure_redis():
     return shutil.which("redis-server") is not None
 
 
+def start_redis(port):
+    """A redis-server on 127.0.0.1:`port`, keeping nothing on disk (stopped by its PID)."""
+    return subprocess.Popen(["redis-server", "--bind", "127.0.0.1", "--port", str(port),
+                             "--save", "", "--appendonly", "no"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
 def measure_replicas(calls, rounds=7):
     """`tools/call` on the demo through one proxy with the in-memory store, and through two
     replicas sharing Redis: on the session's owner, and on the other replica (its view of the
     session, the internal hop to the owner, the answer back through Redis). Interleaved rounds,
     medians, at one session and at eight."""
     redis_port = free_port()
-    redis = subprocess.Popen(["redis-server", "--bind", "127.0.0.1", "--port", str(redis_port),
-                              "--save", "", "--appendonly", "no"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    redis = start_redis(redis_port)
     started = []
     try:
         wait_for_port(redis_port, redis)
@@ -356,9 +359,7 @@ def measure_redis_memory(sessions=1000):
     """Redis memory per idle session: `used_memory` before and after `sessions` sessions are
     opened (initialize answered, nothing else) through a replica on a shared child."""
     redis_port = free_port()
-    redis = subprocess.Popen(["redis-server", "--bind", "127.0.0.1", "--port", str(redis_port),
-                              "--save", "", "--appendonly", "no"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    redis = start_redis(redis_port)
     used = lambda: int(next(line.split(":", 1)[1] for line in subprocess.run(
         ["redis-cli", "-p", str(redis_port), "info", "memory"], check=True, capture_output=True,
         text=True).stdout.splitlines() if line.startswith("used_memory:")))

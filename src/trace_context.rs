@@ -43,6 +43,14 @@ impl TraceContext {
         })
     }
 
+    /// Carries the context of a client's HTTP `headers`, if any, into `request`'s `_meta`
+    /// (`carry_into`): what every front does with a client message.
+    pub fn carry_from_headers(headers: &HeaderMap, request: &mut Message) {
+        if let Some(context) = TraceContext::from_headers(headers) {
+            context.carry_into(request);
+        }
+    }
+
     /// The context in a request's `params._meta`; `None` without a valid `traceparent`.
     pub fn from_params(params: &RawValue) -> Option<TraceContext> {
         // Most requests carry none: no parse for them.

@@ -81,18 +81,7 @@ async fn streamable_http_scenario(upstream: Upstream) {
 async fn legacy_sse_scenario(upstream: Upstream) {
     let (front, behind) = proxies(upstream).await;
     let client: Client = front.client();
-    let mut stream = client
-        .send_to(
-            "/sse",
-            Method::GET,
-            &[("accept", "text/event-stream")],
-            None,
-        )
-        .await;
-    let endpoint = within("the endpoint", stream.next_event())
-        .await
-        .unwrap()
-        .data;
+    let (mut stream, endpoint) = client.open_legacy_sse("/sse").await;
     let post = |message: Value| {
         let client = client.clone();
         let endpoint = endpoint.clone();

@@ -338,18 +338,7 @@ async fn every_legacy_front_reaches_a_modern_server() {
     assert_eq!(ws.call_tool("counter", json!({})).await, "2");
 
     let client = proxy.client();
-    let mut stream = client
-        .send_to(
-            "/sse",
-            hyper::Method::GET,
-            &[("accept", "text/event-stream")],
-            None,
-        )
-        .await;
-    let endpoint = within("the endpoint event", stream.next_event())
-        .await
-        .unwrap()
-        .data;
+    let (mut stream, endpoint) = client.open_legacy_sse("/sse").await;
     let post = |body: Value| {
         let (client, path) = (client.clone(), endpoint.clone());
         async move {

@@ -161,7 +161,10 @@ async fn requests_answered_within_the_write_delay_never_reach_redis() {
     let writes = calls("hset") + calls("hdel") + calls("pexpire") + calls("xadd");
     // One per request in flight and one per answer were 80 writes; now a few per round trip.
     assert!(writes <= 16, "{writes} writes for 40 requests:\n{stats}");
-    for kind in ["session", "log", "inflight"] {
+    let ttl: i64 = connection.pttl(&record_key).await.unwrap();
+    assert!(ttl > 0, "the record keeps its TTL: {ttl}");
+    // The others exist (with a TTL) or are gone (-2), never without one (-1).
+    for kind in ["log", "inflight"] {
         let ttl: i64 = connection
             .pttl(format!("mcp-proxy:default:{kind}:{session}"))
             .await

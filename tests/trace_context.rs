@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Client, Proxy};
+use common::{within, Client, Proxy};
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -87,6 +87,51 @@ async fn a_2026_07_28_clients_trace_context_reaches_the_server_too() {
         .await;
     assert_eq!(reply.status, StatusCode::OK);
     let answer = reply.response().await;
+    assert_eq!(
+        answer["result"]["structuredContent"]["traceparent"],
+        parent.as_str(),
+        "{answer}"
+    );
+}
+
+#[tokio::test]
+async fn a_2024_11_05_clients_trace_context_reaches_the_server_too() {
+    let proxy = Proxy::start().await;
+    let client = proxy.client();
+    let (mut stream, endpoint) = client.open_legacy_sse("/sse").await;
+    let parent = traceparent(TRACE);
+    let post = |body: Value| {
+        let (client, endpoint, parent) = (client.clone(), endpoint.clone(), parent.clone());
+        async move {
+            let headers = [
+                ("content-type", "application/json"),
+                ("traceparent", parent.as_str()),
+            ];
+            let reply = client
+                .send_to(
+                    &endpoint,
+                    Method::POST,
+                    &headers,
+                    Some(body.to_string().into()),
+                )
+                .await;
+            assert_eq!(reply.status, StatusCode::ACCEPTED);
+        }
+    };
+    post(json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": { "protocolVersion": "2024-11-05", "capabilities": {},
+                    "clientInfo": { "name": "old", "version": "1" } } }))
+    .await;
+    within("the initialize answer", stream.next_message()).await;
+    post(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" })).await;
+    post(json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": { "name": "trace_context" } }))
+    .await;
+    let answer = within("the call's answer", stream.next_message())
+        .await
+        .unwrap()
+        .message;
+    assert_eq!(answer["id"], 2);
     assert_eq!(
         answer["result"]["structuredContent"]["traceparent"],
         parent.as_str(),

@@ -9,6 +9,7 @@ use std::time::Duration;
 use http::{HeaderMap, Method, Request, Response};
 use tracing::{info, Level};
 
+use super::legacy_sse;
 use crate::trace_context;
 
 /// The log target of access lines.
@@ -51,7 +52,7 @@ impl Asked {
             method: request.method().clone(),
             path: request.uri().path().to_owned(),
             session: header(headers, "mcp-session-id")
-                .or_else(|| query_session(request.uri().query()?))
+                .or_else(|| legacy_sse::query_session(request.uri().query()?))
                 .map(str::to_owned),
             trace_id: header(headers, trace_context::TRACEPARENT)
                 .and_then(trace_context::trace_id)
@@ -80,13 +81,6 @@ impl Asked {
             "request"
         );
     }
-}
-
-/// The session a 2024-11-05 client's `POST …/messages?sessionId=…` names.
-fn query_session(query: &str) -> Option<&str> {
-    query
-        .split('&')
-        .find_map(|pair| pair.strip_prefix("sessionId="))
 }
 
 fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {

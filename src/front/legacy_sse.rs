@@ -21,6 +21,7 @@ use crate::metrics;
 use crate::session::log::StreamKey;
 use crate::session::{Session, Shape};
 use crate::sse;
+use crate::trace_context::TraceContext;
 
 /// `GET …/sse`: a new session and its stream.
 pub async fn open(app: &App, request: Request<Incoming>) -> Response<Body> {
@@ -113,7 +114,8 @@ async fn post(
         app.http.body_timeout,
     )
     .await?;
-    let message = Message::parse(body)?;
+    let mut message = Message::parse(body)?;
+    TraceContext::carry_from_headers(&parts.headers, &mut message);
     *method = message.method().map_or("response", metrics::method_label);
     app.registry
         .deliver(&session, message)
@@ -122,19 +124,18 @@ async fn post(
     Ok(accepted())
 }
 
+/// The session a `POST …/messages?sessionId=…` names (`session_id` as some clients spell it).
+pub fn query_session(query: &str) -> Option<&str> {
+    query.split('&').find_map(|pair| {
+        pair.strip_prefix("sessionId=")
+            .or_else(|| pair.strip_prefix("session_id="))
+    })
+}
+
 async fn find_session(app: &App, parts: &http::request::Parts) -> Result<Arc<Session>, Rejection> {
-    let id = parts
-        .uri
-        .query()
-        .unwrap_or_default()
-        .split('&')
-        .find_map(|pair| {
-            pair.strip_prefix("sessionId=")
-                .or_else(|| pair.strip_prefix("session_id="))
-        })
-        .ok_or_else(|| {
-            Rejection::bad_request("Bad Request: the sessionId query parameter is required")
-        })?;
+    let id = query_session(parts.uri.query().unwrap_or_default()).ok_or_else(|| {
+        Rejection::bad_request("Bad Request: the sessionId query parameter is required")
+    })?;
     app.registry
         .find(id, &guard::principal(&app.http, &parts.headers))
         .await

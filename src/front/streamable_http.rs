@@ -97,9 +97,7 @@ async fn post(
     )
     .await?;
     let mut message = session_methods::parse(body)?;
-    if let Some(context) = TraceContext::from_headers(&headers) {
-        context.carry_into(&mut message);
-    }
+    TraceContext::carry_from_headers(&headers, &mut message);
     *method = match message.method() {
         Some(name) => metrics::method_label(name),
         None => "response",

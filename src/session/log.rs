@@ -250,8 +250,8 @@ impl EventLog {
     }
 
     /// Drops every message of `stream` without recording a gap: for messages handed over in a
-    /// way no client can resume (a plain JSON response body carries no event id).
-    /// Drops a stream's messages; returns their positions.
+    /// way no client can resume (a plain JSON response body carries no event id). Returns their
+    /// positions.
     pub fn forget_stream(&mut self, stream: StreamKey) -> Vec<u64> {
         let seqs: Vec<u64> = self
             .by_stream

@@ -44,13 +44,9 @@ impl Connections {
         spec: &HttpSpec,
         request: Request<Full<Bytes>>,
     ) -> Result<Response<DrivenBody>, String> {
-        match tokio::time::timeout(spec.request_timeout, self.exchange(spec, request)).await {
-            Ok(answer) => answer,
-            Err(_) => Err(format!(
-                "the upstream server did not answer within {:?}",
-                spec.request_timeout
-            )),
-        }
+        tokio::time::timeout(spec.request_timeout, self.exchange(spec, request))
+            .await
+            .unwrap_or_else(|_| Err(spec.silent()))
     }
 
     async fn exchange(
@@ -58,8 +54,7 @@ impl Connections {
         spec: &HttpSpec,
         mut request: Request<Full<Bytes>>,
     ) -> Result<Response<DrivenBody>, String> {
-        let unreachable =
-            |cause: String| format!("the upstream server is unreachable ({}): {cause}", spec.url);
+        let unreachable = |cause: String| spec.unreachable(&cause);
         origin_form(&mut request);
         // An idle connection first; if it cannot take the request, a new one.
         let mut reused = self.take_idle();

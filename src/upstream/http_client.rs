@@ -49,19 +49,23 @@ pub async fn send(
 ) -> Result<Response<Incoming>, String> {
     tokio::time::timeout(spec.request_timeout, client.request(request))
         .await
-        .map_err(|_| {
-            format!(
-                "the upstream server did not answer within {:?}",
-                spec.request_timeout
-            )
-        })?
-        .map_err(|e| {
-            format!(
-                "the upstream server is unreachable ({}): {}",
-                spec.url,
-                error_chain(&e)
-            )
-        })
+        .map_err(|_| spec.silent())?
+        .map_err(|e| spec.unreachable(&error_chain(&e)))
+}
+
+impl HttpSpec {
+    /// Why a request failed when the server did not answer within the request timeout.
+    pub fn silent(&self) -> String {
+        format!(
+            "the upstream server did not answer within {:?}",
+            self.request_timeout
+        )
+    }
+
+    /// Why a request failed when the server could not be reached.
+    pub fn unreachable(&self, cause: &str) -> String {
+        format!("the upstream server is unreachable ({}): {cause}", self.url)
+    }
 }
 
 pub fn is_event_stream<B>(response: &Response<B>) -> bool {

@@ -168,6 +168,20 @@ impl Client {
         }
     }
 
+    /// Opens a 2024-11-05 SSE stream at `path` (`/sse`): the stream, and the endpoint its first
+    /// event names for the client's POSTs.
+    pub async fn open_legacy_sse(&self, path: &str) -> (Reply, String) {
+        let mut stream = self
+            .send_to(path, Method::GET, &[("accept", "text/event-stream")], None)
+            .await;
+        assert_eq!(stream.status, StatusCode::OK, "the SSE stream opens");
+        let endpoint = within("the endpoint event", stream.next_event())
+            .await
+            .expect("an endpoint event");
+        assert_eq!(endpoint.event.as_deref(), Some("endpoint"));
+        (stream, endpoint.data)
+    }
+
     fn session_headers(&self) -> Vec<(&str, &str)> {
         let mut headers = Vec::new();
         if let Some(session) = &self.session {
