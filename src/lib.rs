@@ -47,6 +47,7 @@ pub mod metrics;
 pub mod mirrored;
 pub mod server;
 pub mod session;
+pub mod spans;
 pub mod sse;
 pub mod store;
 pub mod trace_context;

@@ -1,84 +1,296 @@
-//! Process-wide counters and gauges, rendered as Prometheus text at `/metrics`.
+//! The proxy's Prometheus figures (`prometheus-client`), rendered as OpenMetrics text at
+//! `/metrics`: per-server figures carry a `server` label ("default" for `/mcp`, a gateway
+//! server's name otherwise), store and span figures are process-wide. No label takes a value a
+//! client chooses (methods outside a fixed list count as `other`), so the series stay bounded.
 
-use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
-macro_rules! counters {
-    ($($name:ident: $kind:literal, $help:literal;)*) => {
-        /// One atomic per figure; cheap to bump from any task.
-        #[derive(Debug, Default)]
-        pub struct Metrics {
-            $(pub $name: AtomicU64,)*
-            /// HTTP requests on MCP endpoints, by method and status, and their latency.
-            pub requests: Requests,
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::spans::Spans;
+
+/// Upper bounds of the latency buckets, in seconds.
+const LATENCY_BOUNDS: [f64; 16] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
+];
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(LATENCY_BOUNDS)
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ServerLabel {
+    server: Arc<str>,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    server: Arc<str>,
+    method: &'static str,
+    status: u16,
+}
+
+type PerServer<M> = Family<ServerLabel, M>;
+type Latency = Family<ServerLabel, Histogram, fn() -> Histogram>;
+
+macro_rules! per_server {
+    ($($name:ident: $kind:ident, $help:literal;)*) => {
+        /// Every per-server family, registered once.
+        #[derive(Debug)]
+        struct ServerFamilies {
+            $($name: PerServer<$kind>,)*
+            requests: Family<RequestLabels, Counter>,
+            request_duration: Latency,
+            upstream_duration: Latency,
         }
 
-        impl Metrics {
-            /// The Prometheus text exposition of every figure.
-            pub fn render(&self) -> String {
-                let mut out = String::new();
-                $(
-                    let name = concat!("mcp_proxy_", stringify!($name));
-                    let _ = writeln!(out, "# HELP {name} {}", $help);
-                    let _ = writeln!(out, "# TYPE {name} {}", $kind);
-                    let _ = writeln!(out, "{name} {}", self.$name.load(Ordering::Relaxed));
-                )*
-                self.requests.render(&mut out);
-                out
+        /// One server's figures: handles resolved once, so counting is one atomic add.
+        #[derive(Debug)]
+        pub struct ServerMetrics {
+            $(#[doc = $help] pub $name: $kind,)*
+            /// Time from a client's request to its response head (for a stream, its start).
+            pub request_duration: Histogram,
+            /// Time from a request sent to the server to the server's answer.
+            pub upstream_duration: Histogram,
+            requests: Family<RequestLabels, Counter>,
+            server: Arc<str>,
+            /// Where this server's spans go (nowhere unless tracing is on).
+            pub spans: Spans,
+        }
+
+        impl ServerFamilies {
+            fn register(registry: &mut Registry) -> ServerFamilies {
+                let families = ServerFamilies {
+                    $($name: Family::default(),)*
+                    requests: Family::default(),
+                    request_duration: Family::new_with_constructor(latency_histogram),
+                    upstream_duration: Family::new_with_constructor(latency_histogram),
+                };
+                // The text format names a counter `<name>_total`.
+                $(registry.register(
+                    stringify!($name).trim_end_matches("_total"),
+                    $help,
+                    families.$name.clone(),
+                );)*
+                registry.register(
+                    "requests",
+                    "HTTP requests on MCP endpoints by JSON-RPC method (GET, DELETE for those) and status.",
+                    families.requests.clone(),
+                );
+                registry.register(
+                    "request_duration_seconds",
+                    "Time from a client's request to its response head (for a stream, its start).",
+                    families.request_duration.clone(),
+                );
+                registry.register(
+                    "upstream_duration_seconds",
+                    "Time from a request sent to the server to the server's answer.",
+                    families.upstream_duration.clone(),
+                );
+                families
+            }
+
+            fn resolve(&self, server: &str, spans: Spans) -> ServerMetrics {
+                let label = ServerLabel { server: server.into() };
+                ServerMetrics {
+                    $($name: self.$name.get_or_create_owned(&label),)*
+                    request_duration: self.request_duration.get_or_create_owned(&label),
+                    upstream_duration: self.upstream_duration.get_or_create_owned(&label),
+                    requests: self.requests.clone(),
+                    server: label.server,
+                    spans,
+                }
             }
         }
     };
 }
 
-counters! {
-    sessions_open: "gauge", "Sessions currently open.";
-    sessions_created_total: "counter", "Sessions created.";
-    sessions_expired_total: "counter", "Sessions ended by idle expiry.";
-    sessions_rejected_total: "counter", "Session creations refused by the session limit.";
-    events_logged_total: "counter", "Server-to-client messages appended to event logs.";
-    events_coalesced_total: "counter", "Logged messages replaced by a later one with the same coalesce key.";
-    events_evicted_total: "counter", "Logged messages evicted from a replay window.";
-    replays_total: "counter", "Resumptions from a known position (Last-Event-ID, or session/resume inside the window).";
-    websocket_connections: "gauge", "WebSocket connections open.";
-    store_up: "gauge", "1 while the Redis store answers (always 0 with the memory store).";
-    store_errors_total: "counter", "Failed Redis commands (writes, heartbeats, reads).";
-    store_write_queue: "gauge", "Owners' writes queued for Redis and not yet written (past 50000, new work waits).";
-    store_write_lag_ms: "gauge", "How long the oldest write of the last batch waited before it reached Redis, in milliseconds.";
-    sessions_forwarded_total: "counter", "Client messages forwarded to the replica owning their session.";
-    sessions_taken_over_total: "counter", "Sessions taken over from a replica whose heartbeat lapsed.";
-    replay_gaps_total: "counter", "Reads that found messages evicted before delivery.";
-    upstream_spawns_total: "counter", "Upstream server processes started.";
-    upstream_exits_total: "counter", "Upstream servers that exited on their own.";
-    upstreams_modern: "gauge", "Served servers that speak 2026-07-28 (configured, or found by upstream.protocol = auto), bridged for legacy clients.";
-    requests_timed_out_total: "counter", "Requests failed because their server stayed silent past upstream.request_timeout.";
-    list_cache_hits_total: "counter", "List requests answered from the list cache.";
-    list_cache_misses_total: "counter", "Cacheable list requests sent to the server.";
-    response_cache_hits_total: "counter", "2026-07-28 requests answered from a result the server (or upstream.cache_ttl) marked reusable (ttlMs, cacheScope).";
-    response_cache_misses_total: "counter", "Cacheable 2026-07-28 requests sent to the server.";
+per_server! {
+    sessions_open: Gauge, "Sessions currently open.";
+    sessions_created_total: Counter, "Sessions created.";
+    sessions_expired_total: Counter, "Sessions ended by idle expiry.";
+    sessions_rejected_total: Counter, "Session creations refused by the session limit.";
+    events_logged_total: Counter, "Server-to-client messages appended to event logs.";
+    events_coalesced_total: Counter, "Logged messages replaced by a later one with the same coalesce key.";
+    events_evicted_total: Counter, "Logged messages evicted from a replay window.";
+    replays_total: Counter, "Resumptions from a known position (Last-Event-ID, or session/resume inside the window).";
+    replay_gaps_total: Counter, "Reads that found messages evicted before delivery.";
+    websocket_connections: Gauge, "WebSocket connections open.";
+    sessions_forwarded_total: Counter, "Client messages forwarded to the replica owning their session.";
+    sessions_taken_over_total: Counter, "Sessions taken over from a replica whose heartbeat lapsed.";
+    upstream_spawns_total: Counter, "Upstream server processes started.";
+    upstream_exits_total: Counter, "Upstream servers that exited on their own.";
+    upstreams_modern: Gauge, "1 when the server speaks 2026-07-28 (configured, or found by upstream.protocol = auto), bridged for legacy clients.";
+    requests_timed_out_total: Counter, "Requests failed because their server stayed silent past upstream.request_timeout.";
+    input_required_held: Gauge, "Calls held for a 2026-07-28 client's retry after input_required.";
+    list_cache_hits_total: Counter, "List requests answered from the list cache.";
+    list_cache_misses_total: Counter, "Cacheable list requests sent to the server.";
+    response_cache_hits_total: Counter, "2026-07-28 requests answered from a result the server (or upstream.cache_ttl) marked reusable (ttlMs, cacheScope).";
+    response_cache_misses_total: Counter, "Cacheable 2026-07-28 requests sent to the server.";
+}
+
+impl ServerMetrics {
+    /// The server these figures are of.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// Counts one HTTP request on an MCP endpoint and the time to its response head.
+    pub fn record_request(&self, method: &'static str, status: u16, latency: Duration) {
+        let labels = RequestLabels {
+            server: self.server.clone(),
+            method,
+            status,
+        };
+        self.requests.get_or_create(&labels).inc();
+        self.request_duration.observe(latency.as_secs_f64());
+    }
+}
+
+/// The store's figures (process-wide: every server shares one store).
+#[derive(Debug)]
+pub struct StoreMetrics {
+    /// 1 while the Redis store answers (always 0 with the memory store).
+    pub up: Gauge,
+    /// Failed Redis commands (writes, heartbeats, reads).
+    pub errors: Counter,
+    /// Round trips to Redis (a batch of writes, a read, a heartbeat).
+    pub round_trips: Counter,
+    /// How long each round trip to Redis took.
+    pub round_trip_duration: Histogram,
+    /// Owners' writes queued for Redis and not yet written.
+    pub write_queue: Gauge,
+    /// How long the oldest write of the last batch waited before it reached Redis, in ms.
+    pub write_lag_ms: Gauge,
+}
+
+impl StoreMetrics {
+    fn register(registry: &mut Registry) -> StoreMetrics {
+        let store = StoreMetrics {
+            up: Gauge::default(),
+            errors: Counter::default(),
+            round_trips: Counter::default(),
+            round_trip_duration: latency_histogram(),
+            write_queue: Gauge::default(),
+            write_lag_ms: Gauge::default(),
+        };
+        registry.register(
+            "store_up",
+            "1 while the Redis store answers (always 0 with the memory store).",
+            store.up.clone(),
+        );
+        registry.register(
+            "store_errors",
+            "Failed Redis commands (writes, heartbeats, reads).",
+            store.errors.clone(),
+        );
+        registry.register(
+            "store_round_trips",
+            "Round trips to Redis (a batch of writes, a read, a heartbeat).",
+            store.round_trips.clone(),
+        );
+        registry.register(
+            "store_round_trip_duration_seconds",
+            "How long each round trip to Redis took.",
+            store.round_trip_duration.clone(),
+        );
+        registry.register(
+            "store_write_queue",
+            "Owners' writes queued for Redis and not yet written (past 50000, new work waits).",
+            store.write_queue.clone(),
+        );
+        registry.register(
+            "store_write_lag_ms",
+            "How long the oldest write of the last batch waited before it reached Redis, in milliseconds.",
+            store.write_lag_ms.clone(),
+        );
+        store
+    }
+
+    /// Counts a round trip that took `took`.
+    pub fn round_trip(&self, took: Duration) {
+        self.round_trips.inc();
+        self.round_trip_duration.observe(took.as_secs_f64());
+    }
+}
+
+/// The span exporter's figures (process-wide).
+#[derive(Debug, Default, Clone)]
+pub struct SpanMetrics {
+    /// Spans the collector accepted.
+    pub exported: Counter,
+    /// Spans dropped because the export queue was full, or their export failed.
+    pub dropped: Counter,
+    /// Exports (batches) that failed.
+    pub exports_failed: Counter,
+}
+
+impl SpanMetrics {
+    fn register(registry: &mut Registry) -> SpanMetrics {
+        let spans = SpanMetrics::default();
+        registry.register(
+            "spans_exported",
+            "Spans the OTLP collector accepted.",
+            spans.exported.clone(),
+        );
+        registry.register(
+            "spans_dropped",
+            "Spans dropped because the export queue was full or their export failed.",
+            spans.dropped.clone(),
+        );
+        registry.register(
+            "span_exports_failed",
+            "Span exports (batches) that failed.",
+            spans.exports_failed.clone(),
+        );
+        spans
+    }
+}
+
+/// Every figure of the process, and the registry that renders them.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    servers: ServerFamilies,
+    pub store: Arc<StoreMetrics>,
+    pub spans: SpanMetrics,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        let mut registry = Registry::with_prefix("mcp_proxy");
+        let servers = ServerFamilies::register(&mut registry);
+        let store = Arc::new(StoreMetrics::register(&mut registry));
+        let spans = SpanMetrics::register(&mut registry);
+        Metrics {
+            registry,
+            servers,
+            store,
+            spans,
+        }
+    }
 }
 
 impl Metrics {
-    pub fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
+    /// The figures of the server named `server`, and where its spans go; its series exist
+    /// (at 0) from here on.
+    pub fn server(&self, server: &str, spans: Spans) -> Arc<ServerMetrics> {
+        Arc::new(self.servers.resolve(server, spans))
     }
 
-    pub fn inc(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub fn dec(counter: &AtomicU64) {
-        counter.fetch_sub(1, Ordering::Relaxed);
-    }
-
-    pub fn set(gauge: &AtomicU64, value: u64) {
-        gauge.store(value, Ordering::Relaxed);
-    }
-
-    pub fn get(counter: &AtomicU64) -> u64 {
-        counter.load(Ordering::Relaxed)
+    /// The OpenMetrics text exposition of every figure.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
     }
 }
 
@@ -118,118 +330,59 @@ pub fn method_label(method: &str) -> &'static str {
         .unwrap_or("other")
 }
 
-/// Upper bounds of the latency buckets, in seconds.
-const LATENCY_BOUNDS: [f64; 14] = [
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-];
-
-/// Requests by (method, status), and a latency histogram (time to the response head; for a
-/// stream, to its start).
-#[derive(Debug, Default)]
-pub struct Requests {
-    counts: Mutex<BTreeMap<(&'static str, u16), u64>>,
-    buckets: [AtomicU64; LATENCY_BOUNDS.len()],
-    sum_micros: AtomicU64,
-    count: AtomicU64,
-}
-
-impl Requests {
-    pub fn record(&self, method: &'static str, status: u16, latency: Duration) {
-        *self
-            .counts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry((method, status))
-            .or_default() += 1;
-        let seconds = latency.as_secs_f64();
-        if let Some(bucket) = LATENCY_BOUNDS.iter().position(|bound| seconds <= *bound) {
-            self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
-        }
-        self.sum_micros
-            .fetch_add(latency.as_micros() as u64, Ordering::Relaxed);
-        self.count.fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn render(&self, out: &mut String) {
-        let name = "mcp_proxy_requests_total";
-        let _ = writeln!(out, "# HELP {name} HTTP requests on MCP endpoints by JSON-RPC method (GET, DELETE for those) and status.");
-        let _ = writeln!(out, "# TYPE {name} counter");
-        for ((method, status), n) in self.counts.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            let _ = writeln!(out, "{name}{{method=\"{method}\",status=\"{status}\"}} {n}");
-        }
-        let name = "mcp_proxy_request_duration_seconds";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Time from a request to its response head."
-        );
-        let _ = writeln!(out, "# TYPE {name} histogram");
-        let mut cumulative = 0;
-        for (bound, bucket) in LATENCY_BOUNDS.iter().zip(&self.buckets) {
-            cumulative += bucket.load(Ordering::Relaxed);
-            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
-        }
-        let count = self.count.load(Ordering::Relaxed);
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
-        let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "{name}_sum {sum}");
-        let _ = writeln!(out, "{name}_count {count}");
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn renders_prometheus_text() {
+    fn renders_per_server_figures_with_their_server_label() {
         let metrics = Metrics::default();
-        Metrics::inc(&metrics.sessions_created_total);
+        let default = metrics.server("default", Spans::default());
+        let other = metrics.server("github", Spans::default());
+        default.sessions_created_total.inc();
+        other.sessions_open.inc();
         let text = metrics.render();
-        assert!(text.contains(
-            "# TYPE mcp_proxy_sessions_created_total counter\nmcp_proxy_sessions_created_total 1\n"
-        ));
-        assert!(text.contains("mcp_proxy_sessions_open 0\n"));
+        assert!(
+            text.contains("# TYPE mcp_proxy_sessions_created counter\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("mcp_proxy_sessions_created_total{server=\"default\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("mcp_proxy_sessions_created_total{server=\"github\"} 0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("mcp_proxy_sessions_open{server=\"github\"} 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("mcp_proxy_store_up 0\n"), "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
     }
 
     #[test]
-    fn counts_requests_by_bounded_method_and_status_with_a_histogram() {
+    fn counts_requests_by_server_bounded_method_and_status_with_a_histogram() {
         let metrics = Metrics::default();
-        let requests = &metrics.requests;
-        requests.record(method_label("tools/call"), 200, Duration::from_micros(700));
-        requests.record(method_label("tools/call"), 200, Duration::from_millis(30));
-        requests.record(
+        let default = metrics.server("default", Spans::default());
+        default.record_request(method_label("tools/call"), 200, Duration::from_micros(700));
+        default.record_request(method_label("tools/call"), 200, Duration::from_millis(30));
+        default.record_request(
             method_label("x/made-up-by-a-client"),
             400,
             Duration::from_secs(60),
         );
         let text = metrics.render();
-        assert!(
-            text.contains("mcp_proxy_requests_total{method=\"tools/call\",status=\"200\"} 2\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("mcp_proxy_requests_total{method=\"other\",status=\"400\"} 1\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("mcp_proxy_request_duration_seconds_bucket{le=\"0.001\"} 1\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("mcp_proxy_request_duration_seconds_bucket{le=\"0.05\"} 2\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("mcp_proxy_request_duration_seconds_bucket{le=\"10\"} 2\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("mcp_proxy_request_duration_seconds_bucket{le=\"+Inf\"} 3\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("mcp_proxy_request_duration_seconds_count 3\n"),
-            "{text}"
-        );
+        for line in [
+            "mcp_proxy_requests_total{server=\"default\",method=\"tools/call\",status=\"200\"} 2\n",
+            "mcp_proxy_requests_total{server=\"default\",method=\"other\",status=\"400\"} 1\n",
+            "mcp_proxy_request_duration_seconds_bucket{le=\"0.001\",server=\"default\"} 1\n",
+            "mcp_proxy_request_duration_seconds_bucket{le=\"0.05\",server=\"default\"} 2\n",
+            "mcp_proxy_request_duration_seconds_bucket{le=\"+Inf\",server=\"default\"} 3\n",
+            "mcp_proxy_request_duration_seconds_count{server=\"default\"} 3\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
     }
 }

@@ -24,6 +24,7 @@ use crate::front::{self, App, Router};
 use crate::metrics::Metrics;
 use crate::session::cluster::Cluster;
 use crate::session::{Registry, SessionSettings};
+use crate::spans::{Exporter, Spans};
 use crate::store::{RedisStore, Store};
 use crate::upstream::{probe, UpstreamSpec};
 use tracing::warn;
@@ -37,6 +38,8 @@ pub struct Running {
     pub metrics: Arc<Metrics>,
     router: Arc<Router>,
     store: Store,
+    /// Where spans go with tracing on: flushed when stopping.
+    exporter: Option<Arc<Exporter>>,
     /// Cancelled first when stopping: nothing new is taken, open streams are told to reconnect.
     shutdown: CancellationToken,
     /// Cancelled last: open connections close once their current exchange is over.
@@ -55,17 +58,26 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
     let addr = listener.local_addr()?;
     let metrics = Arc::new(Metrics::default());
     let shutdown = CancellationToken::new();
-    let store = match config.redis_settings(addr) {
+    let redis = config.redis_settings(addr);
+    let instance = redis
+        .as_ref()
+        .map_or_else(|| addr.to_string(), |r| r.node_id.clone());
+    let exporter = config
+        .exporter_settings(&instance)?
+        .map(|settings| Arc::new(Exporter::start(settings, metrics.spans.clone())));
+    let spans = Spans::new(exporter.clone());
+    let store = match redis {
         None => Store::Memory,
-        Some(settings) => Store::Redis(RedisStore::connect(settings, metrics.clone()).await?),
+        Some(settings) => Store::Redis(RedisStore::connect(settings, metrics.store.clone()).await?),
     };
     let serve = |name: &str,
                  upstream: &UpstreamConfig,
                  session: &SessionConfig,
                  spec: UpstreamSpec|
      -> anyhow::Result<Arc<App>> {
+        let server_metrics = metrics.server(name, spans.clone());
         if spec.era() == Era::Modern {
-            Metrics::inc(&metrics.upstreams_modern);
+            server_metrics.upstreams_modern.set(1);
         }
         let settings = SessionSettings {
             cache_lists: upstream.caches_lists(),
@@ -75,7 +87,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         let registry = Arc::new(Registry::with_store(
             spec,
             settings,
-            metrics.clone(),
+            server_metrics.clone(),
             store.clone(),
             name,
         ));
@@ -85,7 +97,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
             server: name.into(),
             registry,
             http: config.http_settings(),
-            metrics: metrics.clone(),
+            metrics: server_metrics.clone(),
             shutdown: shutdown.clone(),
             websockets: TaskTracker::new(),
             modern: Modern {
@@ -95,7 +107,10 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
                 },
                 anonymous: session.anonymous,
                 input_ttl: session.input_ttl,
-                held_calls: Arc::new(HeldCalls::new(session.max_held_per_principal)),
+                held_calls: Arc::new(HeldCalls::new(
+                    session.max_held_per_principal,
+                    server_metrics.input_required_held.clone(),
+                )),
                 state_key: match config.cluster.secret.is_empty() {
                     true => StateKey::minted(),
                     false => StateKey::from_secret(&config.cluster.secret),
@@ -133,6 +148,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         metrics,
         router,
         store,
+        exporter,
         shutdown,
         closing,
         drain: config.shutdown_timeout / 2,
@@ -218,5 +234,8 @@ impl Running {
             app.websockets.wait().await;
         }
         let _ = self.served.await;
+        if let Some(exporter) = &self.exporter {
+            exporter.flush(Duration::from_secs(2)).await;
+        }
     }
 }

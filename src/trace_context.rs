@@ -75,6 +75,16 @@ impl TraceContext {
     /// Puts this context into `request`'s `params._meta`, unless it has one of its own there
     /// (which then wins) or its params are not an object. Only requests carry one.
     pub fn carry_into(&self, request: &mut Message) {
+        self.put(request, false);
+    }
+
+    /// Puts this context into `request`'s `params._meta` over the one there: the proxy's own
+    /// span is the parent of what the request causes next.
+    pub fn replace_in(&self, request: &mut Message) {
+        self.put(request, true);
+    }
+
+    fn put(&self, request: &mut Message, over: bool) {
         if request.kind() != Kind::Request {
             return;
         }
@@ -91,13 +101,14 @@ impl TraceContext {
         let Value::Object(meta) = meta else {
             return;
         };
-        if meta.contains_key(TRACEPARENT) {
+        if meta.contains_key(TRACEPARENT) && !over {
             return;
         }
         meta.insert(TRACEPARENT.into(), self.traceparent.clone().into());
-        if let Some(state) = &self.tracestate {
-            meta.insert(TRACESTATE.into(), state.clone().into());
-        }
+        match &self.tracestate {
+            Some(state) => meta.insert(TRACESTATE.into(), state.clone().into()),
+            None => meta.remove(TRACESTATE),
+        };
         if let Ok(params) = serde_json::value::to_raw_value(&params) {
             request.set_params(params);
         }

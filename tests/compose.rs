@@ -1,10 +1,17 @@
-//! `docker/compose.yaml`: Redis, two replicas sharing it, and a plain round-robin balancer.
+//! `docker/compose.yaml`: Redis, two replicas sharing it, and a plain round-robin balancer;
+//! Prometheus scraping the replicas, Grafana showing them, Jaeger receiving their spans.
 //! Checked with `docker compose config` where Docker Compose exists, and always by reading it.
+//! The Grafana dashboard is checked against the `/metrics` of a running proxy.
 
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::Command;
 
-use serde_json::Value;
+use common::Proxy;
+use http::{Method, StatusCode};
+use serde_json::{json, Value};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -26,7 +33,15 @@ fn the_compose_file_runs_two_replicas_on_redis_behind_a_non_sticky_balancer() {
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(
         report["services"],
-        serde_json::json!(["balancer", "proxy-a", "proxy-b", "redis"])
+        json!([
+            "balancer",
+            "grafana",
+            "jaeger",
+            "prometheus",
+            "proxy-a",
+            "proxy-b",
+            "redis"
+        ])
     );
     for replica in ["proxy-a", "proxy-b"] {
         let command: Vec<&str> = report["commands"][replica]
@@ -45,6 +60,10 @@ fn the_compose_file_runs_two_replicas_on_redis_behind_a_non_sticky_balancer() {
             .as_str()
             .unwrap()
             .contains("MCP_PROXY_CLUSTER_SECRET"));
+        assert_eq!(
+            report["environment"][replica]["OTEL_EXPORTER_OTLP_ENDPOINT"], "http://jaeger:4318",
+            "{replica} exports its spans to Jaeger"
+        );
         // The replica's flags are the real binary's.
         let mut args: Vec<String> = command.iter().map(|c| c.to_string()).collect();
         args.push("--help".into());
@@ -78,6 +97,47 @@ fn the_compose_file_runs_two_replicas_on_redis_behind_a_non_sticky_balancer() {
         "WebSockets pass through"
     );
 
+    // What the balancer, Prometheus and Grafana mount is in docker/ (compose resolves `./`
+    // against the compose file's folder), and lands where each image reads it.
+    let docker = root().join("docker");
+    let mut mounts = BTreeMap::new();
+    for service in ["balancer", "prometheus", "grafana"] {
+        let volumes = report["volumes"][service]
+            .as_array()
+            .unwrap_or_else(|| panic!("{service} mounts its configuration"));
+        for volume in volumes {
+            let volume = volume.as_str().unwrap();
+            let parts: Vec<&str> = volume.split(':').collect();
+            assert!(
+                parts.len() == 2 || (parts.len() == 3 && parts[2] == "ro"),
+                "{service}: {volume}"
+            );
+            let host = parts[0]
+                .strip_prefix("./")
+                .unwrap_or_else(|| panic!("{service}: {volume} names a path in docker/"));
+            assert!(
+                docker.join(host).exists(),
+                "{service} mounts docker/{host}, which does not exist"
+            );
+            mounts.insert(parts[1].to_owned(), host.to_owned());
+        }
+    }
+    assert_eq!(mounts["/etc/prometheus/prometheus.yml"], "prometheus.yml");
+    assert_eq!(mounts["/etc/grafana/provisioning"], "grafana/provisioning");
+    assert_eq!(mounts["/var/lib/grafana/dashboards"], "grafana/dashboards");
+    let read = |path: &str| std::fs::read_to_string(docker.join(path)).unwrap();
+    let prometheus = read("prometheus.yml");
+    for target in ["proxy-a:8787", "proxy-b:8787", "/metrics"] {
+        assert!(prometheus.contains(target), "Prometheus scrapes {target}");
+    }
+    assert!(read("grafana/provisioning/datasources/prometheus.yaml")
+        .contains("url: http://prometheus:9090"));
+    assert!(read("grafana/provisioning/dashboards/dashboards.yaml")
+        .contains("path: /var/lib/grafana/dashboards"));
+    assert!(docker
+        .join("grafana/dashboards/mcp-session-proxy.json")
+        .is_file());
+
     let compose_exists = Command::new("docker")
         .args(["compose", "version"])
         .output()
@@ -96,4 +156,147 @@ fn the_compose_file_runs_two_replicas_on_redis_behind_a_non_sticky_balancer() {
             String::from_utf8_lossy(&config.stderr)
         );
     }
+}
+
+/// Every panel of `list`, and those nested in its rows.
+fn panels(list: &Value) -> Vec<&Value> {
+    let mut all = Vec::new();
+    for panel in list.as_array().into_iter().flatten() {
+        all.push(panel);
+        all.extend(panels(&panel["panels"]));
+    }
+    all
+}
+
+/// The `mcp_proxy_…` names in a PromQL expression, as written (`_bucket` and all).
+fn metric_names(expr: &str) -> Vec<String> {
+    let name_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_';
+    let mut names = Vec::new();
+    let mut rest = expr;
+    while let Some(at) = rest.find("mcp_proxy_") {
+        let inside_a_word = rest[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':');
+        let tail = &rest[at..];
+        let end = tail.find(|c: char| !name_char(c)).unwrap_or(tail.len());
+        if !inside_a_word {
+            names.push(tail[..end].to_owned());
+        }
+        rest = &tail[end..];
+    }
+    names
+}
+
+/// The histograms of an exposition: the names its `# TYPE <name> histogram` lines declare.
+fn histograms(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .filter_map(|declared| declared.strip_suffix(" histogram"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every name an exposition answers to: each sample's name (the token before `{` or the
+/// space), each family a `# TYPE` line declares (a histogram's base name among them), and
+/// for an OpenMetrics counter declared without its suffix (`# TYPE x counter`), `x_total`,
+/// the name its samples carry even before the first one exists.
+fn exposed_names(text: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for line in text.lines() {
+        if let Some(declared) = line.strip_prefix("# TYPE ") {
+            let mut words = declared.split_whitespace();
+            let (Some(name), Some(kind)) = (words.next(), words.next()) else {
+                continue;
+            };
+            names.insert(name.to_owned());
+            if kind == "counter" && !name.ends_with("_total") {
+                names.insert(format!("{name}_total"));
+            }
+        } else if !line.is_empty() && !line.starts_with('#') {
+            let end = line.find(['{', ' ']).unwrap_or(line.len());
+            names.insert(line[..end].to_owned());
+        }
+    }
+    names
+}
+
+/// The family a name belongs to: a histogram's `_bucket`, `_sum` and `_count` are its own.
+fn family(name: &str, histograms: &BTreeSet<String>) -> String {
+    for suffix in ["_bucket", "_sum", "_count"] {
+        if let Some(base) = name.strip_suffix(suffix) {
+            if histograms.contains(base) {
+                return base.to_owned();
+            }
+        }
+    }
+    name.to_owned()
+}
+
+#[tokio::test]
+async fn the_dashboard_parses_and_every_metric_it_names_exists() {
+    let path = root().join("docker/grafana/dashboards/mcp-session-proxy.json");
+    let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+        .expect("the dashboard is JSON");
+    assert_eq!(dashboard["uid"], "mcp-session-proxy");
+    assert_eq!(dashboard["title"], "mcp-session-proxy");
+    let variables = dashboard["templating"]["list"].as_array().unwrap();
+    let server = variables
+        .iter()
+        .find(|v| v["name"] == "server")
+        .expect("a server variable");
+    assert_eq!(server["multi"], true);
+    assert_eq!(server["includeAll"], true);
+    assert!(variables
+        .iter()
+        .any(|v| v["type"] == "datasource" && v["query"] == "prometheus"));
+
+    let mut named = Vec::new();
+    for variable in variables {
+        if let Some(definition) = variable["definition"].as_str() {
+            named.extend(metric_names(definition));
+        }
+    }
+    let all = panels(&dashboard["panels"]);
+    assert!(!all.is_empty());
+    for panel in &all {
+        assert!(
+            panel["title"]
+                .as_str()
+                .is_some_and(|t| !t.trim().is_empty()),
+            "a panel without a title: {panel}"
+        );
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let Some(expr) = target["expr"].as_str() else {
+                continue;
+            };
+            // Ranges follow the scrape interval and the zoom, never a fixed window.
+            for range in expr.split('[').skip(1) {
+                assert!(range.starts_with("$__rate_interval]"), "{expr}");
+            }
+            named.extend(metric_names(expr));
+        }
+    }
+
+    // A proxy that has served a session and a tool call, so its per-server series exist.
+    let proxy = Proxy::start().await;
+    let mut client = proxy.initialized_client("2025-06-18").await;
+    client.call_tool("counter", json!({})).await;
+    let reply = client.send_to("/metrics", Method::GET, &[], None).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let text = String::from_utf8(reply.bytes().await.to_vec()).unwrap();
+    proxy.stop().await;
+
+    let histograms = histograms(&text);
+    let exposed = exposed_names(&text);
+    let families: BTreeSet<String> = named.iter().map(|n| family(n, &histograms)).collect();
+    let missing: Vec<&String> = families.iter().filter(|n| !exposed.contains(*n)).collect();
+    assert!(
+        missing.is_empty(),
+        "the dashboard names metrics /metrics does not expose: {missing:?}\n{text}"
+    );
+    assert!(
+        families.len() >= 20,
+        "the dashboard covers the proxy's metrics: {families:?}"
+    );
 }

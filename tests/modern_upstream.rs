@@ -305,6 +305,7 @@ async fn auto_asks_an_http_server_with_one_post() {
         max_event_bytes: 1 << 20,
         forward_authorization: false,
         protocol: Era::Auto,
+        trace_headers: true,
     };
     // This proxy's own front speaks 2026-07-28 (in front of any server).
     let modern = Proxy::start().await;

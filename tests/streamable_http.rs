@@ -208,15 +208,19 @@ async fn health_and_metrics_endpoints_answer() {
         .send_to("/metrics", http::Method::GET, &[], None)
         .await;
     assert_eq!(metrics.status, StatusCode::OK);
+    assert_eq!(
+        metrics.headers["content-type"],
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
     let text = String::from_utf8(metrics.bytes().await.to_vec()).unwrap();
-    assert!(
-        text.contains("mcp_proxy_sessions_created_total 1\n"),
-        "{text}"
-    );
-    assert!(
-        text.contains("mcp_proxy_upstream_spawns_total 1\n"),
-        "{text}"
-    );
+    for line in [
+        "mcp_proxy_sessions_created_total{server=\"default\"} 1\n",
+        "mcp_proxy_upstream_spawns_total{server=\"default\"} 1\n",
+        "mcp_proxy_requests_total{server=\"default\",method=\"initialize\",status=\"200\"} 1\n",
+    ] {
+        assert!(text.contains(line), "{line} in {text}");
+    }
+    assert!(text.ends_with("# EOF\n"), "{text}");
     let unknown = client.send_to("/nope", http::Method::GET, &[], None).await;
     assert_eq!(unknown.status, StatusCode::NOT_FOUND);
     proxy.stop().await;

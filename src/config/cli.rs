@@ -213,6 +213,11 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub write_delay: Option<Duration>,
 
+    /// The OTLP/HTTP collector spans are exported to (`http://host:4318`; `/v1/traces` is
+    /// added) [default: none: tracing off].
+    #[arg(long, value_name = "URL", env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
+
     /// Threads serving connections: 0 = one per CPU; 1 = a single-threaded runtime, the least
     /// CPU per request (no cross-thread wake-ups), for sidecars [default: 0].
     #[arg(long, value_name = "N")]

@@ -48,8 +48,20 @@ pub struct Config {
     pub upstream: UpstreamConfig,
     pub session: SessionConfig,
     pub http: HttpConfig,
+    pub tracing: TracingConfig,
     /// Gateway mode: named servers, each at `/servers/<name>/mcp` (and `/sse`).
     pub servers: BTreeMap<String, ServerConfig>,
+}
+
+/// Spans exported over OTLP/HTTP (protobuf). Off unless a collector is named here or in
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` / `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TracingConfig {
+    /// The collector's OTLP/HTTP base URL (`http://host:4318`; `/v1/traces` is added).
+    pub otlp_endpoint: String,
+    /// `service.name` of every span ("": `OTEL_SERVICE_NAME`, else `mcp-session-proxy`).
+    pub service_name: String,
 }
 
 /// Replicas sharing sessions through a Redis store.
@@ -132,6 +144,9 @@ pub struct UpstreamConfig {
     /// 2026-07-28 clients: who may reuse them: `private` (one credential) or `public` (anyone:
     /// only for servers whose lists and resources are the same for every user).
     pub cache_scope: CacheScope,
+    /// HTTP servers: send the trace context as `traceparent`/`tracestate` headers too (it is
+    /// always in each request's `params._meta`, which every server can read).
+    pub trace_headers: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -218,6 +233,7 @@ impl Default for Config {
             upstream: UpstreamConfig::default(),
             session: SessionConfig::default(),
             http: HttpConfig::default(),
+            tracing: TracingConfig::default(),
             servers: BTreeMap::new(),
         }
     }
@@ -239,6 +255,7 @@ impl Default for UpstreamConfig {
             shutdown_grace: Duration::from_secs(2),
             cache_ttl: Duration::ZERO,
             cache_scope: CacheScope::Private,
+            trace_headers: true,
         }
     }
 }

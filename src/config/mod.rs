@@ -17,7 +17,7 @@ pub use cli::{Cli, Command};
 pub use duration::parse_duration;
 pub use file::{
     ClusterConfig, Config, Correlation, HttpConfig, Isolation, LogFormat, ServerConfig,
-    SessionConfig, UpstreamConfig,
+    SessionConfig, TracingConfig, UpstreamConfig,
 };
 
 impl Config {

@@ -10,6 +10,7 @@ use crate::front::HttpSettings;
 use crate::ids;
 use crate::session::log::Window;
 use crate::session::SessionSettings;
+use crate::spans::ExporterSettings;
 use crate::store::redis::RedisSettings;
 use crate::upstream::http_client::HttpSpec;
 use crate::upstream::stdio::StdioSpec;
@@ -97,6 +98,7 @@ impl UpstreamConfig {
                 max_event_bytes: self.max_line_bytes,
                 forward_authorization: self.forward_authorization,
                 protocol: self.protocol,
+                trace_headers: self.trace_headers,
             })
         };
         match (&self.http, &self.sse) {
@@ -158,4 +160,112 @@ impl SessionConfig {
             max_state_bytes: self.max_session_state_bytes,
         }
     }
+}
+
+impl Config {
+    /// With tracing on (a collector in `tracing.otlp_endpoint`, `--otlp-endpoint`,
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`): where spans go
+    /// and how they are batched (the standard `OTEL_BSP_*` and `OTEL_EXPORTER_OTLP_*`
+    /// variables are read). `instance` names this replica in every span.
+    pub fn exporter_settings(&self, instance: &str) -> anyhow::Result<Option<ExporterSettings>> {
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let endpoint = match (
+            env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
+            self.tracing.otlp_endpoint.trim(),
+        ) {
+            (Some(traces), _) => traces,
+            (None, "") => return Ok(None),
+            (None, base) => format!("{}/v1/traces", base.trim_end_matches('/')),
+        };
+        let endpoint = parse_collector_url(&endpoint)?;
+        let millis = |name: &str, default: u64| {
+            std::time::Duration::from_millis(
+                env(name)
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(default),
+            )
+        };
+        let count = |name: &str, default: usize| {
+            env(name)
+                .and_then(|v| v.trim().parse().ok())
+                .filter(|n| *n > 0)
+                .unwrap_or(default)
+        };
+        let headers = env("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+            .or_else(|| env("OTEL_EXPORTER_OTLP_HEADERS"))
+            .map(|list| otlp_headers(&list))
+            .transpose()?
+            .unwrap_or_default();
+        Ok(Some(ExporterSettings {
+            endpoint,
+            headers,
+            service_name: match self.tracing.service_name.as_str() {
+                "" => env("OTEL_SERVICE_NAME").unwrap_or_else(|| "mcp-session-proxy".into()),
+                name => name.to_owned(),
+            },
+            instance: instance.to_owned(),
+            max_queue: count("OTEL_BSP_MAX_QUEUE_SIZE", 2048),
+            max_batch: count("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512),
+            delay: millis("OTEL_BSP_SCHEDULE_DELAY", 1000),
+            timeout: millis("OTEL_EXPORTER_OTLP_TIMEOUT", 10_000),
+        }))
+    }
+}
+
+/// The collector's URL: plain HTTP (the proxy carries no TLS client; a local collector or
+/// agent forwards over TLS).
+fn parse_collector_url(url: &str) -> anyhow::Result<http::Uri> {
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e| anyhow::anyhow!("tracing.otlp_endpoint: {url:?} is not a URL: {e}"))?;
+    if uri.scheme_str() != Some("http") || uri.host().is_none() {
+        anyhow::bail!(
+            "tracing.otlp_endpoint: {url:?} must be an http:// URL with a host (spans go to a \
+             local collector or agent in plain HTTP; it forwards them over TLS)"
+        );
+    }
+    Ok(uri)
+}
+
+/// `OTEL_EXPORTER_OTLP_HEADERS`: `key=value` pairs separated by commas, values URL-encoded.
+fn otlp_headers(list: &str) -> anyhow::Result<Vec<(http::HeaderName, http::HeaderValue)>> {
+    list.split(',')
+        .filter(|pair| !pair.trim().is_empty())
+        .map(|pair| {
+            let (name, value) = pair.split_once('=').ok_or_else(|| {
+                anyhow::anyhow!("OTEL_EXPORTER_OTLP_HEADERS: {pair:?} is not key=value")
+            })?;
+            let value = percent_decoded(value.trim());
+            Ok((
+                http::HeaderName::from_bytes(name.trim().as_bytes())
+                    .with_context(|| format!("OTEL_EXPORTER_OTLP_HEADERS: {name:?}"))?,
+                http::HeaderValue::from_str(&value).with_context(|| {
+                    format!("OTEL_EXPORTER_OTLP_HEADERS: the value of {name:?}")
+                })?,
+            ))
+        })
+        .collect()
+}
+
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }

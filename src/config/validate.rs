@@ -12,6 +12,9 @@ impl Config {
         self.session.validate("session")?;
         self.upstream.validate("upstream")?;
         self.validate_store()?;
+        if !self.tracing.otlp_endpoint.trim().is_empty() {
+            self.exporter_settings("")?;
+        }
         if self.http.max_body_bytes == 0 {
             bail!("http.max_body_bytes must be at least 1");
         }

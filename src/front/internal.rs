@@ -23,7 +23,6 @@ use crate::hop::{
     Reading, ReadingStreams, Taken, TakenEvent, FOR_NODE_HEADER, NODE_HEADER, SECRET_HEADER,
 };
 use crate::jsonrpc::{Kind, Message};
-use crate::metrics::Metrics;
 use crate::session::cluster::Member;
 use crate::session::Session;
 
@@ -59,7 +58,7 @@ async fn take(
     check(request.headers(), member)?;
     let (app, id) = served(router, rest)?;
     let session = owned(router, app, id).await?;
-    Metrics::inc(&app.metrics.sessions_forwarded_total);
+    app.metrics.sessions_forwarded_total.inc();
     // Streams read through the asker stay live here for a few of its heartbeats.
     let lease = member.lease;
     let (parts, body) = request.into_parts();

@@ -15,13 +15,13 @@ use super::event_stream::{self, Extras, Framing};
 use super::guard;
 use super::rejection::Rejection;
 use super::request::{self, accepted, check_origin, media_type_is, read_body};
+use super::traced::RequestSpan;
 use super::App;
 use crate::jsonrpc::Message;
 use crate::metrics;
 use crate::session::log::StreamKey;
 use crate::session::{Session, Shape};
 use crate::sse;
-use crate::trace_context::TraceContext;
 
 /// `GET …/sse`: a new session and its stream.
 pub async fn open(app: &App, request: Request<Incoming>) -> Response<Body> {
@@ -33,8 +33,7 @@ pub async fn open(app: &App, request: Request<Incoming>) -> Response<Body> {
         _ => Rejection::method_not_allowed().into_response(),
     };
     app.metrics
-        .requests
-        .record("GET", response.status().as_u16(), started.elapsed());
+        .record_request("GET", response.status().as_u16(), started.elapsed());
     response
 }
 
@@ -90,8 +89,7 @@ pub async fn message(app: &App, request: Request<Incoming>) -> Response<Body> {
         _ => Rejection::method_not_allowed().into_response(),
     };
     app.metrics
-        .requests
-        .record(method, response.status().as_u16(), started.elapsed());
+        .record_request(method, response.status().as_u16(), started.elapsed());
     access::note_rpc(&mut response, method);
     response
 }
@@ -115,13 +113,17 @@ async fn post(
     )
     .await?;
     let mut message = Message::parse(body)?;
-    TraceContext::carry_from_headers(&parts.headers, &mut message);
+    let mut span = RequestSpan::start(app, Some(&parts.headers), &mut message);
+    span.set("mcp_proxy.era", "legacy");
+    span.set("mcp.protocol.version", "2024-11-05");
+    span.set("mcp.session.id", session.id().to_owned());
     *method = message.method().map_or("response", metrics::method_label);
-    app.registry
-        .deliver(&session, message)
-        .await
-        .map_err(|e| Rejection::session(&e))?;
-    Ok(accepted())
+    let outcome = match app.registry.deliver(&session, message).await {
+        Ok(_) => Ok(accepted()),
+        Err(error) => Err(Rejection::session(&error)),
+    };
+    span.finish(&outcome);
+    outcome
 }
 
 /// The session a `POST …/messages?sessionId=…` names (`session_id` as some clients spell it).

@@ -13,6 +13,7 @@ pub mod rejection;
 pub mod request;
 pub mod session_methods;
 pub mod streamable_http;
+pub mod traced;
 pub mod websocket;
 
 use std::collections::BTreeMap;
@@ -31,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, ServerMetrics};
 use crate::session::cluster::Cluster;
 use crate::session::Registry;
 use body::Body;
@@ -98,7 +99,7 @@ pub struct App {
     pub server: Arc<str>,
     pub registry: Arc<Registry>,
     pub http: HttpSettings,
-    pub metrics: Arc<Metrics>,
+    pub metrics: Arc<ServerMetrics>,
     /// Cancelled when the proxy starts shutting down.
     pub shutdown: CancellationToken,
     /// WebSocket connections (past their HTTP upgrade): shutdown waits for their close frames.
@@ -118,6 +119,19 @@ pub struct Router {
     pub metrics: Arc<Metrics>,
     pub shutdown: CancellationToken,
     pub cluster: Cluster,
+}
+
+impl Router {
+    /// The server a path is for, if any.
+    fn app_of(&self, path: &str) -> Option<&Arc<App>> {
+        match path.strip_prefix("/servers/") {
+            Some(rest) => self.servers.get(rest.split_once('/')?.0),
+            None => self
+                .default
+                .as_ref()
+                .filter(|_| matches!(path, "/mcp" | "/sse" | "/messages")),
+        }
+    }
 }
 
 /// Accepts connections until `closing`, then lets open ones finish their current exchange.
@@ -197,10 +211,10 @@ async fn route(router: &Router, request: Request<Incoming>) -> Response<Body> {
             http::Method::DELETE => "DELETE",
             _ => "other",
         };
-        router
-            .metrics
-            .requests
-            .record(method, response.status().as_u16(), Duration::ZERO);
+        if let Some(app) = router.app_of(path) {
+            app.metrics
+                .record_request(method, response.status().as_u16(), Duration::ZERO);
+        }
         return response;
     }
     let (app, endpoint) = match path.strip_prefix("/servers/") {
@@ -220,7 +234,7 @@ async fn route(router: &Router, request: Request<Incoming>) -> Response<Body> {
                 )
             }
             "/readyz" => return text(StatusCode::OK, "ready\n".into()),
-            "/metrics" => return text(StatusCode::OK, router.metrics.render()),
+            "/metrics" => return metrics_text(router.metrics.render()),
             _ => (router.default.as_ref(), path.trim_start_matches('/')),
         },
     };
@@ -241,12 +255,22 @@ async fn route(router: &Router, request: Request<Incoming>) -> Response<Body> {
     response
 }
 
+/// The OpenMetrics exposition (Prometheus reads it as well as its own text format).
+fn metrics_text(body: String) -> Response<Body> {
+    let mut response = Response::new(Body::full(body));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    response
+}
+
 fn text(status: StatusCode, body: String) -> Response<Body> {
     let mut response = Response::new(Body::full(body));
     *response.status_mut() = status;
     response.headers_mut().insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
 }

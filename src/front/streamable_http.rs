@@ -24,13 +24,13 @@ use super::request::{
     require_accept,
 };
 use super::session_methods;
+use super::traced::RequestSpan;
 use super::{App, PostResponse};
 use crate::jsonrpc::{Kind, Message};
 use crate::metrics;
 use crate::session::log::{EventId, StreamKey};
 use crate::session::protocol::{self, is_session_method};
 use crate::session::{Delivery, ReadError, Reader, Session, SessionError, Shape};
-use crate::trace_context::TraceContext;
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
@@ -63,8 +63,7 @@ pub async fn handle(app: &App, request: Request<Incoming>) -> Response<Body> {
     };
     let mut response = outcome.unwrap_or_else(Rejection::into_response);
     app.metrics
-        .requests
-        .record(method, response.status().as_u16(), started.elapsed());
+        .record_request(method, response.status().as_u16(), started.elapsed());
     access::note_rpc(&mut response, method);
     response
 }
@@ -97,26 +96,49 @@ async fn post(
     )
     .await?;
     let mut message = session_methods::parse(body)?;
-    TraceContext::carry_from_headers(&headers, &mut message);
+    let mut span = RequestSpan::start(app, Some(&headers), &mut message);
     *method = match message.method() {
         Some(name) => metrics::method_label(name),
         None => "response",
     };
-    let principal = guard::principal(&app.http, &headers);
-    let session_id = header_str(&headers, SESSION_HEADER);
-    let protocol_session = header_str(&headers, protocol::HTTP_HEADER);
+    let outcome = dispatch(app, &headers, message, &mut span).await;
+    span.finish(&outcome);
+    outcome
+}
+
+/// A parsed client message, to the 2026-07-28 face, a protocol-level session or the
+/// transport session its header names.
+async fn dispatch(
+    app: &App,
+    headers: &HeaderMap,
+    message: Message,
+    span: &mut RequestSpan,
+) -> Result<Response<Body>, Rejection> {
+    let principal = guard::principal(&app.http, headers);
+    span.set("mcp_proxy.principal", principal.as_str().to_owned());
+    let session_id = header_str(headers, SESSION_HEADER);
+    let protocol_session = header_str(headers, protocol::HTTP_HEADER);
     if session_id.is_none()
         && protocol_session.is_none()
-        && modern::is_modern(&headers, &message, &SUPPORTED_VERSIONS)
+        && modern::is_modern(headers, &message, &SUPPORTED_VERSIONS)
     {
-        return modern::post(app, &headers, message, principal).await;
+        span.set("mcp_proxy.era", crate::era::MODERN_VERSION);
+        span.set("mcp.protocol.version", crate::era::MODERN_VERSION);
+        return modern::post(app, headers, message, principal).await;
+    }
+    span.set("mcp_proxy.era", "legacy");
+    if let Some(version) = header_str(headers, PROTOCOL_VERSION_HEADER) {
+        span.set("mcp.protocol.version", version.to_owned());
+    }
+    if let Some(id) = session_id.or(protocol_session) {
+        span.set("mcp.session.id", id.to_owned());
     }
     let session_method =
         message.kind() == Kind::Request && message.method().is_some_and(is_session_method);
 
     if session_method || protocol_session.is_some() {
-        check_protocol_mode(&headers, &message, session_id, protocol_session)?;
-        return protocol_post(app, &headers, message, principal, protocol_session).await;
+        check_protocol_mode(headers, &message, session_id, protocol_session)?;
+        return protocol_post(app, headers, message, principal, protocol_session).await;
     }
 
     if message.kind() == Kind::Request && message.method() == Some("initialize") {
@@ -147,10 +169,10 @@ async fn post(
     let session = transport_session(app, session_id, &principal)
         .await
         .map_err(|rejection| rejection.with_id(message.id()))?;
-    check_protocol_version(&headers)?;
+    check_protocol_version(headers)?;
     match message.kind() {
         Kind::Request => {
-            match legacy::route(app, credential(&headers), &session, message, &principal).await? {
+            match legacy::route(app, credential(headers), &session, message, &principal).await? {
                 Routed::Answered(answer) => Ok(json(StatusCode::OK, answer)),
                 Routed::Listen { session, scope, id } => {
                     Ok(super::data_layer::listen::open(app, session, id, scope, ()))

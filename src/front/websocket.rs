@@ -29,10 +29,10 @@ use super::rejection::{failed_request, Rejection};
 use super::request::{check_origin, header_str};
 use super::session_methods;
 use super::streamable_http::SESSION_HEADER;
+use super::traced::RequestSpan;
 use super::App;
 use crate::ids::Principal;
 use crate::jsonrpc::{id_key, Kind, Message};
-use crate::metrics::Metrics;
 use crate::session::log::StreamKey;
 use crate::session::protocol::{self, is_session_method};
 use crate::session::{Delivery, Reader, Session, Shape};
@@ -94,9 +94,7 @@ pub fn upgrade(app: Arc<App>, mut request: Request<Incoming>) -> Response<Body> 
         }
         Err(rejection) => rejection.into_response(),
     };
-    metrics
-        .requests
-        .record("GET", response.status().as_u16(), started.elapsed());
+    metrics.record_request("GET", response.status().as_u16(), started.elapsed());
     response
 }
 
@@ -212,7 +210,7 @@ impl Connection {
     }
 
     async fn run(mut self, mut socket: Socket) {
-        Metrics::inc(&self.app.metrics.websocket_connections);
+        self.app.metrics.websocket_connections.inc();
         let keep_alive = self.app.http.sse_keep_alive;
         let mut ticks = interval_at(Instant::now() + keep_alive, keep_alive);
         let mut last_heard = Instant::now();
@@ -264,7 +262,7 @@ impl Connection {
                 self.app.registry.end(bound.session.id());
             }
         }
-        Metrics::dec(&self.app.metrics.websocket_connections);
+        self.app.metrics.websocket_connections.dec();
     }
 
     async fn on_frame(
@@ -416,7 +414,18 @@ impl Connection {
     }
 
     /// Any other message goes to the connection's session, opened now if it has none.
-    async fn forward(&mut self, message: Message) -> Result<Vec<Bytes>, Rejection> {
+    async fn forward(&mut self, mut message: Message) -> Result<Vec<Bytes>, Rejection> {
+        let mut span = RequestSpan::start(&self.app, None, &mut message);
+        span.set("mcp_proxy.era", "legacy");
+        let outcome = self.forward_message(message).await;
+        if let Some(bound) = &self.bound {
+            span.set("mcp.session.id", bound.session.id().to_owned());
+        }
+        span.finish_message(&outcome);
+        outcome
+    }
+
+    async fn forward_message(&mut self, message: Message) -> Result<Vec<Bytes>, Rejection> {
         let id = message.id().cloned();
         if self.bound.is_none() {
             let session = self

@@ -14,8 +14,9 @@ use super::log::StreamKey;
 use super::state::State;
 use super::{protocol, routing, Session, SessionError, STORE_PATIENCE};
 use crate::jsonrpc::{self, id_key, Kind, Message};
-use crate::metrics::Metrics;
+use crate::spans::{self, Span, SpanContext};
 use crate::store::Op;
+use crate::trace_context::TraceContext;
 use crate::upstream::Upstream;
 
 /// A client request the upstream has not answered yet, keyed by the upstream id.
@@ -35,6 +36,10 @@ pub(super) struct Inflight {
     pub(super) deadline: Option<Instant>,
     /// Held for a 2026-07-28 client's input: its client may not come back before a stop.
     pub(super) held_for_input: bool,
+    /// When it went to the server (`mcp_proxy_upstream_duration_seconds`).
+    pub(super) sent: Instant,
+    /// The span of the exchange with the server (tracing on): ends with the answer.
+    pub(super) span: Option<Span>,
 }
 
 impl Session {
@@ -50,10 +55,14 @@ impl Session {
         }
         if let Upstream::Owner(owner) = &self.upstream {
             self.lock().last_active = Instant::now();
-            let (stream, answer) = owner
-                .forward(&request)
-                .await
-                .map_err(|e| SessionError::Upstream(e.into()))?;
+            let mut request = request;
+            let mut hop = self.span_for(&mut request, "replica hop");
+            let forwarded = owner.forward(&request).await;
+            if let (Some(span), Err(error)) = (&mut hop, &forwarded) {
+                span.fail(error.to_string());
+            }
+            drop(hop);
+            let (stream, answer) = forwarded.map_err(|e| SessionError::Upstream(e.into()))?;
             self.absorb(answer);
             return stream
                 .ok_or_else(|| SessionError::UpstreamFailed("the owner opened no stream".into()));
@@ -116,6 +125,7 @@ impl Session {
             state.init = request.params().map(|p| p.get().to_owned());
         }
         mirror_call(&mut state, &request, n);
+        let span = self.span_for(&mut request, "upstream exchange");
         let upstream_id = state.next_upstream_id;
         state.next_upstream_id += 1;
         state.inflight.insert(
@@ -129,10 +139,36 @@ impl Session {
                 internal: None,
                 deadline: Some(Instant::now() + self.settings.request_timeout),
                 held_for_input: false,
+                sent: Instant::now(),
+                span,
             },
         );
         request.set_id(Value::from(upstream_id));
         Ok(Opened::InFlight(n, upstream_id, request))
+    }
+
+    /// With tracing on, the span of `request`'s next step (`name`: the exchange with the server,
+    /// the hop to the replica owning the session), under the context in its `_meta`; the
+    /// context passed on names it.
+    fn span_for(&self, request: &mut Message, name: &'static str) -> Option<Span> {
+        let spans = &self.metrics.spans;
+        if !spans.on() {
+            return None;
+        }
+        let client = request.params().and_then(TraceContext::from_params);
+        let parent = client
+            .as_ref()
+            .and_then(|c| SpanContext::parse(&c.traceparent));
+        let mut span = spans.start(name, spans::Kind::Client, parent.as_ref())?;
+        spans::describe(&mut span, request);
+        span.set("mcp.session.id", self.id.clone());
+        span.set("mcp_proxy.server", self.metrics.server().to_owned());
+        TraceContext {
+            traceparent: span.context().traceparent(),
+            tracestate: client.and_then(|c| c.tracestate),
+        }
+        .replace_in(request);
+        Some(span)
     }
 
     /// Logs the proxy's own answer to the session's n-th request, ending its stream.
@@ -153,11 +189,11 @@ impl Session {
         };
         match cache.lookup(&self.principal, method, request.params()) {
             Lookup::Hit(result) => {
-                Metrics::inc(&self.metrics.list_cache_hits_total);
+                self.metrics.list_cache_hits_total.inc();
                 Err(result)
             }
             Lookup::Miss(ticket) => {
-                Metrics::inc(&self.metrics.list_cache_misses_total);
+                self.metrics.list_cache_misses_total.inc();
                 Ok(Some(ticket))
             }
             Lookup::Uncached => Ok(None),
@@ -333,6 +369,8 @@ impl Session {
                     internal: Some(done),
                     deadline: None,
                     held_for_input: false,
+                    sent: Instant::now(),
+                    span: None,
                 },
             );
             id

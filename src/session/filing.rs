@@ -15,7 +15,6 @@ use super::routing::{self, Route};
 use super::state::State;
 use super::{protocol, Session};
 use crate::jsonrpc::{self, id_key, Kind, Message};
-use crate::metrics::Metrics;
 use crate::store::Op;
 use crate::upstream::{Sink, UpstreamEvent};
 
@@ -51,7 +50,7 @@ impl Session {
             }
             UpstreamEvent::SessionLost => self.reestablish(),
             UpstreamEvent::Exited(cause) => {
-                Metrics::inc(&self.metrics.upstream_exits_total);
+                self.metrics.upstream_exits_total.inc();
                 let failed: Vec<Inflight> = state.inflight.drain().map(|(_, r)| r).collect();
                 state.progress.clear();
                 for request in failed {
@@ -63,7 +62,10 @@ impl Session {
     }
 
     /// Answers a request taken out of flight with an internal error, ending its stream.
-    pub(in crate::session) fn fail(&self, state: &mut State, request: Inflight, message: &str) {
+    pub(in crate::session) fn fail(&self, state: &mut State, mut request: Inflight, message: &str) {
+        if let Some(span) = &mut request.span {
+            span.fail(message);
+        }
         if request.internal.is_some() {
             return;
         }
@@ -78,11 +80,21 @@ impl Session {
         let (stream, terminal) = match filing.route {
             Route::Response(id) => {
                 let request = id.parse::<u64>().ok().and_then(|id| state.finish(id));
-                let Some(request) = request else {
+                let Some(mut request) = request else {
                     self.span()
                         .in_scope(|| debug!(%id, "response to no request in flight; dropped"));
                     return;
                 };
+                self.metrics
+                    .upstream_duration
+                    .observe(request.sent.elapsed().as_secs_f64());
+                if let Some(mut span) = request.span.take() {
+                    if let Some(code) = error_code(&message) {
+                        span.set("rpc.jsonrpc.error_code", code);
+                        span.set("error.type", code.to_string());
+                        span.fail(format!("JSON-RPC error {code}"));
+                    }
+                }
                 if let Some(done) = request.internal {
                     if request.method == "initialize" {
                         record_initialize(state, &message);
@@ -194,9 +206,11 @@ impl Session {
                 state.mirror(|| Op::Evicted { through });
             }
         }
-        Metrics::inc(&self.metrics.events_logged_total);
-        Metrics::add(&self.metrics.events_coalesced_total, appended.coalesced);
-        Metrics::add(&self.metrics.events_evicted_total, appended.evicted);
+        self.metrics.events_logged_total.inc();
+        self.metrics
+            .events_coalesced_total
+            .inc_by(appended.coalesced);
+        self.metrics.events_evicted_total.inc_by(appended.evicted);
         self.changes.send_replace(appended.seq);
     }
 }
@@ -232,4 +246,15 @@ impl Sink for Session {
     fn deliver(&self, event: UpstreamEvent) {
         self.on_upstream(event);
     }
+}
+
+/// The code of an error answer.
+fn error_code(answer: &Message) -> Option<i64> {
+    #[derive(serde::Deserialize)]
+    struct Code {
+        code: i64,
+    }
+    serde_json::from_str::<Code>(answer.error()?.get())
+        .ok()
+        .map(|e| e.code)
 }

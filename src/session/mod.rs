@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Span;
 
 use crate::ids::Principal;
-use crate::metrics::Metrics;
+use crate::metrics::ServerMetrics;
 use crate::store::{Backlog, Mirror, Op};
 use crate::upstream::owner::HopError;
 use crate::upstream::{Upstream, UpstreamError};
@@ -163,7 +163,7 @@ pub struct Session {
     id: String,
     principal: Principal,
     settings: Arc<SessionSettings>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<ServerMetrics>,
     upstream: Upstream,
     /// The server's list cache, when its lists do not depend on the session.
     list_cache: Option<Arc<ListCache>>,
@@ -199,7 +199,7 @@ impl Session {
         list_cache: Option<Arc<ListCache>>,
         response_cache: Arc<ResponseCache>,
         settings: Arc<SessionSettings>,
-        metrics: Arc<Metrics>,
+        metrics: Arc<ServerMetrics>,
         mirror: Option<Mirror>,
     ) -> Arc<Session> {
         let backlog = mirror.as_ref().map(|mirror| mirror.backlog().clone());

@@ -13,7 +13,6 @@ use tracing::debug;
 use super::log::{Event, EventId, StreamKey};
 use super::state::{Attachment, State};
 use super::{protocol, ReadError, Session};
-use crate::metrics::Metrics;
 use crate::store::Op;
 use crate::upstream::Upstream;
 
@@ -49,7 +48,7 @@ impl Session {
     pub fn attach(self: &Arc<Self>, stream: StreamKey, after: Option<u64>) -> Reader {
         let mut state = self.lock();
         if after.is_some() {
-            Metrics::inc(&self.metrics.replays_total);
+            self.metrics.replays_total.inc();
         }
         let cursor = after.unwrap_or_else(|| state.log.delivered_through(stream));
         self.attach_at(&mut state, stream, cursor)
@@ -112,11 +111,11 @@ impl Session {
         let (cursor, catchup, first) = match last {
             Some(last) if last > known => return Err(ResumeError::Ahead { head: known }),
             Some(last) if state.log.retains_after(stream, last, Instant::now()) => {
-                Metrics::inc(&self.metrics.replays_total);
+                self.metrics.replays_total.inc();
                 (last, true, None)
             }
             Some(_) => {
-                Metrics::inc(&self.metrics.replay_gaps_total);
+                self.metrics.replay_gaps_total.inc();
                 let invalidations = state.invalidations();
                 let first = (!invalidations.is_empty()).then_some(Delivery {
                     events: Vec::new(),
@@ -142,9 +141,9 @@ impl Session {
         let read = state
             .log
             .read(stream, *cursor, catch_up_through, Instant::now());
-        Metrics::add(&self.metrics.events_coalesced_total, read.coalesced);
+        self.metrics.events_coalesced_total.inc_by(read.coalesced);
         let invalidations = if read.gap {
-            Metrics::inc(&self.metrics.replay_gaps_total);
+            self.metrics.replay_gaps_total.inc();
             state.invalidations()
         } else {
             Vec::new()

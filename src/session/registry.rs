@@ -17,7 +17,7 @@ use super::list_cache::ListCache;
 use super::response_cache::ResponseCache;
 use super::{Session, SessionError, SessionSettings, Shape};
 use crate::ids::{self, Principal};
-use crate::metrics::Metrics;
+use crate::metrics::ServerMetrics;
 use crate::store::Store;
 use crate::upstream::factory::UpstreamFactory;
 use crate::upstream::{Sink, UpstreamSpec};
@@ -35,7 +35,7 @@ pub struct Registry {
     /// Builds the sessions' upstreams.
     pub(in crate::session) upstreams: UpstreamFactory,
     pub(in crate::session) settings: Arc<SessionSettings>,
-    pub(in crate::session) metrics: Arc<Metrics>,
+    pub(in crate::session) metrics: Arc<ServerMetrics>,
     pub(in crate::session) list_cache: Option<Arc<ListCache>>,
     pub(in crate::session) response_cache: Arc<ResponseCache>,
     /// Where sessions are shared with other replicas (memory: nowhere).
@@ -50,7 +50,7 @@ impl Registry {
     pub fn new(
         upstream: UpstreamSpec,
         settings: SessionSettings,
-        metrics: Arc<Metrics>,
+        metrics: Arc<ServerMetrics>,
     ) -> Registry {
         Registry::with_store(upstream, settings, metrics, Store::Memory, "default")
     }
@@ -59,7 +59,7 @@ impl Registry {
     pub fn with_store(
         upstream: UpstreamSpec,
         settings: SessionSettings,
-        metrics: Arc<Metrics>,
+        metrics: Arc<ServerMetrics>,
         store: Store,
         server: &str,
     ) -> Registry {
@@ -120,22 +120,22 @@ impl Registry {
             return Err(SessionError::ShuttingDown);
         }
         if !self.store.healthy() {
-            Metrics::inc(&self.metrics.sessions_rejected_total);
+            self.metrics.sessions_rejected_total.inc();
             return Err(SessionError::StoreUnavailable);
         }
         if let Some(queued) = self.store.behind() {
-            Metrics::inc(&self.metrics.sessions_rejected_total);
+            self.metrics.sessions_rejected_total.inc();
             return Err(SessionError::StoreBehind(queued));
         }
         let limit = self.settings.max_sessions;
         if self.reserved.fetch_add(1, Ordering::AcqRel) >= limit {
             self.reserved.fetch_sub(1, Ordering::AcqRel);
-            Metrics::inc(&self.metrics.sessions_rejected_total);
+            self.metrics.sessions_rejected_total.inc();
             return Err(SessionError::TooManySessions(limit));
         }
         if let Err(error) = self.reserve_for(&principal) {
             self.reserved.fetch_sub(1, Ordering::AcqRel);
-            Metrics::inc(&self.metrics.sessions_rejected_total);
+            self.metrics.sessions_rejected_total.inc();
             return Err(error);
         }
         let (upstream, binding) = match self.upstreams.build(credential) {
@@ -168,8 +168,8 @@ impl Registry {
         }
         self.sessions
             .insert(session.id().to_owned(), session.clone());
-        Metrics::inc(&self.metrics.sessions_created_total);
-        Metrics::inc(&self.metrics.sessions_open);
+        self.metrics.sessions_created_total.inc();
+        self.metrics.sessions_open.inc();
         session.span().in_scope(|| info!("session created"));
         Ok(session)
     }
@@ -243,7 +243,7 @@ impl Registry {
         };
         self.reserved.fetch_sub(1, Ordering::AcqRel);
         self.release_for(session.principal());
-        Metrics::dec(&self.metrics.sessions_open);
+        self.metrics.sessions_open.dec();
         match forget {
             true => session.end(),
             false => session.end_here(),
@@ -265,7 +265,7 @@ impl Registry {
         let mut count = 0;
         for id in expired {
             if self.end(&id) {
-                Metrics::inc(&self.metrics.sessions_expired_total);
+                self.metrics.sessions_expired_total.inc();
                 count += 1;
             }
         }
@@ -284,7 +284,9 @@ impl Registry {
         for session in self.sessions.iter() {
             timed_out += session.value().expire_requests(now);
         }
-        Metrics::add(&self.metrics.requests_timed_out_total, timed_out as u64);
+        self.metrics
+            .requests_timed_out_total
+            .inc_by(timed_out as u64);
     }
 
     /// Expires idle sessions until `shutdown`, checking a few times per TTL.

@@ -250,6 +250,7 @@ mod tests {
             max_event_bytes: 1 << 20,
             forward_authorization: false,
             protocol: crate::era::Era::Legacy,
+            trace_headers: true,
         };
         (spec, accepted)
     }

@@ -19,7 +19,7 @@ use super::stdio::{StdioSpec, StdioUpstream};
 use super::streamable_http::HttpUpstream;
 use super::{EventSink, Sink, Upstream, UpstreamError, UpstreamEvent, UpstreamSpec};
 use crate::era::Era;
-use crate::metrics::Metrics;
+use crate::metrics::ServerMetrics;
 use crate::mirrored::ToolMarks;
 
 /// Builds the upstreams of one served server's sessions.
@@ -36,13 +36,13 @@ pub struct UpstreamFactory {
     /// Children started ahead of sessions (`warm`), with their bindings (a 2026-07-28 child
     /// behind its bridge already).
     warm: Mutex<VecDeque<(Upstream, Arc<Binding>)>>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<ServerMetrics>,
     /// The parameters the server's tools mirror into headers, as its `tools/list` said.
     tool_marks: Arc<ToolMarks>,
 }
 
 impl UpstreamFactory {
-    pub fn new(spec: UpstreamSpec, metrics: Arc<Metrics>) -> UpstreamFactory {
+    pub fn new(spec: UpstreamSpec, metrics: Arc<ServerMetrics>) -> UpstreamFactory {
         let tasks = TaskTracker::new();
         let shared = match &spec {
             UpstreamSpec::SharedStdio(stdio) => Some(SharedStdio::new(
@@ -138,7 +138,7 @@ impl UpstreamFactory {
 
     /// A child of its own for a session (behind a bridge when it speaks 2026-07-28).
     fn spawn(&self, spec: &StdioSpec, events: EventSink) -> Result<Upstream, UpstreamError> {
-        Metrics::inc(&self.metrics.upstream_spawns_total);
+        self.metrics.upstream_spawns_total.inc();
         if spec.protocol != Era::Modern {
             return Ok(Upstream::Stdio(StdioUpstream::spawn(
                 spec,

@@ -39,6 +39,8 @@ pub struct HttpSpec {
     pub forward_authorization: bool,
     /// The revision the server speaks.
     pub protocol: crate::era::Era,
+    /// Send a request's trace context as `traceparent`/`tracestate` headers too.
+    pub trace_headers: bool,
 }
 
 /// Sends `request`, waiting at most the request timeout for its answer to begin.

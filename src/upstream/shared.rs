@@ -18,13 +18,13 @@ use super::stdio::{StdioSpec, StdioUpstream};
 use super::{EventSink, Sink, UpstreamError, UpstreamEvent};
 use crate::era::SUBSCRIPTION_ID_KEY;
 use crate::jsonrpc::{id_key, Kind, Message};
-use crate::metrics::Metrics;
+use crate::metrics::ServerMetrics;
 
 /// The one child of a server in `shared` isolation, and the sessions it serves.
 pub struct SharedStdio {
     spec: StdioSpec,
     tasks: TaskTracker,
-    metrics: Arc<Metrics>,
+    metrics: Arc<ServerMetrics>,
     state: Mutex<Mux>,
 }
 
@@ -79,7 +79,11 @@ impl std::fmt::Debug for SharedHandle {
 }
 
 impl SharedStdio {
-    pub fn new(spec: StdioSpec, tasks: TaskTracker, metrics: Arc<Metrics>) -> Arc<SharedStdio> {
+    pub fn new(
+        spec: StdioSpec,
+        tasks: TaskTracker,
+        metrics: Arc<ServerMetrics>,
+    ) -> Arc<SharedStdio> {
         Arc::new(SharedStdio {
             spec,
             tasks,
@@ -98,7 +102,7 @@ impl SharedStdio {
         if mux.child.is_none() {
             let sink: EventSink = Arc::new(Dispatch(Arc::downgrade(self)));
             mux.child = Some(StdioUpstream::spawn(&self.spec, sink, &self.tasks)?);
-            Metrics::inc(&self.metrics.upstream_spawns_total);
+            self.metrics.upstream_spawns_total.inc();
         }
         mux.next_session += 1;
         let session = mux.next_session;

@@ -241,10 +241,5 @@ pub async fn metric(replica: &Replica, name: &str) -> u64 {
         .await
         .bytes()
         .await;
-    String::from_utf8_lossy(&text)
-        .lines()
-        .find_map(|line| line.strip_prefix(&format!("{name} ")))
-        .unwrap_or_else(|| panic!("no metric {name}"))
-        .parse()
-        .unwrap()
+    super::metric_in(&String::from_utf8_lossy(&text), name)
 }

@@ -71,12 +71,7 @@ impl Proxy {
     }
 
     pub fn metric(&self, name: &str) -> u64 {
-        let text = self.running.metrics.render();
-        text.lines()
-            .find_map(|line| line.strip_prefix(&format!("{name} ")))
-            .unwrap_or_else(|| panic!("no metric {name}"))
-            .parse()
-            .unwrap()
+        metric_in(&self.running.metrics.render(), name)
     }
 
     /// The client opened one session and ended it with DELETE.
@@ -456,6 +451,9 @@ pub async fn spawn_proxy(
             "RUST_LOG",
             std::env::var("PROXY_TEST_LOG_LEVEL").unwrap_or_else(|_| "info".into()),
         )
+        // Tracing only where a test turns it on.
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
@@ -588,4 +586,22 @@ async fn node_client(
         String::from_utf8_lossy(&output.stderr)
     );
     serde_json::from_slice(&output.stdout).expect("a JSON report")
+}
+
+/// The value of the metric `name` in a Prometheus exposition, summed over its label sets (its
+/// servers, say); panics if it has no sample.
+pub fn metric_in(text: &str, name: &str) -> u64 {
+    let samples: Vec<u64> = text
+        .lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix(name)?;
+            let value = match rest.strip_prefix('{') {
+                Some(labelled) => labelled.split_once("} ")?.1,
+                None => rest.strip_prefix(' ')?,
+            };
+            value.trim().parse::<f64>().ok().map(|v| v as u64)
+        })
+        .collect();
+    assert!(!samples.is_empty(), "no metric {name} in {text}");
+    samples.iter().sum()
 }

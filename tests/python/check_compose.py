@@ -1,5 +1,6 @@
 """Reads docker/compose.yaml and docker/nginx.conf and prints what tests/compose.rs checks:
-the services, each replica's command line, and the balancer's configuration."""
+the services, each replica's command line and environment, each service's volumes, and the
+balancer's configuration."""
 
 import json
 import sys
@@ -15,6 +16,7 @@ report = {
     "commands": {name: services[name].get("command") for name in services},
     "builds": {name: services[name].get("build") for name in services},
     "environment": {name: services[name].get("environment") for name in services},
+    "volumes": {name: services[name].get("volumes") for name in services},
     "balancer_volumes": services.get("balancer", {}).get("volumes"),
     "balancer_ports": services.get("balancer", {}).get("ports"),
     "nginx": (docker / "nginx.conf").read_text(),

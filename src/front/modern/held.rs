@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 
 use dashmap::DashMap;
+use prometheus_client::metrics::gauge::Gauge;
 
 use super::state::HeldRequest;
 
@@ -11,13 +12,16 @@ use super::state::HeldRequest;
 pub struct HeldCalls {
     by_principal: DashMap<String, HashSet<String>>,
     limit: usize,
+    /// How many are held, all principals together (`mcp_proxy_input_required_held`).
+    held: Gauge,
 }
 
 impl HeldCalls {
-    pub fn new(limit: usize) -> HeldCalls {
+    pub fn new(limit: usize, held: Gauge) -> HeldCalls {
         HeldCalls {
             by_principal: DashMap::new(),
             limit,
+            held,
         }
     }
 
@@ -31,7 +35,9 @@ impl HeldCalls {
         if calls.len() >= self.limit {
             return false;
         }
-        calls.insert(tag(held));
+        if calls.insert(tag(held)) {
+            self.held.inc();
+        }
         true
     }
 
@@ -39,7 +45,9 @@ impl HeldCalls {
     pub fn release(&self, held: &HeldRequest) {
         let emptied = match self.by_principal.get_mut(&held.principal) {
             Some(mut calls) => {
-                calls.remove(&tag(held));
+                if calls.remove(&tag(held)) {
+                    self.held.dec();
+                }
                 calls.is_empty()
             }
             None => false,
@@ -53,7 +61,7 @@ impl HeldCalls {
 
 impl Default for HeldCalls {
     fn default() -> HeldCalls {
-        HeldCalls::new(DEFAULT_LIMIT)
+        HeldCalls::new(DEFAULT_LIMIT, Gauge::default())
     }
 }
 

@@ -24,7 +24,6 @@ use super::App;
 use crate::front::data_layer::{cookie, errors, methods};
 use crate::ids::Principal;
 use crate::jsonrpc::{Kind, Message, INVALID_REQUEST};
-use crate::metrics::Metrics;
 use checks::RequestMeta;
 
 pub use checks::is_modern;
@@ -93,10 +92,10 @@ pub async fn post(
                 let cache = app.registry.response_cache();
                 call.cache_generation = cache.generation();
                 if let Some(result) = cache.lookup(&call.method, key, &principal) {
-                    Metrics::inc(&app.metrics.response_cache_hits_total);
+                    app.metrics.response_cache_hits_total.inc();
                     return Ok(json(StatusCode::OK, cached(&id, &result)));
                 }
-                Metrics::inc(&app.metrics.response_cache_misses_total);
+                app.metrics.response_cache_misses_total.inc();
             }
             let forwarded = params.legacy_request(&message)?;
             let correlated = correlate(app, headers, principal, &call.meta).await?;

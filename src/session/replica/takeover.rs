@@ -11,7 +11,6 @@ use tracing::{info, warn};
 use super::lookup::unavailable;
 use crate::ids::Principal;
 use crate::jsonrpc;
-use crate::metrics::Metrics;
 use crate::session::layer::Layer;
 use crate::session::log::{Logged, StreamKey};
 use crate::session::{Registry, Session, SessionError, Shape};
@@ -176,8 +175,8 @@ impl Registry {
         if let Some((_, view)) = self.views.remove(id) {
             view.succeeded_by(&session);
         }
-        Metrics::inc(&self.metrics.sessions_open);
-        Metrics::inc(&self.metrics.sessions_taken_over_total);
+        self.metrics.sessions_open.inc();
+        self.metrics.sessions_taken_over_total.inc();
         session
             .span()
             .in_scope(|| info!(from = %record.owner, "session taken over"));

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use crate::ids::Principal;
 use crate::jsonrpc::Message;
-use crate::metrics::Metrics;
+use crate::metrics::ServerMetrics;
 use crate::session::layer::Layer;
 use crate::session::log::{Logged, StreamKey};
 use crate::session::{routing, Session, SessionSettings, Shape};
@@ -24,7 +24,7 @@ impl Session {
         record: &Record,
         owner: crate::upstream::owner::OwnerLink,
         settings: Arc<SessionSettings>,
-        metrics: Arc<Metrics>,
+        metrics: Arc<ServerMetrics>,
     ) -> Arc<Session> {
         let shape = match record.shape.as_str() {
             "single" => Shape::SingleStream,

@@ -27,13 +27,14 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 mod follower;
+mod timed;
 mod writer;
 
 pub use follower::LogFollower;
 
 use super::{Backlog, Mirror, Queued, Record, StoreError, StoreResult};
 use crate::event::{EventId, Logged};
-use crate::metrics::Metrics;
+use crate::metrics::StoreMetrics;
 
 /// Ops that may wait to be written before new work waits for the writer (a few tenths of a
 /// second of writes at full load).
@@ -83,7 +84,7 @@ pub struct RedisStore {
     recovered: tokio::sync::watch::Sender<u64>,
     ops: mpsc::UnboundedSender<Queued>,
     backlog: Arc<Backlog>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<StoreMetrics>,
     /// Cancelled by `leave`: the heartbeat stops and deletes this replica's key.
     leaving: CancellationToken,
     /// Cancelled once that key is deleted.
@@ -95,7 +96,7 @@ impl RedisStore {
     /// the heartbeat (until `leave`) and the writer.
     pub async fn connect(
         settings: RedisSettings,
-        metrics: Arc<Metrics>,
+        metrics: Arc<StoreMetrics>,
     ) -> anyhow::Result<Arc<RedisStore>> {
         let url = settings.url.as_str();
         let client = redis::Client::open(url).with_context(|| format!("store: {url:?}"))?;
@@ -140,11 +141,19 @@ impl RedisStore {
             .beat()
             .await
             .context("cannot register this replica in Redis")?;
-        Metrics::set(&store.metrics.store_up, 1);
+        store.metrics.up.set(1);
         info!(node = %store.node_id, advertise = %store.advertise, "joined the replicas sharing {url}");
         tokio::spawn(store.clone().run_heartbeat());
         tokio::spawn(store.clone().run_writer(queue));
         Ok(store)
+    }
+
+    /// The shared connection, its round trips counted.
+    fn timed(&self) -> timed::Timed {
+        timed::Timed {
+            connection: self.connection.clone(),
+            metrics: self.metrics.clone(),
+        }
     }
 
     pub fn healthy(&self) -> bool {
@@ -161,17 +170,17 @@ impl RedisStore {
                 false => warn!("the Redis store is unreachable: new sessions are refused"),
             }
         }
-        Metrics::set(&self.metrics.store_up, u64::from(up));
+        self.metrics.up.set(i64::from(up));
     }
 
     /// A read that failed without saying anything of Redis's health (a blocking read, say).
     pub(super) fn note_error(&self, what: &str, error: &redis::RedisError) {
-        Metrics::inc(&self.metrics.store_errors_total);
+        self.metrics.errors.inc();
         warn!(%error, "Redis {what} failed");
     }
 
     pub(super) fn failed(&self, what: &str, error: &redis::RedisError) {
-        Metrics::inc(&self.metrics.store_errors_total);
+        self.metrics.errors.inc();
         warn!(%error, "Redis {what} failed");
         self.set_health(false);
     }
@@ -207,7 +216,7 @@ impl RedisStore {
     }
 
     async fn beat(&self) -> RedisResult<()> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.timed();
         redis::cmd("SET")
             .arg(self.node_key(&self.node_id))
             .arg(&self.advertise)
@@ -229,7 +238,7 @@ impl RedisStore {
                 () = self.leaving.cancelled() => break,
             }
         }
-        let mut connection = self.connection.clone();
+        let mut connection = self.timed();
         let _: RedisResult<()> = redis::cmd("DEL")
             .arg(self.node_key(&self.node_id))
             .query_async(&mut connection)
@@ -250,7 +259,7 @@ impl RedisStore {
 
     /// Deletes session `id`'s keys now (its owner ended it).
     pub async fn forget(&self, server: &str, id: &str) -> StoreResult<()> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.timed();
         redis::cmd("DEL")
             .arg(self.session_key(server, id))
             .arg(self.log_key(server, id))
@@ -262,7 +271,7 @@ impl RedisStore {
 
     /// The record of session `id`, if any replica holds it.
     pub async fn record(&self, server: &str, id: &str) -> StoreResult<Option<Record>> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.timed();
         let fields: HashMap<String, String> = redis::cmd("HGETALL")
             .arg(self.session_key(server, id))
             .query_async(&mut connection)
@@ -293,7 +302,7 @@ impl RedisStore {
         server: &str,
         key: &str,
     ) -> StoreResult<Option<(String, String)>> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.timed();
         let fields: HashMap<String, String> = redis::cmd("HGETALL")
             .arg(self.correlation_key(server, key))
             .query_async(&mut connection)
@@ -312,7 +321,7 @@ impl RedisStore {
         session: &str,
         initialized: &str,
     ) -> StoreResult<()> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.timed();
         let name = self.correlation_key(server, key);
         redis::pipe()
             .cmd("HSET")
@@ -337,7 +346,7 @@ impl RedisStore {
 
     /// The internal URL of a live replica; `None` once its heartbeat has lapsed.
     pub async fn node_url(&self, node: &str) -> StoreResult<Option<String>> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.timed();
         redis::cmd("GET")
             .arg(self.node_key(node))
             .query_async(&mut connection)
@@ -348,7 +357,7 @@ impl RedisStore {
     /// Makes this replica the owner of session `id` if `previous` still is (atomically: of
     /// several replicas trying, one wins).
     pub async fn claim(&self, server: &str, id: &str, previous: &str) -> StoreResult<bool> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.timed();
         let won: i64 = redis::cmd("EVAL")
             .arg(
                 "if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then \
@@ -366,7 +375,7 @@ impl RedisStore {
 
     /// The logged messages of session `id` after `after`, oldest first.
     pub async fn read_log(&self, server: &str, id: &str, after: u64) -> StoreResult<Vec<Logged>> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.timed();
         let reply: Value = redis::cmd("XRANGE")
             .arg(self.log_key(server, id))
             .arg(format!("{}-0", after + 1))
@@ -378,7 +387,7 @@ impl RedisStore {
 
     /// Requests in flight at the owner: request stream → the client's request id (JSON).
     pub async fn inflight(&self, server: &str, id: &str) -> StoreResult<HashMap<u64, String>> {
-        let mut connection = self.connection.clone();
+        let mut connection = self.timed();
         let fields: HashMap<String, String> = redis::cmd("HGETALL")
             .arg(self.inflight_key(server, id))
             .query_async(&mut connection)

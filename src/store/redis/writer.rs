@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::RedisStore;
-use crate::metrics::Metrics;
 use crate::store::{Op, Queued, Record};
 
 /// Ops written per round trip at most.
@@ -61,7 +60,7 @@ impl RedisStore {
                     }
                 }
             }
-            let mut connection = self.connection.clone();
+            let mut connection = self.timed();
             let written = match pipe.cmd_iter().next().is_none() {
                 true => true, // only flushes: everything before them is written already
                 false => match pipe.query_async::<()>(&mut connection).await {
@@ -77,14 +76,10 @@ impl RedisStore {
                 let _ = done.send(written);
             }
             self.backlog.written(count);
-            Metrics::set(
-                &self.metrics.store_write_queue,
-                self.backlog.queued() as u64,
-            );
-            Metrics::set(
-                &self.metrics.store_write_lag_ms,
-                oldest.elapsed().as_millis() as u64,
-            );
+            self.metrics.write_queue.set(self.backlog.queued() as i64);
+            self.metrics
+                .write_lag_ms
+                .set(oldest.elapsed().as_millis() as i64);
         }
     }
 }

@@ -1,0 +1,123 @@
+//! The span of a client's request (tracing on): started under the client's W3C trace context
+//! (its `traceparent` header, else its `params._meta`), named and described from the message,
+//! ended with the response's status and JSON-RPC error code. The context the request carries
+//! on in `_meta` names this span; with tracing off it is the client's own.
+
+use bytes::Bytes;
+use http::{HeaderMap, Response, StatusCode};
+use serde::Deserialize;
+
+use super::body::Body;
+use super::rejection::Rejection;
+use super::App;
+use crate::jsonrpc::{Kind, Message};
+use crate::spans::{self, Span, SpanContext};
+use crate::trace_context::TraceContext;
+
+/// A request's span, if it is recorded.
+#[derive(Debug, Default)]
+pub struct RequestSpan(Option<Span>);
+
+impl RequestSpan {
+    /// Starts the span of `message` and carries the trace context on in its `_meta`.
+    pub fn start(app: &App, headers: Option<&HeaderMap>, message: &mut Message) -> RequestSpan {
+        let spans = &app.metrics.spans;
+        if !spans.on() || message.kind() != Kind::Request {
+            if let Some(headers) = headers {
+                TraceContext::carry_from_headers(headers, message);
+            }
+            return RequestSpan(None);
+        }
+        let client = headers
+            .and_then(TraceContext::from_headers)
+            .or_else(|| message.params().and_then(TraceContext::from_params));
+        let parent = client
+            .as_ref()
+            .and_then(|c| SpanContext::parse(&c.traceparent));
+        let Some(mut span) = spans.start(
+            spans::name_of(message),
+            spans::Kind::Server,
+            parent.as_ref(),
+        ) else {
+            // A trace the client does not record goes on as it came.
+            if let Some(client) = client {
+                client.carry_into(message);
+            }
+            return RequestSpan(None);
+        };
+        spans::describe(&mut span, message);
+        span.set("mcp_proxy.server", app.server.to_string());
+        TraceContext {
+            traceparent: span.context().traceparent(),
+            tracestate: client.and_then(|c| c.tracestate),
+        }
+        .replace_in(message);
+        RequestSpan(Some(span))
+    }
+
+    pub fn set(&mut self, key: &'static str, value: impl Into<spans::Value>) {
+        if let Some(span) = &mut self.0 {
+            span.set(key, value);
+        }
+    }
+
+    pub fn context(&self) -> Option<&SpanContext> {
+        self.0.as_ref().map(Span::context)
+    }
+
+    /// Ends the span with what the client got.
+    pub fn finish(self, outcome: &Result<Response<Body>, Rejection>) {
+        match outcome {
+            Ok(response) => {
+                let code = match response.body() {
+                    Body::Full(Some(bytes)) => error_code(bytes),
+                    _ => None,
+                };
+                self.end(Some(response.status()), code);
+            }
+            Err(rejection) => self.end(Some(rejection.status), Some(rejection.code)),
+        }
+    }
+
+    /// Ends the span of a message that was not an HTTP request (WebSocket), with the answer
+    /// the client got at once, if any.
+    pub fn finish_message(self, outcome: &Result<Vec<Bytes>, Rejection>) {
+        match outcome {
+            Ok(replies) => self.end(None, replies.first().and_then(|r| error_code(r))),
+            Err(rejection) => self.end(None, Some(rejection.code)),
+        }
+    }
+
+    fn end(self, status: Option<StatusCode>, code: Option<i64>) {
+        let Some(mut span) = self.0 else {
+            return;
+        };
+        if let Some(status) = status {
+            span.set("http.response.status_code", i64::from(status.as_u16()));
+        }
+        if let Some(code) = code {
+            span.set("rpc.jsonrpc.error_code", code);
+            span.set("error.type", code.to_string());
+            span.fail(format!("JSON-RPC error {code}"));
+        } else if status.is_some_and(|s| s.is_client_error() || s.is_server_error()) {
+            span.fail(format!("HTTP {}", status.unwrap_or_default()));
+        }
+    }
+}
+
+/// The JSON-RPC error code of an answer (a stream's answers are the server exchange's spans'
+/// business).
+fn error_code(answer: &[u8]) -> Option<i64> {
+    #[derive(Deserialize)]
+    struct Answer {
+        error: Option<Code>,
+    }
+    #[derive(Deserialize)]
+    struct Code {
+        code: i64,
+    }
+    serde_json::from_slice::<Answer>(answer)
+        .ok()?
+        .error
+        .map(|e| e.code)
+}

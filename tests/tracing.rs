@@ -1,0 +1,312 @@
+//! OpenTelemetry traces through the proxy: spans exported over OTLP/HTTP to a receiver that
+//! decodes them with the official protobuf definitions (tests/python/otlp_receiver.py), one
+//! trace from the client's `traceparent` through two replicas to a stdio server.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use common::cluster::{metric, through, Redis, Replica};
+use common::{python_script, spawn_proxy, until, within, Client};
+use serde_json::{json, Value};
+use tokio::io::AsyncBufReadExt;
+
+const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CLIENT_SPAN: &str = "00f067aa0ba902b7";
+
+/// The OTLP/HTTP receiver, and every span it decoded so far.
+struct Receiver {
+    _child: tokio::process::Child,
+    port: u16,
+    spans: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Receiver {
+    async fn start() -> Receiver {
+        let mut child = python_script("otlp_receiver.py")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the OTLP receiver starts");
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = within("the receiver's port", lines.next_line())
+            .await
+            .unwrap()
+            .expect("a first line");
+        let port = first
+            .strip_prefix("listening ")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("not a port: {first}"));
+        let spans = Arc::new(Mutex::new(Vec::new()));
+        let seen = spans.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                seen.lock()
+                    .unwrap()
+                    .push(serde_json::from_str(&line).unwrap());
+            }
+        });
+        Receiver {
+            _child: child,
+            port,
+            spans,
+        }
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The spans of `trace`, once there are `count` of them.
+    async fn trace(&self, trace: &str, count: usize) -> Vec<Value> {
+        let of_trace = || -> Vec<Value> {
+            let spans = self.spans.lock().unwrap();
+            spans
+                .iter()
+                .filter(|s| s["trace_id"] == trace)
+                .cloned()
+                .collect()
+        };
+        until(&format!("{count} spans of trace {trace}"), true, || async {
+            of_trace().len() >= count
+        })
+        .await;
+        of_trace()
+    }
+}
+
+fn traceparent(trace: &str, flags: &str) -> String {
+    format!("00-{trace}-{CLIENT_SPAN}-{flags}")
+}
+
+/// The one span of `spans` named `name`.
+fn named<'a>(spans: &'a [Value], name: &str) -> &'a Value {
+    let found: Vec<&Value> = spans.iter().filter(|s| s["name"] == name).collect();
+    assert_eq!(found.len(), 1, "one {name} span in {spans:#?}");
+    found[0]
+}
+
+async fn traced_replicas(redis: &Redis, receiver: &Receiver) -> (Replica, Replica) {
+    let endpoint = receiver.endpoint();
+    let a = Replica::start(redis, "a", &["--otlp-endpoint", &endpoint]).await;
+    let b = Replica::start(redis, "b", &["--otlp-endpoint", &endpoint]).await;
+    (a, b)
+}
+
+#[tokio::test]
+async fn one_trace_runs_from_the_client_through_two_replicas_to_a_stdio_server() {
+    let receiver = Receiver::start().await;
+    let redis = Redis::start().await;
+    let (a, b) = traced_replicas(&redis, &receiver).await;
+    let mut on_a = Client::new(a.addr);
+    on_a.authorization = Some("Bearer secret-token".into());
+    on_a.initialize("2025-11-25").await;
+    let session = on_a.session.clone().unwrap();
+    // The session lives on a; b serves its client through the hop.
+    let mut on_b = through(&on_a, &b);
+    on_b.extra_headers = vec![
+        ("traceparent".into(), traceparent(TRACE, "01")),
+        ("tracestate".into(), "vendor=opaque".into()),
+    ];
+    let answer = on_b
+        .request("tools/call", json!({ "name": "trace_context" }))
+        .await;
+    let seen = &answer["result"]["structuredContent"];
+
+    let spans = receiver.trace(TRACE, 3).await;
+    assert_eq!(spans.len(), 3, "{spans:#?}");
+    let request = named(&spans, "tools/call trace_context");
+    let hop = named(&spans, "replica hop");
+    let exchange = named(&spans, "upstream exchange");
+    // The client's span → b's request span → b's hop → a's exchange with the server.
+    assert_eq!(request["parent_span_id"], CLIENT_SPAN);
+    assert_eq!(hop["parent_span_id"], request["span_id"]);
+    assert_eq!(exchange["parent_span_id"], hop["span_id"]);
+    assert_eq!(request["kind"], 2, "SERVER");
+    assert_eq!(hop["kind"], 3, "CLIENT");
+    assert_eq!(exchange["kind"], 3, "CLIENT");
+    assert_eq!(request["resource"]["service.instance.id"], "b");
+    assert_eq!(hop["resource"]["service.instance.id"], "b");
+    assert_eq!(exchange["resource"]["service.instance.id"], "a");
+    assert_eq!(request["resource"]["service.name"], "mcp-session-proxy");
+    // The server got the trace, its parent the exchange's span, and the client's tracestate.
+    let exchange_id = exchange["span_id"].as_str().unwrap();
+    assert_eq!(
+        seen["traceparent"],
+        format!("00-{TRACE}-{exchange_id}-01"),
+        "{answer}"
+    );
+    assert_eq!(seen["tracestate"], "vendor=opaque");
+
+    let attributes = &request["attributes"];
+    assert_eq!(attributes["mcp.method.name"], "tools/call");
+    assert_eq!(attributes["gen_ai.tool.name"], "trace_context");
+    assert_eq!(attributes["mcp.session.id"], session.as_str());
+    assert_eq!(attributes["mcp.protocol.version"], "2025-11-25");
+    assert_eq!(attributes["mcp_proxy.server"], "default");
+    assert_eq!(attributes["mcp_proxy.era"], "legacy");
+    assert_eq!(attributes["http.response.status_code"], 200);
+    let principal = attributes["mcp_proxy.principal"].as_str().unwrap();
+    assert!(
+        principal.starts_with("sha256:") && !principal.contains("secret-token"),
+        "a digest, never the credential: {attributes}"
+    );
+    assert_eq!(exchange["attributes"]["mcp.session.id"], session.as_str());
+    for span in &spans {
+        assert_eq!(span["status"], json!({}), "unset: nothing failed");
+        assert!(span["start"].as_u64() <= span["end"].as_u64(), "{span}");
+    }
+    // A span starts and ends inside its parent's time (the clocks are one machine's).
+    assert!(request["start"].as_u64() <= hop["start"].as_u64());
+    assert!(hop["end"].as_u64() <= request["end"].as_u64());
+
+    // An error answer marks the exchange and the request failed, with its code.
+    let failing = "5bf92f3577b34da6a3ce929d0e0e4736";
+    on_b.extra_headers = vec![("traceparent".into(), traceparent(failing, "01"))];
+    let answer = on_b
+        .request("tools/call", json!({ "name": "no_such_tool" }))
+        .await;
+    let code = answer["error"]["code"].as_i64().expect("an error answer");
+    let spans = receiver.trace(failing, 3).await;
+    for name in ["upstream exchange", "tools/call no_such_tool"] {
+        let span = named(&spans, name);
+        assert_eq!(span["attributes"]["rpc.jsonrpc.error_code"], code, "{span}");
+        assert_eq!(span["status"]["code"], "STATUS_CODE_ERROR", "{span}");
+    }
+    assert!(metric(&a, "mcp_proxy_spans_exported_total").await >= 2);
+    assert!(metric(&b, "mcp_proxy_spans_exported_total").await >= 4);
+    assert_eq!(metric(&b, "mcp_proxy_spans_dropped_total").await, 0);
+}
+
+#[tokio::test]
+async fn a_trace_the_client_does_not_sample_is_not_recorded_and_goes_on_as_it_came() {
+    let receiver = Receiver::start().await;
+    let endpoint = receiver.endpoint();
+    let (_proxy, addr, _logs, _) =
+        spawn_proxy(&["--listen", "127.0.0.1:0", "--otlp-endpoint", &endpoint]).await;
+    let mut client = Client::new(addr);
+    client.initialize("2025-11-25").await;
+    let unsampled = traceparent(TRACE, "00");
+    client.extra_headers = vec![("traceparent".into(), unsampled.clone())];
+    let answer = client
+        .request("tools/call", json!({ "name": "trace_context" }))
+        .await;
+    assert_eq!(
+        answer["result"]["structuredContent"]["traceparent"], unsampled,
+        "{answer}"
+    );
+    // Without a context of its own, a request starts a trace, which the server joins.
+    client.extra_headers.clear();
+    let answer = client
+        .request("tools/call", json!({ "name": "trace_context" }))
+        .await;
+    let started = answer["result"]["structuredContent"]["traceparent"]
+        .as_str()
+        .expect("the proxy's context")
+        .to_owned();
+    let trace = &started[3..35];
+    let spans = receiver.trace(trace, 2).await;
+    let request = named(&spans, "tools/call trace_context");
+    assert_eq!(request["parent_span_id"], "", "a root span");
+    assert_eq!(
+        named(&spans, "upstream exchange")["span_id"],
+        &started[36..52]
+    );
+    // The unsampled request left no span (spans are exported in order of their ends).
+    assert!(receiver
+        .spans
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|s| s["trace_id"] != TRACE));
+}
+
+#[tokio::test]
+async fn with_tracing_off_no_exporter_runs() {
+    let (_proxy, addr, _logs, seen) = spawn_proxy(&["--listen", "127.0.0.1:0"]).await;
+    assert!(
+        seen.iter().all(|entry| !entry["fields"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("exporting spans")),
+        "{seen:#?}"
+    );
+    let mut client = Client::new(addr);
+    client.initialize("2025-11-25").await;
+    client.extra_headers = vec![("traceparent".into(), traceparent(TRACE, "01"))];
+    let answer = client
+        .request("tools/call", json!({ "name": "trace_context" }))
+        .await;
+    // The client's own context reaches the server, untouched.
+    assert_eq!(
+        answer["result"]["structuredContent"]["traceparent"],
+        traceparent(TRACE, "01")
+    );
+}
+
+#[tokio::test]
+async fn a_collector_that_is_down_costs_spans_never_calls() {
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let (_proxy, addr, _logs, seen) =
+        spawn_proxy(&["--listen", "127.0.0.1:0", "--otlp-endpoint", &endpoint]).await;
+    assert!(seen.iter().any(|entry| entry["fields"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("exporting spans")));
+    let mut client = Client::new(addr);
+    client.initialize("2025-11-25").await;
+    for _ in 0..3 {
+        let answer = client
+            .request(
+                "tools/call",
+                json!({ "name": "echo", "arguments": { "text": "hi" } }),
+            )
+            .await;
+        assert!(answer.get("result").is_some(), "{answer}");
+    }
+    let metrics_of = |name: &'static str| {
+        let client = client.clone();
+        async move {
+            let text = client
+                .send_to("/metrics", http::Method::GET, &[], None)
+                .await
+                .bytes()
+                .await;
+            common::metric_in(&String::from_utf8_lossy(&text), name)
+        }
+    };
+    until("a failed export", true, || async {
+        metrics_of("mcp_proxy_span_exports_failed_total").await >= 1
+    })
+    .await;
+    assert!(metrics_of("mcp_proxy_spans_dropped_total").await >= 1);
+    assert_eq!(metrics_of("mcp_proxy_spans_exported_total").await, 0);
+}
+
+#[tokio::test]
+async fn an_https_collector_is_refused_at_start_with_its_key() {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-session-proxy"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--otlp-endpoint",
+            "https://collector.example:4318",
+        ])
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .kill_on_drop(true)
+        .output();
+    let output = within("the refusal", output).await.unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("tracing.otlp_endpoint") && stderr.contains("http://"),
+        "{stderr}"
+    );
+}
