@@ -156,3 +156,42 @@ async fn a_named_server_takes_websockets_and_its_sessions_stay_its_own() {
     assert_eq!(reply["error"]["code"], -32043);
     proxy.stop().await;
 }
+
+#[tokio::test]
+async fn each_server_of_a_gateway_is_counted_apart() {
+    let proxy = gateway().await;
+    let mut alpha = client_of(&proxy, "alpha");
+    alpha.initialize("2025-06-18").await;
+    for _ in 0..3 {
+        alpha.call_tool("counter", json!({})).await;
+    }
+    let mut single = client_of(&proxy, "single");
+    single.initialize("2025-06-18").await;
+    single.call_tool("counter", json!({})).await;
+    let text = proxy.running.metrics.render();
+    let value = |series: &str| common::metric_in(&text, series);
+    for (server, calls) in [("alpha", 3), ("single", 1)] {
+        let labels = format!("{{server=\"{server}\",method=\"tools/call\",status=\"200\"}}");
+        assert_eq!(value(&format!("mcp_proxy_requests_total{labels}")), calls);
+        let server = format!("{{server=\"{server}\"}}");
+        assert_eq!(
+            value(&format!("mcp_proxy_sessions_created_total{server}")),
+            1
+        );
+        assert_eq!(value(&format!("mcp_proxy_sessions_open{server}")), 1);
+        // initialize, its notification aside, and the calls: each answered by the server.
+        assert_eq!(
+            value(&format!(
+                "mcp_proxy_upstream_duration_seconds_count{server}"
+            )),
+            calls + 1,
+            "{text}"
+        );
+    }
+    // Every request figure names its server; none a session.
+    for line in text.lines().filter(|l| l.starts_with("mcp_proxy_request")) {
+        assert!(line.contains("server=\""), "{line}");
+    }
+    assert!(!text.contains(alpha.session.as_deref().unwrap()));
+    proxy.stop().await;
+}

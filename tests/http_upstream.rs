@@ -273,6 +273,20 @@ async fn a_clients_trace_context_reaches_an_http_upstream_as_headers() {
     );
     assert!(head.contains("tracestate: vendor=opaque"), "{head}");
     front.stop().await;
+
+    // upstream.trace_headers = false: the context stays in `_meta` only.
+    let (url, recorded) = recording_upstream().await;
+    let front = in_front_of(url, |c| c.upstream.trace_headers = false).await;
+    let mut client = front.client();
+    client.extra_headers = vec![("traceparent".into(), traceparent.into())];
+    let reply = client
+        .post(&json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": { "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "x", "version": "1" } } }))
+        .await;
+    within("the answer", reply.response()).await;
+    let head = within("the recorded request", recorded).await.unwrap();
+    assert!(!head.contains("traceparent: "), "{head}");
+    front.stop().await;
 }
 
 /// An HTTP MCP server that, like many, sends what a tool call causes on its GET stream and drops

@@ -7,7 +7,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 
 use common::cluster::{metric, through, Redis, Replica};
-use common::{python_script, spawn_proxy, until, within, Client};
+use common::{python_script, spawn_proxy, until, within, Client, Proxy};
 use serde_json::{json, Value};
 use tokio::io::AsyncBufReadExt;
 
@@ -68,10 +68,18 @@ impl Receiver {
                 .cloned()
                 .collect()
         };
-        until(&format!("{count} spans of trace {trace}"), true, || async {
-            of_trace().len() >= count
-        })
-        .await;
+        let wanted = format!("{count} spans of trace {trace}");
+        let waited = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+            while of_trace().len() < count {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        });
+        if waited.await.is_err() {
+            panic!(
+                "timed out waiting for {wanted}: {:#?}",
+                self.spans.lock().unwrap()
+            );
+        }
         of_trace()
     }
 }
@@ -183,7 +191,7 @@ async fn one_trace_runs_from_the_client_through_two_replicas_to_a_stdio_server()
 async fn a_trace_the_client_does_not_sample_is_not_recorded_and_goes_on_as_it_came() {
     let receiver = Receiver::start().await;
     let endpoint = receiver.endpoint();
-    let (_proxy, addr, _logs, _) =
+    let (_proxy, addr, mut logs, _) =
         spawn_proxy(&["--listen", "127.0.0.1:0", "--otlp-endpoint", &endpoint]).await;
     let mut client = Client::new(addr);
     client.initialize("2025-11-25").await;
@@ -206,6 +214,16 @@ async fn a_trace_the_client_does_not_sample_is_not_recorded_and_goes_on_as_it_ca
         .expect("the proxy's context")
         .to_owned();
     let trace = &started[3..35];
+    // Its access line names the trace the proxy started.
+    within("the access line naming the trace", async {
+        loop {
+            let line = logs.next_line().await.unwrap().expect("a log line");
+            if line.contains("\"target\":\"access\"") && line.contains(trace) {
+                break;
+            }
+        }
+    })
+    .await;
     let spans = receiver.trace(trace, 2).await;
     let request = named(&spans, "tools/call trace_context");
     assert_eq!(request["parent_span_id"], "", "a root span");
@@ -309,4 +327,127 @@ async fn an_https_collector_is_refused_at_start_with_its_key() {
         stderr.contains("tracing.otlp_endpoint") && stderr.contains("http://"),
         "{stderr}"
     );
+}
+
+/// A proxy in this process exporting to `receiver`.
+async fn traced_proxy(receiver: &Receiver) -> Proxy {
+    let endpoint = receiver.endpoint();
+    Proxy::start_with(move |c| c.tracing.otlp_endpoint = endpoint).await
+}
+
+#[tokio::test]
+async fn a_resume_is_a_replay_span_with_the_events_replayed_and_coalesced() {
+    let receiver = Receiver::start().await;
+    let proxy = traced_proxy(&receiver).await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
+    let mut get = client.get(None).await;
+    let priming = within("priming", get.next_event()).await.unwrap();
+    let away_from = priming.id.expect("a position");
+    drop(get);
+    let uris: Vec<String> = (0..10).map(|i| format!("demo://doc/{i}")).collect();
+    client
+        .call_tool("emit_updates", json!({ "uris": uris, "count": 1000 }))
+        .await;
+
+    client.extra_headers = vec![("traceparent".into(), traceparent(TRACE, "01"))];
+    let mut resumed = client.get(Some(&away_from)).await;
+    for _ in 0..10 {
+        within("an update", resumed.next_message()).await.unwrap();
+    }
+    let spans = receiver.trace(TRACE, 1).await;
+    let replay = named(&spans, "replay");
+    assert_eq!(replay["parent_span_id"], CLIENT_SPAN);
+    let attributes = &replay["attributes"];
+    assert_eq!(attributes["mcp_proxy.replay.from"], away_from.as_str());
+    assert_eq!(attributes["mcp_proxy.replay.events"], 10);
+    assert_eq!(attributes["mcp_proxy.replay.coalesced"], 990);
+    assert_eq!(attributes["mcp_proxy.replay.gap"], false);
+    assert_eq!(
+        attributes["mcp.session.id"],
+        client.session.as_deref().unwrap()
+    );
+    proxy.stop().await;
+}
+
+/// A 2026-07-28 `tools/call` of the demo's `tool` with `extra` params, under `traceparent`.
+async fn modern_call(proxy: &Proxy, tool: &str, extra: Value, traceparent: &str) -> Value {
+    let mut params = json!({ "name": tool, "arguments": {}, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": { "elicitation": {} },
+        "io.modelcontextprotocol/clientInfo": { "name": "traced", "version": "1" },
+    } });
+    for (key, value) in extra.as_object().cloned().unwrap_or_default() {
+        params[key] = value;
+    }
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params });
+    proxy
+        .client()
+        .send(
+            http::Method::POST,
+            &[
+                ("content-type", "application/json"),
+                ("accept", "application/json, text/event-stream"),
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "tools/call"),
+                ("mcp-name", tool),
+                ("traceparent", traceparent),
+            ],
+            Some(body.to_string().into()),
+        )
+        .await
+        .response()
+        .await
+}
+
+#[tokio::test]
+async fn a_2026_07_28_call_that_needs_input_has_an_input_required_round() {
+    let receiver = Receiver::start().await;
+    let proxy = traced_proxy(&receiver).await;
+    let tool = "test_input_required_result_elicitation";
+    let answer = modern_call(&proxy, tool, json!({}), &traceparent(TRACE, "01")).await;
+    assert_eq!(answer["result"]["resultType"], "input_required", "{answer}");
+    let spans = receiver.trace(TRACE, 2).await;
+    let request = named(&spans, &format!("tools/call {tool}"));
+    assert_eq!(request["parent_span_id"], CLIENT_SPAN);
+    assert_eq!(request["attributes"]["mcp_proxy.era"], "2026-07-28");
+    assert_eq!(request["attributes"]["mcp.protocol.version"], "2026-07-28");
+    let round = named(&spans, "input_required round");
+    assert_eq!(round["parent_span_id"], request["span_id"]);
+    assert_eq!(round["attributes"]["mcp_proxy.input_required.requests"], 1);
+    assert_eq!(
+        round["attributes"]["mcp_proxy.input_required.keys"],
+        "user_name"
+    );
+    assert_eq!(round["status"], json!({}));
+
+    // The retry (the client's next span in the same trace) completes the call: the exchange
+    // with the server, under the first request's span, ends with it.
+    let state = answer["result"]["requestState"].as_str().unwrap();
+    let retry_parent = format!("00-{TRACE}-00f067aa0ba902b8-01");
+    let answers = json!({ "user_name": { "action": "accept", "content": { "name": "Ada" } } });
+    let done = modern_call(
+        &proxy,
+        tool,
+        json!({ "inputResponses": answers, "requestState": state }),
+        &retry_parent,
+    )
+    .await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    let spans = receiver.trace(TRACE, 4).await;
+    let exchange = named(&spans, "upstream exchange");
+    assert_eq!(exchange["parent_span_id"], request["span_id"]);
+    assert!(exchange["end"].as_u64() > round["end"].as_u64());
+    let retry = spans
+        .iter()
+        .find(|s| s["parent_span_id"] == "00f067aa0ba902b8")
+        .expect("the retry's span");
+    assert_eq!(retry["name"], format!("tools/call {tool}"));
+    // The proxy's own requests (the upstream session's initialize) start no trace.
+    assert!(receiver
+        .spans
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|s| s["trace_id"] == TRACE));
+    proxy.stop().await;
 }

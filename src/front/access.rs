@@ -28,6 +28,11 @@ pub struct Server(pub Arc<str>);
 #[derive(Clone, Copy)]
 pub struct Rpc(pub &'static str);
 
+/// The trace of the request's span (tracing on), as a response extension: the line names it
+/// whether or not the client sent a `traceparent`.
+#[derive(Clone)]
+pub struct Trace(pub String);
+
 /// Notes `rpc` on `response` for its access line.
 pub fn note_rpc<B>(response: &mut Response<B>, rpc: &'static str) {
     if enabled() {
@@ -64,6 +69,10 @@ impl Asked {
     pub fn answered<B>(self, response: &Response<B>, elapsed: Duration) {
         let server = response.extensions().get::<Server>().map(|s| s.0.clone());
         let rpc = response.extensions().get::<Rpc>().map(|r| r.0);
+        let trace_id = match response.extensions().get::<Trace>() {
+            Some(trace) => Some(trace.0.clone()),
+            None => self.trace_id,
+        };
         let session = self
             .session
             .or_else(|| header(response.headers(), "mcp-session-id").map(str::to_owned));
@@ -77,7 +86,7 @@ impl Asked {
             status = response.status().as_u16(),
             duration_us = elapsed.as_micros() as u64,
             session = session.as_deref().unwrap_or("-"),
-            trace_id = self.trace_id.as_deref().unwrap_or("-"),
+            trace_id = trace_id.as_deref().unwrap_or("-"),
             "request"
         );
     }

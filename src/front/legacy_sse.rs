@@ -118,11 +118,11 @@ async fn post(
     span.set("mcp.protocol.version", "2024-11-05");
     span.set("mcp.session.id", session.id().to_owned());
     *method = message.method().map_or("response", metrics::method_label);
-    let outcome = match app.registry.deliver(&session, message).await {
+    let mut outcome = match app.registry.deliver(&session, message).await {
         Ok(_) => Ok(accepted()),
         Err(error) => Err(Rejection::session(&error)),
     };
-    span.finish(&outcome);
+    span.finish(&mut outcome);
     outcome
 }
 

@@ -9,12 +9,14 @@ use http::HeaderValue;
 use serde_json::{json, Value};
 
 use super::rejection::Rejection;
+use super::traced;
 use super::App;
 use crate::ids::Principal;
 use crate::jsonrpc::{self, Message};
 use crate::session::log::StreamKey;
 use crate::session::protocol::{self, EndParams, ResumeParams};
 use crate::session::{Resumed, Session, Shape};
+use crate::spans::SpanContext;
 
 /// Parses a client message; a `session/*` request may leave out `"jsonrpc"`, as the seed's
 /// examples do (the proxy answers it; it never reaches a server).
@@ -90,12 +92,13 @@ pub fn resume_params(message: &Message) -> Result<(String, Option<u64>), Rejecti
 }
 
 /// `session/resume`: attaches the session's one reader (the previous one, on whatever
-/// connection, is detached).
+/// connection, is detached); with tracing on, its replay is a span under `parent`.
 pub async fn resume(
     app: &App,
     principal: &Principal,
     session_id: &str,
     last: Option<u64>,
+    parent: Option<SpanContext>,
 ) -> Result<(Arc<Session>, Resumed), Rejection> {
     let session = find(app, principal, session_id).await?;
     // On a view, the owner learns the channel is read here, and says how far it is.
@@ -103,9 +106,14 @@ pub async fn resume(
         .ready_reader(StreamKey::Standalone, None)
         .await
         .map_err(|e| Rejection::invalid_params(e.to_string()))?;
-    let resumed = session
+    let mut resumed = session
         .resume(last)
         .map_err(|e| Rejection::invalid_params(e.to_string()))?;
+    if last.is_some() {
+        // Outside the window, synthesized invalidations stand for what was lost: a gap.
+        let span = traced::replay_span(app, parent.as_ref(), session.id());
+        resumed.reader.trace_replay(span, !resumed.catchup);
+    }
     Ok((session, resumed))
 }
 

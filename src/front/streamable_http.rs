@@ -24,7 +24,7 @@ use super::request::{
     require_accept,
 };
 use super::session_methods;
-use super::traced::RequestSpan;
+use super::traced::{self, RequestSpan};
 use super::{App, PostResponse};
 use crate::jsonrpc::{Kind, Message};
 use crate::metrics;
@@ -101,8 +101,8 @@ async fn post(
         Some(name) => metrics::method_label(name),
         None => "response",
     };
-    let outcome = dispatch(app, &headers, message, &mut span).await;
-    span.finish(&outcome);
+    let mut outcome = dispatch(app, &headers, message, &mut span).await;
+    span.finish(&mut outcome);
     outcome
 }
 
@@ -338,9 +338,11 @@ async fn protocol_post(
             let (session_id, last) =
                 session_methods::resume_params(&message).map_err(|r| r.with_id(Some(&id)))?;
             same_as_named(&session_id)?;
-            let (session, resumed) = session_methods::resume(app, &principal, &session_id, last)
-                .await
-                .map_err(|r| r.with_id(Some(&id)))?;
+            let parent = traced::context_of(&message);
+            let (session, resumed) =
+                session_methods::resume(app, &principal, &session_id, last, parent)
+                    .await
+                    .map_err(|r| r.with_id(Some(&id)))?;
             Ok(open_channel(app, &session, resumed, &id))
         }
         Some(protocol::END) => {
@@ -482,7 +484,14 @@ async fn get(app: &App, headers: &HeaderMap) -> Result<Response<Body>, Rejection
                 EventId { stream, seq: head },
             ))
         })?;
-    let reader = session.attach(stream, after);
+    let mut reader = session.attach(stream, after);
+    if after.is_some() {
+        let parent = traced::context_from_headers(headers);
+        reader.trace_replay(
+            traced::replay_span(app, parent.as_ref(), session.id()),
+            false,
+        );
+    }
     let start = reader.position();
     Ok(open_stream(app, &session, reader, start, None))
 }

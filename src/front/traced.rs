@@ -7,6 +7,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
 use serde::Deserialize;
 
+use super::access;
 use super::body::Body;
 use super::rejection::Rejection;
 use super::App;
@@ -65,10 +66,14 @@ impl RequestSpan {
         self.0.as_ref().map(Span::context)
     }
 
-    /// Ends the span with what the client got.
-    pub fn finish(self, outcome: &Result<Response<Body>, Rejection>) {
+    /// Ends the span with what the client got (and names its trace for the access line).
+    pub fn finish(self, outcome: &mut Result<Response<Body>, Rejection>) {
         match outcome {
             Ok(response) => {
+                if let (Some(span), true) = (&self.0, access::enabled()) {
+                    let trace = access::Trace(span.context().trace_id_hex());
+                    response.extensions_mut().insert(trace);
+                }
                 let code = match response.body() {
                     Body::Full(Some(bytes)) => error_code(bytes),
                     _ => None,
@@ -103,6 +108,29 @@ impl RequestSpan {
             span.fail(format!("HTTP {}", status.unwrap_or_default()));
         }
     }
+}
+
+/// With tracing on, the span of a resume's replay, under `parent`: the resuming request's span
+/// (or, for a GET with `Last-Event-ID`, the client's context).
+pub fn replay_span(app: &App, parent: Option<&SpanContext>, session: &str) -> Option<Span> {
+    let mut span = app
+        .metrics
+        .spans
+        .start("replay", spans::Kind::Internal, parent)?;
+    span.set("mcp.session.id", session.to_owned());
+    span.set("mcp_proxy.server", app.server.to_string());
+    Some(span)
+}
+
+/// The trace context a message carries in `_meta`: its request span's, once that started.
+pub fn context_of(message: &Message) -> Option<SpanContext> {
+    let context = message.params().and_then(TraceContext::from_params)?;
+    SpanContext::parse(&context.traceparent)
+}
+
+/// The trace context of a client's HTTP headers.
+pub fn context_from_headers(headers: &HeaderMap) -> Option<SpanContext> {
+    SpanContext::parse(&TraceContext::from_headers(headers)?.traceparent)
 }
 
 /// The JSON-RPC error code of an answer (a stream's answers are the server exchange's spans'

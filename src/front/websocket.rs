@@ -29,7 +29,7 @@ use super::rejection::{failed_request, Rejection};
 use super::request::{check_origin, header_str};
 use super::session_methods;
 use super::streamable_http::SESSION_HEADER;
-use super::traced::RequestSpan;
+use super::traced::{self, RequestSpan};
 use super::App;
 use crate::ids::Principal;
 use crate::jsonrpc::{id_key, Kind, Message};
@@ -377,10 +377,15 @@ impl Connection {
         }
         let (session_id, last) =
             session_methods::resume_params(message).map_err(|r| r.with_id(Some(&id)))?;
-        let (session, resumed) =
-            session_methods::resume(&self.app, &self.principal, &session_id, last)
-                .await
-                .map_err(|r| r.with_id(Some(&id)))?;
+        let (session, resumed) = session_methods::resume(
+            &self.app,
+            &self.principal,
+            &session_id,
+            last,
+            traced::context_of(message),
+        )
+        .await
+        .map_err(|r| r.with_id(Some(&id)))?;
         let mut replies = vec![session_methods::resumed(&id, resumed.catchup)];
         if let Some(first) = &resumed.first {
             replies.extend(payloads(first));

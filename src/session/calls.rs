@@ -148,24 +148,23 @@ impl Session {
     }
 
     /// With tracing on, the span of `request`'s next step (`name`: the exchange with the server,
-    /// the hop to the replica owning the session), under the context in its `_meta`; the
-    /// context passed on names it.
+    /// the hop to the replica owning the session), under the context in its `_meta` (a client
+    /// request's span; the proxy's own requests, which carry none, are not traced); the context
+    /// passed on names it.
     fn span_for(&self, request: &mut Message, name: &'static str) -> Option<Span> {
         let spans = &self.metrics.spans;
         if !spans.on() {
             return None;
         }
-        let client = request.params().and_then(TraceContext::from_params);
-        let parent = client
-            .as_ref()
-            .and_then(|c| SpanContext::parse(&c.traceparent));
-        let mut span = spans.start(name, spans::Kind::Client, parent.as_ref())?;
+        let client = request.params().and_then(TraceContext::from_params)?;
+        let parent = SpanContext::parse(&client.traceparent)?;
+        let mut span = spans.start(name, spans::Kind::Client, Some(&parent))?;
         spans::describe(&mut span, request);
         span.set("mcp.session.id", self.id.clone());
         span.set("mcp_proxy.server", self.metrics.server().to_owned());
         TraceContext {
             traceparent: span.context().traceparent(),
-            tracestate: client.and_then(|c| c.tracestate),
+            tracestate: client.tracestate,
         }
         .replace_in(request);
         Some(span)

@@ -49,6 +49,8 @@ struct Entry {
     terminal: bool,
     coalesce: Option<String>,
     at: Instant,
+    /// How many messages it stands for: itself, and those it replaced at append (coalescing).
+    stands_for: u64,
 }
 
 /// What a read of one stream found.
@@ -61,6 +63,9 @@ pub struct Read {
     pub through: u64,
     /// Messages left out because a later one read with them carries the same coalesce key.
     pub coalesced: u64,
+    /// Messages the ones read stand for beyond themselves: replaced by a later one before
+    /// this read (coalesced at append), and so never read one by one.
+    pub superseded: u64,
 }
 
 /// What one append did.
@@ -160,12 +165,17 @@ impl EventLog {
         let seq = self.next_seq;
         self.next_seq += 1;
         let mut replaced = None;
+        let mut stands_for = 1;
         if let Some(key) = &coalesce {
             let delivered = self.delivered_through(stream);
             if let Some(old) = self.pending_coalesce.insert((stream, key.clone()), seq) {
-                if !reader_attached && old > delivered && self.remove(old).is_some() {
+                if let Some(gone) = (!reader_attached && old > delivered)
+                    .then(|| self.remove(old))
+                    .flatten()
+                {
                     self.counters.coalesced += 1;
                     replaced = Some(old);
+                    stands_for += gone.stands_for;
                 }
             }
         }
@@ -177,6 +187,7 @@ impl EventLog {
                 terminal,
                 coalesce,
                 at: now,
+                stands_for,
             },
         );
         Appended {
@@ -205,15 +216,18 @@ impl EventLog {
                 gap: evicted > after,
                 through: after.max(evicted),
                 coalesced: 0,
+                superseded: 0,
             };
         };
         let last = seqs.range(after + 1..).next_back().copied().unwrap_or(0);
         let mut later_keys: HashSet<&str> = HashSet::new();
         let catching_up = catch_up_through > after;
         let mut coalesced = 0;
+        let mut superseded = 0;
         let mut events: Vec<Event> = Vec::new();
         for seq in seqs.range(after + 1..).rev() {
             let entry = &self.entries[seq];
+            superseded += entry.stands_for - 1;
             if let (true, Some(key)) = (catching_up, entry.coalesce.as_deref()) {
                 if !later_keys.insert(key) && *seq <= catch_up_through {
                     coalesced += 1;
@@ -234,6 +248,7 @@ impl EventLog {
             gap: evicted > after,
             through: after.max(evicted).max(last),
             coalesced,
+            superseded,
         }
     }
 
@@ -287,6 +302,7 @@ impl EventLog {
                 terminal,
                 coalesce,
                 at: now,
+                stands_for: 1,
             },
         );
         true

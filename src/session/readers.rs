@@ -13,6 +13,7 @@ use tracing::debug;
 use super::log::{Event, EventId, StreamKey};
 use super::state::{Attachment, State};
 use super::{protocol, ReadError, Session};
+use crate::spans::Span;
 use crate::store::Op;
 use crate::upstream::Upstream;
 
@@ -22,6 +23,9 @@ pub struct Delivery {
     pub events: Vec<Event>,
     /// Synthesized invalidations, present when messages were lost (evicted unread).
     pub invalidations: Vec<Bytes>,
+    /// Messages left out because a later one with the same coalesce key stands for them
+    /// (coalesced at append, or as this read caught up).
+    pub coalesced: u64,
 }
 
 impl Session {
@@ -77,6 +81,7 @@ impl Session {
             generation,
             detached,
             changes: self.changes.subscribe(),
+            replay: None,
         }
     }
 
@@ -96,6 +101,7 @@ impl Session {
             generation: TAP,
             detached: CancellationToken::new(),
             changes: self.changes.subscribe(),
+            replay: None,
         }
     }
 
@@ -120,6 +126,7 @@ impl Session {
                 let first = (!invalidations.is_empty()).then_some(Delivery {
                     events: Vec::new(),
                     invalidations,
+                    coalesced: 0,
                 });
                 (head, false, first)
             }
@@ -154,6 +161,7 @@ impl Session {
             return Take::Delivery(Delivery {
                 events: read.events,
                 invalidations,
+                coalesced: read.coalesced + read.superseded,
             });
         }
         match stream {
@@ -255,6 +263,8 @@ pub struct Reader {
     generation: u64,
     detached: CancellationToken,
     changes: watch::Receiver<u64>,
+    /// The span of the replay it started with, until it has caught up (tracing on).
+    replay: Option<Span>,
 }
 
 impl Reader {
@@ -288,9 +298,12 @@ impl Reader {
                 .session
                 .take(self.stream, &mut self.cursor, self.catch_up_through)
             {
-                Take::Delivery(delivery) => return Some(delivery),
+                Take::Delivery(delivery) => {
+                    self.note_replayed(&delivery);
+                    return Some(delivery);
+                }
                 Take::Finished => return None,
-                Take::Nothing => {}
+                Take::Nothing => self.replay = None, // caught up
             }
             // What was logged before the session ended is read first.
             if self.session.ended.is_cancelled() {
@@ -308,6 +321,33 @@ impl Reader {
 }
 
 impl Reader {
+    /// Records the replay this reader starts with (a resume) in `span`, which ends once the
+    /// reader has caught up: the events replayed, those coalesced away, and whether some were
+    /// lost (a gap; `gap` says one was found already).
+    pub fn trace_replay(&mut self, span: Option<Span>, gap: bool) {
+        self.replay = span.map(|mut span| {
+            span.set("mcp_proxy.replay.from", self.position().to_string());
+            span.set("mcp_proxy.replay.events", 0u64);
+            span.set("mcp_proxy.replay.coalesced", 0u64);
+            span.set("mcp_proxy.replay.gap", gap);
+            span
+        });
+    }
+
+    fn note_replayed(&mut self, delivery: &Delivery) {
+        let Some(span) = &mut self.replay else {
+            return;
+        };
+        span.add("mcp_proxy.replay.events", delivery.events.len() as u64);
+        span.add("mcp_proxy.replay.coalesced", delivery.coalesced);
+        if !delivery.invalidations.is_empty() {
+            span.set("mcp_proxy.replay.gap", true);
+        }
+        if self.cursor >= self.catch_up_through {
+            self.replay = None;
+        }
+    }
+
     /// Reads on in the session that succeeded this one (a view taken over here), at the same
     /// stream and position; what it missed in between it catches up on.
     fn move_to(&mut self, successor: &Arc<Session>) {
@@ -319,7 +359,9 @@ impl Reader {
             let mut state = successor.lock();
             successor.attach_at(&mut state, self.stream, self.cursor)
         };
+        let replay = self.replay.take();
         *self = moved; // detaches from the view
+        self.replay = replay;
     }
 }
 

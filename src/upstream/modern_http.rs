@@ -223,10 +223,11 @@ impl Link {
         if let Some(credential) = &self.credential {
             request = request.header(header::AUTHORIZATION, credential.clone());
         }
-        if let (Some(context), Some(headers)) = (
-            message.params().and_then(TraceContext::from_params),
-            request.headers_mut(),
-        ) {
+        let context = message
+            .params()
+            .filter(|_| self.spec.trace_headers)
+            .and_then(TraceContext::from_params);
+        if let (Some(context), Some(headers)) = (context, request.headers_mut()) {
             context.set_headers(headers);
         }
         request

@@ -480,6 +480,7 @@ impl Inner {
             headers.insert(header::AUTHORIZATION, credential.clone());
         }
         if let Some(context) = message
+            .filter(|_| self.spec.trace_headers)
             .and_then(Message::params)
             .and_then(TraceContext::from_params)
         {

@@ -589,7 +589,7 @@ async fn node_client(
 }
 
 /// The value of the metric `name` in a Prometheus exposition, summed over its label sets (its
-/// servers, say); panics if it has no sample.
+/// servers, say); panics if it has no sample. `name` may name one series (`name{labels}`).
 pub fn metric_in(text: &str, name: &str) -> u64 {
     let samples: Vec<u64> = text
         .lines()

@@ -29,11 +29,12 @@ use crate::front::body::Body;
 use crate::front::rejection::{failed_request, Rejection};
 use crate::front::request::event_stream;
 use crate::front::request::json;
-use crate::front::App;
+use crate::front::{traced, App};
 use crate::ids::Principal;
 use crate::jsonrpc::{Message, INTERNAL_ERROR};
 use crate::session::log::{Event, StreamKey};
 use crate::session::{Reader, Registry, Session};
+use crate::spans::{self, Span, SpanContext, Spans};
 use crate::sse;
 
 /// Chunks buffered towards a slow client before the writer waits.
@@ -60,6 +61,8 @@ pub struct Call {
     pub cache_key: Option<String>,
     /// The cache's invalidations when it was asked (see `ResponseCache::generation`).
     pub cache_generation: u64,
+    /// The trace context of the request (its span's, with tracing on).
+    pub trace: Option<SpanContext>,
 }
 
 impl Call {
@@ -82,6 +85,7 @@ impl Call {
                 && !params.has("inputResponses"))
             .then(|| params.cache_key()),
             cache_generation: 0,
+            trace: traced::context_of(request),
             meta,
             principal,
         }
@@ -160,6 +164,8 @@ pub async fn respond(
         inputs: BTreeMap::new(),
         gather_until: None,
         read_through: 0,
+        spans: app.metrics.spans.clone(),
+        round: None,
     };
     let mut pending = Vec::new();
     let until = Instant::now() + app.http.json_wait;
@@ -286,6 +292,10 @@ struct Relay {
     gather_until: Option<Instant>,
     /// The position of the last message translated (where a retry reads on).
     read_through: u64,
+    spans: Spans,
+    /// The span of the `input_required` round being gathered (tracing on): from the server's
+    /// first request to the answer that hands them to the client.
+    round: Option<Span>,
 }
 
 impl Relay {
@@ -301,6 +311,13 @@ impl Relay {
                             // Answered already by the call itself: no round trip.
                             Some(answer) => self.translation.answer_input(&id, answer).await,
                             None => {
+                                if self.round.is_none() {
+                                    self.round = self.spans.start(
+                                        "input_required round",
+                                        spans::Kind::Internal,
+                                        self.translation.call.trace.as_ref(),
+                                    );
+                                }
                                 self.inputs.insert(key, (id, request));
                                 self.gather_until.get_or_insert(Instant::now() + GATHER);
                             }
@@ -319,7 +336,14 @@ impl Relay {
                     Ok(delivery) => delivery,
                     Err(_) if self.gather_until.is_some_and(|g| g <= Instant::now()) => {
                         let (answer, held) = self.input_required();
-                        if self.translation.held_calls.hold(&held) {
+                        let taken = self.translation.held_calls.hold(&held);
+                        if let Some(mut round) = self.round.take() {
+                            describe_round(&mut round, &held, &self.translation.call);
+                            if !taken {
+                                round.fail("too many of the principal's calls wait for its input");
+                            }
+                        }
+                        if taken {
                             return Next::Done(answer, StatusCode::OK, Some(held));
                         }
                         let refused = self.translation.too_many_held(&held).await;
@@ -396,6 +420,19 @@ impl Relay {
         let answer = json!({ "jsonrpc": "2.0", "id": t.call.client_id, "result": result });
         (Bytes::from(answer.to_string()), held)
     }
+}
+
+/// What an `input_required` round's span says: the call, how many requests it hands the
+/// client and under which input keys.
+fn describe_round(round: &mut Span, held: &HeldRequest, call: &Call) {
+    round.set("mcp.method.name", call.method.clone());
+    round.set("mcp.session.id", held.session.clone());
+    round.set(
+        "mcp_proxy.input_required.requests",
+        held.waiting.len() as u64,
+    );
+    let keys: Vec<&str> = held.waiting.keys().map(String::as_str).collect();
+    round.set("mcp_proxy.input_required.keys", keys.join(","));
 }
 
 /// What the front needs to turn the server's messages into the client's.
