@@ -250,43 +250,47 @@ async fn client_credentials_reach_an_http_upstream_only_when_configured() {
     }
 }
 
-/// A client's W3C trace context reaches an HTTP server as headers too (and in `_meta`).
-#[tokio::test]
-async fn a_clients_trace_context_reaches_an_http_upstream_as_headers() {
+/// The head of the request an HTTP server gets for a client's `initialize` sent with `headers`,
+/// through a proxy configured by `adjust`.
+async fn upstream_head_of_initialize(
+    headers: &[(&str, &str)],
+    adjust: impl FnOnce(&mut mcp_session_proxy::config::Config),
+) -> String {
     let (url, recorded) = recording_upstream().await;
-    let front = in_front_of(url, |_| {}).await;
+    let front = in_front_of(url, adjust).await;
     let mut client = front.client();
-    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-    client.extra_headers = vec![
-        ("traceparent".into(), traceparent.into()),
-        ("tracestate".into(), "vendor=opaque".into()),
-    ];
+    client.extra_headers = headers
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect();
     let reply = client
         .post(&json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": { "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "x", "version": "1" } } }))
         .await;
     within("the answer", reply.response()).await;
     let head = within("the recorded request", recorded).await.unwrap();
+    front.stop().await;
+    head
+}
+
+/// A client's W3C trace context reaches an HTTP server as headers too (and in `_meta`).
+#[tokio::test]
+async fn a_clients_trace_context_reaches_an_http_upstream_as_headers() {
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let context = [
+        ("traceparent", traceparent),
+        ("tracestate", "vendor=opaque"),
+    ];
+    let head = upstream_head_of_initialize(&context, |_| {}).await;
     assert!(
         head.contains(&format!("traceparent: {traceparent}")),
         "{head}"
     );
     assert!(head.contains("tracestate: vendor=opaque"), "{head}");
-    front.stop().await;
 
     // upstream.trace_headers = false: the context stays in `_meta` only.
-    let (url, recorded) = recording_upstream().await;
-    let front = in_front_of(url, |c| c.upstream.trace_headers = false).await;
-    let mut client = front.client();
-    client.extra_headers = vec![("traceparent".into(), traceparent.into())];
-    let reply = client
-        .post(&json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": { "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "x", "version": "1" } } }))
-        .await;
-    within("the answer", reply.response()).await;
-    let head = within("the recorded request", recorded).await.unwrap();
+    let head = upstream_head_of_initialize(&context, |c| c.upstream.trace_headers = false).await;
     assert!(!head.contains("traceparent: "), "{head}");
-    front.stop().await;
 }
 
 /// An HTTP MCP server that, like many, sends what a tool call causes on its GET stream and drops
