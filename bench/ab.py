@@ -2,20 +2,48 @@
 """Two (or more) builds of the proxy side by side: each up at once in front of the same kind of
 server, measured in interleaved rounds (so drift of the machine hits them alike), medians.
 
-Usage: bench/ab.py BIN[,BIN...] [--sessions 1,8,32] [--rounds 5] [--http] [--demo BIN] [-- ARGS]
+Usage: bench/ab.py BIN[+ARGS][,BIN[+ARGS]...] [--sessions 1,8,32] [--rounds 5] [--http]
+                   [--demo BIN] [--otlp-sink] [-- ARGS]
 
 Each BIN serves the demo over stdio (a child of its own per BIN; `--demo` picks the binary that
 runs `demo-server`, to tell the proxy's side from the child's), or with `--http` one demo over
-HTTP that every BIN fronts. ARGS go to every BIN (e.g. `-- --isolation shared`).
+HTTP that every BIN fronts. ARGS go to every BIN (e.g. `-- --isolation shared`); `BIN+ARGS`
+gives one BIN more of its own, so one build can be measured with and without an option.
+`--otlp-sink` runs an OTLP/HTTP collector that takes every export and keeps nothing: `{otlp}`
+in ARGS names it (`BIN,BIN+--otlp-endpoint={otlp}` measures what tracing costs).
 """
 
 import argparse
 import shlex
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import PROXY, Target, bench, free_port  # noqa: E402
+
+
+class Sink(BaseHTTPRequestHandler):
+    """Takes an OTLP/HTTP export and answers 200 with an empty ExportTraceServiceResponse."""
+    exports = 0
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        Sink.exports += 1
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def start_sink():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}"
 
 
 def main():
@@ -26,8 +54,10 @@ def main():
     parser.add_argument("--calls", type=int, default=4000)
     parser.add_argument("--http", action="store_true")
     parser.add_argument("--demo", default=None, help="the binary that runs demo-server")
+    parser.add_argument("--otlp-sink", action="store_true", help="a collector for {otlp} in ARGS")
     parser.add_argument("args", nargs="*")
     options = parser.parse_intermixed_args()
+    otlp = start_sink() if options.otlp_sink else ""
     bins = options.bins.split(",")
     levels = [int(level) for level in options.sessions.split(",")]
     demo_bin = options.demo or str(PROXY)
@@ -37,14 +67,17 @@ def main():
             port = free_port()
             demo = Target("demo", [demo_bin, "demo-server", "--http", f"127.0.0.1:{port}"], port)
             started.append(demo)
-        for binary in bins:
+        for build in bins:
+            binary, _, own = build.partition("+")
+            own_args = [arg.format(otlp=otlp) for arg in shlex.split(own)]
             port = free_port()
             upstream = (["--http", demo.url] if options.http
                         else ["--stdio", f"{shlex.quote(options.demo or binary)} demo-server"])
-            target = Target("ab", [binary, "--listen", f"127.0.0.1:{port}", *upstream, *options.args], port,
-                            env={"RUST_LOG": "warn"})
+            args = [arg.format(otlp=otlp) for arg in options.args]
+            target = Target("ab", [binary, "--listen", f"127.0.0.1:{port}", *upstream, *args, *own_args],
+                            port, env={"RUST_LOG": "warn"})
             started.append(target)
-            targets.append((binary, target))
+            targets.append((build, target))
         samples = {(binary, level): [] for binary, _ in targets for level in levels}
         for _ in range(options.rounds):
             for level in levels:
@@ -62,6 +95,8 @@ def main():
                 median = lambda key: sorted(r[key] for r in runs)[len(runs) // 2]
                 print(f"| {binary} | {level} | {median('throughput_rps'):.0f} | {median('p50_us'):.0f} "
                       f"| {median('p99_us'):.0f} | {median('cpu_us_per_call'):.0f} |")
+        if options.otlp_sink:
+            print(f"\nThe OTLP sink took {Sink.exports} exports.")
     finally:
         for target in reversed(started):
             target.stop()

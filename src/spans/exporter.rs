@@ -2,6 +2,7 @@
 //! counts, the newest) and go to the collector in batches, protobuf over the hyper client the
 //! proxy already has.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -10,8 +11,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use tokio::sync::{mpsc, oneshot};
-use tokio::time::Instant;
+use tokio::sync::{mpsc, oneshot, Notify};
 use tracing::{info, warn};
 
 use super::{otlp, Finished};
@@ -38,18 +38,33 @@ pub struct ExporterSettings {
     pub timeout: Duration,
 }
 
-/// The exporter's end of the queue.
+/// The exporter's end of the queue: spans wait in a buffer that the export task takes every
+/// `delay` (or once a batch is full), so a span costs a push, never a wake-up.
 #[derive(Debug)]
 pub struct Exporter {
-    queue: mpsc::Sender<Finished>,
+    queue: Arc<Queue>,
     flushes: mpsc::Sender<oneshot::Sender<()>>,
     metrics: SpanMetrics,
+}
+
+#[derive(Debug)]
+struct Queue {
+    spans: Mutex<Vec<Finished>>,
+    /// Woken when a batch is full.
+    full: Notify,
+    max_queue: usize,
+    max_batch: usize,
 }
 
 impl Exporter {
     /// Starts the export task (on the current runtime).
     pub fn start(settings: ExporterSettings, metrics: SpanMetrics) -> Exporter {
-        let (queue, spans) = mpsc::channel(settings.max_queue.max(1));
+        let queue = Arc::new(Queue {
+            spans: Mutex::new(Vec::new()),
+            full: Notify::new(),
+            max_queue: settings.max_queue.max(1),
+            max_batch: settings.max_batch.max(1),
+        });
         let (flushes, flushed) = mpsc::channel(4);
         info!(endpoint = %settings.endpoint, "exporting spans over OTLP/HTTP");
         let task = Task {
@@ -58,7 +73,7 @@ impl Exporter {
             client: Client::builder(TokioExecutor::new()).build(HttpConnector::new()),
             failing: false,
         };
-        tokio::spawn(task.run(spans, flushed));
+        tokio::spawn(task.run(queue.clone(), flushed));
         Exporter {
             queue,
             flushes,
@@ -68,8 +83,14 @@ impl Exporter {
 
     /// Queues a finished span; drops it (counted) if the queue is full.
     pub fn submit(&self, span: Finished) {
-        if self.queue.try_send(span).is_err() {
+        let mut spans = self.queue.spans.lock().unwrap_or_else(|e| e.into_inner());
+        if spans.len() >= self.queue.max_queue {
             self.metrics.dropped.inc();
+            return;
+        }
+        spans.push(span);
+        if spans.len() == self.queue.max_batch {
+            self.queue.full.notify_one();
         }
     }
 
@@ -94,46 +115,25 @@ struct Task {
 }
 
 impl Task {
-    async fn run(
-        mut self,
-        mut spans: mpsc::Receiver<Finished>,
-        mut flushes: mpsc::Receiver<oneshot::Sender<()>>,
-    ) {
-        let mut batch = Vec::with_capacity(self.settings.max_batch);
+    async fn run(mut self, queue: Arc<Queue>, mut flushes: mpsc::Receiver<oneshot::Sender<()>>) {
         loop {
-            let mut flush = tokio::select! {
-                span = spans.recv() => match span {
-                    Some(span) => { batch.push(span); None }
-                    None => return,
+            let flush = tokio::select! {
+                () = tokio::time::sleep(self.settings.delay) => None,
+                () = queue.full.notified() => None,
+                done = flushes.recv() => match done {
+                    Some(done) => Some(done),
+                    None => return, // the exporter is gone
                 },
-                Some(done) = flushes.recv() => Some(done),
             };
-            let deadline = Instant::now() + self.settings.delay;
-            while flush.is_none() && batch.len() < self.settings.max_batch {
-                tokio::select! {
-                    span = spans.recv() => match span {
-                        Some(span) => batch.push(span),
-                        None => break,
-                    },
-                    Some(done) = flushes.recv() => flush = Some(done),
-                    () = tokio::time::sleep_until(deadline) => break,
-                }
-            }
-            if flush.is_some() {
-                while let Ok(span) = spans.try_recv() {
-                    batch.push(span);
-                }
-            }
+            let batch = std::mem::take(&mut *queue.spans.lock().unwrap_or_else(|e| e.into_inner()));
             for chunk in batch.chunks(self.settings.max_batch) {
                 self.export(chunk).await;
             }
-            batch.clear();
             if let Some(done) = flush {
                 let _ = done.send(());
             }
         }
     }
-
     async fn export(&mut self, spans: &[Finished]) {
         let body =
             otlp::encode_request(&self.settings.service_name, &self.settings.instance, spans);

@@ -8,8 +8,8 @@ mod message;
 mod otlp;
 
 use std::borrow::Cow;
-use std::fmt::Write;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use exporter::{Exporter, ExporterSettings};
@@ -67,24 +67,41 @@ fn unhex<const N: usize>(text: &str) -> Option<[u8; N]> {
 }
 
 fn hex_into(out: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     for byte in bytes {
-        let _ = write!(out, "{byte:02x}");
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 0xf)]));
     }
 }
 
-/// Random ids from the operating system's CSPRNG.
+/// A new span or trace id: unique (a bijective mix of a counter), unpredictable across
+/// processes (the counter starts at a seed from the operating system's CSPRNG), and cheap: no
+/// system call per span.
 fn random<const N: usize>() -> [u8; N] {
+    static NEXT: OnceLock<AtomicU64> = OnceLock::new();
+    let next = NEXT.get_or_init(|| {
+        let mut seed = [0; 8];
+        if getrandom::fill(&mut seed).is_err() {
+            seed = now_nanos().to_le_bytes();
+        }
+        AtomicU64::new(u64::from_le_bytes(seed))
+    });
     let mut out = [0; N];
     while out.iter().all(|b| *b == 0) {
-        // The ids only need to be unique; a failing CSPRNG leaves the clock's nanoseconds.
-        if getrandom::fill(&mut out).is_err() {
-            let nanos = now_nanos().to_le_bytes();
-            for (i, byte) in out.iter_mut().enumerate() {
-                *byte = nanos[i % 8] ^ (i as u8);
-            }
+        for chunk in out.chunks_mut(8) {
+            let n = splitmix64(next.fetch_add(1, Ordering::Relaxed));
+            chunk.copy_from_slice(&n.to_le_bytes()[..chunk.len()]);
         }
     }
     out
+}
+
+/// SplitMix64's output function: a bijection of u64 that scatters consecutive inputs.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 fn now_nanos() -> u64 {
@@ -260,6 +277,15 @@ mod tests {
             SpanContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00").unwrap();
         assert!(!unsampled.sampled);
         assert_eq!(SpanContext::parse("00-garbage"), None);
+    }
+
+    #[test]
+    fn ids_are_unique_and_never_zero() {
+        let ids: std::collections::HashSet<[u8; 8]> = (0..10_000).map(|_| random()).collect();
+        assert_eq!(ids.len(), 10_000);
+        assert!(!ids.contains(&[0; 8]));
+        let trace: [u8; 16] = random();
+        assert_ne!(trace[..8], trace[8..], "two draws per trace id");
     }
 
     #[test]
