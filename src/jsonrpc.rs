@@ -234,6 +234,22 @@ impl Message {
 }
 
 /// The wire form of an error response.
+/// The code of an error answer, read from its bytes; `None` for anything else.
+pub fn error_code(answer: &[u8]) -> Option<i64> {
+    #[derive(Deserialize)]
+    struct Answer {
+        error: Option<Code>,
+    }
+    #[derive(Deserialize)]
+    struct Code {
+        code: i64,
+    }
+    serde_json::from_slice::<Answer>(answer)
+        .ok()?
+        .error
+        .map(|e| e.code)
+}
+
 pub fn error_response(id: &Value, code: i64, message: &str, data: Option<Value>) -> Bytes {
     let mut error = serde_json::json!({ "code": code, "message": message });
     if let Some(data) = data {

@@ -73,25 +73,26 @@ macro_rules! per_server {
                     request_duration: Family::new_with_constructor(latency_histogram),
                     upstream_duration: Family::new_with_constructor(latency_histogram),
                 };
-                // The text format names a counter `<name>_total`.
+                // The text format names a counter `<name>_total`, and ends each help with a
+                // period of its own.
                 $(registry.register(
                     stringify!($name).trim_end_matches("_total"),
-                    $help,
+                    $help.trim_end_matches('.'),
                     families.$name.clone(),
                 );)*
                 registry.register(
                     "requests",
-                    "HTTP requests on MCP endpoints by JSON-RPC method (GET, DELETE for those) and status.",
+                    "HTTP requests on MCP endpoints by JSON-RPC method (GET, DELETE for those) and status",
                     families.requests.clone(),
                 );
                 registry.register(
                     "request_duration_seconds",
-                    "Time from a client's request to its response head (for a stream, its start).",
+                    "Time from a client's request to its response head (for a stream, its start)",
                     families.request_duration.clone(),
                 );
                 registry.register(
                     "upstream_duration_seconds",
-                    "Time from a request sent to the server to the server's answer.",
+                    "Time from a request sent to the server to the server's answer",
                     families.upstream_duration.clone(),
                 );
                 families
@@ -183,32 +184,32 @@ impl StoreMetrics {
         };
         registry.register(
             "store_up",
-            "1 while the Redis store answers (always 0 with the memory store).",
+            "1 while the Redis store answers (always 0 with the memory store)",
             store.up.clone(),
         );
         registry.register(
             "store_errors",
-            "Failed Redis commands (writes, heartbeats, reads).",
+            "Failed Redis commands (writes, heartbeats, reads)",
             store.errors.clone(),
         );
         registry.register(
             "store_round_trips",
-            "Round trips to Redis (a batch of writes, a read, a heartbeat).",
+            "Round trips to Redis (a batch of writes, a read, a heartbeat)",
             store.round_trips.clone(),
         );
         registry.register(
             "store_round_trip_duration_seconds",
-            "How long each round trip to Redis took.",
+            "How long each round trip to Redis took",
             store.round_trip_duration.clone(),
         );
         registry.register(
             "store_write_queue",
-            "Owners' writes queued for Redis and not yet written (past 50000, new work waits).",
+            "Owners' writes queued for Redis and not yet written (past 50000, new work waits)",
             store.write_queue.clone(),
         );
         registry.register(
             "store_write_lag_ms",
-            "How long the oldest write of the last batch waited before it reached Redis, in milliseconds.",
+            "How long the oldest write of the last batch waited before it reached Redis, in milliseconds",
             store.write_lag_ms.clone(),
         );
         store
@@ -237,17 +238,17 @@ impl SpanMetrics {
         let spans = SpanMetrics::default();
         registry.register(
             "spans_exported",
-            "Spans the OTLP collector accepted.",
+            "Spans the OTLP collector accepted",
             spans.exported.clone(),
         );
         registry.register(
             "spans_dropped",
-            "Spans dropped because the export queue was full or their export failed.",
+            "Spans dropped because the export queue was full or their export failed",
             spans.dropped.clone(),
         );
         registry.register(
             "span_exports_failed",
-            "Span exports (batches) that failed.",
+            "Span exports (batches) that failed",
             spans.exports_failed.clone(),
         );
         spans
@@ -360,6 +361,10 @@ mod tests {
         );
         assert!(text.contains("mcp_proxy_store_up 0\n"), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
+        assert!(
+            text.contains("# HELP mcp_proxy_sessions_created Sessions created.\n"),
+            "one period: {text}"
+        );
     }
 
     #[test]

@@ -5,18 +5,17 @@
 
 use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
-use serde::Deserialize;
 
 use super::access;
 use super::body::Body;
 use super::rejection::Rejection;
 use super::App;
-use crate::jsonrpc::{Kind, Message};
+use crate::jsonrpc::{self, Kind, Message};
 use crate::spans::{self, Span, SpanContext};
 use crate::trace_context::TraceContext;
 
 /// A request's span, if it is recorded.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RequestSpan(Option<Span>);
 
 impl RequestSpan {
@@ -62,10 +61,6 @@ impl RequestSpan {
         }
     }
 
-    pub fn context(&self) -> Option<&SpanContext> {
-        self.0.as_ref().map(Span::context)
-    }
-
     /// Ends the span with what the client got (and names its trace for the access line).
     pub fn finish(self, outcome: &mut Result<Response<Body>, Rejection>) {
         match outcome {
@@ -74,8 +69,9 @@ impl RequestSpan {
                     let trace = access::Trace(span.context().trace_id_hex());
                     response.extensions_mut().insert(trace);
                 }
+                // A stream's answers are the server exchange's span's to report.
                 let code = match response.body() {
-                    Body::Full(Some(bytes)) => error_code(bytes),
+                    Body::Full(Some(bytes)) => jsonrpc::error_code(bytes),
                     _ => None,
                 };
                 self.end(Some(response.status()), code);
@@ -88,7 +84,7 @@ impl RequestSpan {
     /// the client got at once, if any.
     pub fn finish_message(self, outcome: &Result<Vec<Bytes>, Rejection>) {
         match outcome {
-            Ok(replies) => self.end(None, replies.first().and_then(|r| error_code(r))),
+            Ok(replies) => self.end(None, replies.first().and_then(|r| jsonrpc::error_code(r))),
             Err(rejection) => self.end(None, Some(rejection.code)),
         }
     }
@@ -131,21 +127,4 @@ pub fn context_of(message: &Message) -> Option<SpanContext> {
 /// The trace context of a client's HTTP headers.
 pub fn context_from_headers(headers: &HeaderMap) -> Option<SpanContext> {
     SpanContext::parse(&TraceContext::from_headers(headers)?.traceparent)
-}
-
-/// The JSON-RPC error code of an answer (a stream's answers are the server exchange's spans'
-/// business).
-fn error_code(answer: &[u8]) -> Option<i64> {
-    #[derive(Deserialize)]
-    struct Answer {
-        error: Option<Code>,
-    }
-    #[derive(Deserialize)]
-    struct Code {
-        code: i64,
-    }
-    serde_json::from_slice::<Answer>(answer)
-        .ok()?
-        .error
-        .map(|e| e.code)
 }

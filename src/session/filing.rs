@@ -89,7 +89,11 @@ impl Session {
                     .upstream_duration
                     .observe(request.sent.elapsed().as_secs_f64());
                 if let Some(mut span) = request.span.take() {
-                    if let Some(code) = error_code(&message) {
+                    if let Some(code) = message
+                        .is_error()
+                        .then(|| jsonrpc::error_code(&message.to_bytes()))
+                        .flatten()
+                    {
                         span.set("rpc.jsonrpc.error_code", code);
                         span.set("error.type", code.to_string());
                         span.fail(format!("JSON-RPC error {code}"));
@@ -246,15 +250,4 @@ impl Sink for Session {
     fn deliver(&self, event: UpstreamEvent) {
         self.on_upstream(event);
     }
-}
-
-/// The code of an error answer.
-fn error_code(answer: &Message) -> Option<i64> {
-    #[derive(serde::Deserialize)]
-    struct Code {
-        code: i64,
-    }
-    serde_json::from_str::<Code>(answer.error()?.get())
-        .ok()
-        .map(|e| e.code)
 }
