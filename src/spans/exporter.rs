@@ -134,6 +134,7 @@ impl Task {
             }
         }
     }
+
     async fn export(&mut self, spans: &[Finished]) {
         let body =
             otlp::encode_request(&self.settings.service_name, &self.settings.instance, spans);
