@@ -164,6 +164,13 @@ impl Message {
         self.error.is_some()
     }
 
+    /// The code of an error response.
+    pub fn error_code(&self) -> Option<i64> {
+        serde_json::from_str::<ErrorCode>(self.error()?.get())
+            .ok()
+            .map(|e| e.code)
+    }
+
     /// The `error` member of an error response, as sent.
     pub fn error(&self) -> Option<&RawValue> {
         self.error.as_deref()
@@ -238,16 +245,17 @@ impl Message {
 pub fn error_code(answer: &[u8]) -> Option<i64> {
     #[derive(Deserialize)]
     struct Answer {
-        error: Option<Code>,
-    }
-    #[derive(Deserialize)]
-    struct Code {
-        code: i64,
+        error: Option<ErrorCode>,
     }
     serde_json::from_slice::<Answer>(answer)
         .ok()?
         .error
         .map(|e| e.code)
+}
+
+#[derive(Deserialize)]
+struct ErrorCode {
+    code: i64,
 }
 
 pub fn error_response(id: &Value, code: i64, message: &str, data: Option<Value>) -> Bytes {

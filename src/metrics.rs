@@ -155,66 +155,45 @@ impl ServerMetrics {
     }
 }
 
-/// The store's figures (process-wide: every server shares one store).
-#[derive(Debug)]
-pub struct StoreMetrics {
-    /// 1 while the Redis store answers (always 0 with the memory store).
-    pub up: Gauge,
-    /// Failed Redis commands (writes, heartbeats, reads).
-    pub errors: Counter,
-    /// Round trips to Redis (a batch of writes, a read, a heartbeat).
-    pub round_trips: Counter,
-    /// How long each round trip to Redis took.
-    pub round_trip_duration: Histogram,
-    /// Owners' writes queued for Redis and not yet written.
-    pub write_queue: Gauge,
-    /// How long the oldest write of the last batch waited before it reached Redis, in ms.
-    pub write_lag_ms: Gauge,
+/// A struct of process-wide figures, each registered under its name with its help (the
+/// field's doc too).
+macro_rules! process_wide {
+    ($(#[$doc:meta])* $figures:ident { $($field:ident: $kind:ty = $new:expr, $name:literal, $help:literal;)* }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone)]
+        pub struct $figures {
+            $(#[doc = $help] pub $field: $kind,)*
+        }
+
+        impl $figures {
+            fn register(registry: &mut Registry) -> $figures {
+                let figures = $figures { $($field: $new,)* };
+                $(registry.register($name, $help.trim_end_matches('.'), figures.$field.clone());)*
+                figures
+            }
+        }
+    };
+}
+
+process_wide! {
+    /// The store's figures (process-wide: every server shares one store).
+    StoreMetrics {
+        up: Gauge = Gauge::default(), "store_up",
+            "1 while the Redis store answers (always 0 with the memory store).";
+        errors: Counter = Counter::default(), "store_errors",
+            "Failed Redis commands (writes, heartbeats, reads).";
+        round_trips: Counter = Counter::default(), "store_round_trips",
+            "Round trips to Redis (a batch of writes, a read, a heartbeat).";
+        round_trip_duration: Histogram = latency_histogram(), "store_round_trip_duration_seconds",
+            "How long each round trip to Redis took.";
+        write_queue: Gauge = Gauge::default(), "store_write_queue",
+            "Owners' writes queued for Redis and not yet written (past 50000, new work waits).";
+        write_lag_ms: Gauge = Gauge::default(), "store_write_lag_ms",
+            "How long the oldest write of the last batch waited before it reached Redis, in milliseconds.";
+    }
 }
 
 impl StoreMetrics {
-    fn register(registry: &mut Registry) -> StoreMetrics {
-        let store = StoreMetrics {
-            up: Gauge::default(),
-            errors: Counter::default(),
-            round_trips: Counter::default(),
-            round_trip_duration: latency_histogram(),
-            write_queue: Gauge::default(),
-            write_lag_ms: Gauge::default(),
-        };
-        registry.register(
-            "store_up",
-            "1 while the Redis store answers (always 0 with the memory store)",
-            store.up.clone(),
-        );
-        registry.register(
-            "store_errors",
-            "Failed Redis commands (writes, heartbeats, reads)",
-            store.errors.clone(),
-        );
-        registry.register(
-            "store_round_trips",
-            "Round trips to Redis (a batch of writes, a read, a heartbeat)",
-            store.round_trips.clone(),
-        );
-        registry.register(
-            "store_round_trip_duration_seconds",
-            "How long each round trip to Redis took",
-            store.round_trip_duration.clone(),
-        );
-        registry.register(
-            "store_write_queue",
-            "Owners' writes queued for Redis and not yet written (past 50000, new work waits)",
-            store.write_queue.clone(),
-        );
-        registry.register(
-            "store_write_lag_ms",
-            "How long the oldest write of the last batch waited before it reached Redis, in milliseconds",
-            store.write_lag_ms.clone(),
-        );
-        store
-    }
-
     /// Counts a round trip that took `took`.
     pub fn round_trip(&self, took: Duration) {
         self.round_trips.inc();
@@ -222,36 +201,15 @@ impl StoreMetrics {
     }
 }
 
-/// The span exporter's figures (process-wide).
-#[derive(Debug, Default, Clone)]
-pub struct SpanMetrics {
-    /// Spans the collector accepted.
-    pub exported: Counter,
-    /// Spans dropped because the export queue was full, or their export failed.
-    pub dropped: Counter,
-    /// Exports (batches) that failed.
-    pub exports_failed: Counter,
-}
-
-impl SpanMetrics {
-    fn register(registry: &mut Registry) -> SpanMetrics {
-        let spans = SpanMetrics::default();
-        registry.register(
-            "spans_exported",
-            "Spans the OTLP collector accepted",
-            spans.exported.clone(),
-        );
-        registry.register(
-            "spans_dropped",
-            "Spans dropped because the export queue was full or their export failed",
-            spans.dropped.clone(),
-        );
-        registry.register(
-            "span_exports_failed",
-            "Span exports (batches) that failed",
-            spans.exports_failed.clone(),
-        );
-        spans
+process_wide! {
+    /// The span exporter's figures (process-wide).
+    SpanMetrics {
+        exported: Counter = Counter::default(), "spans_exported",
+            "Spans the OTLP collector accepted.";
+        dropped: Counter = Counter::default(), "spans_dropped",
+            "Spans dropped because the export queue was full or their export failed.";
+        exports_failed: Counter = Counter::default(), "span_exports_failed",
+            "Span exports (batches) that failed.";
     }
 }
 

@@ -3,9 +3,8 @@
 
 mod common;
 
-use common::{stdout_of, within, Proxy};
+use common::{stdout_of, Proxy};
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
 async fn bench(args: &[&str]) -> Value {
@@ -66,23 +65,17 @@ async fn every_measurement_runs_in_smoke_mode() {
     let idle = bench(&["idle", "--url", &url, "--sessions", "5"]).await;
     assert_eq!(idle["sessions"], 5);
 
-    let mut relay = Command::new(env!("CARGO_BIN_EXE_mcp-bench"))
-        .args([
+    let (mut relay, line, _) = common::spawn_announcing(
+        "the relay's address",
+        Command::new(env!("CARGO_BIN_EXE_mcp-bench")).args([
             "relay",
             "--listen",
             "127.0.0.1:0",
             "--to",
             &proxy.addr().to_string(),
-        ])
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(relay.stdout.take().unwrap()).lines();
-    let line = within("the relay's address", lines.next_line())
-        .await
-        .unwrap()
-        .unwrap();
+        ]),
+    )
+    .await;
     let listening: Value = serde_json::from_str(&line).unwrap();
     let relayed_url = format!("http://{}/mcp", listening["listening"].as_str().unwrap());
     let relayed = bench(&[

@@ -11,30 +11,24 @@ use common::{within, Client, Proxy, Reply, DEMO};
 use http::{Method, StatusCode};
 use mcp_session_proxy::era::Era;
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
 
 /// The modern demo over HTTP on a port of its own choosing (killed when the child drops), and
 /// the address it printed.
 async fn modern_demo_over_http() -> (Child, SocketAddr) {
-    let mut child = tokio::process::Command::new(DEMO)
-        .args([
-            "demo-server",
-            "--http",
-            "127.0.0.1:0",
-            "--protocol",
-            "2026-07-28",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the demo starts");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let url = within("the demo's URL", lines.next_line())
-        .await
-        .unwrap()
-        .expect("the demo prints its URL");
+    let (child, url, _) = common::spawn_announcing(
+        "the demo's URL",
+        tokio::process::Command::new(DEMO)
+            .args([
+                "demo-server",
+                "--http",
+                "127.0.0.1:0",
+                "--protocol",
+                "2026-07-28",
+            ])
+            .stderr(std::process::Stdio::null()),
+    )
+    .await;
     let addr = url
         .strip_prefix("http://")
         .and_then(|rest| rest.strip_suffix("/mcp"))

@@ -152,25 +152,19 @@ async fn a_last_event_id_ahead_of_the_log_is_refused_on_any_replica() {
 
 /// A relay to Redis that holds every chunk `delay_ms` (a slow, far or overloaded link).
 async fn slow_link(redis: &Redis, delay_ms: u64) -> (tokio::process::Child, u16) {
-    use tokio::io::AsyncBufReadExt;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-bench"))
-        .args(["relay", "--listen", &format!("127.0.0.1:{port}")])
-        .args(["--to", &format!("127.0.0.1:{}", redis.port)])
-        .args(["--delay-ms", &delay_ms.to_string()])
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    within("the relay", lines.next_line())
-        .await
-        .unwrap()
-        .unwrap();
+    let (child, _, _) = common::spawn_announcing(
+        "the relay",
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-bench"))
+            .args(["relay", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--to", &format!("127.0.0.1:{}", redis.port)])
+            .args(["--delay-ms", &delay_ms.to_string()]),
+    )
+    .await;
     (child, port)
 }
 

@@ -576,25 +576,17 @@ async fn a_replica_cut_off_from_redis_hands_over_and_serves_the_session_as_a_vie
         .local_addr()
         .unwrap()
         .port();
-    let relay = |port: u16| {
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-bench"))
-            .args(["relay", "--listen", &format!("127.0.0.1:{port}")])
-            .args(["--to", &format!("127.0.0.1:{}", redis.port)])
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap()
+    let relay = |port: u16| async move {
+        common::spawn_announcing(
+            "the relay",
+            tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-bench"))
+                .args(["relay", "--listen", &format!("127.0.0.1:{port}")])
+                .args(["--to", &format!("127.0.0.1:{}", redis.port)]),
+        )
+        .await
+        .0
     };
-    let wait_listening = |mut child: tokio::process::Child| async move {
-        use tokio::io::AsyncBufReadExt;
-        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        within("the relay", lines.next_line())
-            .await
-            .unwrap()
-            .unwrap();
-        child
-    };
-    let mut cut = wait_listening(relay(relay_port)).await;
+    let mut cut = relay(relay_port).await;
     let fast = ["--heartbeat", "100ms", "--owner-timeout", "500ms"];
     let through_relay = Redis::at(relay_port);
     let a = Replica::start(&through_relay, "a", &fast).await;
@@ -631,7 +623,7 @@ async fn a_replica_cut_off_from_redis_hands_over_and_serves_the_session_as_a_vie
 
     // a gets Redis back, sees it lost the session, ends its own copy, and from then on serves
     // the session through b.
-    let _back = wait_listening(relay(relay_port)).await;
+    let _back = relay(relay_port).await;
     until("a to recover", StatusCode::OK, || ready(&a)).await;
     until("a to give the session up", 0, || {
         metric(&a, "mcp_proxy_sessions_open")

@@ -7,9 +7,8 @@ mod common;
 use std::sync::{Arc, Mutex};
 
 use common::cluster::{metric, through, Redis, Replica};
-use common::{python_script, spawn_proxy, until, within, Client, Proxy};
+use common::{python_script, spawn_announcing, spawn_proxy, until, within, Client, Proxy};
 use serde_json::{json, Value};
-use tokio::io::AsyncBufReadExt;
 
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CLIENT_SPAN: &str = "00f067aa0ba902b7";
@@ -23,17 +22,11 @@ struct Receiver {
 
 impl Receiver {
     async fn start() -> Receiver {
-        let mut child = python_script("otlp_receiver.py")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the OTLP receiver starts");
-        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = within("the receiver's port", lines.next_line())
-            .await
-            .unwrap()
-            .expect("a first line");
+        let (child, first, mut lines) = spawn_announcing(
+            "the OTLP receiver's port",
+            python_script("otlp_receiver.py").stdin(std::process::Stdio::piped()),
+        )
+        .await;
         let port = first
             .strip_prefix("listening ")
             .and_then(|p| p.parse().ok())

@@ -13,7 +13,6 @@ use common::Proxy;
 use hyper::StatusCode;
 use mcp_session_proxy::era::Era;
 use serde_json::{json, Value};
-use tokio::io::AsyncBufReadExt;
 use tokio::process::{Child, Command};
 
 const NOTE: &str = "note://current";
@@ -28,19 +27,14 @@ async fn typescript_server() -> (Child, String) {
             .is_dir(),
         "@modelcontextprotocol/server is not installed: run scripts/test (`npm ci` in tests/node)"
     );
-    let mut child = Command::new(dir.join("node_modules/.bin/node"))
-        .arg(dir.join("modern_server.mjs"))
-        .current_dir(&dir)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("node starts the TypeScript server");
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let url = common::within("the TypeScript server's URL", lines.next_line())
-        .await
-        .unwrap()
-        .expect("the TypeScript server prints its URL");
+    let (child, url, _) = common::spawn_announcing(
+        "the TypeScript server's URL",
+        Command::new(dir.join("node_modules/.bin/node"))
+            .arg(dir.join("modern_server.mjs"))
+            .current_dir(&dir)
+            .stdin(std::process::Stdio::piped()),
+    )
+    .await;
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
     (child, url)
 }

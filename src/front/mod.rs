@@ -122,14 +122,14 @@ pub struct Router {
 }
 
 impl Router {
-    /// The server a path is for, if any.
-    fn app_of(&self, path: &str) -> Option<&Arc<App>> {
+    /// The server a path is for and the endpoint it names there (`mcp`, `sse`, `messages`).
+    fn served<'p>(&self, path: &'p str) -> Option<(&Arc<App>, &'p str)> {
         match path.strip_prefix("/servers/") {
-            Some(rest) => self.servers.get(rest.split_once('/')?.0),
-            None => self
-                .default
-                .as_ref()
-                .filter(|_| matches!(path, "/mcp" | "/sse" | "/messages")),
+            Some(rest) => {
+                let (name, endpoint) = rest.split_once('/')?;
+                Some((self.servers.get(name)?, endpoint))
+            }
+            None => Some((self.default.as_ref()?, path.trim_start_matches('/'))),
         }
     }
 }
@@ -211,34 +211,28 @@ async fn route(router: &Router, request: Request<Incoming>) -> Response<Body> {
             http::Method::DELETE => "DELETE",
             _ => "other",
         };
-        if let Some(app) = router.app_of(path) {
+        if let Some((app, _)) = router.served(path) {
             app.metrics
                 .record_request(method, response.status().as_u16(), Duration::ZERO);
         }
         return response;
     }
-    let (app, endpoint) = match path.strip_prefix("/servers/") {
-        Some(rest) => match rest.split_once('/') {
-            Some((name, endpoint)) => (router.servers.get(name), endpoint),
-            None => (None, ""),
-        },
-        None => match path {
-            "/healthz" => return text(StatusCode::OK, "ok\n".into()),
-            "/readyz" if router.shutdown.is_cancelled() => {
-                return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n".into())
-            }
-            "/readyz" if !router.cluster.healthy() => {
-                return text(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "the session store (Redis) is unreachable\n".into(),
-                )
-            }
-            "/readyz" => return text(StatusCode::OK, "ready\n".into()),
-            "/metrics" => return metrics_text(router.metrics.render()),
-            _ => (router.default.as_ref(), path.trim_start_matches('/')),
-        },
-    };
-    let Some(app) = app else {
+    match path {
+        "/healthz" => return text(StatusCode::OK, "ok\n".into()),
+        "/readyz" if router.shutdown.is_cancelled() => {
+            return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n".into())
+        }
+        "/readyz" if !router.cluster.healthy() => {
+            return text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the session store (Redis) is unreachable\n".into(),
+            )
+        }
+        "/readyz" => return text(StatusCode::OK, "ready\n".into()),
+        "/metrics" => return metrics_text(router.metrics.render()),
+        _ => {}
+    }
+    let Some((app, endpoint)) = router.served(path) else {
         return text(StatusCode::NOT_FOUND, "not found\n".into());
     };
     let mut response = match endpoint {

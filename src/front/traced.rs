@@ -97,9 +97,7 @@ impl RequestSpan {
             span.set("http.response.status_code", i64::from(status.as_u16()));
         }
         if let Some(code) = code {
-            span.set("rpc.jsonrpc.error_code", code);
-            span.set("error.type", code.to_string());
-            span.fail(format!("JSON-RPC error {code}"));
+            span.fail_with_code(code);
         } else if status.is_some_and(|s| s.is_client_error() || s.is_server_error()) {
             span.fail(format!("HTTP {}", status.unwrap_or_default()));
         }

@@ -46,7 +46,7 @@ impl Session {
     /// Sends a client request upstream under a fresh upstream id and opens the stream its
     /// answer will be logged on. With a shared store far behind, it first waits (bounded) for
     /// the store to catch up.
-    pub async fn call(&self, request: Message) -> Result<StreamKey, SessionError> {
+    pub async fn call(&self, mut request: Message) -> Result<StreamKey, SessionError> {
         if let Some(backlog) = &self.backlog {
             backlog
                 .room(STORE_PATIENCE)
@@ -55,13 +55,12 @@ impl Session {
         }
         if let Upstream::Owner(owner) = &self.upstream {
             self.lock().last_active = Instant::now();
-            let mut request = request;
             let mut hop = self.span_for(&mut request, "replica hop");
             let forwarded = owner.forward(&request).await;
             if let (Some(span), Err(error)) = (&mut hop, &forwarded) {
                 span.fail(error.to_string());
             }
-            drop(hop);
+            drop(hop); // the hop is over: its span ends here
             let (stream, answer) = forwarded.map_err(|e| SessionError::Upstream(e.into()))?;
             self.absorb(answer);
             return stream

@@ -89,16 +89,10 @@ impl Session {
                     .upstream_duration
                     .observe(request.sent.elapsed().as_secs_f64());
                 if let Some(mut span) = request.span.take() {
-                    if let Some(code) = message
-                        .is_error()
-                        .then(|| jsonrpc::error_code(&message.to_bytes()))
-                        .flatten()
-                    {
-                        span.set("rpc.jsonrpc.error_code", code);
-                        span.set("error.type", code.to_string());
-                        span.fail(format!("JSON-RPC error {code}"));
+                    if let Some(code) = message.error_code() {
+                        span.fail_with_code(code);
                     }
-                }
+                } // the exchange is over: its span ends here
                 if let Some(done) = request.internal {
                     if request.method == "initialize" {
                         record_initialize(state, &message);

@@ -169,10 +169,8 @@ impl EventLog {
         if let Some(key) = &coalesce {
             let delivered = self.delivered_through(stream);
             if let Some(old) = self.pending_coalesce.insert((stream, key.clone()), seq) {
-                if let Some(gone) = (!reader_attached && old > delivered)
-                    .then(|| self.remove(old))
-                    .flatten()
-                {
+                let undelivered = !reader_attached && old > delivered;
+                if let Some(gone) = undelivered.then(|| self.remove(old)).flatten() {
                     self.counters.coalesced += 1;
                     replaced = Some(old);
                     stands_for += gone.stands_for;

@@ -253,6 +253,13 @@ impl Span {
     pub fn fail(&mut self, message: impl Into<String>) {
         self.finished.error = Some(message.into());
     }
+
+    /// Marks the span failed by a JSON-RPC error answer with `code`.
+    pub fn fail_with_code(&mut self, code: i64) {
+        self.set("rpc.jsonrpc.error_code", code);
+        self.set("error.type", code.to_string());
+        self.fail(format!("JSON-RPC error {code}"));
+    }
 }
 
 impl Drop for Span {

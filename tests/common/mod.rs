@@ -487,6 +487,29 @@ pub async fn within<T>(what: &str, future: impl std::future::Future<Output = T>)
         .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
 }
 
+/// The stdout of a child, line by line.
+pub type StdoutLines = tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>;
+
+/// Starts `command` (stdout piped, killed when dropped) and waits for the first line it prints
+/// (where it listens, say): the child, that line, and the rest of its stdout.
+pub async fn spawn_announcing(
+    what: &str,
+    command: &mut tokio::process::Command,
+) -> (tokio::process::Child, String, StdoutLines) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what} does not start: {e}"));
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = within(what, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("{what} printed nothing"));
+    (child, first, lines)
+}
+
 /// `tests/python/<script>` on the pinned Python client's interpreter (tests/python/.venv).
 pub fn python_script(script: &str) -> tokio::process::Command {
     let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python");
