@@ -378,6 +378,10 @@ async fn redis_stopped_and_started_again() {
     client.initialize("2025-11-25").await;
     assert_eq!(ready(&a).await, StatusCode::OK);
     assert_eq!(metric(&a, "mcp_proxy_store_up").await, 1);
+    // Every round trip to Redis is counted and timed (its heartbeat, at least).
+    let round_trips = metric(&a, "mcp_proxy_store_round_trips_total").await;
+    assert!(round_trips >= 1);
+    assert!(metric(&a, "mcp_proxy_store_round_trip_duration_seconds_count").await >= round_trips);
 
     redis.stop().await;
     until(

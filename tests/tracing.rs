@@ -404,6 +404,7 @@ async fn a_2026_07_28_call_that_needs_input_has_an_input_required_round() {
     assert_eq!(request["parent_span_id"], CLIENT_SPAN);
     assert_eq!(request["attributes"]["mcp_proxy.era"], "2026-07-28");
     assert_eq!(request["attributes"]["mcp.protocol.version"], "2026-07-28");
+    assert_eq!(proxy.metric("mcp_proxy_input_required_held"), 1);
     let round = named(&spans, "input_required round");
     assert_eq!(round["parent_span_id"], request["span_id"]);
     assert_eq!(round["attributes"]["mcp_proxy.input_required.requests"], 1);
@@ -426,6 +427,7 @@ async fn a_2026_07_28_call_that_needs_input_has_an_input_required_round() {
     )
     .await;
     assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(proxy.metric("mcp_proxy_input_required_held"), 0);
     let spans = receiver.trace(TRACE, 4).await;
     let exchange = named(&spans, "upstream exchange");
     assert_eq!(exchange["parent_span_id"], request["span_id"]);
@@ -442,5 +444,89 @@ async fn a_2026_07_28_call_that_needs_input_has_an_input_required_round() {
         .unwrap()
         .iter()
         .all(|s| s["trace_id"] == TRACE));
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn websocket_and_2024_11_05_requests_have_their_spans_too() {
+    let receiver = Receiver::start().await;
+    let proxy = traced_proxy(&receiver).await;
+
+    // WebSocket: the context rides in the message's `_meta`.
+    let mut ws = common::ws::Ws::connect(proxy.addr()).await;
+    ws.request(
+        "initialize",
+        json!({ "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": { "name": "ws", "version": "1" } }),
+    )
+    .await;
+    let answer = ws
+        .request(
+            "tools/call",
+            json!({ "name": "trace_context", "_meta": { "traceparent": traceparent(TRACE, "01") } }),
+        )
+        .await;
+    let spans = receiver.trace(TRACE, 2).await;
+    let request = named(&spans, "tools/call trace_context");
+    assert_eq!(request["parent_span_id"], CLIENT_SPAN);
+    assert!(
+        request["attributes"]["mcp.session.id"].is_string(),
+        "{request}"
+    );
+    let exchange_id = named(&spans, "upstream exchange")["span_id"].clone();
+    assert_eq!(
+        answer["result"]["structuredContent"]["traceparent"],
+        format!("00-{TRACE}-{}-01", exchange_id.as_str().unwrap()),
+        "{answer}"
+    );
+
+    // 2024-11-05: the POST's header; the answer comes on the SSE stream.
+    let legacy_trace = "6bf92f3577b34da6a3ce929d0e0e4736";
+    let client = proxy.client();
+    let (mut stream, endpoint) = client.open_legacy_sse("/sse").await;
+    let parent = traceparent(legacy_trace, "01");
+    let post = |body: Value| {
+        let client = client.clone();
+        let endpoint = endpoint.clone();
+        let parent = parent.clone();
+        async move {
+            let headers = [
+                ("content-type", "application/json"),
+                ("traceparent", &parent),
+            ];
+            let reply = client
+                .send_to(
+                    &endpoint,
+                    http::Method::POST,
+                    &headers,
+                    Some(body.to_string().into()),
+                )
+                .await;
+            assert_eq!(reply.status, http::StatusCode::ACCEPTED);
+        }
+    };
+    post(
+        json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2024-11-05", "capabilities": {},
+        "clientInfo": { "name": "old", "version": "1" } } }),
+    )
+    .await;
+    within("the initialize answer", stream.next_message())
+        .await
+        .unwrap();
+    post(json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": { "name": "echo", "arguments": { "text": "hi" } } }))
+    .await;
+    within("the call's answer", stream.next_message())
+        .await
+        .unwrap();
+    let spans = receiver.trace(legacy_trace, 4).await;
+    let call = named(&spans, "tools/call echo");
+    assert_eq!(call["parent_span_id"], CLIENT_SPAN);
+    assert_eq!(call["attributes"]["mcp.protocol.version"], "2024-11-05");
+    assert_eq!(call["attributes"]["http.response.status_code"], 202);
+    assert!(spans
+        .iter()
+        .any(|s| s["name"] == "upstream exchange" && s["parent_span_id"] == call["span_id"]));
     proxy.stop().await;
 }

@@ -269,3 +269,37 @@ fn percent_decoded(text: &str) -> String {
     }
     String::from_utf8_lossy(&out).into_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn otlp_headers_are_key_value_pairs_with_url_encoded_values() {
+        let headers = otlp_headers("api-key=a%20b%3D1, x-tenant = acme ,").unwrap();
+        let pairs: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.to_str().unwrap()))
+            .collect();
+        assert_eq!(pairs, [("api-key", "a b=1"), ("x-tenant", "acme")]);
+        assert!(otlp_headers("no-equals-sign").is_err());
+        assert!(otlp_headers("bad name=1").is_err());
+        assert_eq!(percent_decoded("100%"), "100%", "a lone % stays");
+    }
+
+    #[test]
+    fn the_collector_is_a_plain_http_url_with_v1_traces_added() {
+        let mut config = Config::default();
+        assert!(
+            config.exporter_settings("a").unwrap().is_none(),
+            "off by default"
+        );
+        config.tracing.otlp_endpoint = "http://127.0.0.1:4318/".into();
+        let settings = config.exporter_settings("a").unwrap().unwrap();
+        assert_eq!(settings.endpoint, "http://127.0.0.1:4318/v1/traces");
+        assert_eq!(settings.instance, "a");
+        config.tracing.otlp_endpoint = "https://collector:4318".into();
+        let error = config.exporter_settings("a").unwrap_err().to_string();
+        assert!(error.contains("tracing.otlp_endpoint"), "{error}");
+    }
+}

@@ -178,3 +178,29 @@ impl Task {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_full_queue_drops_and_counts_new_spans() {
+        let settings = ExporterSettings {
+            endpoint: "http://127.0.0.1:9/v1/traces".parse().unwrap(),
+            headers: Vec::new(),
+            service_name: "test".into(),
+            instance: "test".into(),
+            max_queue: 2,
+            max_batch: 512,
+            delay: Duration::from_secs(3600),
+            timeout: Duration::from_secs(1),
+        };
+        let metrics = crate::metrics::Metrics::default().spans;
+        let exporter = Exporter::start(settings, metrics.clone());
+        for _ in 0..5 {
+            exporter.submit(Finished::default());
+        }
+        assert_eq!(metrics.dropped.get(), 3);
+        assert_eq!(exporter.queue.spans.lock().unwrap().len(), 2);
+    }
+}
