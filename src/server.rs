@@ -26,6 +26,7 @@ use crate::session::cluster::Cluster;
 use crate::session::{Registry, SessionSettings};
 use crate::spans::{Exporter, Spans};
 use crate::store::{RedisStore, Store};
+use crate::upstream::child_env::Secrets;
 use crate::upstream::{probe, UpstreamSpec};
 use tracing::warn;
 
@@ -120,9 +121,10 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
             data_layer: DataLayer::new(session.data_layer_settings()),
         }))
     };
+    let secrets = config.child_secrets();
     let default = match config.serves_default() {
         true => {
-            let spec = settled(&config.upstream).await?;
+            let spec = settled(&config.upstream, &secrets).await?;
             Some(serve("default", &config.upstream, &config.session, spec)?)
         }
         false => None,
@@ -130,7 +132,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
     let mut servers = BTreeMap::new();
     for (name, server) in &config.servers {
         let session = server.session.as_ref().unwrap_or(&config.session);
-        let spec = settled(&server.upstream).await?;
+        let spec = settled(&server.upstream, &secrets).await?;
         servers.insert(name.clone(), serve(name, &server.upstream, session, spec)?);
     }
     let router = Arc::new(Router {
@@ -157,8 +159,11 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
 }
 
 /// A server's spec with its revision settled (`auto` probed once, here, before any session).
-async fn settled(upstream: &UpstreamConfig) -> anyhow::Result<UpstreamSpec> {
-    Ok(probe::settle(upstream.spec()?, upstream.request_timeout).await)
+async fn settled(
+    upstream: &UpstreamConfig,
+    secrets: &Arc<Secrets>,
+) -> anyhow::Result<UpstreamSpec> {
+    Ok(probe::settle(upstream.spec(secrets)?, upstream.request_timeout).await)
 }
 
 /// Every stdio server can be started: a command that does not exist stops start-up with its
@@ -172,7 +177,8 @@ fn check_commands(config: &Config) -> anyhow::Result<()> {
         .iter()
         .map(|(name, server)| (format!("servers.{name}.upstream.stdio"), &server.upstream));
     for (key, upstream) in default.into_iter().chain(named) {
-        if let UpstreamSpec::Stdio(stdio) | UpstreamSpec::SharedStdio(stdio) = upstream.spec()? {
+        let spec = upstream.spec(&config.child_secrets())?;
+        if let UpstreamSpec::Stdio(stdio) | UpstreamSpec::SharedStdio(stdio) = spec {
             stdio.locate().with_context(|| key)?;
         }
     }

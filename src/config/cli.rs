@@ -68,6 +68,21 @@ pub struct Cli {
     #[arg(long, value_name = "N")]
     pub warm: Option<usize>,
 
+    /// stdio: a variable set in the child's environment, NAME=VALUE (repeatable) [default:
+    /// none].
+    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env_pair)]
+    pub env: Vec<(String, String)>,
+
+    /// stdio: the child inherits only the variables --env-pass names (true/false) [default:
+    /// false: it inherits the proxy's environment, less the proxy's own secrets].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub env_clear: Option<bool>,
+
+    /// stdio, with --env-clear: a variable of the proxy's environment the child inherits
+    /// (repeatable; never one of the proxy's secrets) [default: none].
+    #[arg(long, value_name = "NAME")]
+    pub env_pass: Vec<String>,
+
     /// Answer list requests from a per-server, per-principal cache (true/false) [default: on for
     /// shared isolation, off otherwise].
     #[arg(long, value_name = "BOOL")]
@@ -245,4 +260,12 @@ fn post_response() -> impl TypedValueParser<Value = PostResponse> {
         "json" => PostResponse::Json,
         _ => PostResponse::Auto,
     })
+}
+
+/// `NAME=VALUE`, as `--env` takes it.
+fn parse_env_pair(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_owned(), value.to_owned())),
+        _ => Err(format!("{text:?} is not NAME=VALUE")),
+    }
 }

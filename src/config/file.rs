@@ -147,6 +147,12 @@ pub struct UpstreamConfig {
     /// HTTP servers: send the trace context as `traceparent`/`tracestate` headers too (it is
     /// always in each request's `params._meta`, which every server can read).
     pub trace_headers: bool,
+    /// stdio: variables set for the child, over what it inherits.
+    pub env: BTreeMap<String, String>,
+    /// stdio: the child inherits only the variables `env_pass` names (else all but the
+    /// proxy's own secrets, which a child never gets).
+    pub env_clear: bool,
+    pub env_pass: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -256,6 +262,9 @@ impl Default for UpstreamConfig {
             cache_ttl: Duration::ZERO,
             cache_scope: CacheScope::Private,
             trace_headers: true,
+            env: BTreeMap::new(),
+            env_clear: false,
+            env_pass: Vec::new(),
         }
     }
 }

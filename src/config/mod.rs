@@ -94,7 +94,7 @@ mod tests {
         assert_eq!(config.session.idle_ttl, Duration::from_secs(30));
         assert_eq!(config.session.window_events, 16);
         assert_eq!(config.http.post_response, PostResponse::Sse);
-        let spec = config.upstream.stdio_spec().unwrap();
+        let spec = config.upstream.stdio_spec(&Default::default()).unwrap();
         assert_eq!(spec.program, "my-server");
         assert_eq!(spec.args, ["--flag", "two words"]);
     }

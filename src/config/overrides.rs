@@ -33,6 +33,11 @@ impl Config {
             self.upstream.forward_authorization = true;
         }
         set(&mut self.upstream.warm, &cli.warm);
+        self.upstream.env.extend(cli.env.iter().cloned());
+        set(&mut self.upstream.env_clear, &cli.env_clear);
+        if !cli.env_pass.is_empty() {
+            self.upstream.env_pass = cli.env_pass.clone();
+        }
         set(&mut self.upstream.protocol, &cli.upstream_protocol);
         if cli.cache_lists.is_some() {
             self.upstream.cache_lists = cli.cache_lists;

@@ -1,6 +1,7 @@
 //! What each layer takes from the configuration: the upstream spec, session and HTTP settings.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use anyhow::Context;
 
@@ -12,6 +13,7 @@ use crate::session::log::Window;
 use crate::session::SessionSettings;
 use crate::spans::ExporterSettings;
 use crate::store::redis::RedisSettings;
+use crate::upstream::child_env::{ChildEnv, Secrets};
 use crate::upstream::http_client::HttpSpec;
 use crate::upstream::stdio::StdioSpec;
 use crate::upstream::UpstreamSpec;
@@ -48,7 +50,28 @@ impl Config {
 
     /// The server sessions on `/mcp` get.
     pub fn upstream_spec(&self) -> anyhow::Result<UpstreamSpec> {
-        self.upstream.spec()
+        self.upstream.spec(&self.child_secrets())
+    }
+
+    /// The proxy's secrets, which no child's environment may hold: the cluster secret and the
+    /// OTLP headers (however they were given).
+    pub fn child_secrets(&self) -> Arc<Secrets> {
+        let otlp = [
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+        ]
+        .into_iter()
+        .filter_map(|name| std::env::var(name).ok());
+        let mut values = vec![self.cluster.secret.clone()];
+        for list in otlp {
+            let decoded = list
+                .split(',')
+                .filter_map(|pair| pair.split_once('='))
+                .map(|(_, value)| percent_decoded(value.trim()));
+            values.extend(decoded.collect::<Vec<_>>());
+            values.push(list);
+        }
+        Arc::new(Secrets::new(values))
     }
 
     pub fn session_settings(&self) -> SessionSettings {
@@ -90,7 +113,7 @@ impl UpstreamConfig {
 
     /// The server sessions get: the configured HTTP, SSE or stdio server, else this binary's
     /// demo server.
-    pub fn spec(&self) -> anyhow::Result<UpstreamSpec> {
+    pub fn spec(&self, secrets: &Arc<Secrets>) -> anyhow::Result<UpstreamSpec> {
         let http = |url: &str| -> anyhow::Result<HttpSpec> {
             Ok(HttpSpec {
                 url: parse_http_url(url)?,
@@ -105,14 +128,14 @@ impl UpstreamConfig {
             (Some(url), _) => Ok(UpstreamSpec::Http(http(url)?)),
             (None, Some(url)) => Ok(UpstreamSpec::Sse(http(url)?)),
             (None, None) => match self.isolation {
-                Isolation::PerSession => self.stdio_spec().map(UpstreamSpec::Stdio),
-                Isolation::Shared => self.stdio_spec().map(UpstreamSpec::SharedStdio),
+                Isolation::PerSession => self.stdio_spec(secrets).map(UpstreamSpec::Stdio),
+                Isolation::Shared => self.stdio_spec(secrets).map(UpstreamSpec::SharedStdio),
             },
         }
     }
 
     /// The stdio server to run: the configured command, or this binary's demo server.
-    pub fn stdio_spec(&self) -> anyhow::Result<StdioSpec> {
+    pub fn stdio_spec(&self, secrets: &Arc<Secrets>) -> anyhow::Result<StdioSpec> {
         let mut spec = match &self.stdio {
             Some(command) => StdioSpec::parse(command).map_err(|e| anyhow::anyhow!(e))?,
             None => {
@@ -128,6 +151,12 @@ impl UpstreamConfig {
         spec.shutdown_grace = self.shutdown_grace;
         spec.warm = self.warm;
         spec.protocol = self.protocol;
+        spec.env = ChildEnv {
+            clear: self.env_clear,
+            pass: self.env_pass.clone(),
+            set: self.env.clone(),
+            secrets: secrets.clone(),
+        };
         Ok(spec)
     }
 }

@@ -103,6 +103,7 @@ impl UpstreamConfig {
         {
             bail!("{key}.warm applies to stdio servers in per-session isolation only");
         }
+        self.validate_env(key)?;
         if self.forward_authorization && self.http.is_none() && self.sse.is_none() {
             bail!("{key}.forward_authorization applies to http and sse servers only");
         }
@@ -116,6 +117,29 @@ impl UpstreamConfig {
         }
         if self.protocol == Era::Auto && self.sse.is_some() {
             bail!("{key}.protocol = \"auto\" does not apply to an HTTP+SSE server (2024-11-05)");
+        }
+        Ok(())
+    }
+}
+
+impl UpstreamConfig {
+    /// `env`, `env_clear` and `env_pass`: stdio only; names a child's environment can hold.
+    fn validate_env(&self, key: &str) -> anyhow::Result<()> {
+        let configured = !self.env.is_empty() || self.env_clear || !self.env_pass.is_empty();
+        if configured && (self.http.is_some() || self.sse.is_some()) {
+            bail!("{key}.env, env_clear and env_pass apply to stdio servers only");
+        }
+        if !self.env_pass.is_empty() && !self.env_clear {
+            bail!("{key}.env_pass applies with env_clear = true (without it the child inherits every variable but the proxy's secrets)");
+        }
+        let names = self.env.keys().map(|name| ("env", name));
+        for (field, name) in names.chain(self.env_pass.iter().map(|name| ("env_pass", name))) {
+            if name.is_empty() || name.contains(['=', '\0']) {
+                bail!("{key}.{field}: {name:?} is not a variable name (no '=' or NUL, not empty)");
+            }
+        }
+        if self.env.values().any(|value| value.contains('\0')) {
+            bail!("{key}.env: a value cannot hold a NUL byte");
         }
         Ok(())
     }

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn, Instrument};
 
+use super::child_env::ChildEnv;
 use super::lines::{Line, LineReader};
 use super::{EventSink, UpstreamError, UpstreamEvent};
 use crate::jsonrpc::{self, Message};
@@ -37,6 +38,8 @@ pub struct StdioSpec {
     pub warm: usize,
     /// The revision the server speaks.
     pub protocol: crate::era::Era,
+    /// What the child's environment holds.
+    pub env: ChildEnv,
 }
 
 impl StdioSpec {
@@ -49,6 +52,7 @@ impl StdioSpec {
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .process_group(0);
+        self.env.apply(&mut command);
         command
     }
 
@@ -66,6 +70,7 @@ impl StdioSpec {
             shutdown_grace: Duration::from_secs(2),
             warm: 0,
             protocol: Default::default(),
+            env: ChildEnv::default(),
         })
     }
 

@@ -443,10 +443,19 @@ pub type LogLines = tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildS
 pub async fn spawn_proxy(
     args: &[&str],
 ) -> (tokio::process::Child, SocketAddr, LogLines, Vec<Value>) {
+    spawn_proxy_with_env(args, &[]).await
+}
+
+/// [`spawn_proxy`], with these variables added to the proxy's environment.
+pub async fn spawn_proxy_with_env(
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (tokio::process::Child, SocketAddr, LogLines, Vec<Value>) {
     use tokio::io::AsyncBufReadExt;
     let mut child = tokio::process::Command::new(DEMO)
         .args(["--log-format", "json"])
         .args(args)
+        .envs(env.iter().copied())
         .env(
             "RUST_LOG",
             std::env::var("PROXY_TEST_LOG_LEVEL").unwrap_or_else(|_| "info".into()),
