@@ -27,7 +27,8 @@
 //!   (`Mcp-Name`, `Mcp-Param-*`), [`sse`] the SSE codec, [`trace_context`] W3C trace context
 //!   from headers into `_meta` and back,
 //!   [`event`] event ids and logged messages, [`ids`] session ids, replica names and principals,
-//!   [`hop`] the replicas' hop on the wire, [`metrics`] the Prometheus figures per server,
+//!   [`hop`] the replicas' hop on the wire and its signature, [`keys`] one key per purpose
+//!   derived from the cluster secret, [`metrics`] the Prometheus figures per server,
 //!   [`spans`] spans and their OTLP/HTTP export, [`memory`] freed memory given back.
 //! - Entry: [`config`] options and validation, [`server`] start and stop, [`demo`] the bundled
 //!   server.
@@ -41,6 +42,7 @@ pub mod event;
 pub mod front;
 pub mod hop;
 pub mod ids;
+pub mod keys;
 pub mod jsonrpc;
 pub mod memory;
 pub mod metrics;

@@ -21,6 +21,7 @@ use crate::front::modern::held::HeldCalls;
 use crate::front::modern::state::StateKey;
 use crate::front::modern::Modern;
 use crate::front::{self, App, Router};
+use crate::keys::Keys;
 use crate::metrics::Metrics;
 use crate::session::cluster::Cluster;
 use crate::session::{Registry, SessionSettings};
@@ -59,7 +60,8 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
     let addr = listener.local_addr()?;
     let metrics = Arc::new(Metrics::default());
     let shutdown = CancellationToken::new();
-    let redis = config.redis_settings(addr);
+    let keys = Keys::from_secret(&config.cluster.secret);
+    let redis = config.redis_settings(addr, &keys);
     let instance = redis
         .as_ref()
         .map_or_else(|| addr.to_string(), |r| r.node_id.clone());
@@ -112,13 +114,10 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
                     session.max_held_per_principal,
                     server_metrics.input_required_held.clone(),
                 )),
-                state_key: match config.cluster.secret.is_empty() {
-                    true => StateKey::minted(),
-                    false => StateKey::from_secret(&config.cluster.secret),
-                },
+                state_key: StateKey::new(keys.request_state.clone()),
                 ..Modern::default()
             },
-            data_layer: DataLayer::new(session.data_layer_settings()),
+            data_layer: DataLayer::new(session.data_layer_settings(), keys.layer_state.clone()),
         }))
     };
     let secrets = config.child_secrets();

@@ -9,6 +9,7 @@ use super::file::{Config, Isolation, SessionConfig, UpstreamConfig};
 use super::validate::parse_http_url;
 use crate::front::HttpSettings;
 use crate::ids;
+use crate::keys::Keys;
 use crate::session::log::Window;
 use crate::session::SessionSettings;
 use crate::spans::ExporterSettings;
@@ -20,8 +21,9 @@ use crate::upstream::UpstreamSpec;
 
 impl Config {
     /// With a Redis store: its settings, this replica named (a random name if none is
-    /// configured) and reachable at `advertise` (or at `listen`, where it listens).
-    pub fn redis_settings(&self, listen: SocketAddr) -> Option<RedisSettings> {
+    /// configured) and reachable at `advertise` (or at `listen`, where it listens), its hops
+    /// signed with `keys.hop`.
+    pub fn redis_settings(&self, listen: SocketAddr, keys: &Keys) -> Option<RedisSettings> {
         let cluster = &self.cluster;
         (self.store != "memory").then(|| RedisSettings {
             url: self.store.clone(),
@@ -33,7 +35,7 @@ impl Config {
                 "" => format!("http://{listen}"),
                 url => url.to_owned(),
             },
-            secret: cluster.secret.clone(),
+            hop_key: keys.hop.clone(),
             namespace: cluster.namespace.clone(),
             heartbeat: cluster.heartbeat,
             owner_timeout: cluster.owner_timeout,

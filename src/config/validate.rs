@@ -5,6 +5,7 @@ use anyhow::bail;
 use super::file::{Config, Isolation, SessionConfig, UpstreamConfig};
 use crate::era::Era;
 use crate::ids::{is_node_name, MAX_NODE_NAME};
+use crate::keys::{MAKE_A_SECRET, MIN_SECRET_BYTES};
 use crate::upstream::stdio::StdioSpec;
 
 impl Config {
@@ -47,7 +48,29 @@ impl Config {
         Ok(())
     }
 
+    /// The cluster secret: required with a Redis store (it authenticates the replicas' hops),
+    /// and never guessable.
+    fn validate_secret(&self) -> anyhow::Result<()> {
+        let secret = &self.cluster.secret;
+        if self.store != "memory" && secret.is_empty() {
+            bail!(
+                "cluster.secret: replicas sharing a Redis store need a shared secret \
+                 (--cluster-secret or MCP_PROXY_CLUSTER_SECRET) to authenticate their internal \
+                 requests; make one with `{MAKE_A_SECRET}`"
+            );
+        }
+        if !secret.is_empty() && secret.len() < MIN_SECRET_BYTES {
+            bail!(
+                "cluster.secret is {} bytes long; it must be at least {MIN_SECRET_BYTES} \
+                 (make one with `{MAKE_A_SECRET}`)",
+                secret.len()
+            );
+        }
+        Ok(())
+    }
+
     fn validate_store(&self) -> anyhow::Result<()> {
+        self.validate_secret()?;
         if self.store == "memory" {
             return Ok(());
         }

@@ -5,10 +5,11 @@
 //! and sends those streams every message, uncoalesced; answer `{"head"}`); `DELETE` ends it.
 //! A hop names the replica it is meant for (`x-mcp-proxy-for-node`); another replica at that
 //! address (the owner restarted) refuses it with 421 before doing anything, and every answer
-//! names this replica (`x-mcp-proxy-node`). Only with a Redis store, only with the secret.
+//! names this replica (`x-mcp-proxy-node`). Only with a Redis store, and only a hop signed
+//! with the hop key (`x-mcp-proxy-signature`, see [`crate::hop`]): anything else gets 403.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -20,7 +21,8 @@ use super::request::{header_str, json, read_body};
 use super::{App, Router};
 use crate::event::StreamKey;
 use crate::hop::{
-    Reading, ReadingStreams, Taken, TakenEvent, FOR_NODE_HEADER, NODE_HEADER, SECRET_HEADER,
+    self, Reading, ReadingStreams, SignatureError, Signed, Taken, TakenEvent, FOR_NODE_HEADER,
+    NODE_HEADER, SIGNATURE_HEADER,
 };
 use crate::jsonrpc::{Kind, Message};
 use crate::session::cluster::Member;
@@ -57,11 +59,8 @@ async fn take(
         .ok_or_else(|| refused(StatusCode::NOT_FOUND, "not found"))?;
     check(request.headers(), member)?;
     let (app, id) = served(router, rest)?;
-    let session = owned(router, app, id).await?;
-    app.metrics.sessions_forwarded_total.inc();
-    // Streams read through the asker stay live here for a few of its heartbeats.
-    let lease = member.lease;
     let (parts, body) = request.into_parts();
+    let signature = header_str(&parts.headers, SIGNATURE_HEADER).unwrap_or_default();
     let body = read_body(
         &parts.headers,
         body,
@@ -70,6 +69,19 @@ async fn take(
     )
     .await
     .map_err(|rejection| Refused::Body(Box::new(rejection)))?;
+    let signed = Signed {
+        method: parts.method.as_str(),
+        path: &format!("/internal/{rest}"),
+        body: &body,
+        node: member.node_id,
+    };
+    signed
+        .check(member.hop_key, signature, SystemTime::now())
+        .map_err(|error| refused(StatusCode::FORBIDDEN, &error.to_string()))?;
+    let session = owned(router, app, id).await?;
+    app.metrics.sessions_forwarded_total.inc();
+    // Streams read through the asker stay live here for a few of its heartbeats.
+    let lease = member.lease;
     match parts.method {
         Method::DELETE => {
             app.registry.end_everywhere(id).await;
@@ -103,23 +115,21 @@ async fn take(
     }
 }
 
-/// The hop carries the shared secret and is meant for this replica (not for the one that used
-/// to be at this address: then nothing is done here).
+/// The hop is meant for this replica (not for the one that used to be at this address: then
+/// nothing is done here) and carries a recent signature, whose MAC is checked once the body is
+/// read.
 fn check(headers: &http::HeaderMap, member: Member<'_>) -> Result<(), Refused> {
-    let presented = header_str(headers, SECRET_HEADER).unwrap_or_default();
-    if !same(presented.as_bytes(), member.secret.as_bytes()) {
-        return Err(refused(
-            StatusCode::FORBIDDEN,
-            "the cluster secret does not match",
-        ));
-    }
     if header_str(headers, FOR_NODE_HEADER).is_some_and(|node| node != member.node_id) {
         return Err(refused(
             StatusCode::MISDIRECTED_REQUEST,
             "this replica is not the one the hop is meant for",
         ));
     }
-    Ok(())
+    let forbidden = |error: SignatureError| refused(StatusCode::FORBIDDEN, &error.to_string());
+    let signature = header_str(headers, SIGNATURE_HEADER)
+        .ok_or_else(|| forbidden(SignatureError::Missing))?;
+    let (time, _) = hop::parse(signature).map_err(forbidden)?;
+    hop::check_time(time, SystemTime::now()).map_err(forbidden)
 }
 
 /// The served server and session id the path names (`<server>/sessions/<id>`).
@@ -212,10 +222,6 @@ fn encoded(answer: &impl serde::Serialize) -> Response<Body> {
 }
 
 /// Compares secrets in time independent of where they differ.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 /// Why a hop was not carried out: a status and a line of text, or a refused body.
 enum Refused {
     Plain(StatusCode, String),

@@ -1,12 +1,11 @@
 //! The upstream of a session another replica owns: client messages go to the owner over the
-//! internal hop (`<owner>/internal/<server>/sessions/<id>`, authenticated with the shared
-//! secret); what the owner's server answers comes back through the shared log (and, for a
+//! internal hop (`<owner>/internal/<server>/sessions/<id>`, signed with the hop key); what the owner's server answers comes back through the shared log (and, for a
 //! request, with the hop). Every answer names the replica that gave it, so a link that reaches
 //! another replica at the owner's old address (restarted, or replaced) knows it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
@@ -15,8 +14,9 @@ use http_body_util::{BodyExt, Full};
 use super::http_client::{error_chain, HttpClient};
 use crate::event::{Logged, StreamKey};
 use crate::hop::{
-    self, Reading, ReadingStreams, Taken, FOR_NODE_HEADER, NODE_HEADER, SECRET_HEADER,
+    self, Reading, ReadingStreams, Signed, Taken, FOR_NODE_HEADER, NODE_HEADER, SIGNATURE_HEADER,
 };
+use crate::keys::Key;
 use crate::jsonrpc::Message;
 
 /// How long the owner has to take a message in (it answers once the message is queued, not
@@ -33,7 +33,7 @@ pub struct OwnerLink {
 #[derive(Debug)]
 struct Link {
     client: HttpClient,
-    secret: String,
+    key: Key,
     /// `/internal/<server>/sessions/<id>`.
     path: String,
     owner: Mutex<Owner>,
@@ -73,7 +73,7 @@ pub enum HopError {
 impl OwnerLink {
     pub fn new(
         client: HttpClient,
-        secret: String,
+        key: Key,
         server: &str,
         session: &str,
         owner: Owner,
@@ -81,7 +81,7 @@ impl OwnerLink {
         OwnerLink {
             inner: Arc::new(Link {
                 client,
-                secret,
+                key,
                 path: hop::path(server, session),
                 owner: Mutex::new(owner),
                 suspect: AtomicBool::new(false),
@@ -137,10 +137,17 @@ impl OwnerLink {
 
     async fn hop(&self, method: Method, body: Bytes) -> Result<Bytes, HopError> {
         let owner = self.owner();
+        let signature = Signed {
+            method: method.as_str(),
+            path: &self.inner.path,
+            body: &body,
+            node: &owner.node,
+        }
+        .sign(&self.inner.key, SystemTime::now());
         let request = Request::builder()
             .method(method)
             .uri(format!("{}{}", owner.url, self.inner.path))
-            .header(SECRET_HEADER, &self.inner.secret)
+            .header(SIGNATURE_HEADER, signature)
             .header(FOR_NODE_HEADER, &owner.node)
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(Full::new(body))

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::{spawn_proxy, until, within, Client};
 
-pub const SECRET: &str = "test-cluster-secret";
+pub const SECRET: &str = "4d1c0ffee5e1ec7ed5ec0de0f7e575ec0ffee5e1ec7ed5ec0de0f7e575ec0ffe";
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

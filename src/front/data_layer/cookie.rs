@@ -21,6 +21,8 @@ pub struct Cookie {
     pub session_id: String,
     /// The `state` the client echoes, if it sent one.
     pub state: Option<String>,
+    /// The earlier drafts' form, which carries no `state`.
+    pub draft: bool,
 }
 
 /// Whether `_meta` (as its JSON text) may hold a cookie: a substring search, so requests without
@@ -66,6 +68,7 @@ pub fn read(
     Ok(Some(Cookie {
         session_id: session_id.to_owned(),
         state,
+        draft: state_field == "data",
     }))
 }
 
@@ -97,14 +100,13 @@ mod tests {
             read(Some(&current), 4096).unwrap(),
             Some(Cookie {
                 session_id: "sess-a".into(),
-                state: Some("eyJ9".into())
+                state: Some("eyJ9".into()),
+                draft: false,
             })
         );
         let draft = meta(json!({ DRAFT_META_KEY: { "id": "sess-b" } }));
-        assert_eq!(
-            read(Some(&draft), 4096).unwrap().unwrap().session_id,
-            "sess-b"
-        );
+        let draft = read(Some(&draft), 4096).unwrap().unwrap();
+        assert_eq!((draft.session_id.as_str(), draft.draft), ("sess-b", true));
         let revoked = meta(json!({ META_KEY: null }));
         assert_eq!(read(Some(&revoked), 4096).unwrap(), None);
     }

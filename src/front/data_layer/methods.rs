@@ -74,15 +74,16 @@ pub async fn delete(
     cookie: Option<Cookie>,
     params: &Value,
 ) -> Result<Value, Rejection> {
-    let (id, state) = match (&cookie, params.get("id").and_then(Value::as_str)) {
-        (Some(cookie), _) => (cookie.session_id.clone(), cookie.state.clone()),
-        (None, Some(id)) => (id.to_owned(), None),
+    let named = match (&cookie, params.get("id").and_then(Value::as_str)) {
+        (Some(cookie), _) => app.data_layer.resolve_cookie(app, principal, cookie).await?,
+        // The earlier drafts name the session in the params.
+        (None, Some(id)) => {
+            app.data_layer
+                .resolve(app, principal, id, None, LayerKind::Session)
+                .await?
+        }
         (None, None) => return Err(errors::not_found("")),
     };
-    let named = app
-        .data_layer
-        .resolve(app, principal, &id, state.as_deref(), LayerKind::Session)
-        .await?;
     app.data_layer.close(app, named);
     Ok(json!({ "_meta": { META_KEY: null } }))
 }

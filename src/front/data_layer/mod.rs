@@ -25,6 +25,7 @@ use super::modern::correlation::{initialize_with, Initialized};
 use super::rejection::Rejection;
 use super::App;
 use crate::ids::Principal;
+use crate::keys::Key;
 use crate::jsonrpc::Message;
 use crate::session::layer::{Layer, LayerKind};
 use crate::session::{Session, Shape};
@@ -73,6 +74,8 @@ impl Default for DataLayerSettings {
 #[derive(Default)]
 pub struct DataLayer {
     pub settings: DataLayerSettings,
+    /// Signs each named session's `state`.
+    key: Key,
     /// The server's `initialize` result for each session opened here.
     initialized: DashMap<String, Arc<Initialized>>,
     /// The sessions each principal opened here (the per-principal bound).
@@ -91,9 +94,10 @@ pub struct Named {
 }
 
 impl DataLayer {
-    pub fn new(settings: DataLayerSettings) -> DataLayer {
+    pub fn new(settings: DataLayerSettings, key: Key) -> DataLayer {
         DataLayer {
             settings,
+            key,
             ..DataLayer::default()
         }
     }
@@ -131,7 +135,7 @@ impl DataLayer {
                 return Err(rejection);
             }
         };
-        let state = state_token(app, session.id(), &principal);
+        let state = self.key.tag(&state_parts(session.id(), &principal));
         session.set_layer(Layer {
             kind,
             state,
@@ -193,7 +197,7 @@ impl DataLayer {
     /// The named session `id` of `principal`, of `kind`, if it still serves: one that is
     /// unknown, another principal's, of the other kind, expired, or whose server died is not
     /// found (and a dead one is ended). A `state` the proxy did not issue for it is refused
-    /// before anything is looked up.
+    /// before anything is looked up (compared in constant time).
     pub async fn resolve(
         &self,
         app: &App,
@@ -203,7 +207,7 @@ impl DataLayer {
         kind: LayerKind,
     ) -> Result<Named, Rejection> {
         let not_found = || errors::not_found(id);
-        if state.is_some_and(|state| state != state_token(app, id, principal)) {
+        if state.is_some_and(|state| !self.key.verify_tag(&state_parts(id, principal), state)) {
             return Err(not_found());
         }
         let session = app
@@ -228,7 +232,8 @@ impl DataLayer {
         })
     }
 
-    /// The data-layer session a cookie names.
+    /// The data-layer session a cookie names: its `state` is required (the earlier drafts'
+    /// cookie has none, and its session is bound to its principal alone).
     pub async fn resolve_cookie(
         &self,
         app: &App,
@@ -236,6 +241,9 @@ impl DataLayer {
         cookie: &cookie::Cookie,
     ) -> Result<Named, Rejection> {
         let (id, state) = (&cookie.session_id, cookie.state.as_deref());
+        if state.is_none() && !cookie.draft {
+            return Err(errors::not_found(id));
+        }
         self.resolve(app, principal, id, state, LayerKind::Session)
             .await
     }
@@ -298,12 +306,10 @@ impl DataLayer {
     }
 }
 
-/// The `state` of named session `id`: a tag only this proxy (or a replica sharing its secret)
-/// can make, binding the id to its principal.
-fn state_token(app: &App, id: &str, principal: &Principal) -> String {
-    app.modern
-        .state_key
-        .tag(&["mcp-session-proxy layer", id, principal.as_str()])
+/// What the `state` of named session `id` signs: a tag only this proxy (or a replica sharing
+/// its secret) can make, binding the id to its principal.
+fn state_parts<'a>(id: &'a str, principal: &'a Principal) -> [&'a str; 2] {
+    [id, principal.as_str()]
 }
 
 /// Where the shared store keeps a named session's `initialize` result.

@@ -8,51 +8,27 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use hmac::{Hmac, Mac};
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::front::rejection::Rejection;
 use crate::ids::Principal;
+use crate::keys::Key;
 use crate::jsonrpc::INVALID_PARAMS;
 
-type Signer = Hmac<Sha256>;
-
-/// The key `requestState` is signed with: from the cluster secret when replicas share one (any
-/// replica takes any retry), else minted at start.
-#[derive(Clone)]
-pub struct StateKey([u8; 32]);
+/// The key `requestState` is signed with: derived from the cluster secret when replicas share
+/// one (any replica takes any retry), else minted at start.
+#[derive(Clone, Debug)]
+pub struct StateKey(Key);
 
 impl StateKey {
-    pub fn minted() -> StateKey {
-        let mut key = [0u8; 32];
-        getrandom::fill(&mut key).expect("the operating system's random source failed");
+    pub fn new(key: Key) -> StateKey {
         StateKey(key)
     }
 
-    pub fn from_secret(secret: &str) -> StateKey {
-        let digest = Sha256::new()
-            .chain_update(b"mcp-session-proxy requestState\0")
-            .chain_update(secret.as_bytes())
-            .finalize();
-        StateKey(digest.into())
-    }
-
-    /// A short tag over `parts` (each ended by a zero byte), as URL-safe base64: proves this
-    /// proxy issued what it is attached to.
-    pub fn tag(&self, parts: &[&str]) -> String {
-        let mut signer = self.signer();
-        for part in parts {
-            signer.update(part.as_bytes());
-            signer.update(&[0]);
-        }
-        URL_SAFE_NO_PAD.encode(&signer.finalize().into_bytes()[..18])
-    }
-
-    fn signer(&self) -> Signer {
-        Signer::new_from_slice(&self.0).expect("HMAC takes a key of any length")
+    pub fn minted() -> StateKey {
+        StateKey(Key::minted())
     }
 }
 
@@ -87,9 +63,7 @@ pub struct HeldRequest {
 impl HeldRequest {
     pub fn sign(&self, key: &StateKey) -> String {
         let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(self).unwrap_or_default());
-        let mut signer = key.signer();
-        signer.update(payload.as_bytes());
-        let tag = URL_SAFE_NO_PAD.encode(signer.finalize().into_bytes());
+        let tag = URL_SAFE_NO_PAD.encode(key.0.mac(&[payload.as_bytes()]));
         format!("{payload}.{tag}")
     }
 
@@ -113,11 +87,9 @@ impl HeldRequest {
         let tag = URL_SAFE_NO_PAD
             .decode(tag)
             .map_err(|_| refused("is malformed"))?;
-        let mut signer = key.signer();
-        signer.update(payload.as_bytes());
-        signer
-            .verify_slice(&tag)
-            .map_err(|_| refused("failed its integrity check"))?;
+        if tag.len() != 32 || !key.0.verify(&[payload.as_bytes()], &tag) {
+            return Err(refused("failed its integrity check"));
+        }
         let bytes = URL_SAFE_NO_PAD
             .decode(payload)
             .map_err(|_| refused("is malformed"))?;
@@ -148,6 +120,7 @@ fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::Keys;
     use serde_json::json;
 
     fn held(principal: &Principal, ttl: Duration) -> HeldRequest {
@@ -187,8 +160,12 @@ mod tests {
         .sign(&key);
         assert!(refused(&old, &key, &alice).contains("expired"));
         assert!(refused("no-dot", &key, &alice).contains("malformed"));
-        let shared = StateKey::from_secret("s3cret");
+        let secret = "a secret the replicas share, 32 bytes or more";
+        let shared = StateKey::new(Keys::derived(secret).request_state);
         let state = held(&alice, Duration::from_secs(60)).sign(&shared);
-        assert!(HeldRequest::verify(&state, &StateKey::from_secret("s3cret"), &alice).is_ok());
+        let elsewhere = StateKey::new(Keys::derived(secret).request_state);
+        assert!(HeldRequest::verify(&state, &elsewhere, &alice).is_ok());
+        let layer_key = StateKey::new(Keys::derived(secret).layer_state);
+        assert!(refused(&state, &layer_key, &alice).contains("integrity"));
     }
 }

@@ -1,8 +1,9 @@
 //! What the fronts know of the replicas sharing sessions: whether the shared store answers, and
-//! this replica's name, secret and lease for the internal hop. The store itself stays below.
+//! this replica's name, hop key and lease for the internal hop. The store itself stays below.
 
 use std::time::Duration;
 
+use crate::keys::Key;
 use crate::store::Store;
 
 /// The replicas this proxy belongs to (none with the memory store).
@@ -15,7 +16,8 @@ pub struct Cluster {
 #[derive(Debug, Clone, Copy)]
 pub struct Member<'a> {
     pub node_id: &'a str,
-    pub secret: &'a str,
+    /// Signs and checks hops.
+    pub hop_key: &'a Key,
     /// How long streams read through another replica stay live here without its word.
     pub lease: Duration,
 }
@@ -34,7 +36,7 @@ impl Cluster {
     pub fn member(&self) -> Option<Member<'_>> {
         self.store.redis().map(|redis| Member {
             node_id: &redis.node_id,
-            secret: &redis.secret,
+            hop_key: &redis.hop_key,
             lease: redis.owner_timeout,
         })
     }

@@ -144,7 +144,7 @@ impl Registry {
     pub(in crate::session) fn link(&self, redis: &RedisStore, id: &str, owner: Owner) -> OwnerLink {
         OwnerLink::new(
             self.upstreams.http_client().clone(),
-            redis.secret.clone(),
+            redis.hop_key.clone(),
             &self.server,
             id,
             owner,

@@ -13,6 +13,7 @@
 //!   2026-07-28 principal's requests (digest of the principal and its capabilities), so every
 //!   replica serves them from the same one; expiring after the idle TTL.
 
+use crate::keys::Key;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -51,8 +52,8 @@ pub struct RedisSettings {
     pub node_id: String,
     /// The base URL the other replicas reach this one at.
     pub advertise: String,
-    /// Authenticates the replicas' internal requests to each other.
-    pub secret: String,
+    /// Signs and checks the replicas' internal requests to each other.
+    pub hop_key: Key,
     /// Prefix of every Redis key.
     pub namespace: String,
     pub heartbeat: Duration,
@@ -70,7 +71,7 @@ pub struct RedisStore {
     pub node_id: String,
     /// The base URL the other replicas reach this one at.
     pub advertise: String,
-    pub secret: String,
+    pub hop_key: Key,
     namespace: String,
     pub heartbeat: Duration,
     pub owner_timeout: Duration,
@@ -123,7 +124,7 @@ impl RedisStore {
             connection,
             node_id: settings.node_id.clone(),
             advertise: settings.advertise.trim_end_matches('/').to_owned(),
-            secret: settings.secret.clone(),
+            hop_key: settings.hop_key.clone(),
             namespace: settings.namespace.clone(),
             heartbeat: settings.heartbeat,
             owner_timeout: settings.owner_timeout,
