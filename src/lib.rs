@@ -29,12 +29,14 @@
 //!   [`event`] event ids and logged messages, [`ids`] session ids, replica names and principals,
 //!   [`hop`] the replicas' hop on the wire and its signature, [`keys`] one key per purpose
 //!   derived from the cluster secret, [`metrics`] the Prometheus figures per server,
-//!   [`spans`] spans and their OTLP/HTTP export, [`memory`] freed memory given back.
+//!   [`spans`] spans and their OTLP/HTTP export, [`memory`] freed memory given back, [`clock`] deadlines that never
+//!   overflow.
 //! - Entry: [`config`] options and validation, [`server`] start and stop, [`demo`] the bundled
 //!   server.
 
 #![forbid(unsafe_code)]
 
+pub mod clock;
 pub mod config;
 pub mod demo;
 pub mod era;
@@ -42,8 +44,8 @@ pub mod event;
 pub mod front;
 pub mod hop;
 pub mod ids;
-pub mod keys;
 pub mod jsonrpc;
+pub mod keys;
 pub mod memory;
 pub mod metrics;
 pub mod mirrored;

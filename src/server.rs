@@ -217,7 +217,7 @@ impl Running {
         for app in &apps {
             app.registry.leave();
         }
-        let deadline = tokio::time::Instant::now() + self.drain;
+        let deadline = crate::clock::from_now(self.drain);
         for app in &apps {
             let pending = app.registry.drain(deadline).await;
             if pending > 0 {

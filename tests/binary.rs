@@ -293,3 +293,47 @@ async fn every_request_writes_one_access_line() {
     assert_eq!(unserved["server"], "-");
     assert_eq!(unserved["path"], "/servers/nowhere/mcp");
 }
+
+#[tokio::test]
+async fn durations_past_a_year_and_zero_waits_or_limits_stop_start_up_naming_their_key() {
+    for (flag, value, key) in [
+        ("--request-timeout", "5000000h", "upstream.request_timeout"),
+        ("--json-wait", "9000000h", "http.json_wait"),
+        ("--sse-keep-alive", "900000000m", "http.sse_keep_alive"),
+        ("--shutdown-timeout", "8785h", "shutdown_timeout"),
+    ] {
+        let message = refused_start(
+            Command::new(DEMO)
+                .args(["--listen", "127.0.0.1:0"])
+                .args([flag, value]),
+        )
+        .await;
+        assert!(
+            message.contains(key) && message.contains("at most"),
+            "{flag} {value}: {message}"
+        );
+    }
+    let dir = std::env::temp_dir().join(format!("mcp-proxy-limits-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (setting, key) in [
+        ("input_ttl = \"0s\"", "session.input_ttl"),
+        (
+            "max_held_per_principal = 0",
+            "session.max_held_per_principal",
+        ),
+        (
+            "data_session_lifetime = \"9000000h\"",
+            "session.data_session_lifetime",
+        ),
+    ] {
+        let file = dir.join("limits.toml");
+        std::fs::write(
+            &file,
+            format!("listen = \"127.0.0.1:0\"\n[session]\n{setting}\n"),
+        )
+        .unwrap();
+        let message = refused_start(Command::new(DEMO).arg("--config").arg(&file)).await;
+        assert!(message.contains(key), "{setting}: {message}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

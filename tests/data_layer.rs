@@ -123,9 +123,10 @@ async fn the_seeds_wire_examples_are_answered_as_it_writes_them() {
         .unwrap()
         .starts_with("Session not found"));
 
-    // Deleting: the result revokes the cookie; the session is gone.
+    // Deleting (the client echoes the state it was given): the result revokes the cookie;
+    // the session is gone.
     let delete = format!(
-        r#"{{"jsonrpc":"2.0","id":5,"method":"sessions/delete","params":{{"_meta":{{"io.modelcontextprotocol/session":{{"sessionId":"{session_id}"}}}}}}}}"#
+        r#"{{"jsonrpc":"2.0","id":5,"method":"sessions/delete","params":{{"_meta":{{"io.modelcontextprotocol/session":{{"sessionId":"{session_id}","state":"{state}"}}}}}}}}"#
     );
     let deleted = send_verbatim(&client, &delete).await;
     assert_eq!(deleted["result"]["_meta"], json!({ KEY: null }));
@@ -360,7 +361,9 @@ async fn deleted_foreign_and_garbled_cookies_are_unknown_sessions_and_a_bystande
         .await;
     let mut tampered = bystander.clone();
     tampered["state"] = json!("AAAAAAAAAAAAAAAAAAAAAAAA");
+    let stateless = json!({ "sessionId": bystander["sessionId"] });
     let refusals = [
+        ("without its state", &alice, stateless),
         ("deleted", &alice, deleted.clone()),
         ("another principal's", &bob, bystander.clone()),
         ("tampered state", &alice, tampered),

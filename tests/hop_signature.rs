@@ -72,7 +72,10 @@ async fn hops_are_signed_never_carry_the_secret_and_unsigned_or_replayed_ones_ar
     let session = on_a.session.clone().unwrap();
     let mut on_b = Client::new(b.addr);
     on_b.session = Some(session.clone());
-    assert_eq!(on_b.call_tool("echo", json!({"text": "via b"})).await, "via b");
+    assert_eq!(
+        on_b.call_tool("echo", json!({"text": "via b"})).await,
+        "via b"
+    );
 
     let wire = String::from_utf8_lossy(&recorded.lock().unwrap()).into_owned();
     assert!(
@@ -80,11 +83,15 @@ async fn hops_are_signed_never_carry_the_secret_and_unsigned_or_replayed_ones_ar
         "the hop went through the relay: {wire}"
     );
     assert!(wire.contains(SIGNATURE_HEADER), "{wire}");
-    assert!(!wire.contains(SECRET), "the secret crossed the wire: {wire}");
+    assert!(
+        !wire.contains(SECRET),
+        "the secret crossed the wire: {wire}"
+    );
 
     // Hops made by hand, straight to the owner.
     let path = format!("/internal/default/sessions/{session}");
-    let body = Bytes::from(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
+    let body =
+        Bytes::from(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
     let key = Keys::derived(SECRET).hop;
     let signed = |at: SystemTime, body: &[u8]| {
         Signed {
@@ -102,9 +109,14 @@ async fn hops_are_signed_never_carry_the_secret_and_unsigned_or_replayed_ones_ar
             let mut all = vec![("content-type", "application/json".to_owned())];
             all.extend(headers);
             let headers: Vec<(&str, &str)> = all.iter().map(|(n, v)| (*n, v.as_str())).collect();
-            let reply = owner.send_to(&path, Method::POST, &headers, Some(body)).await;
+            let reply = owner
+                .send_to(&path, Method::POST, &headers, Some(body))
+                .await;
             let status = reply.status;
-            (status, String::from_utf8_lossy(&reply.bytes().await).into_owned())
+            (
+                status,
+                String::from_utf8_lossy(&reply.bytes().await).into_owned(),
+            )
         }
     };
     let for_a = ("x-mcp-proxy-for-node", "a".to_owned());
@@ -126,21 +138,36 @@ async fn hops_are_signed_never_carry_the_secret_and_unsigned_or_replayed_ones_ar
     assert!(text.contains("clock"), "{text}");
 
     let fresh = signed(SystemTime::now(), &body);
-    let tampered = Bytes::from(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+    let tampered = Bytes::from(
+        json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
         "params": {"name": "echo", "arguments": {"text": "forged"}}})
-    .to_string());
-    let (status, text) = hop(vec![for_a.clone(), (SIGNATURE_HEADER, fresh.clone())], tampered).await;
+        .to_string(),
+    );
+    let (status, text) = hop(
+        vec![for_a.clone(), (SIGNATURE_HEADER, fresh.clone())],
+        tampered,
+    )
+    .await;
     assert_eq!(status, StatusCode::FORBIDDEN, "another body: {text}");
 
     let (status, text) = hop(vec![for_a, (SIGNATURE_HEADER, fresh)], body).await;
-    assert_eq!(status, StatusCode::OK, "a hop signed now with the derived key: {text}");
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "a hop signed now with the derived key: {text}"
+    );
     drop((a, b));
 }
 
 #[tokio::test]
 async fn a_secret_shorter_than_32_bytes_is_refused_with_how_to_make_one() {
     let output = tokio::process::Command::new(DEMO)
-        .args(["--listen", "127.0.0.1:0", "--store", "redis://127.0.0.1:1/0"])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "redis://127.0.0.1:1/0",
+        ])
         .env("MCP_PROXY_CLUSTER_SECRET", "short-secret")
         .kill_on_drop(true)
         .output()

@@ -661,3 +661,70 @@ async fn a_trace_context_crosses_the_replica_hop_to_the_server() {
         "served through the hop from b"
     );
 }
+
+/// A 2026-07-28 `tools/call` through `replica` as `alice`, with `extra` params.
+async fn modern_call(
+    replica: &Replica,
+    id: u64,
+    tool: &str,
+    extra: serde_json::Value,
+) -> serde_json::Value {
+    let mut params = json!({ "name": tool, "arguments": {},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": { "elicitation": {} },
+            "io.modelcontextprotocol/clientInfo": { "name": "replica-test", "version": "1" },
+        } });
+    for (key, value) in extra.as_object().cloned().unwrap_or_default() {
+        params[key] = value;
+    }
+    let body = json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params });
+    let headers = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", tool),
+        ("authorization", "Bearer alice"),
+    ];
+    let client = Client::new(replica.addr);
+    within("a 2026-07-28 call", async {
+        client
+            .send(http::Method::POST, &headers, Some(body.to_string().into()))
+            .await
+            .response()
+            .await
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_request_state_is_good_for_one_retry_on_any_replica_even_two_at_once() {
+    let redis = Redis::start().await;
+    let a = Replica::start(&redis, "a", &[]).await;
+    let b = Replica::start(&redis, "b", &[]).await;
+    let tool = "test_input_required_result_elicitation";
+    let asked = modern_call(&a, 1, tool, json!({})).await;
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+    let state = asked["result"]["requestState"].clone();
+    let retry = json!({ "requestState": state,
+        "inputResponses": { "user_name": { "action": "accept", "content": { "name": "Alice" } } } });
+    let (on_a, on_b) = tokio::join!(
+        modern_call(&a, 2, tool, retry.clone()),
+        modern_call(&b, 3, tool, retry.clone()),
+    );
+    let completed = [&on_a, &on_b]
+        .iter()
+        .filter(|answer| answer["result"]["resultType"] == "complete")
+        .count();
+    let refused: Vec<_> = [&on_a, &on_b]
+        .iter()
+        .filter(|answer| answer["error"]["code"] == -32602)
+        .map(|answer| answer["error"]["message"].to_string())
+        .collect();
+    assert_eq!(completed, 1, "one retry is carried out: {on_a} {on_b}");
+    assert_eq!(refused.len(), 1, "{on_a} {on_b}");
+    assert!(refused[0].contains("already used"), "{}", refused[0]);
+    let again = modern_call(&b, 4, tool, retry).await;
+    assert_eq!(again["error"]["code"], -32602, "{again}");
+}

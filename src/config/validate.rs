@@ -3,6 +3,7 @@
 use anyhow::bail;
 
 use super::file::{Config, Isolation, SessionConfig, UpstreamConfig};
+use crate::clock::MAX_DURATION;
 use crate::era::Era;
 use crate::ids::{is_node_name, MAX_NODE_NAME};
 use crate::keys::{MAKE_A_SECRET, MIN_SECRET_BYTES};
@@ -10,6 +11,7 @@ use crate::upstream::stdio::StdioSpec;
 
 impl Config {
     pub fn validate(&self) -> anyhow::Result<()> {
+        self.validate_durations()?;
         self.session.validate("session")?;
         self.upstream.validate("upstream")?;
         self.validate_store()?;
@@ -43,6 +45,62 @@ impl Config {
                 .validate(&format!("servers.{name}.upstream"))?;
             if let Some(session) = &server.session {
                 session.validate(&format!("servers.{name}.session"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every duration at most [`MAX_DURATION`] (a deadline must fit the clock).
+    fn validate_durations(&self) -> anyhow::Result<()> {
+        let (cluster, http) = (&self.cluster, &self.http);
+        let mut durations = vec![
+            ("shutdown_timeout".to_owned(), self.shutdown_timeout),
+            ("cluster.heartbeat".into(), cluster.heartbeat),
+            ("cluster.owner_timeout".into(), cluster.owner_timeout),
+            ("cluster.write_delay".into(), cluster.write_delay),
+            ("http.body_timeout".into(), http.body_timeout),
+            ("http.sse_keep_alive".into(), http.sse_keep_alive),
+            ("http.sse_retry".into(), http.sse_retry),
+            ("http.sse_close_after".into(), http.sse_close_after),
+            ("http.json_wait".into(), http.json_wait),
+        ];
+        let mut served = vec![("upstream".to_owned(), &self.upstream, &self.session)];
+        for (name, server) in &self.servers {
+            let session = server.session.as_ref().unwrap_or(&self.session);
+            served.push((
+                format!("servers.{name}.upstream"),
+                &server.upstream,
+                session,
+            ));
+        }
+        for (key, upstream, _) in &served {
+            durations.push((format!("{key}.request_timeout"), upstream.request_timeout));
+            durations.push((format!("{key}.shutdown_grace"), upstream.shutdown_grace));
+            durations.push((format!("{key}.cache_ttl"), upstream.cache_ttl));
+        }
+        let sessions = std::iter::once(("session".to_owned(), &self.session)).chain(
+            self.servers.iter().filter_map(|(name, server)| {
+                Some((format!("servers.{name}.session"), server.session.as_ref()?))
+            }),
+        );
+        for (key, session) in sessions {
+            for (name, value) in [
+                ("idle_ttl", session.idle_ttl),
+                ("window_age", session.window_age),
+                ("input_ttl", session.input_ttl),
+                ("data_session_idle_ttl", session.data_session_idle_ttl),
+                ("data_session_lifetime", session.data_session_lifetime),
+            ] {
+                durations.push((format!("{key}.{name}"), value));
+            }
+        }
+        for (key, value) in durations {
+            if value > MAX_DURATION {
+                bail!(
+                    "{key} is {}s; a duration may be at most {}s (366 days)",
+                    value.as_secs(),
+                    MAX_DURATION.as_secs()
+                );
             }
         }
         Ok(())
@@ -190,10 +248,20 @@ impl SessionConfig {
                 "{key}.max_sessions_per_principal must be at least 1 (leave it out for no limit)"
             );
         }
-        for (name, value) in [("idle_ttl", self.idle_ttl), ("window_age", self.window_age)] {
+        let positive = [
+            ("idle_ttl", self.idle_ttl),
+            ("window_age", self.window_age),
+            ("input_ttl", self.input_ttl),
+            ("data_session_idle_ttl", self.data_session_idle_ttl),
+            ("data_session_lifetime", self.data_session_lifetime),
+        ];
+        for (name, value) in positive {
             if value.is_zero() {
                 bail!("{key}.{name} must be longer than zero");
             }
+        }
+        if self.max_held_per_principal == 0 {
+            bail!("{key}.max_held_per_principal must be at least 1");
         }
         Ok(())
     }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
-use tokio::time::{interval_at, Instant};
+use tokio::time::interval_at;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -118,11 +118,14 @@ async fn write(
             return false;
         }
     }
-    let mut keep_alive = interval_at(Instant::now() + framing.keep_alive, framing.keep_alive);
+    let mut keep_alive = interval_at(
+        crate::clock::from_now(framing.keep_alive),
+        framing.keep_alive,
+    );
     let close_at = framing
         .close_after
         .filter(|_| framing.priming.is_some())
-        .map(|after| Instant::now() + after);
+        .map(crate::clock::from_now);
     let closing = async {
         match close_at {
             Some(at) => tokio::time::sleep_until(at).await,

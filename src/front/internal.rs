@@ -126,8 +126,8 @@ fn check(headers: &http::HeaderMap, member: Member<'_>) -> Result<(), Refused> {
         ));
     }
     let forbidden = |error: SignatureError| refused(StatusCode::FORBIDDEN, &error.to_string());
-    let signature = header_str(headers, SIGNATURE_HEADER)
-        .ok_or_else(|| forbidden(SignatureError::Missing))?;
+    let signature =
+        header_str(headers, SIGNATURE_HEADER).ok_or_else(|| forbidden(SignatureError::Missing))?;
     let (time, _) = hop::parse(signature).map_err(forbidden)?;
     hop::check_time(time, SystemTime::now()).map_err(forbidden)
 }
@@ -200,7 +200,7 @@ async fn first_answer(
     wait: Duration,
 ) -> Vec<TakenEvent> {
     let mut reader = session.attach(stream, None);
-    let deadline = tokio::time::Instant::now() + wait;
+    let deadline = crate::clock::from_now(wait);
     let mut events = Vec::new();
     while let Ok(Some(delivery)) = tokio::time::timeout_at(deadline, reader.next()).await {
         let mut ended = false;

@@ -212,7 +212,7 @@ impl Connection {
     async fn run(mut self, mut socket: Socket) {
         self.app.metrics.websocket_connections.inc();
         let keep_alive = self.app.http.sse_keep_alive;
-        let mut ticks = interval_at(Instant::now() + keep_alive, keep_alive);
+        let mut ticks = interval_at(crate::clock::from_now(keep_alive), keep_alive);
         let mut last_heard = Instant::now();
         let shutdown = self.app.shutdown.clone();
         loop {

@@ -136,7 +136,7 @@ impl Session {
                 progress_token,
                 ticket,
                 internal: None,
-                deadline: Some(Instant::now() + self.settings.request_timeout),
+                deadline: Some(crate::clock::from_now(self.settings.request_timeout)),
                 held_for_input: false,
                 sent: Instant::now(),
                 span,

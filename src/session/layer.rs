@@ -98,7 +98,7 @@ impl Layer {
             kind: recorded.kind,
             state: recorded.state,
             idle_ttl: Duration::from_millis(recorded.idle_ttl_ms),
-            deadline: Instant::now() + Duration::from_millis(left),
+            deadline: crate::clock::from_now(Duration::from_millis(left)),
         })
     }
 

@@ -44,6 +44,8 @@ pub struct Registry {
     pub(in crate::session) server: String,
     /// Set when this proxy begins to shut down: no new sessions or requests, no takeovers.
     pub(in crate::session) leaving: AtomicBool,
+    /// One-use tokens spent here (with the memory store).
+    pub(in crate::session) spent: super::replica::spent::Spent,
 }
 
 impl Registry {
@@ -78,6 +80,7 @@ impl Registry {
             response_cache: Arc::default(),
             store,
             server: server.to_owned(),
+            spent: Default::default(),
         }
     }
 

@@ -119,7 +119,7 @@ impl State {
     /// pauses while the client owes the server an answer.
     pub(super) fn heard_of(&mut self, stream: u64, timeout: Duration, awaiting_client: bool) {
         if let Some(request) = self.inflight.values_mut().find(|r| r.stream == stream) {
-            request.deadline = (!awaiting_client).then(|| Instant::now() + timeout);
+            request.deadline = (!awaiting_client).then(|| crate::clock::from_now(timeout));
             request.held_for_input &= awaiting_client;
         }
     }

@@ -16,8 +16,8 @@ use crate::event::{Logged, StreamKey};
 use crate::hop::{
     self, Reading, ReadingStreams, Signed, Taken, FOR_NODE_HEADER, NODE_HEADER, SIGNATURE_HEADER,
 };
-use crate::keys::Key;
 use crate::jsonrpc::Message;
+use crate::keys::Key;
 
 /// How long the owner has to take a message in (it answers once the message is queued, not
 /// when its server has answered).

@@ -75,7 +75,11 @@ pub async fn delete(
     params: &Value,
 ) -> Result<Value, Rejection> {
     let named = match (&cookie, params.get("id").and_then(Value::as_str)) {
-        (Some(cookie), _) => app.data_layer.resolve_cookie(app, principal, cookie).await?,
+        (Some(cookie), _) => {
+            app.data_layer
+                .resolve_cookie(app, principal, cookie)
+                .await?
+        }
         // The earlier drafts name the session in the params.
         (None, Some(id)) => {
             app.data_layer

@@ -25,8 +25,8 @@ use super::modern::correlation::{initialize_with, Initialized};
 use super::rejection::Rejection;
 use super::App;
 use crate::ids::Principal;
-use crate::keys::Key;
 use crate::jsonrpc::Message;
+use crate::keys::Key;
 use crate::session::layer::{Layer, LayerKind};
 use crate::session::{Session, Shape};
 
@@ -140,7 +140,7 @@ impl DataLayer {
             kind,
             state,
             idle_ttl: self.settings.idle_ttl,
-            deadline: Instant::now() + self.settings.lifetime,
+            deadline: crate::clock::from_now(self.settings.lifetime),
         });
         app.registry
             .correlate(

@@ -168,7 +168,7 @@ pub async fn respond(
         round: None,
     };
     let mut pending = Vec::new();
-    let until = Instant::now() + app.http.json_wait;
+    let until = crate::clock::from_now(app.http.json_wait);
     loop {
         match relay.next(Some(until)).await {
             Next::Frame(frame) => pending.push(frame),

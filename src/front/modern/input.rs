@@ -16,7 +16,7 @@ use serde_json::{json, Map, Value};
 use super::correlation::{Correlated, EndOnDrop};
 use super::exchange::{respond, Call};
 use super::held::HeldCalls;
-use super::state::HeldRequest;
+use super::state::{self, HeldRequest};
 use crate::era::INPUT_KEY;
 pub use crate::era::{capability_object, declares, required_capability};
 use crate::front::body::Body;
@@ -52,6 +52,18 @@ pub async fn resume(
         )));
     }
     let answers = answers(&params, &held).map_err(refused)?;
+    // Good for one retry, on whichever replica it comes to first.
+    let ttl = Duration::from_millis(held.expires_ms.saturating_sub(state::now_ms()));
+    let first = app
+        .registry
+        .spend_once(state::token(request_state), ttl)
+        .await
+        .map_err(|e| Rejection::session(&e).with_id(Some(&id)))?;
+    if !first {
+        return Err(refused(
+            "Invalid params: this requestState was already used; call again without it".into(),
+        ));
+    }
     // Wherever the session lives now: a retry may come to any replica.
     let found = app
         .registry

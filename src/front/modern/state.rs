@@ -14,8 +14,8 @@ use serde_json::Value;
 
 use crate::front::rejection::Rejection;
 use crate::ids::Principal;
-use crate::keys::Key;
 use crate::jsonrpc::INVALID_PARAMS;
+use crate::keys::Key;
 
 /// The key `requestState` is signed with: derived from the cluster secret when replicas share
 /// one (any replica takes any retry), else minted at start.
@@ -110,7 +110,12 @@ pub fn expiry(ttl: Duration) -> u64 {
     now_ms().saturating_add(ttl.as_millis() as u64)
 }
 
-fn now_ms() -> u64 {
+/// What identifies a signed `requestState` (its tag): the key it is spent under.
+pub fn token(state: &str) -> &str {
+    state.rsplit_once('.').map_or(state, |(_, tag)| tag)
+}
+
+pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)

@@ -2,7 +2,8 @@
 //! the others (`mirror`); finding a session wherever it lives (`lookup`); views of sessions
 //! another replica owns (`view`) and keeping them current (`follow`); a session taken over from
 //! a replica that died (`takeover`); what the fronts know of the replicas (`cluster`); the
-//! sessions serving 2026-07-28 principals, the same on every replica (`correlated`). The
+//! sessions serving 2026-07-28 principals, the same on every replica (`correlated`); tokens
+//! good for one use, spent once across replicas (`spent`). The
 //! hop's wire format is `crate::hop`; its client is `upstream::owner`, its server
 //! `front::internal`.
 
@@ -11,5 +12,6 @@ mod correlated;
 mod follow;
 mod lookup;
 mod mirror;
+pub(in crate::session) mod spent;
 mod takeover;
 mod view;

@@ -129,7 +129,9 @@ impl Session {
         state.last_active = now;
         state.remote_readers.retain(|_, until| *until > now);
         for stream in streams {
-            state.remote_readers.insert(*stream, now + lease);
+            state
+                .remote_readers
+                .insert(*stream, crate::clock::deadline(now, lease));
         }
         state.log.head()
     }

@@ -341,6 +341,21 @@ impl RedisStore {
             .map_err(StoreError::from)
     }
 
+    /// Spends one-use `token` for `ttl`: true for the first replica to spend it (`SET NX`, so
+    /// of several trying at once, one wins).
+    pub async fn spend(&self, server: &str, token: &str, ttl: Duration) -> StoreResult<bool> {
+        let mut connection = self.timed();
+        let set: Option<String> = redis::cmd("SET")
+            .arg(format!("{}:{server}:spent:{token}", self.namespace))
+            .arg(1)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl.as_millis().clamp(1, u64::MAX as u128) as u64)
+            .query_async(&mut connection)
+            .await?;
+        Ok(set.is_some())
+    }
+
     fn correlation_key(&self, server: &str, key: &str) -> String {
         format!("{}:{server}:correlated:{key}", self.namespace)
     }
