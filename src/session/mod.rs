@@ -62,7 +62,13 @@ pub struct SessionSettings {
     /// progress notification, message or server request on its stream); then it fails and the
     /// server is told to cancel it. Not counted while the client owes the server an answer.
     pub request_timeout: Duration,
+    /// Resources one session may be subscribed to at once; a `resources/subscribe` to one more
+    /// is refused (-32602) without reaching the server.
+    pub max_subscriptions: usize,
 }
+
+/// `SessionSettings::max_subscriptions` unless configured.
+pub const DEFAULT_MAX_SUBSCRIPTIONS: usize = 1000;
 
 impl Default for SessionSettings {
     fn default() -> Self {
@@ -74,6 +80,7 @@ impl Default for SessionSettings {
             coalesce_progress: false,
             cache_lists: false,
             request_timeout: Duration::from_secs(60),
+            max_subscriptions: DEFAULT_MAX_SUBSCRIPTIONS,
         }
     }
 }
@@ -88,6 +95,8 @@ pub enum SessionError {
     TooManySessions(usize),
     #[error("this principal already holds its limit of {0} open sessions")]
     TooManyForPrincipal(usize),
+    #[error(transparent)]
+    TooManySubscriptions(#[from] TooManySubscriptions),
     #[error("the session store (Redis) is unreachable; new sessions are refused until it is back")]
     StoreUnavailable,
     #[error("the session store (Redis) is {0} writes behind; new work waits until it catches up")]
@@ -104,6 +113,14 @@ pub enum SessionError {
     #[error("this proxy is shutting down; retry shortly")]
     ShuttingDown,
 }
+
+/// A `resources/subscribe` to one resource more than a session may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "Invalid params: this session is already subscribed to its limit of {0} resources \
+     (session.max_subscriptions); unsubscribe from one first"
+)]
+pub struct TooManySubscriptions(pub usize);
 
 impl SessionError {
     /// Its owning replica cannot serve the session right now (unreachable, restarted, moving
