@@ -194,3 +194,22 @@ async fn a_replica_taking_over_subscribes_its_server_to_what_an_earlier_version_
     let in_record: bool = connection.hexists(&record_key, "subs").await.unwrap();
     assert!(!in_record, "moved to the set");
 }
+
+#[tokio::test]
+async fn subscribed_uris_are_bounded_in_bytes_too() {
+    let proxy = Proxy::start().await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
+    let long = |n: u32| format!("demo://long/{n}/{}", "x".repeat(300_000));
+    for n in 0..3 {
+        let subscribed = subscribe(&mut client, &long(n)).await;
+        assert_eq!(subscribed["result"], json!({}), "{n}");
+    }
+    let refused = subscribe(&mut client, &long(3)).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("1048576 bytes"), "{message}");
+    assert_eq!(proxy.metric("mcp_proxy_subscriptions_refused_total"), 1);
+    let short = subscribe(&mut client, "demo://counter").await;
+    assert_eq!(short["result"], json!({}), "a short one still fits");
+    proxy.stop().await;
+}

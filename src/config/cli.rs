@@ -167,8 +167,8 @@ pub struct Cli {
     #[arg(long, value_name = "N")]
     pub max_sessions_per_principal: Option<usize>,
 
-    /// Most resources one session may be subscribed to at once; a resources/subscribe to one
-    /// more is refused with -32602 [default: 1000].
+    /// Most resources one session may be subscribed to at once (and 1 MiB of their URIs); a
+    /// resources/subscribe to one more is refused with -32602 [default: 1000].
     #[arg(long, value_name = "N")]
     pub max_subscriptions: Option<usize>,
 

@@ -336,7 +336,7 @@ impl Session {
     /// Subscribes (or unsubscribes) the session's server to `uri` on the proxy's own behalf:
     /// not a client request, so nothing the server sends meanwhile is taken as caused by it;
     /// remembered for a server that has to be brought back. A subscription past the session's
-    /// limit is refused (`SessionError::TooManySubscriptions`) and never sent.
+    /// limits is refused (`SessionError::SubscriptionRefused`) and never sent.
     pub async fn subscribe_upstream(&self, uri: &str, subscribe: bool) -> Result<(), SessionError> {
         let method = match subscribe {
             true => "resources/subscribe",
