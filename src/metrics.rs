@@ -133,6 +133,8 @@ per_server! {
     input_required_held: Gauge, "Calls held for a 2026-07-28 client's retry after input_required.";
     list_cache_hits_total: Counter, "List requests answered from the list cache.";
     list_cache_misses_total: Counter, "Cacheable list requests sent to the server.";
+    list_cache_evictions_total: Counter, "List cache entries dropped, least recently used first, to stay within its bounds (entries and bytes).";
+    subscriptions_refused_total: Counter, "resources/subscribe refused because the session already held session.max_subscriptions subscriptions (or 1 MiB of subscribed URIs).";
     response_cache_hits_total: Counter, "2026-07-28 requests answered from a result the server (or upstream.cache_ttl) marked reusable (ttlMs, cacheScope).";
     response_cache_misses_total: Counter, "Cacheable 2026-07-28 requests sent to the server.";
 }

@@ -68,3 +68,45 @@ async fn per_session_children_are_not_cached_by_default() {
     assert_eq!(counts(&proxy), (0, 0));
     proxy.stop().await;
 }
+
+#[tokio::test]
+async fn per_request_metadata_does_not_make_a_list_new() {
+    let proxy = Proxy::start_with(|c| c.upstream.isolation = Isolation::Shared).await;
+    let mut client = proxy.initialized_client("2025-06-18").await;
+    let traced = |n: u32| json!({ "_meta": { "traceparent": format!("00-{n:032x}-{n:016x}-01") } });
+    let first = client.request("tools/list", traced(1)).await;
+    for n in 2..=50 {
+        let again = client.request("tools/list", traced(n)).await;
+        assert_eq!(again["result"], first["result"]);
+    }
+    assert_eq!(
+        counts(&proxy),
+        (49, 1),
+        "one entry, whatever the trace context"
+    );
+    client
+        .request("tools/list", json!({ "cursor": "x", "_meta": {} }))
+        .await;
+    assert_eq!(counts(&proxy), (49, 2), "a cursor pages apart");
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn the_cache_is_bounded_and_counts_what_it_evicts() {
+    let proxy = Proxy::start_with(|c| c.upstream.isolation = Isolation::Shared).await;
+    let mut client = proxy.initialized_client("2025-06-18").await;
+    // Each request's params differ, a MiB each: the cache keeps 16 MiB at most.
+    let padded = |n: u32| json!({ "pad": format!("{n}{}", "-".repeat(1 << 20)) });
+    for n in 0..20 {
+        let listed = client.request("tools/list", padded(n)).await;
+        assert!(listed["result"]["tools"].is_array(), "{listed}");
+    }
+    assert_eq!(counts(&proxy), (0, 20));
+    let evicted = proxy.metric("mcp_proxy_list_cache_evictions_total");
+    assert!((4..20).contains(&evicted), "{evicted} evicted");
+    client.request("tools/list", padded(19)).await;
+    assert_eq!(counts(&proxy), (1, 20), "the newest entry is kept");
+    client.request("tools/list", padded(0)).await;
+    assert_eq!(counts(&proxy), (1, 21), "the oldest made room");
+    proxy.stop().await;
+}

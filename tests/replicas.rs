@@ -74,11 +74,12 @@ async fn an_owner_records_its_sessions_and_their_logs_in_redis() {
     let mut redis_connection = redis.connection().await;
     let record_key = format!("mcp-proxy:default:session:{session}");
     let log_key = format!("mcp-proxy:default:log:{session}");
+    let subs_key = format!("mcp-proxy:default:subs:{session}");
     until("the record and log to be written", true, || {
         let mut c = redis_connection.clone();
-        let (record_key, log_key) = (record_key.clone(), log_key.clone());
+        let (subs_key, log_key) = (subs_key.clone(), log_key.clone());
         async move {
-            let subs: bool = c.hexists(&record_key, "subs").await.unwrap();
+            let subs: bool = c.sismember(&subs_key, "demo://counter").await.unwrap();
             let logged: usize = c.xlen(&log_key).await.unwrap();
             subs && logged >= 3
         }
@@ -92,7 +93,8 @@ async fn an_owner_records_its_sessions_and_their_logs_in_redis() {
     assert_eq!(record["shape"], "streams");
     assert_eq!(record["version"], "2025-11-25");
     assert!(record["init"].contains("clientInfo"), "{record:?}");
-    assert_eq!(record["subs"], r#"["demo://counter"]"#);
+    let subs: Vec<String> = redis_connection.smembers(&subs_key).await.unwrap();
+    assert_eq!(subs, ["demo://counter"]);
     assert!(record["upstream"].contains("demo-server"), "{record:?}");
     let node: String = redis_connection.get("mcp-proxy:node:a").await.unwrap();
     assert_eq!(node, format!("http://{}", a.addr));

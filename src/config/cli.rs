@@ -182,6 +182,11 @@ pub struct Cli {
     #[arg(long, value_name = "N")]
     pub max_sessions_per_principal: Option<usize>,
 
+    /// Most resources one session may be subscribed to at once (and 1 MiB of their URIs); a
+    /// resources/subscribe to one more is refused with -32602 [default: 1000].
+    #[arg(long, value_name = "N")]
+    pub max_subscriptions: Option<usize>,
+
     /// Log format [default: text].
     #[arg(long, value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,

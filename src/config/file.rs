@@ -193,6 +193,8 @@ pub struct SessionConfig {
     pub max_data_sessions_per_principal: usize,
     /// The longest `state` a data-layer session's cookie may carry, in bytes.
     pub max_session_state_bytes: usize,
+    /// Resources one session may be subscribed to at once; one more is refused (-32602).
+    pub max_subscriptions: usize,
 }
 
 /// How a served server's requests are correlated with upstream sessions, beyond data-layer
@@ -290,6 +292,7 @@ impl Default for SessionConfig {
             data_session_lifetime: layer.lifetime,
             max_data_sessions_per_principal: layer.max_per_principal,
             max_session_state_bytes: layer.max_state_bytes,
+            max_subscriptions: session.max_subscriptions,
         }
     }
 }

@@ -222,4 +222,21 @@ mod tests {
         assert_eq!(config.session.window_events, 8);
         assert_eq!(config.listen.port(), 1);
     }
+
+    #[test]
+    fn the_subscription_limit_comes_from_the_file_or_the_command_line() {
+        let config = Config::from_toml("[session]\nmax_subscriptions = 5\n").unwrap();
+        assert_eq!(config.session_settings().max_subscriptions, 5);
+        let mut config = Config::default();
+        config.apply(&Cli::parse_from([
+            "mcp-session-proxy",
+            "--max-subscriptions",
+            "7",
+        ]));
+        assert_eq!(config.session_settings().max_subscriptions, 7);
+        let error = Config::from_toml("[session]\nmax_subscriptions = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("session.max_subscriptions"), "{error}");
+    }
 }

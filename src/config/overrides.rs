@@ -69,6 +69,7 @@ impl Config {
         set(&mut self.session.window_events, &cli.window_events);
         set(&mut self.session.window_bytes, &cli.window_bytes);
         set(&mut self.session.window_age, &cli.window_age);
+        set(&mut self.session.max_subscriptions, &cli.max_subscriptions);
         set(&mut self.http.max_body_bytes, &cli.max_body_bytes);
         set(&mut self.http.body_timeout, &cli.body_timeout);
         set(&mut self.http.sse_keep_alive, &cli.sse_keep_alive);

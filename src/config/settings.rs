@@ -177,6 +177,7 @@ impl SessionConfig {
             coalesce_progress: self.coalesce_progress,
             cache_lists: false,
             request_timeout: UpstreamConfig::default().request_timeout,
+            max_subscriptions: self.max_subscriptions,
         }
     }
 

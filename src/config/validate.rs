@@ -237,6 +237,7 @@ impl SessionConfig {
                 self.max_data_sessions_per_principal,
             ),
             ("max_session_state_bytes", self.max_session_state_bytes),
+            ("max_subscriptions", self.max_subscriptions),
         ];
         for (name, value) in positive {
             if value == 0 {

@@ -143,6 +143,9 @@ impl Rejection {
                 unavailable(format!("Service Unavailable: {error}; retry shortly"))
             }
             SessionError::Gone => Rejection::session_not_found(),
+            SessionError::SubscriptionRefused(refused) => {
+                Rejection::new(StatusCode::BAD_REQUEST, INVALID_PARAMS, refused.to_string())
+            }
             _ => Rejection::new(StatusCode::BAD_GATEWAY, INTERNAL_ERROR, error.to_string()),
         }
     }

@@ -109,11 +109,18 @@ impl Session {
         if let ("resources/subscribe" | "resources/unsubscribe", Some(uri)) =
             (method.as_str(), routing::subscription_uri(&request))
         {
-            match method == "resources/subscribe" {
-                true => state.subscriptions.insert(uri),
-                false => state.subscriptions.remove(&uri),
-            };
-            state.mirror_subscriptions();
+            if method == "resources/unsubscribe" {
+                state.unsubscribe(&uri);
+            } else if let Err(refused) = state.subscribe(&uri, self.settings.max_subscriptions) {
+                self.metrics.subscriptions_refused_total.inc();
+                let error = jsonrpc::error_response(
+                    &client_id,
+                    jsonrpc::INVALID_PARAMS,
+                    &refused.to_string(),
+                    None,
+                );
+                return Ok(self.answer_here(&mut state, n, error));
+            }
         }
         let progress_token = routing::progress_token(&request);
         if let Some(token) = &progress_token {
@@ -328,7 +335,8 @@ impl Session {
 
     /// Subscribes (or unsubscribes) the session's server to `uri` on the proxy's own behalf:
     /// not a client request, so nothing the server sends meanwhile is taken as caused by it;
-    /// remembered for a server that has to be brought back.
+    /// remembered for a server that has to be brought back. A subscription past the session's
+    /// limits is refused (`SessionError::SubscriptionRefused`) and never sent.
     pub async fn subscribe_upstream(&self, uri: &str, subscribe: bool) -> Result<(), SessionError> {
         let method = match subscribe {
             true => "resources/subscribe",
@@ -337,10 +345,14 @@ impl Session {
         {
             let mut state = self.lock();
             match subscribe {
-                true => state.subscriptions.insert(uri.to_owned()),
-                false => state.subscriptions.remove(uri),
-            };
-            state.mirror_subscriptions();
+                true => {
+                    if let Err(refused) = state.subscribe(uri, self.settings.max_subscriptions) {
+                        self.metrics.subscriptions_refused_total.inc();
+                        return Err(refused.into());
+                    }
+                }
+                false => state.unsubscribe(uri),
+            }
         }
         let params = serde_json::value::to_raw_value(&json!({ "uri": uri })).ok();
         self.internal_request(method, params).await

@@ -122,7 +122,10 @@ impl Session {
                 if let (Some(cache), Some(ticket), Some(result)) =
                     (&self.list_cache, request.ticket, message.result())
                 {
-                    cache.store(ticket, result);
+                    let evicted = cache.store(ticket, result);
+                    self.metrics
+                        .list_cache_evictions_total
+                        .inc_by(evicted as u64);
                 }
                 message.set_id(request.client_id);
                 if let Some(layer) = state

@@ -62,7 +62,16 @@ pub struct SessionSettings {
     /// progress notification, message or server request on its stream); then it fails and the
     /// server is told to cancel it. Not counted while the client owes the server an answer.
     pub request_timeout: Duration,
+    /// Resources one session may be subscribed to at once (and `MAX_SUBSCRIPTION_BYTES` of
+    /// their URIs); a `resources/subscribe` to one more is refused (-32602) without reaching the
+    /// server.
+    pub max_subscriptions: usize,
 }
+
+/// `SessionSettings::max_subscriptions` unless configured.
+pub const DEFAULT_MAX_SUBSCRIPTIONS: usize = 1000;
+/// The bytes of URIs one session may be subscribed to at once (like the replay window's).
+pub const MAX_SUBSCRIPTION_BYTES: usize = 1 << 20;
 
 impl Default for SessionSettings {
     fn default() -> Self {
@@ -74,6 +83,7 @@ impl Default for SessionSettings {
             coalesce_progress: false,
             cache_lists: false,
             request_timeout: Duration::from_secs(60),
+            max_subscriptions: DEFAULT_MAX_SUBSCRIPTIONS,
         }
     }
 }
@@ -88,6 +98,8 @@ pub enum SessionError {
     TooManySessions(usize),
     #[error("this principal already holds its limit of {0} open sessions")]
     TooManyForPrincipal(usize),
+    #[error(transparent)]
+    SubscriptionRefused(#[from] SubscriptionRefused),
     #[error("the session store (Redis) is unreachable; new sessions are refused until it is back")]
     StoreUnavailable,
     #[error("the session store (Redis) is {0} writes behind; new work waits until it catches up")]
@@ -103,6 +115,21 @@ pub enum SessionError {
     /// this one restarted, will).
     #[error("this proxy is shutting down; retry shortly")]
     ShuttingDown,
+}
+
+/// A `resources/subscribe` to one resource more than a session may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SubscriptionRefused {
+    #[error(
+        "Invalid params: this session is already subscribed to its limit of {0} resources \
+         (session.max_subscriptions); unsubscribe from one first"
+    )]
+    TooMany(usize),
+    #[error(
+        "Invalid params: this session's subscribed URIs would take more than {0} bytes; \
+         unsubscribe from one first"
+    )]
+    TooLarge(usize),
 }
 
 impl SessionError {

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::calls::Inflight;
 use super::log::{EventLog, StreamKey};
-use super::Shape;
+use super::{Shape, SubscriptionRefused, MAX_SUBSCRIPTION_BYTES};
 use crate::jsonrpc;
 use crate::store::{Mirror, Op};
 
@@ -83,11 +83,33 @@ impl State {
         }
     }
 
-    pub(super) fn mirror_subscriptions(&self) {
-        self.mirror(|| Op::Field {
-            name: "subs",
-            value: serde_json::to_string(&self.subscriptions).unwrap_or_default(),
+    /// Records a subscription to `uri` and writes it to the store, unless the session already
+    /// holds `limit` others or `MAX_SUBSCRIPTION_BYTES` of URIs (one it holds is no new one).
+    pub(super) fn subscribe(&mut self, uri: &str, limit: usize) -> Result<(), SubscriptionRefused> {
+        if self.subscriptions.contains(uri) {
+            return Ok(());
+        }
+        if self.subscriptions.len() >= limit {
+            return Err(SubscriptionRefused::TooMany(limit));
+        }
+        let bytes: usize = self.subscriptions.iter().map(String::len).sum();
+        if bytes + uri.len() > MAX_SUBSCRIPTION_BYTES {
+            return Err(SubscriptionRefused::TooLarge(MAX_SUBSCRIPTION_BYTES));
+        }
+        self.subscriptions.insert(uri.to_owned());
+        self.mirror(|| Op::Subscribed {
+            uri: uri.to_owned(),
         });
+        Ok(())
+    }
+
+    /// Forgets a subscription to `uri`, in the store too.
+    pub(super) fn unsubscribe(&mut self, uri: &str) {
+        if self.subscriptions.remove(uri) {
+            self.mirror(|| Op::Unsubscribed {
+                uri: uri.to_owned(),
+            });
+        }
     }
 
     /// Where the messages of the session's n-th request go.

@@ -67,8 +67,12 @@ pub enum Op {
     Remove { seq: u64 },
     /// Everything up to `through` was evicted from the window.
     Evicted { through: u64 },
-    /// A record field changed (`init`, `subs`, `version`, `numbered`, `next_stream`).
+    /// A record field changed (`init`, `version`, `numbered`, `next_stream`, `layer`).
     Field { name: &'static str, value: String },
+    /// The session subscribed to a resource.
+    Subscribed { uri: String },
+    /// The session unsubscribed from it.
+    Unsubscribed { uri: String },
     /// A client request is in flight on request stream `stream` (its id, as JSON).
     Inflight { stream: u64, client_id: String },
     /// That request was answered.
@@ -94,7 +98,9 @@ pub struct Record {
     pub version: Option<String>,
     /// The client's `initialize` params (JSON), for re-initializing a new upstream.
     pub init: Option<String>,
-    /// Subscribed URIs (JSON array).
+    /// Subscribed URIs (JSON array), in a session's description over the hop and in a
+    /// `Create` op (which writes them all again). Redis keeps them in a set of their own, which
+    /// `RedisStore::record` does not read: `RedisStore::subscriptions` does.
     pub subs: Option<String>,
     pub next_stream: u64,
     pub evicted: u64,

@@ -171,10 +171,22 @@ impl Registry {
                 return view;
             }
         }
+        // Named in an owner's description over the hop; the store keeps them apart.
+        let subscriptions = match record.subs.as_deref() {
+            Some(subs) => serde_json::from_str(subs).unwrap_or_default(),
+            None => redis
+                .subscriptions(&self.server, id)
+                .await
+                .unwrap_or_else(|error| {
+                    warn!(%error, "could not read a session's subscriptions from Redis");
+                    Default::default()
+                }),
+        };
         let view = Session::view(
             id.to_owned(),
             principal.clone(),
             record,
+            subscriptions,
             self.link(redis, id, owner),
             self.settings.clone(),
             self.metrics.clone(),

@@ -1,6 +1,7 @@
 //! Taking over a session whose owner died: its record and log adopted, a new upstream brought
 //! to where the old one was, and the client told what may have been lost (the gap rule).
 
+use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
@@ -19,18 +20,21 @@ use crate::upstream::Sink;
 
 impl Session {
     /// Takes over a session another replica owned, from what the shared store holds: its
-    /// record and its log. The caller then re-initializes the new upstream (`reinitialize`)
-    /// and closes the gap (`close_gap`).
-    pub(crate) fn adopt(&self, record: &Record, logged: Vec<Logged>) {
+    /// record, its subscriptions and its log. The caller then re-initializes the new upstream
+    /// (`reinitialize`) and closes the gap (`close_gap`).
+    pub(crate) fn adopt(
+        &self,
+        record: &Record,
+        subscriptions: BTreeSet<String>,
+        logged: Vec<Logged>,
+    ) {
         let mut state = self.lock();
         state.numbered = record.numbered;
         state.protocol_version = record.version.clone();
         state.next_stream = record.next_stream.max(1);
         state.init = record.init.clone();
         state.layer = record.layer.as_deref().and_then(Layer::from_record);
-        if let Some(subs) = record.subs.as_deref() {
-            state.subscriptions = serde_json::from_str(subs).unwrap_or_default();
-        }
+        state.subscriptions = subscriptions;
         state.log.assume_evicted_through(record.evicted);
         let now = Instant::now();
         for entry in logged {
@@ -46,6 +50,7 @@ impl Session {
         state.log.start_new_epoch();
         let mut record = record.clone();
         record.owner = String::new(); // the store writes this replica's name
+        record.subs = serde_json::to_string(&state.subscriptions).ok();
         state.mirror(|| Op::Create(Box::new(record)));
     }
 
@@ -163,7 +168,11 @@ impl Registry {
             .await
             .unwrap_or_default();
         let inflight = redis.inflight(&self.server, id).await.unwrap_or_default();
-        session.adopt(&record, logged);
+        let subscriptions = redis
+            .subscriptions(&self.server, id)
+            .await
+            .unwrap_or_default();
+        session.adopt(&record, subscriptions, logged);
         // Clients may read it through views on other replicas, which tell this new owner so
         // within a heartbeat or two: until then, its GET stream is read as if they had.
         session.read_elsewhere(&[StreamKey::Standalone], redis.owner_timeout);

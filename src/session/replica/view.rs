@@ -1,6 +1,7 @@
 //! A view: this replica's copy of a session another replica owns. Client messages go to the
 //! owner over the hop; its log is filled from the shared log and from what hops hand back.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,12 +17,13 @@ use crate::store::Record;
 use crate::upstream::Upstream;
 
 impl Session {
-    /// A view of a session another replica owns, as its record describes it; its log is filled
-    /// with `absorb`.
+    /// A view of a session another replica owns, as its record describes it, subscribed to
+    /// `subscriptions`; its log is filled with `absorb`.
     pub(crate) fn view(
         id: String,
         principal: Principal,
         record: &Record,
+        subscriptions: BTreeSet<String>,
         owner: crate::upstream::owner::OwnerLink,
         settings: Arc<SessionSettings>,
         metrics: Arc<ServerMetrics>,
@@ -52,9 +54,7 @@ impl Session {
             // initialized with the same.
             state.init = record.init.clone();
             state.log.assume_evicted_through(record.evicted);
-            if let Some(subs) = record.subs.as_deref() {
-                state.subscriptions = serde_json::from_str(subs).unwrap_or_default();
-            }
+            state.subscriptions = subscriptions;
         }
         session
     }

@@ -4,7 +4,9 @@
 //! - `ns:node:<node>`: a replica's internal base URL, expiring `owner_timeout` after its last
 //!   heartbeat;
 //! - `ns:<server>:session:<id>`: hash, the session record (owner, principal, shape, numbered,
-//!   version, init, subs, next_stream, evicted, upstream), expiring after the idle TTL;
+//!   version, init, next_stream, evicted, upstream), expiring after the idle TTL;
+//! - `ns:<server>:subs:<id>`: set, the URIs the session is subscribed to, each added and
+//!   removed as it changes (never the whole set again);
 //! - `ns:<server>:log:<id>`: stream, the event log (entry id `<seq>-0`, fields `k` stream key,
 //!   `t` terminal, `p` payload, `c` coalesce key when it has one), trimmed to the window;
 //! - `ns:<server>:inflight:<id>`: hash, request stream → the client's request id, for requests
@@ -13,8 +15,7 @@
 //!   2026-07-28 principal's requests (digest of the principal and its capabilities), so every
 //!   replica serves them from the same one; expiring after the idle TTL.
 
-use crate::keys::Key;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +36,7 @@ pub use follower::LogFollower;
 
 use super::{Backlog, Mirror, Queued, Record, StoreError, StoreResult};
 use crate::event::{EventId, Logged};
+use crate::keys::Key;
 use crate::metrics::StoreMetrics;
 
 /// Ops that may wait to be written before new work waits for the writer (a few tenths of a
@@ -212,6 +214,10 @@ impl RedisStore {
         format!("{}:{server}:inflight:{id}", self.namespace)
     }
 
+    pub(super) fn subs_key(&self, server: &str, id: &str) -> String {
+        format!("{}:{server}:subs:{id}", self.namespace)
+    }
+
     pub(super) fn node_key(&self, node: &str) -> String {
         format!("{}:node:{node}", self.namespace)
     }
@@ -265,12 +271,14 @@ impl RedisStore {
             .arg(self.session_key(server, id))
             .arg(self.log_key(server, id))
             .arg(self.inflight_key(server, id))
+            .arg(self.subs_key(server, id))
             .query_async(&mut connection)
             .await
             .map_err(StoreError::from)
     }
 
-    /// The record of session `id`, if any replica holds it.
+    /// The record of session `id`, if any replica holds it; without its subscriptions
+    /// (`subscriptions` reads those).
     pub async fn record(&self, server: &str, id: &str) -> StoreResult<Option<Record>> {
         let mut connection = self.timed();
         let fields: HashMap<String, String> = redis::cmd("HGETALL")
@@ -288,12 +296,30 @@ impl RedisStore {
             numbered: fields.get("numbered").is_some_and(|v| v == "1"),
             version: fields.get("version").cloned(),
             init: fields.get("init").cloned(),
-            subs: fields.get("subs").cloned(),
+            subs: None,
             next_stream: number("next_stream"),
             evicted: number("evicted"),
             upstream: fields.get("upstream").cloned(),
             layer: fields.get("layer").cloned(),
         }))
+    }
+
+    /// The resources session `id` is subscribed to (a record written by an earlier version of
+    /// the proxy holds them in its `subs` field, read too).
+    pub async fn subscriptions(&self, server: &str, id: &str) -> StoreResult<BTreeSet<String>> {
+        let mut connection = self.timed();
+        let (mut uris, earlier): (BTreeSet<String>, Option<String>) = redis::pipe()
+            .cmd("SMEMBERS")
+            .arg(self.subs_key(server, id))
+            .cmd("HGET")
+            .arg(self.session_key(server, id))
+            .arg("subs")
+            .query_async(&mut connection)
+            .await?;
+        if let Some(earlier) = earlier {
+            uris.extend(serde_json::from_str::<Vec<String>>(&earlier).unwrap_or_default());
+        }
+        Ok(uris)
     }
 
     /// The session serving 2026-07-28 requests under correlation `key`, and its server's

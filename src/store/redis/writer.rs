@@ -54,6 +54,7 @@ impl RedisStore {
                     (Keys::RECORD, self.session_key(server, session)),
                     (Keys::LOG, self.log_key(server, session)),
                     (Keys::INFLIGHT, self.inflight_key(server, session)),
+                    (Keys::SUBS, self.subs_key(server, session)),
                 ] {
                     if keys.contains(key) {
                         pipe.cmd("PEXPIRE").arg(name).arg(ttls.millis).ignore();
@@ -114,7 +115,8 @@ impl Keys {
     const RECORD: Keys = Keys(1);
     const LOG: Keys = Keys(2);
     const INFLIGHT: Keys = Keys(4);
-    const ALL: Keys = Keys(7);
+    const SUBS: Keys = Keys(8);
+    const ALL: Keys = Keys(15);
 
     fn contains(self, other: Keys) -> bool {
         self.0 & other.0 == other.0
@@ -250,9 +252,10 @@ impl RedisStore {
         let record = self.session_key(server, session);
         let log = self.log_key(server, session);
         let inflight = self.inflight_key(server, session);
+        let subs = self.subs_key(server, session);
         match op {
             Op::Create(r) => {
-                self.encode_record(pipe, &record, &r);
+                self.encode_record(pipe, &record, &subs, &r);
                 Some(Keys::ALL)
             }
             Op::Append(logged) => {
@@ -305,12 +308,21 @@ impl RedisStore {
                 pipe.cmd("HDEL").arg(&inflight).arg(stream).ignore();
                 None
             }
+            Op::Subscribed { uri } => {
+                pipe.cmd("SADD").arg(&subs).arg(uri).ignore();
+                Some(Keys::SUBS)
+            }
+            Op::Unsubscribed { uri } => {
+                pipe.cmd("SREM").arg(&subs).arg(uri).ignore();
+                None
+            }
             Op::Touch => Some(Keys::NONE),
             Op::End => {
                 pipe.cmd("DEL")
                     .arg(&record)
                     .arg(&log)
                     .arg(&inflight)
+                    .arg(&subs)
                     .ignore();
                 None
             }
@@ -318,8 +330,10 @@ impl RedisStore {
         }
     }
 
-    /// A session record: every field it has, the owner this replica unless it names one.
-    fn encode_record(&self, pipe: &mut redis::Pipeline, record: &str, r: &Record) {
+    /// A session record: every field it has, the owner this replica unless it names one; its
+    /// subscriptions, when it names them, replace the set (and a `subs` field an earlier
+    /// version of the proxy wrote in the record).
+    fn encode_record(&self, pipe: &mut redis::Pipeline, record: &str, subs: &str, r: &Record) {
         let owner = match r.owner.as_str() {
             "" => self.node_id.as_str(),
             owner => owner,
@@ -342,11 +356,18 @@ impl RedisStore {
         for (name, value) in [
             ("version", &r.version),
             ("init", &r.init),
-            ("subs", &r.subs),
             ("upstream", &r.upstream),
         ] {
             if let Some(value) = value {
                 pipe.cmd("HSET").arg(record).arg(name).arg(value).ignore();
+            }
+        }
+        if let Some(uris) = &r.subs {
+            let uris: Vec<String> = serde_json::from_str(uris).unwrap_or_default();
+            pipe.cmd("HDEL").arg(record).arg("subs").ignore();
+            pipe.cmd("DEL").arg(subs).ignore();
+            if !uris.is_empty() {
+                pipe.cmd("SADD").arg(subs).arg(uris).ignore();
             }
         }
     }
@@ -420,7 +441,7 @@ mod tests {
         let batch = vec![
             field("a", "next_stream", "2"),
             field("b", "next_stream", "2"),
-            field("a", "subs", "[]"),
+            field("a", "version", "2025-11-25"),
             field("a", "next_stream", "3"),
             field("a", "next_stream", "4"),
         ];
