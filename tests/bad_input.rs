@@ -352,6 +352,24 @@ async fn host_and_origin_checks_cannot_be_sidestepped() {
         let error: Value = serde_json::from_str(&body).unwrap();
         assert_eq!(code(&error), -32600, "{what}");
     }
+    // A target in absolute form names the host it is for (RFC 9112 §3.2.2): checked like Host.
+    let ping = ping_with(&session, &[host]);
+    let absolute =
+        String::from_utf8_lossy(&ping).replacen("POST /mcp ", "POST http://evil.example/mcp ", 1);
+    assert!(
+        absolute.starts_with("POST http://evil.example/mcp "),
+        "{absolute}"
+    );
+    let (status, body) = raw_exchange(&proxy, absolute.as_bytes()).await;
+    assert_eq!(status, 403, "an absolute target for another host: {body}");
+    assert!(body.contains("evil.example"), "{body}");
+    let own = String::from_utf8_lossy(&ping).replacen(
+        "POST /mcp ",
+        &format!("POST http://{}/mcp ", proxy.addr()),
+        1,
+    );
+    let (status, _) = raw_exchange(&proxy, own.as_bytes()).await;
+    assert_eq!(status, 200, "an absolute target for this proxy");
     // Health and metrics are no less exposed to a rebinding page.
     for path in ["/metrics", "/healthz", "/readyz"] {
         let request =

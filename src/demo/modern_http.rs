@@ -85,7 +85,7 @@ pub async fn serve(listener: TcpListener) {
 impl Server {
     async fn answer(&self, request: Request<Incoming>) -> Response<Body> {
         let headers = request.headers();
-        let allowed = guard::check_host(&self.settings, headers)
+        let allowed = guard::check_host(&self.settings, request.uri(), headers)
             .and_then(|()| guard::check_origin(&self.settings, headers));
         if let Err(refused) = allowed {
             return Rejection::from(refused).into_response();

@@ -1,7 +1,8 @@
 //! Who may talk to the proxy, and as whom: the `Origin` and `Host` checks (MCP 2025-11-25,
 //! transports §Security Warning: DNS rebinding) and the principal a request acts for.
 
-use http::{header, HeaderMap, HeaderName};
+use http::uri::Authority;
+use http::{header, HeaderMap, HeaderName, Uri};
 
 use super::HttpSettings;
 use crate::ids::Principal;
@@ -24,13 +25,22 @@ pub enum Refused {
     Origin(String),
 }
 
-/// Checks the one `Host` header against DNS rebinding: present, single, ASCII, allowed.
-pub fn check_host(settings: &HttpSettings, headers: &HeaderMap) -> Result<(), Refused> {
+/// Checks the one `Host` header against DNS rebinding: present, single, ASCII, allowed; and a
+/// request target in absolute form (`POST http://name/mcp`), whose authority stands for `Host`
+/// (RFC 9112 §3.2.2), the same way.
+pub fn check_host(
+    settings: &HttpSettings,
+    target: &Uri,
+    headers: &HeaderMap,
+) -> Result<(), Refused> {
     let host = single(headers, header::HOST, "Host")?.ok_or(Refused::NoHost)?;
-    match host_allowed(settings, host) {
-        true => Ok(()),
-        false => Err(Refused::Host(host.to_owned())),
+    let named = target.authority().map(Authority::as_str);
+    for authority in std::iter::once(host).chain(named) {
+        if !host_allowed(settings, authority) {
+            return Err(Refused::Host(authority.to_owned()));
+        }
     }
+    Ok(())
 }
 
 /// Checks `Origin`, when a browser sent one: single, ASCII, loopback or allowed.
@@ -169,6 +179,25 @@ mod tests {
     }
 
     #[test]
+    fn an_absolute_target_is_checked_like_host() {
+        let http = HttpSettings::default();
+        let mut loopback = HeaderMap::new();
+        loopback.insert(
+            header::HOST,
+            http::HeaderValue::from_static("127.0.0.1:8787"),
+        );
+        let target = |uri: &str| uri.parse::<Uri>().unwrap();
+        assert_eq!(
+            check_host(&http, &target("http://evil.example/mcp"), &loopback),
+            Err(Refused::Host("evil.example".into()))
+        );
+        assert_eq!(
+            check_host(&http, &target("http://127.0.0.1:8787/mcp"), &loopback),
+            Ok(())
+        );
+    }
+
+    #[test]
     fn host_and_origin_must_be_single_ascii_values() {
         let http = HttpSettings::default();
         let headers = |pairs: &[(&str, &[u8])]| {
@@ -182,19 +211,31 @@ mod tests {
             map
         };
         assert_eq!(
-            check_host(&http, &headers(&[("host", b"127.0.0.1:1")])),
+            check_host(
+                &http,
+                &Uri::default(),
+                &headers(&[("host", b"127.0.0.1:1")])
+            ),
             Ok(())
         );
-        assert_eq!(check_host(&http, &headers(&[])), Err(Refused::NoHost));
+        assert_eq!(
+            check_host(&http, &Uri::default(), &headers(&[])),
+            Err(Refused::NoHost)
+        );
         assert_eq!(
             check_host(
                 &http,
+                &Uri::default(),
                 &headers(&[("host", b"127.0.0.1"), ("host", b"evil.example")])
             ),
             Err(Refused::Repeated("Host"))
         );
         assert_eq!(
-            check_host(&http, &headers(&[("host", b"localhost\xff")])),
+            check_host(
+                &http,
+                &Uri::default(),
+                &headers(&[("host", b"localhost\xff")])
+            ),
             Err(Refused::NotAscii("Host"))
         );
         assert_eq!(check_origin(&http, &headers(&[])), Ok(()));

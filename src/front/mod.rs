@@ -198,12 +198,12 @@ pub async fn serve(listener: TcpListener, router: Arc<Router>, closing: Cancella
 async fn route(router: &Router, request: Request<Incoming>) -> Response<Body> {
     let path = request.uri().path();
     if let Some(rest) = path.strip_prefix("/internal/") {
-        // Authenticated by the cluster secret, which a rebinding page cannot send.
+        // Signed with the hop key, which a rebinding page cannot do.
         let rest = rest.to_owned();
         return internal::handle(router, &rest, request).await;
     }
     // Against DNS rebinding, on every path: health and metrics too.
-    if let Err(refused) = guard::check_host(&router.http, request.headers()) {
+    if let Err(refused) = guard::check_host(&router.http, request.uri(), request.headers()) {
         let response = Rejection::from(refused).into_response();
         let method = match *request.method() {
             http::Method::GET => "GET",
