@@ -112,7 +112,8 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub body_timeout: Option<Duration>,
 
-    /// Longest line accepted from a stdio server [default: 4194304].
+    /// Largest message accepted from a server: a stdio line, an SSE event, an HTTP answer's body
+    /// [default: 4194304].
     #[arg(long, value_name = "BYTES")]
     pub max_line_bytes: Option<usize>,
 

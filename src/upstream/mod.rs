@@ -3,6 +3,7 @@
 //! with upstream ids) and `UpstreamEvent`s delivered to a `Sink` (server→client messages, then
 //! the end), which the session layer implements.
 
+pub mod body;
 pub mod driven;
 pub mod factory;
 pub mod http_client;
