@@ -1,17 +1,19 @@
 //! What a server can make the proxy hold or wait for is bounded, over real sockets and real
 //! children: an HTTP or legacy SSE server's answer over `upstream.max_line_bytes` (100 MB, or
 //! one that never ends) fails its request, with the proxy's memory untouched and its other
-//! sessions served; a released session's pending POST is let go.
+//! sessions served; a released session's pending POST is let go; a stdio child that stops
+//! reading its stdin is stopped within `upstream.request_timeout` (and, shared, replaced).
 
 mod common;
 
 use std::convert::Infallible;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{eventually, spawn_proxy, within, Client};
+use common::{eventually, spawn_proxy, within, Client, Proxy};
 use futures_util::StreamExt;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::combinators::UnsyncBoxBody;
@@ -475,4 +477,158 @@ async fn lets_its_pending_post_go_when_released(
     })
     .await;
     pending.abort();
+}
+
+/// The process ids `tests/servers/stops_reading.py` children wrote; those still running are
+/// killed when dropped, so a failing test leaves none behind.
+struct Children(PathBuf);
+
+impl Children {
+    fn new(test: &str) -> Children {
+        let path =
+            std::env::temp_dir().join(format!("stops-reading-{}-{test}.pids", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        Children(path)
+    }
+
+    fn command(&self) -> String {
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/servers/stops_reading.py"
+        );
+        let pids = self.0.to_str().unwrap();
+        format!(
+            "python3 {} {}",
+            shell_words::quote(script),
+            shell_words::quote(pids)
+        )
+    }
+
+    fn pids(&self) -> Vec<i32> {
+        std::fs::read_to_string(&self.0)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| line.trim().parse().ok())
+            .collect()
+    }
+}
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for pid in self.pids() {
+            if running(pid) {
+                let pid = nix::unistd::Pid::from_raw(pid);
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            }
+        }
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Whether a process runs (a zombie does not).
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {
+        !status
+            .lines()
+            .any(|l| l.starts_with("State:") && l.contains('Z'))
+    })
+}
+
+/// A proxy in front of children that stop reading their stdin at their first tool call.
+async fn in_front_of_stuck_children(children: &Children, shared: bool) -> Proxy {
+    Proxy::start_with(|config| {
+        config.upstream.stdio = Some(children.command());
+        config.upstream.request_timeout = Duration::from_secs(1);
+        if shared {
+            config.upstream.isolation = mcp_session_proxy::config::Isolation::Shared;
+        }
+    })
+    .await
+}
+
+/// Tool calls carrying `pad` bytes each, sent at once under ids from `first`: their answers.
+async fn flood(client: &Client, first: u64, calls: u64, pad: usize) -> Vec<Value> {
+    let padding = "x".repeat(pad);
+    let calls = (first..first + calls).map(|id| {
+        let params = json!({ "name": "stall", "arguments": { "pad": padding } });
+        async move { answer_to(client, id, "tools/call", params).await }
+    });
+    within("every call's answer", futures_util::future::join_all(calls)).await
+}
+
+#[tokio::test]
+async fn a_child_that_stops_reading_its_stdin_is_stopped_within_the_request_timeout() {
+    let children = Children::new("per-session");
+    let proxy = in_front_of_stuck_children(&children, false).await;
+    let a = proxy.initialized_client("2025-06-18").await;
+    let mut b = proxy.initialized_client("2025-06-18").await;
+    eventually("two children", || children.pids().len() == 2).await;
+    let stuck = children.pids()[0];
+
+    // More than the child's queue holds, each more than its pipe buffer.
+    let started = Instant::now();
+    for answer in flood(&a, 100, 70, 100_000).await {
+        error_message(&answer);
+    }
+    eprintln!(
+        "70 calls to a stuck child answered in {:?}",
+        started.elapsed()
+    );
+    eventually("the stuck child killed", || !running(stuck)).await;
+
+    let answer = answer_to(&a, 200, "ping", json!({})).await;
+    assert!(
+        error_message(&answer).contains("stopped reading its stdin"),
+        "{answer}"
+    );
+    assert_eq!(
+        b.request("ping", json!({})).await["result"],
+        json!({}),
+        "another session"
+    );
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_shared_child_that_stops_reading_its_stdin_is_replaced() {
+    let children = Children::new("shared");
+    let proxy = in_front_of_stuck_children(&children, true).await;
+    let a = proxy.initialized_client("2025-06-18").await;
+    let mut b = proxy.initialized_client("2025-06-18").await;
+    assert_eq!(b.request("ping", json!({})).await["result"], json!({}));
+    assert_eq!(children.pids().len(), 1, "one child for both");
+    let stuck = children.pids()[0];
+
+    let started = Instant::now();
+    let (calls, ping) = tokio::join!(
+        flood(&a, 100, 4, 200_000),
+        within("b's ping", answer_to(&b, 300, "ping", json!({})))
+    );
+    let waited = started.elapsed();
+    for answer in calls {
+        error_message(&answer);
+    }
+    assert!(
+        ping["result"] == json!({}) || ping["error"]["code"] == -32603,
+        "{ping}"
+    );
+    assert!(
+        waited < Duration::from_secs(5),
+        "waited {waited:?} on a stuck child"
+    );
+    eventually("the stuck child killed", || !running(stuck)).await;
+
+    let answer = answer_to(&b, 301, "ping", json!({})).await;
+    assert!(
+        error_message(&answer).contains("stopped reading its stdin"),
+        "{answer}"
+    );
+    let mut c = proxy.initialized_client("2025-06-18").await;
+    assert_eq!(
+        c.request("ping", json!({})).await["result"],
+        json!({}),
+        "a fresh child"
+    );
+    assert_eq!(children.pids().len(), 2);
+    proxy.stop().await;
 }
