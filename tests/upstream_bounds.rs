@@ -632,3 +632,50 @@ async fn a_shared_child_that_stops_reading_its_stdin_is_replaced() {
     assert_eq!(children.pids().len(), 2);
     proxy.stop().await;
 }
+
+/// Bytes a process has read (`rchar` of `/proc/<pid>/io`).
+fn bytes_read_by(pid: i32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/io"))
+        .ok()
+        .and_then(|io| {
+            io.lines()
+                .find_map(|line| line.strip_prefix("rchar:"))
+                .and_then(|n| n.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_session_released_while_a_write_to_its_child_is_stuck_stops_the_child() {
+    let children = Children::new("released");
+    let proxy = Proxy::start_with(|config| {
+        config.upstream.stdio = Some(children.command());
+        // Far longer than the wait below: only the release can stop the child.
+        config.upstream.request_timeout = Duration::from_secs(600);
+        // A POST's head comes once its request is queued for the child.
+        config.http.post_response = mcp_session_proxy::front::PostResponse::Sse;
+    })
+    .await;
+    let client = proxy.initialized_client("2025-06-18").await;
+    eventually("a child", || children.pids().len() == 1).await;
+    let child = children.pids()[0];
+    let padding = "x".repeat(200_000);
+    let call = |id: u64| {
+        json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": { "name": "stall", "arguments": { "pad": padding } } })
+    };
+
+    // The child reads the first call whole and stops reading; the next ones fill its pipe.
+    let mut pending = vec![client.post(&call(100)).await];
+    eventually("the child read the first call", || {
+        bytes_read_by(child) > 200_000
+    })
+    .await;
+    for id in 101..103 {
+        pending.push(client.post(&call(id)).await);
+    }
+    assert_eq!(client.delete().await, StatusCode::OK);
+    eventually("the child stopped", || !running(child)).await;
+    drop(pending);
+    proxy.stop().await;
+}
