@@ -163,7 +163,8 @@ async fn message_of(request: Request<Incoming>) -> Value {
     serde_json::from_slice(&body).unwrap()
 }
 
-/// A Streamable HTTP server whose tools answer too much: `huge` 100 MB of JSON (announced),
+/// A Streamable HTTP server (2025-06-18, or 2026-07-28 with `server/discover`) whose tools
+/// answer too much: `huge` 100 MB of JSON (announced),
 /// `endless` JSON that never ends, `endless_event` an SSE event that never ends, `trickle` JSON
 /// a byte at a time for ever (counted in `posted` when it starts); anything else (`ping`) at
 /// once.
@@ -200,6 +201,13 @@ async fn greedy_http_server(cut: &CutShort, posted: &CutShort) -> String {
                         .insert("mcp-session-id", "greedy-1".parse().unwrap());
                     answer
                 }
+                (Some("server/discover"), _) => json_answer(
+                    StatusCode::OK,
+                    json!({ "jsonrpc": "2.0", "id": id, "result": {
+                        "capabilities": { "tools": {} },
+                        "_meta": { "io.modelcontextprotocol/serverInfo":
+                            { "name": "greedy", "version": "1" } } } }),
+                ),
                 (Some("tools/call"), Some("huge")) => {
                     let filler = HUNDRED_MB - text_result_head(&id).len() - TEXT_END.len();
                     let (body, length) = paced(
@@ -407,6 +415,48 @@ async fn an_http_servers_answer_over_the_bound_fails_its_request_and_nothing_els
     );
     assert_eq!(
         a.request("ping", json!({})).await["result"],
+        json!({}),
+        "the session goes on"
+    );
+}
+
+#[tokio::test]
+async fn a_2026_07_28_servers_answer_over_the_bound_fails_its_request_and_nothing_else() {
+    let cut = CutShort::default();
+    let url = greedy_http_server(&cut, &CutShort::default()).await;
+    let args = [
+        "--http",
+        &url,
+        "--upstream-protocol",
+        "2026-07-28",
+        "--request-timeout",
+        "5s",
+    ];
+    let (proxy, addr) = proxy_binary(&args).await;
+    let pid = proxy.id().unwrap();
+    let mut a = Client::new(addr);
+    a.initialize("2025-06-18").await;
+    let mut b = Client::new(addr);
+    b.initialize("2025-06-18").await;
+
+    fails_over_the_bound(&a, 100, "huge", pid).await;
+    eventually("the 100 MB answer's connection closed", || cut.count() == 1).await;
+    fails_over_the_bound(&a, 101, "endless", pid).await;
+    eventually("the endless answer's connection closed", || {
+        cut.count() == 2
+    })
+    .await;
+    fails_over_the_bound(&a, 102, "endless_event", pid).await;
+    eventually("the endless event's connection closed", || cut.count() == 3).await;
+
+    let echo = json!({ "name": "echo", "arguments": {} });
+    assert_eq!(
+        b.request("tools/call", echo.clone()).await["result"],
+        json!({}),
+        "another session"
+    );
+    assert_eq!(
+        a.request("tools/call", echo).await["result"],
         json!({}),
         "the session goes on"
     );
