@@ -95,7 +95,8 @@ pub struct Cli {
 
     /// Longest a request waits for its server without hearing of it (a response, or progress, a
     /// message or a request on its stream); then the client gets an error and the server a
-    /// cancellation. HTTP upstreams: also the longest wait for an answer to begin [default: 60s].
+    /// cancellation. HTTP upstreams: also the longest wait for an answer to begin, then to end;
+    /// stdio: for a write to the child's stdin (one that stops reading is killed) [default: 60s].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub request_timeout: Option<Duration>,
 
@@ -127,7 +128,8 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub body_timeout: Option<Duration>,
 
-    /// Longest line accepted from a stdio server [default: 4194304].
+    /// Largest message accepted from a server: a stdio line, an SSE event, an HTTP answer's body
+    /// [default: 4194304].
     #[arg(long, value_name = "BYTES")]
     pub max_line_bytes: Option<usize>,
 

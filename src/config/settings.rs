@@ -150,6 +150,7 @@ impl UpstreamConfig {
             }
         };
         spec.max_line_bytes = self.max_line_bytes;
+        spec.request_timeout = self.request_timeout;
         spec.shutdown_grace = self.shutdown_grace;
         spec.warm = self.warm;
         spec.protocol = self.protocol;

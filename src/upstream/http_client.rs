@@ -33,7 +33,8 @@ pub struct HttpSpec {
     pub url: Uri,
     /// Longest wait for the answer to a POST to begin (headers, or a JSON body).
     pub request_timeout: Duration,
-    /// Largest SSE event accepted from the server.
+    /// Largest message accepted from the server: an SSE event, or a whole JSON answer
+    /// (`upstream.max_line_bytes`).
     pub max_event_bytes: usize,
     /// Send the session creator's `Authorization` to the server (off: credentials stay here).
     pub forward_authorization: bool,
@@ -94,6 +95,8 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
 pub struct EventStream<B = Incoming> {
     body: B,
     decoder: sse::Decoder,
+    /// Why it stopped before the body's end, when it could not be decoded.
+    unreadable: Option<sse::DecodeError>,
 }
 
 impl<B: http_body::Body<Data = Bytes> + Unpin> EventStream<B> {
@@ -101,7 +104,13 @@ impl<B: http_body::Body<Data = Bytes> + Unpin> EventStream<B> {
         EventStream {
             body,
             decoder: sse::Decoder::new(max_event_bytes),
+            unreadable: None,
         }
+    }
+
+    /// Why the stream stopped, when an event could not be decoded (one over the bound, say).
+    pub fn take_unreadable(&mut self) -> Option<sse::DecodeError> {
+        self.unreadable.take()
     }
 
     /// The next event; `None` once the body ends or breaks, cannot be decoded, or `stop` fires.
@@ -112,6 +121,7 @@ impl<B: http_body::Body<Data = Bytes> + Unpin> EventStream<B> {
                 Ok(None) => {}
                 Err(error) => {
                     warn!(%error, "unreadable upstream event stream");
+                    self.unreadable = Some(error);
                     return None;
                 }
             }

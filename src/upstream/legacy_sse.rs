@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, StatusCode, Uri};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn, Instrument};
 
+use super::body;
 use super::http_client::{self, EventStream, HttpClient, HttpSpec};
 use super::{EventSink, UpstreamError, UpstreamEvent};
 use crate::jsonrpc::{Kind, Message};
@@ -80,9 +81,16 @@ impl SseUpstream {
         let inner = self.inner.clone();
         tokio::spawn(
             async move {
-                let sent = match starting {
-                    true => inner.post(wire).await,
-                    false => inner.post_when_established(wire).await,
+                let posted = async {
+                    match starting {
+                        true => inner.post(wire).await,
+                        false => inner.post_when_established(wire).await,
+                    }
+                };
+                // Released: the POST is let go (its connection closed), nothing is read.
+                let sent = tokio::select! {
+                    sent = posted => sent,
+                    () = inner.released.cancelled() => return,
                 };
                 match sent {
                     Err(cause) => inner.fail(&message, &cause).await,
@@ -247,12 +255,16 @@ impl Inner {
         );
         let response = http_client::send(&self.client, &self.spec, request).await?;
         let status = response.status();
-        let _ = response.into_body().collect().await;
-        if status.is_success() {
-            Ok(())
-        } else {
-            Err(format!("the upstream server answered HTTP {status}"))
+        if !status.is_success() {
+            return Err(format!("the upstream server answered HTTP {status}"));
         }
+        // The answer comes on the stream; the POST's own body ("Accepted") is read to its end,
+        // bounded, so its connection can serve again.
+        let body = response.into_body();
+        body::read(body, self.spec.max_event_bytes, self.spec.request_timeout)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 
     /// The current endpoint, waiting (up to the request timeout) while the stream re-opens.

@@ -3,6 +3,7 @@
 //! with upstream ids) and `UpstreamEvent`s delivered to a `Sink` (server→client messages, then
 //! the end), which the session layer implements.
 
+pub mod body;
 pub mod child_env;
 pub mod driven;
 pub mod factory;
@@ -66,6 +67,12 @@ pub enum UpstreamError {
     },
     #[error("the upstream server is gone")]
     Gone,
+    /// A stdio server took nothing from its stdin for the request timeout: it was stopped.
+    #[error(
+        "the upstream server stopped reading its stdin: a write to it did not finish within \
+         {0:?} (upstream.request_timeout); it was stopped"
+    )]
+    StoppedReading(std::time::Duration),
     #[error(transparent)]
     Hop(#[from] owner::HopError),
 }

@@ -8,10 +8,11 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::body::{self, BodyError};
 use super::http_client::{self, EventStream, HttpClient, HttpSpec};
 use super::{EventSink, UpstreamError, UpstreamEvent};
 use crate::era::MODERN_VERSION;
@@ -76,7 +77,11 @@ impl ModernHttp {
                 self.link.lock().insert(id.clone(), stop.clone());
                 let link = self.link.clone();
                 tokio::spawn(async move {
-                    link.exchange(&message, &stop).await;
+                    // Cancelled or released: nothing of the request's is read any more.
+                    tokio::select! {
+                        () = link.exchange(&message, &stop) => {}
+                        () = stop.cancelled() => {}
+                    }
                     link.lock().remove(&id);
                 });
             }
@@ -171,6 +176,9 @@ impl Link {
                     return;
                 }
             }
+            if let Some(error) = events.take_unreadable() {
+                return self.fail(message, BodyError::from(error).to_string());
+            }
             if !stop.is_cancelled() {
                 self.fail(
                     message,
@@ -179,13 +187,15 @@ impl Link {
             }
             return;
         }
-        let body =
-            match tokio::time::timeout(self.spec.request_timeout, response.into_body().collect())
-                .await
-            {
-                Ok(Ok(body)) => body.to_bytes(),
-                _ => return self.fail(message, "the server's answer could not be read".into()),
-            };
+        let read = body::read(
+            response.into_body(),
+            self.spec.max_event_bytes,
+            self.spec.request_timeout,
+        );
+        let body = match read.await {
+            Ok(body) => body,
+            Err(error) => return self.fail(message, error.to_string()),
+        };
         // A 2026-07-28 server answers refusals with 4xx and a JSON-RPC error: handed on.
         if !self.deliver(body) {
             self.fail(

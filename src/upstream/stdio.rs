@@ -32,6 +32,8 @@ pub struct StdioSpec {
     pub args: Vec<String>,
     /// Longest line accepted from the server's stdout.
     pub max_line_bytes: usize,
+    /// Longest a write to its stdin may take: a child that stops reading is stopped.
+    pub request_timeout: Duration,
     /// Wait after closing stdin, and again after SIGTERM.
     pub shutdown_grace: Duration,
     /// Children kept started ahead of sessions (per-session isolation).
@@ -67,6 +69,7 @@ impl StdioSpec {
             program: program.clone(),
             args: args.to_vec(),
             max_line_bytes: 4 << 20,
+            request_timeout: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(2),
             warm: 0,
             protocol: Default::default(),
@@ -132,6 +135,8 @@ pub struct StdioUpstream {
     outbox: mpsc::Sender<Bytes>,
     released: CancellationToken,
     pid: Option<u32>,
+    /// Longest a message waits to be taken for the child's stdin.
+    write_timeout: Duration,
 }
 
 impl StdioUpstream {
@@ -173,6 +178,7 @@ impl StdioUpstream {
             tail,
             events,
             grace: spec.shutdown_grace,
+            write_timeout: spec.request_timeout,
         };
         tasks.spawn(actor.run().instrument(span));
         debug!(pid, command = %spec.display(), "upstream started");
@@ -180,6 +186,7 @@ impl StdioUpstream {
             outbox,
             released,
             pid,
+            write_timeout: spec.request_timeout,
         })
     }
 
@@ -187,11 +194,13 @@ impl StdioUpstream {
         self.pid
     }
 
+    /// Queues `message` for the child's stdin, waiting at most the request timeout for room
+    /// (a child that stops reading is stopped by then, and its queue closed).
     pub async fn send(&self, message: Bytes) -> Result<(), UpstreamError> {
-        self.outbox
-            .send(message)
-            .await
-            .map_err(|_| UpstreamError::Gone)
+        match tokio::time::timeout(self.write_timeout, self.outbox.send(message)).await {
+            Ok(sent) => sent.map_err(|_| UpstreamError::Gone),
+            Err(_) => Err(UpstreamError::StoppedReading(self.write_timeout)),
+        }
     }
 
     pub fn release(&self) {
@@ -208,39 +217,80 @@ struct Actor {
     tail: Arc<Mutex<VecDeque<String>>>,
     events: EventSink,
     grace: Duration,
+    /// Longest a write to the child's stdin may take.
+    write_timeout: Duration,
+}
+
+/// Why the actor stopped serving its child.
+enum End {
+    Released,
+    Exited(std::io::Result<ExitStatus>),
+    /// The child stopped reading its stdin: a write did not finish within the request timeout.
+    StoppedReading,
+}
+
+/// How a write to the child's stdin went.
+enum Written {
+    Done,
+    Released,
+    Stalled,
 }
 
 impl Actor {
     async fn run(mut self) {
-        let status = loop {
+        let end = loop {
             tokio::select! {
                 biased;
-                () = self.released.cancelled() => break None,
-                status = self.child.wait() => break Some(status),
+                () = self.released.cancelled() => break End::Released,
+                status = self.child.wait() => break End::Exited(status),
                 message = self.inbox.recv() => match message {
-                    Some(message) => self.write(message).await,
-                    None => break None,
+                    Some(message) => match self.write(message).await {
+                        Written::Done => {}
+                        Written::Released => break End::Released,
+                        Written::Stalled => break End::StoppedReading,
+                    },
+                    None => break End::Released,
                 },
             }
         };
-        let Some(status) = status else {
-            self.stdin = None;
-            let status = terminate(&mut self.child, self.grace).await;
-            debug!(?status, "upstream released");
-            return;
-        };
-        // Exited on its own: let the reader deliver what it printed before reporting the end.
-        let _ = (&mut self.reader).await;
-        let cause = describe_exit(status, &self.tail);
-        warn!(%cause, "upstream exited");
+        match end {
+            End::Released => {
+                self.stdin = None;
+                let status = terminate(&mut self.child, self.grace).await;
+                debug!(?status, "upstream released");
+            }
+            End::Exited(status) => {
+                // Exited on its own: let the reader deliver what it printed before reporting
+                // the end.
+                let _ = (&mut self.reader).await;
+                let cause = describe_exit(status, &self.tail);
+                warn!(%cause, "upstream exited");
+                self.events.deliver(UpstreamEvent::Exited(cause.into()));
+            }
+            End::StoppedReading => self.stop_stuck_child().await,
+        }
+    }
+
+    /// The child stopped reading its stdin: messages waiting for it fail, nothing it says any
+    /// more is taken, its sessions are told it is gone, and it is killed (it would not see its
+    /// stdin close).
+    async fn stop_stuck_child(&mut self) {
+        let cause = UpstreamError::StoppedReading(self.write_timeout).to_string();
+        warn!(%cause, "upstream stuck");
+        self.inbox.close();
+        self.reader.abort();
         self.events.deliver(UpstreamEvent::Exited(cause.into()));
+        self.stdin = None;
+        let killed = self.child.kill().await;
+        debug!(?killed, "stuck upstream killed");
     }
 
     /// Writes `message`, and with it every message already waiting (up to `WRITE_BATCH` bytes):
-    /// one write for many when sessions are busy.
-    async fn write(&mut self, message: Bytes) {
+    /// one write for many when sessions are busy. Bounded by the write timeout, and given up at
+    /// release.
+    async fn write(&mut self, message: Bytes) -> Written {
         let Some(stdin) = self.stdin.as_mut() else {
-            return;
+            return Written::Done;
         };
         let mut lines = Vec::with_capacity(message.len() + 1);
         push_line(&mut lines, &message);
@@ -250,9 +300,18 @@ impl Actor {
                 Err(_) => break,
             }
         }
-        if let Err(error) = stdin.write_all(&lines).await {
-            warn!(%error, "writing to the upstream's stdin failed");
-            self.stdin = None;
+        let written = tokio::select! {
+            written = tokio::time::timeout(self.write_timeout, stdin.write_all(&lines)) => written,
+            () = self.released.cancelled() => return Written::Released,
+        };
+        match written {
+            Ok(Ok(())) => Written::Done,
+            Ok(Err(error)) => {
+                warn!(%error, "writing to the upstream's stdin failed");
+                self.stdin = None;
+                Written::Done
+            }
+            Err(_) => Written::Stalled,
         }
     }
 }

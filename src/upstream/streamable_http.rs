@@ -16,6 +16,7 @@ use hyper::body::Incoming;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn, Instrument};
 
+use super::body::{self, BodyError};
 use super::driven::{Connections, DrivenBody};
 use super::http_client::{self, is_event_stream, EventStream, HttpClient, HttpSpec};
 use super::{EventSink, UpstreamError, UpstreamEvent};
@@ -29,6 +30,8 @@ const DEFAULT_RETRY: Duration = Duration::from_secs(1);
 const MAX_RETRY: Duration = Duration::from_secs(5);
 /// Resumptions of one POST stream that broke before its response.
 const POST_RESUMPTIONS: usize = 3;
+/// Bytes of a refusal's body read for its text.
+const ERROR_TEXT_BYTES: usize = 800;
 
 /// Handle to one upstream session. Cloning shares it.
 #[derive(Debug, Clone)]
@@ -125,7 +128,17 @@ impl HttpUpstream {
             self.inner.stream_settled.send_replace(false);
         }
         let inner = self.inner.clone();
-        tokio::spawn(async move { inner.deliver(message, wire).await }.in_current_span());
+        let released = self.inner.released.clone();
+        tokio::spawn(
+            async move {
+                // Released: nothing of the session's is read any more.
+                tokio::select! {
+                    () = inner.deliver(message, wire) => {}
+                    () = released.cancelled() => {}
+                }
+            }
+            .in_current_span(),
+        );
         Ok(())
     }
 
@@ -286,20 +299,15 @@ impl Inner {
             return Ok(Outcome::SessionLost);
         }
         if !status.is_success() {
-            let body =
-                tokio::time::timeout(self.spec.request_timeout, response.into_body().collect())
-                    .await
-                    .ok()
-                    .and_then(Result::ok)
-                    .map(|b| {
-                        String::from_utf8_lossy(&b.to_bytes())
-                            .chars()
-                            .take(200)
-                            .collect::<String>()
-                    })
-                    .unwrap_or_default();
+            let head = body::head(
+                response.into_body(),
+                ERROR_TEXT_BYTES,
+                self.spec.request_timeout,
+            )
+            .await;
+            let text: String = String::from_utf8_lossy(&head).chars().take(200).collect();
             return Err(format!(
-                "the upstream server answered HTTP {status}: {body}"
+                "the upstream server answered HTTP {status}: {text}"
             ));
         }
         if message.method() == Some("initialize") {
@@ -308,12 +316,13 @@ impl Inner {
         if is_event_stream(&response) {
             self.forward_post_stream(message, response).await;
         } else if status != StatusCode::ACCEPTED {
-            let body =
-                tokio::time::timeout(self.spec.request_timeout, response.into_body().collect())
-                    .await
-                    .map_err(|_| "the upstream server's answer did not arrive in time".to_string())?
-                    .map_err(|e| format!("reading the upstream server's answer failed: {e}"))?
-                    .to_bytes();
+            let body = body::read(
+                response.into_body(),
+                self.spec.max_event_bytes,
+                self.spec.request_timeout,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
             if !body.is_empty() {
                 self.forward(body).await;
             }
@@ -330,12 +339,19 @@ impl Inner {
         let mut retry = None;
         let mut body = response.into_body().boxed_unsync();
         for resumption in 0..=POST_RESUMPTIONS {
-            self.read_stream(body, &mut last_id, &mut retry, |m| {
-                if m.kind() == Kind::Response && m.id() == wanted.as_ref() {
-                    answered = true;
-                }
-            })
-            .await;
+            let unreadable = self
+                .read_stream(body, &mut last_id, &mut retry, |m| {
+                    if m.kind() == Kind::Response && m.id() == wanted.as_ref() {
+                        answered = true;
+                    }
+                })
+                .await;
+            if let (Some(error), false) = (unreadable, answered) {
+                // An event over the bound: resuming would meet it again.
+                let error = BodyError::from(error);
+                self.fail(message, &error.to_string()).await;
+                return;
+            }
             if answered || wanted.is_none() || resumption == POST_RESUMPTIONS {
                 break;
             }
@@ -356,14 +372,15 @@ impl Inner {
         }
     }
 
-    /// Reads SSE events from `body` until it ends, forwarding each message.
+    /// Reads SSE events from `body` until it ends, forwarding each message; why it stopped
+    /// early when an event could not be decoded (one over the bound, say).
     async fn read_stream(
         &self,
         body: impl http_body::Body<Data = Bytes> + Unpin,
         last_id: &mut Option<String>,
         retry: &mut Option<Duration>,
         mut seen: impl FnMut(&Message),
-    ) {
+    ) -> Option<crate::sse::DecodeError> {
         let mut events = EventStream::new(body, self.spec.max_event_bytes);
         while let Some(event) = events.next(&self.released).await {
             if let Some(id) = event.id {
@@ -381,6 +398,7 @@ impl Inner {
                     .deliver(UpstreamEvent::Message(Box::new(message)));
             }
         }
+        events.take_unreadable()
     }
 
     /// Holds the session's GET stream, resuming it after cuts, until released or superseded.
@@ -398,6 +416,7 @@ impl Inner {
             match opened {
                 Ok(Some(response)) => {
                     failures = 0;
+                    // An unreadable event ends the stream: it is opened again.
                     self.read_stream(response.into_body(), &mut last_id, &mut retry, |_| {})
                         .await;
                 }
