@@ -139,9 +139,7 @@ impl Client {
             .await
             .expect("handshake");
         tokio::spawn(connection);
-        let mut request = Request::builder()
-            .method(method)
-            .uri(format!("http://{}{path}", self.addr));
+        let mut request = Request::builder().method(method).uri(path);
         if !headers
             .iter()
             .any(|(name, _)| name.eq_ignore_ascii_case("host"))
