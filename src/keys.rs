@@ -1,5 +1,5 @@
-//! The proxy's keys, one per purpose: the replica hop's signatures, `requestState`, and the
-//! data-layer `state`. Replicas derive them from the cluster secret (HKDF-SHA256, RFC 5869,
+//! The proxy's keys, one per purpose: the replica hop's signatures, `requestState`, the
+//! data-layer `state`, and the digests that stand for session ids in logs. Replicas derive them from the cluster secret (HKDF-SHA256, RFC 5869,
 //! each with its own label), so no key does two jobs and the secret itself is never used, sent
 //! or handed on; a lone proxy mints them at start.
 
@@ -85,6 +85,8 @@ pub struct Keys {
     pub request_state: Key,
     /// Signs the `state` of data-layer sessions.
     pub layer_state: Key,
+    /// Makes the digests that stand for session ids in logs and spans.
+    pub log_digest: Key,
 }
 
 impl Keys {
@@ -94,6 +96,7 @@ impl Keys {
             hop: Key::minted(),
             request_state: Key::minted(),
             layer_state: Key::minted(),
+            log_digest: Key::minted(),
         }
     }
 
@@ -117,6 +120,7 @@ impl Keys {
             hop: expand("mcp-session-proxy hop"),
             request_state: expand("mcp-session-proxy requestState"),
             layer_state: expand("mcp-session-proxy data-layer state"),
+            log_digest: expand("mcp-session-proxy log digest"),
         }
     }
 

@@ -30,7 +30,7 @@
 //!   [`hop`] the replicas' hop on the wire and its signature, [`keys`] one key per purpose
 //!   derived from the cluster secret, [`metrics`] the Prometheus figures per server,
 //!   [`spans`] spans and their OTLP/HTTP export, [`memory`] freed memory given back, [`clock`] deadlines that never
-//!   overflow.
+//!   overflow, [`redact`] what is printed of URLs and session ids.
 //! - Entry: [`config`] options and validation, [`server`] start and stop, [`demo`] the bundled
 //!   server.
 
@@ -49,6 +49,7 @@ pub mod keys;
 pub mod memory;
 pub mod metrics;
 pub mod mirrored;
+pub mod redact;
 pub mod server;
 pub mod session;
 pub mod spans;

@@ -61,6 +61,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
     let metrics = Arc::new(Metrics::default());
     let shutdown = CancellationToken::new();
     let keys = Keys::from_secret(&config.cluster.secret);
+    crate::redact::set_digest_key(keys.log_digest.clone());
     let redis = config.redis_settings(addr, &keys);
     let instance = redis
         .as_ref()

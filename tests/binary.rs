@@ -105,10 +105,23 @@ async fn serve_then_sigterm(workers: &str) {
         seen.push(serde_json::from_str(&line).expect("JSON logs"));
     }
     assert!(
-        seen.iter()
-            .any(|entry| entry["span"]["name"] == "session" && entry["span"]["id"] == session),
-        "a log line inside the session's span names its id"
+        seen.iter().any(|entry| entry["span"]["name"] == "session"
+            && entry["span"]["id"].as_str().is_some_and(is_session_digest)),
+        "a log line inside the session's span names it by its digest"
     );
+    assert!(
+        !seen
+            .iter()
+            .any(|entry| entry.to_string().contains(&session)),
+        "no log line holds the session id itself, a bearer token"
+    );
+}
+
+/// Whether `shown` is how logs show a session id: `s-` and 16 hex digits.
+fn is_session_digest(shown: &str) -> bool {
+    shown.len() == 18
+        && shown.starts_with("s-")
+        && shown[2..].bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// Runs the proxy as `command` says, expects it to refuse to start, and returns what it said.
@@ -274,11 +287,17 @@ async fn every_request_writes_one_access_line() {
     let [initialize, initialized, call, unserved] = &access[..] else {
         unreachable!()
     };
+    let digest = &initialize["session"];
+    assert!(
+        digest.as_str().is_some_and(is_session_digest),
+        "{initialize}"
+    );
     for line in [initialize, initialized, call] {
         assert_eq!(line["server"], "default", "{line}");
         assert_eq!(line["method"], "POST", "{line}");
         assert_eq!(line["path"], "/mcp", "{line}");
-        assert_eq!(line["session"], session.as_str(), "{line}");
+        assert_eq!(&line["session"], digest, "one session, one digest: {line}");
+        assert!(!line.to_string().contains(&session), "{line}");
         assert!(
             line["peer"].as_str().unwrap().starts_with("127.0.0.1:"),
             "{line}"

@@ -143,7 +143,11 @@ async fn one_trace_runs_from_the_client_through_two_replicas_to_a_stdio_server()
     let attributes = &request["attributes"];
     assert_eq!(attributes["mcp.method.name"], "tools/call");
     assert_eq!(attributes["gen_ai.tool.name"], "trace_context");
-    assert_eq!(attributes["mcp.session.id"], session.as_str());
+    let shown = attributes["mcp.session.id"].as_str().unwrap();
+    assert!(
+        shown.starts_with("s-") && shown.len() == 18 && !shown.contains(session.as_str()),
+        "a keyed digest, never the session id, a bearer token: {attributes}"
+    );
     assert_eq!(attributes["mcp.protocol.version"], "2025-11-25");
     assert_eq!(attributes["mcp_proxy.server"], "default");
     assert_eq!(attributes["mcp_proxy.era"], "legacy");
@@ -153,7 +157,10 @@ async fn one_trace_runs_from_the_client_through_two_replicas_to_a_stdio_server()
         principal.starts_with("sha256:") && !principal.contains("secret-token"),
         "a digest, never the credential: {attributes}"
     );
-    assert_eq!(exchange["attributes"]["mcp.session.id"], session.as_str());
+    assert_eq!(
+        exchange["attributes"]["mcp.session.id"], shown,
+        "one session, one digest"
+    );
     for span in &spans {
         assert_eq!(span["status"], json!({}), "unset: nothing failed");
         assert!(span["start"].as_u64() <= span["end"].as_u64(), "{span}");
@@ -355,9 +362,10 @@ async fn a_resume_is_a_replay_span_with_the_events_replayed_and_coalesced() {
     assert_eq!(attributes["mcp_proxy.replay.events"], 10);
     assert_eq!(attributes["mcp_proxy.replay.coalesced"], 990);
     assert_eq!(attributes["mcp_proxy.replay.gap"], false);
-    assert_eq!(
-        attributes["mcp.session.id"],
-        client.session.as_deref().unwrap()
+    let shown = attributes["mcp.session.id"].as_str().unwrap();
+    assert!(
+        shown.starts_with("s-") && !shown.contains(client.session.as_deref().unwrap()),
+        "{attributes}"
     );
     proxy.stop().await;
 }

@@ -135,7 +135,7 @@ impl Config {
         if !self.store.starts_with("redis://") {
             bail!(
                 "store: {:?} is neither \"memory\" nor a redis:// URL",
-                self.store
+                crate::redact::url(&self.store)
             );
         }
         if self.cluster.heartbeat.is_zero() || self.cluster.owner_timeout <= self.cluster.heartbeat
@@ -269,8 +269,9 @@ impl SessionConfig {
 }
 
 /// An `http://` URL with a host (the proxy speaks plain HTTP to its upstreams).
-pub(super) fn parse_http_url(url: &str) -> anyhow::Result<http::Uri> {
-    let uri: http::Uri = url
+pub(super) fn parse_http_url(text: &str) -> anyhow::Result<http::Uri> {
+    let url = crate::redact::url(text);
+    let uri: http::Uri = text
         .parse()
         .map_err(|e| anyhow::anyhow!("upstream URL {url:?} is not a URL: {e}"))?;
     if uri.scheme_str() != Some("http") || uri.host().is_none() {

@@ -73,9 +73,11 @@ impl Asked {
             Some(trace) => Some(trace.0.clone()),
             None => self.trace_id,
         };
+        // Never the id itself (a bearer token): its digest.
         let session = self
             .session
-            .or_else(|| header(response.headers(), "mcp-session-id").map(str::to_owned));
+            .or_else(|| header(response.headers(), "mcp-session-id").map(str::to_owned))
+            .map(|id| crate::redact::session(&id).to_string());
         info!(
             target: TARGET,
             peer = %self.peer,

@@ -116,7 +116,10 @@ async fn post(
     let mut span = RequestSpan::start(app, Some(&parts.headers), &mut message);
     span.set("mcp_proxy.era", "legacy");
     span.set("mcp.protocol.version", "2024-11-05");
-    span.set("mcp.session.id", session.id().to_owned());
+    span.set(
+        "mcp.session.id",
+        crate::redact::session(session.id()).to_string(),
+    );
     *method = message.method().map_or("response", metrics::method_label);
     let mut outcome = match app.registry.deliver(&session, message).await {
         Ok(_) => Ok(accepted()),

@@ -131,7 +131,7 @@ async fn dispatch(
         span.set("mcp.protocol.version", version.to_owned());
     }
     if let Some(id) = session_id.or(protocol_session) {
-        span.set("mcp.session.id", id.to_owned());
+        span.set("mcp.session.id", crate::redact::session(id).to_string());
     }
     let session_method =
         message.kind() == Kind::Request && message.method().is_some_and(is_session_method);

@@ -111,7 +111,10 @@ pub fn replay_span(app: &App, parent: Option<&SpanContext>, session: &str) -> Op
         .metrics
         .spans
         .start("replay", spans::Kind::Internal, parent)?;
-    span.set("mcp.session.id", session.to_owned());
+    span.set(
+        "mcp.session.id",
+        crate::redact::session(session).to_string(),
+    );
     span.set("mcp_proxy.server", app.server.to_string());
     Some(span)
 }

@@ -424,7 +424,10 @@ impl Connection {
         span.set("mcp_proxy.era", "legacy");
         let outcome = self.forward_message(message).await;
         if let Some(bound) = &self.bound {
-            span.set("mcp.session.id", bound.session.id().to_owned());
+            span.set(
+                "mcp.session.id",
+                crate::redact::session(bound.session.id()).to_string(),
+            );
         }
         span.finish_message(&outcome);
         outcome

@@ -166,7 +166,10 @@ impl Session {
         let parent = SpanContext::parse(&client.traceparent)?;
         let mut span = spans.start(name, spans::Kind::Client, Some(&parent))?;
         spans::describe(&mut span, request);
-        span.set("mcp.session.id", self.id.clone());
+        span.set(
+            "mcp.session.id",
+            crate::redact::session(&self.id).to_string(),
+        );
         span.set("mcp_proxy.server", self.metrics.server().to_owned());
         TraceContext {
             traceparent: span.context().traceparent(),

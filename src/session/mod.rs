@@ -291,7 +291,7 @@ impl Session {
     /// kept: a span held per session would pin its formatted fields for as long (scattered small
     /// allocations that keep freed memory from going back to the system).
     pub fn span(&self) -> Span {
-        tracing::info_span!("session", id = %self.id)
+        tracing::info_span!("session", id = %crate::redact::session(&self.id))
     }
 
     /// The protocol version the server agreed to in `initialize`, once it has answered.

@@ -67,7 +67,10 @@ impl HttpSpec {
 
     /// Why a request failed when the server could not be reached.
     pub fn unreachable(&self, cause: &str) -> String {
-        format!("the upstream server is unreachable ({}): {cause}", self.url)
+        format!(
+            "the upstream server is unreachable ({}): {cause}",
+            crate::redact::url(&self.url.to_string())
+        )
     }
 }
 

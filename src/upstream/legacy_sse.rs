@@ -162,7 +162,7 @@ impl Inner {
                                 // session has initialized it.
                                 // (`ready` went false at the cut.)
                                 reestablished = true;
-                                warn!(url = %self.spec.url, "upstream SSE stream was cut; the session re-initializes it");
+                                warn!(url = %crate::redact::url(&self.spec.url.to_string()), "upstream SSE stream was cut; the session re-initializes it");
                                 self.events.deliver(UpstreamEvent::SessionLost);
                             }
                             self.endpoint.send_replace(url);

@@ -103,7 +103,9 @@ impl UpstreamSpec {
         match self {
             UpstreamSpec::Stdio(spec) => spec.display(),
             UpstreamSpec::SharedStdio(spec) => format!("{} (shared)", spec.display()),
-            UpstreamSpec::Http(spec) | UpstreamSpec::Sse(spec) => spec.url.to_string(),
+            UpstreamSpec::Http(spec) | UpstreamSpec::Sse(spec) => {
+                crate::redact::url(&spec.url.to_string()).into_owned()
+            }
         }
     }
 }

@@ -210,7 +210,7 @@ impl Inner {
         if told {
             self.lock().session = None;
             self.stream_settled.send_replace(false);
-            warn!(url = %self.spec.url, "upstream session lost; the session re-initializes it");
+            warn!(url = %crate::redact::url(&self.spec.url.to_string()), "upstream session lost; the session re-initializes it");
             self.events.deliver(UpstreamEvent::SessionLost);
         }
     }

@@ -25,6 +25,8 @@ fn free_port() -> u16 {
 pub struct Redis {
     child: Option<Child>,
     pub port: u16,
+    /// What `requirepass` it was started with, if any.
+    password: Option<String>,
 }
 
 impl Redis {
@@ -32,6 +34,18 @@ impl Redis {
         let mut redis = Redis {
             child: None,
             port: free_port(),
+            password: None,
+        };
+        redis.run().await;
+        redis
+    }
+
+    /// A server that takes only clients that give `password`; its [`Redis::url`] holds it.
+    pub async fn start_with_password(password: &str) -> Redis {
+        let mut redis = Redis {
+            child: None,
+            port: free_port(),
+            password: Some(password.to_owned()),
         };
         redis.run().await;
         redis
@@ -41,6 +55,11 @@ impl Redis {
         let child = Command::new("redis-server")
             .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
             .args(["--save", "", "--appendonly", "no"])
+            .args(
+                self.password
+                    .iter()
+                    .flat_map(|password| ["--requirepass", password.as_str()]),
+            )
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)
@@ -56,11 +75,18 @@ impl Redis {
 
     /// A Redis address without a server of its own (a relay listens on `port`).
     pub fn at(port: u16) -> Redis {
-        Redis { child: None, port }
+        Redis {
+            child: None,
+            port,
+            password: None,
+        }
     }
 
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
+        match &self.password {
+            Some(password) => format!("redis://:{password}@127.0.0.1:{}/0", self.port),
+            None => format!("redis://127.0.0.1:{}/0", self.port),
+        }
     }
 
     /// Kills the server (its data is gone: it keeps none on disk).

@@ -426,7 +426,10 @@ impl Relay {
 /// client and under which input keys.
 fn describe_round(round: &mut Span, held: &HeldRequest, call: &Call) {
     round.set("mcp.method.name", call.method.clone());
-    round.set("mcp.session.id", held.session.clone());
+    round.set(
+        "mcp.session.id",
+        crate::redact::session(&held.session).to_string(),
+    );
     round.set(
         "mcp_proxy.input_required.requests",
         held.waiting.len() as u64,

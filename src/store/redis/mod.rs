@@ -102,7 +102,8 @@ impl RedisStore {
         metrics: Arc<StoreMetrics>,
     ) -> anyhow::Result<Arc<RedisStore>> {
         let url = settings.url.as_str();
-        let client = redis::Client::open(url).with_context(|| format!("store: {url:?}"))?;
+        let shown = crate::redact::url(url);
+        let client = redis::Client::open(url).with_context(|| format!("store: {shown:?}"))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(2)))
             .set_response_timeout(Some(Duration::from_secs(2)))
@@ -115,11 +116,11 @@ impl RedisStore {
         .await
         .map_err(|_| anyhow::anyhow!("no answer within 5 s"))
         .and_then(|c| c.map_err(anyhow::Error::from))
-        .with_context(|| format!("cannot reach the Redis store at {url}"))?;
+        .with_context(|| format!("cannot reach the Redis store at {shown}"))?;
         let _: String = redis::cmd("PING")
             .query_async(&mut connection)
             .await
-            .with_context(|| format!("cannot reach the Redis store at {url}"))?;
+            .with_context(|| format!("cannot reach the Redis store at {shown}"))?;
         let (ops, queue) = mpsc::unbounded_channel();
         let store = Arc::new(RedisStore {
             client,
@@ -145,7 +146,7 @@ impl RedisStore {
             .await
             .context("cannot register this replica in Redis")?;
         store.metrics.up.set(1);
-        info!(node = %store.node_id, advertise = %store.advertise, "joined the replicas sharing {url}");
+        info!(node = %store.node_id, advertise = %store.advertise, "joined the replicas sharing {shown}");
         tokio::spawn(store.clone().run_heartbeat());
         tokio::spawn(store.clone().run_writer(queue));
         Ok(store)
