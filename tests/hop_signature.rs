@@ -10,51 +10,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use common::cluster::{Redis, Replica, SECRET};
+use common::cluster::{recording_relay, Redis, Replica, SECRET};
 use common::{Client, DEMO};
 use http::{Method, StatusCode};
 use mcp_session_proxy::hop::{Signed, SIGNATURE_HEADER};
 use mcp_session_proxy::keys::Keys;
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-
-/// A TCP relay on `listener` to `target` (set once known) that records what its clients send.
-fn recording_relay(
-    listener: TcpListener,
-    target: Arc<Mutex<Option<std::net::SocketAddr>>>,
-) -> Arc<Mutex<Vec<u8>>> {
-    let recorded = Arc::new(Mutex::new(Vec::new()));
-    let record = recorded.clone();
-    tokio::spawn(async move {
-        while let Ok((mut inbound, _)) = listener.accept().await {
-            let Some(to) = *target.lock().unwrap() else {
-                continue;
-            };
-            let record = record.clone();
-            tokio::spawn(async move {
-                let Ok(outbound) = TcpStream::connect(to).await else {
-                    return;
-                };
-                let (mut from_server, mut to_server) = outbound.into_split();
-                let (mut from_client, mut to_client) = inbound.split();
-                let upward = async {
-                    let mut buffer = [0u8; 8192];
-                    while let Ok(n @ 1..) = from_client.read(&mut buffer).await {
-                        record.lock().unwrap().extend_from_slice(&buffer[..n]);
-                        if to_server.write_all(&buffer[..n]).await.is_err() {
-                            break;
-                        }
-                    }
-                    let _ = to_server.shutdown().await;
-                };
-                let downward = tokio::io::copy(&mut from_server, &mut to_client);
-                let _ = tokio::join!(upward, downward);
-            });
-        }
-    });
-    recorded
-}
+use tokio::net::TcpListener;
 
 #[tokio::test]
 async fn hops_are_signed_never_carry_the_secret_and_unsigned_or_replayed_ones_are_refused() {

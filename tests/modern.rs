@@ -935,3 +935,54 @@ async fn in_front_of_a_2026_07_28_server_its_own_hints_decide_what_is_reused() {
     assert_eq!(proxy.metric("mcp_proxy_response_cache_hits_total"), 1);
     assert_eq!(proxy.metric("mcp_proxy_response_cache_misses_total"), 3);
 }
+
+#[tokio::test]
+async fn a_client_that_leaves_while_its_server_initializes_leaves_nothing_behind() {
+    use tokio::io::AsyncWriteExt;
+    // A server that never answers `initialize`: the session opening for the request waits.
+    let proxy = Proxy::start_with(|config| {
+        config.upstream.stdio = Some("sleep 3600".into());
+        config.upstream.request_timeout = std::time::Duration::from_secs(3600);
+    })
+    .await;
+    for credential in [Some("Bearer alice"), None] {
+        let mut params = json!({ "name": "echo", "arguments": { "text": "hi" } });
+        params["_meta"] = meta(json!({}));
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params })
+            .to_string();
+        let mut request = format!(
+            "POST /mcp HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\
+             accept: application/json, text/event-stream\r\nmcp-protocol-version: {VERSION}\r\n\
+             mcp-method: tools/call\r\nmcp-name: echo\r\ncontent-length: {}\r\n",
+            proxy.addr(),
+            body.len()
+        );
+        if let Some(credential) = credential {
+            request.push_str(&format!("authorization: {credential}\r\n"));
+        }
+        request.push_str("\r\n");
+        request.push_str(&body);
+        let mut connection = tokio::net::TcpStream::connect(proxy.addr()).await.unwrap();
+        connection.write_all(request.as_bytes()).await.unwrap();
+        common::until("the session to be opening", 1, || async {
+            proxy.metric("mcp_proxy_sessions_open")
+        })
+        .await;
+        drop(connection);
+        common::until("the session of the client that left to end", 0, || async {
+            proxy.metric("mcp_proxy_sessions_open")
+        })
+        .await;
+    }
+    // The principal that left opens a session again at its next request: nothing stale holds it.
+    let alice = Modern::new(&proxy, Some("alice"));
+    let mut params = json!({ "name": "echo", "arguments": { "text": "hi" } });
+    params["_meta"] = meta(json!({}));
+    let body = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params });
+    let pending = tokio::spawn(async move { alice.send(&body, &[]).await.status });
+    common::until("alice's next session to be opening", 1, || async {
+        proxy.metric("mcp_proxy_sessions_open")
+    })
+    .await;
+    pending.abort();
+}

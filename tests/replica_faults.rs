@@ -7,7 +7,9 @@ mod common;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use common::cluster::{a_session_on_a, call_until_served, metric, through, Redis, Replica};
+use common::cluster::{
+    a_session_on_a, call_until_served, metric, recording_relay, through, Redis, Replica,
+};
 use common::{until, within, Client};
 use http::StatusCode;
 use redis::AsyncCommands;
@@ -314,4 +316,109 @@ async fn a_hop_meant_for_a_dead_owner_never_runs_on_its_successor_at_the_same_ad
     .await;
     assert_eq!(counted["result"]["content"][0]["text"], "1", "{counted}");
     assert_eq!(on_a.call_tool("counter", json!({})).await, "2");
+}
+
+/// The heads of the HTTP requests in `recorded`, lowercased.
+fn request_heads(recorded: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(recorded).to_lowercase();
+    text.match_indices(" /mcp http/1.1\r\n")
+        .map(|(at, _)| {
+            let head = &text[at..];
+            head[..head.find("\r\n\r\n").unwrap_or(head.len())].to_owned()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_session_taken_over_reaches_its_server_with_the_clients_credential() {
+    let redis = Redis::start().await;
+    let server = common::Proxy::start().await;
+    let relay = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", relay.local_addr().unwrap());
+    let target = std::sync::Arc::new(std::sync::Mutex::new(Some(server.addr())));
+    let recorded = recording_relay(relay, target);
+    let options = [
+        "--heartbeat",
+        "100ms",
+        "--owner-timeout",
+        "500ms",
+        "--http",
+        &url,
+        "--forward-authorization",
+    ];
+    let mut a = Replica::start(&redis, "a", &options).await;
+    let b = Replica::start(&redis, "b", &options).await;
+    let mut on_a = Client::new(a.addr);
+    on_a.authorization = Some("Bearer alice-token".into());
+    on_a.initialize("2025-11-25").await;
+    assert_eq!(on_a.call_tool("echo", json!({ "text": "hi" })).await, "hi");
+    let before = recorded.lock().unwrap().len();
+
+    a.kill().await;
+    let reply = call_until_served(
+        "the session to be taken over",
+        &through(&on_a, &b),
+        "echo",
+        json!({ "text": "again" }),
+    )
+    .await;
+    assert_eq!(reply["result"]["content"][0]["text"], "again", "{reply}");
+    assert_eq!(metric(&b, "mcp_proxy_sessions_taken_over_total").await, 1);
+    let after = recorded.lock().unwrap()[before..].to_vec();
+    assert!(
+        String::from_utf8_lossy(&after).contains("\"initialize\""),
+        "the new upstream session was initialized"
+    );
+    let heads = request_heads(&after);
+    assert!(!heads.is_empty());
+    for head in heads {
+        assert!(
+            head.contains("authorization: bearer alice-token"),
+            "every request of the new owner carries the client's credential: {head}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_session_claimed_by_a_replica_at_its_limit_is_given_back_and_taken_by_another() {
+    let redis = Redis::start().await;
+    let fast = ["--heartbeat", "100ms", "--owner-timeout", "500ms"];
+    let mut a = Replica::start(&redis, "a", &fast).await;
+    let full: Vec<&str> = fast
+        .iter()
+        .copied()
+        .chain(["--max-sessions", "1"])
+        .collect();
+    let b = Replica::start(&redis, "b", &full).await;
+    let c = Replica::start(&redis, "c", &fast).await;
+    Client::new(b.addr).initialize("2025-11-25").await; // b is full
+    let mut on_a = Client::new(a.addr);
+    on_a.initialize("2025-11-25").await;
+
+    a.kill().await;
+    // b claims the session once a's heartbeat lapses, cannot open it, and gives it back.
+    let on_b = through(&on_a, &b);
+    within("b to give the session back", async {
+        while b.warned("given back").is_empty() {
+            let reply = on_b
+                .post(&json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                               "params": { "name": "echo", "arguments": { "text": "x" } } }))
+                .await;
+            assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+            assert!(reply.headers.contains_key("retry-after"));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    // Not orphaned on b: c, which has room, takes it over and serves it.
+    let reply = call_until_served(
+        "c to take the session over",
+        &through(&on_a, &c),
+        "echo",
+        json!({ "text": "served" }),
+    )
+    .await;
+    assert_eq!(reply["result"]["content"][0]["text"], "served", "{reply}");
+    assert_eq!(metric(&c, "mcp_proxy_sessions_taken_over_total").await, 1);
+    assert_eq!(metric(&b, "mcp_proxy_sessions_taken_over_total").await, 0);
 }

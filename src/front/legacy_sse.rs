@@ -142,7 +142,11 @@ async fn find_session(app: &App, parts: &http::request::Parts) -> Result<Arc<Ses
         Rejection::bad_request("Bad Request: the sessionId query parameter is required")
     })?;
     app.registry
-        .find(id, &guard::principal(&app.http, &parts.headers))
+        .find(
+            id,
+            &guard::principal(&app.http, &parts.headers),
+            parts.headers.get(http::header::AUTHORIZATION),
+        )
         .await
         .map_err(|e| Rejection::session(&e))?
         .ok_or_else(Rejection::session_not_found)

@@ -57,11 +57,12 @@ pub fn started(id: &Value, session: &Session) -> Bytes {
 pub async fn find(
     app: &App,
     principal: &Principal,
+    credential: Option<&HeaderValue>,
     session_id: &str,
 ) -> Result<Arc<Session>, Rejection> {
     let found = app
         .registry
-        .find(session_id, principal)
+        .find(session_id, principal, credential)
         .await
         .map_err(|e| Rejection::session(&e))?;
     match found {
@@ -96,11 +97,12 @@ pub fn resume_params(message: &Message) -> Result<(String, Option<u64>), Rejecti
 pub async fn resume(
     app: &App,
     principal: &Principal,
+    credential: Option<&HeaderValue>,
     session_id: &str,
     last: Option<u64>,
     parent: Option<SpanContext>,
 ) -> Result<(Arc<Session>, Resumed), Rejection> {
-    let session = find(app, principal, session_id).await?;
+    let session = find(app, principal, credential, session_id).await?;
     // On a view, the owner learns the channel is read here, and says how far it is.
     session
         .ready_reader(StreamKey::Standalone, None)
@@ -130,7 +132,7 @@ pub fn end_params(message: &Message) -> Result<String, Rejection> {
 
 /// `session/end`: the upstream is released and the log dropped; nothing more is delivered.
 pub async fn end(app: &App, principal: &Principal, session_id: &str) -> Result<(), Rejection> {
-    find(app, principal, session_id).await?;
+    find(app, principal, None, session_id).await?;
     app.registry.end_everywhere(session_id).await;
     Ok(())
 }

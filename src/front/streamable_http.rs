@@ -166,7 +166,7 @@ async fn dispatch(
         )
         .with_id(message.id()));
     };
-    let session = transport_session(app, session_id, &principal)
+    let session = transport_session(app, session_id, &principal, headers)
         .await
         .map_err(|rejection| rejection.with_id(message.id()))?;
     check_protocol_version(headers)?;
@@ -339,10 +339,16 @@ async fn protocol_post(
                 session_methods::resume_params(&message).map_err(|r| r.with_id(Some(&id)))?;
             same_as_named(&session_id)?;
             let parent = traced::context_of(&message);
-            let (session, resumed) =
-                session_methods::resume(app, &principal, &session_id, last, parent)
-                    .await
-                    .map_err(|r| r.with_id(Some(&id)))?;
+            let (session, resumed) = session_methods::resume(
+                app,
+                &principal,
+                headers.get(header::AUTHORIZATION),
+                &session_id,
+                last,
+                parent,
+            )
+            .await
+            .map_err(|r| r.with_id(Some(&id)))?;
             Ok(open_channel(app, &session, resumed, &id))
         }
         Some(protocol::END) => {
@@ -359,7 +365,8 @@ async fn protocol_post(
             let session_id = named.ok_or_else(|| {
                 Rejection::bad_request("Bad Request: Mcp-Protocol-Session-Id header is required")
             })?;
-            let session = session_methods::find(app, &principal, session_id)
+            let credential = headers.get(header::AUTHORIZATION);
+            let session = session_methods::find(app, &principal, credential, session_id)
                 .await
                 .map_err(|r| r.with_id(message.id()))?;
             check_protocol_version(headers)?;
@@ -417,10 +424,11 @@ async fn transport_session(
     app: &App,
     session_id: &str,
     principal: &crate::ids::Principal,
+    headers: &HeaderMap,
 ) -> Result<Arc<Session>, Rejection> {
     let session = app
         .registry
-        .find(session_id, principal)
+        .find(session_id, principal, headers.get(header::AUTHORIZATION))
         .await
         .map_err(|e| Rejection::session(&e))?
         .ok_or_else(Rejection::session_not_found)?;
@@ -538,7 +546,7 @@ fn open_stream(
 async fn find_session(app: &App, headers: &HeaderMap) -> Result<Arc<Session>, Rejection> {
     let id = header_str(headers, SESSION_HEADER)
         .ok_or_else(|| Rejection::bad_request("Bad Request: Mcp-Session-Id header is required"))?;
-    transport_session(app, id, &guard::principal(&app.http, headers)).await
+    transport_session(app, id, &guard::principal(&app.http, headers), headers).await
 }
 
 fn set_session_header(response: &mut Response<Body>, session: &Session) {

@@ -380,6 +380,7 @@ impl Connection {
         let (session, resumed) = session_methods::resume(
             &self.app,
             &self.principal,
+            self.credential.as_ref(),
             &session_id,
             last,
             traced::context_of(message),
@@ -401,7 +402,7 @@ impl Connection {
     async fn end(&mut self, message: &Message) -> Result<Vec<Bytes>, Rejection> {
         let id = message.id().cloned().unwrap_or(Value::Null);
         let session_id = session_methods::end_params(message).map_err(|r| r.with_id(Some(&id)))?;
-        session_methods::find(&self.app, &self.principal, &session_id)
+        session_methods::find(&self.app, &self.principal, None, &session_id)
             .await
             .map_err(|r| r.with_id(Some(&id)))?;
         // Stop reading first: nothing of the session may follow the answer.

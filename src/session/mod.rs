@@ -208,6 +208,9 @@ pub struct Session {
     /// A view's successor: this replica's own session after it took the session over. Readers
     /// of the view read on there, from where they were.
     successor: std::sync::OnceLock<Arc<Session>>,
+    /// A view: the `Authorization` of the newest request that reached it, for the upstream
+    /// this replica builds if it takes the session over (never written to the store).
+    credential: Mutex<Option<http::HeaderValue>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -270,6 +273,7 @@ impl Session {
             following: Default::default(),
             ended: CancellationToken::new(),
             successor: std::sync::OnceLock::new(),
+            credential: Mutex::new(None),
         })
     }
 

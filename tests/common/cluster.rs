@@ -269,3 +269,41 @@ pub async fn metric(replica: &Replica, name: &str) -> u64 {
         .await;
     super::metric_in(&String::from_utf8_lossy(&text), name)
 }
+
+/// A TCP relay on `listener` to `target` (set once known) that records what its clients send.
+pub fn recording_relay(
+    listener: tokio::net::TcpListener,
+    target: std::sync::Arc<std::sync::Mutex<Option<std::net::SocketAddr>>>,
+) -> std::sync::Arc<std::sync::Mutex<Vec<u8>>> {
+    let recorded = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = recorded.clone();
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let Some(to) = *target.lock().unwrap() else {
+                continue;
+            };
+            let record = record.clone();
+            tokio::spawn(async move {
+                let Ok(outbound) = tokio::net::TcpStream::connect(to).await else {
+                    return;
+                };
+                let (mut from_server, mut to_server) = outbound.into_split();
+                let (mut from_client, mut to_client) = inbound.split();
+                let upward = async {
+                    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                    let mut buffer = [0u8; 8192];
+                    while let Ok(n @ 1..) = from_client.read(&mut buffer).await {
+                        record.lock().unwrap().extend_from_slice(&buffer[..n]);
+                        if to_server.write_all(&buffer[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                    let _ = to_server.shutdown().await;
+                };
+                let downward = tokio::io::copy(&mut from_server, &mut to_client);
+                let _ = tokio::join!(upward, downward);
+            });
+        }
+    });
+    recorded
+}

@@ -21,7 +21,7 @@ use http::HeaderValue;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::modern::correlation::{initialize_with, Initialized};
+use super::modern::correlation::{initialize_with, EndOnDrop, Initialized};
 use super::rejection::Rejection;
 use super::App;
 use crate::ids::Principal;
@@ -128,13 +128,12 @@ impl DataLayer {
             .registry
             .create(principal.clone(), Shape::Streams, credential)
             .map_err(|e| Rejection::session(&e))?;
-        let initialized = match initialize_with(&app.registry, &session, init).await {
-            Ok(result) => Arc::new(Initialized::new(result)),
-            Err(rejection) => {
-                app.registry.end(session.id());
-                return Err(rejection);
-            }
-        };
+        // Ended unless its server is initialized: a refusal, or the client gone meanwhile.
+        let unopened = EndOnDrop::new(app.registry.clone(), session.id().to_owned());
+        let initialized = Arc::new(Initialized::new(
+            initialize_with(&app.registry, &session, init).await?,
+        ));
+        unopened.disarm();
         let state = self.key.tag(&state_parts(session.id(), &principal));
         session.set_layer(Layer {
             kind,
@@ -212,7 +211,7 @@ impl DataLayer {
         }
         let session = app
             .registry
-            .find(id, principal)
+            .find(id, principal, None)
             .await
             .map_err(|e| Rejection::session(&e))?
             .ok_or_else(not_found)?;
@@ -273,7 +272,7 @@ impl DataLayer {
         }
         if let Ok(Some((_, recorded))) = app
             .registry
-            .correlated(&record_key(session.id()), principal)
+            .correlated(&record_key(session.id()), principal, None)
             .await
         {
             if let Ok(result) = serde_json::from_str(&recorded) {
@@ -296,7 +295,7 @@ impl DataLayer {
     ) -> Option<Arc<Session>> {
         let opened = self.opened.get(principal)?.clone();
         for session_id in opened {
-            if let Ok(Some(session)) = app.registry.find(&session_id, principal).await {
+            if let Ok(Some(session)) = app.registry.find(&session_id, principal, None).await {
                 if session.awaits_answer(id) {
                     return Some(session);
                 }

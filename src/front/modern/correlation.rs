@@ -138,17 +138,21 @@ impl Correlation {
             });
         }
         let key = (principal.clone(), canonical(&meta.capabilities));
-        if let Some(found) = self.live(registry, &key).await? {
+        if let Some(found) = self.live(registry, &key, credential.as_ref()).await? {
             return Ok(found);
         }
         let gate = self.opening.entry(key.clone()).or_default().clone();
+        // Waiters hold the gate and find the entry; so do later requests. The gate goes from
+        // the table however this request ends, its client gone before the answer included.
+        let _gone_after = Ungate {
+            opening: &self.opening,
+            key: &key,
+        };
         let _one_at_a_time = gate.lock().await;
         let opened = self.live_or_open(registry, &key, meta, credential).await;
         if let Ok((session, initialized)) = &opened {
             self.remember(registry, key.clone(), session, initialized);
         }
-        // Waiters hold the gate and find the entry; so do later requests.
-        self.opening.remove(&key);
         let (session, initialized) = opened?;
         Ok(Correlated {
             session,
@@ -166,13 +170,13 @@ impl Correlation {
         meta: &RequestMeta,
         credential: Option<HeaderValue>,
     ) -> Result<(Arc<Session>, Arc<Initialized>), Rejection> {
-        if let Some(found) = self.live(registry, key).await? {
+        if let Some(found) = self.live(registry, key, credential.as_ref()).await? {
             return Ok((found.session, found.initialized));
         }
         let principal = &key.0;
         let shared = shared_key(key);
         let recorded = registry
-            .correlated(&shared, principal)
+            .correlated(&shared, principal, credential.as_ref())
             .await
             .map_err(|e| Rejection::session(&e))?;
         if let Some((session, initialized)) = recorded.filter(|(session, _)| usable(session)) {
@@ -243,7 +247,9 @@ impl Correlation {
             return initialized;
         }
         let shared = shared_key(&(principal.clone(), canonical(&meta.capabilities)));
-        if let Ok(Some((recorded, initialized))) = registry.correlated(&shared, principal).await {
+        if let Ok(Some((recorded, initialized))) =
+            registry.correlated(&shared, principal, None).await
+        {
             if recorded.id() == session.id() {
                 let initialized = serde_json::from_str(&initialized).unwrap_or_default();
                 return Arc::new(Initialized::new(initialized));
@@ -253,12 +259,17 @@ impl Correlation {
     }
 
     /// The session this replica correlated `key` with, wherever it lives now, if it serves.
-    async fn live(&self, registry: &Registry, key: &Key) -> Result<Option<Correlated>, Rejection> {
+    async fn live(
+        &self,
+        registry: &Registry,
+        key: &Key,
+        credential: Option<&HeaderValue>,
+    ) -> Result<Option<Correlated>, Rejection> {
         let Some(entry) = self.by_key.get(key).map(|e| e.clone()) else {
             return Ok(None);
         };
         let found = registry
-            .find(&entry.session_id, &key.0)
+            .find(&entry.session_id, &key.0, credential)
             .await
             .map_err(|e| Rejection::session(&e))?;
         match found {
@@ -289,17 +300,26 @@ impl Correlation {
         let session = registry
             .create(principal, Shape::Streams, credential)
             .map_err(|e| Rejection::session(&e))?;
-        match initialize(registry, &session, meta).await {
-            Ok(initialized) => {
-                let initialized = Arc::new(Initialized::new(initialized));
-                *self.newest.lock().unwrap_or_else(|e| e.into_inner()) = Some(initialized.clone());
-                Ok((session, initialized))
-            }
-            Err(rejection) => {
-                registry.end(session.id());
-                Err(rejection)
-            }
-        }
+        // Ended unless its server is initialized: a refusal, or the client gone meanwhile.
+        let unopened = EndOnDrop::new(registry.clone(), session.id().to_owned());
+        let initialized = Arc::new(Initialized::new(
+            initialize(registry, &session, meta).await?,
+        ));
+        unopened.disarm();
+        *self.newest.lock().unwrap_or_else(|e| e.into_inner()) = Some(initialized.clone());
+        Ok((session, initialized))
+    }
+}
+
+/// Takes a key's opening gate from the table when dropped.
+struct Ungate<'a> {
+    opening: &'a DashMap<Key, Arc<tokio::sync::Mutex<()>>>,
+    key: &'a Key,
+}
+
+impl Drop for Ungate<'_> {
+    fn drop(&mut self) {
+        self.opening.remove(self.key);
     }
 }
 

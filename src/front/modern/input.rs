@@ -31,6 +31,7 @@ pub async fn resume(
     app: &App,
     request: &Message,
     mut call: Call,
+    credential: Option<&http::HeaderValue>,
 ) -> Result<http::Response<Body>, Rejection> {
     let principal = call.principal.clone();
     let id = request.id().cloned().unwrap_or(Value::Null);
@@ -67,7 +68,7 @@ pub async fn resume(
     // Wherever the session lives now: a retry may come to any replica.
     let found = app
         .registry
-        .find(&held.session, &principal)
+        .find(&held.session, &principal, credential)
         .await
         .map_err(|e| Rejection::session(&e).with_id(Some(&id)))?;
     let Some(session) = found else {

@@ -67,7 +67,7 @@ pub async fn post(
         }
         _ if params.has("requestState") => {
             let call = exchange::Call::new(&message, &params, meta, principal);
-            input::resume(app, &message, call).await
+            input::resume(app, &message, call, headers.get(header::AUTHORIZATION)).await
         }
         _ => {
             let mut call = exchange::Call::new(&message, &params, meta, principal.clone());

@@ -11,11 +11,13 @@ use crate::session::{Registry, Session, SessionError};
 
 impl Registry {
     /// The session recorded for correlation `key` and its server's `initialize` result, found
-    /// wherever it lives (`None` without a shared store, or when it is gone).
+    /// wherever it lives (`None` without a shared store, or when it is gone); taken over with
+    /// `credential` if its owner is gone.
     pub async fn correlated(
         &self,
         key: &str,
         principal: &Principal,
+        credential: Option<&http::HeaderValue>,
     ) -> Result<Option<(Arc<Session>, String)>, SessionError> {
         let Some(redis) = self.store.redis() else {
             return Ok(None);
@@ -28,7 +30,7 @@ impl Registry {
             return Ok(None);
         };
         Ok(self
-            .find(&id, principal)
+            .find(&id, principal, credential)
             .await?
             .map(|session| (session, initialized)))
     }

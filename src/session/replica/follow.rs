@@ -75,7 +75,9 @@ impl Registry {
                 }
                 Ok(None) => {
                     let principal = view.principal().clone();
-                    if let Err(error) = self.take_over(record, view.id(), &principal).await {
+                    let credential = view.credential();
+                    let taken = self.take_over(record, view.id(), &principal, credential);
+                    if let Err(error) = taken.await {
                         warn!(%error, "could not take over a session whose owner is gone");
                     }
                 }

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use http::HeaderValue;
 use tracing::warn;
 
 use super::follow::{renew, tail};
@@ -20,11 +21,13 @@ impl Registry {
     /// The session `id` if `principal` owns it, here or on another replica (then a view of it,
     /// fed from the shared log, whose client messages go to the owner). A session that may
     /// exist is never reported missing: while the shared store or its owner cannot tell, that
-    /// is an error (503, retry), not `None` (404).
+    /// is an error (503, retry), not `None` (404). `credential` is the request's
+    /// `Authorization`: a session taken over here gets its new upstream with it.
     pub async fn find(
         &self,
         id: &str,
         principal: &Principal,
+        credential: Option<&HeaderValue>,
     ) -> Result<Option<Arc<Session>>, SessionError> {
         if let Some(session) = self.get(id, principal) {
             return Ok(Some(session));
@@ -39,6 +42,7 @@ impl Registry {
             if view.principal() != principal {
                 return Ok(None);
             }
+            view.remember_credential(credential);
             let trusted = !view.ended.is_cancelled() && !view.owner().is_some_and(|o| o.suspect());
             if trusted {
                 return Ok(Some(view));
@@ -50,7 +54,7 @@ impl Registry {
         if !self.store.healthy() {
             return Err(SessionError::StoreUnavailable);
         }
-        self.resolve(redis, id, principal).await
+        self.resolve(redis, id, principal, credential).await
     }
 
     /// Where session `id` lives, from the shared store: a view of it (its owner alive), or this
@@ -61,6 +65,7 @@ impl Registry {
         redis: &Arc<RedisStore>,
         id: &str,
         principal: &Principal,
+        credential: Option<&HeaderValue>,
     ) -> Result<Option<Arc<Session>>, SessionError> {
         // A claim lost to another replica means the record changed: read it once more.
         for _ in 0..2 {
@@ -69,7 +74,11 @@ impl Registry {
                 .await
                 .map_err(|e| unavailable(&e))?;
             let Some(record) = record else {
-                return self.ask_creator(redis, id, principal).await;
+                let found = self.ask_creator(redis, id, principal).await?;
+                if let Some(view) = &found {
+                    view.remember_credential(credential);
+                }
+                return Ok(found);
             };
             if record.principal != principal.as_str() {
                 return Ok(None);
@@ -88,12 +97,14 @@ impl Registry {
                         node: record.owner.clone(),
                         url,
                     };
-                    return Ok(Some(
-                        self.view_of(redis, id, principal, &record, owner).await,
-                    ));
+                    let view = self.view_of(redis, id, principal, &record, owner).await;
+                    view.remember_credential(credential);
+                    return Ok(Some(view));
                 }
                 None => {
-                    if let Some(session) = self.take_over(record, id, principal).await? {
+                    let credential = credential.cloned();
+                    if let Some(session) = self.take_over(record, id, principal, credential).await?
+                    {
                         return Ok(Some(session));
                     }
                 }
@@ -241,7 +252,11 @@ impl Registry {
         ) {
             return outcome;
         }
-        match self.find(session.id(), session.principal()).await? {
+        let credential = session.credential();
+        match self
+            .find(session.id(), session.principal(), credential.as_ref())
+            .await?
+        {
             Some(found) => found.deliver(message).await,
             None => Err(SessionError::Gone),
         }

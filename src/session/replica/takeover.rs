@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
+use http::HeaderValue;
 use serde_json::Value;
 use tokio::time::Instant;
 use tracing::{info, warn};
@@ -16,7 +17,8 @@ use crate::session::layer::Layer;
 use crate::session::log::{Logged, StreamKey};
 use crate::session::{Registry, Session, SessionError, Shape};
 use crate::store::{Op, Record};
-use crate::upstream::Sink;
+use crate::upstream::factory::Binding;
+use crate::upstream::{Sink, Upstream};
 
 impl Session {
     /// Takes over a session another replica owned, from what the shared store holds: its
@@ -79,6 +81,29 @@ impl Session {
 }
 
 impl Registry {
+    /// Room for one more session of `principal` and its new upstream, for a takeover: nothing
+    /// held when refused.
+    fn open_taken(
+        &self,
+        principal: &Principal,
+        credential: Option<HeaderValue>,
+    ) -> Result<(Upstream, Arc<Binding>), SessionError> {
+        let limit = self.settings.max_sessions;
+        if self.reserved.fetch_add(1, Ordering::AcqRel) >= limit {
+            self.reserved.fetch_sub(1, Ordering::AcqRel);
+            return Err(SessionError::TooManySessions(limit));
+        }
+        if let Err(error) = self.reserve_for(principal) {
+            self.reserved.fetch_sub(1, Ordering::AcqRel);
+            return Err(error);
+        }
+        self.upstreams.build(credential).map_err(|error| {
+            self.reserved.fetch_sub(1, Ordering::AcqRel);
+            self.release_for(principal);
+            error.into()
+        })
+    }
+
     /// A session this replica owns, for the internal hop; one the shared store says it owns but
     /// it does not hold (this replica was restarted under the same name) is taken over now.
     pub async fn owned_or_reclaimed(&self, id: &str) -> Result<Option<Arc<Session>>, SessionError> {
@@ -91,7 +116,7 @@ impl Registry {
         match redis.record(&self.server, id).await {
             Ok(Some(record)) if record.owner == redis.node_id => {
                 let principal = Principal::from_stored(&record.principal);
-                self.take_over(record, id, &principal).await
+                self.take_over(record, id, &principal, None).await
             }
             Ok(_) => Ok(None),
             Err(error) => Err(unavailable(&error)),
@@ -99,14 +124,17 @@ impl Registry {
     }
 
     /// Becomes the owner of a session whose owner is gone: claims it (of several replicas, one
-    /// wins: `None` here when another did), binds a new upstream, rebuilds the log from the
+    /// wins: `None` here when another did), binds a new upstream built with `credential` (the
+    /// `Authorization` of the request that brought the session here), rebuilds the log from the
     /// shared one, re-initializes and re-subscribes the upstream, and tells the client what may
-    /// be lost (`close_gap`).
+    /// be lost (`close_gap`). A claim this replica cannot honour (a limit, no upstream) is given
+    /// back, so that another replica may take the session.
     pub(in crate::session) async fn take_over(
         &self,
         record: Record,
         id: &str,
         principal: &Principal,
+        credential: Option<HeaderValue>,
     ) -> Result<Option<Arc<Session>>, SessionError> {
         let Some(redis) = self.store.redis() else {
             return Ok(None);
@@ -125,26 +153,15 @@ impl Registry {
         {
             return Ok(None);
         }
-        let limit = self.settings.max_sessions;
-        if self.reserved.fetch_add(1, Ordering::AcqRel) >= limit {
-            self.reserved.fetch_sub(1, Ordering::AcqRel);
-            warn!(
-                session = id,
-                "a session to take over is over the session limit"
-            );
-            return Err(SessionError::TooManySessions(limit));
-        }
-        if let Err(error) = self.reserve_for(principal) {
-            self.reserved.fetch_sub(1, Ordering::AcqRel);
-            return Err(error);
-        }
-        let (upstream, binding) = match self.upstreams.build(None) {
+        let (upstream, binding) = match self.open_taken(principal, credential) {
             Ok(bound) => bound,
             Err(error) => {
-                self.reserved.fetch_sub(1, Ordering::AcqRel);
-                self.release_for(principal);
-                warn!(%error, "no upstream for a session to take over");
-                return Err(error.into());
+                warn!(session = %crate::redact::session(id), %error,
+                      "a session claimed to take over cannot be opened here: given back");
+                if let Err(error) = redis.unclaim(&self.server, id, &record.owner).await {
+                    warn!(%error, "a claimed session could not be given back");
+                }
+                return Err(error);
             }
         };
         let shape = match record.shape.as_str() {

@@ -150,6 +150,21 @@ impl Session {
         self.end();
     }
 
+    /// Remembers the credential of a request that reached this view (the newest one stays).
+    pub(crate) fn remember_credential(&self, credential: Option<&http::HeaderValue>) {
+        if let Some(credential) = credential {
+            *self.credential.lock().unwrap_or_else(|e| e.into_inner()) = Some(credential.clone());
+        }
+    }
+
+    /// The credential of the newest request that reached this view.
+    pub(crate) fn credential(&self) -> Option<http::HeaderValue> {
+        self.credential
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// The session this view's readers read on in, once it ended.
     pub(crate) fn successor(&self) -> Option<Arc<Session>> {
         self.successor.get().cloned()

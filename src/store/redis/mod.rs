@@ -400,8 +400,19 @@ impl RedisStore {
     /// Makes this replica the owner of session `id` if `previous` still is (atomically: of
     /// several replicas trying, one wins).
     pub async fn claim(&self, server: &str, id: &str, previous: &str) -> StoreResult<bool> {
+        self.hand_over(server, id, previous, &self.node_id).await
+    }
+
+    /// Gives session `id` back to `previous` if this replica still owns it: a claim it could
+    /// not honour, so that another replica may take the session over.
+    pub async fn unclaim(&self, server: &str, id: &str, previous: &str) -> StoreResult<bool> {
+        self.hand_over(server, id, &self.node_id, previous).await
+    }
+
+    /// Makes `to` the owner of session `id` if `from` still is; whether it did.
+    async fn hand_over(&self, server: &str, id: &str, from: &str, to: &str) -> StoreResult<bool> {
         let mut connection = self.timed();
-        let won: i64 = redis::cmd("EVAL")
+        let done: i64 = redis::cmd("EVAL")
             .arg(
                 "if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then \
                    redis.call('HSET', KEYS[1], 'owner', ARGV[2]) return 1 \
@@ -409,11 +420,11 @@ impl RedisStore {
             )
             .arg(1)
             .arg(self.session_key(server, id))
-            .arg(previous)
-            .arg(&self.node_id)
+            .arg(from)
+            .arg(to)
             .query_async(&mut connection)
             .await?;
-        Ok(won == 1)
+        Ok(done == 1)
     }
 
     /// The logged messages of session `id` after `after`, oldest first.
