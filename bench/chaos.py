@@ -101,6 +101,9 @@ RULES = [
     "interrupted calls, state resets, takeovers seen (a new 2^32 block of SSE sequence numbers "
     "in a session), connection errors (a killed replica: retried elsewhere), calls of unknown "
     "outcome (connection lost after sending), kills done, burst requests done.",
+    "unexercised: a run passes only when every check had something to check: at least one "
+    "kill -9 (unless --no-kills), one live update check made (not skipped), one progress call "
+    "and one update received; otherwise it fails naming what was not exercised.",
 ]
 
 _libc = None
@@ -1510,10 +1513,18 @@ def main() -> int:
             tally["unknown" if owner is None else
                   ("on_owner" if owner[0] == replica else "on_other_replica")] += 1
         live_split[f"live_{kind}"] = dict(tally)
-    ok = error is None and not any(failures.values())
+    # A run that exercised nothing proves nothing: each check must have had something to check.
+    unexercised = [what for what, missing in [
+        ("no replica was killed", args.kills and info["kills"] < 1),
+        ("no live update check was made (all skipped)", info["live_checks"] < 1),
+        ("no progress call was made", info["progress_calls"] < 1),
+        ("no update was observed", info["updates_received"] < 1),
+    ] if missing]
+    ok = error is None and not any(failures.values()) and not unexercised
     report = {
         "ok": ok,
         "error": error,
+        "unexercised": unexercised,
         "seed": args.seed,
         "seconds": args.seconds,
         "replicas": args.replicas,
@@ -1544,6 +1555,8 @@ def main() -> int:
           f"interrupted={info['interrupted']} state_resets={info['state_resets']} "
           f"takeovers_seen={info['takeovers_seen']}", file=sys.stderr)
     print(f"failures: {summary}", file=sys.stderr)
+    for what in unexercised:
+        print(f"not exercised: {what}", file=sys.stderr)
     print(f"{'PASS' if ok else 'FAIL'}{' (' + error + ')' if error else ''}; logs in {log_dir}",
           file=sys.stderr)
     return 0 if ok else 1

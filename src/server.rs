@@ -58,6 +58,12 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
+    if front::guard::open_to_anyone(&config.http_settings()) {
+        tracing::warn!(%addr,
+            "listening beyond loopback with no allowed hosts (--allowed-host, \
+             MCP_PROXY_ALLOWED_HOSTS) and no authorization in front (--principal-header): any \
+             Host header is served, so a browser page can reach this proxy by DNS rebinding");
+    }
     let metrics = Arc::new(Metrics::default());
     let shutdown = CancellationToken::new();
     let keys = Keys::from_secret(&config.cluster.secret);

@@ -356,3 +356,77 @@ async fn durations_past_a_year_and_zero_waits_or_limits_stop_start_up_naming_the
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn allowed_hosts_come_from_the_environment_as_the_image_takes_them() {
+    let (_proxy, addr, _logs, _) = common::spawn_proxy_with_env(
+        &["--listen", "127.0.0.1:0"],
+        &[("MCP_PROXY_ALLOWED_HOSTS", "mcp.example,other.example:9")],
+    )
+    .await;
+    let initialize = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": { "protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": { "name": "x", "version": "1" } } });
+    let local = addr.to_string();
+    for (host, allowed) in [
+        ("mcp.example", true),
+        ("other.example:9", true),
+        (local.as_str(), false),
+        ("evil.example", false),
+    ] {
+        let reply = Client::new(addr)
+            .send_to(
+                "/mcp",
+                http::Method::POST,
+                &[
+                    ("host", host),
+                    ("content-type", "application/json"),
+                    ("accept", "application/json, text/event-stream"),
+                ],
+                Some(initialize.to_string().into()),
+            )
+            .await;
+        let expected = match allowed {
+            true => StatusCode::OK,
+            false => StatusCode::FORBIDDEN,
+        };
+        assert_eq!(reply.status, expected, "Host: {host}");
+    }
+}
+
+#[tokio::test]
+async fn in_front_of_a_2026_07_28_http_server_the_defaults_serve_both_eras() {
+    let (_server, server) = common::modern_demo_over_http().await;
+    let url = format!("http://{server}/mcp");
+    let (_proxy, addr, _logs, _) = spawn_proxy(&["--listen", "127.0.0.1:0", "--http", &url]).await;
+
+    let mut legacy = Client::new(addr);
+    legacy.initialize("2025-11-25").await;
+    assert_eq!(
+        legacy.call_tool("echo", json!({ "text": "old" })).await,
+        "old"
+    );
+
+    let call = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "echo", "arguments": { "text": "new" },
+        "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                   "io.modelcontextprotocol/clientCapabilities": {},
+                   "io.modelcontextprotocol/clientInfo": { "name": "x", "version": "1" } } } });
+    let reply = Client::new(addr)
+        .send_to(
+            "/mcp",
+            http::Method::POST,
+            &[
+                ("content-type", "application/json"),
+                ("accept", "application/json, text/event-stream"),
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "tools/call"),
+                ("mcp-name", "echo"),
+            ],
+            Some(call.to_string().into()),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let answer = within("the modern answer", reply.response()).await;
+    assert_eq!(answer["result"]["content"][0]["text"], "new", "{answer}");
+}

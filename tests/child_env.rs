@@ -122,13 +122,14 @@ async fn an_allow_list_passes_what_it_names_and_env_sets_variables_but_no_secret
     client.initialize("2025-11-25").await;
 
     let environments = environments(&dir);
-    assert_eq!(environments.len(), 1);
-    let env = &environments[0];
-    assert_holds_no_secret(env);
-    assert!(env.contains("GREETING=hello there"), "{env}");
-    assert!(env.lines().any(|line| line.starts_with("PATH=")), "{env}");
-    for absent in ["HOME=/home/proxy", "NOT_PASSED", "VAULT_TOKEN"] {
-        assert!(!env.contains(absent), "{absent} reached the child:\n{env}");
+    assert_eq!(environments.len(), 2, "the probe's child and the session's");
+    for env in &environments {
+        assert_holds_no_secret(env);
+        assert!(env.contains("GREETING=hello there"), "{env}");
+        assert!(env.lines().any(|line| line.starts_with("PATH=")), "{env}");
+        for absent in ["HOME=/home/proxy", "NOT_PASSED", "VAULT_TOKEN"] {
+            assert!(!env.contains(absent), "{absent} reached the child:\n{env}");
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

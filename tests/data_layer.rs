@@ -476,10 +476,10 @@ async fn a_data_layer_session_expires_unused_or_at_the_end_of_its_lifetime() {
     tokio::time::advance(TTL / 2).await;
     assert_eq!(count(&mut client, &kept).await, "1");
     tokio::time::advance(TTL / 2 + Duration::from_secs(30)).await;
-    // Polls on the paused clock: these sleeps are virtual.
-    while proxy.metric("mcp_proxy_sessions_expired_total") == 0 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    common::on_the_paused_clock_until("the unused session to expire", || {
+        proxy.metric("mcp_proxy_sessions_expired_total") > 0
+    })
+    .await;
     let answer = within(
         &mut client,
         &lapsing,

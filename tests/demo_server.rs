@@ -133,7 +133,16 @@ fn modern_request(id: u64, method: &str, mut params: Value) -> Value {
 #[tokio::test]
 async fn the_modern_demo_refuses_legacy_requests_and_checks_what_each_request_carries() {
     let mut demo = Lines::spawn(&["demo-server", "--protocol", "2026-07-28"]);
-    for (id, method) in [(1, "initialize"), (2, "ping"), (3, "resources/subscribe")] {
+    let initialize = demo
+        .ask(json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                     "params": { "protocolVersion": "2025-11-25", "capabilities": {} } }))
+        .await;
+    assert_eq!(initialize["error"]["code"], -32022, "{initialize}");
+    assert_eq!(
+        initialize["error"]["data"],
+        json!({ "supported": ["2026-07-28"], "requested": "2025-11-25" })
+    );
+    for (id, method) in [(2, "ping"), (3, "resources/subscribe")] {
         let refused = demo
             .ask(json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": {} }))
             .await;

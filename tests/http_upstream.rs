@@ -18,6 +18,8 @@ async fn in_front_of(
     Proxy::start_with(|c| {
         c.upstream.stdio = None;
         c.upstream.http = Some(url);
+        // The legacy Streamable HTTP transport, whatever the server would say to a probe.
+        c.upstream.protocol = mcp_session_proxy::era::Era::Legacy;
         adjust(c);
     })
     .await

@@ -48,16 +48,14 @@ async fn an_idle_session_expires_and_its_child_is_released() {
     assert_eq!(proxy.metric("mcp_proxy_sessions_expired_total"), 0);
 
     tokio::time::advance(TTL + Duration::from_secs(30)).await;
-    // Polls on the paused clock: these sleeps are virtual. No `within` bound here: virtual time
-    // leaps forward whenever the runtime idles, so it would expire while a real child exits.
-    while proxy.metric("mcp_proxy_sessions_expired_total") == 0 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    common::on_the_paused_clock_until("the idle session to expire", || {
+        proxy.metric("mcp_proxy_sessions_expired_total") > 0
+    })
+    .await;
 
     assert_eq!(idle.get(None).await.status, StatusCode::NOT_FOUND);
-    while alive(idle_pid) {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    common::on_the_paused_clock_until("the idle session's child to exit", || !alive(idle_pid))
+        .await;
     assert_eq!(proxy.metric("mcp_proxy_sessions_expired_total"), 1);
     assert_eq!(
         watched

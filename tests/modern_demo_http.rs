@@ -4,39 +4,11 @@
 
 mod common;
 
-use std::net::SocketAddr;
-
 use bytes::Bytes;
-use common::{within, Client, Proxy, Reply, DEMO};
+use common::{within, Client, Proxy, Reply};
 use http::{Method, StatusCode};
 use mcp_session_proxy::era::Era;
 use serde_json::{json, Value};
-use tokio::process::Child;
-
-/// The modern demo over HTTP on a port of its own choosing (killed when the child drops), and
-/// the address it printed.
-async fn modern_demo_over_http() -> (Child, SocketAddr) {
-    let (child, url, _) = common::spawn_announcing(
-        "the demo's URL",
-        tokio::process::Command::new(DEMO)
-            .args([
-                "demo-server",
-                "--http",
-                "127.0.0.1:0",
-                "--protocol",
-                "2026-07-28",
-            ])
-            .stderr(std::process::Stdio::null()),
-    )
-    .await;
-    let addr = url
-        .strip_prefix("http://")
-        .and_then(|rest| rest.strip_suffix("/mcp"))
-        .unwrap_or_else(|| panic!("a URL: {url}"))
-        .parse()
-        .unwrap();
-    (child, addr)
-}
 
 /// A 2026-07-28 request: `_meta` in the body, its headers mirroring it.
 async fn modern(client: &Client, id: Value, method: &str, mut params: Value) -> Reply {
@@ -59,7 +31,7 @@ async fn modern(client: &Client, id: Value, method: &str, mut params: Value) -> 
 
 #[tokio::test]
 async fn a_modern_client_is_served_directly() {
-    let (_demo, addr) = modern_demo_over_http().await;
+    let (_demo, addr) = common::modern_demo_over_http().await;
     let client = Client::new(addr);
     let echo = json!({ "name": "echo", "arguments": { "text": "hi" } });
     let reply = modern(&client, json!(1), "tools/call", echo.clone()).await;
@@ -125,7 +97,7 @@ async fn a_modern_client_is_served_directly() {
 
 #[tokio::test]
 async fn the_transport_refuses_what_2026_07_28_refuses() {
-    let (_demo, addr) = modern_demo_over_http().await;
+    let (_demo, addr) = common::modern_demo_over_http().await;
     let client = Client::new(addr);
     for method in [Method::GET, Method::DELETE] {
         let reply = client.send(method.clone(), &[], None).await;
@@ -169,7 +141,7 @@ async fn the_transport_refuses_what_2026_07_28_refuses() {
 
 #[tokio::test]
 async fn a_legacy_client_reaches_it_through_the_proxy() {
-    let (_demo, addr) = modern_demo_over_http().await;
+    let (_demo, addr) = common::modern_demo_over_http().await;
     let proxy = Proxy::start_with(|config| {
         config.upstream.stdio = None;
         config.upstream.http = Some(format!("http://{addr}/mcp"));

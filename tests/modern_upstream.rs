@@ -296,7 +296,7 @@ async fn a_modern_http_server_is_bridged_the_same_way() {
 }
 
 #[tokio::test]
-async fn auto_asks_an_http_server_with_one_post() {
+async fn auto_asks_an_http_server_and_bridges_only_one_that_refuses_initialize() {
     use mcp_session_proxy::upstream::http_client::HttpSpec;
     use mcp_session_proxy::upstream::probe::http_verdict;
     let spec = |url: String| HttpSpec {
@@ -307,12 +307,23 @@ async fn auto_asks_an_http_server_with_one_post() {
         protocol: Era::Auto,
         trace_headers: true,
     };
-    // This proxy's own front speaks 2026-07-28 (in front of any server).
+    // A 2026-07-28-only server: bridged.
+    let (_demo, demo) = common::modern_demo_over_http().await;
+    assert_eq!(
+        http_verdict(&spec(format!("http://{demo}/mcp"))).await,
+        Era::Modern
+    );
+    // This proxy's own front speaks both revisions: spoken to in the legacy one, and the
+    // session its initialize opened is ended at once.
     let modern = Proxy::start().await;
     assert_eq!(
         http_verdict(&spec(format!("http://{}/mcp", modern.addr()))).await,
-        Era::Modern
+        Era::Legacy
     );
+    common::eventually("the probe's sessions to end", || {
+        modern.metric("mcp_proxy_sessions_open") == 0
+    })
+    .await;
     // A path that is no MCP endpoint (404), and nothing listening.
     assert_eq!(
         http_verdict(&spec(format!("http://{}/elsewhere", modern.addr()))).await,
@@ -518,4 +529,163 @@ async fn a_server_that_asks_for_an_undeclared_capability_fails_the_call_with_320
     let question = asked.next_with_method("elicitation/create").await;
     assert_eq!(question["params"]["message"], "Your name?");
     proxy.stop().await;
+}
+
+/// An HTTP server that refuses every request as a server of older revisions refuses a
+/// 2026-07-28 one: 400 and -32022 naming what it speaks.
+async fn refusing_2026_07_28() -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buffer = [0u8; 4096];
+                let read_whole = |request: &[u8]| {
+                    let end = request.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+                    let head = String::from_utf8_lossy(&request[..end]).to_lowercase();
+                    let length: usize = head
+                        .lines()
+                        .find_map(|line| line.strip_prefix("content-length:"))
+                        .and_then(|value| value.trim().parse().ok())
+                        .unwrap_or(0);
+                    (request.len() >= end + length).then(|| request[end..end + length].to_vec())
+                };
+                let body = loop {
+                    if let Some(body) = read_whole(&request) {
+                        break body;
+                    }
+                    match socket.read(&mut buffer).await {
+                        Ok(n @ 1..) => request.extend_from_slice(&buffer[..n]),
+                        _ => return,
+                    }
+                };
+                let id = serde_json::from_slice::<Value>(&body).unwrap_or_default()["id"].clone();
+                let body = json!({ "jsonrpc": "2.0", "id": id, "error": {
+                    "code": -32022, "message": "Unsupported protocol version",
+                    "data": { "supported": ["2025-06-18", "2025-11-25"], "requested": "2026-07-28" } } })
+                .to_string();
+                let response = format!(
+                    "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    addr
+}
+
+/// One address for the server, whichever runs now: a relay to the server it is pointed at,
+/// which closes every connection when pointed elsewhere (as a server's end closes them).
+struct ServerAddress {
+    url: String,
+    target: std::sync::Arc<std::sync::Mutex<std::net::SocketAddr>>,
+    connections: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+impl ServerAddress {
+    async fn pointing_at(server: std::net::SocketAddr) -> ServerAddress {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let target = std::sync::Arc::new(std::sync::Mutex::new(server));
+        let connections = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (to, relayed) = (target.clone(), connections.clone());
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let server = *to.lock().unwrap();
+                let relay = tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(server).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                relayed.lock().unwrap().push(relay.abort_handle());
+            }
+        });
+        ServerAddress {
+            url,
+            target,
+            connections,
+        }
+    }
+
+    fn point_at(&self, server: std::net::SocketAddr) {
+        *self.target.lock().unwrap() = server;
+        for connection in self.connections.lock().unwrap().drain(..) {
+            connection.abort();
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_server_upgraded_or_rolled_back_behind_a_running_proxy_keeps_working() {
+    // The proxy talks to whichever server runs at the address: first one of older revisions.
+    let legacy = Proxy::start().await;
+    let address = ServerAddress::pointing_at(legacy.addr()).await;
+    let url = address.url.clone();
+    let proxy = Proxy::start_with(|config| {
+        config.upstream.stdio = None;
+        config.upstream.http = Some(url);
+        config.upstream.protocol = Era::Legacy;
+    })
+    .await;
+    let mut before = proxy.client();
+    before.initialize("2025-11-25").await;
+    assert_eq!(
+        before.call_tool("echo", json!({ "text": "old" })).await,
+        "old"
+    );
+
+    // Upgraded to a 2026-07-28-only server: a legacy initialize is refused with -32022 naming
+    // it, and goes on through the bridge at once.
+    let (_modern, modern_addr) = common::modern_demo_over_http().await;
+    address.point_at(modern_addr);
+    let mut upgraded = proxy.client();
+    let initialized = upgraded.initialize("2025-11-25").await;
+    assert_eq!(
+        initialized["result"]["serverInfo"]["name"], "mcp-session-proxy-demo",
+        "{initialized}"
+    );
+    assert_eq!(
+        upgraded.call_tool("echo", json!({ "text": "new" })).await,
+        "new"
+    );
+    assert_eq!(
+        proxy.metric("mcp_proxy_upstream_protocol_switches_total"),
+        1
+    );
+    assert_eq!(proxy.metric("mcp_proxy_upstreams_modern"), 1);
+    // New sessions are bridged from the start.
+    let mut next = proxy.client();
+    next.initialize("2025-11-25").await;
+    assert_eq!(
+        next.call_tool("echo", json!({ "text": "next" })).await,
+        "next"
+    );
+
+    // Rolled back: 2026-07-28 is refused naming older revisions. That session's initialize
+    // fails; the proxy speaks the older revision to the server from then on.
+    address.point_at(refusing_2026_07_28().await);
+    let refused = proxy
+        .client()
+        .post(&json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": { "protocolVersion": "2025-11-25", "capabilities": {},
+                        "clientInfo": { "name": "x", "version": "1" } } }))
+        .await;
+    let refused = within("the refusal", refused.response()).await;
+    assert!(refused.get("error").is_some(), "{refused}");
+    assert_eq!(
+        proxy.metric("mcp_proxy_upstream_protocol_switches_total"),
+        2
+    );
+    assert_eq!(proxy.metric("mcp_proxy_upstreams_modern"), 0);
+    address.point_at(legacy.addr());
+    let mut after = proxy.client();
+    after.initialize("2025-11-25").await;
+    assert_eq!(
+        after.call_tool("echo", json!({ "text": "back" })).await,
+        "back"
+    );
 }

@@ -71,8 +71,44 @@ async fn a_get_stream_on_a_replica_that_does_not_own_the_session_receives_every_
         assert_eq!(latest, newest, "on {}", replica.name);
     }
 
-    // With no fault, following the log never fails: let a blocking read of it (2 s) run out.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // With no fault, following the log never fails: wait until any blocking read of it (2 s)
+    // has run out, as Redis shows the follower's client: blocked in XREAD for a second or more
+    // and then in a new one, or not blocked and idle past a block and a second.
+    let mut redis_connection = redis.connection().await;
+    let mut follower = async || -> Option<(String, bool, u64)> {
+        let clients: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query_async(&mut redis_connection)
+            .await
+            .unwrap();
+        clients.lines().find_map(|client| {
+            let field = |name: &str| {
+                client
+                    .split(' ')
+                    .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+            };
+            (field("cmd")? == "xread").then_some(())?;
+            let blocked = field("flags")?.contains('b');
+            Some((
+                field("id")?.to_owned(),
+                blocked,
+                field("idle")?.parse().ok()?,
+            ))
+        })
+    };
+    let mut waited_a_second = None;
+    within("a blocking read of the log to run out", async {
+        loop {
+            match (follower().await, &waited_a_second) {
+                (Some((_, false, 3..)), _) => break,
+                (Some((id, true, 0)), Some(waited)) if id == *waited => break,
+                (Some((id, true, 1..)), _) => waited_a_second = Some(id),
+                _ => {}
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
     assert_eq!(metric(&b, "mcp_proxy_store_errors_total").await, 0);
     assert_eq!(b.warned("Redis").len(), 0, "{:?}", b.warned("Redis"));
 }

@@ -48,7 +48,7 @@ pub struct Cli {
     pub isolation: Option<Isolation>,
 
     /// The revision the server speaks: legacy (2024-11-05 … 2025-11-25), 2026-07-28 (its
-    /// legacy clients are bridged to it) or auto (asked once at start) [default: legacy].
+    /// legacy clients are bridged to it) or auto (asked once at start) [default: auto].
     #[arg(long, value_name = "REVISION")]
     pub upstream_protocol: Option<crate::era::Era>,
 
@@ -170,9 +170,14 @@ pub struct Cli {
     #[arg(long = "allowed-origin", value_name = "ORIGIN")]
     pub allowed_origins: Vec<String>,
 
-    /// A Host to allow (host or host:port, or `*`); repeatable [default: loopback names when
-    /// listening on loopback, else any].
-    #[arg(long = "allowed-host", value_name = "HOST")]
+    /// A Host to allow (host or host:port, or `*`); repeatable, or a comma-separated list in
+    /// MCP_PROXY_ALLOWED_HOSTS [default: loopback names when listening on loopback, else any].
+    #[arg(
+        long = "allowed-host",
+        value_name = "HOST",
+        env = "MCP_PROXY_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
     pub allowed_hosts: Vec<String>,
 
     /// A header, set by a trusted authenticating proxy in front, that names the principal

@@ -129,8 +129,9 @@ pub struct UpstreamConfig {
     pub forward_authorization: bool,
     /// stdio, per-session: children kept started ahead of sessions.
     pub warm: usize,
-    /// The revision the server speaks: `legacy` (2024-11-05 … 2025-11-25) or `2026-07-28`
-    /// (the proxy then bridges its legacy clients to it).
+    /// The revision the server speaks: `legacy` (2024-11-05 … 2025-11-25), `2026-07-28` (the
+    /// proxy then bridges its legacy clients to it) or `auto` (asked at start; an HTTP+SSE
+    /// server is legacy). A server that later refuses one naming the other is switched.
     pub protocol: Era,
     /// Answer list requests from a per-server, per-principal cache; absent: on for `shared`
     /// isolation (one child: one set of lists), off otherwise.
@@ -257,7 +258,7 @@ impl Default for UpstreamConfig {
             isolation: Isolation::PerSession,
             forward_authorization: false,
             warm: 0,
-            protocol: Era::Legacy,
+            protocol: Era::Auto,
             cache_lists: None,
             max_line_bytes: 4 << 20,
             shutdown_grace: Duration::from_secs(2),

@@ -55,8 +55,15 @@ impl Config {
         if !cli.allowed_origins.is_empty() {
             self.http.allowed_origins = cli.allowed_origins.clone();
         }
-        if !cli.allowed_hosts.is_empty() {
-            self.http.allowed_hosts = cli.allowed_hosts.clone();
+        // MCP_PROXY_ALLOWED_HOSTS= (set, empty) names no host: the default stays.
+        let allowed_hosts: Vec<String> = cli
+            .allowed_hosts
+            .iter()
+            .filter(|host| !host.trim().is_empty())
+            .map(|host| host.trim().to_owned())
+            .collect();
+        if !allowed_hosts.is_empty() {
+            self.http.allowed_hosts = allowed_hosts;
         }
         if cli.principal_header.is_some() {
             self.http.principal_header = cli.principal_header.clone();

@@ -196,9 +196,6 @@ impl UpstreamConfig {
                 "{key}.protocol = \"2026-07-28\" does not apply to an HTTP+SSE server (2024-11-05)"
             );
         }
-        if self.protocol == Era::Auto && self.sse.is_some() {
-            bail!("{key}.protocol = \"auto\" does not apply to an HTTP+SSE server (2024-11-05)");
-        }
         Ok(())
     }
 }

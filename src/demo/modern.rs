@@ -1,5 +1,6 @@
 //! The demo's 2026-07-28 mode (`demo-server --protocol 2026-07-28`): a modern-only server. No
-//! `initialize` (refused, as the removed legacy methods are); every request carries its
+//! `initialize` (refused with -32022, naming the revision it speaks; the other removed legacy
+//! methods with -32601); every request carries its
 //! protocol version and client capabilities in `_meta`; `server/discover`; the lists' changes and
 //! resource updates go to `subscriptions/listen` requests only; what the legacy demo asks the
 //! client comes back as `input_required` (the tools run again on the retry, with the answers
@@ -47,6 +48,12 @@ pub fn admit(demo: &Demo, message: &Value) -> Option<Arc<Round>> {
     let method = message["method"].as_str().unwrap_or_default();
     let id = message.get("id")?;
     let params = &message["params"];
+    if method == "initialize" {
+        // A legacy client: told which revision this server speaks instead.
+        let error = unsupported_version(&params["protocolVersion"]);
+        demo.send(json!({ "jsonrpc": "2.0", "id": id, "error": error }));
+        return None;
+    }
     if REMOVED_METHODS.contains(&method) {
         demo.fail(
             id,
@@ -68,8 +75,7 @@ pub fn admit(demo: &Demo, message: &Value) -> Option<Arc<Round>> {
         }
     };
     if version != VERSION {
-        let error = json!({ "code": -32022, "message": format!("Unsupported protocol version {version:?}"),
-                            "data": { "supported": [VERSION], "requested": version } });
+        let error = unsupported_version(&json!(version));
         demo.send(json!({ "jsonrpc": "2.0", "id": id, "error": error }));
         return None;
     }
@@ -135,6 +141,12 @@ pub fn admit(demo: &Demo, message: &Value) -> Option<Arc<Round>> {
 }
 
 /// `server/discover`'s result.
+/// The -32022 error for a request of revision `requested`: the one this server speaks.
+pub fn unsupported_version(requested: &Value) -> Value {
+    json!({ "code": -32022, "message": format!("Unsupported protocol version {requested}"),
+            "data": { "supported": [VERSION], "requested": requested } })
+}
+
 fn discover() -> Value {
     json!({
         "supportedVersions": [VERSION],

@@ -138,6 +138,12 @@ impl Server {
         let (Some(id), true) = (message.get("id").cloned(), message["method"].is_string()) else {
             return accepted();
         };
+        if message["method"] == "initialize" {
+            // A legacy client, whatever its headers: told which revision this server speaks.
+            let error = super::modern::unsupported_version(&message["params"]["protocolVersion"]);
+            let refused = json!({ "jsonrpc": "2.0", "id": id, "error": error });
+            return json_response(StatusCode::BAD_REQUEST, &refused);
+        }
         if let Err(refused) = check(&parts.headers, &body) {
             return refused.with_id(Some(&id)).into_response();
         }

@@ -99,6 +99,15 @@ pub fn host_allowed(settings: &HttpSettings, host: &str) -> bool {
         .any(|allowed| allowed == "*" || allowed == host || *allowed == host_name(host))
 }
 
+/// Whether anyone who reaches the port is served under any Host: listening beyond loopback with
+/// no allowed hosts (DNS rebinding passes) and no principal header from an authenticating
+/// proxy in front (anyone opens sessions). Worth a warning at start.
+pub fn open_to_anyone(settings: &HttpSettings) -> bool {
+    !settings.loopback_hosts_only
+        && settings.allowed_hosts.is_empty()
+        && settings.principal_header.is_none()
+}
+
 /// The principal a request acts for: the trusted header when one is configured, else a digest
 /// of `Authorization`, else anonymous.
 pub fn principal(settings: &HttpSettings, headers: &HeaderMap) -> Principal {
@@ -176,6 +185,27 @@ mod tests {
             !host_allowed(&listed, "127.0.0.1:8787"),
             "an explicit list is the whole list"
         );
+    }
+
+    #[test]
+    fn only_a_listener_beyond_loopback_with_no_host_list_and_no_authorization_is_open() {
+        let loopback = HttpSettings::default();
+        assert!(!open_to_anyone(&loopback));
+        let open = HttpSettings {
+            loopback_hosts_only: false,
+            ..HttpSettings::default()
+        };
+        assert!(open_to_anyone(&open));
+        let listed = HttpSettings {
+            allowed_hosts: vec!["mcp.example".into()],
+            ..open.clone()
+        };
+        assert!(!open_to_anyone(&listed));
+        let authorized = HttpSettings {
+            principal_header: Some("x-user".into()),
+            ..open
+        };
+        assert!(!open_to_anyone(&authorized));
     }
 
     #[test]

@@ -10,10 +10,11 @@ use http::HeaderValue;
 use tokio_util::task::TaskTracker;
 use tracing::warn;
 
+use super::era_switch::EraSwitch;
+use super::handover::ModernHttpBuilder;
 use super::http_client::{self, HttpClient};
 use super::legacy_sse::SseUpstream;
 use super::modern::Bridge;
-use super::modern_http::ModernHttp;
 use super::shared::SharedStdio;
 use super::stdio::{StdioSpec, StdioUpstream};
 use super::streamable_http::HttpUpstream;
@@ -39,6 +40,8 @@ pub struct UpstreamFactory {
     metrics: Arc<ServerMetrics>,
     /// The parameters the server's tools mirror into headers, as its `tools/list` said.
     tool_marks: Arc<ToolMarks>,
+    /// The revision new upstreams speak: the spec's, until the server names another.
+    era: Arc<EraSwitch>,
 }
 
 impl UpstreamFactory {
@@ -52,8 +55,10 @@ impl UpstreamFactory {
             )),
             _ => None,
         };
+        let era = EraSwitch::new(spec.era(), spec.display(), metrics.clone());
         UpstreamFactory {
             spec,
+            era,
             http_client: http_client::client(),
             connections: Arc::default(),
             shared,
@@ -98,8 +103,9 @@ impl UpstreamFactory {
         }
         let binding = Arc::new(Binding::default());
         let events: EventSink = binding.clone();
+        let modern = self.era.era() == Era::Modern;
         let upstream = match (&self.spec, &self.shared) {
-            (UpstreamSpec::SharedStdio(spec), Some(shared)) if spec.protocol == Era::Modern => {
+            (UpstreamSpec::SharedStdio(_), Some(shared)) if modern => {
                 let bridge = Bridge::new(events, self.tool_marks.clone());
                 let share = shared.attach(bridge.clone())?;
                 Upstream::Modern(bridge.attach(Upstream::Shared(share)))
@@ -108,24 +114,26 @@ impl UpstreamFactory {
             (UpstreamSpec::Stdio(spec) | UpstreamSpec::SharedStdio(spec), None) => {
                 self.spawn(spec, events)?
             }
-            (UpstreamSpec::Http(spec), None) if spec.protocol == Era::Modern => {
-                let bridge = Bridge::new(events, self.tool_marks.clone());
-                let server = ModernHttp::start(
-                    spec,
-                    self.http_client.clone(),
-                    bridge.clone(),
-                    credential,
-                    self.tool_marks.clone(),
-                );
-                Upstream::Modern(bridge.attach(Upstream::ModernHttp(server)))
+            (UpstreamSpec::Http(spec), None) => {
+                let modern_http = ModernHttpBuilder {
+                    spec: spec.clone(),
+                    client: self.http_client.clone(),
+                    credential: credential.clone(),
+                    tool_marks: self.tool_marks.clone(),
+                    era: self.era.clone(),
+                };
+                match modern {
+                    true => modern_http.build(events),
+                    false => Upstream::Http(HttpUpstream::start(
+                        spec,
+                        self.http_client.clone(),
+                        self.connections.clone(),
+                        events,
+                        credential,
+                        Some(modern_http),
+                    )),
+                }
             }
-            (UpstreamSpec::Http(spec), None) => Upstream::Http(HttpUpstream::start(
-                spec,
-                self.http_client.clone(),
-                self.connections.clone(),
-                events,
-                credential,
-            )),
             (UpstreamSpec::Sse(spec), None) => Upstream::Sse(SseUpstream::start(
                 spec,
                 self.http_client.clone(),
@@ -139,7 +147,7 @@ impl UpstreamFactory {
     /// A child of its own for a session (behind a bridge when it speaks 2026-07-28).
     fn spawn(&self, spec: &StdioSpec, events: EventSink) -> Result<Upstream, UpstreamError> {
         self.metrics.upstream_spawns_total.inc();
-        if spec.protocol != Era::Modern {
+        if self.era.era() != Era::Modern {
             return Ok(Upstream::Stdio(StdioUpstream::spawn(
                 spec,
                 events,

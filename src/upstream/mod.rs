@@ -6,7 +6,9 @@
 pub mod body;
 pub mod child_env;
 pub mod driven;
+pub mod era_switch;
 pub mod factory;
+pub mod handover;
 pub mod http_client;
 pub mod legacy_sse;
 pub mod lines;
@@ -142,6 +144,16 @@ impl Upstream {
             Upstream::Modern(modern) => Box::pin(modern.send(message)).await,
             Upstream::ModernHttp(http) => http.send(message).await,
         }
+    }
+
+    /// [`Upstream::send`] as a boxed future known to be `Send`: for an upstream that forwards
+    /// to another (the compiler cannot see through the cycle otherwise).
+    pub fn send_boxed(
+        &self,
+        message: Message,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), UpstreamError>> + Send + '_>>
+    {
+        Box::pin(self.send(message))
     }
 
     /// How the session's `initialize` went after `UpstreamEvent::SessionLost` (or on a new

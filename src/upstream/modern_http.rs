@@ -13,9 +13,10 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::body::{self, BodyError};
+use super::era_switch::{self, EraSwitch};
 use super::http_client::{self, EventStream, HttpClient, HttpSpec};
 use super::{EventSink, UpstreamError, UpstreamEvent};
-use crate::era::MODERN_VERSION;
+use crate::era::{Era, MODERN_VERSION};
 use crate::jsonrpc::{id_key, Kind, Message};
 use crate::mirrored::{self, ToolMarks};
 use crate::trace_context::TraceContext;
@@ -37,6 +38,8 @@ struct Link {
     /// Requests whose answers are being read, by id: cancelling one closes its connection.
     in_flight: Mutex<HashMap<String, CancellationToken>>,
     released: CancellationToken,
+    /// Told when the server refuses 2026-07-28 naming older revisions: new sessions speak those.
+    era: Option<Arc<EraSwitch>>,
 }
 
 impl std::fmt::Debug for Link {
@@ -52,6 +55,7 @@ impl ModernHttp {
         events: EventSink,
         credential: Option<HeaderValue>,
         tool_marks: Arc<ToolMarks>,
+        era: Option<Arc<EraSwitch>>,
     ) -> ModernHttp {
         ModernHttp {
             link: Arc::new(Link {
@@ -62,6 +66,7 @@ impl ModernHttp {
                 tool_marks,
                 in_flight: Mutex::default(),
                 released: CancellationToken::new(),
+                era,
             }),
         }
     }
@@ -196,6 +201,10 @@ impl Link {
             Ok(body) => body,
             Err(error) => return self.fail(message, error.to_string()),
         };
+        if let (Some(era), Some(Era::Legacy)) = (&self.era, era_switch::named_instead(&body)) {
+            // Rolled back to an older revision: this request fails, new sessions speak that.
+            era.switch_to(Era::Legacy);
+        }
         // A 2026-07-28 server answers refusals with 4xx and a JSON-RPC error: handed on.
         if !self.deliver(body) {
             self.fail(

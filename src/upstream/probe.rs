@@ -1,7 +1,11 @@
-//! `upstream.protocol = "auto"`: which revision a server speaks, asked once at start with
-//! `server/discover`. A stdio server is asked in a child of its own, thrown away after: some
-//! legacy stdio servers exit on any request before `initialize`; an HTTP server with one POST
-//! carrying the 2026-07-28 headers. No answer, an error, or an exit means a legacy server.
+//! `upstream.protocol = "auto"` (the default): which revision a server speaks, asked once at
+//! start with `server/discover`. A stdio server is asked in a child of its own, thrown away
+//! after: some legacy stdio servers exit on any request before `initialize`; an HTTP server
+//! with one POST carrying the 2026-07-28 headers. No answer (within `PROBE_TIMEOUT`), an error,
+//! or an exit means a legacy server. A server that speaks 2026-07-28 is then offered a legacy
+//! `initialize`: one that takes it speaks both revisions and is spoken to in the legacy one
+//! (its sessions kept as they are; the upstream session the probe opened is ended); only a
+//! server that refuses it is bridged.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -21,9 +25,14 @@ use crate::era::{Era, CAPABILITIES_KEY, MODERN_VERSION, VERSION_KEY};
 
 /// The id of the probe's `server/discover`.
 const PROBE_ID: &str = "mcp-session-proxy/probe";
+/// The id of the probe's `initialize`.
+const PROBE_INITIALIZE_ID: &str = "mcp-session-proxy/probe-initialize";
+/// The longest the probe waits for a server at start (at most the request timeout).
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// `spec` with its revision settled: probed when it is `auto`.
 pub async fn settle(mut spec: UpstreamSpec, timeout: Duration) -> UpstreamSpec {
+    let timeout = timeout.min(PROBE_TIMEOUT);
     let server = spec.display();
     let protocol = match &mut spec {
         UpstreamSpec::Stdio(stdio) | UpstreamSpec::SharedStdio(stdio)
@@ -33,7 +42,11 @@ pub async fn settle(mut spec: UpstreamSpec, timeout: Duration) -> UpstreamSpec {
             stdio.protocol
         }
         UpstreamSpec::Http(http) if http.protocol == Era::Auto => {
-            http.protocol = http_verdict(http).await;
+            let asked = HttpSpec {
+                request_timeout: http.request_timeout.min(timeout),
+                ..http.clone()
+            };
+            http.protocol = http_verdict(&asked).await;
             http.protocol
         }
         _ => return spec,
@@ -76,10 +89,51 @@ pub async fn http_verdict(spec: &HttpSpec) -> Era {
             .filter_map(|data| serde_json::from_str(data.trim()).ok())
             .collect(),
     };
-    match messages.iter().any(speaks_modern) {
-        true => Era::Modern,
-        false => Era::Legacy,
+    if !messages.iter().any(speaks_modern) {
+        return Era::Legacy;
     }
+    match http_takes_initialize(&client, spec).await {
+        true => Era::Legacy,
+        false => Era::Modern,
+    }
+}
+
+/// Whether an HTTP server that speaks 2026-07-28 takes a legacy `initialize` too (the upstream
+/// session it opens, if any, is ended at once).
+async fn http_takes_initialize(client: &http_client::HttpClient, spec: &HttpSpec) -> bool {
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri(spec.url.clone())
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::ACCEPT, "application/json, text/event-stream")
+        .body(Full::new(Bytes::from(legacy_initialize().to_string())));
+    let Ok(request) = request else {
+        return false;
+    };
+    let Ok(response) = http_client::send(client, spec, request).await else {
+        return false;
+    };
+    let session = response.headers().get("mcp-session-id").cloned();
+    let took = response.status().is_success();
+    drop(response);
+    if let Some(session) = session {
+        let end = Request::builder()
+            .method(Method::DELETE)
+            .uri(spec.url.clone())
+            .header("mcp-session-id", session)
+            .body(Full::new(Bytes::new()));
+        if let Ok(end) = end {
+            let _ = http_client::send(client, spec, end).await;
+        }
+    }
+    took
+}
+
+/// The legacy `initialize` the probe offers a server that speaks 2026-07-28.
+fn legacy_initialize() -> Value {
+    json!({ "jsonrpc": "2.0", "id": PROBE_INITIALIZE_ID, "method": "initialize",
+        "params": { "protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": { "name": "mcp-session-proxy", "version": env!("CARGO_PKG_VERSION") } } })
 }
 
 fn discover() -> Value {
@@ -120,18 +174,32 @@ async fn ask(mut stdin: tokio::process::ChildStdin, stdout: tokio::process::Chil
         return Era::Legacy;
     }
     let mut lines = BufReader::new(stdout).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        let Ok(message) = serde_json::from_str::<Value>(&line) else {
-            continue;
-        };
-        if message["id"] != PROBE_ID {
-            continue;
-        }
-        return match speaks_modern(&message) {
-            true => Era::Modern,
-            false => Era::Legacy,
-        };
+    let Some(discovered) = answer_to(&mut lines, PROBE_ID).await else {
+        return Era::Legacy; // it ended without answering
+    };
+    if !speaks_modern(&discovered) {
+        return Era::Legacy;
     }
-    // It ended without answering.
-    Era::Legacy
+    let offered = format!("{}\n", legacy_initialize());
+    if stdin.write_all(offered.as_bytes()).await.is_err() {
+        return Era::Modern;
+    }
+    match answer_to(&mut lines, PROBE_INITIALIZE_ID).await {
+        Some(answer) if answer.get("result").is_some() => Era::Legacy,
+        _ => Era::Modern,
+    }
+}
+
+/// The server's answer to the probe's request `id`, skipping anything else it writes.
+async fn answer_to(
+    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    id: &str,
+) -> Option<Value> {
+    while let Ok(Some(line)) = lines.next_line().await {
+        match serde_json::from_str::<Value>(&line) {
+            Ok(message) if message["id"] == id => return Some(message),
+            _ => continue,
+        }
+    }
+    None
 }

@@ -6,7 +6,7 @@
 //! session is told (`SessionLost`) and re-initializes it; other traffic waits, and the message
 //! is sent again under the new upstream session.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -18,8 +18,11 @@ use tracing::{debug, warn, Instrument};
 
 use super::body::{self, BodyError};
 use super::driven::{Connections, DrivenBody};
+use super::era_switch;
+use super::handover::ModernHttpBuilder;
 use super::http_client::{self, is_event_stream, EventStream, HttpClient, HttpSpec};
-use super::{EventSink, UpstreamError, UpstreamEvent};
+use super::{EventSink, Upstream, UpstreamError, UpstreamEvent};
+use crate::era::Era;
 use crate::jsonrpc::{Kind, Message};
 use crate::trace_context::TraceContext;
 
@@ -54,6 +57,10 @@ struct Inner {
     /// False while the GET stream is being opened: a server may send what a request causes on
     /// that stream, and drop it when no stream is open, so requests wait for it (bounded).
     stream_settled: tokio::sync::watch::Sender<bool>,
+    /// What takes over when the server refuses `initialize` naming 2026-07-28.
+    modern: Option<ModernHttpBuilder>,
+    /// The 2026-07-28 upstream that took over: everything goes there.
+    successor: OnceLock<Upstream>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -88,6 +95,8 @@ enum Standing {
 enum Outcome {
     Done,
     SessionLost,
+    /// The server refused `initialize` naming 2026-07-28: it speaks that now.
+    SpeaksModern,
 }
 
 impl HttpUpstream {
@@ -98,6 +107,7 @@ impl HttpUpstream {
         connections: Arc<Connections>,
         events: EventSink,
         authorization: Option<HeaderValue>,
+        modern: Option<ModernHttpBuilder>,
     ) -> Self {
         HttpUpstream {
             inner: Arc::new(Inner {
@@ -110,6 +120,8 @@ impl HttpUpstream {
                 link: Mutex::new(Link::default()),
                 standing: tokio::sync::watch::channel(Standing::Ready).0,
                 stream_settled: tokio::sync::watch::channel(true).0,
+                modern,
+                successor: OnceLock::new(),
             }),
         }
     }
@@ -118,6 +130,9 @@ impl HttpUpstream {
     pub async fn send(&self, message: Message) -> Result<(), UpstreamError> {
         if self.inner.released.is_cancelled() {
             return Err(UpstreamError::Gone);
+        }
+        if let Some(successor) = self.inner.successor.get() {
+            return successor.send_boxed(message).await;
         }
         let wire = message.to_bytes();
         if message.method() == Some("initialize") {
@@ -163,6 +178,9 @@ impl HttpUpstream {
             return;
         }
         self.inner.released.cancel();
+        if let Some(successor) = self.inner.successor.get() {
+            successor.release();
+        }
         let inner = self.inner.clone();
         tokio::spawn(async move {
             let Some(session) = inner.lock().session.clone() else {
@@ -244,6 +262,10 @@ impl Inner {
                         .await;
                     break;
                 }
+                Ok(Outcome::SpeaksModern) => {
+                    self.hand_over(message.clone()).await;
+                    break;
+                }
                 Err(cause) => {
                     self.fail(&message, &cause).await;
                     break;
@@ -305,6 +327,12 @@ impl Inner {
                 self.spec.request_timeout,
             )
             .await;
+            let refused_initialize = message.method() == Some("initialize")
+                && status == StatusCode::BAD_REQUEST
+                && self.modern.is_some();
+            if refused_initialize && era_switch::named_instead(&head) == Some(Era::Modern) {
+                return Ok(Outcome::SpeaksModern);
+            }
             let text: String = String::from_utf8_lossy(&head).chars().take(200).collect();
             return Err(format!(
                 "the upstream server answered HTTP {status}: {text}"
@@ -522,6 +550,21 @@ impl Inner {
             Err(error) => {
                 warn!(%error, "the upstream server answered with something that is not JSON-RPC")
             }
+        }
+    }
+
+    /// The server refused `initialize` naming 2026-07-28: new sessions speak that, and this
+    /// one goes on through a bridge to it, `initialize` first.
+    async fn hand_over(&self, initialize: Message) {
+        let Some(modern) = &self.modern else {
+            return;
+        };
+        modern.era().switch_to(Era::Modern);
+        let successor = self
+            .successor
+            .get_or_init(|| modern.build(self.events.clone()));
+        if let Err(error) = successor.send_boxed(initialize.clone()).await {
+            self.fail(&initialize, &error.to_string()).await;
         }
     }
 

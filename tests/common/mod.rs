@@ -635,3 +635,42 @@ pub fn metric_in(text: &str, name: &str) -> u64 {
     assert!(!samples.is_empty(), "no metric {name} in {text}");
     samples.iter().sum()
 }
+
+/// The modern demo over HTTP on a port of its own choosing (killed when the child drops), and
+/// the address it printed.
+pub async fn modern_demo_over_http() -> (tokio::process::Child, SocketAddr) {
+    let (child, url, _) = spawn_announcing(
+        "the demo's URL",
+        tokio::process::Command::new(DEMO)
+            .args([
+                "demo-server",
+                "--http",
+                "127.0.0.1:0",
+                "--protocol",
+                "2026-07-28",
+            ])
+            .stderr(std::process::Stdio::null()),
+    )
+    .await;
+    let addr = url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix("/mcp"))
+        .unwrap_or_else(|| panic!("a URL: {url}"))
+        .parse()
+        .unwrap();
+    (child, addr)
+}
+
+/// Waits until `condition` holds, on tokio's paused clock: polls with virtual sleeps, bounded in
+/// real time (virtual time leaps forward whenever the runtime idles, so a `within` on it could
+/// run out while a real child exits).
+pub async fn on_the_paused_clock_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !condition() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
