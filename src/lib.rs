@@ -30,12 +30,14 @@
 //!   [`hop`] the replicas' hop on the wire and its signature, [`keys`] one key per purpose
 //!   derived from the cluster secret, [`metrics`] the Prometheus figures per server,
 //!   [`spans`] spans and their OTLP/HTTP export, [`memory`] freed memory given back, [`clock`] deadlines that never
-//!   overflow, [`redact`] what is printed of URLs and session ids.
+//!   overflow, [`redact`] what is printed of URLs and session ids, [`backlog`] the bounded
+//!   write-behind queue's count, which upstream readers wait on.
 //! - Entry: [`config`] options and validation, [`server`] start and stop, [`demo`] the bundled
 //!   server.
 
 #![forbid(unsafe_code)]
 
+pub mod backlog;
 pub mod clock;
 pub mod config;
 pub mod demo;

@@ -190,7 +190,11 @@ process_wide! {
         round_trip_duration: Histogram = latency_histogram(), "store_round_trip_duration_seconds",
             "How long each round trip to Redis took.";
         write_queue: Gauge = Gauge::default(), "store_write_queue",
-            "Owners' writes queued for Redis and not yet written (past 50000, new work waits).";
+            "Owners' writes queued for Redis and not yet written (past store_write_queue_limit, new work and the servers' messages wait).";
+        write_queue_limit: Gauge = Gauge::default(), "store_write_queue_limit",
+            "Writes that may be queued for Redis before new sessions and requests wait and servers are no longer read (cluster.max_write_queue).";
+        upstream_reads_paused: Counter = Counter::default(), "store_upstream_reads_paused",
+            "Times a server's messages were left unread because the writes queued for Redis were over store_write_queue_limit (reading went on once they were written).";
         write_lag_ms: Gauge = Gauge::default(), "store_write_lag_ms",
             "How long the oldest write of the last batch waited before it reached Redis, in milliseconds.";
     }

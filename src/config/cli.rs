@@ -240,6 +240,12 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub write_delay: Option<Duration>,
 
+    /// With a Redis store: writes queued for Redis at most; past it, new sessions and requests
+    /// wait, and the servers whose messages are queued are not read until there is room
+    /// [default: 50000].
+    #[arg(long, value_name = "N")]
+    pub max_write_queue: Option<usize>,
+
     /// The OTLP/HTTP collector spans are exported to (`http://host:4318`; `/v1/traces` is
     /// added) [default: none: tracing off].
     #[arg(long, value_name = "URL", env = "OTEL_EXPORTER_OTLP_ENDPOINT")]

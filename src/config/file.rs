@@ -85,6 +85,9 @@ pub struct ClusterConfig {
     /// How long an owner's writes to the store wait to be sent together (0: sent at once).
     #[serde(deserialize_with = "duration")]
     pub write_delay: Duration,
+    /// Writes queued for the store and not yet written, at most: past it, new sessions and
+    /// requests wait, and so do the servers' messages (their servers are not read meanwhile).
+    pub max_write_queue: usize,
 }
 
 impl Default for ClusterConfig {
@@ -97,6 +100,7 @@ impl Default for ClusterConfig {
             heartbeat: Duration::from_secs(1),
             owner_timeout: Duration::from_secs(3),
             write_delay: Duration::from_millis(1),
+            max_write_queue: 50_000,
         }
     }
 }

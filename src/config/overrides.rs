@@ -20,6 +20,7 @@ impl Config {
         set(&mut self.cluster.heartbeat, &cli.heartbeat);
         set(&mut self.cluster.owner_timeout, &cli.owner_timeout);
         set(&mut self.cluster.write_delay, &cli.write_delay);
+        set(&mut self.cluster.max_write_queue, &cli.max_write_queue);
         set(&mut self.tracing.otlp_endpoint, &cli.otlp_endpoint);
         // One server is fronted: naming one on the command line replaces the file's.
         if cli.stdio.is_some() || cli.http.is_some() || cli.sse.is_some() {

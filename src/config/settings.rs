@@ -40,6 +40,7 @@ impl Config {
             heartbeat: cluster.heartbeat,
             owner_timeout: cluster.owner_timeout,
             write_delay: cluster.write_delay,
+            max_write_queue: cluster.max_write_queue,
             idle_ttl: self.session.idle_ttl,
         })
     }

@@ -145,6 +145,9 @@ impl Config {
         if self.cluster.write_delay >= self.cluster.heartbeat {
             bail!("cluster.write_delay must be shorter than cluster.heartbeat (it is how late a write may go to Redis)");
         }
+        if self.cluster.max_write_queue == 0 {
+            bail!("cluster.max_write_queue must be at least 1");
+        }
         let node = &self.cluster.node_id;
         if !node.is_empty() && !is_node_name(node) {
             bail!(

@@ -2,6 +2,8 @@
 //! request's, under the client's id again), numbered for a protocol-level session, coalesced,
 //! mirrored to the store; an upstream that fails fails the requests it held.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::Value;
@@ -15,7 +17,7 @@ use super::routing::{self, Route};
 use super::state::State;
 use super::{protocol, Session};
 use crate::jsonrpc::{self, id_key, Kind, Message};
-use crate::store::Op;
+use crate::store::{Backlog, Op};
 use crate::upstream::{Sink, UpstreamEvent};
 
 impl Session {
@@ -246,5 +248,10 @@ fn record_initialize(state: &mut State, response: &Message) {
 impl Sink for Session {
     fn deliver(&self, event: UpstreamEvent) {
         self.on_upstream(event);
+    }
+
+    /// With a shared store: its write-behind queue, which every message delivered adds to.
+    fn backlog(&self) -> Option<Arc<Backlog>> {
+        self.backlog.clone()
     }
 }

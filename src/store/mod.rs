@@ -5,12 +5,12 @@
 
 pub mod redis;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{mpsc, oneshot};
 
+pub use crate::backlog::Backlog;
 use crate::event::Logged;
 pub use redis::{LogFollower, RedisStore};
 
@@ -119,62 +119,6 @@ pub struct Queued {
     pub at: Instant,
 }
 
-/// Ops queued for the store and not yet written: the owners' write-behind lag, bounded. Past
-/// `limit`, new work waits (`room`) until the writer catches up.
-#[derive(Debug)]
-pub struct Backlog {
-    queued: AtomicUsize,
-    limit: usize,
-    drained: Notify,
-}
-
-impl Backlog {
-    pub fn new(limit: usize) -> Backlog {
-        Backlog {
-            queued: AtomicUsize::new(0),
-            limit,
-            drained: Notify::new(),
-        }
-    }
-
-    pub fn queued(&self) -> usize {
-        self.queued.load(Ordering::Acquire)
-    }
-
-    pub fn over_limit(&self) -> bool {
-        self.queued() > self.limit
-    }
-
-    /// The writer wrote `count` ops.
-    pub fn written(&self, count: usize) {
-        self.queued.fetch_sub(count, Ordering::AcqRel);
-        self.drained.notify_waiters();
-    }
-
-    /// Waits, at most `within`, while more than `limit` ops wait; `Err(queued)` if they still
-    /// do then.
-    pub async fn room(&self, within: Duration) -> Result<(), usize> {
-        if !self.over_limit() {
-            return Ok(());
-        }
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
-            let drained = self.drained.notified();
-            tokio::pin!(drained);
-            drained.as_mut().enable();
-            if !self.over_limit() {
-                return Ok(());
-            }
-            if tokio::time::timeout_at(deadline, drained).await.is_err() {
-                return match self.over_limit() {
-                    true => Err(self.queued()),
-                    false => Ok(()),
-                };
-            }
-        }
-    }
-}
-
 /// An owned session's way to the store: ops go, in order, to one writer task per store.
 #[derive(Clone)]
 pub struct Mirror {
@@ -200,7 +144,7 @@ impl Mirror {
     }
 
     pub fn send(&self, op: Op) {
-        self.backlog.queued.fetch_add(1, Ordering::AcqRel);
+        self.backlog.added(1);
         let queued = Queued {
             server: self.server.clone(),
             session: self.session.clone(),
@@ -230,31 +174,5 @@ impl std::fmt::Debug for Mirror {
         f.debug_struct("Mirror")
             .field("session", &self.session)
             .finish()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test(start_paused = true)]
-    async fn new_work_waits_while_the_backlog_is_over_its_limit() {
-        let backlog = Arc::new(Backlog::new(2));
-        assert_eq!(backlog.room(Duration::from_secs(1)).await, Ok(()));
-        backlog.queued.fetch_add(5, Ordering::AcqRel);
-        let waiting = tokio::spawn({
-            let backlog = backlog.clone();
-            async move { backlog.room(Duration::from_secs(5)).await }
-        });
-        tokio::task::yield_now().await;
-        assert!(!waiting.is_finished(), "five queued, two allowed: it waits");
-        backlog.written(4);
-        assert_eq!(waiting.await.unwrap(), Ok(()), "one left: room again");
-        backlog.queued.fetch_add(10, Ordering::AcqRel);
-        assert_eq!(
-            backlog.room(Duration::from_secs(1)).await,
-            Err(11),
-            "still behind after the wait: refused"
-        );
     }
 }

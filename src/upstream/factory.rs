@@ -19,6 +19,7 @@ use super::shared::SharedStdio;
 use super::stdio::{StdioSpec, StdioUpstream};
 use super::streamable_http::HttpUpstream;
 use super::{EventSink, Sink, Upstream, UpstreamError, UpstreamEvent, UpstreamSpec};
+use crate::backlog::Backlog;
 use crate::era::Era;
 use crate::metrics::ServerMetrics;
 use crate::mirrored::ToolMarks;
@@ -238,5 +239,9 @@ impl Sink for Binding {
             Some(session) => session.deliver(event),
             None => self.spoke_unbound.store(true, Ordering::Release),
         }
+    }
+
+    fn backlog(&self) -> Option<Arc<Backlog>> {
+        self.session.get()?.upgrade()?.backlog()
     }
 }

@@ -154,7 +154,10 @@ impl Inner {
                     failures = 0;
                     let mut events = EventStream::new(body, self.spec.max_event_bytes);
                     let mut reestablished = !established_before;
-                    while let Some(event) = events.next(&self.released).await {
+                    while super::room_to_read_unless(self.events.as_ref(), &self.released).await {
+                        let Some(event) = events.next(&self.released).await else {
+                            break;
+                        };
                         if event.event.as_deref() == Some("endpoint") {
                             let url = resolve(&self.spec.url, event.data.trim());
                             if !reestablished && url.is_some() {

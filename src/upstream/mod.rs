@@ -20,12 +20,42 @@ pub mod shared;
 pub mod stdio;
 pub mod streamable_http;
 
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::backlog::Backlog;
 use crate::jsonrpc::Message;
 
 /// Where an upstream delivers what its server sends. The session layer implements it; an
 /// upstream calls it in the order the server spoke, and never while holding a lock of its own.
 pub trait Sink: Send + Sync {
     fn deliver(&self, event: UpstreamEvent);
+
+    /// The queue what this sink takes is written behind through (the shared store's), if any:
+    /// an upstream waits for room in it before reading its server's next message
+    /// (`room_to_read`).
+    fn backlog(&self) -> Option<Arc<Backlog>> {
+        None
+    }
+}
+
+/// Waits until `sink` has room for another message: an upstream reader awaits it before reading
+/// its server's next one. While the write-behind queue is over its bound the server is not
+/// read (its messages wait in its pipe or socket, and the server with them): nothing is dropped,
+/// and nothing grows here.
+pub async fn room_to_read(sink: &dyn Sink) {
+    if let Some(backlog) = sink.backlog() {
+        backlog.wait_for_room().await;
+    }
+}
+
+/// [`room_to_read`], given up when `stop` fires: `false` then (the reader stops).
+pub async fn room_to_read_unless(sink: &dyn Sink, stop: &CancellationToken) -> bool {
+    tokio::select! {
+        () = room_to_read(sink) => !stop.is_cancelled(),
+        () = stop.cancelled() => false,
+    }
 }
 
 /// A shared handle to a sink.

@@ -17,6 +17,7 @@ use tokio::sync::oneshot;
 use tracing::warn;
 
 use super::{EventSink, Sink, Upstream, UpstreamError, UpstreamEvent};
+use crate::backlog::Backlog;
 use crate::era::{
     capability_object, declares, required_capability, CAPABILITIES_KEY, CLIENT_INFO_KEY,
     HEADER_MISMATCH, INPUT_KEY, LOG_LEVEL_KEY, MISSING_CAPABILITY, MODERN_VERSION, SERVER_INFO_KEY,
@@ -786,6 +787,10 @@ impl Sink for Bridge {
             }
             other => self.session.deliver(other),
         }
+    }
+
+    fn backlog(&self) -> Option<Arc<Backlog>> {
+        self.session.backlog()
     }
 }
 

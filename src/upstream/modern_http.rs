@@ -132,6 +132,20 @@ impl Link {
         }
     }
 
+    /// Waits for room in the bridge's write-behind queue before the next message is read;
+    /// `false` once `stop` fires.
+    async fn room_to_read(&self, stop: &CancellationToken) -> bool {
+        let events = self
+            .events
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        match events {
+            Some(events) => super::room_to_read_unless(events.as_ref(), stop).await,
+            None => !stop.is_cancelled(),
+        }
+    }
+
     fn fail(&self, message: &Message, cause: String) {
         if let Some(id) = message.id() {
             self.to_bridge(UpstreamEvent::Failed {
@@ -169,7 +183,10 @@ impl Link {
         if http_client::is_event_stream(&response) {
             let mut events = EventStream::new(response.into_body(), self.spec.max_event_bytes);
             let own_id = message.id().map(id_key);
-            while let Some(event) = events.next(stop).await {
+            while self.room_to_read(stop).await {
+                let Some(event) = events.next(stop).await else {
+                    break;
+                };
                 if event.data.is_empty() {
                     continue;
                 }

@@ -6,7 +6,7 @@
 //! the child; later sessions are answered from its result.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use bytes::Bytes;
 use serde_json::value::{to_raw_value, RawValue};
@@ -16,6 +16,7 @@ use tracing::debug;
 
 use super::stdio::{StdioSpec, StdioUpstream};
 use super::{EventSink, Sink, UpstreamError, UpstreamEvent};
+use crate::backlog::Backlog;
 use crate::era::SUBSCRIPTION_ID_KEY;
 use crate::jsonrpc::{id_key, Kind, Message};
 use crate::metrics::ServerMetrics;
@@ -51,15 +52,31 @@ struct Pending {
 }
 
 /// The child's events, routed to the sessions they belong to (after the mux's lock is let go).
-struct Dispatch(Weak<SharedStdio>);
+struct Dispatch {
+    mux: Weak<SharedStdio>,
+    /// The write-behind queue of its sessions, once one of them named it.
+    backlog: OnceLock<Arc<Backlog>>,
+}
 
 impl Sink for Dispatch {
     fn deliver(&self, event: UpstreamEvent) {
-        if let Some(mux) = self.0.upgrade() {
+        if let Some(mux) = self.mux.upgrade() {
             for (session, event) in mux.route(event) {
                 session.deliver(event);
             }
         }
+    }
+
+    /// Any session's: they all write behind through their process's one queue.
+    fn backlog(&self) -> Option<Arc<Backlog>> {
+        if let Some(backlog) = self.backlog.get() {
+            return Some(backlog.clone());
+        }
+        let mux = self.mux.upgrade()?;
+        let session = mux.lock().sessions.values().next().cloned()?;
+        // Asked out of the lock: letting go of the session may end it.
+        let found = session.backlog()?;
+        Some(self.backlog.get_or_init(|| found).clone())
     }
 }
 
@@ -100,7 +117,10 @@ impl SharedStdio {
     pub fn attach(self: &Arc<Self>, events: EventSink) -> Result<SharedHandle, UpstreamError> {
         let mut mux = self.lock();
         if mux.child.is_none() {
-            let sink: EventSink = Arc::new(Dispatch(Arc::downgrade(self)));
+            let sink: EventSink = Arc::new(Dispatch {
+                mux: Arc::downgrade(self),
+                backlog: OnceLock::new(),
+            });
             mux.child = Some(StdioUpstream::spawn(&self.spec, sink, &self.tasks)?);
             self.metrics.upstream_spawns_total.inc();
         }

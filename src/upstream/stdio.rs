@@ -361,9 +361,13 @@ fn describe_exit(status: std::io::Result<ExitStatus>, tail: &Mutex<VecDeque<Stri
     }
 }
 
+/// Delivers the child's messages in the order it wrote them. Before taking each, it waits for
+/// room in the sink's write-behind queue: while the queue is full the child's stdout is not read,
+/// and the child blocks on its full pipe (nothing is dropped, nothing piles up here).
 async fn read_stdout(stdout: tokio::process::ChildStdout, max_line: usize, events: EventSink) {
     let mut lines = LineReader::new(BufReader::new(stdout), max_line);
     loop {
+        super::room_to_read(events.as_ref()).await;
         match lines.next_line().await {
             Ok(Some(Line::Text(line))) if line.iter().all(u8::is_ascii_whitespace) => {}
             Ok(Some(Line::Text(line))) => match Message::parse(Bytes::from(line)) {

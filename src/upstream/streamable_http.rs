@@ -410,7 +410,10 @@ impl Inner {
         mut seen: impl FnMut(&Message),
     ) -> Option<crate::sse::DecodeError> {
         let mut events = EventStream::new(body, self.spec.max_event_bytes);
-        while let Some(event) = events.next(&self.released).await {
+        while super::room_to_read_unless(self.events.as_ref(), &self.released).await {
+            let Some(event) = events.next(&self.released).await else {
+                break;
+            };
             if let Some(id) = event.id {
                 *last_id = Some(id);
             }

@@ -82,6 +82,12 @@ impl Redis {
         }
     }
 
+    /// The server's process id (to stop and continue it with signals).
+    pub fn pid(&self) -> i32 {
+        let child = self.child.as_ref().expect("a server of its own");
+        child.id().expect("running") as i32
+    }
+
     pub fn url(&self) -> String {
         match &self.password {
             Some(password) => format!("redis://:{password}@127.0.0.1:{}/0", self.port),

@@ -39,9 +39,6 @@ use crate::event::{EventId, Logged};
 use crate::keys::Key;
 use crate::metrics::StoreMetrics;
 
-/// Ops that may wait to be written before new work waits for the writer (a few tenths of a
-/// second of writes at full load).
-const BACKLOG_LIMIT: usize = 50_000;
 /// The longest leaving waits for Redis (for the writes, then for the key to be deleted).
 const LEAVE_PATIENCE: Duration = Duration::from_secs(2);
 
@@ -65,6 +62,8 @@ pub struct RedisSettings {
     pub idle_ttl: Duration,
     /// How long the writer waits for more ops before a round trip.
     pub write_delay: Duration,
+    /// Ops queued for the writer at most before new work, and the servers' messages, wait.
+    pub max_write_queue: usize,
 }
 
 pub struct RedisStore {
@@ -136,7 +135,10 @@ impl RedisStore {
             healthy: AtomicBool::new(true),
             recovered: tokio::sync::watch::channel(0).0,
             ops,
-            backlog: Arc::new(Backlog::new(BACKLOG_LIMIT)),
+            backlog: Arc::new(Backlog::new(
+                settings.max_write_queue,
+                Some(metrics.clone()),
+            )),
             metrics,
             leaving: CancellationToken::new(),
             left: CancellationToken::new(),

@@ -77,7 +77,6 @@ impl RedisStore {
                 let _ = done.send(written);
             }
             self.backlog.written(count);
-            self.metrics.write_queue.set(self.backlog.queued() as i64);
             self.metrics
                 .write_lag_ms
                 .set(oldest.elapsed().as_millis() as i64);
