@@ -59,9 +59,9 @@ pub struct Cli {
     pub correlation: Option<super::file::Correlation>,
 
     /// Requests that reach the server's state must name a data-layer session
-    /// (sessions/create); without one they get -32044 [default: off].
-    #[arg(long)]
-    pub require_session: bool,
+    /// (sessions/create); without one they get -32044 (true/false) [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub require_session: Option<bool>,
 
     /// stdio, per-session: children kept started ahead of sessions, so initialize does not
     /// wait for process start-up [default: 0].
@@ -85,13 +85,28 @@ pub struct Cli {
 
     /// Answer list requests from a per-server, per-principal cache (true/false) [default: on for
     /// shared isolation, off otherwise].
-    #[arg(long, value_name = "BOOL")]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub cache_lists: Option<bool>,
 
-    /// With --http or --sse: send the session creator's Authorization to the server [default:
-    /// off: client credentials never leave the proxy].
-    #[arg(long)]
-    pub forward_authorization: bool,
+    /// With --http or --sse: send the session creator's Authorization to the server
+    /// (true/false) [default: false: client credentials never leave the proxy].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub forward_authorization: Option<bool>,
+
+    /// 2026-07-28 clients: how long they may reuse list, read and discover results (ttlMs)
+    /// [default: 0s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub cache_ttl: Option<Duration>,
+
+    /// 2026-07-28 clients: who may reuse them: private (one credential) or public (anyone: only
+    /// for servers whose lists and resources are the same for every user) [default: private].
+    #[arg(long, value_name = "SCOPE")]
+    pub cache_scope: Option<crate::front::modern::envelope::CacheScope>,
+
+    /// HTTP servers: send the trace context as traceparent/tracestate headers too (true/false)
+    /// [default: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub trace_headers: Option<bool>,
 
     /// Longest a request waits for its server without hearing of it (a response, or progress, a
     /// message or a request on its stream); then the client gets an error and the server a
@@ -139,9 +154,41 @@ pub struct Cli {
     pub shutdown_grace: Option<Duration>,
 
     /// Let a newer progress notification replace an undelivered older one of the same token
-    /// [default: off].
-    #[arg(long)]
-    pub coalesce_progress: bool,
+    /// (true/false) [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub coalesce_progress: Option<bool>,
+
+    /// 2026-07-28 requests with no principal: an upstream session each (per-request), or one
+    /// shared by all (shared: only for servers that keep nothing per client) [default:
+    /// per-request].
+    #[arg(long, value_name = "MODE")]
+    pub anonymous: Option<crate::front::modern::correlation::Anonymous>,
+
+    /// 2026-07-28 clients: how long a call held for the client's input waits for its retry
+    /// [default: 5m].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub input_ttl: Option<Duration>,
+
+    /// 2026-07-28 clients: calls one principal may have waiting for its input at once; more are
+    /// refused (429) [default: 32].
+    #[arg(long, value_name = "N")]
+    pub max_held_per_principal: Option<usize>,
+
+    /// A data-layer session or handle ends after this long unused [default: 30m].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub data_session_idle_ttl: Option<Duration>,
+
+    /// And at the latest this long after it was created [default: 24h].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub data_session_lifetime: Option<Duration>,
+
+    /// Data-layer sessions and handles one principal may hold (per replica) [default: 32].
+    #[arg(long, value_name = "N")]
+    pub max_data_sessions_per_principal: Option<usize>,
+
+    /// The longest state a data-layer session's cookie may carry, in bytes [default: 4096].
+    #[arg(long, value_name = "N")]
+    pub max_session_state_bytes: Option<usize>,
 
     /// Interval of SSE keep-alive comments on idle streams [default: 15s].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
@@ -226,6 +273,11 @@ pub struct Cli {
     )]
     pub cluster_secret: Option<String>,
 
+    /// With a Redis store: the prefix of every key, so that deployments can share one Redis
+    /// [default: mcp-proxy].
+    #[arg(long, value_name = "PREFIX")]
+    pub namespace: Option<String>,
+
     /// With a Redis store: how often this replica tells the others it is alive [default: 1s].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub heartbeat: Option<Duration>,
@@ -250,6 +302,10 @@ pub struct Cli {
     /// added) [default: none: tracing off].
     #[arg(long, value_name = "URL", env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
     pub otlp_endpoint: Option<String>,
+
+    /// service.name of every span [default: OTEL_SERVICE_NAME, else mcp-session-proxy].
+    #[arg(long, value_name = "NAME")]
+    pub service_name: Option<String>,
 
     /// Threads serving connections: 0 = one per CPU; 1 = a single-threaded runtime, the least
     /// CPU per request (no cross-thread wake-ups), for sidecars [default: 0].

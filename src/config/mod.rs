@@ -256,4 +256,130 @@ mod tests {
             .to_string();
         assert!(error.contains("session.max_subscriptions"), "{error}");
     }
+
+    #[test]
+    fn every_key_of_the_shipped_example_has_a_flag() {
+        use clap::CommandFactory;
+        let flags: Vec<String> = Cli::command()
+            .get_arguments()
+            .filter_map(|arg| arg.get_long().map(str::to_owned))
+            .collect();
+        // Keys whose flag is not their last segment with `-` for `_`.
+        let named = |key: &str| match key {
+            "cluster.secret" => "cluster-secret".to_owned(),
+            "upstream.protocol" => "upstream-protocol".to_owned(),
+            "http.allowed_origins" => "allowed-origin".to_owned(),
+            "http.allowed_hosts" => "allowed-host".to_owned(),
+            key => key.rsplit('.').next().unwrap().replace('_', "-"),
+        };
+        let text = include_str!("../../config/proxy.toml");
+        let mut table = String::new();
+        let mut checked = 0;
+        for line in text.lines() {
+            if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                table = format!("{name}.");
+                continue;
+            }
+            // Set keys, and those shown commented out (`# key = value`).
+            let setting = line.strip_prefix("# ").unwrap_or(line);
+            let Some((key, _)) = setting.split_once(" = ") else {
+                continue;
+            };
+            if key.is_empty() || !key.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+                continue;
+            }
+            let key = format!("{table}{key}");
+            let flag = named(&key);
+            assert!(flags.contains(&flag), "{key} has no --{flag}");
+            checked += 1;
+        }
+        assert!(checked >= 55, "{checked} keys");
+    }
+
+    #[test]
+    fn boolean_flags_turn_options_off_as_well_as_on() {
+        let file = "[upstream]\nhttp = \"http://127.0.0.1:1/mcp\"\nforward_authorization = true\n\
+                    trace_headers = true\n\
+                    [session]\nrequire_session = true\ncoalesce_progress = true\n";
+        let mut config = Config::from_toml(file).unwrap();
+        config.apply(&Cli::parse_from([
+            "mcp-session-proxy",
+            "--forward-authorization=false",
+            "--trace-headers=false",
+            "--require-session=false",
+            "--coalesce-progress=false",
+            "--cache-lists=false",
+        ]));
+        assert!(!config.upstream.forward_authorization);
+        assert!(!config.upstream.trace_headers);
+        assert!(!config.session.require_session);
+        assert!(!config.session.coalesce_progress);
+        assert_eq!(config.upstream.cache_lists, Some(false));
+        let mut config = Config::default();
+        config.apply(&Cli::parse_from([
+            "mcp-session-proxy",
+            "--forward-authorization",
+            "--coalesce-progress",
+            "--cache-lists",
+            "--listen",
+            "127.0.0.1:1",
+        ]));
+        assert!(config.upstream.forward_authorization);
+        assert!(config.session.coalesce_progress);
+        assert_eq!(config.upstream.cache_lists, Some(true));
+    }
+
+    #[test]
+    fn the_keys_that_had_no_flag_take_one() {
+        let mut config = Config::default();
+        config.apply(&Cli::parse_from([
+            "mcp-session-proxy",
+            "--namespace",
+            "team-a",
+            "--service-name",
+            "edge",
+            "--cache-ttl",
+            "30s",
+            "--cache-scope",
+            "public",
+            "--anonymous",
+            "shared",
+            "--input-ttl",
+            "2m",
+            "--max-held-per-principal",
+            "3",
+            "--data-session-idle-ttl",
+            "5m",
+            "--data-session-lifetime",
+            "1h",
+            "--max-data-sessions-per-principal",
+            "4",
+            "--max-session-state-bytes",
+            "512",
+        ]));
+        assert_eq!(config.cluster.namespace, "team-a");
+        assert_eq!(config.tracing.service_name, "edge");
+        assert_eq!(config.upstream.cache_ttl, Duration::from_secs(30));
+        assert_eq!(
+            config.upstream.cache_scope,
+            crate::front::modern::envelope::CacheScope::Public
+        );
+        assert_eq!(
+            config.session.anonymous,
+            crate::front::modern::correlation::Anonymous::Shared
+        );
+        assert_eq!(config.session.input_ttl, Duration::from_secs(120));
+        assert_eq!(config.session.max_held_per_principal, 3);
+        assert_eq!(
+            config.session.data_session_idle_ttl,
+            Duration::from_secs(300)
+        );
+        assert_eq!(
+            config.session.data_session_lifetime,
+            Duration::from_secs(3600)
+        );
+        assert_eq!(config.session.max_data_sessions_per_principal, 4);
+        assert_eq!(config.session.max_session_state_bytes, 512);
+        config.validate().unwrap();
+    }
 }

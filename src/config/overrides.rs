@@ -22,6 +22,8 @@ impl Config {
         set(&mut self.cluster.write_delay, &cli.write_delay);
         set(&mut self.cluster.max_write_queue, &cli.max_write_queue);
         set(&mut self.tracing.otlp_endpoint, &cli.otlp_endpoint);
+        set(&mut self.tracing.service_name, &cli.service_name);
+        set(&mut self.cluster.namespace, &cli.namespace);
         // One server is fronted: naming one on the command line replaces the file's.
         if cli.stdio.is_some() || cli.http.is_some() || cli.sse.is_some() {
             self.upstream.stdio = cli.stdio.clone();
@@ -30,9 +32,13 @@ impl Config {
         }
         set(&mut self.upstream.request_timeout, &cli.request_timeout);
         set(&mut self.upstream.isolation, &cli.isolation);
-        if cli.forward_authorization {
-            self.upstream.forward_authorization = true;
-        }
+        set(
+            &mut self.upstream.forward_authorization,
+            &cli.forward_authorization,
+        );
+        set(&mut self.upstream.cache_ttl, &cli.cache_ttl);
+        set(&mut self.upstream.cache_scope, &cli.cache_scope);
+        set(&mut self.upstream.trace_headers, &cli.trace_headers);
         set(&mut self.upstream.warm, &cli.warm);
         self.upstream.env.extend(cli.env.iter().cloned());
         set(&mut self.upstream.env_clear, &cli.env_clear);
@@ -46,12 +52,30 @@ impl Config {
         set(&mut self.upstream.max_line_bytes, &cli.max_line_bytes);
         set(&mut self.upstream.shutdown_grace, &cli.shutdown_grace);
         set(&mut self.session.correlation, &cli.correlation);
-        if cli.require_session {
-            self.session.require_session = true;
-        }
-        if cli.coalesce_progress {
-            self.session.coalesce_progress = true;
-        }
+        set(&mut self.session.require_session, &cli.require_session);
+        set(&mut self.session.coalesce_progress, &cli.coalesce_progress);
+        set(&mut self.session.anonymous, &cli.anonymous);
+        set(&mut self.session.input_ttl, &cli.input_ttl);
+        set(
+            &mut self.session.max_held_per_principal,
+            &cli.max_held_per_principal,
+        );
+        set(
+            &mut self.session.data_session_idle_ttl,
+            &cli.data_session_idle_ttl,
+        );
+        set(
+            &mut self.session.data_session_lifetime,
+            &cli.data_session_lifetime,
+        );
+        set(
+            &mut self.session.max_data_sessions_per_principal,
+            &cli.max_data_sessions_per_principal,
+        );
+        set(
+            &mut self.session.max_session_state_bytes,
+            &cli.max_session_state_bytes,
+        );
         set(&mut self.http.json_wait, &cli.json_wait);
         if !cli.allowed_origins.is_empty() {
             self.http.allowed_origins = cli.allowed_origins.clone();

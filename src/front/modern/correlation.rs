@@ -26,7 +26,7 @@ const UPSTREAM_VERSION: &str = "2025-11-25";
 const INITIALIZE_ID: &str = "mcp-session-proxy/initialize";
 
 /// What anonymous requests (no credential, no trusted principal header) share.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Anonymous {
     /// Each gets an upstream session of its own, ended with it.

@@ -18,7 +18,7 @@ use crate::session::protocol::CAPABILITY as SESSIONS_EXTENSION;
 const LEGACY_RESOURCE_NOT_FOUND: i64 = -32002;
 
 /// Who may reuse a cached result: anyone (`public`), or the same credential (`private`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum CacheScope {
     Public,
