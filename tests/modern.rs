@@ -1,7 +1,7 @@
 //! Clients of the 2026-07-28 revision in front of the legacy demo server: no initialize, no
 //! session; per-request `_meta`; discover; results as modern clients read them; one upstream
-//! session per principal (anonymous requests each their own); every refusal with the code the
-//! spec gives it, and legacy sessions beside them untouched.
+//! session per principal (anonymous requests each their own, or one lent from a bounded pool);
+//! every refusal with the code the spec gives it, and legacy sessions beside them untouched.
 
 mod common;
 
@@ -162,7 +162,8 @@ async fn results_carry_their_type_server_and_caching_and_progress_streams_withou
 
 #[tokio::test]
 async fn each_principal_has_its_own_server_and_anonymous_requests_share_none() {
-    let proxy = Proxy::start().await;
+    // Without the pool, each anonymous request has a server of its own.
+    let proxy = Proxy::start_with(|config| config.session.anonymous_pool = 0).await;
     let alice = Modern::new(&proxy, Some("alice"));
     let bob = Modern::new(&proxy, Some("bob"));
     let text = |answer: Value| answer["result"]["content"][0]["text"].clone();
@@ -934,4 +935,145 @@ async fn in_front_of_a_2026_07_28_server_its_own_hints_decide_what_is_reused() {
     }
     assert_eq!(proxy.metric("mcp_proxy_response_cache_hits_total"), 1);
     assert_eq!(proxy.metric("mcp_proxy_response_cache_misses_total"), 3);
+}
+
+/// A 2026-07-28 `tools/call` declaring `capabilities`.
+fn call_body(id: u64, tool: &str, arguments: Value, capabilities: Value) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": { "name": tool, "arguments": arguments, "_meta": meta(capabilities) } })
+}
+
+#[tokio::test]
+async fn anonymous_requests_borrow_initialized_servers_from_a_bounded_pool() {
+    let proxy = Proxy::start_with(|config| config.session.anonymous_pool = 2).await;
+    let stranger = Modern::new(&proxy, None);
+    let spawns = || proxy.metric("mcp_proxy_upstream_spawns_total");
+    for n in 1..=5 {
+        let answer = stranger.call("echo", json!({ "text": "hi" })).await;
+        assert_eq!(answer["result"]["content"][0]["text"], "hi", "call {n}");
+    }
+    assert_eq!(spawns(), 1, "one server served them all, one after another");
+    assert_eq!(proxy.metric("mcp_proxy_sessions_open"), 1);
+    // Its server was initialized once; a lent server keeps its own state.
+    let text = |answer: Value| answer["result"]["content"][0]["text"].clone();
+    assert_eq!(text(stranger.call("counter", json!({})).await), "1");
+    assert_eq!(text(stranger.call("counter", json!({})).await), "2");
+
+    // Other declared capabilities: a server initialized with them.
+    let body = call_body(2, "echo", json!({ "text": "x" }), json!({ "roots": {} }));
+    assert_eq!(stranger.send(&body, &[]).await.status, StatusCode::OK);
+    assert_eq!(spawns(), 2);
+    // The pool is full (two idle): a third set of capabilities takes the oldest idle one's place.
+    let body = call_body(3, "echo", json!({ "text": "y" }), json!({ "sampling": {} }));
+    assert_eq!(stranger.send(&body, &[]).await.status, StatusCode::OK);
+    assert_eq!(spawns(), 3);
+    assert_eq!(proxy.metric("mcp_proxy_sessions_open"), 2);
+    let body = call_body(4, "echo", json!({ "text": "z" }), json!({ "roots": {} }));
+    assert_eq!(stranger.send(&body, &[]).await.status, StatusCode::OK);
+    assert_eq!(spawns(), 3, "the roots one was still idle");
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn all_lent_is_503_with_retry_after_once_the_wait_is_over() {
+    let proxy = Proxy::start_with(|config| {
+        config.session.anonymous_pool = 1;
+        config.session.anonymous_pool_wait = std::time::Duration::from_millis(200);
+    })
+    .await;
+    let busy = Modern::new(&proxy, None);
+    let slow = tokio::spawn(async move {
+        let (status, answer) = busy
+            .request(
+                1,
+                "tools/call",
+                json!({ "name": "sleep", "arguments": { "ms": 1500 } }),
+            )
+            .await;
+        (status, answer)
+    });
+    // The one pooled session exists from the moment the slow call borrowed it.
+    common::eventually("the slow call to borrow the pooled session", || {
+        proxy.metric("mcp_proxy_sessions_open") == 1
+    })
+    .await;
+    let stranger = Modern::new(&proxy, None);
+    let body = call_body(2, "echo", json!({ "text": "hi" }), json!({}));
+    let reply = stranger.send(&body, &[]).await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(reply.headers.contains_key("retry-after"));
+    let answer = reply.json().await;
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("session.anonymous_pool"),
+        "{answer}"
+    );
+    assert_eq!(
+        proxy.metric(
+            "mcp_proxy_sessions_rejected_total{server=\"default\",reason=\"anonymous_pool\"}"
+        ),
+        1
+    );
+    let (status, answer) = common::within("the slow call", slow).await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    // Given back: the next request borrows the same server.
+    let answer = stranger.call("echo", json!({ "text": "hi" })).await;
+    assert_eq!(answer["result"]["content"][0]["text"], "hi");
+    assert_eq!(proxy.metric("mcp_proxy_upstream_spawns_total"), 1);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_lent_server_comes_back_only_as_it_was_lent() {
+    let proxy = Proxy::start_with(|config| {
+        config.session.anonymous_pool = 2;
+        config.http.json_wait = std::time::Duration::from_millis(10);
+    })
+    .await;
+    let stranger = Modern::new(&proxy, None);
+    let spawns = || proxy.metric("mcp_proxy_upstream_spawns_total");
+    let answer = stranger.call("echo", json!({ "text": "hi" })).await;
+    assert_eq!(answer["result"]["content"][0]["text"], "hi");
+    assert_eq!(spawns(), 1);
+
+    // A call its client gave up on: the server may still be at it, so it is not lent again.
+    let body = call_body(2, "sleep", json!({ "ms": 60_000 }), json!({}));
+    let reply = stranger.send(&body, &[]).await;
+    assert!(reply.is_sse());
+    drop(reply);
+    common::eventually("the abandoned server to be ended", || {
+        proxy.metric("mcp_proxy_sessions_open") == 0
+    })
+    .await;
+    stranger.call("echo", json!({ "text": "hi" })).await;
+    assert_eq!(spawns(), 2, "a new server");
+
+    // A server that died is replaced.
+    let body = call_body(3, "crash", json!({ "code": 3 }), json!({}));
+    let crashed = stranger.send(&body, &[]).await.response().await;
+    assert!(crashed.get("error").is_some(), "{crashed}");
+    stranger.call("echo", json!({ "text": "hi" })).await;
+    assert_eq!(spawns(), 3, "a new server");
+
+    // A call waiting for the client's input keeps its server out of the pool until it is over:
+    // no other borrower meets the server's question.
+    let (status, first) = stranger
+        .call_with(4, "test_input_required_result_elicitation", json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let state = first["result"]["requestState"].as_str().unwrap().to_owned();
+    let held_spawns = spawns();
+    let body = call_body(5, "echo", json!({ "text": "meanwhile" }), ALL());
+    assert_eq!(stranger.send(&body, &[]).await.status, StatusCode::OK);
+    assert_eq!(spawns(), held_spawns + 1, "the held server was not lent");
+    assert_eq!(stranger.answer_name(6, &state, "Ann").await, "Hello, Ann!");
+    common::eventually("the held call's server to end with it", || {
+        proxy.metric("mcp_proxy_sessions_open") == 2
+    })
+    .await;
+    proxy.stop().await;
 }

@@ -180,9 +180,21 @@ pub struct Cli {
     #[arg(long, value_name = "HEADER")]
     pub principal_header: Option<String>,
 
-    /// Most sessions one principal may hold; more are refused with 503 [default: no limit].
+    /// Most sessions one principal with a credential (or a trusted principal header) may hold;
+    /// more are refused with 503 [default: 100].
     #[arg(long, value_name = "N")]
     pub max_sessions_per_principal: Option<usize>,
+
+    /// Most sessions clients without a credential may hold together (they are one principal,
+    /// the anonymous one); more are refused with 503 [default: 256].
+    #[arg(long, value_name = "N")]
+    pub max_anonymous_sessions: Option<usize>,
+
+    /// 2026-07-28 requests without a credential, in front of a stdio server with a child per
+    /// session: initialized sessions kept and lent to one request at a time (0: a child started
+    /// and stopped per request) [default: 16].
+    #[arg(long, value_name = "N")]
+    pub anonymous_pool: Option<usize>,
 
     /// Most resources one session may be subscribed to at once (and 1 MiB of their URIs); a
     /// resources/subscribe to one more is refused with -32602 [default: 1000].

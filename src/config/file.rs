@@ -161,7 +161,17 @@ pub struct SessionConfig {
     #[serde(deserialize_with = "duration")]
     pub idle_ttl: Duration,
     pub max_sessions: usize,
-    pub max_sessions_per_principal: Option<usize>,
+    /// Sessions one principal with a credential may hold; one more is refused (503).
+    pub max_sessions_per_principal: usize,
+    /// Sessions clients without a credential may hold together; one more is refused (503).
+    pub max_anonymous_sessions: usize,
+    /// 2026-07-28 requests with no principal (`anonymous = "per-request"`) in front of a stdio
+    /// server with a child per session: initialized sessions kept to lend them, one request
+    /// at a time (0: a child started and stopped for each request).
+    pub anonymous_pool: usize,
+    /// How long such a request waits for a pooled session while all are lent; then 503.
+    #[serde(deserialize_with = "duration")]
+    pub anonymous_pool_wait: Duration,
     pub window_events: usize,
     pub window_bytes: usize,
     #[serde(deserialize_with = "duration")]
@@ -279,6 +289,9 @@ impl Default for SessionConfig {
             idle_ttl: session.idle_ttl,
             max_sessions: session.max_sessions,
             max_sessions_per_principal: session.max_sessions_per_principal,
+            max_anonymous_sessions: session.max_anonymous_sessions,
+            anonymous_pool: crate::front::modern::pool::DEFAULT_SIZE,
+            anonymous_pool_wait: crate::front::modern::pool::DEFAULT_WAIT,
             window_events: session.window.max_events,
             window_bytes: session.window.max_bytes,
             window_age: session.window.max_age,

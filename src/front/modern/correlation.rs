@@ -2,8 +2,8 @@
 //! (principal, declared client capabilities), opened on first use with an `initialize` built
 //! from the request's `clientInfo` and capabilities, idle-expired like any session and opened
 //! again when it is gone. A request with no principal gets a session of its own that ends with
-//! it, unless anonymous requests are configured to share one: strangers never share a stateful
-//! server's state by default.
+//! it (or, before a stdio server with a child per session, one lent from `pool` for it alone),
+//! unless anonymous requests are configured to share one.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -83,8 +83,16 @@ impl Initialized {
 pub struct Correlated {
     pub session: Arc<Session>,
     pub initialized: Arc<Initialized>,
-    /// Ends the session when dropped (a request of its own).
-    pub ending: Option<EndOnDrop>,
+    /// What becomes of a session serving this request alone once it is over (when dropped).
+    pub ending: Option<Box<dyn Ending>>,
+}
+
+/// What becomes of a session serving one request alone: done when dropped, once the request is
+/// over (it ends, or goes back to the pool it was lent from).
+pub trait Ending: Send + Sync {
+    /// The request goes on past this response (it waits for the client's input): the session
+    /// is ended by whatever finishes it.
+    fn disarm(self: Box<Self>);
 }
 
 /// Ends a per-request session once its request is over.
@@ -95,17 +103,18 @@ pub struct EndOnDrop {
 }
 
 impl EndOnDrop {
-    pub fn new(registry: Arc<Registry>, session_id: String) -> EndOnDrop {
-        EndOnDrop {
+    /// Ends session `session_id` when dropped, unless disarmed.
+    pub fn armed(registry: Arc<Registry>, session_id: String) -> Box<dyn Ending> {
+        Box::new(EndOnDrop {
             registry,
             session_id,
             armed: true,
-        }
+        })
     }
+}
 
-    /// The request goes on past this response (it waits for the client's input): the session
-    /// is ended by whatever finishes it.
-    pub fn disarm(mut self) {
+impl Ending for EndOnDrop {
+    fn disarm(mut self: Box<Self>) {
         self.armed = false;
     }
 }
@@ -130,7 +139,7 @@ impl Correlation {
     ) -> Result<Correlated, Rejection> {
         if principal == Principal::anonymous() && anonymous == Anonymous::PerRequest {
             let (session, initialized) = self.open(registry, principal, meta, credential).await?;
-            let ending = Some(EndOnDrop::new(registry.clone(), session.id().to_owned()));
+            let ending = Some(EndOnDrop::armed(registry.clone(), session.id().to_owned()));
             return Ok(Correlated {
                 session,
                 initialized,
@@ -279,7 +288,7 @@ impl Correlation {
     }
 
     /// Creates a session and initializes its server as a legacy client would.
-    async fn open(
+    pub(super) async fn open(
         &self,
         registry: &Arc<Registry>,
         principal: Principal,
@@ -304,7 +313,7 @@ impl Correlation {
 }
 
 /// Whether a found session can serve: not ended, its server alive.
-fn usable(session: &Session) -> bool {
+pub(super) fn usable(session: &Session) -> bool {
     !session.ended.is_cancelled() && !session.upstream_failed()
 }
 
@@ -403,7 +412,7 @@ pub async fn ask(
 
 /// Capabilities as one string, the same however the client ordered them (a JSON object's keys
 /// come out sorted).
-fn canonical(capabilities: &Map<String, Value>) -> String {
+pub(super) fn canonical(capabilities: &Map<String, Value>) -> String {
     serde_json::to_string(capabilities).unwrap_or_default()
 }
 
