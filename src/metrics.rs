@@ -53,7 +53,8 @@ pub enum Refusal {
     PerPrincipal,
     /// Anonymous clients hold `session.max_anonymous_sessions` already.
     Anonymous,
-    /// Every session of `session.anonymous_pool` stayed lent for as long as a request waits.
+    /// No session of `session.anonymous_pool` was ready for a request within
+    /// `anonymous_pool_wait`.
     AnonymousPool,
     /// The shared store is unreachable or too far behind.
     Store,
@@ -133,7 +134,7 @@ macro_rules! per_server {
                 );
                 registry.register(
                     "sessions_rejected",
-                    "Session creations refused (503), by reason: max_sessions, per_principal, anonymous (session.max_anonymous_sessions), anonymous_pool (no pooled session freed in time), store",
+                    "Session creations refused (503), by reason: max_sessions, per_principal, anonymous (session.max_anonymous_sessions), anonymous_pool (no pooled session ready in time), store",
                     families.sessions_rejected.clone(),
                 );
                 registry.register(
@@ -193,6 +194,9 @@ per_server! {
     subscriptions_refused_total: Counter, "resources/subscribe refused because the session already held session.max_subscriptions subscriptions (or 1 MiB of subscribed URIs).";
     response_cache_hits_total: Counter, "2026-07-28 requests answered from a result the server (or upstream.cache_ttl) marked reusable (ttlMs, cacheScope).";
     response_cache_misses_total: Counter, "Cacheable 2026-07-28 requests sent to the server.";
+    anonymous_pool_ready: Gauge, "Sessions of session.anonymous_pool started, initialized and ready for a 2026-07-28 request without a credential.";
+    anonymous_pool_hits_total: Counter, "2026-07-28 requests without a credential served at once by a pooled session ready for them (session.anonymous_pool).";
+    anonymous_pool_misses_total: Counter, "2026-07-28 requests without a credential that found no pooled session ready for them and waited for one (or were refused).";
 }
 
 impl ServerMetrics {

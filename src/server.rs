@@ -123,7 +123,12 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
                     server_metrics.input_required_held.clone(),
                 )),
                 state_key: StateKey::new(keys.request_state.clone()),
-                pool: AnonymousPool::new(pool_size, session.anonymous_pool_wait),
+                pool: AnonymousPool::new(
+                    pool_size,
+                    session.anonymous_pool_wait,
+                    session.anonymous_pool_reuse,
+                    server_metrics.anonymous_pool_ready.clone(),
+                ),
                 ..Modern::default()
             },
             data_layer: DataLayer::new(session.data_layer_settings(), keys.layer_state.clone()),

@@ -246,9 +246,10 @@ mod tests {
         assert_eq!(settings.max_sessions_per_principal, 100);
         assert_eq!(settings.max_anonymous_sessions, 256);
         assert_eq!(Config::default().session.anonymous_pool, 16);
+        assert!(!Config::default().session.anonymous_pool_reuse);
         let config = Config::from_toml(
             "[session]\nmax_sessions_per_principal = 3\nmax_anonymous_sessions = 4\n\
-             anonymous_pool = 2\nanonymous_pool_wait = \"250ms\"\n",
+             anonymous_pool = 2\nanonymous_pool_wait = \"250ms\"\nanonymous_pool_reuse = true\n",
         )
         .unwrap();
         assert_eq!(config.session_settings().max_sessions_per_principal, 3);
@@ -258,6 +259,7 @@ mod tests {
             config.session.anonymous_pool_wait,
             Duration::from_millis(250)
         );
+        assert!(config.session.anonymous_pool_reuse);
         let mut config = Config::default();
         config.apply(&Cli::parse_from([
             "mcp-session-proxy",
@@ -267,10 +269,20 @@ mod tests {
             "9",
             "--anonymous-pool",
             "0",
+            "--anonymous-pool-wait",
+            "2s",
+            "--anonymous-pool-reuse",
         ]));
         assert_eq!(config.session_settings().max_sessions_per_principal, 7);
         assert_eq!(config.session_settings().max_anonymous_sessions, 9);
         assert_eq!(config.session.anonymous_pool, 0);
+        assert_eq!(config.session.anonymous_pool_wait, Duration::from_secs(2));
+        assert!(config.session.anonymous_pool_reuse);
+        config.apply(&Cli::parse_from([
+            "mcp-session-proxy",
+            "--anonymous-pool-reuse=false",
+        ]));
+        assert!(!config.session.anonymous_pool_reuse);
         for (setting, key) in [
             (
                 "max_anonymous_sessions = 0",

@@ -70,6 +70,14 @@ impl Config {
             &cli.max_anonymous_sessions,
         );
         set(&mut self.session.anonymous_pool, &cli.anonymous_pool);
+        set(
+            &mut self.session.anonymous_pool_wait,
+            &cli.anonymous_pool_wait,
+        );
+        set(
+            &mut self.session.anonymous_pool_reuse,
+            &cli.anonymous_pool_reuse,
+        );
         set(&mut self.session.idle_ttl, &cli.idle_ttl);
         set(&mut self.session.max_sessions, &cli.max_sessions);
         set(&mut self.session.window_events, &cli.window_events);

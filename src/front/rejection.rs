@@ -151,8 +151,8 @@ impl Rejection {
         }
     }
 
-    /// Every session of the anonymous pool stayed lent to other requests for as long as a
-    /// request waits for one: 503 with `Retry-After`.
+    /// No session of the anonymous pool was ready for a request (all lent, or still being
+    /// prepared) for as long as it waits for one: 503 with `Retry-After`.
     pub fn anonymous_pool_busy(size: usize, waited: std::time::Duration) -> Rejection {
         Rejection {
             retry_after: Some(1),
@@ -160,9 +160,9 @@ impl Rejection {
                 StatusCode::SERVICE_UNAVAILABLE,
                 INTERNAL_ERROR,
                 format!(
-                    "Service Unavailable: all {size} server sessions for requests without \
-                     credentials (session.anonymous_pool) stayed busy for {waited:?}; retry \
-                     shortly"
+                    "Service Unavailable: none of the {size} server sessions for requests \
+                     without credentials (session.anonymous_pool) was ready within {waited:?}; \
+                     retry shortly"
                 ),
             )
         }

@@ -2,8 +2,8 @@
 //! (principal, declared client capabilities), opened on first use with an `initialize` built
 //! from the request's `clientInfo` and capabilities, idle-expired like any session and opened
 //! again when it is gone. A request with no principal gets a session of its own that ends with
-//! it (or, before a stdio server with a child per session, one lent from `pool` for it alone),
-//! unless anonymous requests are configured to share one.
+//! it (before a stdio server with a child per session, one prepared ahead in `pool`), unless
+//! anonymous requests are configured to share one.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -43,7 +43,7 @@ pub struct Correlation {
     /// One `initialize` at a time per key, so concurrent first requests share one session.
     opening: DashMap<Key, Arc<tokio::sync::Mutex<()>>>,
     /// The newest `initialize` result of this server (what `server/discover` describes).
-    newest: Mutex<Option<Arc<Initialized>>>,
+    newest: Newest,
     /// How many entries `by_key` kept at its last sweep.
     swept_at: AtomicUsize,
 }
@@ -52,6 +52,9 @@ pub struct Correlation {
 const SWEEP_FLOOR: usize = 256;
 
 type Key = (Principal, String);
+
+/// The newest `initialize` result of a server, shared with what opens sessions for it.
+pub type Newest = Arc<Mutex<Option<Arc<Initialized>>>>;
 
 #[derive(Clone)]
 struct Entry {
@@ -233,6 +236,11 @@ impl Correlation {
             .clone()
     }
 
+    /// Where sessions opened elsewhere (the anonymous pool's) record their `initialize` result.
+    pub fn newest_handle(&self) -> Newest {
+        self.newest.clone()
+    }
+
     /// What the server of `session` said at its `initialize`, for a retry that continues a
     /// request on it: this replica's entry, else the shared store's record for the retry's
     /// principal and capabilities, else the newest known.
@@ -295,19 +303,32 @@ impl Correlation {
         meta: &RequestMeta,
         credential: Option<HeaderValue>,
     ) -> Result<(Arc<Session>, Arc<Initialized>), Rejection> {
-        let session = registry
-            .create(principal, Shape::Streams, credential)
-            .map_err(|e| Rejection::session(&e))?;
-        match initialize(registry, &session, meta).await {
-            Ok(initialized) => {
-                let initialized = Arc::new(Initialized::new(initialized));
-                *self.newest.lock().unwrap_or_else(|e| e.into_inner()) = Some(initialized.clone());
-                Ok((session, initialized))
-            }
-            Err(rejection) => {
-                registry.end(session.id());
-                Err(rejection)
-            }
+        let params = initialize_params(meta);
+        open_with(registry, &self.newest, principal, params, credential).await
+    }
+}
+
+/// Creates a session, initializes its server with `params` as a legacy client would, then
+/// records the result as the server's newest.
+pub(super) async fn open_with(
+    registry: &Arc<Registry>,
+    newest: &Newest,
+    principal: Principal,
+    params: Value,
+    credential: Option<HeaderValue>,
+) -> Result<(Arc<Session>, Arc<Initialized>), Rejection> {
+    let session = registry
+        .create(principal, Shape::Streams, credential)
+        .map_err(|e| Rejection::session(&e))?;
+    match initialize_with(registry, &session, params).await {
+        Ok(initialized) => {
+            let initialized = Arc::new(Initialized::new(initialized));
+            *newest.lock().unwrap_or_else(|e| e.into_inner()) = Some(initialized.clone());
+            Ok((session, initialized))
+        }
+        Err(rejection) => {
+            registry.end(session.id());
+            Err(rejection)
         }
     }
 }
@@ -330,23 +351,20 @@ fn shared_key(key: &Key) -> String {
 
 /// The `initialize` params that stand for a modern request's client and capabilities.
 pub fn initialize_params(meta: &RequestMeta) -> Value {
-    let client_info = meta.client_info.clone().unwrap_or_else(
+    client_params(&meta.capabilities, meta.client_info.as_ref())
+}
+
+/// The `initialize` params of a client declaring `capabilities`: `client_info`, else the
+/// proxy's own.
+pub fn client_params(capabilities: &Map<String, Value>, client_info: Option<&Value>) -> Value {
+    let client_info = client_info.cloned().unwrap_or_else(
         || json!({ "name": "mcp-session-proxy", "version": env!("CARGO_PKG_VERSION") }),
     );
     json!({
         "protocolVersion": UPSTREAM_VERSION,
-        "capabilities": meta.capabilities,
+        "capabilities": capabilities,
         "clientInfo": client_info,
     })
-}
-
-/// `initialize` with the request's client and capabilities, then `initialized`; the result.
-async fn initialize(
-    registry: &Registry,
-    session: &Arc<Session>,
-    meta: &RequestMeta,
-) -> Result<Value, Rejection> {
-    initialize_with(registry, session, initialize_params(meta)).await
 }
 
 /// `initialize` with `params`, then `initialized`; the result.

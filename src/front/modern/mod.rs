@@ -1,7 +1,7 @@
 //! The 2026-07-28 face of a served server, beside the legacy one on the same URL: requests
 //! that carry their protocol version, capabilities and client in `_meta`, no session, POST
 //! only. `checks` (what a request must carry), `correlation` (which upstream session serves
-//! it), `pool` (sessions lent to anonymous requests), `exchange` (the request through it),
+//! it), `pool` (sessions prepared for anonymous requests), `exchange` (the request through it),
 //! `envelope` (results as modern clients read them).
 
 pub mod checks;
@@ -157,13 +157,7 @@ async fn correlate(
     {
         return modern
             .pool
-            .borrow(
-                &modern.correlation,
-                &app.registry,
-                &app.metrics,
-                meta,
-                credential,
-            )
+            .borrow(&modern.correlation, &app.registry, &app.metrics, meta)
             .await;
     }
     app.modern
@@ -217,8 +211,8 @@ pub struct Modern {
     pub subscriptions: std::sync::Arc<listen::Subscriptions>,
     /// The calls each principal has waiting for its input, bounded.
     pub held_calls: std::sync::Arc<held::HeldCalls>,
-    /// Sessions lent to anonymous requests (`session.anonymous_pool`; none unless each session
-    /// starts a legacy child of its own).
+    /// Sessions prepared for anonymous requests (`session.anonymous_pool`; none unless each
+    /// session starts a legacy child of its own).
     pub pool: pool::AnonymousPool,
 }
 
@@ -232,7 +226,7 @@ impl Default for Modern {
             input_ttl: std::time::Duration::from_secs(300),
             subscriptions: Default::default(),
             held_calls: Default::default(),
-            pool: pool::AnonymousPool::new(0, pool::DEFAULT_WAIT),
+            pool: pool::AnonymousPool::new(0, pool::DEFAULT_WAIT, false, Default::default()),
         }
     }
 }
