@@ -49,7 +49,8 @@ enum Command {
         /// `legacy`: each session opened with initialize (2025-06-18); `modern`: no session,
         /// 2026-07-28 requests with per-request `_meta`, each "session" a principal of its own;
         /// `data-layer`: as `modern`, each calling within a data-layer session it creates first
-        /// (`sessions/create`, then the cookie in `_meta`).
+        /// (`sessions/create`, then the cookie in `_meta`); `anonymous`: as `modern`, with no
+        /// credential (every client the one anonymous principal).
         #[arg(long, default_value = "legacy")]
         era: String,
     },
@@ -120,11 +121,16 @@ async fn run(command: Command) -> Result<(), String> {
             let arguments: Value = serde_json::from_str(&arguments).map_err(|e| e.to_string())?;
             let call_url = call_url.as_deref().unwrap_or(&url);
             let call_url: http::Uri = call_url.parse().map_err(|e| format!("{e}"))?;
-            let (modern, data_layer) = match era.as_str() {
-                "legacy" => (false, false),
-                "modern" => (true, false),
-                "data-layer" => (true, true),
-                other => return Err(format!("--era {other}: legacy, modern or data-layer")),
+            let (modern, data_layer, anonymous) = match era.as_str() {
+                "legacy" => (false, false, false),
+                "modern" => (true, false, false),
+                "data-layer" => (true, true, false),
+                "anonymous" => (true, false, true),
+                other => {
+                    return Err(format!(
+                        "--era {other}: legacy, modern, data-layer or anonymous"
+                    ))
+                }
             };
             let shape = Shape {
                 sessions,
@@ -132,6 +138,7 @@ async fn run(command: Command) -> Result<(), String> {
                 warmup,
                 modern,
                 data_layer,
+                anonymous,
             };
             calls_bench(&url, &call_url, shape, &tool, arguments).await?
         }
@@ -209,11 +216,13 @@ async fn delayed(
 /// The revision of `--era modern`.
 const MODERN: &str = "2026-07-28";
 
-/// One client session: a legacy one (`id`), or a 2026-07-28 client (`principal`).
+/// One client session: a legacy one (`id`), or a 2026-07-28 client (`modern`, with a
+/// `principal` unless anonymous).
 struct Session {
     client: HttpClient,
     url: http::Uri,
     id: Option<HeaderValue>,
+    modern: bool,
     principal: Option<HeaderValue>,
     /// The data-layer session it calls within (its cookie).
     cookie: Option<Value>,
@@ -227,20 +236,33 @@ struct Shape {
     warmup: usize,
     modern: bool,
     data_layer: bool,
+    /// 2026-07-28 clients without a credential.
+    anonymous: bool,
 }
 
 impl Session {
-    /// A 2026-07-28 client: nothing to open; its credential makes it a principal of its own.
-    fn modern(client: &HttpClient, url: &str, n: usize) -> Result<Session, String> {
+    /// A 2026-07-28 client: nothing to open; its credential (unless `anonymous`) makes it a
+    /// principal of its own.
+    fn modern(
+        client: &HttpClient,
+        url: &str,
+        n: usize,
+        anonymous: bool,
+    ) -> Result<Session, String> {
+        let principal = match anonymous {
+            true => None,
+            false => Some(
+                HeaderValue::from_str(&format!("Bearer mcp-bench-{n}"))
+                    .map_err(|e| e.to_string())?,
+            ),
+        };
         Ok(Session {
             client: client.clone(),
             url: url.parse().map_err(|e| format!("{url}: {e}"))?,
             id: None,
+            modern: true,
             cookie: None,
-            principal: Some(
-                HeaderValue::from_str(&format!("Bearer mcp-bench-{n}"))
-                    .map_err(|e| e.to_string())?,
-            ),
+            principal,
             next: 1,
         })
     }
@@ -250,6 +272,7 @@ impl Session {
             client: client.clone(),
             url: url.parse().map_err(|e| format!("{url}: {e}"))?,
             id: None,
+            modern: false,
             principal: None,
             cookie: None,
             next: 1,
@@ -302,6 +325,8 @@ impl Session {
         );
         if let Some(principal) = &self.principal {
             headers.insert(header::AUTHORIZATION, principal.clone());
+        }
+        if self.modern {
             headers.insert("mcp-protocol-version", HeaderValue::from_static(MODERN));
             for (name, field) in [("mcp-method", "method"), ("mcp-name", "name")] {
                 let value = message[field]
@@ -331,7 +356,7 @@ impl Session {
     async fn call(&mut self, tool: &str, arguments: &Value) -> Result<Value, String> {
         self.next += 1;
         let mut params = json!({ "name": tool, "arguments": arguments });
-        if self.principal.is_some() {
+        if self.modern {
             params["_meta"] = modern_meta();
         }
         if let Some(cookie) = &self.cookie {
@@ -403,12 +428,13 @@ async fn calls_bench(
         warmup,
         modern,
         data_layer,
+        anonymous,
     } = shape;
     let client = http_client::client();
     let mut opened = Vec::with_capacity(sessions);
     for n in 0..sessions {
         let mut session = match modern {
-            true => Session::modern(&client, url, n)?,
+            true => Session::modern(&client, url, n, anonymous)?,
             false => Session::open(&client, url, "2025-06-18").await?,
         };
         if data_layer {
@@ -454,6 +480,7 @@ async fn calls_bench(
     Ok(json!({
         "era": match (modern, data_layer) {
             (_, true) => "data-layer",
+            (true, false) if anonymous => "anonymous",
             (true, false) => "modern",
             (false, false) => "legacy",
         },

@@ -368,7 +368,8 @@ def measure_redis_memory(sessions=1000):
         wait_for_port(redis_port, redis)
         replica = Target("replica", [str(PROXY), "--listen", f"127.0.0.1:{(p := free_port())}",
                                      "--store", f"redis://127.0.0.1:{redis_port}/0", "--node-id", "bench",
-                                     "--stdio", f"{shlex.quote(str(PROXY))} demo-server", "--isolation", "shared"],
+                                     "--stdio", f"{shlex.quote(str(PROXY))} demo-server", "--isolation", "shared",
+                                     "--max-anonymous-sessions", str(2 * sessions)],
                          p, env={"RUST_LOG": "warn", "MCP_PROXY_CLUSTER_SECRET": "bench"})
         bench("idle", "--url", replica.url, "--sessions", 1)
         written(replica)
@@ -780,8 +781,10 @@ def main():
 
     # Memory: 1,000 idle sessions on one shared child (the proxy alone), and per-session children.
     port = free_port()
+    # mcp-bench's sessions have no credential: they are all the anonymous principal's.
     ours = Target("ours", [str(PROXY), "--listen", f"127.0.0.1:{port}", "--stdio",
-                           f"{shlex.quote(str(PROXY))} demo-server", "--isolation", "shared"], port)
+                           f"{shlex.quote(str(PROXY))} demo-server", "--isolation", "shared",
+                           "--max-anonymous-sessions", "2000"], port)
     try:
         bench("idle", "--url", ours.url, "--sessions", 1)
         before = ours.rss_kib()

@@ -81,7 +81,8 @@ def main():
     port = free_port()
     proxy = subprocess.Popen(
         [args.proxy, "--listen", f"127.0.0.1:{port}", "--isolation", "shared",
-         "--idle-ttl", f"{IDLE_TTL_S}s", "--max-sessions", str(args.sessions * 2)],
+         "--idle-ttl", f"{IDLE_TTL_S}s", "--max-sessions", str(args.sessions * 2),
+         "--max-anonymous-sessions", str(args.sessions * 2)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     url = f"http://127.0.0.1:{port}/mcp"

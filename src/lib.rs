@@ -19,7 +19,8 @@
 //!   replicas sharing sessions (mirroring, lookup, views, following, takeover).
 //! - [`upstream`]: server transports. `factory` builds a session's upstream; `stdio` runs one
 //!   child process per session, `shared` one for all, `streamable_http` and `legacy_sse` make
-//!   the proxy an HTTP client, `owner` reaches the replica that owns a session.
+//!   the proxy an HTTP client, `owner` reaches the replica that owns a session, `deferred`
+//!   starts any of them at the session's `initialize`.
 //! - [`store`]: state beyond the process: `Memory`, or `redis` (records, logs as Redis Streams,
 //!   heartbeats; a write-behind `Mirror` per owned session, a follower per view).
 //! - Base modules every layer may use: [`jsonrpc`] the message model, [`era`] the names of the

@@ -37,6 +37,49 @@ struct RequestLabels {
     status: u16,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefusalLabels {
+    server: Arc<str>,
+    reason: &'static str,
+}
+
+/// Why a new session (or a pooled one for an anonymous request) was refused: the `reason` of
+/// `mcp_proxy_sessions_rejected_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// `session.max_sessions` open already.
+    MaxSessions,
+    /// The principal holds `session.max_sessions_per_principal` already.
+    PerPrincipal,
+    /// Anonymous clients hold `session.max_anonymous_sessions` already.
+    Anonymous,
+    /// No session of `session.anonymous_pool` was ready for a request within
+    /// `anonymous_pool_wait`.
+    AnonymousPool,
+    /// The shared store is unreachable or too far behind.
+    Store,
+}
+
+impl Refusal {
+    const ALL: [Refusal; 5] = [
+        Refusal::MaxSessions,
+        Refusal::PerPrincipal,
+        Refusal::Anonymous,
+        Refusal::AnonymousPool,
+        Refusal::Store,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Refusal::MaxSessions => "max_sessions",
+            Refusal::PerPrincipal => "per_principal",
+            Refusal::Anonymous => "anonymous",
+            Refusal::AnonymousPool => "anonymous_pool",
+            Refusal::Store => "store",
+        }
+    }
+}
+
 type PerServer<M> = Family<ServerLabel, M>;
 type Latency = Family<ServerLabel, Histogram, fn() -> Histogram>;
 
@@ -47,6 +90,7 @@ macro_rules! per_server {
         struct ServerFamilies {
             $($name: PerServer<$kind>,)*
             requests: Family<RequestLabels, Counter>,
+            sessions_rejected: Family<RefusalLabels, Counter>,
             request_duration: Latency,
             upstream_duration: Latency,
         }
@@ -60,6 +104,8 @@ macro_rules! per_server {
             /// Time from a request sent to the server to the server's answer.
             pub upstream_duration: Histogram,
             requests: Family<RequestLabels, Counter>,
+            /// By `Refusal` (its discriminant is its place in `Refusal::ALL`).
+            sessions_rejected: [Counter; Refusal::ALL.len()],
             server: Arc<str>,
             /// Where this server's spans go (nowhere unless tracing is on).
             pub spans: Spans,
@@ -70,6 +116,7 @@ macro_rules! per_server {
                 let families = ServerFamilies {
                     $($name: Family::default(),)*
                     requests: Family::default(),
+                    sessions_rejected: Family::default(),
                     request_duration: Family::new_with_constructor(latency_histogram),
                     upstream_duration: Family::new_with_constructor(latency_histogram),
                 };
@@ -84,6 +131,11 @@ macro_rules! per_server {
                     "requests",
                     "HTTP requests on MCP endpoints by JSON-RPC method (GET, DELETE for those) and status",
                     families.requests.clone(),
+                );
+                registry.register(
+                    "sessions_rejected",
+                    "Session creations refused (503), by reason: max_sessions, per_principal, anonymous (session.max_anonymous_sessions), anonymous_pool (no pooled session ready in time), store",
+                    families.sessions_rejected.clone(),
                 );
                 registry.register(
                     "request_duration_seconds",
@@ -105,6 +157,12 @@ macro_rules! per_server {
                     request_duration: self.request_duration.get_or_create_owned(&label),
                     upstream_duration: self.upstream_duration.get_or_create_owned(&label),
                     requests: self.requests.clone(),
+                    sessions_rejected: Refusal::ALL.map(|reason| {
+                        self.sessions_rejected.get_or_create_owned(&RefusalLabels {
+                            server: label.server.clone(),
+                            reason: reason.label(),
+                        })
+                    }),
                     server: label.server,
                     spans,
                 }
@@ -117,7 +175,6 @@ per_server! {
     sessions_open: Gauge, "Sessions currently open.";
     sessions_created_total: Counter, "Sessions created.";
     sessions_expired_total: Counter, "Sessions ended by idle expiry.";
-    sessions_rejected_total: Counter, "Session creations refused by the session limit.";
     events_logged_total: Counter, "Server-to-client messages appended to event logs.";
     events_coalesced_total: Counter, "Logged messages replaced by a later one with the same coalesce key.";
     events_evicted_total: Counter, "Logged messages evicted from a replay window.";
@@ -138,12 +195,20 @@ per_server! {
     subscriptions_refused_total: Counter, "resources/subscribe refused because the session already held session.max_subscriptions subscriptions (or 1 MiB of subscribed URIs).";
     response_cache_hits_total: Counter, "2026-07-28 requests answered from a result the server (or upstream.cache_ttl) marked reusable (ttlMs, cacheScope).";
     response_cache_misses_total: Counter, "Cacheable 2026-07-28 requests sent to the server.";
+    anonymous_pool_ready: Gauge, "Sessions of session.anonymous_pool started, initialized and ready for a 2026-07-28 request without a credential.";
+    anonymous_pool_hits_total: Counter, "2026-07-28 requests without a credential served at once by a pooled session ready for them (session.anonymous_pool).";
+    anonymous_pool_misses_total: Counter, "2026-07-28 requests without a credential that found no pooled session ready for them and waited for one (or were refused).";
 }
 
 impl ServerMetrics {
     /// The server these figures are of.
     pub fn server(&self) -> &str {
         &self.server
+    }
+
+    /// Counts a session refused for `reason`.
+    pub fn session_refused(&self, reason: Refusal) {
+        self.sessions_rejected[reason as usize].inc();
     }
 
     /// Counts one HTTP request on an MCP endpoint and the time to its response head.
@@ -325,6 +390,20 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("mcp_proxy_store_up 0\n"), "{text}");
+        default.session_refused(Refusal::Anonymous);
+        let text = metrics.render();
+        assert!(
+            text.contains(
+                "mcp_proxy_sessions_rejected_total{server=\"default\",reason=\"anonymous\"} 1\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "mcp_proxy_sessions_rejected_total{server=\"github\",reason=\"per_principal\"} 0\n"
+            ),
+            "{text}"
+        );
         assert!(text.ends_with("# EOF\n"), "{text}");
         assert!(
             text.contains("# HELP mcp_proxy_sessions_created Sessions created.\n"),

@@ -18,6 +18,7 @@ use crate::era::Era;
 use crate::front::data_layer::DataLayer;
 use crate::front::modern::envelope::CacheHints;
 use crate::front::modern::held::HeldCalls;
+use crate::front::modern::pool::AnonymousPool;
 use crate::front::modern::state::StateKey;
 use crate::front::modern::Modern;
 use crate::front::{self, App, Router};
@@ -102,6 +103,12 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
             name,
         ));
         registry.prewarm();
+        // Only a child per session makes a request of its own costly; pooled sessions are
+        // anonymous ones, within their limit.
+        let pool_size = match registry.spawns_legacy_children() {
+            true => session.anonymous_pool.min(session.max_anonymous_sessions),
+            false => 0,
+        };
         tokio::spawn(registry.clone().run_expiry(shutdown.clone()));
         Ok(Arc::new(App {
             server: name.into(),
@@ -122,6 +129,12 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
                     server_metrics.input_required_held.clone(),
                 )),
                 state_key: StateKey::new(keys.request_state.clone()),
+                pool: AnonymousPool::new(
+                    pool_size,
+                    session.anonymous_pool_wait,
+                    session.anonymous_pool_reuse,
+                    server_metrics.anonymous_pool_ready.clone(),
+                ),
                 ..Modern::default()
             },
             data_layer: DataLayer::new(session.data_layer_settings(), keys.layer_state.clone()),

@@ -446,28 +446,103 @@ async fn a_trusted_principal_header_owns_sessions_instead_of_authorization() {
     proxy.stop().await;
 }
 
+fn initialize_request() -> Value {
+    json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": { "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "x", "version": "1" } } })
+}
+
+/// A 503 with `Retry-After` and a JSON-RPC error that names the limit.
+async fn assert_refused_for(reply: common::Reply, limit: &str) {
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(reply.headers.contains_key("retry-after"));
+    assert!(reply.headers.get("mcp-session-id").is_none());
+    let answer = reply.json().await;
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(limit), "{answer}");
+}
+
+fn refused(proxy: &Proxy, reason: &str) -> u64 {
+    proxy.metric(&format!(
+        "mcp_proxy_sessions_rejected_total{{server=\"default\",reason=\"{reason}\"}}"
+    ))
+}
+
 #[tokio::test]
 async fn a_principal_over_its_own_session_limit_is_503_and_others_are_not() {
-    let (proxy, bystander) =
-        with_bystander(|c| c.session.max_sessions_per_principal = Some(1)).await;
-    let initialize = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": { "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "x", "version": "1" } } });
-    let again = proxy.client().post(&initialize).await;
-    assert_eq!(
-        again.status,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "the anonymous principal holds one"
-    );
-    assert!(again.headers.contains_key("retry-after"));
+    let (proxy, bystander) = with_bystander(|c| c.session.max_sessions_per_principal = 1).await;
+    let mut alice = proxy.client();
+    alice.authorization = Some("Bearer alice".into());
+    alice.initialize("2025-06-18").await;
+    let mut again = proxy.client();
+    again.authorization = Some("Bearer alice".into());
+    assert_refused_for(
+        again.post(&initialize_request()).await,
+        "max_sessions_per_principal",
+    )
+    .await;
+    assert_eq!(refused(&proxy, "per_principal"), 1);
+    // Another principal, and clients without credentials, have limits of their own.
     let mut other = proxy.client();
     other.authorization = Some("Bearer someone-else".into());
     other.initialize("2025-06-18").await;
+    proxy.client().initialize("2025-06-18").await;
     // Ending a session frees its principal's place.
-    let mut freed = bystander.clone();
-    assert_eq!(freed.delete().await, StatusCode::OK);
-    freed.session = None;
-    freed.initialize("2025-06-18").await;
-    proxy.stop().await;
+    assert_eq!(alice.delete().await, StatusCode::OK);
+    again.initialize("2025-06-18").await;
+    bystander_unharmed(proxy, bystander).await;
+}
+
+#[tokio::test]
+async fn clients_without_credentials_over_their_session_limit_are_503_and_principals_are_not() {
+    // The bystander (no credential) holds the one place anonymous clients have.
+    let (proxy, bystander) = with_bystander(|c| {
+        c.session.max_anonymous_sessions = 1;
+        c.session.anonymous_pool = 1;
+    })
+    .await;
+    let stranger = proxy.client();
+    assert_refused_for(
+        stranger.post(&initialize_request()).await,
+        "max_anonymous_sessions",
+    )
+    .await;
+    // A legacy SSE stream and a 2026-07-28 request without credentials are refused alike.
+    let stream = stranger
+        .send_to(
+            "/sse",
+            Method::GET,
+            &[("accept", "text/event-stream")],
+            None,
+        )
+        .await;
+    assert_refused_for(stream, "max_anonymous_sessions").await;
+    let modern = json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": { "name": "echo", "arguments": { "text": "hi" }, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {} } } });
+    let reply = stranger
+        .send(
+            Method::POST,
+            &[
+                ("content-type", "application/json"),
+                ("accept", "application/json, text/event-stream"),
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "tools/call"),
+                ("mcp-name", "echo"),
+            ],
+            Some(Bytes::from(modern.to_string())),
+        )
+        .await;
+    assert_refused_for(reply, "max_anonymous_sessions").await;
+    assert_eq!(refused(&proxy, "anonymous"), 3);
+    assert_eq!(refused(&proxy, "per_principal"), 0);
+    // A principal is not one of them.
+    let mut alice = proxy.client();
+    alice.authorization = Some("Bearer alice".into());
+    alice.initialize("2025-06-18").await;
+    assert_eq!(alice.call_tool("echo", json!({ "text": "hi" })).await, "hi");
+    bystander_unharmed(proxy, bystander).await;
 }
 
 #[tokio::test]
@@ -482,6 +557,7 @@ async fn too_many_sessions_is_503_with_retry_after() {
     assert!(reply.headers.contains_key("retry-after"));
     assert!(reply.headers.get("mcp-session-id").is_none());
     assert_eq!(proxy.metric("mcp_proxy_sessions_rejected_total"), 1);
+    assert_eq!(refused(&proxy, "max_sessions"), 1);
     bystander_unharmed(proxy, bystander).await;
 }
 

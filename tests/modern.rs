@@ -1,7 +1,7 @@
 //! Clients of the 2026-07-28 revision in front of the legacy demo server: no initialize, no
 //! session; per-request `_meta`; discover; results as modern clients read them; one upstream
-//! session per principal (anonymous requests each their own); every refusal with the code the
-//! spec gives it, and legacy sessions beside them untouched.
+//! session per principal (anonymous requests each their own, prepared ahead in a bounded pool);
+//! every refusal with the code the spec gives it, and legacy sessions beside them untouched.
 
 mod common;
 
@@ -173,7 +173,9 @@ async fn each_principal_has_its_own_server_and_anonymous_requests_share_none() {
     let stranger = Modern::new(&proxy, None);
     assert_eq!(text(stranger.call("counter", json!({})).await), "1");
     assert_eq!(text(stranger.call("counter", json!({})).await), "1");
-    common::until("the strangers' sessions to end", 2, || async {
+    // Theirs ended with them; the pool holds fresh ones for the next strangers.
+    let pooled = mcp_session_proxy::front::modern::pool::DEFAULT_SIZE as u64;
+    common::until("the strangers' sessions to end", 2 + pooled, || async {
         proxy.metric("mcp_proxy_sessions_open")
     })
     .await;
@@ -491,14 +493,19 @@ async fn a_request_state_that_is_tampered_foreign_or_expired_is_refused_and_noth
     assert_eq!(alice.answer_name(3, &state, "A").await, "Hello, A!");
 
     // A stranger never comes back: after input_ttl the held request is released upstream, and
-    // its session (one of its own) ends; its state is refused as expired.
+    // its session (one of its own) ends, beside alice's and the pool's; its state is refused as
+    // expired.
     let stranger = Modern::new(&proxy, None);
     let (_, asked) = stranger.call_with(4, tool, json!({})).await;
     let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
-    common::until("the stranger's held call to be released", 1, || async {
-        proxy.metric("mcp_proxy_sessions_open")
-    })
+    let pooled = mcp_session_proxy::front::modern::pool::DEFAULT_SIZE as u64;
+    common::until(
+        "the stranger's held call to be released",
+        1 + pooled,
+        || async { proxy.metric("mcp_proxy_sessions_open") },
+    )
     .await;
+    assert_eq!(proxy.metric("mcp_proxy_input_required_held"), 0);
     let (status, late) = stranger
         .call_with(
             5,
@@ -943,6 +950,9 @@ async fn a_client_that_leaves_while_its_server_initializes_leaves_nothing_behind
     let proxy = Proxy::start_with(|config| {
         config.upstream.stdio = Some("sleep 3600".into());
         config.upstream.protocol = mcp_session_proxy::era::Era::Legacy; // nothing to probe
+                                                                        // Each anonymous request opens its own session in its time (the pool has tests of its
+                                                                        // own).
+        config.session.anonymous_pool = 0;
         config.upstream.request_timeout = std::time::Duration::from_secs(3600);
     })
     .await;
@@ -986,4 +996,201 @@ async fn a_client_that_leaves_while_its_server_initializes_leaves_nothing_behind
     })
     .await;
     pending.abort();
+}
+
+/// A 2026-07-28 `tools/call` declaring `capabilities`.
+fn call_body(id: u64, tool: &str, arguments: Value, capabilities: Value) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": { "name": tool, "arguments": arguments, "_meta": meta(capabilities) } })
+}
+
+/// The counter of the server that serves a stranger's next request.
+async fn strangers_count(proxy: &Proxy) -> Value {
+    let answer = Modern::new(proxy, None).call("counter", json!({})).await;
+    answer["result"]["content"][0]["text"].clone()
+}
+
+#[tokio::test]
+async fn strangers_get_servers_prepared_ahead_and_never_one_another_s_state() {
+    let proxy = Proxy::start_with(|config| config.session.anonymous_pool = 3).await;
+    let metric = |name: &str| proxy.metric(&format!("mcp_proxy_{name}"));
+    assert_eq!(
+        metric("upstream_spawns_total"),
+        0,
+        "nothing before the first"
+    );
+    assert_eq!(strangers_count(&proxy).await, "1");
+    assert_eq!(metric("anonymous_pool_misses_total"), 1, "the first waited");
+    // The pool filled up in the background, and the first one's server was replaced.
+    common::until("the pool to be ready", 3, || async {
+        metric("anonymous_pool_ready")
+    })
+    .await;
+    assert_eq!(metric("upstream_spawns_total"), 4);
+    assert_eq!(metric("sessions_open"), 3);
+    // The next strangers take servers started ahead of them, each a fresh one.
+    for n in 1..=2 {
+        assert_eq!(strangers_count(&proxy).await, "1", "stranger {n}");
+        assert_eq!(metric("anonymous_pool_hits_total"), n);
+    }
+    common::until("the pool to be ready again", 3, || async {
+        metric("anonymous_pool_ready")
+    })
+    .await;
+    assert_eq!(
+        metric("upstream_spawns_total"),
+        6,
+        "one per request, ahead of it"
+    );
+    assert_eq!(metric("anonymous_pool_misses_total"), 1);
+
+    // Other declared capabilities: a ready one gives its place up to one initialized for them.
+    let stranger = Modern::new(&proxy, None);
+    let body = call_body(2, "echo", json!({ "text": "x" }), json!({ "roots": {} }));
+    assert_eq!(stranger.send(&body, &[]).await.status, StatusCode::OK);
+    assert_eq!(metric("anonymous_pool_misses_total"), 2);
+    // Its replacement is for the same capabilities: the next such request finds it ready.
+    common::until("the pool to be ready again", 3, || async {
+        metric("anonymous_pool_ready")
+    })
+    .await;
+    let body = call_body(3, "echo", json!({ "text": "y" }), json!({ "roots": {} }));
+    assert_eq!(stranger.send(&body, &[]).await.status, StatusCode::OK);
+    assert_eq!(metric("anonymous_pool_hits_total"), 3);
+    assert!(metric("sessions_open") <= 3);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn with_reuse_strangers_share_a_server_one_request_at_a_time() {
+    let proxy = Proxy::start_with(|config| {
+        config.session.anonymous_pool = 2;
+        config.session.anonymous_pool_reuse = true;
+    })
+    .await;
+    let stranger = Modern::new(&proxy, None);
+    let spawns = || proxy.metric("mcp_proxy_upstream_spawns_total");
+    for n in 1..=5 {
+        let answer = stranger.call("echo", json!({ "text": "hi" })).await;
+        assert_eq!(answer["result"]["content"][0]["text"], "hi", "call {n}");
+    }
+    assert_eq!(spawns(), 1, "one server served them all, one after another");
+    assert_eq!(proxy.metric("mcp_proxy_sessions_open"), 1);
+    assert_eq!(proxy.metric("mcp_proxy_anonymous_pool_hits_total"), 4);
+    // Its server was initialized once, and keeps its state from one stranger to the next.
+    assert_eq!(strangers_count(&proxy).await, "1");
+    assert_eq!(strangers_count(&proxy).await, "2");
+
+    // Other declared capabilities: a server initialized with them.
+    let body = call_body(2, "echo", json!({ "text": "x" }), json!({ "roots": {} }));
+    assert_eq!(stranger.send(&body, &[]).await.status, StatusCode::OK);
+    assert_eq!(spawns(), 2);
+    // The pool is full (two idle): a third set of capabilities takes the oldest idle one's place.
+    let body = call_body(3, "echo", json!({ "text": "y" }), json!({ "sampling": {} }));
+    assert_eq!(stranger.send(&body, &[]).await.status, StatusCode::OK);
+    assert_eq!(spawns(), 3);
+    assert_eq!(proxy.metric("mcp_proxy_sessions_open"), 2);
+    let body = call_body(4, "echo", json!({ "text": "z" }), json!({ "roots": {} }));
+    assert_eq!(stranger.send(&body, &[]).await.status, StatusCode::OK);
+    assert_eq!(spawns(), 3, "the roots one was still idle");
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn none_ready_is_503_with_retry_after_once_the_wait_is_over() {
+    let proxy = Proxy::start_with(|config| {
+        config.session.anonymous_pool = 1;
+        config.session.anonymous_pool_wait = std::time::Duration::from_secs(1);
+        config.http.json_wait = std::time::Duration::from_millis(10);
+    })
+    .await;
+    // A slow call holds the one pooled session: its answer streams once json_wait is over.
+    let busy = Modern::new(&proxy, None);
+    let body = call_body(1, "sleep", json!({ "ms": 2500 }), json!({}));
+    let slow = busy.send(&body, &[]).await;
+    assert!(slow.is_sse());
+    let stranger = Modern::new(&proxy, None);
+    let body = call_body(2, "echo", json!({ "text": "hi" }), json!({}));
+    let reply = stranger.send(&body, &[]).await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(reply.headers.contains_key("retry-after"));
+    let answer = reply.json().await;
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("session.anonymous_pool"),
+        "{answer}"
+    );
+    assert_eq!(
+        proxy.metric(
+            "mcp_proxy_sessions_rejected_total{server=\"default\",reason=\"anonymous_pool\"}"
+        ),
+        1
+    );
+    let answer = common::within("the slow call", slow.response()).await;
+    assert!(answer.get("result").is_some(), "{answer}");
+    // Its server ended with it; the next request gets the fresh one started in its place, and
+    // that one is replaced in turn.
+    let answer = stranger.call("echo", json!({ "text": "hi" })).await;
+    assert_eq!(answer["result"]["content"][0]["text"], "hi");
+    common::until("a server started for the next request", 3, || async {
+        proxy.metric("mcp_proxy_upstream_spawns_total")
+    })
+    .await;
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn with_reuse_a_lent_server_comes_back_only_as_it_was_lent() {
+    let proxy = Proxy::start_with(|config| {
+        config.session.anonymous_pool = 2;
+        config.session.anonymous_pool_reuse = true;
+        config.http.json_wait = std::time::Duration::from_millis(10);
+    })
+    .await;
+    let stranger = Modern::new(&proxy, None);
+    let spawns = || proxy.metric("mcp_proxy_upstream_spawns_total");
+    let answer = stranger.call("echo", json!({ "text": "hi" })).await;
+    assert_eq!(answer["result"]["content"][0]["text"], "hi");
+    assert_eq!(spawns(), 1);
+
+    // A call its client gave up on: the server may still be at it, so it is not lent again.
+    let body = call_body(2, "sleep", json!({ "ms": 60_000 }), json!({}));
+    let reply = stranger.send(&body, &[]).await;
+    assert!(reply.is_sse());
+    drop(reply);
+    common::eventually("the abandoned server to be ended", || {
+        proxy.metric("mcp_proxy_sessions_open") == 0
+    })
+    .await;
+    stranger.call("echo", json!({ "text": "hi" })).await;
+    assert_eq!(spawns(), 2, "a new server");
+
+    // A server that died is replaced.
+    let body = call_body(3, "crash", json!({ "code": 3 }), json!({}));
+    let crashed = stranger.send(&body, &[]).await.response().await;
+    assert!(crashed.get("error").is_some(), "{crashed}");
+    stranger.call("echo", json!({ "text": "hi" })).await;
+    assert_eq!(spawns(), 3, "a new server");
+
+    // A call waiting for the client's input keeps its server out of the pool until it is over:
+    // no other borrower meets the server's question.
+    let (status, first) = stranger
+        .call_with(4, "test_input_required_result_elicitation", json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let state = first["result"]["requestState"].as_str().unwrap().to_owned();
+    let held_spawns = spawns();
+    let body = call_body(5, "echo", json!({ "text": "meanwhile" }), ALL());
+    assert_eq!(stranger.send(&body, &[]).await.status, StatusCode::OK);
+    assert_eq!(spawns(), held_spawns + 1, "the held server was not lent");
+    assert_eq!(stranger.answer_name(6, &state, "Ann").await, "Hello, Ann!");
+    common::eventually("the held call's server to end with it", || {
+        proxy.metric("mcp_proxy_sessions_open") == 2
+    })
+    .await;
+    proxy.stop().await;
 }

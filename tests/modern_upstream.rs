@@ -320,8 +320,9 @@ async fn auto_asks_an_http_server_and_bridges_only_one_that_refuses_initialize()
         http_verdict(&spec(format!("http://{}/mcp", modern.addr()))).await,
         Era::Legacy
     );
+    // Only the sessions prepared for anonymous 2026-07-28 requests (the discover) stay.
     common::eventually("the probe's sessions to end", || {
-        modern.metric("mcp_proxy_sessions_open") == 0
+        modern.metric("mcp_proxy_sessions_open") == modern.metric("mcp_proxy_anonymous_pool_ready")
     })
     .await;
     // A path that is no MCP endpoint (404), and nothing listening.

@@ -232,9 +232,33 @@ pub struct Cli {
     #[arg(long, value_name = "HEADER")]
     pub principal_header: Option<String>,
 
-    /// Most sessions one principal may hold; more are refused with 503 [default: no limit].
+    /// Most sessions one principal with a credential (or a trusted principal header) may hold;
+    /// more are refused with 503 [default: 100].
     #[arg(long, value_name = "N")]
     pub max_sessions_per_principal: Option<usize>,
+
+    /// Most sessions clients without a credential may hold together (they are one principal,
+    /// the anonymous one); more are refused with 503 [default: 256].
+    #[arg(long, value_name = "N")]
+    pub max_anonymous_sessions: Option<usize>,
+
+    /// 2026-07-28 requests without a credential, in front of a stdio server with a child per
+    /// session: sessions started and initialized ahead of them, each serving one request and
+    /// then ended and replaced (0: a child started and stopped per request) [default: 4].
+    #[arg(long, value_name = "N")]
+    pub anonymous_pool: Option<usize>,
+
+    /// How long such a request waits for a pooled session to be ready; then 503 with
+    /// Retry-After [default: 5s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub anonymous_pool_wait: Option<Duration>,
+
+    /// Pooled sessions go back to the pool after their request and serve the next ones
+    /// (true/false): the server's process, and whatever state it keeps, is then shared by every
+    /// client without a credential; only for servers that keep no per-client state [default:
+    /// false: a session serves one request].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub anonymous_pool_reuse: Option<bool>,
 
     /// Most resources one session may be subscribed to at once (and 1 MiB of their URIs); a
     /// resources/subscribe to one more is refused with -32602 [default: 1000].

@@ -166,7 +166,20 @@ pub struct SessionConfig {
     #[serde(deserialize_with = "duration")]
     pub idle_ttl: Duration,
     pub max_sessions: usize,
-    pub max_sessions_per_principal: Option<usize>,
+    /// Sessions one principal with a credential may hold; one more is refused (503).
+    pub max_sessions_per_principal: usize,
+    /// Sessions clients without a credential may hold together; one more is refused (503).
+    pub max_anonymous_sessions: usize,
+    /// 2026-07-28 requests with no principal (`anonymous = "per-request"`) in front of a stdio
+    /// server with a child per session: sessions started and initialized ahead of them, each
+    /// serving one request (0: a child started and stopped for each request).
+    pub anonymous_pool: usize,
+    /// How long such a request waits for a pooled session to be ready; then 503.
+    #[serde(deserialize_with = "duration")]
+    pub anonymous_pool_wait: Duration,
+    /// Pooled sessions serve request after request, sharing their server's process (and its
+    /// state) between clients without a credential: only for servers that keep none.
+    pub anonymous_pool_reuse: bool,
     pub window_events: usize,
     pub window_bytes: usize,
     #[serde(deserialize_with = "duration")]
@@ -284,6 +297,10 @@ impl Default for SessionConfig {
             idle_ttl: session.idle_ttl,
             max_sessions: session.max_sessions,
             max_sessions_per_principal: session.max_sessions_per_principal,
+            max_anonymous_sessions: session.max_anonymous_sessions,
+            anonymous_pool: crate::front::modern::pool::DEFAULT_SIZE,
+            anonymous_pool_wait: crate::front::modern::pool::DEFAULT_WAIT,
+            anonymous_pool_reuse: false,
             window_events: session.window.max_events,
             window_bytes: session.window.max_bytes,
             window_age: session.window.max_age,

@@ -382,4 +382,68 @@ mod tests {
         assert_eq!(config.session.max_session_state_bytes, 512);
         config.validate().unwrap();
     }
+
+    #[test]
+    fn session_limits_have_defaults_and_come_from_the_file_or_the_command_line() {
+        let settings = Config::default().session_settings();
+        assert_eq!(settings.max_sessions_per_principal, 100);
+        assert_eq!(settings.max_anonymous_sessions, 256);
+        assert_eq!(Config::default().session.anonymous_pool, 4);
+        assert!(!Config::default().session.anonymous_pool_reuse);
+        let config = Config::from_toml(
+            "[session]\nmax_sessions_per_principal = 3\nmax_anonymous_sessions = 4\n\
+             anonymous_pool = 2\nanonymous_pool_wait = \"250ms\"\nanonymous_pool_reuse = true\n",
+        )
+        .unwrap();
+        assert_eq!(config.session_settings().max_sessions_per_principal, 3);
+        assert_eq!(config.session_settings().max_anonymous_sessions, 4);
+        assert_eq!(config.session.anonymous_pool, 2);
+        assert_eq!(
+            config.session.anonymous_pool_wait,
+            Duration::from_millis(250)
+        );
+        assert!(config.session.anonymous_pool_reuse);
+        let mut config = Config::default();
+        config.apply(&Cli::parse_from([
+            "mcp-session-proxy",
+            "--max-sessions-per-principal",
+            "7",
+            "--max-anonymous-sessions",
+            "9",
+            "--anonymous-pool",
+            "0",
+            "--anonymous-pool-wait",
+            "2s",
+            "--anonymous-pool-reuse",
+        ]));
+        assert_eq!(config.session_settings().max_sessions_per_principal, 7);
+        assert_eq!(config.session_settings().max_anonymous_sessions, 9);
+        assert_eq!(config.session.anonymous_pool, 0);
+        assert_eq!(config.session.anonymous_pool_wait, Duration::from_secs(2));
+        assert!(config.session.anonymous_pool_reuse);
+        config.apply(&Cli::parse_from([
+            "mcp-session-proxy",
+            "--anonymous-pool-reuse=false",
+        ]));
+        assert!(!config.session.anonymous_pool_reuse);
+        for (setting, key) in [
+            (
+                "max_anonymous_sessions = 0",
+                "session.max_anonymous_sessions",
+            ),
+            (
+                "max_sessions_per_principal = 0",
+                "session.max_sessions_per_principal",
+            ),
+            (
+                "anonymous_pool_wait = \"0s\"",
+                "session.anonymous_pool_wait",
+            ),
+        ] {
+            let error = Config::from_toml(&format!("[session]\n{setting}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(key), "{setting}: {error}");
+        }
+    }
 }

@@ -93,9 +93,23 @@ impl Config {
         if cli.principal_header.is_some() {
             self.http.principal_header = cli.principal_header.clone();
         }
-        if cli.max_sessions_per_principal.is_some() {
-            self.session.max_sessions_per_principal = cli.max_sessions_per_principal;
-        }
+        set(
+            &mut self.session.max_sessions_per_principal,
+            &cli.max_sessions_per_principal,
+        );
+        set(
+            &mut self.session.max_anonymous_sessions,
+            &cli.max_anonymous_sessions,
+        );
+        set(&mut self.session.anonymous_pool, &cli.anonymous_pool);
+        set(
+            &mut self.session.anonymous_pool_wait,
+            &cli.anonymous_pool_wait,
+        );
+        set(
+            &mut self.session.anonymous_pool_reuse,
+            &cli.anonymous_pool_reuse,
+        );
         set(&mut self.session.idle_ttl, &cli.idle_ttl);
         set(&mut self.session.max_sessions, &cli.max_sessions);
         set(&mut self.session.window_events, &cli.window_events);

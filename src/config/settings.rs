@@ -176,6 +176,7 @@ impl SessionConfig {
             idle_ttl: self.idle_ttl,
             max_sessions: self.max_sessions,
             max_sessions_per_principal: self.max_sessions_per_principal,
+            max_anonymous_sessions: self.max_anonymous_sessions,
             coalesce_progress: self.coalesce_progress,
             cache_lists: false,
             request_timeout: UpstreamConfig::default().request_timeout,

@@ -238,21 +238,23 @@ impl SessionConfig {
             ),
             ("max_session_state_bytes", self.max_session_state_bytes),
             ("max_subscriptions", self.max_subscriptions),
+            (
+                "max_sessions_per_principal",
+                self.max_sessions_per_principal,
+            ),
+            ("max_anonymous_sessions", self.max_anonymous_sessions),
         ];
         for (name, value) in positive {
             if value == 0 {
                 bail!("{key}.{name} must be at least 1");
             }
         }
-        if self.max_sessions_per_principal == Some(0) {
-            bail!(
-                "{key}.max_sessions_per_principal must be at least 1 (leave it out for no limit)"
-            );
-        }
+
         let positive = [
             ("idle_ttl", self.idle_ttl),
             ("window_age", self.window_age),
             ("input_ttl", self.input_ttl),
+            ("anonymous_pool_wait", self.anonymous_pool_wait),
             ("data_session_idle_ttl", self.data_session_idle_ttl),
             ("data_session_lifetime", self.data_session_lifetime),
         ];

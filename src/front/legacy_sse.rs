@@ -1,7 +1,8 @@
 //! The legacy HTTP+SSE front (MCP 2024-11-05, transports §HTTP with SSE): `GET …/sse` opens a
 //! session and its one stream, whose first event (`endpoint`) names where to POST messages;
 //! every answer comes back on that stream. The session lives as long as the stream, and has the
-//! same replay window and coalescing as any other.
+//! same replay window and coalescing as any other. Its server starts at the client's
+//! `initialize` (POSTed to the endpoint), not when the stream opens.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -40,9 +41,11 @@ pub async fn open(app: &App, request: Request<Incoming>) -> Response<Body> {
 async fn stream(app: &App, request: &Request<Incoming>) -> Result<Response<Body>, Rejection> {
     check_origin(app, request.headers())?;
     let principal = guard::principal(&app.http, request.headers());
+    // The server starts at the client's initialize: a stream that never initializes costs
+    // no process or connection upstream.
     let session = app
         .registry
-        .create(
+        .create_awaiting_initialize(
             principal,
             Shape::SingleStream,
             request.headers().get(header::AUTHORIZATION).cloned(),

@@ -136,6 +136,7 @@ impl Rejection {
         match error {
             SessionError::TooManySessions(_)
             | SessionError::TooManyForPrincipal(_)
+            | SessionError::TooManyAnonymous(_)
             | SessionError::StoreUnavailable
             | SessionError::StoreBehind(_)
             | SessionError::ShuttingDown => unavailable(format!("Service Unavailable: {error}")),
@@ -147,6 +148,23 @@ impl Rejection {
                 Rejection::new(StatusCode::BAD_REQUEST, INVALID_PARAMS, refused.to_string())
             }
             _ => Rejection::new(StatusCode::BAD_GATEWAY, INTERNAL_ERROR, error.to_string()),
+        }
+    }
+
+    /// No session of the anonymous pool was ready for a request (all lent, or still being
+    /// prepared) for as long as it waits for one: 503 with `Retry-After`.
+    pub fn anonymous_pool_busy(size: usize, waited: std::time::Duration) -> Rejection {
+        Rejection {
+            retry_after: Some(1),
+            ..Rejection::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                INTERNAL_ERROR,
+                format!(
+                    "Service Unavailable: none of the {size} server sessions for requests \
+                     without credentials (session.anonymous_pool) was ready within {waited:?}; \
+                     retry shortly"
+                ),
+            )
         }
     }
 

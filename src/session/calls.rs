@@ -17,7 +17,7 @@ use crate::jsonrpc::{self, id_key, Kind, Message};
 use crate::spans::{self, Span, SpanContext};
 use crate::store::Op;
 use crate::trace_context::TraceContext;
-use crate::upstream::Upstream;
+use crate::upstream::{Upstream, UpstreamError};
 
 /// A client request the upstream has not answered yet, keyed by the upstream id.
 #[derive(Debug)]
@@ -98,6 +98,19 @@ impl Session {
             let error =
                 jsonrpc::error_response(&client_id, jsonrpc::METHOD_NOT_FOUND, &message, None);
             return Ok(self.answer_here(&mut state, n, error));
+        }
+        if method != "initialize" && self.upstream.awaits_initialize() {
+            // The server starts at initialize; nothing before it reaches one.
+            let answer = match method.as_str() {
+                "ping" => jsonrpc::result_response(&client_id, json!({})),
+                _ => jsonrpc::error_response(
+                    &client_id,
+                    jsonrpc::INVALID_REQUEST,
+                    &format!("Invalid Request: {}", UpstreamError::NotStarted),
+                    None,
+                ),
+            };
+            return Ok(self.answer_here(&mut state, n, answer));
         }
         let ticket = match self.cached_list(&request, &method) {
             Ok(ticket) => ticket,
@@ -247,6 +260,7 @@ impl Session {
                 if let Some(request) = state.finish(upstream_id) {
                     let stream = state.stream_of(request.stream);
                     self.append(&mut state, stream, Bytes::new(), true, None);
+                    state.abandoned += 1;
                 }
                 upstream_id
             };
@@ -269,6 +283,19 @@ impl Session {
         if let Some(request) = state.inflight.values_mut().find(|r| r.stream == stream) {
             request.held_for_input = true;
         }
+    }
+
+    /// Nothing of a client's is under way: no request in flight, no request of the server's
+    /// waiting for the client's answer.
+    pub fn quiet(&self) -> bool {
+        let state = self.lock();
+        state.inflight.is_empty() && state.asked.is_empty()
+    }
+
+    /// How many client requests were given up before their server answered (cancelled, or
+    /// past the request timeout) since the session began.
+    pub fn abandoned_requests(&self) -> u64 {
+        self.lock().abandoned
     }
 
     /// Whether the server's request `id` still waits for the client's answer.
@@ -313,6 +340,7 @@ impl Session {
                 .collect();
             for upstream_id in &overdue {
                 if let Some(request) = state.finish(*upstream_id) {
+                    state.abandoned += 1;
                     let message = format!(
                         "the upstream server did not answer {} within {timeout:?} \
                          (upstream.request_timeout); the request was cancelled",

@@ -52,8 +52,11 @@ pub struct SessionSettings {
     pub window: Window,
     pub idle_ttl: Duration,
     pub max_sessions: usize,
-    /// Most sessions one principal may hold (none: no limit of its own).
-    pub max_sessions_per_principal: Option<usize>,
+    /// Most sessions one principal with a credential (or a trusted principal header) may hold.
+    pub max_sessions_per_principal: usize,
+    /// Most sessions clients without one may hold together (they are all one principal, the
+    /// anonymous one: this is their limit instead of `max_sessions_per_principal`).
+    pub max_anonymous_sessions: usize,
     /// Let a newer progress notification replace an undelivered older one of its token.
     pub coalesce_progress: bool,
     /// Answer list requests from a cache shared by the server's sessions.
@@ -68,6 +71,10 @@ pub struct SessionSettings {
     pub max_subscriptions: usize,
 }
 
+/// `SessionSettings::max_sessions_per_principal` unless configured.
+pub const DEFAULT_MAX_SESSIONS_PER_PRINCIPAL: usize = 100;
+/// `SessionSettings::max_anonymous_sessions` unless configured.
+pub const DEFAULT_MAX_ANONYMOUS_SESSIONS: usize = 256;
 /// `SessionSettings::max_subscriptions` unless configured.
 pub const DEFAULT_MAX_SUBSCRIPTIONS: usize = 1000;
 /// The bytes of URIs one session may be subscribed to at once (like the replay window's).
@@ -79,7 +86,8 @@ impl Default for SessionSettings {
             window: Window::default(),
             idle_ttl: Duration::from_secs(600),
             max_sessions: 10_000,
-            max_sessions_per_principal: None,
+            max_sessions_per_principal: DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
+            max_anonymous_sessions: DEFAULT_MAX_ANONYMOUS_SESSIONS,
             coalesce_progress: false,
             cache_lists: false,
             request_timeout: Duration::from_secs(60),
@@ -96,8 +104,10 @@ pub enum SessionError {
     Upstream(#[from] UpstreamError),
     #[error("the limit of {0} open sessions is reached")]
     TooManySessions(usize),
-    #[error("this principal already holds its limit of {0} open sessions")]
+    #[error("this principal already holds its limit of {0} open sessions (session.max_sessions_per_principal)")]
     TooManyForPrincipal(usize),
+    #[error("clients without credentials already hold their limit of {0} open sessions (session.max_anonymous_sessions)")]
+    TooManyAnonymous(usize),
     #[error(transparent)]
     SubscriptionRefused(#[from] SubscriptionRefused),
     #[error("the session store (Redis) is unreachable; new sessions are refused until it is back")]
@@ -242,6 +252,7 @@ impl Session {
                 next_stream: 1,
                 next_upstream_id: 1,
                 inflight: HashMap::new(),
+                abandoned: 0,
                 progress: HashMap::new(),
                 asked: HashMap::new(),
                 attachments: HashMap::new(),

@@ -17,10 +17,11 @@ use super::list_cache::ListCache;
 use super::response_cache::ResponseCache;
 use super::{Session, SessionError, SessionSettings, Shape};
 use crate::ids::{self, Principal};
-use crate::metrics::ServerMetrics;
+use crate::metrics::{Refusal, ServerMetrics};
 use crate::store::Store;
-use crate::upstream::factory::UpstreamFactory;
-use crate::upstream::{Sink, UpstreamSpec};
+use crate::upstream::deferred::DeferredUpstream;
+use crate::upstream::factory::{Binding, UpstreamFactory};
+use crate::upstream::{Sink, Upstream, UpstreamError, UpstreamSpec};
 
 pub struct Registry {
     pub(in crate::session) sessions: DashMap<String, Arc<Session>>,
@@ -30,10 +31,10 @@ pub struct Registry {
     pub(in crate::session) takeovers: tokio::sync::Mutex<()>,
     /// Sessions counted against the limit, including ones being created.
     pub(in crate::session) reserved: AtomicUsize,
-    /// Open sessions per principal, when principals have a limit of their own.
+    /// Open sessions per principal (the anonymous one included), against their limits.
     pub(in crate::session) per_principal: DashMap<Principal, usize>,
     /// Builds the sessions' upstreams.
-    pub(in crate::session) upstreams: UpstreamFactory,
+    pub(in crate::session) upstreams: Arc<UpstreamFactory>,
     pub(in crate::session) settings: Arc<SessionSettings>,
     pub(in crate::session) metrics: Arc<ServerMetrics>,
     pub(in crate::session) list_cache: Option<Arc<ListCache>>,
@@ -72,7 +73,7 @@ impl Registry {
             takeovers: tokio::sync::Mutex::new(()),
             reserved: AtomicUsize::new(0),
             per_principal: DashMap::new(),
-            upstreams: UpstreamFactory::new(upstream, metrics.clone()),
+            upstreams: Arc::new(UpstreamFactory::new(upstream, metrics.clone())),
             leaving: AtomicBool::new(false),
             settings: Arc::new(settings),
             metrics,
@@ -87,6 +88,12 @@ impl Registry {
     /// Fills the warm pool (a no-op without one); call once the runtime is up.
     pub fn prewarm(&self) {
         self.upstreams.prewarm();
+    }
+
+    /// Whether each session gets a legacy server process of its own (stdio, per-session
+    /// isolation).
+    pub fn spawns_legacy_children(&self) -> bool {
+        self.upstreams.spawns_legacy_children()
     }
 
     /// The parameters the server's tools mirror into `Mcp-Param-*` headers.
@@ -119,29 +126,51 @@ impl Registry {
         shape: Shape,
         credential: Option<HeaderValue>,
     ) -> Result<Arc<Session>, SessionError> {
+        self.create_with(principal, shape, || self.upstreams.build(credential))
+    }
+
+    /// Creates a session whose server starts at its client's `initialize`: until then it costs
+    /// no process or connection, and requests other than `ping` are answered that it must
+    /// initialize first. It counts against the limits from now.
+    pub fn create_awaiting_initialize(
+        &self,
+        principal: Principal,
+        shape: Shape,
+        credential: Option<HeaderValue>,
+    ) -> Result<Arc<Session>, SessionError> {
+        self.create_with(principal, shape, || {
+            Ok(DeferredUpstream::build(self.upstreams.clone(), credential))
+        })
+    }
+
+    fn create_with(
+        &self,
+        principal: Principal,
+        shape: Shape,
+        build: impl FnOnce() -> Result<(Upstream, Arc<Binding>), UpstreamError>,
+    ) -> Result<Arc<Session>, SessionError> {
         if self.is_leaving() {
             return Err(SessionError::ShuttingDown);
         }
         if !self.store.healthy() {
-            self.metrics.sessions_rejected_total.inc();
+            self.metrics.session_refused(Refusal::Store);
             return Err(SessionError::StoreUnavailable);
         }
         if let Some(queued) = self.store.behind() {
-            self.metrics.sessions_rejected_total.inc();
+            self.metrics.session_refused(Refusal::Store);
             return Err(SessionError::StoreBehind(queued));
         }
         let limit = self.settings.max_sessions;
         if self.reserved.fetch_add(1, Ordering::AcqRel) >= limit {
             self.reserved.fetch_sub(1, Ordering::AcqRel);
-            self.metrics.sessions_rejected_total.inc();
+            self.metrics.session_refused(Refusal::MaxSessions);
             return Err(SessionError::TooManySessions(limit));
         }
         if let Err(error) = self.reserve_for(&principal) {
             self.reserved.fetch_sub(1, Ordering::AcqRel);
-            self.metrics.sessions_rejected_total.inc();
             return Err(error);
         }
-        let (upstream, binding) = match self.upstreams.build(credential) {
+        let (upstream, binding) = match build() {
             Ok(bound) => bound,
             Err(error) => {
                 self.reserved.fetch_sub(1, Ordering::AcqRel);
@@ -177,26 +206,37 @@ impl Registry {
         Ok(session)
     }
 
-    /// Counts a new session against its principal's own limit, if there is one.
+    /// Counts a new session against its principal's own limit (the anonymous principal's is
+    /// `max_anonymous_sessions`: every client without a credential is that one principal);
+    /// a refusal is counted.
     pub(in crate::session) fn reserve_for(
         &self,
         principal: &Principal,
     ) -> Result<(), SessionError> {
-        let Some(limit) = self.settings.max_sessions_per_principal else {
-            return Ok(());
+        let anonymous = *principal == Principal::anonymous();
+        let limit = match anonymous {
+            true => self.settings.max_anonymous_sessions,
+            false => self.settings.max_sessions_per_principal,
         };
         let mut held = self.per_principal.entry(principal.clone()).or_insert(0);
         if *held >= limit {
-            return Err(SessionError::TooManyForPrincipal(limit));
+            drop(held);
+            return Err(match anonymous {
+                true => {
+                    self.metrics.session_refused(Refusal::Anonymous);
+                    SessionError::TooManyAnonymous(limit)
+                }
+                false => {
+                    self.metrics.session_refused(Refusal::PerPrincipal);
+                    SessionError::TooManyForPrincipal(limit)
+                }
+            });
         }
         *held += 1;
         Ok(())
     }
 
     pub(in crate::session) fn release_for(&self, principal: &Principal) {
-        if self.settings.max_sessions_per_principal.is_none() {
-            return;
-        }
         self.per_principal.remove_if_mut(principal, |_, held| {
             *held = held.saturating_sub(1);
             *held == 0

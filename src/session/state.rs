@@ -27,6 +27,9 @@ pub(super) struct State {
     pub(super) next_stream: u64,
     pub(super) next_upstream_id: u64,
     pub(super) inflight: HashMap<u64, Inflight>,
+    /// Client requests given up before their server answered (cancelled, or past the request
+    /// timeout): the server may still be working on them.
+    pub(super) abandoned: u64,
     pub(super) progress: HashMap<String, u64>,
     /// Requests of the server awaiting the client's answer: their id (key form) → the request
     /// stream of the client request that caused them.

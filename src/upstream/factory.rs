@@ -75,6 +75,12 @@ impl UpstreamFactory {
         self.spec.display()
     }
 
+    /// Whether each session gets a legacy server process of its own (stdio, per-session
+    /// isolation).
+    pub fn spawns_legacy_children(&self) -> bool {
+        matches!(&self.spec, UpstreamSpec::Stdio(spec) if spec.protocol == Era::Legacy)
+    }
+
     pub fn tool_marks(&self) -> &Arc<ToolMarks> {
         &self.tool_marks
     }
@@ -226,6 +232,13 @@ pub struct Binding {
 impl Binding {
     pub fn bind(&self, session: Weak<dyn Sink>) {
         let _ = self.session.set(session);
+    }
+
+    /// Binds `other` (an upstream's started later) to the session this one is bound to.
+    pub fn bind_alike(&self, other: &Binding) {
+        if let Some(session) = self.session.get() {
+            other.bind(session.clone());
+        }
     }
 
     fn spoke_unbound(&self) -> bool {

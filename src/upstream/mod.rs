@@ -5,6 +5,7 @@
 
 pub mod body;
 pub mod child_env;
+pub mod deferred;
 pub mod driven;
 pub mod era_switch;
 pub mod factory;
@@ -99,6 +100,9 @@ pub enum UpstreamError {
     },
     #[error("the upstream server is gone")]
     Gone,
+    /// A request before `initialize` on a session whose server starts at `initialize`.
+    #[error("the server of this session starts at initialize: send initialize first")]
+    NotStarted,
     /// A stdio server took nothing from its stdin for the request timeout: it was stopped.
     #[error(
         "the upstream server stopped reading its stdin: a write to it did not finish within \
@@ -156,6 +160,8 @@ pub enum Upstream {
     Modern(modern::ModernUpstream),
     /// A 2026-07-28 HTTP server: the transport under a bridge.
     ModernHttp(modern_http::ModernHttp),
+    /// Any of these, started at the session's `initialize`.
+    Deferred(deferred::DeferredUpstream),
 }
 
 impl Upstream {
@@ -173,6 +179,7 @@ impl Upstream {
                 .map_err(Into::into),
             Upstream::Modern(modern) => Box::pin(modern.send(message)).await,
             Upstream::ModernHttp(http) => http.send(message).await,
+            Upstream::Deferred(deferred) => deferred.send(message).await,
         }
     }
 
@@ -192,12 +199,18 @@ impl Upstream {
         match self {
             Upstream::Http(http) => http.reestablished(outcome),
             Upstream::Sse(sse) => sse.reestablished(outcome),
+            Upstream::Deferred(deferred) => deferred.reestablished(outcome),
             Upstream::Stdio(_)
             | Upstream::Shared(_)
             | Upstream::Owner(_)
             | Upstream::Modern(_)
             | Upstream::ModernHttp(_) => {}
         }
+    }
+
+    /// Whether the server waits to be started by the session's `initialize`.
+    pub fn awaits_initialize(&self) -> bool {
+        matches!(self, Upstream::Deferred(deferred) if deferred.waiting())
     }
 
     /// Lets the server go (stdio: close stdin, then SIGTERM, then SIGKILL; HTTP: DELETE the
@@ -210,6 +223,7 @@ impl Upstream {
             Upstream::Sse(sse) => sse.release(),
             Upstream::Modern(modern) => modern.release(),
             Upstream::ModernHttp(http) => http.release(),
+            Upstream::Deferred(deferred) => deferred.release(),
             // A view going away leaves the owner's session alone.
             Upstream::Owner(_) => {}
         }

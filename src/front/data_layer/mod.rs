@@ -129,7 +129,7 @@ impl DataLayer {
             .create(principal.clone(), Shape::Streams, credential)
             .map_err(|e| Rejection::session(&e))?;
         // Ended unless its server is initialized: a refusal, or the client gone meanwhile.
-        let unopened = EndOnDrop::new(app.registry.clone(), session.id().to_owned());
+        let unopened = EndOnDrop::armed(app.registry.clone(), session.id().to_owned());
         let initialized = Arc::new(Initialized::new(
             initialize_with(&app.registry, &session, init).await?,
         ));

@@ -2,8 +2,8 @@
 //! (principal, declared client capabilities), opened on first use with an `initialize` built
 //! from the request's `clientInfo` and capabilities, idle-expired like any session and opened
 //! again when it is gone. A request with no principal gets a session of its own that ends with
-//! it, unless anonymous requests are configured to share one: strangers never share a stateful
-//! server's state by default.
+//! it (before a stdio server with a child per session, one prepared ahead in `pool`), unless
+//! anonymous requests are configured to share one.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -43,7 +43,7 @@ pub struct Correlation {
     /// One `initialize` at a time per key, so concurrent first requests share one session.
     opening: DashMap<Key, Arc<tokio::sync::Mutex<()>>>,
     /// The newest `initialize` result of this server (what `server/discover` describes).
-    newest: Mutex<Option<Arc<Initialized>>>,
+    newest: Newest,
     /// How many entries `by_key` kept at its last sweep.
     swept_at: AtomicUsize,
 }
@@ -52,6 +52,9 @@ pub struct Correlation {
 const SWEEP_FLOOR: usize = 256;
 
 type Key = (Principal, String);
+
+/// The newest `initialize` result of a server, shared with what opens sessions for it.
+pub type Newest = Arc<Mutex<Option<Arc<Initialized>>>>;
 
 #[derive(Clone)]
 struct Entry {
@@ -83,8 +86,16 @@ impl Initialized {
 pub struct Correlated {
     pub session: Arc<Session>,
     pub initialized: Arc<Initialized>,
-    /// Ends the session when dropped (a request of its own).
-    pub ending: Option<EndOnDrop>,
+    /// What becomes of a session serving this request alone once it is over (when dropped).
+    pub ending: Option<Box<dyn Ending>>,
+}
+
+/// What becomes of a session serving one request alone: done when dropped, once the request is
+/// over (it ends, or goes back to the pool it was lent from).
+pub trait Ending: Send + Sync {
+    /// The request goes on past this response (it waits for the client's input): the session
+    /// is ended by whatever finishes it.
+    fn disarm(self: Box<Self>);
 }
 
 /// Ends a per-request session once its request is over.
@@ -95,17 +106,18 @@ pub struct EndOnDrop {
 }
 
 impl EndOnDrop {
-    pub fn new(registry: Arc<Registry>, session_id: String) -> EndOnDrop {
-        EndOnDrop {
+    /// Ends session `session_id` when dropped, unless disarmed.
+    pub fn armed(registry: Arc<Registry>, session_id: String) -> Box<dyn Ending> {
+        Box::new(EndOnDrop {
             registry,
             session_id,
             armed: true,
-        }
+        })
     }
+}
 
-    /// The request goes on past this response (it waits for the client's input): the session
-    /// is ended by whatever finishes it.
-    pub fn disarm(mut self) {
+impl Ending for EndOnDrop {
+    fn disarm(mut self: Box<Self>) {
         self.armed = false;
     }
 }
@@ -130,7 +142,7 @@ impl Correlation {
     ) -> Result<Correlated, Rejection> {
         if principal == Principal::anonymous() && anonymous == Anonymous::PerRequest {
             let (session, initialized) = self.open(registry, principal, meta, credential).await?;
-            let ending = Some(EndOnDrop::new(registry.clone(), session.id().to_owned()));
+            let ending = Some(EndOnDrop::armed(registry.clone(), session.id().to_owned()));
             return Ok(Correlated {
                 session,
                 initialized,
@@ -228,6 +240,11 @@ impl Correlation {
             .clone()
     }
 
+    /// Where sessions opened elsewhere (the anonymous pool's) record their `initialize` result.
+    pub fn newest_handle(&self) -> Newest {
+        self.newest.clone()
+    }
+
     /// What the server of `session` said at its `initialize`, for a retry that continues a
     /// request on it: this replica's entry, else the shared store's record for the retry's
     /// principal and capabilities, else the newest known.
@@ -290,25 +307,38 @@ impl Correlation {
     }
 
     /// Creates a session and initializes its server as a legacy client would.
-    async fn open(
+    pub(super) async fn open(
         &self,
         registry: &Arc<Registry>,
         principal: Principal,
         meta: &RequestMeta,
         credential: Option<HeaderValue>,
     ) -> Result<(Arc<Session>, Arc<Initialized>), Rejection> {
-        let session = registry
-            .create(principal, Shape::Streams, credential)
-            .map_err(|e| Rejection::session(&e))?;
-        // Ended unless its server is initialized: a refusal, or the client gone meanwhile.
-        let unopened = EndOnDrop::new(registry.clone(), session.id().to_owned());
-        let initialized = Arc::new(Initialized::new(
-            initialize(registry, &session, meta).await?,
-        ));
-        unopened.disarm();
-        *self.newest.lock().unwrap_or_else(|e| e.into_inner()) = Some(initialized.clone());
-        Ok((session, initialized))
+        let params = initialize_params(meta);
+        open_with(registry, &self.newest, principal, params, credential).await
     }
+}
+
+/// Creates a session, initializes its server with `params` as a legacy client would, then
+/// records the result as the server's newest. The session is ended unless its server is
+/// initialized: a refusal, or the client gone meanwhile.
+pub(super) async fn open_with(
+    registry: &Arc<Registry>,
+    newest: &Newest,
+    principal: Principal,
+    params: Value,
+    credential: Option<HeaderValue>,
+) -> Result<(Arc<Session>, Arc<Initialized>), Rejection> {
+    let session = registry
+        .create(principal, Shape::Streams, credential)
+        .map_err(|e| Rejection::session(&e))?;
+    let unopened = EndOnDrop::armed(registry.clone(), session.id().to_owned());
+    let initialized = Arc::new(Initialized::new(
+        initialize_with(registry, &session, params).await?,
+    ));
+    unopened.disarm();
+    *newest.lock().unwrap_or_else(|e| e.into_inner()) = Some(initialized.clone());
+    Ok((session, initialized))
 }
 
 /// Takes a key's opening gate from the table when dropped.
@@ -324,7 +354,7 @@ impl Drop for Ungate<'_> {
 }
 
 /// Whether a found session can serve: not ended, its server alive.
-fn usable(session: &Session) -> bool {
+pub(super) fn usable(session: &Session) -> bool {
     !session.ended.is_cancelled() && !session.upstream_failed()
 }
 
@@ -341,23 +371,20 @@ fn shared_key(key: &Key) -> String {
 
 /// The `initialize` params that stand for a modern request's client and capabilities.
 pub fn initialize_params(meta: &RequestMeta) -> Value {
-    let client_info = meta.client_info.clone().unwrap_or_else(
+    client_params(&meta.capabilities, meta.client_info.as_ref())
+}
+
+/// The `initialize` params of a client declaring `capabilities`: `client_info`, else the
+/// proxy's own.
+pub fn client_params(capabilities: &Map<String, Value>, client_info: Option<&Value>) -> Value {
+    let client_info = client_info.cloned().unwrap_or_else(
         || json!({ "name": "mcp-session-proxy", "version": env!("CARGO_PKG_VERSION") }),
     );
     json!({
         "protocolVersion": UPSTREAM_VERSION,
-        "capabilities": meta.capabilities,
+        "capabilities": capabilities,
         "clientInfo": client_info,
     })
-}
-
-/// `initialize` with the request's client and capabilities, then `initialized`; the result.
-async fn initialize(
-    registry: &Registry,
-    session: &Arc<Session>,
-    meta: &RequestMeta,
-) -> Result<Value, Rejection> {
-    initialize_with(registry, session, initialize_params(meta)).await
 }
 
 /// `initialize` with `params`, then `initialized`; the result.
@@ -423,7 +450,7 @@ pub async fn ask(
 
 /// Capabilities as one string, the same however the client ordered them (a JSON object's keys
 /// come out sorted).
-fn canonical(capabilities: &Map<String, Value>) -> String {
+pub(super) fn canonical(capabilities: &Map<String, Value>) -> String {
     serde_json::to_string(capabilities).unwrap_or_default()
 }
 

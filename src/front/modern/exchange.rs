@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::checks::{self, RequestMeta, MISSING_CAPABILITY, SERVER_INFO_KEY};
-use super::correlation::{Correlated, EndOnDrop, Initialized};
+use super::correlation::{Correlated, Ending, Initialized};
 use super::envelope::{self, CacheHints};
 use super::held::HeldCalls;
 use super::input;
@@ -194,12 +194,13 @@ pub async fn respond(
 }
 
 /// After the answer: a request held for input keeps its session (and is released if the
-/// client never comes back); one that is over ends a session of its own.
+/// client never comes back); one that is over ends a session of its own, or gives back one
+/// lent to it.
 fn settle(
-    ending: Option<EndOnDrop>,
+    ending: Option<Box<dyn Ending>>,
     held: Option<HeldRequest>,
     translation: &Translation,
-) -> Option<EndOnDrop> {
+) -> Option<Box<dyn Ending>> {
     let Some(held) = held else {
         return ending;
     };
@@ -221,7 +222,7 @@ fn settle(
 fn stream_response(
     pending: Vec<Bytes>,
     relay: Option<Relay>,
-    ending: Option<EndOnDrop>,
+    ending: Option<Box<dyn Ending>>,
 ) -> http::Response<Body> {
     let (chunks, body) = mpsc::channel(CHUNKS);
     tokio::spawn(async move {

@@ -106,7 +106,7 @@ pub async fn resume(
         initialized,
         ending: held
             .own_session
-            .then(|| EndOnDrop::new(app.registry.clone(), session.id().to_owned())),
+            .then(|| EndOnDrop::armed(app.registry.clone(), session.id().to_owned())),
         session,
     };
     Ok(respond(app, correlated, call, stream, reader).await)

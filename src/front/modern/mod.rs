@@ -1,7 +1,8 @@
 //! The 2026-07-28 face of a served server, beside the legacy one on the same URL: requests
 //! that carry their protocol version, capabilities and client in `_meta`, no session, POST
 //! only. `checks` (what a request must carry), `correlation` (which upstream session serves
-//! it), `exchange` (the request through it), `envelope` (results as modern clients read them).
+//! it), `pool` (sessions prepared for anonymous requests), `exchange` (the request through it),
+//! `envelope` (results as modern clients read them).
 
 pub mod checks;
 pub mod correlation;
@@ -12,6 +13,7 @@ mod input;
 mod listen;
 pub mod named;
 pub mod params;
+pub mod pool;
 pub mod state;
 
 use http::{header, HeaderMap, Response, StatusCode};
@@ -61,7 +63,8 @@ pub async fn post(
                         .resolve_cookie(app, &principal, cookie)
                         .await?,
                 ),
-                None => correlate(app, headers, principal, &meta).await?,
+                // A listen lasts and subscribes its session: never a lent one.
+                None => correlate(app, headers, principal, &meta, Lend::Never).await?,
             };
             listen::open(app, correlated, &message).await
         }
@@ -85,7 +88,8 @@ pub async fn post(
             }
             if handles && method == "tools/list" {
                 let forwarded = params.legacy_request(&message)?;
-                let correlated = correlate(app, headers, principal, &call.meta).await?;
+                let correlated =
+                    correlate(app, headers, principal, &call.meta, Lend::OneRequest).await?;
                 return named::tools_list(app, correlated, &forwarded, &call).await;
             }
             if let Some(key) = &call.cache_key {
@@ -98,7 +102,8 @@ pub async fn post(
                 app.metrics.response_cache_misses_total.inc();
             }
             let forwarded = params.legacy_request(&message)?;
-            let correlated = correlate(app, headers, principal, &call.meta).await?;
+            let correlated =
+                correlate(app, headers, principal, &call.meta, Lend::OneRequest).await?;
             exchange::exchange(app, correlated, forwarded, call).await
         }
     }
@@ -127,19 +132,41 @@ pub fn method_not_allowed() -> Rejection {
     }
 }
 
+/// Whether a request without a principal may be served by a session lent from the pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lend {
+    /// It is over with its answer.
+    OneRequest,
+    /// It outlasts its answer or changes its session (`subscriptions/listen`).
+    Never,
+}
+
 async fn correlate(
     app: &App,
     headers: &HeaderMap,
     principal: Principal,
     meta: &RequestMeta,
+    lend: Lend,
 ) -> Result<correlation::Correlated, Rejection> {
+    let credential = headers.get(header::AUTHORIZATION).cloned();
+    let modern = &app.modern;
+    if lend == Lend::OneRequest
+        && modern.pool.lends()
+        && modern.anonymous == correlation::Anonymous::PerRequest
+        && principal == Principal::anonymous()
+    {
+        return modern
+            .pool
+            .borrow(&modern.correlation, &app.registry, &app.metrics, meta)
+            .await;
+    }
     app.modern
         .correlation
         .session(
             &app.registry,
             principal,
             meta,
-            headers.get(header::AUTHORIZATION).cloned(),
+            credential,
             app.modern.anonymous,
         )
         .await
@@ -157,7 +184,7 @@ async fn discover(
     let initialized = match app.modern.correlation.newest() {
         Some(initialized) => initialized,
         None => {
-            correlate(app, headers, principal, meta)
+            correlate(app, headers, principal, meta, Lend::OneRequest)
                 .await
                 .map_err(|r| r.with_id(Some(id)))?
                 .initialized
@@ -184,6 +211,9 @@ pub struct Modern {
     pub subscriptions: std::sync::Arc<listen::Subscriptions>,
     /// The calls each principal has waiting for its input, bounded.
     pub held_calls: std::sync::Arc<held::HeldCalls>,
+    /// Sessions prepared for anonymous requests (`session.anonymous_pool`; none unless each
+    /// session starts a legacy child of its own).
+    pub pool: pool::AnonymousPool,
 }
 
 impl Default for Modern {
@@ -196,6 +226,7 @@ impl Default for Modern {
             input_ttl: std::time::Duration::from_secs(300),
             subscriptions: Default::default(),
             held_calls: Default::default(),
+            pool: pool::AnonymousPool::new(0, pool::DEFAULT_WAIT, false, Default::default()),
         }
     }
 }

@@ -58,7 +58,8 @@ pub async fn verb(
                     Ok(listen::open(app, named.session, id, scope, ()))
                 }
                 None => {
-                    let correlated = super::correlate(app, headers, principal, meta).await;
+                    let lend = super::Lend::Never;
+                    let correlated = super::correlate(app, headers, principal, meta, lend).await;
                     let correlated = correlated.map_err(|r| r.with_id(Some(&id)))?;
                     let session = correlated.session.clone();
                     Ok(listen::open(app, session, id, None, correlated))
