@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
             if names_a_server(&server.upstream) {
                 server
                     .upstream
-                    .spec()
+                    .spec(&config.child_secrets())
                     .unwrap_or_else(|e| panic!("servers.{name}: validated but {e}"));
             }
         }
