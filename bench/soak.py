@@ -41,11 +41,14 @@ def rss_kib(pid):
 
 
 def metric(port, name):
+    """The sum of `name` over its label sets (one served server here)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
-        for line in answer.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return int(line.split()[1])
-    raise RuntimeError(f"no metric {name}")
+        values = [float(line.rsplit(" ", 1)[1])
+                  for line in answer.read().decode().splitlines()
+                  if line.startswith(name + " ") or line.startswith(name + "{")]
+    if not values:
+        raise RuntimeError(f"no metric {name}")
+    return int(sum(values))
 
 
 def wait_for(what, condition, seconds):
