@@ -118,7 +118,12 @@ async fn modern_requirements_pass(url: &str) {
         suite.exists(),
         "the npm peers are not installed: run scripts/test (it runs `npm ci` in tests/node)"
     );
-    let results = std::env::temp_dir().join(format!("mcp-conformance-2026-{}", std::process::id()));
+    // Tests of one binary share a process under `cargo test`: the URL tells their runs apart.
+    let results = std::env::temp_dir().join(format!(
+        "mcp-conformance-2026-{}-{}",
+        std::process::id(),
+        url.replace(|c: char| !c.is_ascii_alphanumeric(), "-")
+    ));
     let _ = std::fs::remove_dir_all(&results);
     let output = run_suite(
         &suite,
