@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{eventually, within, Proxy};
+use common::{eventually, within, Client, Proxy};
 use http::{Method, StatusCode};
 use serde_json::json;
 
@@ -30,21 +30,7 @@ async fn the_stream_names_its_endpoint_answers_come_on_it_and_the_session_ends_w
         endpoint.data
     );
 
-    let post = |body: serde_json::Value| {
-        let client = client.clone();
-        let path = endpoint.data.clone();
-        async move {
-            client
-                .send_to(
-                    &path,
-                    Method::POST,
-                    &[("content-type", "application/json")],
-                    Some(body.to_string().into()),
-                )
-                .await
-                .status
-        }
-    };
+    let post = |body: serde_json::Value| post_json(&client, &endpoint.data, body);
     let initialize = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": { "protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": { "name": "old", "version": "1" } } });
     assert_eq!(post(initialize).await, StatusCode::ACCEPTED);
@@ -147,21 +133,7 @@ async fn the_server_starts_at_initialize_not_when_the_stream_opens() {
     .await;
     let client = proxy.client();
     let (mut stream, endpoint) = client.open_legacy_sse("/sse").await;
-    let post = |body: serde_json::Value| {
-        let client = client.clone();
-        let path = endpoint.clone();
-        async move {
-            client
-                .send_to(
-                    &path,
-                    Method::POST,
-                    &[("content-type", "application/json")],
-                    Some(body.to_string().into()),
-                )
-                .await
-                .status
-        }
-    };
+    let post = |body: serde_json::Value| post_json(&client, &endpoint, body);
     // Before initialize: ping is answered, any other request refused, no server started.
     let ping = json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" });
     assert_eq!(post(ping).await, StatusCode::ACCEPTED);
@@ -217,4 +189,17 @@ async fn the_server_starts_at_initialize_not_when_the_stream_opens() {
     })
     .await;
     proxy.stop().await;
+}
+
+/// POSTs `body` to a legacy SSE session's message endpoint `path`: the HTTP status.
+async fn post_json(client: &Client, path: &str, body: serde_json::Value) -> StatusCode {
+    client
+        .send_to(
+            path,
+            Method::POST,
+            &[("content-type", "application/json")],
+            Some(body.to_string().into()),
+        )
+        .await
+        .status
 }

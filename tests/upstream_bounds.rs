@@ -338,16 +338,6 @@ async fn proxy_binary(args: &[&str]) -> (tokio::process::Child, std::net::Socket
     (child, addr)
 }
 
-/// A figure of `/proc/<pid>/status` in KiB (`VmRSS`, `VmHWM`).
-fn memory_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
-}
-
 /// The answer to a request, whatever the HTTP status it came with.
 async fn answer_to(client: &Client, id: u64, method: &str, params: Value) -> Value {
     let request = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
@@ -366,11 +356,11 @@ fn error_message(answer: &Value) -> &str {
 /// A tool call whose answer is over the bound fails with the cause while the proxy's peak
 /// memory stays far below the answer's size; `what` names it.
 async fn fails_over_the_bound(client: &Client, id: u64, tool: &str, proxy: u32) -> u64 {
-    let before = memory_kib(proxy, "VmRSS");
+    let before = common::memory_kib(proxy, "VmRSS");
     let started = Instant::now();
     let params = json!({ "name": tool, "arguments": {} });
     let answer = within(tool, answer_to(client, id, "tools/call", params)).await;
-    let peak = memory_kib(proxy, "VmHWM");
+    let peak = common::memory_kib(proxy, "VmHWM");
     eprintln!(
         "{tool}: answered in {:?}; proxy VmRSS before {before} KiB, VmHWM after {peak} KiB",
         started.elapsed()

@@ -79,7 +79,7 @@ async fn held_back_then_delivered(options: &[&str]) {
         metric(&replica, "mcp_proxy_store_write_queue_limit").await,
         BOUND
     );
-    let before = memory_kib(replica.pid(), "VmRSS");
+    let before = common::memory_kib(replica.pid(), "VmRSS");
 
     signal(&redis, Signal::SIGSTOP);
     let arguments = json!({ "count": MESSAGES, "bytes": MESSAGE_BYTES });
@@ -97,8 +97,8 @@ async fn held_back_then_delivered(options: &[&str]) {
     })
     .await;
     let held = *received.borrow();
-    let during = memory_kib(replica.pid(), "VmRSS");
-    let peak = memory_kib(replica.pid(), "VmHWM");
+    let during = common::memory_kib(replica.pid(), "VmRSS");
+    let peak = common::memory_kib(replica.pid(), "VmHWM");
     eprintln!(
         "Redis stopped: {held} of {MESSAGES} messages delivered; proxy VmRSS {before} KiB before, \
          {during} KiB while held back, VmHWM {peak} KiB"
@@ -124,7 +124,7 @@ async fn held_back_then_delivered(options: &[&str]) {
     .await;
     eprintln!(
         "Redis going on: proxy VmHWM {} KiB",
-        memory_kib(replica.pid(), "VmHWM")
+        common::memory_kib(replica.pid(), "VmHWM")
     );
 }
 
@@ -149,14 +149,4 @@ async fn read_numbered(mut stream: Reply, counted: watch::Sender<u64>) -> Result
 fn signal(redis: &Redis, signal: Signal) {
     kill(Pid::from_raw(redis.pid()), signal)
         .unwrap_or_else(|e| panic!("{signal} to redis-server: {e}"));
-}
-
-/// A figure of `/proc/<pid>/status` in KiB (`VmRSS`, `VmHWM`).
-fn memory_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }

@@ -674,3 +674,13 @@ pub async fn on_the_paused_clock_until(what: &str, mut condition: impl FnMut() -
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// A figure of `/proc/<pid>/status` in KiB (`VmRSS`, `VmHWM`).
+pub fn memory_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
