@@ -13,8 +13,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::spans::Spans;
-
 /// Upper bounds of the latency buckets, in seconds.
 const LATENCY_BOUNDS: [f64; 16] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
@@ -107,8 +105,6 @@ macro_rules! per_server {
             /// By `Refusal` (its discriminant is its place in `Refusal::ALL`).
             sessions_rejected: [Counter; Refusal::ALL.len()],
             server: Arc<str>,
-            /// Where this server's spans go (nowhere unless tracing is on).
-            pub spans: Spans,
         }
 
         impl ServerFamilies {
@@ -150,7 +146,7 @@ macro_rules! per_server {
                 families
             }
 
-            fn resolve(&self, server: &str, spans: Spans) -> ServerMetrics {
+            fn resolve(&self, server: &str) -> ServerMetrics {
                 let label = ServerLabel { server: server.into() };
                 ServerMetrics {
                     $($name: self.$name.get_or_create_owned(&label),)*
@@ -164,7 +160,6 @@ macro_rules! per_server {
                         })
                     }),
                     server: label.server,
-                    spans,
                 }
             }
         }
@@ -310,10 +305,9 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// The figures of the server named `server`, and where its spans go; its series exist
-    /// (at 0) from here on.
-    pub fn server(&self, server: &str, spans: Spans) -> Arc<ServerMetrics> {
-        Arc::new(self.servers.resolve(server, spans))
+    /// The figures of the server named `server`; its series exist (at 0) from here on.
+    pub fn server(&self, server: &str) -> Arc<ServerMetrics> {
+        Arc::new(self.servers.resolve(server))
     }
 
     /// The OpenMetrics text exposition of every figure.
@@ -368,8 +362,8 @@ mod tests {
     #[test]
     fn renders_per_server_figures_with_their_server_label() {
         let metrics = Metrics::default();
-        let default = metrics.server("default", Spans::default());
-        let other = metrics.server("github", Spans::default());
+        let default = metrics.server("default");
+        let other = metrics.server("github");
         default.sessions_created_total.inc();
         other.sessions_open.inc();
         let text = metrics.render();
@@ -414,7 +408,7 @@ mod tests {
     #[test]
     fn counts_requests_by_server_bounded_method_and_status_with_a_histogram() {
         let metrics = Metrics::default();
-        let default = metrics.server("default", Spans::default());
+        let default = metrics.server("default");
         default.record_request(method_label("tools/call"), 200, Duration::from_micros(700));
         default.record_request(method_label("tools/call"), 200, Duration::from_millis(30));
         default.record_request(

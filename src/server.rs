@@ -14,7 +14,6 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, SessionConfig, UpstreamConfig};
-use crate::era::Era;
 use crate::front::data_layer::DataLayer;
 use crate::front::modern::envelope::CacheHints;
 use crate::front::modern::held::HeldCalls;
@@ -86,13 +85,11 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
                  session: &SessionConfig,
                  spec: UpstreamSpec|
      -> anyhow::Result<Arc<App>> {
-        let server_metrics = metrics.server(name, spans.clone());
-        if spec.era() == Era::Modern {
-            server_metrics.upstreams_modern.set(1);
-        }
+        let server_metrics = metrics.server(name);
         let settings = SessionSettings {
             cache_lists: upstream.caches_lists(),
             request_timeout: upstream.request_timeout,
+            spans: spans.clone(),
             ..session.settings()
         };
         let registry = Arc::new(Registry::with_store(
@@ -112,6 +109,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         tokio::spawn(registry.clone().run_expiry(shutdown.clone()));
         Ok(Arc::new(App {
             server: name.into(),
+            spans: spans.clone(),
             registry,
             http: config.http_settings(),
             metrics: server_metrics.clone(),

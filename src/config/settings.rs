@@ -181,6 +181,8 @@ impl SessionConfig {
             cache_lists: false,
             request_timeout: UpstreamConfig::default().request_timeout,
             max_subscriptions: self.max_subscriptions,
+            // Set by the server from the tracing configuration.
+            spans: crate::spans::Spans::default(),
         }
     }
 

@@ -100,6 +100,8 @@ pub struct App {
     pub registry: Arc<Registry>,
     pub http: HttpSettings,
     pub metrics: Arc<ServerMetrics>,
+    /// Where its spans go (nowhere unless tracing is on).
+    pub spans: crate::spans::Spans,
     /// Cancelled when the proxy starts shutting down.
     pub shutdown: CancellationToken,
     /// WebSocket connections (past their HTTP upgrade): shutdown waits for their close frames.

@@ -21,7 +21,7 @@ pub struct RequestSpan(Option<Span>);
 impl RequestSpan {
     /// Starts the span of `message` and carries the trace context on in its `_meta`.
     pub fn start(app: &App, headers: Option<&HeaderMap>, message: &mut Message) -> RequestSpan {
-        let spans = &app.metrics.spans;
+        let spans = &app.spans;
         if !spans.on() || message.kind() != Kind::Request {
             if let Some(headers) = headers {
                 TraceContext::carry_from_headers(headers, message);
@@ -107,10 +107,7 @@ impl RequestSpan {
 /// With tracing on, the span of a resume's replay, under `parent`: the resuming request's span
 /// (or, for a GET with `Last-Event-ID`, the client's context).
 pub fn replay_span(app: &App, parent: Option<&SpanContext>, session: &str) -> Option<Span> {
-    let mut span = app
-        .metrics
-        .spans
-        .start("replay", spans::Kind::Internal, parent)?;
+    let mut span = app.spans.start("replay", spans::Kind::Internal, parent)?;
     span.set(
         "mcp.session.id",
         crate::redact::session(session).to_string(),

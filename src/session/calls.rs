@@ -171,7 +171,7 @@ impl Session {
     /// request's span; the proxy's own requests, which carry none, are not traced); the context
     /// passed on names it.
     fn span_for(&self, request: &mut Message, name: &'static str) -> Option<Span> {
-        let spans = &self.metrics.spans;
+        let spans = &self.settings.spans;
         if !spans.on() {
             return None;
         }

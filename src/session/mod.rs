@@ -69,6 +69,8 @@ pub struct SessionSettings {
     /// their URIs); a `resources/subscribe` to one more is refused (-32602) without reaching the
     /// server.
     pub max_subscriptions: usize,
+    /// Where the server's spans go (nowhere unless tracing is on).
+    pub spans: crate::spans::Spans,
 }
 
 /// `SessionSettings::max_sessions_per_principal` unless configured.
@@ -92,6 +94,7 @@ impl Default for SessionSettings {
             cache_lists: false,
             request_timeout: Duration::from_secs(60),
             max_subscriptions: DEFAULT_MAX_SUBSCRIPTIONS,
+            spans: crate::spans::Spans::default(),
         }
     }
 }

@@ -104,8 +104,7 @@ mod tests {
 
     #[test]
     fn a_switch_counts_changes_only() {
-        let metrics =
-            crate::metrics::Metrics::default().server("s", crate::spans::Spans::new(None));
+        let metrics = crate::metrics::Metrics::default().server("s");
         let switch = EraSwitch::new(Era::Legacy, "s".into(), metrics.clone());
         assert!(!switch.switch_to(Era::Legacy));
         assert!(switch.switch_to(Era::Modern));

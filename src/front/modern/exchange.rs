@@ -164,7 +164,7 @@ pub async fn respond(
         inputs: BTreeMap::new(),
         gather_until: None,
         read_through: 0,
-        spans: app.metrics.spans.clone(),
+        spans: app.spans.clone(),
         round: None,
     };
     let mut pending = Vec::new();
