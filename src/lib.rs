@@ -11,7 +11,8 @@
 //!   `rejection` is the one place where refused input becomes an HTTP status and a JSON-RPC
 //!   error. Every front hands a client message to `Registry::deliver`.
 //! - [`session`]: what a session is. The handle (`mod.rs`) and one file per job: `calls`
-//!   (client messages in, requests in flight under upstream ids), `filing` (server messages and
+//!   (client messages in, requests in flight under upstream ids; `inflight`: what one waits
+//!   for), `filing` (server messages and
 //!   upstream failures into the log), `readers` (streams read, replayed, resumed), `state` (what
 //!   the one lock guards); `registry` creates, finds (per principal) and expires sessions; `log`
 //!   is the bounded, coalescing event log; `protocol` numbers a protocol-level session's events;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use http::{HeaderMap, Method, Request, Response};
 use tracing::{info, Level};
 
-use super::legacy_sse;
+use super::request;
 use crate::trace_context;
 
 /// The log target of access lines.
@@ -57,7 +57,7 @@ impl Asked {
             method: request.method().clone(),
             path: request.uri().path().to_owned(),
             session: header(headers, "mcp-session-id")
-                .or_else(|| legacy_sse::query_session(request.uri().query()?))
+                .or_else(|| request::query_session(request.uri().query()?))
                 .map(str::to_owned),
             trace_id: header(headers, trace_context::TRACEPARENT)
                 .and_then(trace_context::trace_id)

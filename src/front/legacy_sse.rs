@@ -15,7 +15,7 @@ use super::body::Body;
 use super::event_stream::{self, Extras, Framing};
 use super::guard;
 use super::rejection::Rejection;
-use super::request::{self, accepted, check_origin, media_type_is, read_body};
+use super::request::{self, accepted, check_origin, media_type_is, query_session, read_body};
 use super::traced::RequestSpan;
 use super::App;
 use crate::jsonrpc::Message;
@@ -130,14 +130,6 @@ async fn post(
     };
     span.finish(&mut outcome);
     outcome
-}
-
-/// The session a `POST …/messages?sessionId=…` names (`session_id` as some clients spell it).
-pub fn query_session(query: &str) -> Option<&str> {
-    query.split('&').find_map(|pair| {
-        pair.strip_prefix("sessionId=")
-            .or_else(|| pair.strip_prefix("session_id="))
-    })
 }
 
 async fn find_session(app: &App, parts: &http::request::Parts) -> Result<Arc<Session>, Rejection> {

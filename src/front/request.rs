@@ -133,3 +133,11 @@ pub fn media_type_is(headers: &HeaderMap, wanted: &str) -> bool {
 pub fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
+
+/// The session a `POST …/messages?sessionId=…` names (`session_id` as some clients spell it).
+pub fn query_session(query: &str) -> Option<&str> {
+    query.split('&').find_map(|pair| {
+        pair.strip_prefix("sessionId=")
+            .or_else(|| pair.strip_prefix("session_id="))
+    })
+}

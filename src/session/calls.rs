@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 use tracing::{debug, Instrument};
 
+use super::inflight::Inflight;
 use super::list_cache::{Lookup, Ticket};
 use super::log::StreamKey;
 use super::state::State;
@@ -18,29 +19,6 @@ use crate::spans::{self, Span, SpanContext};
 use crate::store::Op;
 use crate::trace_context::TraceContext;
 use crate::upstream::{Upstream, UpstreamError};
-
-/// A client request the upstream has not answered yet, keyed by the upstream id.
-#[derive(Debug)]
-pub(super) struct Inflight {
-    pub(super) client_id: Value,
-    pub(super) stream: u64,
-    pub(super) method: String,
-    pub(super) progress_token: Option<String>,
-    /// Where a cacheable list answer goes.
-    pub(super) ticket: Option<Ticket>,
-    /// A request of the proxy's own (re-initializing a new upstream): its answer is not
-    /// logged, only reported here.
-    pub(super) internal: Option<tokio::sync::oneshot::Sender<Result<(), String>>>,
-    /// When it fails for want of an answer; `None` while the client owes the server an answer
-    /// to a request of the server's that this one caused.
-    pub(super) deadline: Option<Instant>,
-    /// Held for a 2026-07-28 client's input: its client may not come back before a stop.
-    pub(super) held_for_input: bool,
-    /// When it went to the server (`mcp_proxy_upstream_duration_seconds`).
-    pub(super) sent: Instant,
-    /// The span of the exchange with the server (tracing on): ends with the answer.
-    pub(super) span: Option<Span>,
-}
 
 impl Session {
     /// Sends a client request upstream under a fresh upstream id and opens the stream its

@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::calls::Inflight;
+use super::inflight::Inflight;
 use super::layer::{self, LayerKind};
 use super::log::{Logged, StreamKey};
 use super::routing::{self, Route};

@@ -7,6 +7,7 @@
 
 mod calls;
 mod filing;
+mod inflight;
 pub mod layer;
 mod leaving;
 pub mod list_cache;

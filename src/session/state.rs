@@ -8,7 +8,7 @@ use bytes::Bytes;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::calls::Inflight;
+use super::inflight::Inflight;
 use super::log::{EventLog, StreamKey};
 use super::{Shape, SubscriptionRefused, MAX_SUBSCRIPTION_BYTES};
 use crate::jsonrpc;

@@ -1,7 +1,7 @@
 //! `input_required` (multi round-trip requests) for servers that still ask the client: a
 //! server request a 2026-07-28 client can answer is held, and the client gets it under an input
-//! key; its retry (a new id, `inputResponses`, the `requestState` it was given) answers the held
-//! requests and reads on where the first answer stopped, round after round. A legacy server may
+//! key; its retry (`retry`: a new id, `inputResponses`, the `requestState` it was given)
+//! answers the held requests and reads on where the first answer stopped, round after round. A legacy server may
 //! name an input key itself (`_meta["mcp-session-proxy/inputKey"]` on its request); otherwise it
 //! is `input-<id>`. A held request whose client never comes back is refused upstream after
 //! `input_ttl`, and the call cancelled.
@@ -10,136 +10,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::StatusCode;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
-use super::correlation::{Correlated, EndOnDrop};
-use super::exchange::{respond, Call};
 use super::held::HeldCalls;
-use super::state::{self, HeldRequest};
+use super::state::HeldRequest;
 use crate::era::INPUT_KEY;
 pub use crate::era::{capability_object, declares, required_capability};
-use crate::front::body::Body;
-use crate::front::rejection::Rejection;
-use crate::front::App;
-use crate::jsonrpc::{Message, INVALID_PARAMS};
-use crate::session::log::StreamKey;
+use crate::jsonrpc::Message;
 use crate::session::{Registry, Session};
-
-/// A retry: the call's `requestState` and `inputResponses` continue the held request.
-pub async fn resume(
-    app: &App,
-    request: &Message,
-    mut call: Call,
-    credential: Option<&http::HeaderValue>,
-) -> Result<http::Response<Body>, Rejection> {
-    let principal = call.principal.clone();
-    let id = request.id().cloned().unwrap_or(Value::Null);
-    let refused = |message: String| {
-        Rejection::new(StatusCode::BAD_REQUEST, INVALID_PARAMS, message).with_id(Some(&id))
-    };
-    let params = call.params();
-    let Some(request_state) = params["requestState"].as_str() else {
-        return Err(refused(
-            "Invalid params: requestState must be a string".into(),
-        ));
-    };
-    let held = HeldRequest::verify(request_state, &app.modern.state_key, &principal)
-        .map_err(|r| r.with_id(Some(&id)))?;
-    if held.method != call.method || held.name != call.name {
-        return Err(refused(format!(
-            "Invalid params: this requestState continues {} {:?}, not this request",
-            held.method, held.name
-        )));
-    }
-    let answers = answers(&params, &held).map_err(refused)?;
-    // Good for one retry, on whichever replica it comes to first.
-    let ttl = Duration::from_millis(held.expires_ms.saturating_sub(state::now_ms()));
-    let first = app
-        .registry
-        .spend_once(state::token(request_state), ttl)
-        .await
-        .map_err(|e| Rejection::session(&e).with_id(Some(&id)))?;
-    if !first {
-        return Err(refused(
-            "Invalid params: this requestState was already used; call again without it".into(),
-        ));
-    }
-    // Wherever the session lives now: a retry may come to any replica.
-    let found = app
-        .registry
-        .find(&held.session, &principal, credential)
-        .await
-        .map_err(|e| Rejection::session(&e).with_id(Some(&id)))?;
-    let Some(session) = found else {
-        app.modern.held_calls.release(&held);
-        return Err(refused(
-            "Invalid params: the request this requestState continues is over; call again without it".into(),
-        ));
-    };
-    // A view's owner knows what it still waits for; here, an owned session does.
-    let owned = session.owner().is_none();
-    for (waiting, answer) in answers {
-        if owned && !session.awaits_answer(&waiting) {
-            return Err(refused(
-                "Invalid params: this requestState was already used; call again without it".into(),
-            ));
-        }
-        answer_upstream(
-            &app.registry,
-            &session,
-            json!({ "jsonrpc": "2.0", "id": waiting, "result": answer }),
-        )
-        .await;
-    }
-    // Its answers are in: it no longer waits (a new round is counted anew).
-    app.modern.held_calls.release(&held);
-    call.in_flight_id = held.request_id.clone();
-    let stream = StreamKey::Request(held.stream);
-    let reader = session.attach(stream, Some(held.after));
-    let initialized = app
-        .modern
-        .correlation
-        .initialized_of(&app.registry, &session, &principal, &call.meta)
-        .await;
-    let correlated = Correlated {
-        initialized,
-        ending: held
-            .own_session
-            .then(|| EndOnDrop::armed(app.registry.clone(), session.id().to_owned())),
-        session,
-    };
-    Ok(respond(app, correlated, call, stream, reader).await)
-}
-
-/// The client's answer for each held request: every input key answered with an object.
-fn answers(params: &Value, held: &HeldRequest) -> Result<Vec<(Value, Value)>, String> {
-    let given = match params.get("inputResponses") {
-        Some(Value::Object(given)) => given.clone(),
-        None | Some(Value::Null) => Map::new(),
-        Some(_) => return Err("Invalid params: inputResponses must be an object".into()),
-    };
-    let mut answers = Vec::new();
-    let mut missing = Vec::new();
-    for (key, id) in &held.waiting {
-        match given.get(key) {
-            Some(answer @ Value::Object(_)) => answers.push((id.clone(), answer.clone())),
-            Some(_) => {
-                return Err(format!(
-                "Invalid params: inputResponses[{key:?}] must be the result object of its request"
-            ))
-            }
-            None => missing.push(key.as_str()),
-        }
-    }
-    match missing.is_empty() {
-        true => Ok(answers),
-        false => Err(format!(
-            "Invalid params: inputResponses lacks {}; answer every input request",
-            missing.join(", ")
-        )),
-    }
-}
 
 /// A server request as an input request: its key, and `{method, params}`.
 pub fn input_request(method: &str, id: &Value, params: &Value) -> (String, Value) {

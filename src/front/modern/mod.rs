@@ -14,6 +14,7 @@ mod listen;
 pub mod named;
 pub mod params;
 pub mod pool;
+mod retry;
 pub mod state;
 
 use http::{header, HeaderMap, Response, StatusCode};
@@ -70,7 +71,7 @@ pub async fn post(
         }
         _ if params.has("requestState") => {
             let call = exchange::Call::new(&message, &params, meta, principal);
-            input::resume(app, &message, call, headers.get(header::AUTHORIZATION)).await
+            retry::resume(app, &message, call, headers.get(header::AUTHORIZATION)).await
         }
         _ => {
             let mut call = exchange::Call::new(&message, &params, meta, principal.clone());

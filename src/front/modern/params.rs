@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::checks::PER_REQUEST_META;
+use crate::era::PER_REQUEST_META;
 use crate::front::rejection::Rejection;
 use crate::jsonrpc::Message;
 
