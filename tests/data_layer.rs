@@ -784,3 +784,16 @@ async fn a_websocket_connection_holds_data_layer_sessions_handles_and_listens() 
     assert_eq!(text(ws.request("tools/call", within).await), "2");
     proxy.stop().await;
 }
+
+#[tokio::test]
+async fn an_idle_messages_listen_carries_keep_alives_at_the_configured_interval() {
+    let proxy = Proxy::start_with(|c| c.http.sse_keep_alive = Duration::from_millis(50)).await;
+    let mut client = proxy.client();
+    client.initialize("2025-11-25").await;
+    let mut listening = client
+        .post(&json!({ "jsonrpc": "2.0", "id": 40, "method": "messages/listen", "params": {} }))
+        .await;
+    assert!(listening.is_sse());
+    // Three at 50 ms come at once; at a fixed 15 s they would take 45 s.
+    common::keep_alives(&mut listening, 3).await;
+}

@@ -1194,3 +1194,28 @@ async fn with_reuse_a_lent_server_comes_back_only_as_it_was_lent() {
     .await;
     proxy.stop().await;
 }
+
+#[tokio::test]
+async fn idle_2026_07_28_streams_carry_keep_alives_at_the_configured_interval() {
+    // Three keep-alives at 50 ms come at once; at a fixed 15 s they would take 45 s.
+    let proxy = Proxy::start_with(|config| {
+        config.http.sse_keep_alive = std::time::Duration::from_millis(50);
+        config.http.json_wait = std::time::Duration::from_millis(10);
+    })
+    .await;
+    let alice = Modern::new(&proxy, Some("alice"));
+    let mut params = json!({ "notifications": { "toolsListChanged": true } });
+    params["_meta"] = meta(json!({}));
+    let listen =
+        json!({ "jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": params });
+    let mut listening = alice.send(&listen, &[]).await;
+    assert!(listening.is_sse());
+    common::keep_alives(&mut listening, 3).await;
+
+    let mut params = json!({ "name": "sleep", "arguments": { "ms": 60_000 } });
+    params["_meta"] = meta(json!({}));
+    let call = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params });
+    let mut calling = alice.send(&call, &[]).await;
+    assert!(calling.is_sse());
+    common::keep_alives(&mut calling, 3).await;
+}

@@ -684,3 +684,18 @@ pub fn memory_kib(pid: u32, field: &str) -> u64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
+
+/// Reads `reply`'s raw chunks until `count` SSE keep-alive comments came (bounded).
+pub async fn keep_alives(reply: &mut Reply, count: usize) {
+    let mut seen = 0;
+    within("the keep-alive comments", async {
+        while seen < count {
+            let chunk = reply.next_chunk().await.expect("the stream stays open");
+            seen += chunk
+                .windows(b": keep-alive".len())
+                .filter(|w| w == b": keep-alive")
+                .count();
+        }
+    })
+    .await;
+}

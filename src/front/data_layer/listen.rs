@@ -21,7 +21,6 @@ use crate::session::layer::META_KEY;
 use crate::session::{Reader, Session};
 use crate::sse;
 
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
 const ACKNOWLEDGED: &str = "notifications/messages/listen";
 
 /// How a listen's messages are written.
@@ -70,8 +69,13 @@ fn spawn<K: Send + 'static>(
 ) {
     let reader = session.tap();
     let shutdown = app.shutdown.clone();
+    let keep_alive = app.http.sse_keep_alive;
     tokio::spawn(async move {
-        let listen = Listen { chunks, framing };
+        let listen = Listen {
+            chunks,
+            framing,
+            keep_alive,
+        };
         listen.run(reader, id, scoped, shutdown).await;
         drop(session);
         drop(keep);
@@ -81,6 +85,8 @@ fn spawn<K: Send + 'static>(
 struct Listen {
     chunks: mpsc::Sender<Bytes>,
     framing: Framing,
+    /// How often an idle SSE stream gets a comment (`http.sse_keep_alive`).
+    keep_alive: Duration,
 }
 
 /// Whether a listen carries `message`: the server's notifications about what changed.
@@ -107,7 +113,7 @@ impl Listen {
         if !self.send(&ack).await {
             return;
         }
-        let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
+        let mut keep_alive = tokio::time::interval(self.keep_alive);
         keep_alive.tick().await;
         loop {
             tokio::select! {

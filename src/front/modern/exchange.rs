@@ -39,8 +39,6 @@ use crate::sse;
 
 /// Chunks buffered towards a slow client before the writer waits.
 const CHUNKS: usize = 64;
-/// How often an idle response stream gets a comment, so proxies in between keep it open.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// How long after a server request others sent with it are gathered into the same answer.
 const GATHER: Duration = Duration::from_millis(25);
 
@@ -165,6 +163,7 @@ pub async fn respond(
         gather_until: None,
         read_through: 0,
         spans: app.spans.clone(),
+        keep_alive: app.http.sse_keep_alive,
         round: None,
     };
     let mut pending = Vec::new();
@@ -294,6 +293,9 @@ struct Relay {
     /// The position of the last message translated (where a retry reads on).
     read_through: u64,
     spans: Spans,
+    /// How often an idle response stream gets a comment, so proxies in between keep it open
+    /// (`http.sse_keep_alive`).
+    keep_alive: Duration,
     /// The span of the `input_required` round being gathered (tracing on): from the server's
     /// first request to the answer that hands them to the client.
     round: Option<Span>,
@@ -365,7 +367,7 @@ impl Relay {
     async fn stream(&mut self, chunks: &mpsc::Sender<Bytes>) -> Streamed {
         loop {
             let next = tokio::select! {
-                next = self.next(Some(Instant::now() + KEEP_ALIVE)) => next,
+                next = self.next(Some(Instant::now() + self.keep_alive)) => next,
                 () = chunks.closed() => return Streamed::ClientLeft,
             };
             let chunk = match next {

@@ -27,7 +27,6 @@ use crate::session::{Reader, Registry, Session};
 use crate::sse;
 
 use crate::era::SUBSCRIPTION_ID_KEY as SUBSCRIPTION_ID;
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// What a listen asks for, or what the server can send of it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -167,6 +166,7 @@ pub async fn open(
         registry: app.registry.clone(),
         session,
         shutdown: app.shutdown.clone(),
+        keep_alive: app.http.sse_keep_alive,
         _correlated: correlated,
     };
     let (chunks, body) = mpsc::channel(64);
@@ -192,6 +192,8 @@ struct Listen {
     registry: Arc<Registry>,
     session: Arc<Session>,
     shutdown: CancellationToken,
+    /// How often the idle stream gets a comment (`http.sse_keep_alive`).
+    keep_alive: Duration,
     /// Keeps a session of the listen's own until it ends.
     _correlated: Correlated,
 }
@@ -205,7 +207,7 @@ impl Listen {
         if !self.send(chunks, &ack).await {
             return self;
         }
-        let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
+        let mut keep_alive = tokio::time::interval(self.keep_alive);
         keep_alive.tick().await;
         loop {
             tokio::select! {
