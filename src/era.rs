@@ -4,13 +4,10 @@
 
 use serde_json::Value;
 
+pub use crate::jsonrpc::{HEADER_MISMATCH, MISSING_CAPABILITY};
+
 /// The revision.
 pub const MODERN_VERSION: &str = "2026-07-28";
-
-/// -32020: the HTTP headers do not match the body, or a required one is missing or malformed.
-pub const HEADER_MISMATCH: i64 = -32020;
-/// -32021: the request needs a client capability it did not declare.
-pub const MISSING_CAPABILITY: i64 = -32021;
 
 /// Which revisions a server speaks (`upstream.protocol`, `demo-server --protocol`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]

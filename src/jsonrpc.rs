@@ -6,11 +6,28 @@ use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+// Every JSON-RPC error code the proxy answers with or reads, in one table.
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
+/// An unknown, expired or foreign session named by `Mcp-Session-Id` (with HTTP 404).
+pub const TRANSPORT_SESSION_NOT_FOUND: i64 = -32001;
+/// A resource a legacy server does not have (its revisions' convention; -32602 in 2026-07-28).
+pub const LEGACY_RESOURCE_NOT_FOUND: i64 = -32002;
+/// 2026-07-28: the HTTP headers do not match the body, or a required one is missing or
+/// malformed.
+pub const HEADER_MISMATCH: i64 = -32020;
+/// 2026-07-28: the request needs a client capability it did not declare.
+pub const MISSING_CAPABILITY: i64 = -32021;
+/// 2026-07-28: the revision asked for is not served (`data: {supported, requested}`).
+pub const UNSUPPORTED_VERSION: i64 = -32022;
+/// An unknown, expired or foreign session named in a message: a `session/*` call's, a
+/// data-layer session's or a state handle's (the seed's code, `data: {sessionId}`).
+pub const SESSION_NOT_FOUND: i64 = -32043;
+/// The server serves this only within a data-layer session (the seed's code).
+pub const SESSION_REQUIRED: i64 = -32044;
 
 /// What a message is, by the shape JSON-RPC gives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

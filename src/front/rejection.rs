@@ -8,12 +8,11 @@ use serde_json::Value;
 
 use super::body::Body;
 use super::guard::Refused;
-use crate::jsonrpc::{self, ParseError, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST};
-use crate::session::protocol;
+use crate::jsonrpc::{
+    self, ParseError, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, SESSION_NOT_FOUND,
+    TRANSPORT_SESSION_NOT_FOUND,
+};
 use crate::session::SessionError;
-
-/// JSON-RPC code for an unknown, expired or foreign session.
-pub const SESSION_NOT_FOUND: i64 = -32001;
 
 #[derive(Debug)]
 pub struct Rejection {
@@ -46,7 +45,7 @@ impl Rejection {
     pub fn session_not_found() -> Rejection {
         Rejection::new(
             StatusCode::NOT_FOUND,
-            SESSION_NOT_FOUND,
+            TRANSPORT_SESSION_NOT_FOUND,
             "Session not found: it is unknown, expired or ended; start a new one with initialize",
         )
     }
@@ -58,7 +57,7 @@ impl Rejection {
             data: Some(Box::new(serde_json::json!({ "sessionId": session_id }))),
             ..Rejection::new(
                 StatusCode::NOT_FOUND,
-                protocol::SESSION_NOT_FOUND,
+                SESSION_NOT_FOUND,
                 "Session not found: it is unknown, expired or ended; start a new one with session/start",
             )
         }

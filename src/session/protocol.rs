@@ -15,10 +15,6 @@ pub const START: &str = "session/start";
 pub const RESUME: &str = "session/resume";
 pub const END: &str = "session/end";
 
-/// Unknown, expired or foreign session named by a `session/*` call (seed `002`'s code), with
-/// `data: {sessionId}`.
-pub const SESSION_NOT_FOUND: i64 = -32043;
-
 /// The notification a connection gets when its session is resumed on another one.
 pub const DETACHED: &str = "notifications/session/detached";
 

@@ -10,10 +10,8 @@ use serde_json::Value;
 use tracing::warn;
 
 use crate::era::{Era, MODERN_VERSION};
+use crate::jsonrpc::UNSUPPORTED_VERSION;
 use crate::metrics::ServerMetrics;
-
-/// -32022: the server does not speak the revision it was sent.
-const UNSUPPORTED_VERSION: i64 = -32022;
 
 /// The revision new upstreams of one served server speak.
 pub struct EraSwitch {

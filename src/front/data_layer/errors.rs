@@ -8,11 +8,7 @@ use serde_json::json;
 
 use crate::front::rejection::Rejection;
 use crate::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS};
-
-/// SESSION_NOT_FOUND: unknown, expired, deleted, another principal's, or unreadable.
-pub const SESSION_NOT_FOUND: i64 = crate::session::protocol::SESSION_NOT_FOUND;
-/// SESSION_REQUIRED: the server is configured to serve this only within a data-layer session.
-pub const SESSION_REQUIRED: i64 = -32044;
+pub use crate::jsonrpc::{SESSION_NOT_FOUND, SESSION_REQUIRED};
 
 pub fn not_found(session_id: &str) -> Rejection {
     Rejection {

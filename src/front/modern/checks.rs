@@ -16,9 +16,7 @@ pub use crate::era::{
     SERVER_INFO_KEY, VERSION_KEY,
 };
 
-pub use crate::era::{HEADER_MISMATCH, MISSING_CAPABILITY};
-/// -32022: the requested protocol version is not served.
-pub const UNSUPPORTED_VERSION: i64 = -32022;
+pub use crate::jsonrpc::{HEADER_MISMATCH, MISSING_CAPABILITY, UNSUPPORTED_VERSION};
 
 const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
 const METHOD_HEADER: &str = "mcp-method";

@@ -14,9 +14,6 @@ use crate::era::is_cacheable;
 use crate::jsonrpc::{INVALID_PARAMS, METHOD_NOT_FOUND};
 use crate::session::protocol::CAPABILITY as SESSIONS_EXTENSION;
 
-/// The legacy code some servers give a resource that does not exist.
-const LEGACY_RESOURCE_NOT_FOUND: i64 = -32002;
-
 /// Who may reuse a cached result: anyone (`public`), or the same credential (`private`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -61,10 +58,10 @@ pub fn response(
     if code == METHOD_NOT_FOUND {
         return (answer, StatusCode::NOT_FOUND);
     }
-    if code == crate::era::MISSING_CAPABILITY {
+    if code == crate::jsonrpc::MISSING_CAPABILITY {
         return (answer, StatusCode::BAD_REQUEST);
     }
-    if method == "resources/read" && code == LEGACY_RESOURCE_NOT_FOUND {
+    if method == "resources/read" && code == crate::jsonrpc::LEGACY_RESOURCE_NOT_FOUND {
         answer["error"]["code"] = json!(INVALID_PARAMS);
     }
     if method == "resources/read" && answer["error"]["code"] == json!(INVALID_PARAMS) {
