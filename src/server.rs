@@ -22,7 +22,7 @@ use crate::front::modern::state::StateKey;
 use crate::front::modern::Modern;
 use crate::front::{self, App, Router};
 use crate::keys::Keys;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, ServerMetrics};
 use crate::session::cluster::Cluster;
 use crate::session::{Registry, SessionSettings};
 use crate::spans::{Exporter, Spans};
@@ -58,12 +58,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
-    if front::guard::open_to_anyone(&config.http_settings()) {
-        tracing::warn!(%addr,
-            "listening beyond loopback with no allowed hosts (--allowed-host, \
-             MCP_PROXY_ALLOWED_HOSTS) and no authorization in front (--principal-header): any \
-             Host header is served, so a browser page can reach this proxy by DNS rebinding");
-    }
+    warn_if_open_to_anyone(config, addr);
     let metrics = Arc::new(Metrics::default());
     let shutdown = CancellationToken::new();
     let keys = Keys::from_secret(&config.cluster.secret);
@@ -80,69 +75,19 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         None => Store::Memory,
         Some(settings) => Store::Redis(RedisStore::connect(settings, metrics.store.clone()).await?),
     };
-    let serve = |name: &str,
-                 upstream: &UpstreamConfig,
-                 session: &SessionConfig,
-                 spec: UpstreamSpec|
-     -> anyhow::Result<Arc<App>> {
-        let server_metrics = metrics.server(name);
-        let settings = SessionSettings {
-            cache_lists: upstream.caches_lists(),
-            request_timeout: upstream.request_timeout,
-            spans: spans.clone(),
-            ..session.settings()
-        };
-        let registry = Arc::new(Registry::with_store(
-            spec,
-            settings,
-            server_metrics.clone(),
-            store.clone(),
-            name,
-        ));
-        registry.prewarm();
-        // Only a child per session makes a request of its own costly; pooled sessions are
-        // anonymous ones, within their limit.
-        let pool_size = match registry.spawns_legacy_children() {
-            true => session.anonymous_pool.min(session.max_anonymous_sessions),
-            false => 0,
-        };
-        tokio::spawn(registry.clone().run_expiry(shutdown.clone()));
-        Ok(Arc::new(App {
-            server: name.into(),
-            spans: spans.clone(),
-            registry,
-            http: config.http_settings(),
-            metrics: server_metrics.clone(),
-            shutdown: shutdown.clone(),
-            websockets: TaskTracker::new(),
-            modern: Modern {
-                hints: CacheHints {
-                    ttl_ms: upstream.cache_ttl.as_millis() as u64,
-                    scope: upstream.cache_scope,
-                },
-                anonymous: session.anonymous,
-                input_ttl: session.input_ttl,
-                held_calls: Arc::new(HeldCalls::new(
-                    session.max_held_per_principal,
-                    server_metrics.input_required_held.clone(),
-                )),
-                state_key: StateKey::new(keys.request_state.clone()),
-                pool: AnonymousPool::new(
-                    pool_size,
-                    session.anonymous_pool_wait,
-                    session.anonymous_pool_reuse,
-                    server_metrics.anonymous_pool_ready.clone(),
-                ),
-                ..Modern::default()
-            },
-            data_layer: DataLayer::new(session.data_layer_settings(), keys.layer_state.clone()),
-        }))
+    let shared = Shared {
+        config,
+        metrics: &metrics,
+        spans: &spans,
+        store: &store,
+        keys: &keys,
+        shutdown: &shutdown,
     };
     let secrets = config.child_secrets();
     let default = match config.serves_default() {
         true => {
             let spec = settled(&config.upstream, &secrets).await?;
-            Some(serve("default", &config.upstream, &config.session, spec)?)
+            Some(shared.serve("default", &config.upstream, &config.session, spec))
         }
         false => None,
     };
@@ -150,7 +95,10 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
     for (name, server) in &config.servers {
         let session = server.session.as_ref().unwrap_or(&config.session);
         let spec = settled(&server.upstream, &secrets).await?;
-        servers.insert(name.clone(), serve(name, &server.upstream, session, spec)?);
+        servers.insert(
+            name.clone(),
+            shared.serve(name, &server.upstream, session, spec),
+        );
     }
     let router = Arc::new(Router {
         default,
@@ -173,6 +121,106 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         drain: config.shutdown_timeout / 2,
         served,
     })
+}
+
+/// Warns when anyone who reaches `addr` is served under any Host (see `guard::open_to_anyone`).
+fn warn_if_open_to_anyone(config: &Config, addr: SocketAddr) {
+    if front::guard::open_to_anyone(&config.http_settings()) {
+        tracing::warn!(%addr,
+            "listening beyond loopback with no allowed hosts (--allowed-host, \
+             MCP_PROXY_ALLOWED_HOSTS) and no authorization in front (--principal-header): any \
+             Host header is served, so a browser page can reach this proxy by DNS rebinding");
+    }
+}
+
+/// What every served server's `App` is built from.
+struct Shared<'a> {
+    config: &'a Config,
+    metrics: &'a Arc<Metrics>,
+    spans: &'a Spans,
+    store: &'a Store,
+    keys: &'a Keys,
+    shutdown: &'a CancellationToken,
+}
+
+impl Shared<'_> {
+    /// The `App` of server `name`: its sessions (with their expiry running), its 2026-07-28
+    /// face and its data layer.
+    fn serve(
+        &self,
+        name: &str,
+        upstream: &UpstreamConfig,
+        session: &SessionConfig,
+        spec: UpstreamSpec,
+    ) -> Arc<App> {
+        let server_metrics = self.metrics.server(name);
+        let settings = SessionSettings {
+            cache_lists: upstream.caches_lists(),
+            request_timeout: upstream.request_timeout,
+            spans: self.spans.clone(),
+            ..session.settings()
+        };
+        let registry = Arc::new(Registry::with_store(
+            spec,
+            settings,
+            server_metrics.clone(),
+            self.store.clone(),
+            name,
+        ));
+        registry.prewarm();
+        tokio::spawn(registry.clone().run_expiry(self.shutdown.clone()));
+        Arc::new(App {
+            server: name.into(),
+            spans: self.spans.clone(),
+            modern: self.modern_face(&registry, upstream, session, &server_metrics),
+            registry,
+            http: self.config.http_settings(),
+            metrics: server_metrics,
+            shutdown: self.shutdown.clone(),
+            websockets: TaskTracker::new(),
+            data_layer: DataLayer::new(
+                session.data_layer_settings(),
+                self.keys.layer_state.clone(),
+            ),
+        })
+    }
+
+    /// A server's 2026-07-28 face: cache hints, held calls, signed request state and the pool
+    /// of sessions prepared for anonymous requests.
+    fn modern_face(
+        &self,
+        registry: &Registry,
+        upstream: &UpstreamConfig,
+        session: &SessionConfig,
+        server_metrics: &ServerMetrics,
+    ) -> Modern {
+        // Only a child per session makes a request of its own costly; pooled sessions are
+        // anonymous ones, within their limit.
+        let pool_size = match registry.spawns_legacy_children() {
+            true => session.anonymous_pool.min(session.max_anonymous_sessions),
+            false => 0,
+        };
+        Modern {
+            hints: CacheHints {
+                ttl_ms: upstream.cache_ttl.as_millis() as u64,
+                scope: upstream.cache_scope,
+            },
+            anonymous: session.anonymous,
+            input_ttl: session.input_ttl,
+            held_calls: Arc::new(HeldCalls::new(
+                session.max_held_per_principal,
+                server_metrics.input_required_held.clone(),
+            )),
+            state_key: StateKey::new(self.keys.request_state.clone()),
+            pool: AnonymousPool::new(
+                pool_size,
+                session.anonymous_pool_wait,
+                session.anonymous_pool_reuse,
+                server_metrics.anonymous_pool_ready.clone(),
+            ),
+            ..Modern::default()
+        }
+    }
 }
 
 /// A server's spec with its revision settled (`auto` probed once, here, before any session).
