@@ -354,6 +354,27 @@ fn error_message(answer: &Value) -> &str {
 }
 
 /// A tool call whose answer is over the bound fails with the cause while the proxy's peak
+/// A client of the proxy at `addr` with a session of its own.
+async fn initialized(addr: std::net::SocketAddr) -> Client {
+    let mut client = Client::new(addr);
+    client.initialize("2025-06-18").await;
+    client
+}
+
+/// A 100 MB answer, an endless one and an endless SSE event each fail their request only, and
+/// each has its connection closed.
+async fn every_oversized_answer_fails_alone(client: &Client, proxy: u32, cut: &CutShort) {
+    fails_over_the_bound(client, 100, "huge", proxy).await;
+    eventually("the 100 MB answer's connection closed", || cut.count() == 1).await;
+    fails_over_the_bound(client, 101, "endless", proxy).await;
+    eventually("the endless answer's connection closed", || {
+        cut.count() == 2
+    })
+    .await;
+    fails_over_the_bound(client, 102, "endless_event", proxy).await;
+    eventually("the endless event's connection closed", || cut.count() == 3).await;
+}
+
 /// memory stays far below the answer's size; `what` names it.
 async fn fails_over_the_bound(client: &Client, id: u64, tool: &str, proxy: u32) -> u64 {
     let before = common::memory_kib(proxy, "VmRSS");
@@ -383,20 +404,9 @@ async fn an_http_servers_answer_over_the_bound_fails_its_request_and_nothing_els
     let url = greedy_http_server(&cut, &CutShort::default()).await;
     let (proxy, addr) = proxy_binary(&["--http", &url, "--request-timeout", "5s"]).await;
     let pid = proxy.id().unwrap();
-    let mut a = Client::new(addr);
-    a.initialize("2025-06-18").await;
-    let mut b = Client::new(addr);
-    b.initialize("2025-06-18").await;
+    let (mut a, mut b) = (initialized(addr).await, initialized(addr).await);
 
-    fails_over_the_bound(&a, 100, "huge", pid).await;
-    eventually("the 100 MB answer's connection closed", || cut.count() == 1).await;
-    fails_over_the_bound(&a, 101, "endless", pid).await;
-    eventually("the endless answer's connection closed", || {
-        cut.count() == 2
-    })
-    .await;
-    fails_over_the_bound(&a, 102, "endless_event", pid).await;
-    eventually("the endless event's connection closed", || cut.count() == 3).await;
+    every_oversized_answer_fails_alone(&a, pid, &cut).await;
 
     assert_eq!(
         b.request("ping", json!({})).await["result"],
@@ -424,20 +434,9 @@ async fn a_2026_07_28_servers_answer_over_the_bound_fails_its_request_and_nothin
     ];
     let (proxy, addr) = proxy_binary(&args).await;
     let pid = proxy.id().unwrap();
-    let mut a = Client::new(addr);
-    a.initialize("2025-06-18").await;
-    let mut b = Client::new(addr);
-    b.initialize("2025-06-18").await;
+    let (mut a, mut b) = (initialized(addr).await, initialized(addr).await);
 
-    fails_over_the_bound(&a, 100, "huge", pid).await;
-    eventually("the 100 MB answer's connection closed", || cut.count() == 1).await;
-    fails_over_the_bound(&a, 101, "endless", pid).await;
-    eventually("the endless answer's connection closed", || {
-        cut.count() == 2
-    })
-    .await;
-    fails_over_the_bound(&a, 102, "endless_event", pid).await;
-    eventually("the endless event's connection closed", || cut.count() == 3).await;
+    every_oversized_answer_fails_alone(&a, pid, &cut).await;
 
     let echo = json!({ "name": "echo", "arguments": {} });
     assert_eq!(
@@ -458,10 +457,7 @@ async fn a_legacy_servers_post_answer_over_the_bound_fails_its_request_and_nothi
     let url = greedy_sse_server(&cut, &posted).await;
     let (proxy, addr) = proxy_binary(&["--sse", &url, "--request-timeout", "5s"]).await;
     let pid = proxy.id().unwrap();
-    let mut a = Client::new(addr);
-    a.initialize("2025-06-18").await;
-    let mut b = Client::new(addr);
-    b.initialize("2025-06-18").await;
+    let (mut a, mut b) = (initialized(addr).await, initialized(addr).await);
 
     fails_over_the_bound(&a, 100, "huge", pid).await;
     eventually("the 100 MB answer's connection closed", || cut.count() == 1).await;
