@@ -44,43 +44,13 @@ pub const SUBSCRIPTION_ID_KEY: &str = "io.modelcontextprotocol/subscriptionId";
 /// The prefix of the `_meta` fields that describe the request itself (not for the server).
 pub const PER_REQUEST_META: &str = "io.modelcontextprotocol/";
 
-/// Methods of the legacy revisions that 2026-07-28 removed: a modern server answers -32601.
-pub const REMOVED_METHODS: [&str; 5] = [
-    "initialize",
-    "ping",
-    "logging/setLevel",
-    "resources/subscribe",
-    "resources/unsubscribe",
-];
-
-/// Results a modern server must give caching hints (`ttlMs`, `cacheScope`).
-pub fn is_cacheable(method: &str) -> bool {
-    matches!(
-        method,
-        "tools/list"
-            | "prompts/list"
-            | "resources/list"
-            | "resources/templates/list"
-            | "resources/read"
-            | "server/discover"
-    )
-}
+/// What 2026-07-28 removed, which results it caches, and the capability each question to the
+/// client needs: properties of the methods, in the method table.
+pub use crate::methods::{is_cacheable, removed_in_modern, required_capability};
 
 /// Where a legacy server's request to the client may name the `inputRequests` key its
 /// question becomes for a 2026-07-28 client (this proxy's convention; the demo follows it).
 pub const INPUT_KEY: &str = "mcp-session-proxy/inputKey";
-
-/// The client capability a server request needs (dotted for a sub-capability).
-pub fn required_capability(method: &str, params: &Value) -> Option<String> {
-    match method {
-        "elicitation/create" if params["mode"] == "url" => Some("elicitation.url".into()),
-        "elicitation/create" => Some("elicitation".into()),
-        "sampling/createMessage" if params.get("tools").is_some() => Some("sampling.tools".into()),
-        "sampling/createMessage" => Some("sampling".into()),
-        "roots/list" => Some("roots".into()),
-        _ => None,
-    }
-}
 
 /// Whether the request declared `capability` (`a.b`: `a` with `b` in it).
 pub fn declares(capabilities: &serde_json::Map<String, Value>, capability: &str) -> bool {

@@ -51,6 +51,7 @@ pub mod ids;
 pub mod jsonrpc;
 pub mod keys;
 pub mod memory;
+pub mod methods;
 pub mod metrics;
 pub mod mirrored;
 pub mod redact;

@@ -319,41 +319,9 @@ impl Metrics {
     }
 }
 
-/// The JSON-RPC methods counted under their own name; any other is counted as `other`, so a
-/// client cannot grow the label set.
-const KNOWN_METHODS: [&str; 22] = [
-    "initialize",
-    "ping",
-    "tools/list",
-    "tools/call",
-    "resources/list",
-    "resources/templates/list",
-    "resources/read",
-    "resources/subscribe",
-    "resources/unsubscribe",
-    "prompts/list",
-    "prompts/get",
-    "completion/complete",
-    "logging/setLevel",
-    "tasks/get",
-    "tasks/list",
-    "tasks/result",
-    "tasks/cancel",
-    "notifications/initialized",
-    "notifications/cancelled",
-    "notifications/progress",
-    "notifications/roots/list_changed",
-    "server/discover",
-];
-
-/// The label for a JSON-RPC method.
-pub fn method_label(method: &str) -> &'static str {
-    KNOWN_METHODS
-        .iter()
-        .find(|known| **known == method)
-        .copied()
-        .unwrap_or("other")
-}
+/// The label for a JSON-RPC method: its name when the method table counts it, else `other`,
+/// so a client cannot grow the label set.
+pub use crate::methods::metric_label as method_label;
 
 #[cfg(test)]
 mod tests {

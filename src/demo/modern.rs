@@ -19,9 +19,9 @@ use super::{Demo, Listen};
 
 use crate::era::MODERN_VERSION as VERSION;
 use crate::era::{
-    capability_object, declares, is_cacheable, required_capability, CAPABILITIES_KEY, INPUT_KEY,
-    LOG_LEVEL_KEY, MISSING_CAPABILITY, REMOVED_METHODS, SERVER_INFO_KEY, SUBSCRIPTION_ID_KEY,
-    VERSION_KEY,
+    capability_object, declares, is_cacheable, removed_in_modern, required_capability,
+    CAPABILITIES_KEY, INPUT_KEY, LOG_LEVEL_KEY, MISSING_CAPABILITY, SERVER_INFO_KEY,
+    SUBSCRIPTION_ID_KEY, VERSION_KEY,
 };
 
 /// One request being served: what it declared, the answers its retries carried, and the
@@ -54,7 +54,7 @@ pub fn admit(demo: &Demo, message: &Value) -> Option<Arc<Round>> {
         demo.send(json!({ "jsonrpc": "2.0", "id": id, "error": error }));
         return None;
     }
-    if REMOVED_METHODS.contains(&method) {
+    if removed_in_modern(method) {
         demo.fail(
             id,
             -32601,

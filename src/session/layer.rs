@@ -18,9 +18,9 @@ use crate::store::Op;
 /// Where a data-layer session's metadata travels in `_meta` (the seed's final form).
 pub const META_KEY: &str = "io.modelcontextprotocol/session";
 
-pub const CREATE: &str = "sessions/create";
-pub const DELETE: &str = "sessions/delete";
-pub const LISTEN: &str = "messages/listen";
+pub use crate::methods::{
+    MESSAGES_LISTEN as LISTEN, SESSIONS_CREATE as CREATE, SESSIONS_DELETE as DELETE,
+};
 
 /// Adds the data-layer capability to an `initialize` or `server/discover` result's
 /// capabilities: `sessions` (seed `002`), and under `experimental.sessions` for clients that

@@ -11,22 +11,12 @@ use std::sync::{Mutex, MutexGuard};
 use serde_json::value::RawValue;
 
 use crate::ids::Principal;
+use crate::methods;
 
 /// Entries kept at most.
 pub const DEFAULT_ENTRIES: usize = 4096;
 /// Bytes of params and results kept at most; one entry may take a quarter of it.
 pub const DEFAULT_BYTES: usize = 16 << 20;
-
-/// The cached methods, and the notification that invalidates each.
-const LISTS: [(&str, &str); 4] = [
-    ("tools/list", "notifications/tools/list_changed"),
-    ("prompts/list", "notifications/prompts/list_changed"),
-    ("resources/list", "notifications/resources/list_changed"),
-    (
-        "resources/templates/list",
-        "notifications/resources/list_changed",
-    ),
-];
 
 /// Who asked for which list, with which params (as `params_key` writes them).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -98,7 +88,7 @@ impl ListCache {
     /// Looks up `method` with these params (a cursor, or any other member but `_meta`, pages
     /// separately) for `principal`.
     pub fn lookup(&self, principal: &Principal, method: &str, params: Option<&RawValue>) -> Lookup {
-        let Some((list, _)) = LISTS.iter().find(|(list, _)| *list == method) else {
+        let Some((list, _)) = methods::cached_lists().find(|(list, _)| *list == method) else {
             return Lookup::Uncached;
         };
         let key = Key {
@@ -142,11 +132,7 @@ impl ListCache {
 
     /// Forgets the lists a `*/list_changed` notification names; true if it named any.
     pub fn invalidate(&self, notification: &str) -> bool {
-        let lists: Vec<&'static str> = LISTS
-            .iter()
-            .filter(|(_, changed)| *changed == notification)
-            .map(|(list, _)| *list)
-            .collect();
+        let lists: Vec<&'static str> = methods::lists_changed_by(notification).collect();
         if lists.is_empty() {
             return false;
         }

@@ -11,12 +11,10 @@ use serde_json::{json, Map, Value};
 use super::log::Window;
 use crate::jsonrpc::{Kind, Message};
 
-pub const START: &str = "session/start";
-pub const RESUME: &str = "session/resume";
-pub const END: &str = "session/end";
+pub use crate::methods::{SESSION_END as END, SESSION_RESUME as RESUME, SESSION_START as START};
 
 /// The notification a connection gets when its session is resumed on another one.
-pub const DETACHED: &str = "notifications/session/detached";
+pub use crate::methods::SESSION_DETACHED as DETACHED;
 
 /// The key under `capabilities.experimental` of the `initialize` result.
 pub const CAPABILITY: &str = "sessions";

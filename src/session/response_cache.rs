@@ -12,6 +12,7 @@ use serde_json::value::RawValue;
 use tokio::time::Instant;
 
 use crate::ids::Principal;
+use crate::methods;
 
 /// Entries kept at most (expired ones are swept first when it is reached).
 pub const DEFAULT_ENTRIES: usize = 4096;
@@ -147,7 +148,7 @@ impl ResponseCache {
             params: params.to_owned(),
             private_to,
         };
-        let uri = (method == "resources/read")
+        let uri = (method == methods::RESOURCES_READ)
             .then(|| serde_json::from_str::<UriOf>(params).ok()?.uri)
             .flatten();
         entries.insert(
@@ -163,15 +164,10 @@ impl ResponseCache {
     /// Drops what a server notification makes stale: a list on its `*/list_changed`, the reads
     /// of a resource on its `resources/updated`.
     pub fn invalidate(&self, notification: &str, params: Option<&RawValue>) {
-        let lists: &[&str] = match notification {
-            "notifications/tools/list_changed" => &["tools/list"],
-            "notifications/prompts/list_changed" => &["prompts/list"],
-            "notifications/resources/list_changed" => {
-                &["resources/list", "resources/templates/list"]
-            }
-            "notifications/resources/updated" => &[],
-            _ => return,
-        };
+        let lists: Vec<&str> = methods::lists_changed_by(notification).collect();
+        if lists.is_empty() && notification != methods::RESOURCES_UPDATED {
+            return;
+        }
         let uri = match lists.is_empty() {
             true => params
                 .and_then(|p| serde_json::from_str::<UriOf>(p.get()).ok())

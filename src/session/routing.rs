@@ -6,6 +6,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::jsonrpc::{id_key, Kind, Message};
+use crate::methods;
 
 /// Where a server message goes.
 #[derive(Debug, PartialEq, Eq)]
@@ -56,7 +57,7 @@ pub fn file(message: &Message, coalesce_progress: bool) -> Filing {
         Kind::Notification => message.method().unwrap_or_default(),
     };
     match method {
-        "notifications/progress" => match message.params_as::<Progress>() {
+        methods::PROGRESS => match message.params_as::<Progress>() {
             Some(p) => {
                 let token = id_key(&p.token);
                 let key = coalesce_progress.then(|| format!("progress {token}"));
@@ -64,14 +65,14 @@ pub fn file(message: &Message, coalesce_progress: bool) -> Filing {
             }
             None => filing(Route::SessionWide, None),
         },
-        "notifications/message" | "notifications/cancelled" => filing(Route::Related, None),
-        "notifications/resources/updated" => {
+        methods::MESSAGE | methods::CANCELLED => filing(Route::Related, None),
+        methods::RESOURCES_UPDATED => {
             let key = message
                 .params_as::<Uri>()
                 .map(|p| format!("{method} {}", p.uri));
             filing(Route::SessionWide, key)
         }
-        "notifications/tasks/status" => {
+        methods::TASKS_STATUS => {
             let key = message
                 .params_as::<TaskStatus>()
                 .map(|p| format!("{method} {}", p.task_id));

@@ -12,6 +12,7 @@ use super::inflight::Inflight;
 use super::log::{EventLog, StreamKey};
 use super::{Shape, SubscriptionRefused, MAX_SUBSCRIPTION_BYTES};
 use crate::jsonrpc;
+use crate::methods;
 use crate::store::{Mirror, Op};
 
 #[derive(Debug)]
@@ -164,7 +165,7 @@ impl State {
     pub(super) fn invalidations(&self) -> Vec<Bytes> {
         let updates = self.subscriptions.iter().map(|uri| {
             jsonrpc::notification(
-                "notifications/resources/updated",
+                methods::RESOURCES_UPDATED,
                 serde_json::json!({ "uri": uri }),
             )
         });

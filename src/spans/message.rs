@@ -5,6 +5,7 @@ use serde::Deserialize;
 
 use super::Span;
 use crate::jsonrpc::Message;
+use crate::methods;
 
 /// `{method} {target}`: the tool or prompt a request names, if any.
 pub fn name_of(message: &Message) -> String {
@@ -29,14 +30,8 @@ struct Target {
 }
 
 fn target(message: &Message) -> Option<Target> {
-    match message.method()? {
-        "tools/call"
-        | "prompts/get"
-        | "resources/read"
-        | "resources/subscribe"
-        | "resources/unsubscribe" => message.params_as::<Target>(),
-        _ => None,
-    }
+    methods::target(message.method()?)?;
+    message.params_as::<Target>()
 }
 
 /// The attributes of a request.

@@ -17,11 +17,10 @@ use tokio_util::sync::CancellationToken;
 use crate::front::body::Body;
 use crate::front::request::event_stream;
 use crate::front::App;
+use crate::methods;
 use crate::session::layer::META_KEY;
 use crate::session::{Reader, Session};
 use crate::sse;
-
-const ACKNOWLEDGED: &str = "notifications/messages/listen";
 
 /// How a listen's messages are written.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -94,7 +93,7 @@ fn carried(message: &Value) -> bool {
     message.get("id").is_none()
         && message["method"]
             .as_str()
-            .is_some_and(|m| m == "notifications/resources/updated" || m.ends_with("/list_changed"))
+            .is_some_and(|m| m == methods::RESOURCES_UPDATED || m.ends_with("/list_changed"))
 }
 
 impl Listen {
@@ -109,7 +108,7 @@ impl Listen {
             Some(session_id) => json!({ "_meta": { META_KEY: { "sessionId": session_id } } }),
             None => json!({}),
         };
-        let ack = json!({ "jsonrpc": "2.0", "method": ACKNOWLEDGED, "params": params });
+        let ack = json!({ "jsonrpc": "2.0", "method": methods::MESSAGES_LISTEN_ACKNOWLEDGED, "params": params });
         if !self.send(&ack).await {
             return;
         }

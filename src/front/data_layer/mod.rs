@@ -27,18 +27,9 @@ use super::App;
 use crate::ids::Principal;
 use crate::jsonrpc::Message;
 use crate::keys::Key;
+use crate::methods::{is_session_bound, TOOLS_CALL};
 use crate::session::layer::{Layer, LayerKind};
 use crate::session::{Session, Shape};
-
-/// Which requests reach a server's state, and so need a session where one is required.
-const SESSION_BOUND: [&str; 6] = [
-    "tools/call",
-    "resources/read",
-    "resources/subscribe",
-    "resources/unsubscribe",
-    "prompts/get",
-    "completion/complete",
-];
 
 /// A served server's settings for sessions named in messages (configuration).
 #[derive(Debug, Clone)]
@@ -107,9 +98,9 @@ impl DataLayer {
     pub fn requires_session(&self, request: &Message) -> bool {
         let method = request.method().unwrap_or_default();
         self.settings.require_session
-            && SESSION_BOUND.contains(&method)
+            && is_session_bound(method)
             && !(self.settings.handles
-                && method == "tools/call"
+                && method == TOOLS_CALL
                 && !matches!(handles::classify(request), handles::HandleCall::Plain))
     }
 

@@ -9,6 +9,7 @@ use serde_json::{json, Map, Value};
 use super::params::Params;
 use crate::front::rejection::Rejection;
 use crate::jsonrpc::{Message, INVALID_PARAMS, METHOD_NOT_FOUND};
+use crate::methods;
 use crate::mirrored::ToolMarks;
 
 pub use crate::era::{
@@ -69,7 +70,7 @@ pub fn check(
             meta.get(crate::session::layer::META_KEY)
                 .is_some_and(|c| !c.is_null())
         });
-    if crate::era::REMOVED_METHODS.contains(&method) && !within_session {
+    if methods::removed_in_modern(method) && !within_session {
         return Err(method_not_found(method).with_id(id));
     }
     Ok(fields)
@@ -175,13 +176,8 @@ fn check_headers(
         false,
     )?;
     mirror(headers, METHOD_HEADER, "Mcp-Method", method, false)?;
-    let named = match method {
-        "tools/call" | "prompts/get" => Some("name"),
-        "resources/read" => Some("uri"),
-        _ => None,
-    };
-    if let Some(field) = named {
-        if let Some(value) = params.str(field) {
+    if let Some(target) = methods::mirrored_target(method) {
+        if let Some(value) = params.str(target.field()) {
             mirror(headers, NAME_HEADER, "Mcp-Name", &value, true)?;
         }
     }
@@ -196,7 +192,7 @@ fn check_params(
     params: &Params,
     tool_marks: &ToolMarks,
 ) -> Result<(), Rejection> {
-    if message.method() != Some("tools/call") || !tool_marks.any() {
+    if message.method() != Some(methods::TOOLS_CALL) || !tool_marks.any() {
         return Ok(());
     }
     let Some(marked) = params.str("name").and_then(|tool| tool_marks.of(&tool)) else {
