@@ -18,7 +18,7 @@ fn child_pid(proxy: &Proxy, session: &str) -> i32 {
         .registry()
         .get(session, &Principal::anonymous())
         .expect("the session is registered");
-    let Upstream::Stdio(stdio) = session.upstream() else {
+    let Some(Upstream::Stdio(stdio)) = session.upstream() else {
         panic!("a stdio upstream");
     };
     stdio.pid().expect("a running child") as i32

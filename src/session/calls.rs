@@ -18,7 +18,7 @@ use crate::jsonrpc::{self, id_key, Kind, Message};
 use crate::spans::{self, Span, SpanContext};
 use crate::store::Op;
 use crate::trace_context::TraceContext;
-use crate::upstream::{Upstream, UpstreamError};
+use crate::upstream::UpstreamError;
 
 impl Session {
     /// Sends a client request upstream under a fresh upstream id and opens the stream its
@@ -31,7 +31,7 @@ impl Session {
                 .await
                 .map_err(SessionError::StoreBehind)?;
         }
-        if let Upstream::Owner(owner) = &self.upstream {
+        if let Some(owner) = self.upstream.owner() {
             self.lock().last_active = Instant::now();
             let mut hop = self.span_for(&mut request, "replica hop");
             let forwarded = owner.forward(&request).await;

@@ -13,6 +13,7 @@ mod leaving;
 pub mod list_cache;
 pub mod log;
 pub mod protocol;
+mod reach;
 mod readers;
 pub mod registry;
 mod reinit;
@@ -37,6 +38,7 @@ use crate::upstream::owner::HopError;
 use crate::upstream::{Upstream, UpstreamError};
 use list_cache::ListCache;
 use log::{EventLog, Window};
+pub use reach::Reach;
 use response_cache::ResponseCache;
 use state::State;
 
@@ -205,7 +207,8 @@ pub struct Session {
     principal: Principal,
     settings: Arc<SessionSettings>,
     metrics: Arc<ServerMetrics>,
-    upstream: Upstream,
+    /// Where its messages go: its upstream here, or the replica that owns it.
+    upstream: Reach,
     /// The server's list cache, when its lists do not depend on the session.
     list_cache: Option<Arc<ListCache>>,
     /// Results 2026-07-28 clients may reuse, dropped when a notification makes them stale.
@@ -239,7 +242,7 @@ impl Session {
         id: String,
         principal: Principal,
         shape: Shape,
-        upstream: Upstream,
+        upstream: Reach,
         list_cache: Option<Arc<ListCache>>,
         response_cache: Arc<ResponseCache>,
         settings: Arc<SessionSettings>,
@@ -318,8 +321,9 @@ impl Session {
         self.lock().protocol_version.clone()
     }
 
-    pub fn upstream(&self) -> &Upstream {
-        &self.upstream
+    /// Its own upstream, when this replica serves it (a view has none).
+    pub fn upstream(&self) -> Option<&Upstream> {
+        self.upstream.upstream()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

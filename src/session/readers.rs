@@ -15,7 +15,6 @@ use super::state::{Attachment, State};
 use super::{protocol, ReadError, Session};
 use crate::spans::Span;
 use crate::store::Op;
-use crate::upstream::Upstream;
 
 /// What a reader takes out of its stream in one go.
 #[derive(Debug)]
@@ -187,8 +186,8 @@ impl Session {
         stream: StreamKey,
         after: Option<u64>,
     ) -> Result<(), ReadError> {
-        let head = match &self.upstream {
-            Upstream::Owner(owner) => match owner.read(&[stream]).await {
+        let head = match self.upstream.owner() {
+            Some(owner) => match owner.read(&[stream]).await {
                 Ok(reading) => {
                     let mut state = self.lock();
                     state.owner_head = state.owner_head.max(reading.head);
@@ -200,7 +199,7 @@ impl Session {
                     None
                 }
             },
-            _ => Some(self.head()),
+            None => Some(self.head()),
         };
         match (after, head) {
             (Some(after), Some(head)) if after > head => Err(ReadError::Ahead { after, head }),

@@ -15,7 +15,7 @@ use tracing::{info, warn};
 
 use super::list_cache::ListCache;
 use super::response_cache::ResponseCache;
-use super::{Session, SessionError, SessionSettings, Shape};
+use super::{Reach, Session, SessionError, SessionSettings, Shape};
 use crate::ids::{self, Principal};
 use crate::metrics::{Refusal, ServerMetrics};
 use crate::store::Store;
@@ -187,7 +187,7 @@ impl Registry {
             id,
             principal,
             shape,
-            upstream,
+            Reach::Here(upstream),
             self.list_cache.clone(),
             self.response_cache.clone(),
             self.settings.clone(),

@@ -154,8 +154,6 @@ pub enum Upstream {
     Shared(shared::SharedHandle),
     Http(streamable_http::HttpUpstream),
     Sse(legacy_sse::SseUpstream),
-    /// Another replica owns the session: messages go there (this replica holds a view).
-    Owner(owner::OwnerLink),
     /// A 2026-07-28 server, bridged for the legacy session.
     Modern(modern::ModernUpstream),
     /// A 2026-07-28 HTTP server: the transport under a bridge.
@@ -172,11 +170,6 @@ impl Upstream {
             Upstream::Shared(shared) => shared.send(message).await,
             Upstream::Http(http) => http.send(message).await,
             Upstream::Sse(sse) => sse.send(message).await,
-            Upstream::Owner(owner) => owner
-                .forward(&message)
-                .await
-                .map(|_| ())
-                .map_err(Into::into),
             Upstream::Modern(modern) => Box::pin(modern.send(message)).await,
             Upstream::ModernHttp(http) => http.send(message).await,
             Upstream::Deferred(deferred) => deferred.send(message).await,
@@ -202,7 +195,6 @@ impl Upstream {
             Upstream::Deferred(deferred) => deferred.reestablished(outcome),
             Upstream::Stdio(_)
             | Upstream::Shared(_)
-            | Upstream::Owner(_)
             | Upstream::Modern(_)
             | Upstream::ModernHttp(_) => {}
         }
@@ -224,8 +216,6 @@ impl Upstream {
             Upstream::Modern(modern) => modern.release(),
             Upstream::ModernHttp(http) => http.release(),
             Upstream::Deferred(deferred) => deferred.release(),
-            // A view going away leaves the owner's session alone.
-            Upstream::Owner(_) => {}
         }
     }
 }

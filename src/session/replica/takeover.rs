@@ -15,7 +15,7 @@ use crate::ids::Principal;
 use crate::jsonrpc;
 use crate::session::layer::Layer;
 use crate::session::log::{Logged, StreamKey};
-use crate::session::{Registry, Session, SessionError, Shape};
+use crate::session::{Reach, Registry, Session, SessionError, Shape};
 use crate::store::{Op, Record};
 use crate::upstream::factory::Binding;
 use crate::upstream::{Sink, Upstream};
@@ -172,7 +172,7 @@ impl Registry {
             id.to_owned(),
             principal.clone(),
             shape,
-            upstream,
+            Reach::Here(upstream),
             self.list_cache.clone(),
             self.response_cache.clone(),
             self.settings.clone(),

@@ -12,9 +12,9 @@ use crate::jsonrpc::Message;
 use crate::metrics::ServerMetrics;
 use crate::session::layer::Layer;
 use crate::session::log::{Logged, StreamKey};
+use crate::session::Reach;
 use crate::session::{routing, Session, SessionSettings, Shape};
 use crate::store::Record;
-use crate::upstream::Upstream;
 
 impl Session {
     /// A view of a session another replica owns, as its record describes it, subscribed to
@@ -36,7 +36,7 @@ impl Session {
             id,
             principal,
             shape,
-            Upstream::Owner(owner),
+            Reach::Owner(owner),
             None,
             Arc::default(),
             settings,
@@ -114,10 +114,7 @@ impl Session {
 
     /// The link to the owner, for a view.
     pub(crate) fn owner(&self) -> Option<&crate::upstream::owner::OwnerLink> {
-        match &self.upstream {
-            Upstream::Owner(owner) => Some(owner),
-            _ => None,
-        }
+        self.upstream.owner()
     }
 
     /// Clients read `streams` through another replica's view for `lease` from now (renewed while
