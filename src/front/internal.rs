@@ -173,7 +173,11 @@ async fn forward(
     message: Message,
     lease: Duration,
 ) -> Result<Response<Body>, Refused> {
-    match session.deliver(message).await {
+    let delivered = match message.kind() {
+        Kind::Request => session.call(message).await.map(Some),
+        Kind::Notification | Kind::Response => session.send(message).await.map(|()| None),
+    };
+    match delivered {
         Ok(Some(stream)) => {
             // The asker reads the answer there.
             session.read_elsewhere(&[stream], lease);

@@ -199,13 +199,13 @@ impl Session {
         }
     }
 
-    /// Hands a client message to the session by its kind: for a request, the stream its answer
-    /// will be logged on.
-    pub async fn deliver(&self, message: Message) -> Result<Option<StreamKey>, SessionError> {
+    /// Hands the session a client notification, or a client's answer to a server request. A
+    /// request sent this way is a call whose answer nobody reads.
+    pub async fn send(&self, message: Message) -> Result<(), SessionError> {
         match message.kind() {
-            Kind::Request => self.call(message).await.map(Some),
-            Kind::Notification => self.notify(message).await.map(|()| None),
-            Kind::Response => self.answer(message).await.map(|()| None),
+            Kind::Notification => self.notify(message).await,
+            Kind::Response => self.answer(message).await,
+            Kind::Request => self.call(message).await.map(drop),
         }
     }
 

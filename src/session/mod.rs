@@ -6,6 +6,7 @@
 //! (creating, finding and expiring sessions).
 
 mod calls;
+mod door;
 mod filing;
 mod inflight;
 pub mod layer;

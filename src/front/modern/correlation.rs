@@ -413,7 +413,7 @@ pub async fn initialize_with(
     let message = Message::parse(Bytes::from(initialized.to_string()))
         .map_err(|e| Rejection::bad_request(e.to_string()))?;
     registry
-        .deliver(session, message)
+        .send(session, message)
         .await
         .map_err(|e| Rejection::session(&e))?;
     session.store_synced().await;
@@ -428,11 +428,10 @@ pub async fn ask(
 ) -> Result<Value, Rejection> {
     let message = Message::parse(Bytes::from(request.to_string()))
         .map_err(|e| Rejection::bad_request(e.to_string()))?;
-    let stream = match registry.deliver(session, message).await {
-        Ok(Some(stream)) => stream,
-        Ok(None) => return Err(Rejection::session(&SessionError::Gone)),
-        Err(error) => return Err(Rejection::session(&error)),
-    };
+    let stream = registry
+        .call(session, message)
+        .await
+        .map_err(|e| Rejection::session(&e))?;
     let mut reader = session.attach(stream, None);
     while let Some(delivery) = reader.next().await {
         for event in delivery.events {

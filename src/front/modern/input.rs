@@ -42,7 +42,7 @@ pub fn input_request(method: &str, id: &Value, params: &Value) -> (String, Value
 
 pub async fn answer_upstream(registry: &Registry, session: &Arc<Session>, answer: Value) {
     if let Ok(message) = Message::parse(Bytes::from(answer.to_string())) {
-        let _ = registry.deliver(session, message).await;
+        let _ = registry.send(session, message).await;
     }
 }
 
@@ -51,7 +51,7 @@ pub async fn cancel(registry: &Registry, session: &Arc<Session>, request_id: &Va
     let cancel = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": { "requestId": request_id, "reason": reason } });
     if let Ok(message) = Message::parse(Bytes::from(cancel.to_string())) {
-        let _ = registry.deliver(session, message).await;
+        let _ = registry.send(session, message).await;
     }
 }
 

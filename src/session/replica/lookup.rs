@@ -1,7 +1,6 @@
-//! Finding a session on whichever replica owns it: here, through a view (its owner alive), or
-//! taken over (its owner dead); a session that may exist is never reported missing while the
-//! store or its owner cannot tell. Messages follow a session that moved; ending reaches its
-//! owner.
+//! Finding a session on whichever replica owns it, from the shared store: through a view (its
+//! owner alive), or taken over (its owner dead); a session that may exist is never reported
+//! missing while the store or its owner cannot tell. Ending reaches its owner.
 
 use std::sync::Arc;
 
@@ -9,54 +8,12 @@ use http::HeaderValue;
 use tracing::warn;
 
 use super::follow::{renew, tail};
-use crate::event::StreamKey;
 use crate::ids::{self, Principal};
-use crate::jsonrpc::{Kind, Message};
 use crate::session::{Registry, Session, SessionError};
 use crate::store::{Record, RedisStore};
 use crate::upstream::owner::{HopError, Owner, OwnerLink};
-use crate::upstream::UpstreamError;
 
 impl Registry {
-    /// The session `id` if `principal` owns it, here or on another replica (then a view of it,
-    /// fed from the shared log, whose client messages go to the owner). A session that may
-    /// exist is never reported missing: while the shared store or its owner cannot tell, that
-    /// is an error (503, retry), not `None` (404). `credential` is the request's
-    /// `Authorization`: a session taken over here gets its new upstream with it.
-    pub async fn find(
-        &self,
-        id: &str,
-        principal: &Principal,
-        credential: Option<&HeaderValue>,
-    ) -> Result<Option<Arc<Session>>, SessionError> {
-        if let Some(session) = self.get(id, principal) {
-            return Ok(Some(session));
-        }
-        let Some(redis) = self.store.redis() else {
-            return Ok(None);
-        };
-        if !ids::is_well_formed(id) {
-            return Ok(None);
-        }
-        if let Some(view) = self.views.get(id).map(|v| v.value().clone()) {
-            if view.principal() != principal {
-                return Ok(None);
-            }
-            view.remember_credential(credential);
-            let trusted = !view.ended.is_cancelled() && !view.owner().is_some_and(|o| o.suspect());
-            if trusted {
-                return Ok(Some(view));
-            }
-        }
-        if self.is_leaving() {
-            return Err(SessionError::ShuttingDown);
-        }
-        if !self.store.healthy() {
-            return Err(SessionError::StoreUnavailable);
-        }
-        self.resolve(redis, id, principal, credential).await
-    }
-
     /// Where session `id` lives, from the shared store: a view of it (its owner alive), or this
     /// replica's own after taking it over (its owner dead). Without a record, the replica its id
     /// names (which may not have written it yet) is asked.
@@ -224,42 +181,6 @@ impl Registry {
             ));
         }
         view
-    }
-
-    /// Hands a client message to a session found here: for a request, the stream its answer
-    /// will be logged on. When a view's owner no longer has the session, cannot be reached (the
-    /// message was not carried out), or another replica answers at its address, the session is
-    /// looked up once more and the message goes where it lives now (taken over here, when its
-    /// owner has left); if it is gone everywhere, that is `SessionError::Gone` (404).
-    pub async fn deliver(
-        &self,
-        session: &Arc<Session>,
-        message: Message,
-    ) -> Result<Option<StreamKey>, SessionError> {
-        if self.is_leaving() && message.kind() == Kind::Request {
-            return Err(SessionError::ShuttingDown);
-        }
-        let retry = session.owner().is_some().then(|| message.clone());
-        let outcome = session.deliver(message).await;
-        let (Some(message), Err(SessionError::Upstream(UpstreamError::Hop(hop)))) =
-            (retry, &outcome)
-        else {
-            return outcome;
-        };
-        if !matches!(
-            hop,
-            HopError::Gone | HopError::Moved { .. } | HopError::Unreachable(_)
-        ) {
-            return outcome;
-        }
-        let credential = session.credential();
-        match self
-            .find(session.id(), session.principal(), credential.as_ref())
-            .await?
-        {
-            Some(found) => found.deliver(message).await,
-            None => Err(SessionError::Gone),
-        }
     }
 
     /// Ends session `id` wherever it lives, and returns once no replica will find it: a view's

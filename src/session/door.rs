@@ -1,0 +1,131 @@
+//! The registry's front door: every front finds a session here and hands it what its client
+//! sends — a request (`call`: it has an answer, logged on a stream) or a notification or a
+//! response (`send`). A session that moved to another replica is followed.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use http::HeaderValue;
+
+use super::{Registry, Session, SessionError};
+use crate::event::StreamKey;
+use crate::ids::{self, Principal};
+use crate::jsonrpc::{Kind, Message};
+use crate::upstream::owner::HopError;
+use crate::upstream::UpstreamError;
+
+impl Registry {
+    /// The session `id` if `principal` owns it, here or on another replica (then a view of it,
+    /// fed from the shared log, whose client messages go to the owner). A session that may
+    /// exist is never reported missing: while the shared store or its owner cannot tell, that
+    /// is an error (503, retry), not `None` (404). `credential` is the request's
+    /// `Authorization`: a session taken over here gets its new upstream with it.
+    pub async fn find(
+        &self,
+        id: &str,
+        principal: &Principal,
+        credential: Option<&HeaderValue>,
+    ) -> Result<Option<Arc<Session>>, SessionError> {
+        if let Some(session) = self.get(id, principal) {
+            return Ok(Some(session));
+        }
+        let Some(redis) = self.store.redis() else {
+            return Ok(None);
+        };
+        if !ids::is_well_formed(id) {
+            return Ok(None);
+        }
+        if let Some(view) = self.views.get(id).map(|v| v.value().clone()) {
+            if view.principal() != principal {
+                return Ok(None);
+            }
+            view.remember_credential(credential);
+            let trusted = !view.ended.is_cancelled() && !view.owner().is_some_and(|o| o.suspect());
+            if trusted {
+                return Ok(Some(view));
+            }
+        }
+        if self.is_leaving() {
+            return Err(SessionError::ShuttingDown);
+        }
+        if !self.store.healthy() {
+            return Err(SessionError::StoreUnavailable);
+        }
+        self.resolve(redis, id, principal, credential).await
+    }
+
+    /// Hands a client request to `session`: the stream its answer will be logged on. A
+    /// replica on its way out takes no new request.
+    pub async fn call(
+        &self,
+        session: &Arc<Session>,
+        request: Message,
+    ) -> Result<StreamKey, SessionError> {
+        if self.is_leaving() {
+            return Err(SessionError::ShuttingDown);
+        }
+        self.followed(session, request, |session, request| async move {
+            session.call(request).await
+        })
+        .await
+    }
+
+    /// Hands a client notification, or a client's answer to a server request, to `session`.
+    pub async fn send(&self, session: &Arc<Session>, message: Message) -> Result<(), SessionError> {
+        self.followed(session, message, |session, message| async move {
+            session.send(message).await
+        })
+        .await
+    }
+
+    /// Hands any client message to `session` by its kind: for a request, the stream its
+    /// answer will be logged on.
+    pub async fn deliver(
+        &self,
+        session: &Arc<Session>,
+        message: Message,
+    ) -> Result<Option<StreamKey>, SessionError> {
+        match message.kind() {
+            Kind::Request => self.call(session, message).await.map(Some),
+            Kind::Notification | Kind::Response => self.send(session, message).await.map(|()| None),
+        }
+    }
+
+    /// Delivers `message` with `deliver`. When a view's owner no longer has the session, cannot
+    /// be reached (the message was not carried out), or another replica answers at its address,
+    /// the session is looked up once more and the message goes where it lives now (taken over
+    /// here, when its owner has left); if it is gone everywhere, that is `SessionError::Gone`
+    /// (404).
+    async fn followed<T, F, Delivered>(
+        &self,
+        session: &Arc<Session>,
+        message: Message,
+        deliver: F,
+    ) -> Result<T, SessionError>
+    where
+        F: Fn(Arc<Session>, Message) -> Delivered,
+        Delivered: Future<Output = Result<T, SessionError>>,
+    {
+        let retry = session.owner().is_some().then(|| message.clone());
+        let outcome = deliver(session.clone(), message).await;
+        let (Some(message), Err(SessionError::Upstream(UpstreamError::Hop(hop)))) =
+            (retry, &outcome)
+        else {
+            return outcome;
+        };
+        if !matches!(
+            hop,
+            HopError::Gone | HopError::Moved { .. } | HopError::Unreachable(_)
+        ) {
+            return outcome;
+        }
+        let credential = session.credential();
+        match self
+            .find(session.id(), session.principal(), credential.as_ref())
+            .await?
+        {
+            Some(found) => deliver(found, message).await,
+            None => Err(SessionError::Gone),
+        }
+    }
+}
