@@ -115,7 +115,7 @@ impl Session {
         }
         let progress_token = routing::progress_token(&request);
         if let Some(token) = &progress_token {
-            state.progress.insert(token.clone(), n);
+            state.calls.progress.insert(token.clone(), n);
         }
         if method == "initialize" {
             // Kept to bring a new or forgetful upstream to where this one was.
@@ -123,9 +123,9 @@ impl Session {
         }
         mirror_call(&mut state, &request, n);
         let span = self.span_for(&mut request, "upstream exchange");
-        let upstream_id = state.next_upstream_id;
-        state.next_upstream_id += 1;
-        state.inflight.insert(
+        let upstream_id = state.calls.next_upstream_id;
+        state.calls.next_upstream_id += 1;
+        state.calls.inflight.insert(
             upstream_id,
             Inflight {
                 client_id,
@@ -225,6 +225,7 @@ impl Session {
             let upstream_id = {
                 let mut state = self.lock();
                 let found = state
+                    .calls
                     .inflight
                     .iter()
                     .find(|(_, r)| id_key(&r.client_id) == wanted)
@@ -238,7 +239,7 @@ impl Session {
                 if let Some(request) = state.finish(upstream_id) {
                     let stream = state.stream_of(request.stream);
                     self.append(&mut state, stream, Bytes::new(), true, None);
-                    state.abandoned += 1;
+                    state.calls.abandoned += 1;
                 }
                 upstream_id
             };
@@ -258,7 +259,12 @@ impl Session {
     /// does not wait for it (until the server speaks of it again).
     pub fn hold_for_input(&self, stream: u64) {
         let mut state = self.lock();
-        if let Some(request) = state.inflight.values_mut().find(|r| r.stream == stream) {
+        if let Some(request) = state
+            .calls
+            .inflight
+            .values_mut()
+            .find(|r| r.stream == stream)
+        {
             request.held_for_input = true;
         }
     }
@@ -267,18 +273,18 @@ impl Session {
     /// waiting for the client's answer.
     pub fn quiet(&self) -> bool {
         let state = self.lock();
-        state.inflight.is_empty() && state.asked.is_empty()
+        state.calls.inflight.is_empty() && state.calls.asked.is_empty()
     }
 
     /// How many client requests were given up before their server answered (cancelled, or
     /// past the request timeout) since the session began.
     pub fn abandoned_requests(&self) -> u64 {
-        self.lock().abandoned
+        self.lock().calls.abandoned
     }
 
     /// Whether the server's request `id` still waits for the client's answer.
     pub fn awaits_answer(&self, id: &Value) -> bool {
-        self.lock().asked.contains_key(&id_key(id))
+        self.lock().calls.asked.contains_key(&id_key(id))
     }
 
     /// Forwards the client's response to a server request; the request that caused it waits
@@ -286,7 +292,7 @@ impl Session {
     pub async fn answer(&self, response: Message) -> Result<(), SessionError> {
         if let Some(id) = response.id() {
             let mut state = self.lock();
-            if let Some(stream) = state.asked.remove(&id_key(id)) {
+            if let Some(stream) = state.calls.asked.remove(&id_key(id)) {
                 state.heard_of(stream, self.settings.request_timeout, false);
             }
         }
@@ -311,6 +317,7 @@ impl Session {
         let overdue: Vec<u64> = {
             let mut state = self.lock();
             let overdue: Vec<u64> = state
+                .calls
                 .inflight
                 .iter()
                 .filter(|(_, r)| r.internal.is_none() && r.deadline.is_some_and(|d| d <= now))
@@ -318,7 +325,7 @@ impl Session {
                 .collect();
             for upstream_id in &overdue {
                 if let Some(request) = state.finish(*upstream_id) {
-                    state.abandoned += 1;
+                    state.calls.abandoned += 1;
                     let message = format!(
                         "the upstream server did not answer {} within {timeout:?} \
                          (upstream.request_timeout); the request was cancelled",
@@ -375,9 +382,9 @@ impl Session {
         let (done, answered) = tokio::sync::oneshot::channel();
         let upstream_id = {
             let mut state = self.lock();
-            let id = state.next_upstream_id;
-            state.next_upstream_id += 1;
-            state.inflight.insert(
+            let id = state.calls.next_upstream_id;
+            state.calls.next_upstream_id += 1;
+            state.calls.inflight.insert(
                 id,
                 Inflight {
                     client_id: Value::Null,
@@ -423,7 +430,7 @@ enum Opened {
 /// Tells the shared store (if any) of a request in flight on the session's n-th stream, and
 /// keeps the params of `initialize` for a replica that takes the session over.
 fn mirror_call(state: &mut State, request: &Message, n: u64) {
-    if state.mirror.is_none() {
+    if state.replica.mirror.is_none() {
         return;
     }
     let client_id = request.id().cloned().unwrap_or(Value::Null).to_string();

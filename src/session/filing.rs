@@ -44,8 +44,8 @@ impl Session {
                 }
             }
             UpstreamEvent::AnswersLost(cause) => {
-                let lost: Vec<Inflight> = state.inflight.drain().map(|(_, r)| r).collect();
-                state.progress.clear();
+                let lost: Vec<Inflight> = state.calls.inflight.drain().map(|(_, r)| r).collect();
+                state.calls.progress.clear();
                 for request in lost {
                     self.fail(&mut state, request, &cause);
                 }
@@ -53,8 +53,8 @@ impl Session {
             UpstreamEvent::SessionLost => self.reestablish(),
             UpstreamEvent::Exited(cause) => {
                 self.metrics.upstream_exits_total.inc();
-                let failed: Vec<Inflight> = state.inflight.drain().map(|(_, r)| r).collect();
-                state.progress.clear();
+                let failed: Vec<Inflight> = state.calls.inflight.drain().map(|(_, r)| r).collect();
+                state.calls.progress.clear();
                 for request in failed {
                     self.fail(&mut state, request, &cause);
                 }
@@ -139,7 +139,7 @@ impl Session {
                 }
                 (state.stream_of(request.stream), true)
             }
-            Route::Progress(token) => match state.progress.get(&token).copied() {
+            Route::Progress(token) => match state.calls.progress.get(&token).copied() {
                 Some(stream) => {
                     state.heard_of(stream, self.settings.request_timeout, false);
                     (state.stream_of(stream), false)
@@ -150,7 +150,7 @@ impl Session {
                 Some(n) => {
                     let asks = message.kind() == Kind::Request;
                     if let (true, Some(id)) = (asks, message.id()) {
-                        state.asked.insert(id_key(id), n);
+                        state.calls.asked.insert(id_key(id), n);
                     }
                     state.heard_of(n, self.settings.request_timeout, asks);
                     (state.stream_of(n), false)
@@ -184,6 +184,7 @@ impl Session {
         };
         let now = Instant::now();
         let mirrored = state
+            .replica
             .mirror
             .is_some()
             .then(|| (payload.clone(), coalesce.clone()));
@@ -233,7 +234,7 @@ fn record_initialize(state: &mut State, response: &Message) {
         return;
     };
     state.protocol_version = result.protocol_version;
-    state.changeable_lists = [
+    state.subscriptions.changeable_lists = [
         ("tools", "notifications/tools/list_changed"),
         ("resources", "notifications/resources/list_changed"),
         ("prompts", "notifications/prompts/list_changed"),

@@ -1,5 +1,7 @@
-//! A client request the server has not answered yet: where its answer goes, what it waits for
-//! and until when.
+//! Client requests the server has not answered yet: where each answer goes, what it waits for
+//! and until when, and the session's part of its state that keeps them.
+
+use std::collections::HashMap;
 
 use serde_json::Value;
 use tokio::time::Instant;
@@ -28,4 +30,31 @@ pub(super) struct Inflight {
     pub(super) sent: Instant,
     /// The span of the exchange with the server (tracing on): ends with the answer.
     pub(super) span: Option<Span>,
+}
+
+/// The requests in flight: the session's state of its calls.
+#[derive(Debug)]
+pub(super) struct Calls {
+    pub(super) next_upstream_id: u64,
+    pub(super) inflight: HashMap<u64, Inflight>,
+    /// Client requests given up before their server answered (cancelled, or past the request
+    /// timeout): the server may still be working on them.
+    pub(super) abandoned: u64,
+    /// Progress tokens (key form) → the request stream of the request that named them.
+    pub(super) progress: HashMap<String, u64>,
+    /// Requests of the server awaiting the client's answer: their id (key form) → the request
+    /// stream of the client request that caused them.
+    pub(super) asked: HashMap<String, u64>,
+}
+
+impl Default for Calls {
+    fn default() -> Calls {
+        Calls {
+            next_upstream_id: 1,
+            inflight: HashMap::new(),
+            abandoned: 0,
+            progress: HashMap::new(),
+            asked: HashMap::new(),
+        }
+    }
 }

@@ -142,7 +142,9 @@ impl Session {
     /// its own idle TTL), or past its lifetime.
     pub(crate) fn expired(&self, now: Instant, idle_ttl: Duration) -> bool {
         let state = self.lock();
-        let unused = state.attachments.is_empty() && state.inflight.is_empty() && state.taps == 0;
+        let unused = state.reading.attachments.is_empty()
+            && state.calls.inflight.is_empty()
+            && state.reading.taps == 0;
         let idle = |ttl| unused && now.saturating_duration_since(state.last_active) >= ttl;
         match &state.layer {
             None => idle(idle_ttl),

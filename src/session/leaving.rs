@@ -57,6 +57,7 @@ impl Session {
     /// input: that client may not come back before the stop.
     fn in_flight(&self) -> usize {
         self.lock()
+            .calls
             .inflight
             .values()
             .filter(|request| !request.held_for_input)

@@ -16,14 +16,15 @@ pub mod log;
 pub mod protocol;
 mod reach;
 mod readers;
+mod reading;
 pub mod registry;
 mod reinit;
 pub mod replica;
 pub mod response_cache;
 pub mod routing;
 mod state;
+mod subscriptions;
 
-use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -38,7 +39,7 @@ use crate::store::{Backlog, Mirror, Op};
 use crate::upstream::owner::HopError;
 use crate::upstream::{Upstream, UpstreamError};
 use list_cache::ListCache;
-use log::{EventLog, Window};
+use log::Window;
 pub use reach::Reach;
 use response_cache::ResponseCache;
 use state::State;
@@ -254,32 +255,7 @@ impl Session {
         Arc::new_cyclic(|this| Session {
             this: this.clone(),
             backlog,
-            state: Mutex::new(State {
-                shape,
-                log: EventLog::new(settings.window),
-                next_stream: 1,
-                next_upstream_id: 1,
-                inflight: HashMap::new(),
-                abandoned: 0,
-                progress: HashMap::new(),
-                asked: HashMap::new(),
-                attachments: HashMap::new(),
-                remote_readers: HashMap::new(),
-                taps: 0,
-                next_generation: 1,
-                subscriptions: BTreeSet::new(),
-                changeable_lists: Vec::new(),
-                protocol_version: None,
-                numbered: false,
-                upstream_failure: None,
-                last_active: Instant::now(),
-                mirror,
-                view: false,
-                owner_head: 0,
-                followed_through: 0,
-                init: None,
-                layer: None,
-            }),
+            state: Mutex::new(State::new(shape, settings.window, mirror)),
             id,
             principal,
             settings,
@@ -351,7 +327,9 @@ impl Session {
     /// Since when the session has been idle: no stream attached, nothing in flight.
     pub(crate) fn idle_since(&self) -> Option<Instant> {
         let state = self.lock();
-        let unused = state.attachments.is_empty() && state.inflight.is_empty() && state.taps == 0;
+        let unused = state.reading.attachments.is_empty()
+            && state.calls.inflight.is_empty()
+            && state.reading.taps == 0;
         unused.then_some(state.last_active)
     }
 

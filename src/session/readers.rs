@@ -11,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use super::log::{Event, EventId, StreamKey};
-use super::state::{Attachment, State};
+use super::reading::Attachment;
+use super::state::State;
 use super::{protocol, ReadError, Session};
 use crate::spans::Span;
 use crate::store::Op;
@@ -42,7 +43,7 @@ impl Session {
         let state = self.lock();
         match stream {
             StreamKey::Standalone => true,
-            StreamKey::Request(n) => n >= 1 && (state.view || n < state.next_stream),
+            StreamKey::Request(n) => n >= 1 && (state.replica.view || n < state.next_stream),
         }
     }
 
@@ -58,10 +59,10 @@ impl Session {
     }
 
     fn attach_at(self: &Arc<Self>, state: &mut State, stream: StreamKey, cursor: u64) -> Reader {
-        let generation = state.next_generation;
-        state.next_generation += 1;
+        let generation = state.reading.next_generation;
+        state.reading.next_generation += 1;
         let detached = CancellationToken::new();
-        let previous = state.attachments.insert(
+        let previous = state.reading.attachments.insert(
             stream,
             Attachment {
                 generation,
@@ -89,7 +90,7 @@ impl Session {
     /// is in use while one reads.
     pub fn tap(self: &Arc<Self>) -> Reader {
         let mut state = self.lock();
-        state.taps += 1;
+        state.reading.taps += 1;
         self.readers.notify_waiters(); // a view follows its log while read
         let head = state.log.head();
         Reader {
@@ -111,7 +112,7 @@ impl Session {
     pub fn resume(self: &Arc<Self>, last: Option<u64>) -> Result<Resumed, ResumeError> {
         let mut state = self.lock();
         let head = state.log.head();
-        let known = head.max(state.owner_head);
+        let known = head.max(state.replica.owner_head);
         let stream = StreamKey::Standalone;
         let (cursor, catchup, first) = match last {
             Some(last) if last > known => return Err(ResumeError::Ahead { head: known }),
@@ -121,7 +122,7 @@ impl Session {
             }
             Some(_) => {
                 self.metrics.replay_gaps_total.inc();
-                let invalidations = state.invalidations();
+                let invalidations = state.subscriptions.invalidations();
                 let first = (!invalidations.is_empty()).then_some(Delivery {
                     events: Vec::new(),
                     invalidations,
@@ -150,7 +151,7 @@ impl Session {
         self.metrics.events_coalesced_total.inc_by(read.coalesced);
         let invalidations = if read.gap {
             self.metrics.replay_gaps_total.inc();
-            state.invalidations()
+            state.subscriptions.invalidations()
         } else {
             Vec::new()
         };
@@ -171,8 +172,8 @@ impl Session {
 
     fn detach(&self, stream: StreamKey, generation: u64) {
         let mut state = self.lock();
-        if state.attachments.get(&stream).map(|a| a.generation) == Some(generation) {
-            state.attachments.remove(&stream);
+        if state.reading.attachments.get(&stream).map(|a| a.generation) == Some(generation) {
+            state.reading.attachments.remove(&stream);
         }
         state.last_active = Instant::now();
     }
@@ -190,8 +191,8 @@ impl Session {
             Some(owner) => match owner.read(&[stream]).await {
                 Ok(reading) => {
                     let mut state = self.lock();
-                    state.owner_head = state.owner_head.max(reading.head);
-                    Some(state.owner_head.max(state.log.head()))
+                    state.replica.owner_head = state.replica.owner_head.max(reading.head);
+                    Some(state.replica.owner_head.max(state.log.head()))
                 }
                 Err(error) => {
                     self.span()
@@ -209,20 +210,20 @@ impl Session {
 
     /// Whether a tap reads the session's own messages here.
     pub(crate) fn tapped(&self) -> bool {
-        self.lock().taps > 0
+        self.lock().reading.taps > 0
     }
 
     /// The streams clients read here (a view renews them with its owner).
     pub(crate) fn attached_streams(&self) -> Vec<StreamKey> {
-        self.lock().attachments.keys().copied().collect()
+        self.lock().reading.attachments.keys().copied().collect()
     }
 
     /// Whether a reader here waits for more than this log holds: a tap or one on the
     /// standalone stream, or one on a request stream whose answer has not arrived.
     pub(crate) fn has_readers(&self) -> bool {
         let state = self.lock();
-        state.taps > 0
-            || state.attachments.keys().any(|stream| match stream {
+        state.reading.taps > 0
+            || state.reading.attachments.keys().any(|stream| match stream {
                 StreamKey::Standalone => true,
                 StreamKey::Request(_) => !state.log.holds_end_of(*stream),
             })
@@ -367,7 +368,7 @@ impl Reader {
 impl Drop for Reader {
     fn drop(&mut self) {
         match self.generation {
-            TAP => self.session.lock().taps -= 1,
+            TAP => self.session.lock().reading.taps -= 1,
             generation => self.session.detach(self.stream, generation),
         }
     }

@@ -29,7 +29,7 @@ impl Session {
         self.upstream
             .send(Message::request(None, "notifications/initialized", None))
             .await?;
-        let subscriptions: Vec<String> = self.lock().subscriptions.iter().cloned().collect();
+        let subscriptions: Vec<String> = self.lock().subscriptions.uris.iter().cloned().collect();
         for uri in subscriptions {
             let params = serde_json::value::to_raw_value(&json!({ "uri": uri })).ok();
             self.internal_request("resources/subscribe", params).await?;

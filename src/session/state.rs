@@ -1,78 +1,76 @@
-//! The mutable state of a session, under its one lock: the log, the requests in flight, the
-//! attached readers, what the server announced and what the session mirrors to the store.
+//! The mutable state of a session, under its one lock: the log and its streams, and one part
+//! for each job, owned by the file that does it (calls in flight, readers, subscriptions, the
+//! replica's copy); what moves a request between them is here.
 
-use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
-use bytes::Bytes;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
-use super::inflight::Inflight;
-use super::log::{EventLog, StreamKey};
-use super::{Shape, SubscriptionRefused, MAX_SUBSCRIPTION_BYTES};
-use crate::jsonrpc;
-use crate::methods;
+use super::inflight::{Calls, Inflight};
+use super::log::{EventLog, StreamKey, Window};
+use super::reading::Reading;
+use super::replica::Replicated;
+use super::subscriptions::Subscriptions;
+use super::{Shape, SubscriptionRefused};
 use crate::store::{Mirror, Op};
 
-#[derive(Debug)]
-pub(super) struct Attachment {
-    pub(super) generation: u64,
-    pub(super) detached: CancellationToken,
-}
-
+/// What the one lock of a session guards, in parts owned by the files that do each job.
 #[derive(Debug)]
 pub(super) struct State {
     pub(super) shape: Shape,
     pub(super) log: EventLog,
     pub(super) next_stream: u64,
-    pub(super) next_upstream_id: u64,
-    pub(super) inflight: HashMap<u64, Inflight>,
-    /// Client requests given up before their server answered (cancelled, or past the request
-    /// timeout): the server may still be working on them.
-    pub(super) abandoned: u64,
-    pub(super) progress: HashMap<String, u64>,
-    /// Requests of the server awaiting the client's answer: their id (key form) → the request
-    /// stream of the client request that caused them.
-    pub(super) asked: HashMap<String, u64>,
-    pub(super) attachments: HashMap<StreamKey, Attachment>,
-    /// Streams clients read through other replicas' views, until when (renewed while read):
-    /// like an attached reader, they get every message as it comes.
-    pub(super) remote_readers: HashMap<StreamKey, Instant>,
-    /// Readers of the session's own messages beside the attached one (`Session::tap`).
-    pub(super) taps: usize,
-    pub(super) next_generation: u64,
-    pub(super) subscriptions: BTreeSet<String>,
-    /// The `list_changed` notifications the server announced it may send.
-    pub(super) changeable_lists: Vec<&'static str>,
+    /// Requests in flight (`inflight`).
+    pub(super) calls: Calls,
+    /// Who reads which stream (`readers`).
+    pub(super) reading: Reading,
+    /// Subscriptions and the lists the server may change (`subscriptions`).
+    pub(super) subscriptions: Subscriptions,
+    /// Its record and log in the shared store, or its owner's (`replica`).
+    pub(super) replica: Replicated,
     pub(super) protocol_version: Option<String>,
     /// A protocol-level session (`session/start`): its notifications carry `sessionEventId`.
     pub(super) numbered: bool,
     pub(super) upstream_failure: Option<String>,
     pub(super) last_active: Instant,
-    /// Where the session records itself for other replicas (a shared store only).
-    pub(super) mirror: Option<Mirror>,
-    /// Another replica owns the session; this log is a copy of the shared one.
-    pub(super) view: bool,
-    /// A view: the newest position its owner reported (this copy may not have it yet).
-    pub(super) owner_head: u64,
-    /// A view: how far the shared log has been read (what came with hops may be further).
-    pub(super) followed_through: u64,
     /// The client's `initialize` params: a new or forgetful upstream is initialized with them.
     pub(super) init: Option<String>,
-    /// A session named in messages (a data-layer session or a state handle).
+    /// A session named in messages (a data-layer session or a state handle, `layer`).
     pub(super) layer: Option<super::layer::Layer>,
 }
 
 impl State {
+    pub(super) fn new(shape: Shape, window: Window, mirror: Option<Mirror>) -> State {
+        State {
+            shape,
+            log: EventLog::new(window),
+            next_stream: 1,
+            calls: Calls::default(),
+            reading: Reading::default(),
+            subscriptions: Subscriptions::default(),
+            replica: Replicated {
+                mirror,
+                ..Replicated::default()
+            },
+            protocol_version: None,
+            numbered: false,
+            upstream_failure: None,
+            last_active: Instant::now(),
+            init: None,
+            layer: None,
+        }
+    }
+
     /// Takes a request out of flight, with its progress token.
     pub(super) fn finish(&mut self, upstream_id: u64) -> Option<Inflight> {
-        let request = self.inflight.remove(&upstream_id)?;
+        let request = self.calls.inflight.remove(&upstream_id)?;
         if let Some(token) = &request.progress_token {
-            self.progress.remove(token);
+            self.calls.progress.remove(token);
         }
-        if !self.asked.is_empty() {
-            self.asked.retain(|_, stream| *stream != request.stream);
+        if !self.calls.asked.is_empty() {
+            self.calls
+                .asked
+                .retain(|_, stream| *stream != request.stream);
         }
         self.mirror(|| Op::Answered {
             stream: request.stream,
@@ -82,7 +80,7 @@ impl State {
 
     /// Records an op in the shared store, if there is one (built only then).
     pub(super) fn mirror(&self, op: impl FnOnce() -> Op) {
-        if let Some(mirror) = &self.mirror {
+        if let Some(mirror) = &self.replica.mirror {
             mirror.send(op());
         }
     }
@@ -90,26 +88,17 @@ impl State {
     /// Records a subscription to `uri` and writes it to the store, unless the session already
     /// holds `limit` others or `MAX_SUBSCRIPTION_BYTES` of URIs (one it holds is no new one).
     pub(super) fn subscribe(&mut self, uri: &str, limit: usize) -> Result<(), SubscriptionRefused> {
-        if self.subscriptions.contains(uri) {
-            return Ok(());
+        if self.subscriptions.add(uri, limit)? {
+            self.mirror(|| Op::Subscribed {
+                uri: uri.to_owned(),
+            });
         }
-        if self.subscriptions.len() >= limit {
-            return Err(SubscriptionRefused::TooMany(limit));
-        }
-        let bytes: usize = self.subscriptions.iter().map(String::len).sum();
-        if bytes + uri.len() > MAX_SUBSCRIPTION_BYTES {
-            return Err(SubscriptionRefused::TooLarge(MAX_SUBSCRIPTION_BYTES));
-        }
-        self.subscriptions.insert(uri.to_owned());
-        self.mirror(|| Op::Subscribed {
-            uri: uri.to_owned(),
-        });
         Ok(())
     }
 
     /// Forgets a subscription to `uri`, in the store too.
     pub(super) fn unsubscribe(&mut self, uri: &str) {
-        if self.subscriptions.remove(uri) {
+        if self.subscriptions.uris.remove(uri) {
             self.mirror(|| Op::Unsubscribed {
                 uri: uri.to_owned(),
             });
@@ -125,17 +114,18 @@ impl State {
     }
 
     pub(super) fn is_open(&self, stream: u64) -> bool {
-        match self.view {
+        match self.replica.view {
             true => !self.log.holds_end_of(StreamKey::Request(stream)),
-            false => self.inflight.values().any(|r| r.stream == stream),
+            false => self.calls.inflight.values().any(|r| r.stream == stream),
         }
     }
 
     /// Whether a reader, here or through another replica, takes `stream` as it comes.
     pub(super) fn read_live(&self, stream: StreamKey, now: Instant) -> bool {
-        self.attachments.contains_key(&stream)
-            || (stream == StreamKey::Standalone && self.taps > 0)
+        self.reading.attachments.contains_key(&stream)
+            || (stream == StreamKey::Standalone && self.reading.taps > 0)
             || self
+                .reading
                 .remote_readers
                 .get(&stream)
                 .is_some_and(|until| *until > now)
@@ -144,7 +134,12 @@ impl State {
     /// The server spoke of the request on request stream `stream`: its wait starts again, or
     /// pauses while the client owes the server an answer.
     pub(super) fn heard_of(&mut self, stream: u64, timeout: Duration, awaiting_client: bool) {
-        if let Some(request) = self.inflight.values_mut().find(|r| r.stream == stream) {
+        if let Some(request) = self
+            .calls
+            .inflight
+            .values_mut()
+            .find(|r| r.stream == stream)
+        {
             request.deadline = (!awaiting_client).then(|| crate::clock::from_now(timeout));
             request.held_for_input &= awaiting_client;
         }
@@ -153,26 +148,11 @@ impl State {
     /// The most recent client request still in flight (SEP-2260: the request that caused a
     /// server request or log message): its messages go on its stream, else on the standalone.
     pub(super) fn related_request(&self) -> Option<u64> {
-        self.inflight
+        self.calls
+            .inflight
             .values()
             .filter(|r| r.internal.is_none())
             .map(|r| r.stream)
             .max()
-    }
-
-    /// What a client that lost messages must re-read: one `resources/updated` per subscribed
-    /// URI and one `list_changed` per list the server can change.
-    pub(super) fn invalidations(&self) -> Vec<Bytes> {
-        let updates = self.subscriptions.iter().map(|uri| {
-            jsonrpc::notification(
-                methods::RESOURCES_UPDATED,
-                serde_json::json!({ "uri": uri }),
-            )
-        });
-        let lists = self
-            .changeable_lists
-            .iter()
-            .map(|method| jsonrpc::notification(method, serde_json::json!({})));
-        updates.chain(lists).collect()
     }
 }

@@ -9,7 +9,7 @@ impl Session {
     /// Waits (bounded) until the shared store holds everything this session wrote so far: a
     /// client told of the session (its id, the answer to initialize) may ask any replica next.
     pub async fn store_synced(&self) {
-        let mirror = self.lock().mirror.clone();
+        let mirror = self.lock().replica.mirror.clone();
         if let Some(mirror) = mirror {
             if !mirror.synced(STORE_PATIENCE).await {
                 self.span().in_scope(|| {
@@ -28,7 +28,7 @@ impl Session {
             numbered: state.numbered,
             version: state.protocol_version.clone(),
             init: state.init.clone(),
-            subs: serde_json::to_string(&state.subscriptions).ok(),
+            subs: serde_json::to_string(&state.subscriptions.uris).ok(),
             next_stream: state.next_stream,
             evicted: state.log.evicted_floor(),
             layer: state.layer.as_ref().map(|layer| layer.to_record()),
@@ -41,14 +41,19 @@ impl Session {
     pub(crate) fn rewrite_to_store(&self) {
         let record = self.record();
         let state = self.lock();
-        if state.mirror.is_none() {
+        if state.replica.mirror.is_none() {
             return;
         }
         state.mirror(|| Op::Create(Box::new(record)));
         for logged in state.log.entries() {
             state.mirror(|| Op::Append(logged));
         }
-        for request in state.inflight.values().filter(|r| r.internal.is_none()) {
+        for request in state
+            .calls
+            .inflight
+            .values()
+            .filter(|r| r.internal.is_none())
+        {
             state.mirror(|| Op::Inflight {
                 stream: request.stream,
                 client_id: request.client_id.to_string(),

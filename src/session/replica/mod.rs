@@ -7,6 +7,8 @@
 //! hop's wire format is `crate::hop`; its client is `upstream::owner`, its server
 //! `front::internal`.
 
+use crate::store::Mirror;
+
 pub mod cluster;
 mod correlated;
 mod follow;
@@ -15,3 +17,16 @@ mod mirror;
 pub(in crate::session) mod spent;
 mod takeover;
 mod view;
+
+/// The session's state as one of several replicas sees it.
+#[derive(Debug, Default)]
+pub(super) struct Replicated {
+    /// Where the session records itself for other replicas (a shared store only).
+    pub(super) mirror: Option<Mirror>,
+    /// Another replica owns the session; this log is a copy of the shared one.
+    pub(super) view: bool,
+    /// A view: the newest position its owner reported (this copy may not have it yet).
+    pub(super) owner_head: u64,
+    /// A view: how far the shared log has been read (what came with hops may be further).
+    pub(super) followed_through: u64,
+}

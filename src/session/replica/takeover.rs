@@ -36,7 +36,7 @@ impl Session {
         state.next_stream = record.next_stream.max(1);
         state.init = record.init.clone();
         state.layer = record.layer.as_deref().and_then(Layer::from_record);
-        state.subscriptions = subscriptions;
+        state.subscriptions.uris = subscriptions;
         state.log.assume_evicted_through(record.evicted);
         let now = Instant::now();
         for entry in logged {
@@ -52,7 +52,7 @@ impl Session {
         state.log.start_new_epoch();
         let mut record = record.clone();
         record.owner = String::new(); // the store writes this replica's name
-        record.subs = serde_json::to_string(&state.subscriptions).ok();
+        record.subs = serde_json::to_string(&state.subscriptions.uris).ok();
         state.mirror(|| Op::Create(Box::new(record)));
     }
 
@@ -74,7 +74,7 @@ impl Session {
             let stream = state.stream_of(stream);
             self.append(&mut state, stream, error, true, None);
         }
-        for message in state.invalidations() {
+        for message in state.subscriptions.invalidations() {
             self.append(&mut state, StreamKey::Standalone, message, false, None);
         }
     }

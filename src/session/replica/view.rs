@@ -45,7 +45,7 @@ impl Session {
         );
         {
             let mut state = session.lock();
-            state.view = true;
+            state.replica.view = true;
             state.numbered = record.numbered;
             state.protocol_version = record.version.clone();
             state.next_stream = record.next_stream.max(1);
@@ -54,7 +54,7 @@ impl Session {
             // initialized with the same.
             state.init = record.init.clone();
             state.log.assume_evicted_through(record.evicted);
-            state.subscriptions = subscriptions;
+            state.subscriptions.uris = subscriptions;
         }
         session
     }
@@ -64,7 +64,7 @@ impl Session {
     pub(crate) fn absorb_followed(&self, logged: Vec<Logged>) {
         if let Some(last) = logged.iter().map(|entry| entry.seq).max() {
             let mut state = self.lock();
-            state.followed_through = state.followed_through.max(last);
+            state.replica.followed_through = state.replica.followed_through.max(last);
         }
         self.absorb(logged);
     }
@@ -73,7 +73,7 @@ impl Session {
     /// came with hops (a request's answer may come that way before the messages logged ahead
     /// of it come through the shared log).
     pub(crate) fn followed_through(&self) -> u64 {
-        self.lock().followed_through
+        self.lock().replica.followed_through
     }
 
     /// Files in a view's log what the owner logged.
@@ -124,9 +124,10 @@ impl Session {
         let mut state = self.lock();
         let now = Instant::now();
         state.last_active = now;
-        state.remote_readers.retain(|_, until| *until > now);
+        state.reading.remote_readers.retain(|_, until| *until > now);
         for stream in streams {
             state
+                .reading
                 .remote_readers
                 .insert(*stream, crate::clock::deadline(now, lease));
         }
