@@ -12,10 +12,10 @@ use hyper::body::Incoming;
 
 use super::access;
 use super::body::Body;
-use super::event_stream::{self, Extras, Framing};
 use super::guard;
 use super::rejection::Rejection;
-use super::request::{self, accepted, check_origin, media_type_is, query_session, read_body};
+use super::request::{accepted, check_origin, media_type_is, query_session, read_body};
+use super::session_stream::{self, Extras, Framing};
 use super::traced::RequestSpan;
 use super::App;
 use crate::jsonrpc::Message;
@@ -63,10 +63,8 @@ async fn stream(app: &App, request: &Request<Incoming>) -> Result<Response<Body>
     let registry = app.registry.clone();
     let id = session.id().to_owned();
     let framing = Framing {
-        priming: None,
-        keep_alive: app.http.sse_keep_alive,
+        primed: false,
         close_after: None,
-        retry_ms: app.http.sse_retry.as_millis() as u64,
         event_ids: true,
     };
     let extras = Extras {
@@ -77,8 +75,9 @@ async fn stream(app: &App, request: &Request<Incoming>) -> Result<Response<Body>
             registry.end(&id);
         })),
     };
-    let body = event_stream::open(reader, start, None, framing, app.shutdown.clone(), extras);
-    Ok(request::event_stream(body))
+    Ok(session_stream::open(
+        app, reader, start, None, framing, extras,
+    ))
 }
 
 /// `POST …/messages?sessionId=…`: one client message; its answer comes on the stream.

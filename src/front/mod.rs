@@ -12,6 +12,7 @@ pub mod modern;
 pub mod rejection;
 pub mod request;
 pub mod session_methods;
+pub mod session_stream;
 pub mod streamable_http;
 pub mod traced;
 pub mod websocket;

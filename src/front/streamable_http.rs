@@ -15,15 +15,14 @@ use serde_json::Value;
 use super::access;
 use super::body::Body;
 use super::data_layer::legacy::{self, Routed};
-use super::event_stream::{self, Extras, Framing};
 use super::guard;
 use super::modern;
 use super::rejection::{failed_request, Rejection};
 use super::request::{
-    accepted, check_origin, event_stream, header_str, json, media_type_is, read_body,
-    require_accept,
+    accepted, check_origin, header_str, json, media_type_is, read_body, require_accept,
 };
 use super::session_methods;
+use super::session_stream::{self, Extras, Framing};
 use super::traced::{self, RequestSpan};
 use super::{App, PostResponse};
 use crate::jsonrpc::{Kind, Message};
@@ -393,10 +392,8 @@ fn open_channel(
     id: &Value,
 ) -> Response<Body> {
     let framing = Framing {
-        priming: None,
-        keep_alive: app.http.sse_keep_alive,
+        primed: false,
         close_after: None,
-        retry_ms: app.http.sse_retry.as_millis() as u64,
         event_ids: false,
     };
     let extras = Extras {
@@ -408,15 +405,7 @@ fn open_channel(
         on_close: None,
     };
     let start = resumed.reader.position();
-    let body = event_stream::open(
-        resumed.reader,
-        start,
-        resumed.first,
-        framing,
-        app.shutdown.clone(),
-        extras,
-    );
-    event_stream(body)
+    session_stream::open(app, resumed.reader, start, resumed.first, framing, extras)
 }
 
 /// A session named by `Mcp-Session-Id`: one opened with initialize.
@@ -526,21 +515,11 @@ fn open_stream(
             .protocol_version()
             .is_some_and(|v| v.as_str() >= PRIMING_SINCE);
     let framing = Framing {
-        priming: primes.then_some(Some(app.http.sse_retry.as_millis() as u64)),
-        keep_alive: app.http.sse_keep_alive,
+        primed: primes,
         close_after: Some(app.http.sse_close_after).filter(|d| resumable && !d.is_zero()),
-        retry_ms: app.http.sse_retry.as_millis() as u64,
         event_ids: resumable,
     };
-    let body = event_stream::open(
-        reader,
-        start,
-        first,
-        framing,
-        app.shutdown.clone(),
-        Extras::default(),
-    );
-    event_stream(body)
+    session_stream::open(app, reader, start, first, framing, Extras::default())
 }
 
 async fn find_session(app: &App, headers: &HeaderMap) -> Result<Arc<Session>, Rejection> {
