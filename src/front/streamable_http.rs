@@ -12,7 +12,6 @@ use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode
 use hyper::body::Incoming;
 use serde_json::Value;
 
-use super::access;
 use super::body::Body;
 use super::data_layer::legacy::{self, Routed};
 use super::guard;
@@ -23,10 +22,10 @@ use super::request::{
 };
 use super::session_methods;
 use super::session_stream::{self, Extras, Framing};
-use super::traced::{self, RequestSpan};
+use super::telemetry::{self, Telemetry};
+use super::traced;
 use super::{App, PostResponse};
 use crate::jsonrpc::{Kind, Message};
-use crate::metrics;
 use crate::session::log::{EventId, StreamKey};
 use crate::session::protocol::{self, is_session_method};
 use crate::session::{Delivery, ReadError, Reader, Session, SessionError, Shape};
@@ -41,30 +40,20 @@ pub const SUPPORTED_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-
 const PRIMING_SINCE: &str = "2025-11-25";
 
 pub async fn handle(app: &App, request: Request<Incoming>) -> Response<Body> {
-    let started = std::time::Instant::now();
-    let mut method = match *request.method() {
-        Method::POST => "unparsed",
-        Method::GET => "GET",
-        Method::DELETE => "DELETE",
-        _ => "other",
-    };
+    let mut telemetry = Telemetry::request(app, telemetry::label_of(request.method()));
     let outcome = match check_origin(app, request.headers()) {
         Err(rejection) => Err(rejection),
         Ok(()) => match *request.method() {
             Method::GET | Method::DELETE if is_modern_without_session(request.headers()) => {
                 Err(modern::method_not_allowed())
             }
-            Method::POST => post(app, request, &mut method).await,
+            Method::POST => post(app, request, &mut telemetry).await,
             Method::GET => get(app, request.headers()).await,
             Method::DELETE => delete(app, request.headers()).await,
             _ => Err(Rejection::method_not_allowed()),
         },
     };
-    let mut response = outcome.unwrap_or_else(Rejection::into_response);
-    app.metrics
-        .record_request(method, response.status().as_u16(), started.elapsed());
-    access::note_rpc(&mut response, method);
-    response
+    telemetry.end(outcome)
 }
 
 /// A GET or DELETE that names no session and a protocol version no legacy revision has.
@@ -75,11 +64,10 @@ fn is_modern_without_session(headers: &HeaderMap) -> bool {
             .is_some_and(|version| !SUPPORTED_VERSIONS.contains(&version))
 }
 
-/// `method` is set to the metrics label of the message once it is parsed.
 async fn post(
     app: &App,
     request: Request<Incoming>,
-    method: &mut &'static str,
+    telemetry: &mut Telemetry<'_>,
 ) -> Result<Response<Body>, Rejection> {
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
@@ -95,14 +83,8 @@ async fn post(
     )
     .await?;
     let mut message = session_methods::parse(body)?;
-    let mut span = RequestSpan::start(app, Some(&headers), &mut message);
-    *method = match message.method() {
-        Some(name) => metrics::method_label(name),
-        None => "response",
-    };
-    let mut outcome = dispatch(app, &headers, message, &mut span).await;
-    span.finish(&mut outcome);
-    outcome
+    telemetry.read(&headers, &mut message);
+    dispatch(app, &headers, message, telemetry).await
 }
 
 /// A parsed client message, to the 2026-07-28 face, a protocol-level session or the
@@ -111,26 +93,26 @@ async fn dispatch(
     app: &App,
     headers: &HeaderMap,
     message: Message,
-    span: &mut RequestSpan,
+    telemetry: &mut Telemetry<'_>,
 ) -> Result<Response<Body>, Rejection> {
     let principal = guard::principal(&app.http, headers);
-    span.set("mcp_proxy.principal", principal.as_str().to_owned());
+    telemetry.set("mcp_proxy.principal", principal.as_str().to_owned());
     let session_id = header_str(headers, SESSION_HEADER);
     let protocol_session = header_str(headers, protocol::HTTP_HEADER);
     if session_id.is_none()
         && protocol_session.is_none()
         && modern::is_modern(headers, &message, &SUPPORTED_VERSIONS)
     {
-        span.set("mcp_proxy.era", crate::era::MODERN_VERSION);
-        span.set("mcp.protocol.version", crate::era::MODERN_VERSION);
+        telemetry.set("mcp_proxy.era", crate::era::MODERN_VERSION);
+        telemetry.set("mcp.protocol.version", crate::era::MODERN_VERSION);
         return modern::post(app, headers, message, principal).await;
     }
-    span.set("mcp_proxy.era", "legacy");
+    telemetry.set("mcp_proxy.era", "legacy");
     if let Some(version) = header_str(headers, PROTOCOL_VERSION_HEADER) {
-        span.set("mcp.protocol.version", version.to_owned());
+        telemetry.set("mcp.protocol.version", version.to_owned());
     }
     if let Some(id) = session_id.or(protocol_session) {
-        span.set("mcp.session.id", crate::redact::session(id).to_string());
+        telemetry.set("mcp.session.id", crate::redact::session(id).to_string());
     }
     let session_method =
         message.kind() == Kind::Request && message.method().is_some_and(is_session_method);

@@ -29,7 +29,8 @@ use super::rejection::{failed_request, Rejection};
 use super::request::{check_origin, header_str};
 use super::session_methods;
 use super::streamable_http::SESSION_HEADER;
-use super::traced::{self, RequestSpan};
+use super::telemetry::Telemetry;
+use super::traced;
 use super::App;
 use crate::ids::Principal;
 use crate::jsonrpc::{id_key, Kind, Message};
@@ -60,42 +61,37 @@ pub fn is_upgrade(request: &Request<Incoming>) -> bool {
 
 /// Checks the handshake and answers 101; the connection is served once hyper hands it over.
 pub fn upgrade(app: Arc<App>, mut request: Request<Incoming>) -> Response<Body> {
-    let started = std::time::Instant::now();
-    let metrics = app.metrics.clone();
-    let response = match accept(&app, &request) {
-        Ok((response, principal)) => {
-            let credential = request.headers().get(header::AUTHORIZATION).cloned();
-            let on_upgrade = hyper::upgrade::on(&mut request);
-            let config = WebSocketConfig::default()
-                .max_message_size(Some(app.http.max_body_bytes))
-                .max_frame_size(Some(app.http.max_body_bytes));
-            let span = tracing::debug_span!("websocket");
-            let websockets = app.websockets.clone();
-            websockets.spawn(
-                async move {
-                    match on_upgrade.await {
-                        Ok(upgraded) => {
-                            let socket = WebSocketStream::from_raw_socket(
-                                TokioIo::new(upgraded),
-                                Role::Server,
-                                Some(config),
-                            )
+    let telemetry = Telemetry::opening(&app);
+    let outcome = accept(&app, &request).map(|(response, principal)| {
+        let credential = request.headers().get(header::AUTHORIZATION).cloned();
+        let on_upgrade = hyper::upgrade::on(&mut request);
+        let config = WebSocketConfig::default()
+            .max_message_size(Some(app.http.max_body_bytes))
+            .max_frame_size(Some(app.http.max_body_bytes));
+        let span = tracing::debug_span!("websocket");
+        let connected = app.clone();
+        app.websockets.spawn(
+            async move {
+                match on_upgrade.await {
+                    Ok(upgraded) => {
+                        let socket = WebSocketStream::from_raw_socket(
+                            TokioIo::new(upgraded),
+                            Role::Server,
+                            Some(config),
+                        )
+                        .await;
+                        Connection::new(connected, principal, credential)
+                            .run(socket)
                             .await;
-                            Connection::new(app, principal, credential)
-                                .run(socket)
-                                .await;
-                        }
-                        Err(error) => debug!(%error, "the WebSocket upgrade did not complete"),
                     }
+                    Err(error) => debug!(%error, "the WebSocket upgrade did not complete"),
                 }
-                .instrument(span),
-            );
-            response
-        }
-        Err(rejection) => rejection.into_response(),
-    };
-    metrics.record_request("GET", response.status().as_u16(), started.elapsed());
-    response
+            }
+            .instrument(span),
+        );
+        response
+    });
+    telemetry.end(outcome)
 }
 
 fn accept(
@@ -421,16 +417,17 @@ impl Connection {
 
     /// Any other message goes to the connection's session, opened now if it has none.
     async fn forward(&mut self, mut message: Message) -> Result<Vec<Bytes>, Rejection> {
-        let mut span = RequestSpan::start(&self.app, None, &mut message);
-        span.set("mcp_proxy.era", "legacy");
+        let app = self.app.clone();
+        let mut telemetry = Telemetry::message(&app, &mut message);
+        telemetry.set("mcp_proxy.era", "legacy");
         let outcome = self.forward_message(message).await;
         if let Some(bound) = &self.bound {
-            span.set(
+            telemetry.set(
                 "mcp.session.id",
                 crate::redact::session(bound.session.id()).to_string(),
             );
         }
-        span.finish_message(&outcome);
+        telemetry.end_message(&outcome);
         outcome
     }
 
