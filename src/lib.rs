@@ -7,7 +7,10 @@
 //!   session by its `Mcp-Session-Id` header (or `Mcp-Protocol-Session-Id`) and turns
 //!   `Last-Event-ID` into a stream resume; `websocket` serves the same path upgraded;
 //!   `session_methods` answers `session/start|resume|end` for both; `legacy_sse` the 2024-11-05
-//!   pair; `internal` the other replicas' hop; `event_stream` writes a session stream as SSE;
+//!   pair; `internal` the other replicas' hop; `event_stream` is the one SSE writer every
+//!   stream goes through (prelude, priming, keep-alive, close-after, `retry:` at shutdown), and
+//!   `session_stream` gives it a session stream's frames; `telemetry` wraps each request (its
+//!   metrics, its span from `traced`, what its `access` line names);
 //!   `rejection` is the one place where refused input becomes an HTTP status and a JSON-RPC
 //!   error. Every front hands a client message to `Registry::deliver`.
 //! - [`session`]: what a session is. The handle (`mod.rs`) and one file per job: `calls`

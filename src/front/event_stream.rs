@@ -1,130 +1,189 @@
-//! Serves one session stream as SSE: priming event, the reader's deliveries with their event
-//! ids, synthesized invalidations after a gap, keep-alive comments while idle.
+//! The one SSE writer every stream of the proxy goes through: a session's streams, the
+//! 2026-07-28 call streams, `subscriptions/listen` and `messages/listen`. It writes a prelude
+//! event, the priming event, keep-alive comments at `http.sse_keep_alive`, closes after a while
+//! (2025-11-25 polling) and says `retry:` (or a listen's result) at shutdown; each stream only
+//! supplies its frames, through a [`Source`].
 
+use std::future::Future;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
+use http::Response;
 use tokio::sync::mpsc;
-use tokio::time::interval_at;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::body::Body;
-use crate::session::log::{EventId, StreamKey};
-use crate::session::{Delivery, Reader};
+use super::request;
+use super::HttpSettings;
 use crate::sse;
 
-/// How a stream is framed for its client.
-#[derive(Debug, Clone, Copy)]
-pub struct Framing {
-    /// Send a priming event (2025-11-25 and later clients) with this reconnection delay.
-    pub priming: Option<Option<u64>>,
-    pub keep_alive: Duration,
-    /// Close the stream once it has been open this long (2025-11-25 polling, SEP-1699): the
-    /// client resumes from its last event id. Only with priming, so it always has one.
-    pub close_after: Option<Duration>,
-    /// Sent as `retry:` before the stream is closed at shutdown.
-    pub retry_ms: u64,
-    /// Give events `id:` fields. Off for a protocol-level session's stream: its client resumes
-    /// with `session/resume` and `sessionEventId`, never with `Last-Event-ID`.
-    pub event_ids: bool,
-}
-
-/// Chunks buffered between the writer task and hyper.
-const CHUNKS: usize = 32;
-
-/// What a stream carries besides the reader's deliveries.
-#[derive(Default)]
-pub struct Extras {
-    /// Sent first (the legacy transport's `endpoint` event).
-    pub prelude: Option<Bytes>,
-    /// Sent last when the reader was replaced by another attachment (a resume elsewhere).
-    pub on_replaced: Option<Bytes>,
-    /// Run once the stream is over, however it ended.
-    pub on_close: Option<Box<dyn FnOnce() + Send>>,
-}
-
-/// Starts the writer task; `first` is a delivery already taken from `reader`, `start` the
-/// position the reader had before it. At `shutdown` the stream gets a `retry:` and closes (a
-/// request's stream once its answer is sent, or when the session ends here).
-pub fn open(
-    reader: Reader,
-    start: EventId,
-    first: Option<Delivery>,
-    framing: Framing,
-    shutdown: CancellationToken,
-    extras: Extras,
-) -> Body {
-    let (chunks, body) = mpsc::channel(CHUNKS);
-    let span = tracing::debug_span!("stream", stream = %reader.stream());
-    let retry_ms = framing.retry_ms;
-    // A request's stream stays open through a shutdown until its answer (the drain waits for
-    // it); a stream of the session's own messages closes at once.
-    let closes_at_shutdown = reader.stream() == StreamKey::Standalone;
-    tokio::spawn(
-        async move {
-            let prelude_sent = match extras.prelude {
-                Some(prelude) => chunks.send(prelude).await.is_ok(),
-                None => true,
-            };
-            if prelude_sent {
-                let ended = tokio::select! {
-                    replaced = write(reader, start, first, framing, &chunks) => match replaced {
-                        true => Ended::Replaced,
-                        false if shutdown.is_cancelled() => Ended::ShutDown,
-                        false => Ended::Over,
-                    },
-                    () = shutdown.cancelled(), if closes_at_shutdown => Ended::ShutDown,
-                };
-                match (ended, extras.on_replaced) {
-                    (Ended::ShutDown, _) => {
-                        let _ = chunks.send(sse::retry(retry_ms)).await;
-                    }
-                    (Ended::Replaced, Some(notice)) => {
-                        let _ = chunks.send(sse::event(None, &notice)).await;
-                    }
-                    _ => {}
-                }
-            }
-            if let Some(on_close) = extras.on_close {
-                on_close();
-            }
-        }
-        .instrument(span),
-    );
-    Body::Stream(body)
-}
-
-enum Ended {
+/// What a stream's source has next.
+pub enum Next {
+    /// Chunks to write, each as it is, none interrupted by the end of the stream.
+    Frames(Vec<Bytes>),
+    /// Nothing came before the keep-alive was due.
+    Idle,
+    /// The source ran dry (at shutdown, the stream then gets its closing words).
     Over,
-    Replaced,
+    /// The source ends the stream with its own last chunk, if any.
+    End(Option<Bytes>),
+}
+
+/// How a stream ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// Its source ran dry.
+    Over,
+    /// Its source ended it with its last word.
+    ByItsSource,
+    /// The client went away (or never read the opening).
+    ClientLeft,
+    /// It was open for `close_after`.
+    ClosedAfter,
+    /// The proxy started shutting down.
     ShutDown,
 }
 
-/// Writes until the stream is over; true when it ended because the reader was replaced.
-async fn write(
-    mut reader: Reader,
-    start: EventId,
-    mut pending: Option<Delivery>,
-    framing: Framing,
-    chunks: &mpsc::Sender<Bytes>,
-) -> bool {
-    if let Some(retry) = framing.priming {
-        if chunks
-            .send(sse::priming(&start.to_string(), retry))
-            .await
-            .is_err()
-        {
-            return false;
+/// The frames of one stream.
+pub trait Source: Send + Sized + 'static {
+    /// The next frames, or [`Next::Idle`] once `until` has passed with none (never, without a
+    /// deadline).
+    fn next(&mut self, until: Option<Instant>) -> impl Future<Output = Next> + Send;
+
+    /// Runs once the stream is over, however it ended.
+    fn finish(self, ended: Ended) -> impl Future<Output = ()> + Send {
+        let _ = ended;
+        async {}
+    }
+}
+
+/// When a stream carries keep-alive comments.
+#[derive(Debug, Clone, Copy)]
+pub enum KeepAlive {
+    /// One every period, whatever else the stream carries.
+    Every(Duration),
+    /// One once nothing was written for the period.
+    AfterSilence(Duration),
+    /// None (frames that are not SSE: a listen relayed on a WebSocket).
+    Off,
+}
+
+/// How a stream is written, besides its frames.
+pub struct Options {
+    /// Sent first (the legacy transport's `endpoint` event, a listen's acknowledgment, …).
+    pub prelude: Option<Bytes>,
+    /// The priming event (2025-11-25 and later clients), sent after the prelude.
+    pub priming: Option<Bytes>,
+    pub keep_alive: KeepAlive,
+    /// Close the stream once it has been open this long (2025-11-25 polling, SEP-1699): the
+    /// client resumes from its last event id. Only with priming, so it always has one.
+    pub close_after: Option<Duration>,
+    /// Cancelled when the proxy starts shutting down (none: the stream takes no notice).
+    pub shutdown: Option<CancellationToken>,
+    /// Whether the stream stops at shutdown; one that does not (a request's stream) goes on
+    /// until its source ends, and the drain waits for it.
+    pub stops_at_shutdown: bool,
+    /// Sent when the stream ends during shutdown, unless its source ended it with its own last
+    /// word: `retry:` for a session's stream, the result of a listen.
+    pub at_shutdown: Option<Bytes>,
+    /// Chunks buffered towards a slow client before the writer waits.
+    pub buffered: usize,
+    /// The span the writer runs in.
+    pub span: tracing::Span,
+}
+
+impl Options {
+    /// A stream with keep-alives at `http.sse_keep_alive` that stops at `shutdown` with a
+    /// `retry:` of `http.sse_retry`.
+    pub fn new(http: &HttpSettings, shutdown: CancellationToken) -> Options {
+        Options {
+            prelude: None,
+            priming: None,
+            keep_alive: KeepAlive::Every(http.sse_keep_alive),
+            close_after: None,
+            shutdown: Some(shutdown),
+            stops_at_shutdown: true,
+            at_shutdown: Some(sse::retry(retry_ms(http))),
+            buffered: 32,
+            span: tracing::Span::none(),
         }
     }
-    let mut keep_alive = interval_at(
-        crate::clock::from_now(framing.keep_alive),
-        framing.keep_alive,
+
+    /// A stream that takes no notice of shutdown: it lasts as long as its source.
+    pub fn until_its_source_ends(keep_alive: KeepAlive, buffered: usize) -> Options {
+        Options {
+            prelude: None,
+            priming: None,
+            keep_alive,
+            close_after: None,
+            shutdown: None,
+            stops_at_shutdown: false,
+            at_shutdown: None,
+            buffered,
+            span: tracing::Span::none(),
+        }
+    }
+}
+
+/// The reconnection delay clients are given, in milliseconds.
+pub fn retry_ms(http: &HttpSettings) -> u64 {
+    http.sse_retry.as_millis() as u64
+}
+
+/// Answers with an SSE stream whose frames come from `source`, written by a task of its own.
+pub fn open<S: Source>(source: S, options: Options) -> Response<Body> {
+    let (chunks, body) = mpsc::channel(options.buffered);
+    spawn(source, options, chunks);
+    request::event_stream(Body::Stream(body))
+}
+
+/// Writes `source` to `chunks` in a task of its own (frames a WebSocket relays, say).
+pub fn spawn<S: Source>(mut source: S, options: Options, chunks: mpsc::Sender<Bytes>) {
+    let span = options.span.clone();
+    tokio::spawn(
+        async move {
+            let ended = write(&mut source, &options, &chunks).await;
+            source.finish(ended).await;
+        }
+        .instrument(span),
     );
-    let close_at = framing
+}
+
+/// Writes until the stream is over.
+async fn write<S: Source>(
+    source: &mut S,
+    options: &Options,
+    chunks: &mpsc::Sender<Bytes>,
+) -> Ended {
+    let ended = write_frames(source, options, chunks).await;
+    let shutting_down = options
+        .shutdown
+        .as_ref()
+        .is_some_and(CancellationToken::is_cancelled);
+    if ended != Ended::ByItsSource && shutting_down {
+        if let Some(last) = &options.at_shutdown {
+            let _ = chunks.send(last.clone()).await;
+        }
+    }
+    ended
+}
+
+async fn write_frames<S: Source>(
+    source: &mut S,
+    options: &Options,
+    chunks: &mpsc::Sender<Bytes>,
+) -> Ended {
+    for opening in [&options.prelude, &options.priming].into_iter().flatten() {
+        if chunks.send(opening.clone()).await.is_err() {
+            return Ended::ClientLeft;
+        }
+    }
+    let mut keep_alive = Schedule::start(options.keep_alive);
+    let close_at = options
         .close_after
-        .filter(|_| framing.priming.is_some())
+        .filter(|_| options.priming.is_some())
         .map(crate::clock::from_now);
     let closing = async {
         match close_at {
@@ -132,57 +191,79 @@ async fn write(
             None => std::future::pending().await,
         }
     };
-    tokio::pin!(closing);
+    let stopping = async {
+        match (&options.shutdown, options.stops_at_shutdown) {
+            (Some(shutdown), true) => shutdown.cancelled().await,
+            _ => std::future::pending().await,
+        }
+    };
+    tokio::pin!(closing, stopping);
     loop {
-        let delivery = match pending.take() {
-            Some(delivery) => delivery,
-            None => tokio::select! {
-                delivery = reader.next() => match delivery {
-                    Some(delivery) => delivery,
-                    None => return reader.replaced(),
-                },
-                _ = keep_alive.tick() => {
-                    if chunks.send(sse::keep_alive()).await.is_err() {
-                        return false;
-                    }
-                    continue;
-                }
-                () = chunks.closed() => return false,
-                () = &mut closing => return false,
-            },
+        let next = tokio::select! {
+            next = source.next(keep_alive.due()) => next,
+            () = chunks.closed() => return Ended::ClientLeft,
+            () = &mut closing => return Ended::ClosedAfter,
+            () = &mut stopping => return Ended::ShutDown,
         };
-        // One chunk per delivery: a replay of a thousand events is one write, not a thousand.
-        let stream = framing.event_ids.then_some(reader.stream());
-        if chunks.send(frames(stream, &delivery)).await.is_err() {
-            return false;
+        let frames = match next {
+            Next::Frames(frames) => frames,
+            Next::Idle => {
+                keep_alive.ticked();
+                vec![sse::keep_alive()]
+            }
+            Next::Over => return Ended::Over,
+            Next::End(last) => {
+                if let Some(last) = last {
+                    let _ = chunks.send(last).await;
+                }
+                return Ended::ByItsSource;
+            }
+        };
+        for frame in frames {
+            if chunks.send(frame).await.is_err() {
+                return Ended::ClientLeft;
+            }
         }
     }
 }
 
-/// The SSE frames of one delivery, as one chunk: logged events with ids (given their stream),
-/// invalidations without (they are synthesized again if the client loses them too).
-pub fn frames(stream: Option<crate::session::log::StreamKey>, delivery: &Delivery) -> Bytes {
-    let logged = delivery
-        .events
-        .iter()
-        .filter(|event| !event.payload.is_empty())
-        .map(|event| {
-            let id = stream.map(|stream| {
-                EventId {
-                    stream,
-                    seq: event.seq,
-                }
-                .to_string()
-            });
-            sse::event(id.as_deref(), &event.payload)
-        });
-    let synthesized = delivery
-        .invalidations
-        .iter()
-        .map(|message| sse::event(None, message));
-    let mut chunk = BytesMut::new();
-    for frame in logged.chain(synthesized) {
-        chunk.extend_from_slice(&frame);
+/// When the next keep-alive is due.
+struct Schedule {
+    keep_alive: KeepAlive,
+    /// The next tick of [`KeepAlive::Every`].
+    next: Instant,
+}
+
+impl Schedule {
+    fn start(keep_alive: KeepAlive) -> Schedule {
+        let next = match keep_alive {
+            KeepAlive::Every(period) => crate::clock::from_now(period),
+            _ => Instant::now(),
+        };
+        Schedule { keep_alive, next }
     }
-    chunk.freeze()
+
+    fn due(&self) -> Option<Instant> {
+        match self.keep_alive {
+            KeepAlive::Every(_) => Some(self.next),
+            KeepAlive::AfterSilence(period) => Some(crate::clock::from_now(period)),
+            KeepAlive::Off => None,
+        }
+    }
+
+    /// A keep-alive went out: the next is a period after the one due (missed ones are sent at
+    /// once, as an interval's ticks are).
+    fn ticked(&mut self) {
+        if let KeepAlive::Every(period) = self.keep_alive {
+            self.next = crate::clock::deadline(self.next, period);
+        }
+    }
+}
+
+/// `next` unless `until` passes first (`None`: idle).
+pub async fn before<F: Future>(until: Option<Instant>, next: F) -> Option<F::Output> {
+    match until {
+        Some(until) => tokio::time::timeout_at(until, next).await.ok(),
+        None => Some(next.await),
+    }
 }

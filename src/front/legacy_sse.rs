@@ -5,37 +5,30 @@
 //! `initialize` (POSTed to the endpoint), not when the stream opens.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use http::{header, Method, Request, Response};
 use hyper::body::Incoming;
 
-use super::access;
 use super::body::Body;
-use super::event_stream::{self, Extras, Framing};
 use super::guard;
 use super::rejection::Rejection;
-use super::request::{self, accepted, check_origin, media_type_is, query_session, read_body};
-use super::traced::RequestSpan;
+use super::request::{accepted, check_origin, media_type_is, query_session, read_body};
+use super::session_stream::{self, Extras, Framing};
+use super::telemetry::Telemetry;
 use super::App;
 use crate::jsonrpc::Message;
-use crate::metrics;
 use crate::session::log::StreamKey;
 use crate::session::{Session, Shape};
 use crate::sse;
 
 /// `GET …/sse`: a new session and its stream.
 pub async fn open(app: &App, request: Request<Incoming>) -> Response<Body> {
-    let started = Instant::now();
-    let response = match *request.method() {
-        Method::GET => stream(app, &request)
-            .await
-            .unwrap_or_else(Rejection::into_response),
-        _ => Rejection::method_not_allowed().into_response(),
+    let telemetry = Telemetry::opening(app);
+    let outcome = match *request.method() {
+        Method::GET => stream(app, &request).await,
+        _ => Err(Rejection::method_not_allowed()),
     };
-    app.metrics
-        .record_request("GET", response.status().as_u16(), started.elapsed());
-    response
+    telemetry.end(outcome)
 }
 
 async fn stream(app: &App, request: &Request<Incoming>) -> Result<Response<Body>, Rejection> {
@@ -63,10 +56,8 @@ async fn stream(app: &App, request: &Request<Incoming>) -> Result<Response<Body>
     let registry = app.registry.clone();
     let id = session.id().to_owned();
     let framing = Framing {
-        priming: None,
-        keep_alive: app.http.sse_keep_alive,
+        primed: false,
         close_after: None,
-        retry_ms: app.http.sse_retry.as_millis() as u64,
         event_ids: true,
     };
     let extras = Extras {
@@ -77,30 +68,25 @@ async fn stream(app: &App, request: &Request<Incoming>) -> Result<Response<Body>
             registry.end(&id);
         })),
     };
-    let body = event_stream::open(reader, start, None, framing, app.shutdown.clone(), extras);
-    Ok(request::event_stream(body))
+    Ok(session_stream::open(
+        app, reader, start, None, framing, extras,
+    ))
 }
 
 /// `POST …/messages?sessionId=…`: one client message; its answer comes on the stream.
 pub async fn message(app: &App, request: Request<Incoming>) -> Response<Body> {
-    let started = Instant::now();
-    let mut method = "unparsed";
-    let mut response = match *request.method() {
-        Method::POST => post(app, request, &mut method)
-            .await
-            .unwrap_or_else(Rejection::into_response),
-        _ => Rejection::method_not_allowed().into_response(),
+    let mut telemetry = Telemetry::request(app, "unparsed");
+    let outcome = match *request.method() {
+        Method::POST => post(app, request, &mut telemetry).await,
+        _ => Err(Rejection::method_not_allowed()),
     };
-    app.metrics
-        .record_request(method, response.status().as_u16(), started.elapsed());
-    access::note_rpc(&mut response, method);
-    response
+    telemetry.end(outcome)
 }
 
 async fn post(
     app: &App,
     request: Request<Incoming>,
-    method: &mut &'static str,
+    telemetry: &mut Telemetry<'_>,
 ) -> Result<Response<Body>, Rejection> {
     let (parts, body) = request.into_parts();
     check_origin(app, &parts.headers)?;
@@ -116,20 +102,17 @@ async fn post(
     )
     .await?;
     let mut message = Message::parse(body)?;
-    let mut span = RequestSpan::start(app, Some(&parts.headers), &mut message);
-    span.set("mcp_proxy.era", "legacy");
-    span.set("mcp.protocol.version", "2024-11-05");
-    span.set(
+    telemetry.read(&parts.headers, &mut message);
+    telemetry.set("mcp_proxy.era", "legacy");
+    telemetry.set("mcp.protocol.version", "2024-11-05");
+    telemetry.set(
         "mcp.session.id",
         crate::redact::session(session.id()).to_string(),
     );
-    *method = message.method().map_or("response", metrics::method_label);
-    let mut outcome = match app.registry.deliver(&session, message).await {
+    match app.registry.deliver(&session, message).await {
         Ok(_) => Ok(accepted()),
         Err(error) => Err(Rejection::session(&error)),
-    };
-    span.finish(&mut outcome);
-    outcome
+    }
 }
 
 async fn find_session(app: &App, parts: &http::request::Parts) -> Result<Arc<Session>, Rejection> {

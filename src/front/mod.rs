@@ -12,7 +12,9 @@ pub mod modern;
 pub mod rejection;
 pub mod request;
 pub mod session_methods;
+pub mod session_stream;
 pub mod streamable_http;
+pub mod telemetry;
 pub mod traced;
 pub mod websocket;
 
@@ -207,15 +209,8 @@ async fn route(router: &Router, request: Request<Incoming>) -> Response<Body> {
     // Against DNS rebinding, on every path: health and metrics too.
     if let Err(refused) = guard::check_host(&router.http, request.uri(), request.headers()) {
         let response = Rejection::from(refused).into_response();
-        let method = match *request.method() {
-            http::Method::GET => "GET",
-            http::Method::POST => "unparsed",
-            http::Method::DELETE => "DELETE",
-            _ => "other",
-        };
         if let Some((app, _)) = router.served(path) {
-            app.metrics
-                .record_request(method, response.status().as_u16(), Duration::ZERO);
+            telemetry::refused(app, request.method(), &response);
         }
         return response;
     }
@@ -244,10 +239,7 @@ async fn route(router: &Router, request: Request<Incoming>) -> Response<Body> {
         "messages" => legacy_sse::message(app, request).await,
         _ => text(StatusCode::NOT_FOUND, "not found\n".into()),
     };
-    if access::enabled() {
-        let server = access::Server(app.server.clone());
-        response.extensions_mut().insert(server);
-    }
+    telemetry::served_by(app, &mut response);
     response
 }
 

@@ -19,6 +19,11 @@ use crate::trace_context::TraceContext;
 pub struct RequestSpan(Option<Span>);
 
 impl RequestSpan {
+    /// No span (yet): the request's message is not read.
+    pub fn none() -> RequestSpan {
+        RequestSpan(None)
+    }
+
     /// Starts the span of `message` and carries the trace context on in its `_meta`.
     pub fn start(app: &App, headers: Option<&HeaderMap>, message: &mut Message) -> RequestSpan {
         let spans = &app.spans;

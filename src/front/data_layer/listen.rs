@@ -7,15 +7,14 @@
 //! result.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
+use tokio::time::Instant;
 
 use crate::front::body::Body;
-use crate::front::request::event_stream;
+use crate::front::event_stream::{self, KeepAlive, Next, Options, Source};
 use crate::front::App;
 use crate::methods;
 use crate::session::layer::META_KEY;
@@ -41,9 +40,8 @@ pub fn open<K: Send + 'static>(
     scoped: Option<String>,
     keep: K,
 ) -> http::Response<Body> {
-    let (chunks, body) = mpsc::channel(64);
-    spawn(app, session, id, scoped, chunks, Framing::Sse, keep);
-    event_stream(Body::Stream(body))
+    let (listen, options) = listen(app, session, id, scoped, Framing::Sse, keep);
+    event_stream::open(listen, options)
 }
 
 /// Opens a listen whose messages go to `out` one by one, until `out` closes.
@@ -54,38 +52,51 @@ pub fn relay(
     scoped: Option<String>,
     out: mpsc::Sender<Bytes>,
 ) {
-    spawn(app, session, id, scoped, out, Framing::Raw, ());
+    let (listen, options) = listen(app, session, id, scoped, Framing::Raw, ());
+    event_stream::spawn(listen, options, out);
 }
 
-fn spawn<K: Send + 'static>(
+/// A listen and how it is written: its acknowledgment first, its result last (when the
+/// session ends or the proxy stops).
+fn listen<K: Send + 'static>(
     app: &App,
     session: Arc<Session>,
     id: Value,
     scoped: Option<String>,
-    chunks: mpsc::Sender<Bytes>,
     framing: Framing,
     keep: K,
-) {
-    let reader = session.tap();
-    let shutdown = app.shutdown.clone();
-    let keep_alive = app.http.sse_keep_alive;
-    tokio::spawn(async move {
-        let listen = Listen {
-            chunks,
-            framing,
-            keep_alive,
-        };
-        listen.run(reader, id, scoped, shutdown).await;
-        drop(session);
-        drop(keep);
-    });
+) -> (Listen<K>, Options) {
+    let params = match &scoped {
+        Some(session_id) => json!({ "_meta": { META_KEY: { "sessionId": session_id } } }),
+        None => json!({}),
+    };
+    let ack = json!({ "jsonrpc": "2.0", "method": methods::MESSAGES_LISTEN_ACKNOWLEDGED, "params": params });
+    let end = json!({ "jsonrpc": "2.0", "id": id, "result": {} });
+    let mut options = Options::new(&app.http, app.shutdown.clone());
+    options.prelude = Some(framing.frame(&ack));
+    options.at_shutdown = Some(framing.frame(&end));
+    options.buffered = 64;
+    if framing == Framing::Raw {
+        options.keep_alive = KeepAlive::Off;
+    }
+    let listen = Listen {
+        reader: session.tap(),
+        framing,
+        end: framing.frame(&end),
+        _session: session,
+        _keep: keep,
+    };
+    (listen, options)
 }
 
-struct Listen {
-    chunks: mpsc::Sender<Bytes>,
+struct Listen<K> {
+    reader: Reader,
     framing: Framing,
-    /// How often an idle SSE stream gets a comment (`http.sse_keep_alive`).
-    keep_alive: Duration,
+    /// The listen's result, sent when its session ends.
+    end: Bytes,
+    _session: Arc<Session>,
+    /// Lives as long as the listen.
+    _keep: K,
 }
 
 /// Whether a listen carries `message`: the server's notifications about what changed.
@@ -96,56 +107,34 @@ fn carried(message: &Value) -> bool {
             .is_some_and(|m| m == methods::RESOURCES_UPDATED || m.ends_with("/list_changed"))
 }
 
-impl Listen {
-    async fn run(
-        &self,
-        mut reader: Reader,
-        id: Value,
-        scoped: Option<String>,
-        shutdown: CancellationToken,
-    ) {
-        let params = match &scoped {
-            Some(session_id) => json!({ "_meta": { META_KEY: { "sessionId": session_id } } }),
-            None => json!({}),
-        };
-        let ack = json!({ "jsonrpc": "2.0", "method": methods::MESSAGES_LISTEN_ACKNOWLEDGED, "params": params });
-        if !self.send(&ack).await {
-            return;
-        }
-        let mut keep_alive = tokio::time::interval(self.keep_alive);
-        keep_alive.tick().await;
+impl<K: Send + 'static> Source for Listen<K> {
+    async fn next(&mut self, until: Option<Instant>) -> Next {
         loop {
-            tokio::select! {
-                delivery = reader.next() => {
-                    let Some(delivery) = delivery else { break };
-                    for event in delivery.events {
-                        let Ok(message) = serde_json::from_slice::<Value>(&event.payload) else {
-                            continue;
-                        };
-                        if carried(&message) && !self.send(&message).await {
-                            return;
-                        }
-                    }
-                }
-                _ = keep_alive.tick(), if self.framing == Framing::Sse => {
-                    if self.chunks.send(sse::keep_alive()).await.is_err() {
-                        return;
-                    }
-                }
-                () = shutdown.cancelled() => break,
-                () = self.chunks.closed() => return,
+            let delivery = match event_stream::before(until, self.reader.next()).await {
+                None => return Next::Idle,
+                Some(None) => return Next::End(Some(self.end.clone())),
+                Some(Some(delivery)) => delivery,
+            };
+            let frames: Vec<Bytes> = delivery
+                .events
+                .iter()
+                .filter_map(|event| serde_json::from_slice::<Value>(&event.payload).ok())
+                .filter(carried)
+                .map(|message| self.framing.frame(&message))
+                .collect();
+            if !frames.is_empty() {
+                return Next::Frames(frames);
             }
         }
-        self.send(&json!({ "jsonrpc": "2.0", "id": id, "result": {} }))
-            .await;
     }
+}
 
-    async fn send(&self, message: &Value) -> bool {
+impl Framing {
+    fn frame(self, message: &Value) -> Bytes {
         let text = message.to_string();
-        let chunk = match self.framing {
+        match self {
             Framing::Sse => sse::event(None, text.as_bytes()),
             Framing::Raw => Bytes::from(text),
-        };
-        self.chunks.send(chunk).await.is_ok()
+        }
     }
 }

@@ -15,7 +15,6 @@ use bytes::Bytes;
 use http::StatusCode;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::checks::{self, RequestMeta, MISSING_CAPABILITY, SERVER_INFO_KEY};
@@ -26,8 +25,8 @@ use super::input;
 use super::params::Params;
 use super::state::{self, HeldRequest};
 use crate::front::body::Body;
+use crate::front::event_stream::{self, Ended, KeepAlive, Options, Source};
 use crate::front::rejection::{failed_request, Rejection};
-use crate::front::request::event_stream;
 use crate::front::request::json;
 use crate::front::{traced, App};
 use crate::ids::Principal;
@@ -223,27 +222,57 @@ fn stream_response(
     relay: Option<Relay>,
     ending: Option<Box<dyn Ending>>,
 ) -> http::Response<Body> {
-    let (chunks, body) = mpsc::channel(CHUNKS);
-    tokio::spawn(async move {
-        let mut ending = ending;
-        for frame in pending {
-            if chunks.send(sse::event(None, &frame)).await.is_err() {
-                if let Some(relay) = &relay {
-                    relay.translation.cancel().await;
-                }
-                return;
+    let keep_alive = match &relay {
+        Some(relay) => KeepAlive::AfterSilence(relay.keep_alive),
+        None => KeepAlive::Off,
+    };
+    let source = CallStream {
+        pending: pending.into(),
+        relay,
+        ending,
+        held: None,
+    };
+    event_stream::open(source, Options::until_its_source_ends(keep_alive, CHUNKS))
+}
+
+/// A call's SSE stream: what was already translated, then the relay's frames until the answer.
+struct CallStream {
+    pending: VecDeque<Bytes>,
+    relay: Option<Relay>,
+    ending: Option<Box<dyn Ending>>,
+    /// The request held for input, once the answer says so.
+    held: Option<HeldRequest>,
+}
+
+impl Source for CallStream {
+    async fn next(&mut self, until: Option<Instant>) -> event_stream::Next {
+        if let Some(frame) = self.pending.pop_front() {
+            return event_stream::Next::Frames(vec![sse::event(None, &frame)]);
+        }
+        let Some(relay) = &mut self.relay else {
+            return event_stream::Next::End(None);
+        };
+        match relay.next(until).await {
+            Next::Frame(frame) => event_stream::Next::Frames(vec![sse::event(None, &frame)]),
+            Next::Done(answer, _, held) => {
+                self.held = held;
+                event_stream::Next::End(Some(sse::event(None, &answer)))
+            }
+            Next::Idle => event_stream::Next::Idle,
+        }
+    }
+
+    /// A client that left cancels the request; one that got the answer settles it.
+    async fn finish(self, ended: Ended) {
+        let mut ending = self.ending;
+        if let Some(relay) = self.relay {
+            match ended {
+                Ended::ClientLeft => relay.translation.cancel().await,
+                _ => ending = settle(ending, self.held, &relay.translation),
             }
         }
-        let Some(mut relay) = relay else {
-            return;
-        };
-        match relay.stream(&chunks).await {
-            Streamed::Over(held) => ending = settle(ending, held, &relay.translation),
-            Streamed::ClientLeft => relay.translation.cancel().await,
-        }
         drop(ending);
-    });
-    event_stream(Body::Stream(body))
+    }
 }
 
 /// What the relay reads of each message of the request's stream before it knows more.
@@ -275,11 +304,6 @@ enum Next {
     Done(Bytes, StatusCode, Option<HeldRequest>),
     /// Nothing before the deadline.
     Idle,
-}
-
-enum Streamed {
-    Over(Option<HeldRequest>),
-    ClientLeft,
 }
 
 /// Reads the request's stream and translates it, gathering server requests into one
@@ -359,27 +383,6 @@ impl Relay {
             match delivery {
                 Some(delivery) => self.buffered.extend(delivery.events),
                 None => return Next::Done(self.translation.lost(), StatusCode::OK, None),
-            }
-        }
-    }
-
-    /// Sends the rest of the request's stream until its answer.
-    async fn stream(&mut self, chunks: &mpsc::Sender<Bytes>) -> Streamed {
-        loop {
-            let next = tokio::select! {
-                next = self.next(Some(Instant::now() + self.keep_alive)) => next,
-                () = chunks.closed() => return Streamed::ClientLeft,
-            };
-            let chunk = match next {
-                Next::Frame(frame) => sse::event(None, &frame),
-                Next::Done(answer, _, held) => {
-                    let _ = chunks.send(sse::event(None, &answer)).await;
-                    return Streamed::Over(held);
-                }
-                Next::Idle => sse::keep_alive(),
-            };
-            if chunks.send(chunk).await.is_err() {
-                return Streamed::ClientLeft;
             }
         }
     }

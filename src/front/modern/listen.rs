@@ -7,20 +7,18 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use dashmap::DashMap;
 use http::StatusCode;
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
+use tokio::time::Instant;
 
 use super::checks;
 use super::correlation::{ask, Correlated};
 use crate::front::body::Body;
+use crate::front::event_stream::{self, Ended, Next, Options, Source};
 use crate::front::rejection::Rejection;
-use crate::front::request::event_stream;
 use crate::front::App;
 use crate::jsonrpc::{Message, INVALID_PARAMS};
 use crate::session::{Reader, Registry, Session};
@@ -159,94 +157,89 @@ pub async fn open(
             .await
             .map_err(|r| r.with_id(Some(&id)))?;
     }
+    let ack = json!({ "jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+        "params": { "_meta": { SUBSCRIPTION_ID: id }, "notifications": honoured.to_json() } });
+    let mut options = Options::new(&app.http, app.shutdown.clone());
+    options.prelude = Some(frame(&ack));
+    options.at_shutdown = Some(frame(&end(&id)));
+    options.buffered = 64;
     let listen = Listen {
         id,
         filter: honoured,
         reader: session.tap(),
         registry: app.registry.clone(),
         session,
-        shutdown: app.shutdown.clone(),
-        keep_alive: app.http.sse_keep_alive,
+        subscriptions: app.modern.subscriptions.clone(),
         _correlated: correlated,
     };
-    let (chunks, body) = mpsc::channel(64);
-    let subscriptions = app.modern.subscriptions.clone();
-    tokio::spawn(async move {
-        let Listen {
-            registry,
-            session,
-            filter,
-            ..
-        } = listen.run(&chunks).await;
-        for uri in &filter.uris {
-            subscriptions.release(&registry, &session, uri).await;
-        }
-    });
-    Ok(event_stream(Body::Stream(body)))
+    Ok(event_stream::open(listen, options))
 }
 
+/// A listen's frames: the acknowledgment, then what the filter lets through until the client
+/// goes, the session ends or the proxy stops (then the listen's result).
 struct Listen {
     id: Value,
     filter: Filter,
     reader: Reader,
     registry: Arc<Registry>,
     session: Arc<Session>,
-    shutdown: CancellationToken,
-    /// How often the idle stream gets a comment (`http.sse_keep_alive`).
-    keep_alive: Duration,
+    subscriptions: Arc<Subscriptions>,
     /// Keeps a session of the listen's own until it ends.
     _correlated: Correlated,
 }
 
-impl Listen {
-    /// Sends the acknowledgment, then what the filter lets through, until the client goes, the
-    /// session ends or the proxy stops (then the listen's result).
-    async fn run(mut self, chunks: &mpsc::Sender<Bytes>) -> Listen {
-        let ack = json!({ "jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
-            "params": { "_meta": { SUBSCRIPTION_ID: self.id }, "notifications": self.filter.to_json() } });
-        if !self.send(chunks, &ack).await {
-            return self;
-        }
-        let mut keep_alive = tokio::time::interval(self.keep_alive);
-        keep_alive.tick().await;
+impl Source for Listen {
+    async fn next(&mut self, until: Option<Instant>) -> Next {
         loop {
-            tokio::select! {
-                delivery = self.reader.next() => {
-                    let Some(delivery) = delivery else { break };
-                    for event in delivery.events {
-                        let Ok(mut message) = serde_json::from_slice::<Value>(&event.payload) else {
-                            continue;
-                        };
-                        if !self.filter.wants(&message) {
-                            continue;
-                        }
-                        message["params"]["_meta"][SUBSCRIPTION_ID] = self.id.clone();
-                        if !self.send(chunks, &message).await {
-                            return self;
-                        }
-                    }
-                }
-                _ = keep_alive.tick() => {
-                    if chunks.send(sse::keep_alive()).await.is_err() {
-                        return self;
-                    }
-                }
-                () = self.shutdown.cancelled() => break,
-                () = chunks.closed() => return self,
+            let delivery = match event_stream::before(until, self.reader.next()).await {
+                None => return Next::Idle,
+                Some(None) => return Next::End(Some(frame(&end(&self.id)))),
+                Some(Some(delivery)) => delivery,
+            };
+            let frames: Vec<Bytes> = delivery
+                .events
+                .iter()
+                .filter_map(|event| serde_json::from_slice::<Value>(&event.payload).ok())
+                .filter(|message| self.filter.wants(message))
+                .map(|mut message| {
+                    message["params"]["_meta"][SUBSCRIPTION_ID] = self.id.clone();
+                    frame(&message)
+                })
+                .collect();
+            if !frames.is_empty() {
+                return Next::Frames(frames);
             }
         }
-        let end = json!({ "jsonrpc": "2.0", "id": self.id, "result": {
-            "resultType": "complete", "_meta": { SUBSCRIPTION_ID: self.id } } });
-        self.send(chunks, &end).await;
-        self
     }
 
-    async fn send(&self, chunks: &mpsc::Sender<Bytes>, message: &Value) -> bool {
-        chunks
-            .send(sse::event(None, message.to_string().as_bytes()))
-            .await
-            .is_ok()
+    /// The listen's resource subscriptions are released once its reader and any session of
+    /// its own are gone (an ended session's server is not asked to unsubscribe).
+    async fn finish(self, _ended: Ended) {
+        let Listen {
+            filter,
+            reader,
+            registry,
+            session,
+            subscriptions,
+            _correlated: correlated,
+            ..
+        } = self;
+        drop(reader);
+        drop(correlated);
+        for uri in &filter.uris {
+            subscriptions.release(&registry, &session, uri).await;
+        }
     }
+}
+
+/// The listen's result, its last message.
+fn end(id: &Value) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "result": {
+        "resultType": "complete", "_meta": { SUBSCRIPTION_ID: id } } })
+}
+
+fn frame(message: &Value) -> Bytes {
+    sse::event(None, message.to_string().as_bytes())
 }
 
 impl Subscriptions {
