@@ -48,74 +48,14 @@ pub fn admit(demo: &Demo, message: &Value) -> Option<Arc<Round>> {
     let method = message["method"].as_str().unwrap_or_default();
     let id = message.get("id")?;
     let params = &message["params"];
-    if method == "initialize" {
-        // A legacy client: told which revision this server speaks instead.
-        let error = unsupported_version(&params["protocolVersion"]);
-        demo.send(json!({ "jsonrpc": "2.0", "id": id, "error": error }));
-        return None;
-    }
-    if removed_in_modern(method) {
-        demo.fail(
-            id,
-            -32601,
-            &format!("Method not found: {method} (this server speaks only MCP {VERSION})"),
-        );
-        return None;
-    }
+    let answers = match check_request(method, params).and_then(|()| gathered_answers(params)) {
+        Ok(answers) => answers,
+        Err(error) => {
+            demo.send(json!({ "jsonrpc": "2.0", "id": id, "error": error }));
+            return None;
+        }
+    };
     let meta = &params["_meta"];
-    let version = match meta[VERSION_KEY].as_str() {
-        Some(version) => version,
-        None => {
-            demo.fail(
-                id,
-                -32602,
-                &format!("Invalid params: _meta[\"{VERSION_KEY}\"] is required on every request"),
-            );
-            return None;
-        }
-    };
-    if version != VERSION {
-        let error = unsupported_version(&json!(version));
-        demo.send(json!({ "jsonrpc": "2.0", "id": id, "error": error }));
-        return None;
-    }
-    if !meta[CAPABILITIES_KEY].is_object() {
-        demo.fail(
-            id,
-            -32602,
-            &format!("Invalid params: _meta[\"{CAPABILITIES_KEY}\"] is required on every request"),
-        );
-        return None;
-    }
-    let answers = match params.get("requestState") {
-        None => Map::new(),
-        Some(state) => match state.as_str().and_then(open_state) {
-            Some(answers) => answers,
-            None => {
-                demo.fail(
-                    id,
-                    -32602,
-                    "Invalid params: requestState was altered or is not this server's",
-                );
-                return None;
-            }
-        },
-    };
-    let mut answers = answers;
-    match params.get("inputResponses") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(given)) if given.values().all(Value::is_object) => {
-            answers.extend(given.iter().map(|(k, v)| (k.clone(), v.clone())));
-        }
-        Some(_) => {
-            demo.fail(
-                id,
-                -32602,
-                "Invalid params: inputResponses must map each key to a result object",
-            );
-            return None;
-        }
-    }
     let round = Arc::new(Round {
         id: id.clone(),
         method: method.to_owned(),
@@ -138,6 +78,70 @@ pub fn admit(demo: &Demo, message: &Value) -> Option<Arc<Round>> {
         }
         _ => Some(round),
     }
+}
+
+/// A JSON-RPC error object, as the demo answers a refused request.
+fn error(code: i64, message: &str) -> Value {
+    json!({ "code": code, "message": message })
+}
+
+/// A request of this revision: not a legacy method, and its `_meta` names the revision and the
+/// client's capabilities. `Err`: the error it is answered with.
+fn check_request(method: &str, params: &Value) -> Result<(), Value> {
+    if method == "initialize" {
+        // A legacy client: told which revision this server speaks instead.
+        return Err(unsupported_version(&params["protocolVersion"]));
+    }
+    if removed_in_modern(method) {
+        return Err(error(
+            -32601,
+            &format!("Method not found: {method} (this server speaks only MCP {VERSION})"),
+        ));
+    }
+    let meta = &params["_meta"];
+    let Some(version) = meta[VERSION_KEY].as_str() else {
+        return Err(error(
+            -32602,
+            &format!("Invalid params: _meta[\"{VERSION_KEY}\"] is required on every request"),
+        ));
+    };
+    if version != VERSION {
+        return Err(unsupported_version(&json!(version)));
+    }
+    if !meta[CAPABILITIES_KEY].is_object() {
+        return Err(error(
+            -32602,
+            &format!("Invalid params: _meta[\"{CAPABILITIES_KEY}\"] is required on every request"),
+        ));
+    }
+    Ok(())
+}
+
+/// The answers a retry carries: those of its `requestState`, and its `inputResponses`. `Err`:
+/// the error a request that altered them is answered with.
+fn gathered_answers(params: &Value) -> Result<Map<String, Value>, Value> {
+    let mut answers = match params.get("requestState") {
+        None => Map::new(),
+        Some(state) => state.as_str().and_then(open_state).ok_or_else(|| {
+            error(
+                -32602,
+                "Invalid params: requestState was altered or is not this server's",
+            )
+        })?,
+    };
+    match params.get("inputResponses") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(given)) if given.values().all(Value::is_object) => {
+            answers.extend(given.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        Some(_) => {
+            return Err(error(
+                -32602,
+                "Invalid params: inputResponses must map each key to a result object",
+            ))
+        }
+    }
+    Ok(answers)
 }
 
 /// `server/discover`'s result.

@@ -67,27 +67,7 @@ impl Session {
         state.next_stream += 1;
         let method = request.method().unwrap_or_default().to_owned();
         let client_id = request.id().cloned().unwrap_or(Value::Null);
-        if protocol::is_session_method(&method) {
-            // Answered by the proxy where a front offers them; never the upstream's.
-            let message = format!(
-                "Method not found: {method} is offered on WebSocket connections and on Streamable \
-                 HTTP requests without Mcp-Session-Id, not on this one"
-            );
-            let error =
-                jsonrpc::error_response(&client_id, jsonrpc::METHOD_NOT_FOUND, &message, None);
-            return Ok(self.answer_here(&mut state, n, error));
-        }
-        if method != "initialize" && self.upstream.awaits_initialize() {
-            // The server starts at initialize; nothing before it reaches one.
-            let answer = match method.as_str() {
-                "ping" => jsonrpc::result_response(&client_id, json!({})),
-                _ => jsonrpc::error_response(
-                    &client_id,
-                    jsonrpc::INVALID_REQUEST,
-                    &format!("Invalid Request: {}", UpstreamError::NotStarted),
-                    None,
-                ),
-            };
+        if let Some(answer) = self.answer_without_upstream(&method, &client_id) {
             return Ok(self.answer_here(&mut state, n, answer));
         }
         let ticket = match self.cached_list(&request, &method) {
@@ -97,21 +77,8 @@ impl Session {
                 return Ok(self.answer_here(&mut state, n, Bytes::from(answer.to_string())));
             }
         };
-        if let ("resources/subscribe" | "resources/unsubscribe", Some(uri)) =
-            (method.as_str(), routing::subscription_uri(&request))
-        {
-            if method == "resources/unsubscribe" {
-                state.unsubscribe(&uri);
-            } else if let Err(refused) = state.subscribe(&uri, self.settings.max_subscriptions) {
-                self.metrics.subscriptions_refused_total.inc();
-                let error = jsonrpc::error_response(
-                    &client_id,
-                    jsonrpc::INVALID_PARAMS,
-                    &refused.to_string(),
-                    None,
-                );
-                return Ok(self.answer_here(&mut state, n, error));
-            }
+        if let Err(refusal) = self.follow_subscription(&mut state, &request, &method, &client_id) {
+            return Ok(self.answer_here(&mut state, n, refusal));
         }
         let progress_token = routing::progress_token(&request);
         if let Some(token) = &progress_token {
@@ -168,6 +135,63 @@ impl Session {
         }
         .replace_in(request);
         Some(span)
+    }
+
+    /// The answer to a request no upstream sees: a session method (answered by the proxy where a
+    /// front offers them, never by the upstream), or one that comes before the server has
+    /// started at `initialize` (`ping` answered, the rest refused).
+    fn answer_without_upstream(&self, method: &str, client_id: &Value) -> Option<Bytes> {
+        if protocol::is_session_method(method) {
+            let message = format!(
+                "Method not found: {method} is offered on WebSocket connections and on Streamable \
+                 HTTP requests without Mcp-Session-Id, not on this one"
+            );
+            let error =
+                jsonrpc::error_response(client_id, jsonrpc::METHOD_NOT_FOUND, &message, None);
+            return Some(error);
+        }
+        if method != "initialize" && self.upstream.awaits_initialize() {
+            // The server starts at initialize; nothing before it reaches one.
+            let answer = match method {
+                "ping" => jsonrpc::result_response(client_id, json!({})),
+                _ => jsonrpc::error_response(
+                    client_id,
+                    jsonrpc::INVALID_REQUEST,
+                    &format!("Invalid Request: {}", UpstreamError::NotStarted),
+                    None,
+                ),
+            };
+            return Some(answer);
+        }
+        None
+    }
+
+    /// Keeps the session's subscriptions as a `resources/subscribe` or `unsubscribe` changes
+    /// them. `Err`: the error a subscription past the limit is answered with.
+    fn follow_subscription(
+        &self,
+        state: &mut State,
+        request: &Message,
+        method: &str,
+        client_id: &Value,
+    ) -> Result<(), Bytes> {
+        if let ("resources/subscribe" | "resources/unsubscribe", Some(uri)) =
+            (method, routing::subscription_uri(request))
+        {
+            if method == "resources/unsubscribe" {
+                state.unsubscribe(&uri);
+            } else if let Err(refused) = state.subscribe(&uri, self.settings.max_subscriptions) {
+                self.metrics.subscriptions_refused_total.inc();
+                let error = jsonrpc::error_response(
+                    client_id,
+                    jsonrpc::INVALID_PARAMS,
+                    &refused.to_string(),
+                    None,
+                );
+                return Err(error);
+            }
+        }
+        Ok(())
     }
 
     /// Logs the proxy's own answer to the session's n-th request, ending its stream.

@@ -17,6 +17,7 @@ use super::routing::{self, Route};
 use super::state::State;
 use super::{protocol, Session};
 use crate::jsonrpc::{self, id_key, Kind, Message};
+use crate::methods;
 use crate::store::{Backlog, Op};
 use crate::upstream::{Sink, UpstreamEvent};
 
@@ -80,94 +81,131 @@ impl Session {
     pub(in crate::session) fn file(&self, state: &mut State, mut message: Message) {
         let filing = routing::file(&message, self.settings.coalesce_progress);
         let (stream, terminal) = match filing.route {
-            Route::Response(id) => {
-                let request = id.parse::<u64>().ok().and_then(|id| state.finish(id));
-                let Some(mut request) = request else {
-                    self.span()
-                        .in_scope(|| debug!(%id, "response to no request in flight; dropped"));
-                    return;
-                };
-                self.metrics
-                    .upstream_duration
-                    .observe(request.sent.elapsed().as_secs_f64());
-                if let Some(mut span) = request.span.take() {
-                    if let Some(code) = message.error_code() {
-                        span.fail_with_code(code);
-                    }
-                } // the exchange is over: its span ends here
-                if let Some(done) = request.internal {
-                    if request.method == "initialize" {
-                        record_initialize(state, &message);
-                    }
-                    let answer = match message.error() {
-                        None => Ok(()),
-                        Some(error) => Err(error.get().to_owned()),
-                    };
-                    let _ = done.send(answer);
-                    return;
-                }
-                if request.method == "initialize" {
-                    record_initialize(state, &message);
-                    if let Some(version) = state.protocol_version.clone() {
-                        state.mirror(|| Op::Field {
-                            name: "version",
-                            value: version,
-                        });
-                    }
-                    if let Some(result) = message
-                        .result()
-                        .and_then(|r| protocol::advertise(r, &self.settings.window))
-                    {
-                        message.set_result(result);
-                    }
-                }
-                if let (Some(cache), Some(ticket), Some(result)) =
-                    (&self.list_cache, request.ticket, message.result())
-                {
-                    let evicted = cache.store(ticket, result);
-                    self.metrics
-                        .list_cache_evictions_total
-                        .inc_by(evicted as u64);
-                }
-                message.set_id(request.client_id);
-                if let Some(layer) = state
-                    .layer
-                    .as_ref()
-                    .filter(|l| l.kind == LayerKind::Session)
-                {
-                    layer::stamp(&mut message, &self.id, layer);
-                }
-                (state.stream_of(request.stream), true)
-            }
-            Route::Progress(token) => match state.calls.progress.get(&token).copied() {
-                Some(stream) => {
-                    state.heard_of(stream, self.settings.request_timeout, false);
-                    (state.stream_of(stream), false)
-                }
-                None => (StreamKey::Standalone, false),
+            Route::Response(id) => match self.file_response(state, &mut message, id) {
+                Some(stream) => (stream, true),
+                None => return,
             },
-            Route::Related => match state.related_request() {
-                Some(n) => {
-                    let asks = message.kind() == Kind::Request;
-                    if let (true, Some(id)) = (asks, message.id()) {
-                        state.calls.asked.insert(id_key(id), n);
-                    }
-                    state.heard_of(n, self.settings.request_timeout, asks);
-                    (state.stream_of(n), false)
-                }
-                None => (StreamKey::Standalone, false),
-            },
+            Route::Progress(token) => (self.progress_stream(state, token), false),
+            Route::Related => (self.related_stream(state, &message), false),
             Route::SessionWide => {
-                if let Some(method) = message.method() {
-                    if let Some(cache) = &self.list_cache {
-                        cache.invalidate(method);
-                    }
-                    self.response_cache.invalidate(method, message.params());
-                }
+                self.invalidate_caches(&message);
                 (StreamKey::Standalone, false)
             }
         };
         self.append(state, stream, message.to_bytes(), terminal, filing.coalesce);
+    }
+
+    /// A response, readied for the log: under the client's id again, it goes on its request's
+    /// stream. `None`: it goes no further (no request in flight has its id, or the proxy sent
+    /// the request itself).
+    fn file_response(
+        &self,
+        state: &mut State,
+        message: &mut Message,
+        id: String,
+    ) -> Option<StreamKey> {
+        let request = id.parse::<u64>().ok().and_then(|id| state.finish(id));
+        let Some(mut request) = request else {
+            self.span()
+                .in_scope(|| debug!(%id, "response to no request in flight; dropped"));
+            return None;
+        };
+        self.metrics
+            .upstream_duration
+            .observe(request.sent.elapsed().as_secs_f64());
+        if let Some(mut span) = request.span.take() {
+            if let Some(code) = message.error_code() {
+                span.fail_with_code(code);
+            }
+        } // the exchange is over: its span ends here
+        if let Some(done) = request.internal {
+            if request.method == methods::INITIALIZE {
+                record_initialize(state, message);
+            }
+            let answer = match message.error() {
+                None => Ok(()),
+                Some(error) => Err(error.get().to_owned()),
+            };
+            let _ = done.send(answer);
+            return None;
+        }
+        if request.method == methods::INITIALIZE {
+            self.file_initialize(state, message);
+        }
+        if let (Some(cache), Some(ticket), Some(result)) =
+            (&self.list_cache, request.ticket, message.result())
+        {
+            let evicted = cache.store(ticket, result);
+            self.metrics
+                .list_cache_evictions_total
+                .inc_by(evicted as u64);
+        }
+        message.set_id(request.client_id);
+        if let Some(layer) = state
+            .layer
+            .as_ref()
+            .filter(|l| l.kind == LayerKind::Session)
+        {
+            layer::stamp(message, &self.id, layer);
+        }
+        Some(state.stream_of(request.stream))
+    }
+
+    /// The server's answer to the client's `initialize`: what it negotiated is recorded (and
+    /// mirrored), and the result advertises what the proxy adds for a protocol-level session.
+    fn file_initialize(&self, state: &mut State, message: &mut Message) {
+        record_initialize(state, message);
+        if let Some(version) = state.protocol_version.clone() {
+            state.mirror(|| Op::Field {
+                name: "version",
+                value: version,
+            });
+        }
+        if let Some(result) = message
+            .result()
+            .and_then(|r| protocol::advertise(r, &self.settings.window))
+        {
+            message.set_result(result);
+        }
+    }
+
+    /// Progress goes on the stream of the request that carried its token, which is thereby
+    /// heard of; with no such request, on the standalone stream.
+    fn progress_stream(&self, state: &mut State, token: String) -> StreamKey {
+        match state.calls.progress.get(&token).copied() {
+            Some(stream) => {
+                state.heard_of(stream, self.settings.request_timeout, false);
+                state.stream_of(stream)
+            }
+            None => StreamKey::Standalone,
+        }
+    }
+
+    /// A server request, log message or cancellation goes on the stream of the request that
+    /// caused it (a server request is remembered there, for the client's answer); with none in
+    /// flight, on the standalone stream.
+    fn related_stream(&self, state: &mut State, message: &Message) -> StreamKey {
+        match state.related_request() {
+            Some(n) => {
+                let asks = message.kind() == Kind::Request;
+                if let (true, Some(id)) = (asks, message.id()) {
+                    state.calls.asked.insert(id_key(id), n);
+                }
+                state.heard_of(n, self.settings.request_timeout, asks);
+                state.stream_of(n)
+            }
+            None => StreamKey::Standalone,
+        }
+    }
+
+    /// A session-wide notification: what it says changed is no longer answered from the caches.
+    fn invalidate_caches(&self, message: &Message) {
+        if let Some(method) = message.method() {
+            if let Some(cache) = &self.list_cache {
+                cache.invalidate(method);
+            }
+            self.response_cache.invalidate(method, message.params());
+        }
     }
 
     pub(in crate::session) fn append(
@@ -235,9 +273,9 @@ fn record_initialize(state: &mut State, response: &Message) {
     };
     state.protocol_version = result.protocol_version;
     state.subscriptions.changeable_lists = [
-        ("tools", "notifications/tools/list_changed"),
-        ("resources", "notifications/resources/list_changed"),
-        ("prompts", "notifications/prompts/list_changed"),
+        ("tools", methods::TOOLS_LIST_CHANGED),
+        ("resources", methods::RESOURCES_LIST_CHANGED),
+        ("prompts", methods::PROMPTS_LIST_CHANGED),
     ]
     .into_iter()
     .filter(|(capability, _)| result.capabilities[capability]["listChanged"] == true)

@@ -6,7 +6,8 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use redis::{RedisResult, Value};
 
-use super::{parse_entries, RedisStore};
+use super::reads::parse_entries;
+use super::RedisStore;
 use crate::event::Logged;
 use crate::store::StoreResult;
 

@@ -14,33 +14,33 @@
 //! - `ns:<server>:correlated:<digest>`: hash (`session`, `initialized`), the session serving a
 //!   2026-07-28 principal's requests (digest of the principal and its capabilities), so every
 //!   replica serves them from the same one; expiring after the idle TTL.
+//!
+//! Here: connecting, health and the key names. `writer` writes the owners' ops, `replicas`
+//! keeps this replica's heartbeat and a session's owner, `reads` reads a session back,
+//! `follower` tails its log, `correlation` shares what 2026-07-28 requests need.
 
-use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use bytes::Bytes;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{RedisResult, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+mod correlation;
 mod follower;
+mod reads;
+mod replicas;
 mod timed;
 mod writer;
 
 pub use follower::LogFollower;
 
-use super::{Backlog, Mirror, Queued, Record, StoreError, StoreResult};
-use crate::event::{EventId, Logged};
+use super::{Backlog, Mirror, Queued, StoreError, StoreResult};
 use crate::keys::Key;
 use crate::metrics::StoreMetrics;
-
-/// The longest leaving waits for Redis (for the writes, then for the key to be deleted).
-const LEAVE_PATIENCE: Duration = Duration::from_secs(2);
 
 /// What a replica needs to share sessions through Redis.
 #[derive(Debug, Clone)]
@@ -225,48 +225,6 @@ impl RedisStore {
         format!("{}:node:{node}", self.namespace)
     }
 
-    async fn beat(&self) -> RedisResult<()> {
-        let mut connection = self.timed();
-        redis::cmd("SET")
-            .arg(self.node_key(&self.node_id))
-            .arg(&self.advertise)
-            .arg("PX")
-            .arg(self.owner_timeout.as_millis() as u64)
-            .query_async(&mut connection)
-            .await
-    }
-
-    async fn run_heartbeat(self: Arc<Self>) {
-        let mut ticks = tokio::time::interval(self.heartbeat);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = ticks.tick() => match self.beat().await {
-                    Ok(()) => self.set_health(true),
-                    Err(error) => self.failed("heartbeat", &error),
-                },
-                () = self.leaving.cancelled() => break,
-            }
-        }
-        let mut connection = self.timed();
-        let _: RedisResult<()> = redis::cmd("DEL")
-            .arg(self.node_key(&self.node_id))
-            .query_async(&mut connection)
-            .await;
-        self.left.cancel();
-    }
-
-    /// Leaves the replicas: what the owners queued is written, then this replica's key is
-    /// deleted, so the others take its sessions over at once, from a complete log. Bounded:
-    /// with Redis away, the others take them over when the key expires.
-    pub async fn leave(&self) {
-        if !self.mirror("", "").synced(LEAVE_PATIENCE).await {
-            warn!("leaving with writes Redis has not taken");
-        }
-        self.leaving.cancel();
-        let _ = tokio::time::timeout(LEAVE_PATIENCE, self.left.cancelled()).await;
-    }
-
     /// Deletes session `id`'s keys now (its owner ended it).
     pub async fn forget(&self, server: &str, id: &str) -> StoreResult<()> {
         let mut connection = self.timed();
@@ -278,237 +236,5 @@ impl RedisStore {
             .query_async(&mut connection)
             .await
             .map_err(StoreError::from)
-    }
-
-    /// The record of session `id`, if any replica holds it; without its subscriptions
-    /// (`subscriptions` reads those).
-    pub async fn record(&self, server: &str, id: &str) -> StoreResult<Option<Record>> {
-        let mut connection = self.timed();
-        let fields: HashMap<String, String> = redis::cmd("HGETALL")
-            .arg(self.session_key(server, id))
-            .query_async(&mut connection)
-            .await?;
-        if fields.is_empty() {
-            return Ok(None);
-        }
-        let number = |name: &str| fields.get(name).and_then(|v| v.parse().ok()).unwrap_or(0);
-        Ok(Some(Record {
-            owner: fields.get("owner").cloned().unwrap_or_default(),
-            principal: fields.get("principal").cloned().unwrap_or_default(),
-            shape: fields.get("shape").cloned().unwrap_or_default(),
-            numbered: fields.get("numbered").is_some_and(|v| v == "1"),
-            version: fields.get("version").cloned(),
-            init: fields.get("init").cloned(),
-            subs: None,
-            next_stream: number("next_stream"),
-            evicted: number("evicted"),
-            upstream: fields.get("upstream").cloned(),
-            layer: fields.get("layer").cloned(),
-        }))
-    }
-
-    /// The resources session `id` is subscribed to (a record written by an earlier version of
-    /// the proxy holds them in its `subs` field, read too).
-    pub async fn subscriptions(&self, server: &str, id: &str) -> StoreResult<BTreeSet<String>> {
-        let mut connection = self.timed();
-        let (mut uris, earlier): (BTreeSet<String>, Option<String>) = redis::pipe()
-            .cmd("SMEMBERS")
-            .arg(self.subs_key(server, id))
-            .cmd("HGET")
-            .arg(self.session_key(server, id))
-            .arg("subs")
-            .query_async(&mut connection)
-            .await?;
-        if let Some(earlier) = earlier {
-            uris.extend(serde_json::from_str::<Vec<String>>(&earlier).unwrap_or_default());
-        }
-        Ok(uris)
-    }
-
-    /// The session serving 2026-07-28 requests under correlation `key`, and its server's
-    /// `initialize` result.
-    pub async fn correlated(
-        &self,
-        server: &str,
-        key: &str,
-    ) -> StoreResult<Option<(String, String)>> {
-        let mut connection = self.timed();
-        let fields: HashMap<String, String> = redis::cmd("HGETALL")
-            .arg(self.correlation_key(server, key))
-            .query_async(&mut connection)
-            .await?;
-        Ok(match (fields.get("session"), fields.get("initialized")) {
-            (Some(session), Some(initialized)) => Some((session.clone(), initialized.clone())),
-            _ => None,
-        })
-    }
-
-    /// Records that `session` now serves correlation `key`.
-    pub async fn correlate(
-        &self,
-        server: &str,
-        key: &str,
-        session: &str,
-        initialized: &str,
-    ) -> StoreResult<()> {
-        let mut connection = self.timed();
-        let name = self.correlation_key(server, key);
-        redis::pipe()
-            .cmd("HSET")
-            .arg(&name)
-            .arg("session")
-            .arg(session)
-            .arg("initialized")
-            .arg(initialized)
-            .ignore()
-            .cmd("PEXPIRE")
-            .arg(&name)
-            .arg(self.ttl.as_millis() as u64)
-            .ignore()
-            .query_async::<()>(&mut connection)
-            .await
-            .map_err(StoreError::from)
-    }
-
-    /// Spends one-use `token` for `ttl`: true for the first replica to spend it (`SET NX`, so
-    /// of several trying at once, one wins).
-    pub async fn spend(&self, server: &str, token: &str, ttl: Duration) -> StoreResult<bool> {
-        let mut connection = self.timed();
-        let set: Option<String> = redis::cmd("SET")
-            .arg(format!("{}:{server}:spent:{token}", self.namespace))
-            .arg(1)
-            .arg("NX")
-            .arg("PX")
-            .arg(ttl.as_millis().clamp(1, u64::MAX as u128) as u64)
-            .query_async(&mut connection)
-            .await?;
-        Ok(set.is_some())
-    }
-
-    fn correlation_key(&self, server: &str, key: &str) -> String {
-        format!("{}:{server}:correlated:{key}", self.namespace)
-    }
-
-    /// The internal URL of a live replica; `None` once its heartbeat has lapsed.
-    pub async fn node_url(&self, node: &str) -> StoreResult<Option<String>> {
-        let mut connection = self.timed();
-        redis::cmd("GET")
-            .arg(self.node_key(node))
-            .query_async(&mut connection)
-            .await
-            .map_err(StoreError::from)
-    }
-
-    /// Makes this replica the owner of session `id` if `previous` still is (atomically: of
-    /// several replicas trying, one wins).
-    pub async fn claim(&self, server: &str, id: &str, previous: &str) -> StoreResult<bool> {
-        self.hand_over(server, id, previous, &self.node_id).await
-    }
-
-    /// Gives session `id` back to `previous` if this replica still owns it: a claim it could
-    /// not honour, so that another replica may take the session over.
-    pub async fn unclaim(&self, server: &str, id: &str, previous: &str) -> StoreResult<bool> {
-        self.hand_over(server, id, &self.node_id, previous).await
-    }
-
-    /// Makes `to` the owner of session `id` if `from` still is; whether it did.
-    async fn hand_over(&self, server: &str, id: &str, from: &str, to: &str) -> StoreResult<bool> {
-        let mut connection = self.timed();
-        let done: i64 = redis::cmd("EVAL")
-            .arg(
-                "if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then \
-                   redis.call('HSET', KEYS[1], 'owner', ARGV[2]) return 1 \
-                 else return 0 end",
-            )
-            .arg(1)
-            .arg(self.session_key(server, id))
-            .arg(from)
-            .arg(to)
-            .query_async(&mut connection)
-            .await?;
-        Ok(done == 1)
-    }
-
-    /// The logged messages of session `id` after `after`, oldest first.
-    pub async fn read_log(&self, server: &str, id: &str, after: u64) -> StoreResult<Vec<Logged>> {
-        let mut connection = self.timed();
-        let reply: Value = redis::cmd("XRANGE")
-            .arg(self.log_key(server, id))
-            .arg(format!("{}-0", after + 1))
-            .arg("+")
-            .query_async(&mut connection)
-            .await?;
-        Ok(parse_entries(&reply))
-    }
-
-    /// Requests in flight at the owner: request stream → the client's request id (JSON).
-    pub async fn inflight(&self, server: &str, id: &str) -> StoreResult<HashMap<u64, String>> {
-        let mut connection = self.timed();
-        let fields: HashMap<String, String> = redis::cmd("HGETALL")
-            .arg(self.inflight_key(server, id))
-            .query_async(&mut connection)
-            .await?;
-        Ok(fields
-            .into_iter()
-            .filter_map(|(k, v)| Some((k.parse().ok()?, v)))
-            .collect())
-    }
-}
-
-/// XRANGE / XREAD entries: `[[id, [field, value, …]], …]`.
-pub(super) fn parse_entries(reply: &Value) -> Vec<Logged> {
-    let Value::Array(entries) = reply else {
-        return Vec::new();
-    };
-    entries
-        .iter()
-        .filter_map(|entry| {
-            let Value::Array(parts) = entry else {
-                return None;
-            };
-            let id = text(parts.first()?)?;
-            let seq = id.split('-').next()?.parse().ok()?;
-            let Value::Array(fields) = parts.get(1)? else {
-                return None;
-            };
-            let mut stream = None;
-            let mut terminal = false;
-            let mut coalesce = None;
-            let mut payload = Bytes::new();
-            for pair in fields.chunks(2) {
-                let [name, value] = pair else { continue };
-                match text(name)?.as_str() {
-                    "k" => {
-                        stream = format!("{}.0", text(value)?)
-                            .parse::<EventId>()
-                            .ok()
-                            .map(|id| id.stream)
-                    }
-                    "t" => terminal = text(value)? == "1",
-                    "c" => coalesce = text(value),
-                    "p" => {
-                        if let Value::BulkString(bytes) = value {
-                            payload = Bytes::copy_from_slice(bytes);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            Some(Logged {
-                seq,
-                stream: stream?,
-                terminal,
-                coalesce,
-                payload,
-            })
-        })
-        .collect()
-}
-
-fn text(value: &Value) -> Option<String> {
-    match value {
-        Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
-        Value::SimpleString(s) => Some(s.clone()),
-        _ => None,
     }
 }

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::RedisStore;
+use crate::event::Logged;
 use crate::store::{Op, Queued, Record};
 
 /// Ops written per round trip at most.
@@ -47,32 +48,8 @@ impl RedisStore {
                     }
                 }
             }
-            let now = Instant::now();
-            for ((server, session), keys) in &touched {
-                let keys = ttls.due(&(server.clone(), session.clone()), *keys, now);
-                for (key, name) in [
-                    (Keys::RECORD, self.session_key(server, session)),
-                    (Keys::LOG, self.log_key(server, session)),
-                    (Keys::INFLIGHT, self.inflight_key(server, session)),
-                    (Keys::SUBS, self.subs_key(server, session)),
-                ] {
-                    if keys.contains(key) {
-                        pipe.cmd("PEXPIRE").arg(name).arg(ttls.millis).ignore();
-                    }
-                }
-            }
-            let mut connection = self.timed();
-            let written = match pipe.cmd_iter().next().is_none() {
-                true => true, // only flushes: everything before them is written already
-                false => match pipe.query_async::<()>(&mut connection).await {
-                    Ok(()) => true,
-                    Err(error) => {
-                        self.failed("write", &error);
-                        ttls.clear(); // whatever TTL this batch set may not be set
-                        false
-                    }
-                },
-            };
+            self.encode_ttls(&mut pipe, &mut ttls, &touched);
+            let written = self.write(&pipe, &mut ttls).await;
             for done in flushes {
                 let _ = done.send(written);
             }
@@ -80,6 +57,45 @@ impl RedisStore {
             self.metrics
                 .write_lag_ms
                 .set(oldest.elapsed().as_millis() as i64);
+        }
+    }
+
+    /// Sets the TTL of the keys of each session the batch touched that are due one.
+    fn encode_ttls(
+        &self,
+        pipe: &mut redis::Pipeline,
+        ttls: &mut Ttls,
+        touched: &HashMap<(Arc<str>, Arc<str>), Keys>,
+    ) {
+        let now = Instant::now();
+        for ((server, session), keys) in touched {
+            let keys = ttls.due(&(server.clone(), session.clone()), *keys, now);
+            for (key, name) in [
+                (Keys::RECORD, self.session_key(server, session)),
+                (Keys::LOG, self.log_key(server, session)),
+                (Keys::INFLIGHT, self.inflight_key(server, session)),
+                (Keys::SUBS, self.subs_key(server, session)),
+            ] {
+                if keys.contains(key) {
+                    pipe.cmd("PEXPIRE").arg(name).arg(ttls.millis).ignore();
+                }
+            }
+        }
+    }
+
+    /// One round trip for the batch; whether it was written.
+    async fn write(&self, pipe: &redis::Pipeline, ttls: &mut Ttls) -> bool {
+        let mut connection = self.timed();
+        match pipe.cmd_iter().next().is_none() {
+            true => true, // only flushes: everything before them is written already
+            false => match pipe.query_async::<()>(&mut connection).await {
+                Ok(()) => true,
+                Err(error) => {
+                    self.failed("write", &error);
+                    ttls.clear(); // whatever TTL this batch set may not be set
+                    false
+                }
+            },
         }
     }
 }
@@ -258,20 +274,7 @@ impl RedisStore {
                 Some(Keys::ALL)
             }
             Op::Append(logged) => {
-                let add = pipe
-                    .cmd("XADD")
-                    .arg(&log)
-                    .arg(format!("{}-0", logged.seq))
-                    .arg("k")
-                    .arg(logged.stream.to_string())
-                    .arg("t")
-                    .arg(u8::from(logged.terminal))
-                    .arg("p")
-                    .arg(logged.payload.as_ref());
-                if let Some(key) = &logged.coalesce {
-                    add.arg("c").arg(key);
-                }
-                add.ignore();
+                encode_append(pipe, &log, &logged);
                 Some(Keys::LOG)
             }
             Op::Remove { seq } => {
@@ -279,16 +282,7 @@ impl RedisStore {
                 None
             }
             Op::Evicted { through } => {
-                pipe.cmd("XTRIM")
-                    .arg(&log)
-                    .arg("MINID")
-                    .arg(format!("{}-0", through + 1))
-                    .ignore();
-                pipe.cmd("HSET")
-                    .arg(&record)
-                    .arg("evicted")
-                    .arg(through)
-                    .ignore();
+                encode_eviction(pipe, &log, &record, through);
                 None
             }
             Op::Field { name, value } => {
@@ -370,6 +364,38 @@ impl RedisStore {
             }
         }
     }
+}
+
+/// A logged message, as entry `<seq>-0` of the session's stream.
+fn encode_append(pipe: &mut redis::Pipeline, log: &str, logged: &Logged) {
+    let add = pipe
+        .cmd("XADD")
+        .arg(log)
+        .arg(format!("{}-0", logged.seq))
+        .arg("k")
+        .arg(logged.stream.to_string())
+        .arg("t")
+        .arg(u8::from(logged.terminal))
+        .arg("p")
+        .arg(logged.payload.as_ref());
+    if let Some(key) = &logged.coalesce {
+        add.arg("c").arg(key);
+    }
+    add.ignore();
+}
+
+/// The log trimmed of what the window evicted, through `through`, and the record told so.
+fn encode_eviction(pipe: &mut redis::Pipeline, log: &str, record: &str, through: u64) {
+    pipe.cmd("XTRIM")
+        .arg(log)
+        .arg("MINID")
+        .arg(format!("{}-0", through + 1))
+        .ignore();
+    pipe.cmd("HSET")
+        .arg(record)
+        .arg("evicted")
+        .arg(through)
+        .ignore();
 }
 
 #[cfg(test)]
