@@ -8,7 +8,8 @@ use http::StatusCode;
 use serde_json::{json, Map, Value};
 
 use super::correlation::{Correlated, EndOnDrop};
-use super::exchange::{respond, Call};
+use super::call::Call;
+use super::exchange::respond;
 use super::input;
 use super::state::{self, HeldRequest};
 use crate::front::body::Body;
