@@ -7,6 +7,7 @@
 
 mod calls;
 mod filing;
+mod handshake;
 mod inflight;
 pub mod layer;
 mod leaving;
@@ -15,7 +16,6 @@ pub mod log;
 pub mod protocol;
 mod readers;
 pub mod registry;
-mod reinit;
 pub mod replica;
 pub mod response_cache;
 pub mod routing;
