@@ -8,6 +8,7 @@
 mod calls;
 mod door;
 mod filing;
+mod handshake;
 mod inflight;
 pub mod layer;
 mod leaving;
@@ -18,7 +19,6 @@ mod reach;
 mod readers;
 mod reading;
 pub mod registry;
-mod reinit;
 pub mod replica;
 pub mod response_cache;
 pub mod routing;

@@ -17,6 +17,7 @@ use super::list_cache::ListCache;
 use super::response_cache::ResponseCache;
 use super::{Reach, Session, SessionError, SessionSettings, Shape};
 use crate::ids::{self, Principal};
+use crate::jsonrpc::Message;
 use crate::metrics::{Refusal, ServerMetrics};
 use crate::store::Store;
 use crate::upstream::deferred::DeferredUpstream;
@@ -363,5 +364,29 @@ impl Registry {
                 () = shutdown.cancelled() => return,
             }
         }
+    }
+
+    /// Sends a request of the proxy's own through `session` as a client's and waits for its
+    /// answer, read back from the stream the request opened (then forgotten).
+    pub async fn ask(
+        &self,
+        session: &Arc<Session>,
+        request: Message,
+    ) -> Result<serde_json::Value, SessionError> {
+        let stream = self.call(session, request).await?;
+        let mut reader = session.attach(stream, None);
+        while let Some(delivery) = reader.next().await {
+            for event in delivery.events {
+                let Ok(message) = serde_json::from_slice::<serde_json::Value>(&event.payload)
+                else {
+                    continue;
+                };
+                if message.get("method").is_none() {
+                    session.forget(stream);
+                    return Ok(message);
+                }
+            }
+        }
+        Err(SessionError::Gone)
     }
 }

@@ -8,8 +8,8 @@ use http::HeaderValue;
 
 use super::era_switch::EraSwitch;
 use super::http_client::{HttpClient, HttpSpec};
+use super::modern::http::ModernHttp;
 use super::modern::Bridge;
-use super::modern_http::ModernHttp;
 use super::{EventSink, Upstream};
 use crate::mirrored::ToolMarks;
 

@@ -14,7 +14,6 @@ pub mod http_client;
 pub mod legacy_sse;
 pub mod lines;
 pub mod modern;
-pub mod modern_http;
 pub mod owner;
 pub mod probe;
 pub mod shared;
@@ -157,7 +156,7 @@ pub enum Upstream {
     /// A 2026-07-28 server, bridged for the legacy session.
     Modern(modern::ModernUpstream),
     /// A 2026-07-28 HTTP server: the transport under a bridge.
-    ModernHttp(modern_http::ModernHttp),
+    ModernHttp(modern::http::ModernHttp),
     /// Any of these, started at the session's `initialize`.
     Deferred(deferred::DeferredUpstream),
 }

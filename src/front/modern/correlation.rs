@@ -10,20 +10,18 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use dashmap::DashMap;
-use http::{HeaderValue, StatusCode};
+use http::HeaderValue;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::checks::RequestMeta;
 use crate::front::rejection::Rejection;
 use crate::ids::Principal;
-use crate::jsonrpc::{Message, INTERNAL_ERROR};
-use crate::session::{Registry, Session, SessionError, Shape};
+use crate::jsonrpc::Message;
+use crate::session::{Registry, Session, Shape};
 
 /// The legacy revision the proxy speaks to its servers for modern clients.
 const UPSTREAM_VERSION: &str = "2025-11-25";
-/// The id of the proxy's own `initialize`.
-const INITIALIZE_ID: &str = "mcp-session-proxy/initialize";
 
 /// What anonymous requests (no credential, no trusted principal header) share.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, clap::ValueEnum)]
@@ -387,37 +385,18 @@ pub fn client_params(capabilities: &Map<String, Value>, client_info: Option<&Val
     })
 }
 
-/// `initialize` with `params`, then `initialized`; the result.
+/// `initialize` with `params`, then `initialized`: the session's handshake, made as its
+/// client would; the result.
 pub async fn initialize_with(
     registry: &Registry,
     session: &Arc<Session>,
     params: Value,
 ) -> Result<Value, Rejection> {
-    let request = json!({ "jsonrpc": "2.0", "id": INITIALIZE_ID, "method": "initialize",
-                          "params": params });
-    let answer = ask(registry, session, request).await?;
-    let result = match (answer.get("result"), answer.get("error")) {
-        (Some(result), _) => result.clone(),
-        (_, error) => {
-            return Err(Rejection::new(
-                StatusCode::BAD_GATEWAY,
-                INTERNAL_ERROR,
-                format!(
-                    "the server refused initialize: {}",
-                    error.cloned().unwrap_or_default()
-                ),
-            ))
-        }
-    };
-    let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
-    let message = Message::parse(Bytes::from(initialized.to_string()))
-        .map_err(|e| Rejection::bad_request(e.to_string()))?;
-    registry
-        .send(session, message)
+    let params = serde_json::value::to_raw_value(&params).ok();
+    session
+        .initialize_as_client(registry, params)
         .await
-        .map_err(|e| Rejection::session(&e))?;
-    session.store_synced().await;
-    Ok(result)
+        .map_err(|e| Rejection::session(&e))
 }
 
 /// Sends a request of the proxy's own through the session and waits for its answer.
@@ -428,23 +407,10 @@ pub async fn ask(
 ) -> Result<Value, Rejection> {
     let message = Message::parse(Bytes::from(request.to_string()))
         .map_err(|e| Rejection::bad_request(e.to_string()))?;
-    let stream = registry
-        .call(session, message)
+    registry
+        .ask(session, message)
         .await
-        .map_err(|e| Rejection::session(&e))?;
-    let mut reader = session.attach(stream, None);
-    while let Some(delivery) = reader.next().await {
-        for event in delivery.events {
-            let Ok(message) = serde_json::from_slice::<Value>(&event.payload) else {
-                continue;
-            };
-            if message.get("method").is_none() {
-                session.forget(stream);
-                return Ok(message);
-            }
-        }
-    }
-    Err(Rejection::session(&SessionError::Gone))
+        .map_err(|e| Rejection::session(&e))
 }
 
 /// Capabilities as one string, the same however the client ordered them (a JSON object's keys

@@ -4,6 +4,7 @@
 //! it), `pool` (sessions prepared for anonymous requests), `exchange` (the request through it),
 //! `envelope` (results as modern clients read them).
 
+mod call;
 pub mod checks;
 pub mod correlation;
 pub mod envelope;
@@ -15,6 +16,7 @@ pub mod named;
 pub mod params;
 pub mod pool;
 mod retry;
+mod server_requests;
 pub mod state;
 
 use http::{header, HeaderMap, Response, StatusCode};
@@ -70,11 +72,11 @@ pub async fn post(
             listen::open(app, correlated, &message).await
         }
         _ if params.has("requestState") => {
-            let call = exchange::Call::new(&message, &params, meta, principal);
+            let call = call::Call::new(&message, &params, meta, principal);
             retry::resume(app, &message, call, headers.get(header::AUTHORIZATION)).await
         }
         _ => {
-            let mut call = exchange::Call::new(&message, &params, meta, principal.clone());
+            let mut call = call::Call::new(&message, &params, meta, principal.clone());
             if let Some(cookie) = &cookie {
                 let forwarded = params.legacy_request(&message)?;
                 return named::within_session(app, &message, forwarded, call, cookie).await;

@@ -5,10 +5,11 @@
 use http::{header, HeaderMap, Response, StatusCode};
 use serde_json::{json, Value};
 
+use super::call::Call;
 use super::checks::RequestMeta;
 use super::correlation::{ask, initialize_params, Correlated};
 use super::envelope::{self, CacheHints, CacheScope};
-use super::exchange::{self, Call};
+use super::exchange;
 use crate::front::body::Body;
 use crate::front::data_layer::cookie::Cookie;
 use crate::front::data_layer::handles::{self, Dispatched};

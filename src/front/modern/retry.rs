@@ -2,13 +2,15 @@
 //! state is checked and spent once, the held server requests are answered, and the call reads on
 //! where its first answer stopped.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::StatusCode;
 use serde_json::{json, Map, Value};
 
+use super::call::Call;
 use super::correlation::{Correlated, EndOnDrop};
-use super::exchange::{respond, Call};
+use super::exchange::respond;
 use super::input;
 use super::state::{self, HeldRequest};
 use crate::front::body::Body;
@@ -16,6 +18,7 @@ use crate::front::rejection::Rejection;
 use crate::front::App;
 use crate::jsonrpc::{Message, INVALID_PARAMS};
 use crate::session::log::StreamKey;
+use crate::session::Session;
 
 /// A retry: the call's `requestState` and `inputResponses` continue the held request.
 pub async fn resume(
@@ -88,19 +91,30 @@ pub async fn resume(
     call.in_flight_id = held.request_id.clone();
     let stream = StreamKey::Request(held.stream);
     let reader = session.attach(stream, Some(held.after));
+    let correlated = continued(app, session, &held, &call).await;
+    Ok(respond(app, correlated, call, stream, reader).await)
+}
+
+/// The held request's session as the retry's exchange takes it: with what its server said at
+/// `initialize`, and ended with the request when the request had it to itself.
+async fn continued(
+    app: &App,
+    session: Arc<Session>,
+    held: &HeldRequest,
+    call: &Call,
+) -> Correlated {
     let initialized = app
         .modern
         .correlation
-        .initialized_of(&app.registry, &session, &principal, &call.meta)
+        .initialized_of(&app.registry, &session, &call.principal, &call.meta)
         .await;
-    let correlated = Correlated {
+    Correlated {
         initialized,
         ending: held
             .own_session
             .then(|| EndOnDrop::armed(app.registry.clone(), session.id().to_owned())),
         session,
-    };
-    Ok(respond(app, correlated, call, stream, reader).await)
+    }
 }
 
 /// The client's answer for each held request: every input key answered with an object.

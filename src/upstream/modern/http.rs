@@ -12,14 +12,14 @@ use http_body_util::Full;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::body::{self, BodyError};
-use super::era_switch::{self, EraSwitch};
-use super::http_client::{self, EventStream, HttpClient, HttpSpec};
-use super::{EventSink, UpstreamError, UpstreamEvent};
 use crate::era::{Era, MODERN_VERSION};
 use crate::jsonrpc::{id_key, Kind, Message};
 use crate::mirrored::{self, ToolMarks};
 use crate::trace_context::TraceContext;
+use crate::upstream::body::{self, BodyError};
+use crate::upstream::era_switch::{self, EraSwitch};
+use crate::upstream::http_client::{self, EventStream, HttpClient, HttpSpec};
+use crate::upstream::{EventSink, UpstreamError, UpstreamEvent};
 
 /// A 2026-07-28 HTTP server, as the bridge sends to it.
 #[derive(Debug, Clone)]
@@ -141,7 +141,7 @@ impl Link {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         match events {
-            Some(events) => super::room_to_read_unless(events.as_ref(), stop).await,
+            Some(events) => crate::upstream::room_to_read_unless(events.as_ref(), stop).await,
             None => !stop.is_cancelled(),
         }
     }

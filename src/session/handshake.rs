@@ -1,0 +1,140 @@
+//! The handshake with a session's server, one sequence whoever makes it: `initialize` with the
+//! client's params, `notifications/initialized`, and a `resources/subscribe` per subscription
+//! the session holds. It is made two ways: as a new session's client would
+//! (`initialize_as_client`: the proxy initializes the server for a 2026-07-28 client or a
+//! data-layer session), or on the proxy's own behalf to bring an upstream to where the session
+//! was (`reinitialize`: a new one after a takeover, or one whose server forgot the session; its
+//! answer is not the client's, and the upstream, holding other traffic meanwhile, is told how
+//! it went).
+
+use std::sync::Arc;
+
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+use tracing::{warn, Instrument};
+
+use super::{Registry, Session, SessionError};
+use crate::jsonrpc::Message;
+
+/// The id of the proxy's `initialize` made as a client's.
+const INITIALIZE_ID: &str = "mcp-session-proxy/initialize";
+
+/// How the handshake's messages reach the server.
+#[derive(Clone, Copy)]
+enum Way<'a> {
+    /// Through the registry, as a client's messages: `initialize` is answered on a stream of
+    /// its own (read back here), and its params are kept to bring the server back later.
+    AsClient(&'a Registry),
+    /// As the proxy's own: nothing logged; the upstream is told how `initialize` went.
+    Own,
+}
+
+impl Way<'_> {
+    /// `initialize` with `params`: its result when read (as a client's).
+    async fn initialize(
+        self,
+        session: &Arc<Session>,
+        params: Option<Box<RawValue>>,
+    ) -> Result<Option<Value>, SessionError> {
+        match self {
+            Way::AsClient(registry) => {
+                let request = Message::request(Some(json!(INITIALIZE_ID)), "initialize", params);
+                // Boxed: a delivery may take a session over, which re-initializes it.
+                let answer = Box::pin(registry.ask(session, request)).await?;
+                match (answer.get("result"), answer.get("error")) {
+                    (Some(result), _) => Ok(Some(result.clone())),
+                    (_, error) => Err(SessionError::UpstreamFailed(format!(
+                        "the server refused initialize: {}",
+                        error.cloned().unwrap_or_default()
+                    ))),
+                }
+            }
+            Way::Own => {
+                let initialized = session.internal_request("initialize", params).await;
+                session.upstream.reestablished(
+                    initialized
+                        .as_ref()
+                        .map(|_| ())
+                        .map_err(ToString::to_string),
+                );
+                initialized.map(|()| None)
+            }
+        }
+    }
+
+    /// `notifications/initialized`.
+    async fn initialized(self, session: &Arc<Session>) -> Result<(), SessionError> {
+        let notification = Message::request(None, "notifications/initialized", None);
+        match self {
+            Way::AsClient(registry) => Box::pin(registry.send(session, notification)).await,
+            Way::Own => Ok(session.upstream.send(notification).await?),
+        }
+    }
+}
+
+impl Session {
+    /// The handshake, made `way`; the `initialize` result when it is read.
+    async fn handshake(
+        self: &Arc<Self>,
+        way: Way<'_>,
+        params: Option<Box<RawValue>>,
+    ) -> Result<Option<Value>, SessionError> {
+        let result = way.initialize(self, params).await?;
+        way.initialized(self).await?;
+        let subscriptions: Vec<String> = self.lock().subscriptions.uris.iter().cloned().collect();
+        for uri in subscriptions {
+            let params = serde_json::value::to_raw_value(&json!({ "uri": uri })).ok();
+            self.internal_request("resources/subscribe", params).await?;
+        }
+        Ok(result)
+    }
+
+    /// Initializes a new session's server with `params` as its client would (the shared store,
+    /// if any, has the session once this returns); the server's `initialize` result.
+    pub async fn initialize_as_client(
+        self: &Arc<Self>,
+        registry: &Registry,
+        params: Option<Box<RawValue>>,
+    ) -> Result<Value, SessionError> {
+        let result = self.handshake(Way::AsClient(registry), params).await?;
+        self.store_synced().await;
+        Ok(result.unwrap_or_default())
+    }
+
+    /// Re-initializes the session's upstream (a no-op for a session never initialized: the
+    /// client will).
+    pub(crate) async fn reinitialize(
+        self: &Arc<Self>,
+        init: Option<&str>,
+    ) -> Result<(), SessionError> {
+        let Some(init) = init else {
+            return Ok(());
+        };
+        let params = RawValue::from_string(init.to_owned()).ok();
+        self.handshake(Way::Own, params).await.map(|_| ())
+    }
+
+    /// Its upstream's server forgot the session: re-initializes it in the background.
+    pub(in crate::session) fn reestablish(&self) {
+        let Some(this) = self.this.upgrade() else {
+            return;
+        };
+        let span = self.span();
+        tokio::spawn(
+            async move {
+                warn!("the upstream server lost the session; re-initializing it");
+                let init = this.lock().init.clone();
+                let Some(init) = init else {
+                    let cause = "the client's initialize params are unknown";
+                    warn!(cause, "re-initializing the upstream failed");
+                    this.upstream.reestablished(Err(cause.to_owned()));
+                    return;
+                };
+                if let Err(error) = this.reinitialize(Some(&init)).await {
+                    warn!(%error, "re-initializing the upstream failed");
+                }
+            }
+            .instrument(span),
+        );
+    }
+}
