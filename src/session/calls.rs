@@ -18,6 +18,7 @@ use crate::jsonrpc::{self, id_key, Kind, Message};
 use crate::spans::{self, Span, SpanContext};
 use crate::store::Op;
 use crate::trace_context::TraceContext;
+use crate::upstream::owner::HopError;
 use crate::upstream::{Upstream, UpstreamError};
 
 impl Session {
@@ -41,8 +42,7 @@ impl Session {
             drop(hop); // the hop is over: its span ends here
             let (stream, answer) = forwarded.map_err(|e| SessionError::Upstream(e.into()))?;
             self.absorb(answer);
-            return stream
-                .ok_or_else(|| SessionError::UpstreamFailed("the owner opened no stream".into()));
+            return stream.ok_or(SessionError::Upstream(HopError::NoStream.into()));
         }
         let (stream, upstream_id, outgoing) = match self.open_call(request)? {
             Opened::AnsweredHere(stream) => return Ok(stream),
@@ -60,7 +60,7 @@ impl Session {
     fn open_call(&self, mut request: Message) -> Result<Opened, SessionError> {
         let mut state = self.lock();
         if let Some(cause) = &state.upstream_failure {
-            return Err(SessionError::UpstreamFailed(cause.clone()));
+            return Err(cause.clone().into());
         }
         state.last_active = Instant::now();
         let n = state.next_stream;
@@ -297,7 +297,7 @@ impl Session {
         {
             let mut state = self.lock();
             if let Some(cause) = &state.upstream_failure {
-                return Err(SessionError::UpstreamFailed(cause.clone()));
+                return Err(cause.clone().into());
             }
             state.last_active = Instant::now();
         }
@@ -319,12 +319,11 @@ impl Session {
             for upstream_id in &overdue {
                 if let Some(request) = state.finish(*upstream_id) {
                     state.abandoned += 1;
-                    let message = format!(
-                        "the upstream server did not answer {} within {timeout:?} \
-                         (upstream.request_timeout); the request was cancelled",
-                        request.method
-                    );
-                    self.fail(&mut state, request, &message);
+                    let cause = UpstreamError::Unanswered {
+                        method: request.method.clone(),
+                        timeout,
+                    };
+                    self.fail(&mut state, request, &cause);
                 }
             }
             overdue
@@ -364,14 +363,14 @@ impl Session {
             }
         }
         let params = serde_json::value::to_raw_value(&json!({ "uri": uri })).ok();
-        self.internal_request(method, params).await
+        Ok(self.internal_request(method, params).await?)
     }
 
     pub(in crate::session) async fn internal_request(
         &self,
         method: &str,
         params: Option<Box<RawValue>>,
-    ) -> Result<(), SessionError> {
+    ) -> Result<(), UpstreamError> {
         let (done, answered) = tokio::sync::oneshot::channel();
         let upstream_id = {
             let mut state = self.lock();
@@ -402,13 +401,10 @@ impl Session {
             ))
             .await?;
         match tokio::time::timeout(self.settings.request_timeout, answered).await {
-            Ok(Ok(Ok(()))) => Ok(()),
-            Ok(Ok(Err(error))) => Err(SessionError::UpstreamFailed(format!(
-                "the upstream refused {method}: {error}"
-            ))),
-            _ => Err(SessionError::UpstreamFailed(format!(
-                "the upstream did not answer {method}"
-            ))),
+            Ok(Ok(answer)) => answer,
+            _ => Err(UpstreamError::OwnUnanswered {
+                method: method.to_owned(),
+            }),
         }
     }
 }

@@ -102,8 +102,6 @@ impl Default for SessionSettings {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
-    #[error("{0}")]
-    UpstreamFailed(String),
     #[error(transparent)]
     Upstream(#[from] UpstreamError),
     #[error("the limit of {0} open sessions is reached")]

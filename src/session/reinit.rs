@@ -9,6 +9,7 @@ use tracing::{warn, Instrument};
 
 use super::{Session, SessionError};
 use crate::jsonrpc::Message;
+use crate::upstream::UpstreamError;
 
 impl Session {
     /// Re-initializes the session's upstream (a no-op for a session never initialized: the
@@ -19,12 +20,7 @@ impl Session {
         };
         let params = RawValue::from_string(init.to_owned()).ok();
         let initialized = self.internal_request("initialize", params).await;
-        self.upstream.reestablished(
-            initialized
-                .as_ref()
-                .map(|_| ())
-                .map_err(ToString::to_string),
-        );
+        self.upstream.reestablished(initialized.clone());
         initialized?;
         self.upstream
             .send(Message::request(None, "notifications/initialized", None))
@@ -48,9 +44,9 @@ impl Session {
                 warn!("the upstream server lost the session; re-initializing it");
                 let init = this.lock().init.clone();
                 let Some(init) = init else {
-                    let cause = "the client's initialize params are unknown";
-                    warn!(cause, "re-initializing the upstream failed");
-                    this.upstream.reestablished(Err(cause.to_owned()));
+                    let cause = UpstreamError::NoInitializeParams;
+                    warn!(%cause, "re-initializing the upstream failed");
+                    this.upstream.reestablished(Err(cause));
                     return;
                 };
                 if let Err(error) = this.reinitialize(Some(&init)).await {

@@ -13,6 +13,7 @@ use super::log::{EventLog, StreamKey};
 use super::{Shape, SubscriptionRefused, MAX_SUBSCRIPTION_BYTES};
 use crate::jsonrpc;
 use crate::store::{Mirror, Op};
+use crate::upstream::UpstreamError;
 
 #[derive(Debug)]
 pub(super) struct Attachment {
@@ -47,7 +48,7 @@ pub(super) struct State {
     pub(super) protocol_version: Option<String>,
     /// A protocol-level session (`session/start`): its notifications carry `sessionEventId`.
     pub(super) numbered: bool,
-    pub(super) upstream_failure: Option<String>,
+    pub(super) upstream_failure: Option<UpstreamError>,
     pub(super) last_active: Instant,
     /// Where the session records itself for other replicas (a shared store only).
     pub(super) mirror: Option<Mirror>,
