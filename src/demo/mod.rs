@@ -304,8 +304,8 @@ impl Demo {
     fn call_tool(&self, id: &Value, params: &Value) {
         let args = &params["arguments"];
         let name = params["name"].as_str().unwrap_or_default();
-        if let Err(message) = check_arguments(name, args) {
-            return self.fail(id, -32602, &message);
+        if let Err(refused) = check_arguments(name, args) {
+            return self.fail(id, -32602, &refused.to_string());
         }
         let text = |t: String| json!({ "content": [{ "type": "text", "text": t }] });
         match name {
@@ -553,8 +553,29 @@ const ARGUMENTS: [(&str, &[&str]); 12] = [
     ("trace_context", &[]),
 ];
 
+/// Why a demo tool refuses its arguments.
+#[derive(Debug, thiserror::Error)]
+enum ArgumentsRefused {
+    #[error("{0}: arguments must be an object")]
+    NotAnObject(String),
+    #[error("{tool}: unknown argument(s) {} (it takes: {})", .unknown.join(", "), takes(.known))]
+    Unknown {
+        tool: String,
+        unknown: Vec<String>,
+        known: &'static [&'static str],
+    },
+}
+
+/// What a tool takes, for a refusal: its arguments, or `none`.
+fn takes(known: &[&str]) -> String {
+    match known.is_empty() {
+        true => "none".to_owned(),
+        false => known.join(", "),
+    }
+}
+
 /// A demo tool's arguments are an object (or absent) naming only what the tool takes.
-fn check_arguments(tool: &str, args: &Value) -> Result<(), String> {
+fn check_arguments(tool: &str, args: &Value) -> Result<(), ArgumentsRefused> {
     let Some((_, known)) = ARGUMENTS.iter().find(|(name, _)| *name == tool) else {
         return Ok(());
     };
@@ -565,18 +586,15 @@ fn check_arguments(tool: &str, args: &Value) -> Result<(), String> {
             .map(String::as_str)
             .filter(|key| !known.contains(key))
             .collect(),
-        _ => return Err(format!("{tool}: arguments must be an object")),
+        _ => return Err(ArgumentsRefused::NotAnObject(tool.to_owned())),
     };
-    match unknown.as_slice() {
-        [] => Ok(()),
-        _ => Err(format!(
-            "{tool}: unknown argument(s) {} (it takes: {})",
-            unknown.join(", "),
-            match known.is_empty() {
-                true => "none".to_owned(),
-                false => known.join(", "),
-            }
-        )),
+    match unknown.is_empty() {
+        true => Ok(()),
+        false => Err(ArgumentsRefused::Unknown {
+            tool: tool.to_owned(),
+            unknown: unknown.into_iter().map(str::to_owned).collect(),
+            known,
+        }),
     }
 }
 
@@ -627,7 +645,9 @@ mod tests {
     fn unknown_arguments_are_named() {
         assert!(check_arguments("echo", &json!({ "message": "hi" })).is_ok());
         assert!(check_arguments("counter", &Value::Null).is_ok());
-        let error = check_arguments("echo", &json!({ "txt": "hi" })).unwrap_err();
+        let error = check_arguments("echo", &json!({ "txt": "hi" }))
+            .unwrap_err()
+            .to_string();
         assert!(
             error.contains("txt") && error.contains("text, message"),
             "{error}"

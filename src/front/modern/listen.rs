@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use dashmap::DashMap;
-use http::StatusCode;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -22,7 +21,7 @@ use crate::front::body::Body;
 use crate::front::rejection::Rejection;
 use crate::front::request::event_stream;
 use crate::front::App;
-use crate::jsonrpc::{Message, INVALID_PARAMS};
+use crate::jsonrpc::Message;
 use crate::session::{Reader, Registry, Session};
 use crate::sse;
 
@@ -37,15 +36,22 @@ struct Filter {
     uris: BTreeSet<String>,
 }
 
+/// Why a listen's params ask for nothing the proxy can read.
+#[derive(Debug, thiserror::Error)]
+enum FilterRefused {
+    #[error("subscriptions/listen needs a notifications object")]
+    NoNotifications,
+    #[error("resourceSubscriptions must be strings")]
+    UrisNotStrings,
+    #[error("resourceSubscriptions must be an array")]
+    UrisNotAnArray,
+}
+
 impl Filter {
-    fn asked(params: &Value) -> Result<Filter, String> {
+    fn asked(params: &Value) -> Result<Filter, FilterRefused> {
         let notifications = match params.get("notifications") {
             Some(Value::Object(n)) => n,
-            _ => {
-                return Err(
-                    "Invalid params: subscriptions/listen needs a notifications object".into(),
-                )
-            }
+            _ => return Err(FilterRefused::NoNotifications),
         };
         let flag = |name: &str| {
             notifications
@@ -59,8 +65,8 @@ impl Filter {
                 .iter()
                 .map(|u| u.as_str().map(str::to_owned))
                 .collect::<Option<_>>()
-                .ok_or("Invalid params: resourceSubscriptions must be strings")?,
-            Some(_) => return Err("Invalid params: resourceSubscriptions must be an array".into()),
+                .ok_or(FilterRefused::UrisNotStrings)?,
+            Some(_) => return Err(FilterRefused::UrisNotAnArray),
         };
         Ok(Filter {
             tools: flag("toolsListChanged"),
@@ -143,9 +149,8 @@ pub async fn open(
         .params()
         .and_then(|p| serde_json::from_str(p.get()).ok())
         .unwrap_or_default();
-    let refused =
-        |m: String| Rejection::new(StatusCode::BAD_REQUEST, INVALID_PARAMS, m).with_id(Some(&id));
-    let asked = Filter::asked(&params).map_err(refused)?;
+    let asked = Filter::asked(&params)
+        .map_err(|refused| Rejection::invalid_params(refused.to_string()).with_id(Some(&id)))?;
     let capabilities = &correlated.initialized.result["capabilities"];
     if !server_notifies(capabilities) {
         return Err(checks::method_not_found("subscriptions/listen").with_id(Some(&id)));

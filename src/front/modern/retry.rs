@@ -43,7 +43,7 @@ pub async fn resume(
             held.method, held.name
         )));
     }
-    let answers = answers(&params, &held).map_err(refused)?;
+    let answers = answers(&params, &held).map_err(|e| refused(e.to_string()))?;
     // Good for one retry, on whichever replica it comes to first.
     let ttl = Duration::from_millis(held.expires_ms.saturating_sub(state::now_ms()));
     let first = app
@@ -103,31 +103,35 @@ pub async fn resume(
     Ok(respond(app, correlated, call, stream, reader).await)
 }
 
+/// Why a retry's `inputResponses` do not answer its held requests.
+#[derive(Debug, thiserror::Error)]
+enum AnswersRefused {
+    #[error("Invalid params: inputResponses must be an object")]
+    NotAnObject,
+    #[error("Invalid params: inputResponses[{0:?}] must be the result object of its request")]
+    NotAResult(String),
+    #[error("Invalid params: inputResponses lacks {}; answer every input request", .0.join(", "))]
+    Missing(Vec<String>),
+}
+
 /// The client's answer for each held request: every input key answered with an object.
-fn answers(params: &Value, held: &HeldRequest) -> Result<Vec<(Value, Value)>, String> {
+fn answers(params: &Value, held: &HeldRequest) -> Result<Vec<(Value, Value)>, AnswersRefused> {
     let given = match params.get("inputResponses") {
         Some(Value::Object(given)) => given.clone(),
         None | Some(Value::Null) => Map::new(),
-        Some(_) => return Err("Invalid params: inputResponses must be an object".into()),
+        Some(_) => return Err(AnswersRefused::NotAnObject),
     };
     let mut answers = Vec::new();
     let mut missing = Vec::new();
     for (key, id) in &held.waiting {
         match given.get(key) {
             Some(answer @ Value::Object(_)) => answers.push((id.clone(), answer.clone())),
-            Some(_) => {
-                return Err(format!(
-                "Invalid params: inputResponses[{key:?}] must be the result object of its request"
-            ))
-            }
-            None => missing.push(key.as_str()),
+            Some(_) => return Err(AnswersRefused::NotAResult(key.clone())),
+            None => missing.push(key.clone()),
         }
     }
     match missing.is_empty() {
         true => Ok(answers),
-        false => Err(format!(
-            "Invalid params: inputResponses lacks {}; answer every input request",
-            missing.join(", ")
-        )),
+        false => Err(AnswersRefused::Missing(missing)),
     }
 }
