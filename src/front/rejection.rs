@@ -81,6 +81,16 @@ impl Rejection {
         )
     }
 
+    /// An upstream that failed, or refused what the proxy asked of it: 502.
+    pub fn bad_gateway(message: impl Into<String>) -> Rejection {
+        Rejection::new(StatusCode::BAD_GATEWAY, INTERNAL_ERROR, message)
+    }
+
+    /// A WebSocket upgrade in a version the proxy does not speak: 426.
+    pub fn upgrade_required(message: impl Into<String>) -> Rejection {
+        Rejection::new(StatusCode::UPGRADE_REQUIRED, INVALID_REQUEST, message)
+    }
+
     pub fn too_large(limit: usize) -> Rejection {
         Rejection::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -146,7 +156,7 @@ impl Rejection {
             SessionError::SubscriptionRefused(refused) => {
                 Rejection::new(StatusCode::BAD_REQUEST, INVALID_PARAMS, refused.to_string())
             }
-            _ => Rejection::new(StatusCode::BAD_GATEWAY, INTERNAL_ERROR, error.to_string()),
+            _ => Rejection::bad_gateway(error.to_string()),
         }
     }
 

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 use tracing::{debug, Instrument};
 
+use super::error_answer::ErrorAnswer;
 use super::inflight::Inflight;
 use super::list_cache::{Lookup, Ticket};
 use super::log::StreamKey;
@@ -69,32 +70,22 @@ impl Session {
         let client_id = request.id().cloned().unwrap_or(Value::Null);
         if protocol::is_session_method(&method) {
             // Answered by the proxy where a front offers them; never the upstream's.
-            let message = format!(
-                "Method not found: {method} is offered on WebSocket connections and on Streamable \
-                 HTTP requests without Mcp-Session-Id, not on this one"
-            );
-            let error =
-                jsonrpc::error_response(&client_id, jsonrpc::METHOD_NOT_FOUND, &message, None);
+            let error = ErrorAnswer::NotOffered(method).to_response(&client_id);
             return Ok(self.answer_here(&mut state, n, error));
         }
         if method != "initialize" && self.upstream.awaits_initialize() {
             // The server starts at initialize; nothing before it reaches one.
             let answer = match method.as_str() {
                 "ping" => jsonrpc::result_response(&client_id, json!({})),
-                _ => jsonrpc::error_response(
-                    &client_id,
-                    jsonrpc::INVALID_REQUEST,
-                    &format!("Invalid Request: {}", UpstreamError::NotStarted),
-                    None,
-                ),
+                _ => ErrorAnswer::NotStarted.to_response(&client_id),
             };
             return Ok(self.answer_here(&mut state, n, answer));
         }
         let ticket = match self.cached_list(&request, &method) {
             Ok(ticket) => ticket,
             Err(result) => {
-                let answer = json!({ "jsonrpc": "2.0", "id": client_id, "result": result });
-                return Ok(self.answer_here(&mut state, n, Bytes::from(answer.to_string())));
+                let answer = jsonrpc::result_response(&client_id, json!(result));
+                return Ok(self.answer_here(&mut state, n, answer));
             }
         };
         if let ("resources/subscribe" | "resources/unsubscribe", Some(uri)) =
@@ -104,12 +95,7 @@ impl Session {
                 state.unsubscribe(&uri);
             } else if let Err(refused) = state.subscribe(&uri, self.settings.max_subscriptions) {
                 self.metrics.subscriptions_refused_total.inc();
-                let error = jsonrpc::error_response(
-                    &client_id,
-                    jsonrpc::INVALID_PARAMS,
-                    &refused.to_string(),
-                    None,
-                );
+                let error = ErrorAnswer::from(refused).to_response(&client_id);
                 return Ok(self.answer_here(&mut state, n, error));
             }
         }

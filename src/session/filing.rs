@@ -10,13 +10,14 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tracing::debug;
 
+use super::error_answer::ErrorAnswer;
 use super::inflight::Inflight;
 use super::layer::{self, LayerKind};
 use super::log::{Logged, StreamKey};
 use super::routing::{self, Route};
 use super::state::State;
 use super::{protocol, Session};
-use crate::jsonrpc::{self, id_key, Kind, Message};
+use crate::jsonrpc::{id_key, Kind, Message};
 use crate::store::{Backlog, Op};
 use crate::upstream::{Sink, UpstreamError, UpstreamEvent};
 
@@ -72,12 +73,7 @@ impl Session {
         if request.internal.is_some() {
             return;
         }
-        let error = jsonrpc::error_response(
-            &request.client_id,
-            jsonrpc::INTERNAL_ERROR,
-            &cause.to_string(),
-            None,
-        );
+        let error = ErrorAnswer::Upstream(cause.clone()).to_response(&request.client_id);
         let stream = state.stream_of(request.stream);
         self.append(state, stream, error, true, None);
     }

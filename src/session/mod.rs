@@ -6,6 +6,7 @@
 //! (creating, finding and expiring sessions).
 
 mod calls;
+mod error_answer;
 mod filing;
 mod inflight;
 pub mod layer;

@@ -7,7 +7,7 @@ use http::StatusCode;
 use serde_json::json;
 
 use crate::front::rejection::Rejection;
-use crate::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS};
+use crate::jsonrpc::INTERNAL_ERROR;
 pub use crate::jsonrpc::{SESSION_NOT_FOUND, SESSION_REQUIRED};
 
 pub fn not_found(session_id: &str) -> Rejection {
@@ -36,21 +36,15 @@ pub fn required(method: &str) -> Rejection {
 }
 
 pub fn state_too_large(len: usize, max: usize) -> Rejection {
-    Rejection::new(
-        StatusCode::BAD_REQUEST,
-        INVALID_PARAMS,
-        format!("Invalid params: the session's state is {len} bytes, over the limit of {max}"),
-    )
+    Rejection::invalid_params(format!(
+        "the session's state is {len} bytes, over the limit of {max}"
+    ))
 }
 
 pub fn cookie_on_create(method: &str) -> Rejection {
-    Rejection::new(
-        StatusCode::BAD_REQUEST,
-        INVALID_PARAMS,
-        format!(
-            "Invalid params: {method} must not carry _meta[\"io.modelcontextprotocol/session\"]"
-        ),
-    )
+    Rejection::invalid_params(format!(
+        "{method} must not carry _meta[\"io.modelcontextprotocol/session\"]"
+    ))
 }
 
 pub fn too_many(limit: usize) -> Rejection {

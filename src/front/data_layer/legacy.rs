@@ -20,7 +20,7 @@ use crate::front::rejection::failed_request;
 use crate::front::rejection::Rejection;
 use crate::front::App;
 use crate::ids::Principal;
-use crate::jsonrpc::Message;
+use crate::jsonrpc::{self, Message};
 use crate::session::Session;
 
 /// Where a legacy request goes.
@@ -59,10 +59,7 @@ pub async fn route(
         true => read_cookie(app, &message).map_err(|r| r.with_id(Some(&id)))?,
         false => (None, None),
     };
-    let answered = |result: Value| {
-        let answer = json!({ "jsonrpc": "2.0", "id": id, "result": result });
-        Ok(Routed::Answered(answer.to_string().into()))
-    };
+    let answered = |result: Value| Ok(Routed::Answered(jsonrpc::result_response(&id, result)));
     let credential = || credential.clone();
     if let Some(verb) = methods::verb(&method) {
         return match verb {

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::front::body::Body;
 use crate::front::request::event_stream;
 use crate::front::App;
+use crate::jsonrpc;
 use crate::session::layer::META_KEY;
 use crate::session::{Reader, Session};
 use crate::sse;
@@ -137,8 +138,7 @@ impl Listen {
                 () = self.chunks.closed() => return,
             }
         }
-        self.send(&json!({ "jsonrpc": "2.0", "id": id, "result": {} }))
-            .await;
+        self.send(&jsonrpc::result_value(&id, json!({}))).await;
     }
 
     async fn send(&self, message: &Value) -> bool {

@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 
 use super::params::Params;
 use crate::front::rejection::Rejection;
-use crate::jsonrpc::{Message, INVALID_PARAMS, METHOD_NOT_FOUND};
+use crate::jsonrpc::{Message, METHOD_NOT_FOUND};
 use crate::mirrored::ToolMarks;
 
 pub use crate::era::{
@@ -109,11 +109,7 @@ fn meta(params: &Value) -> Option<&Map<String, Value>> {
 
 fn required_meta(meta: Option<&Map<String, Value>>) -> Result<RequestMeta, Rejection> {
     let missing = |what: &str| {
-        Rejection::new(
-            StatusCode::BAD_REQUEST,
-            INVALID_PARAMS,
-            format!("Invalid params: _meta[\"{what}\"] is required on every request"),
-        )
+        Rejection::invalid_params(format!("_meta[\"{what}\"] is required on every request"))
     };
     let meta = meta.ok_or_else(|| missing(VERSION_KEY))?;
     let version = match meta.get(VERSION_KEY) {
@@ -128,11 +124,9 @@ fn required_meta(meta: Option<&Map<String, Value>>) -> Result<RequestMeta, Rejec
         None => None,
         Some(Value::String(level)) if level_rank(level).is_some() => Some(level.clone()),
         Some(other) => {
-            return Err(Rejection::new(
-                StatusCode::BAD_REQUEST,
-                INVALID_PARAMS,
-                format!("Invalid params: invalid log level {other}"),
-            ))
+            return Err(Rejection::invalid_params(format!(
+                "invalid log level {other}"
+            )))
         }
     };
     Ok(RequestMeta {
@@ -258,6 +252,7 @@ fn header_value(headers: &HeaderMap, name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jsonrpc::INVALID_PARAMS;
     use bytes::Bytes;
 
     fn message(body: Value) -> Message {

@@ -10,14 +10,14 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use dashmap::DashMap;
-use http::{HeaderValue, StatusCode};
+use http::HeaderValue;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::checks::RequestMeta;
 use crate::front::rejection::Rejection;
 use crate::ids::Principal;
-use crate::jsonrpc::{Message, INTERNAL_ERROR};
+use crate::jsonrpc::Message;
 use crate::session::{Registry, Session, SessionError, Shape};
 
 /// The legacy revision the proxy speaks to its servers for modern clients.
@@ -399,14 +399,10 @@ pub async fn initialize_with(
     let result = match (answer.get("result"), answer.get("error")) {
         (Some(result), _) => result.clone(),
         (_, error) => {
-            return Err(Rejection::new(
-                StatusCode::BAD_GATEWAY,
-                INTERNAL_ERROR,
-                format!(
-                    "the server refused initialize: {}",
-                    error.cloned().unwrap_or_default()
-                ),
-            ))
+            return Err(Rejection::bad_gateway(format!(
+                "the server refused initialize: {}",
+                error.cloned().unwrap_or_default()
+            )))
         }
     };
     let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });

@@ -21,7 +21,7 @@ use crate::front::body::Body;
 use crate::front::rejection::Rejection;
 use crate::front::request::event_stream;
 use crate::front::App;
-use crate::jsonrpc::Message;
+use crate::jsonrpc::{self, Message};
 use crate::session::{Reader, Registry, Session};
 use crate::sse;
 
@@ -240,8 +240,10 @@ impl Listen {
                 () = chunks.closed() => return self,
             }
         }
-        let end = json!({ "jsonrpc": "2.0", "id": self.id, "result": {
-            "resultType": "complete", "_meta": { SUBSCRIPTION_ID: self.id } } });
+        let end = jsonrpc::result_value(
+            &self.id,
+            json!({ "resultType": "complete", "_meta": { SUBSCRIPTION_ID: self.id } }),
+        );
         self.send(chunks, &end).await;
         self
     }

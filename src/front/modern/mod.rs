@@ -18,7 +18,7 @@ mod retry;
 pub mod state;
 
 use http::{header, HeaderMap, Response, StatusCode};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::body::Body;
 use super::rejection::Rejection;
@@ -26,7 +26,7 @@ use super::request::{accepted, json};
 use super::App;
 use crate::front::data_layer::{cookie, errors, methods};
 use crate::ids::Principal;
-use crate::jsonrpc::{Kind, Message, INVALID_REQUEST};
+use crate::jsonrpc::{self, Kind, Message, INVALID_REQUEST};
 use checks::RequestMeta;
 
 pub use checks::is_modern;
@@ -195,8 +195,7 @@ async fn discover(
     if let Some(serde_json::Value::Object(capabilities)) = result.get_mut("capabilities") {
         crate::session::layer::advertise(capabilities);
     }
-    let answer = json!({ "jsonrpc": "2.0", "id": id, "result": result });
-    Ok(json(StatusCode::OK, answer.to_string().into()))
+    Ok(json(StatusCode::OK, jsonrpc::result_response(id, result)))
 }
 
 /// A served server's modern settings and its upstream sessions for modern clients.

@@ -18,7 +18,7 @@ use crate::front::rejection::Rejection;
 use crate::front::request::json;
 use crate::front::App;
 use crate::ids::Principal;
-use crate::jsonrpc::Message;
+use crate::jsonrpc::{self, Message};
 
 /// Answers a `sessions/*` or `messages/listen` request.
 #[allow(clippy::too_many_arguments)]
@@ -69,8 +69,7 @@ pub async fn verb(
     };
     let mut result = result.map_err(|r| r.with_id(Some(&id)))?;
     result["resultType"] = json!("complete");
-    let answer = json!({ "jsonrpc": "2.0", "id": id, "result": result });
-    Ok(json(StatusCode::OK, answer.to_string().into()))
+    Ok(json(StatusCode::OK, jsonrpc::result_response(&id, result)))
 }
 
 /// A named session as the exchange takes it.
@@ -105,8 +104,8 @@ pub async fn handle_call(
         Ok(Dispatched::Plain) => Handled::Plain(Box::new(call)),
         Ok(Dispatched::Answered(mut result)) => {
             result["resultType"] = json!("complete");
-            let answer = json!({ "jsonrpc": "2.0", "id": call.client_id, "result": result });
-            Handled::Answered(Ok(json(StatusCode::OK, answer.to_string().into())))
+            let answer = jsonrpc::result_response(&call.client_id, result);
+            Handled::Answered(Ok(json(StatusCode::OK, answer)))
         }
         Ok(Dispatched::Within(named, within)) => {
             Handled::Answered(exchange::exchange(app, correlated(named), within, call).await)

@@ -4,8 +4,7 @@
 
 use std::time::Duration;
 
-use http::StatusCode;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::correlation::{Correlated, EndOnDrop};
 use super::exchange::{respond, Call};
@@ -14,7 +13,7 @@ use super::state::{self, HeldRequest};
 use crate::front::body::Body;
 use crate::front::rejection::Rejection;
 use crate::front::App;
-use crate::jsonrpc::{Message, INVALID_PARAMS};
+use crate::jsonrpc::{self, Message};
 use crate::session::log::StreamKey;
 
 /// A retry: the call's `requestState` and `inputResponses` continue the held request.
@@ -26,20 +25,16 @@ pub async fn resume(
 ) -> Result<http::Response<Body>, Rejection> {
     let principal = call.principal.clone();
     let id = request.id().cloned().unwrap_or(Value::Null);
-    let refused = |message: String| {
-        Rejection::new(StatusCode::BAD_REQUEST, INVALID_PARAMS, message).with_id(Some(&id))
-    };
+    let refused = |message: String| Rejection::invalid_params(message).with_id(Some(&id));
     let params = call.params();
     let Some(request_state) = params["requestState"].as_str() else {
-        return Err(refused(
-            "Invalid params: requestState must be a string".into(),
-        ));
+        return Err(refused("requestState must be a string".into()));
     };
     let held = HeldRequest::verify(request_state, &app.modern.state_key, &principal)
         .map_err(|r| r.with_id(Some(&id)))?;
     if held.method != call.method || held.name != call.name {
         return Err(refused(format!(
-            "Invalid params: this requestState continues {} {:?}, not this request",
+            "this requestState continues {} {:?}, not this request",
             held.method, held.name
         )));
     }
@@ -53,7 +48,7 @@ pub async fn resume(
         .map_err(|e| Rejection::session(&e).with_id(Some(&id)))?;
     if !first {
         return Err(refused(
-            "Invalid params: this requestState was already used; call again without it".into(),
+            "this requestState was already used; call again without it".into(),
         ));
     }
     // Wherever the session lives now: a retry may come to any replica.
@@ -65,7 +60,7 @@ pub async fn resume(
     let Some(session) = found else {
         app.modern.held_calls.release(&held);
         return Err(refused(
-            "Invalid params: the request this requestState continues is over; call again without it".into(),
+            "the request this requestState continues is over; call again without it".into(),
         ));
     };
     // A view's owner knows what it still waits for; here, an owned session does.
@@ -73,13 +68,13 @@ pub async fn resume(
     for (waiting, answer) in answers {
         if owned && !session.awaits_answer(&waiting) {
             return Err(refused(
-                "Invalid params: this requestState was already used; call again without it".into(),
+                "this requestState was already used; call again without it".into(),
             ));
         }
         input::answer_upstream(
             &app.registry,
             &session,
-            json!({ "jsonrpc": "2.0", "id": waiting, "result": answer }),
+            jsonrpc::result_value(&waiting, answer),
         )
         .await;
     }
@@ -106,11 +101,11 @@ pub async fn resume(
 /// Why a retry's `inputResponses` do not answer its held requests.
 #[derive(Debug, thiserror::Error)]
 enum AnswersRefused {
-    #[error("Invalid params: inputResponses must be an object")]
+    #[error("inputResponses must be an object")]
     NotAnObject,
-    #[error("Invalid params: inputResponses[{0:?}] must be the result object of its request")]
+    #[error("inputResponses[{0:?}] must be the result object of its request")]
     NotAResult(String),
-    #[error("Invalid params: inputResponses lacks {}; answer every input request", .0.join(", "))]
+    #[error("inputResponses lacks {}; answer every input request", .0.join(", "))]
     Missing(Vec<String>),
 }
 
