@@ -8,12 +8,13 @@
 //!   `Last-Event-ID` into a stream resume; `websocket` serves the same path upgraded;
 //!   `session_methods` answers `session/start|resume|end` for both; `legacy_sse` the 2024-11-05
 //!   pair; `internal` the other replicas' hop; `event_stream` writes a session stream as SSE;
-//!   `rejection` is the one place where refused input becomes an HTTP status and a JSON-RPC
-//!   error. Every front hands a client message to `Registry::deliver`.
+//!   `rejection` is the one place where refused input or a session's error becomes an HTTP
+//!   status and a JSON-RPC error. Every front hands a client message to `Registry::deliver`.
 //! - [`session`]: what a session is. The handle (`mod.rs`) and one file per job: `calls`
 //!   (client messages in, requests in flight under upstream ids; `inflight`: what one waits
 //!   for), `filing` (server messages and
-//!   upstream failures into the log), `readers` (streams read, replayed, resumed), `state` (what
+//!   upstream failures into the log), `error_answer` (the code of each error a session answers
+//!   a request with itself), `readers` (streams read, replayed, resumed), `state` (what
 //!   the one lock guards); `registry` creates, finds (per principal) and expires sessions; `log`
 //!   is the bounded, coalescing event log; `protocol` numbers a protocol-level session's events;
 //!   `routing` decides which stream a server message belongs to; `replica` is everything about
@@ -21,7 +22,7 @@
 //! - [`upstream`]: server transports. `factory` builds a session's upstream; `stdio` runs one
 //!   child process per session, `shared` one for all, `streamable_http` and `legacy_sse` make
 //!   the proxy an HTTP client, `owner` reaches the replica that owns a session, `deferred`
-//!   starts any of them at the session's `initialize`.
+//!   starts any of them at the session's `initialize`; `UpstreamError` names every way one fails.
 //! - [`store`]: state beyond the process: `Memory`, or `redis` (records, logs as Redis Streams,
 //!   heartbeats; a write-behind `Mirror` per owned session, a follower per view).
 //! - Base modules every layer may use: [`jsonrpc`] the message model, [`era`] the names of the

@@ -1,5 +1,6 @@
-//! The one place where a refused request becomes an HTTP status and a JSON-RPC error body
-//! (DESIGN "Bad input gets a clear answer"). Codes: the JSON-RPC standard ones; -32001 "session
+//! The one place where a refused request, or a session's failure (`SessionError`, its upstream's
+//! `UpstreamError` among them), becomes an HTTP status and a JSON-RPC error body (DESIGN "Bad
+//! input gets a clear answer"). Codes: the JSON-RPC standard ones; -32001 "session
 //! not found" from the legacy server range, as the official SDKs use it, for a session named by
 //! `Mcp-Session-Id`; -32043 (seed `002`) with `data: {sessionId}` for a protocol-level one.
 
