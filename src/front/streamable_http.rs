@@ -53,7 +53,7 @@ pub async fn handle(app: &App, request: Request<Incoming>) -> Response<Body> {
         Err(rejection) => Err(rejection),
         Ok(()) => match *request.method() {
             Method::GET | Method::DELETE if is_modern_without_session(request.headers()) => {
-                Err(modern::method_not_allowed())
+                Err(Rejection::modern_method_not_allowed())
             }
             Method::POST => post(app, request, &mut method).await,
             Method::GET => get(app, request.headers()).await,
@@ -360,7 +360,9 @@ async fn protocol_post(
                 .map_err(|r| r.with_id(Some(&id)))?;
             Ok(json(StatusCode::OK, session_methods::ended(&id)))
         }
-        Some(method) if is_session_method(method) => Err(session_methods::unknown_method(&message)),
+        Some(method) if is_session_method(method) => {
+            Err(Rejection::unknown_session_method(&message))
+        }
         _ => {
             let session_id = named.ok_or_else(|| {
                 Rejection::bad_request("Bad Request: Mcp-Protocol-Session-Id header is required")

@@ -12,7 +12,6 @@ use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
 use super::cookie::{self, Cookie};
-use super::errors;
 use super::handles::{self, Dispatched};
 use super::methods::{self, Verb};
 use crate::front::modern::correlation::ask;
@@ -65,7 +64,7 @@ pub async fn route(
         return match verb {
             Verb::Create { draft } => {
                 if cookie.is_some() {
-                    return Err(errors::cookie_on_create(&method).with_id(Some(&id)));
+                    return Err(Rejection::cookie_on_create(&method).with_id(Some(&id)));
                 }
                 let init = init_params(transport);
                 let created =
@@ -97,7 +96,7 @@ pub async fn route(
         return Ok(Routed::To(named.session, stripped.unwrap_or(message)));
     }
     if app.data_layer.requires_session(&message) {
-        return Err(errors::required(&method).with_id(Some(&id)));
+        return Err(Rejection::data_session_required(&method).with_id(Some(&id)));
     }
     if !app.data_layer.settings.handles {
         return Ok(Routed::Transport(message));

@@ -15,7 +15,6 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::checks;
 use super::correlation::{ask, Correlated};
 use crate::front::body::Body;
 use crate::front::rejection::Rejection;
@@ -153,7 +152,7 @@ pub async fn open(
         .map_err(|refused| Rejection::invalid_params(refused.to_string()).with_id(Some(&id)))?;
     let capabilities = &correlated.initialized.result["capabilities"];
     if !server_notifies(capabilities) {
-        return Err(checks::method_not_found("subscriptions/listen").with_id(Some(&id)));
+        return Err(Rejection::modern_method_not_found("subscriptions/listen").with_id(Some(&id)));
     }
     let honoured = asked.honoured(capabilities);
     let session = correlated.session.clone();

@@ -24,9 +24,9 @@ use super::body::Body;
 use super::rejection::Rejection;
 use super::request::{accepted, json};
 use super::App;
-use crate::front::data_layer::{cookie, errors, methods};
+use crate::front::data_layer::{cookie, methods};
 use crate::ids::Principal;
-use crate::jsonrpc::{self, Kind, Message, INVALID_REQUEST};
+use crate::jsonrpc::{self, Kind, Message};
 use checks::RequestMeta;
 
 pub use checks::is_modern;
@@ -53,7 +53,7 @@ pub async fn post(
         return named::verb(app, headers, verb, cookie, &message, &meta, principal).await;
     }
     if cookie.is_none() && app.data_layer.requires_session(&message) {
-        return Err(errors::required(method).with_id(Some(&id)));
+        return Err(Rejection::data_session_required(method).with_id(Some(&id)));
     }
     match method {
         "server/discover" => discover(app, headers, principal, &meta, &id).await,
@@ -119,18 +119,6 @@ fn cached(id: &Value, result: &[u8]) -> bytes::Bytes {
     out.extend_from_slice(result);
     out.push(b'}');
     out.into()
-}
-
-/// GET and DELETE are not part of 2026-07-28: 405.
-pub fn method_not_allowed() -> Rejection {
-    Rejection {
-        allow: Some("POST"),
-        ..Rejection::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            INVALID_REQUEST,
-            "Method Not Allowed: protocol version 2026-07-28 takes POST only",
-        )
-    }
 }
 
 /// Whether a request without a principal may be served by a session lent from the pool.

@@ -13,7 +13,7 @@ use crate::front::body::Body;
 use crate::front::data_layer::cookie::Cookie;
 use crate::front::data_layer::handles::{self, Dispatched};
 use crate::front::data_layer::methods::{self, Verb};
-use crate::front::data_layer::{errors, listen, Named};
+use crate::front::data_layer::{listen, Named};
 use crate::front::rejection::Rejection;
 use crate::front::request::json;
 use crate::front::App;
@@ -37,7 +37,7 @@ pub async fn verb(
     let result = match verb {
         Verb::Create { draft } => {
             if cookie.is_some() {
-                return Err(errors::cookie_on_create(method).with_id(Some(&id)));
+                return Err(Rejection::cookie_on_create(method).with_id(Some(&id)));
             }
             let init = initialize_params(meta);
             methods::create(app, principal, draft, init, credential).await

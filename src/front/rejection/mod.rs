@@ -3,6 +3,11 @@
 //! input gets a clear answer"). Codes: the JSON-RPC standard ones; -32001 "session
 //! not found" from the legacy server range, as the official SDKs use it, for a session named by
 //! `Mcp-Session-Id`; -32043 (seed `002`) with `data: {sessionId}` for a protocol-level one.
+//! The 2026-07-28 front's refusals are in `modern`, those about sessions named in messages in
+//! `data_layer`.
+
+mod data_layer;
+mod modern;
 
 use http::{header, HeaderValue, Response, StatusCode};
 use serde_json::Value;
