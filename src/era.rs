@@ -24,14 +24,19 @@ pub enum Era {
     Auto,
 }
 
+/// A name that is none of the revisions' ([`Era`]'s `FromStr`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}: legacy, {MODERN_VERSION} or auto")]
+pub struct UnknownEra(pub String);
+
 impl std::str::FromStr for Era {
-    type Err = String;
-    fn from_str(name: &str) -> Result<Era, String> {
+    type Err = UnknownEra;
+    fn from_str(name: &str) -> Result<Era, UnknownEra> {
         match name {
             "legacy" => Ok(Era::Legacy),
             MODERN_VERSION => Ok(Era::Modern),
             "auto" => Ok(Era::Auto),
-            other => Err(format!("{other}: legacy, {MODERN_VERSION} or auto")),
+            other => Err(UnknownEra(other.to_owned())),
         }
     }
 }

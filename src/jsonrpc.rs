@@ -153,6 +153,11 @@ impl Message {
         }
     }
 
+    /// A successful response the proxy answers with itself.
+    pub fn response(id: &Value, result: Value) -> Message {
+        Message::parse(result_response(id, result)).expect("a response the proxy built")
+    }
+
     pub fn kind(&self) -> Kind {
         match (&self.method, &self.id) {
             (Some(_), Some(_)) => Kind::Request,
@@ -276,17 +281,26 @@ struct ErrorCode {
 }
 
 pub fn error_response(id: &Value, code: i64, message: &str, data: Option<Value>) -> Bytes {
+    Bytes::from(error_value(id, code, message, data).to_string())
+}
+
+/// An error response built by the proxy itself, as a JSON value (to send on as one).
+pub fn error_value(id: &Value, code: i64, message: &str, data: Option<Value>) -> Value {
     let mut error = serde_json::json!({ "code": code, "message": message });
     if let Some(data) = data {
         error["data"] = data;
     }
-    let body = serde_json::json!({ "jsonrpc": "2.0", "id": id, "error": error });
-    Bytes::from(body.to_string())
+    serde_json::json!({ "jsonrpc": "2.0", "id": id, "error": error })
 }
 
 /// The wire form of a successful response built by the proxy itself.
 pub fn result_response(id: &Value, result: Value) -> Bytes {
-    Bytes::from(serde_json::json!({ "jsonrpc": "2.0", "id": id, "result": result }).to_string())
+    Bytes::from(result_value(id, result).to_string())
+}
+
+/// A successful response built by the proxy itself, as a JSON value (to send on as one).
+pub fn result_value(id: &Value, result: Value) -> Value {
+    serde_json::json!({ "jsonrpc": "2.0", "id": id, "result": result })
 }
 
 /// The wire form of a notification built by the proxy itself.

@@ -11,12 +11,13 @@
 //!   stream goes through (prelude, priming, keep-alive, close-after, `retry:` at shutdown), and
 //!   `session_stream` gives it a session stream's frames; `telemetry` wraps each request (its
 //!   metrics, its span from `traced`, what its `access` line names);
-//!   `rejection` is the one place where refused input becomes an HTTP status and a JSON-RPC
-//!   error. Every front hands a client message to `Registry::deliver`.
+//!   `rejection` is the one place where refused input or a session's error becomes an HTTP
+//!   status and a JSON-RPC error. Every front hands a client message to `Registry::deliver`.
 //! - [`session`]: what a session is. The handle (`mod.rs`) and one file per job: `calls`
 //!   (client messages in, requests in flight under upstream ids; `inflight`: what one waits
 //!   for), `filing` (server messages and
-//!   upstream failures into the log), `readers` (streams read, replayed, resumed), `state` (what
+//!   upstream failures into the log), `error_answer` (the code of each error a session answers
+//!   a request with itself), `readers` (streams read, replayed, resumed), `state` (what
 //!   the one lock guards); `registry` creates, finds (per principal) and expires sessions; `log`
 //!   is the bounded, coalescing event log; `protocol` numbers a protocol-level session's events;
 //!   `routing` decides which stream a server message belongs to; `replica` is everything about
@@ -24,7 +25,7 @@
 //! - [`upstream`]: server transports. `factory` builds a session's upstream; `stdio` runs one
 //!   child process per session, `shared` one for all, `streamable_http` and `legacy_sse` make
 //!   the proxy an HTTP client, `owner` reaches the replica that owns a session, `deferred`
-//!   starts any of them at the session's `initialize`.
+//!   starts any of them at the session's `initialize`; `UpstreamError` names every way one fails.
 //! - [`store`]: state beyond the process: `Memory`, or `redis` (records, logs as Redis Streams,
 //!   heartbeats; a write-behind `Mirror` per owned session, a follower per view).
 //! - Base modules every layer may use: [`jsonrpc`] the message model, [`era`] the names of the

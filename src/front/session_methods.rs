@@ -151,16 +151,3 @@ pub fn detached(session_id: &str) -> Bytes {
         }),
     )
 }
-
-/// A `session/*` method the proxy does not know.
-pub fn unknown_method(message: &Message) -> Rejection {
-    Rejection::new(
-        http::StatusCode::BAD_REQUEST,
-        jsonrpc::METHOD_NOT_FOUND,
-        format!(
-            "Method not found: {} (the session methods are session/start, session/resume and session/end)",
-            message.method().unwrap_or_default()
-        ),
-    )
-    .with_id(message.id())
-}

@@ -17,7 +17,6 @@ use hyper::body::Incoming;
 
 use super::body::Body;
 use super::guard;
-use super::modern;
 use super::rejection::Rejection;
 use super::request::{check_origin, header_str};
 use super::session_stream::{self, Extras, Framing};
@@ -44,7 +43,7 @@ pub async fn handle(app: &App, request: Request<Incoming>) -> Response<Body> {
         Err(rejection) => Err(rejection),
         Ok(()) => match *request.method() {
             Method::GET | Method::DELETE if is_modern_without_session(request.headers()) => {
-                Err(modern::method_not_allowed())
+                Err(Rejection::modern_method_not_allowed())
             }
             Method::POST => post(app, request, &mut telemetry).await,
             Method::GET => get(app, request.headers()).await,

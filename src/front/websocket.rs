@@ -98,9 +98,9 @@ fn accept(
         ));
     }
     if header_str(headers, "sec-websocket-version") != Some("13") {
-        let mut rejection = Rejection::bad_request("Bad Request: Sec-WebSocket-Version must be 13");
-        rejection.status = StatusCode::UPGRADE_REQUIRED;
-        return Err(rejection);
+        return Err(Rejection::upgrade_required(
+            "Bad Request: Sec-WebSocket-Version must be 13",
+        ));
     }
     let key = headers
         .get("sec-websocket-key")

@@ -9,15 +9,18 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 use tracing::{debug, Instrument};
 
+use super::error_answer::ErrorAnswer;
 use super::inflight::Inflight;
 use super::list_cache::{Lookup, Ticket};
 use super::log::StreamKey;
 use super::state::State;
 use super::{protocol, routing, Session, SessionError, STORE_PATIENCE};
 use crate::jsonrpc::{self, id_key, Kind, Message};
+use crate::methods;
 use crate::spans::{self, Span, SpanContext};
 use crate::store::Op;
 use crate::trace_context::TraceContext;
+use crate::upstream::owner::HopError;
 use crate::upstream::UpstreamError;
 
 impl Session {
@@ -41,8 +44,7 @@ impl Session {
             drop(hop); // the hop is over: its span ends here
             let (stream, answer) = forwarded.map_err(|e| SessionError::Upstream(e.into()))?;
             self.absorb(answer);
-            return stream
-                .ok_or_else(|| SessionError::UpstreamFailed("the owner opened no stream".into()));
+            return stream.ok_or(SessionError::Upstream(HopError::NoStream.into()));
         }
         let (stream, upstream_id, outgoing) = match self.open_call(request)? {
             Opened::AnsweredHere(stream) => return Ok(stream),
@@ -60,7 +62,7 @@ impl Session {
     fn open_call(&self, mut request: Message) -> Result<Opened, SessionError> {
         let mut state = self.lock();
         if let Some(cause) = &state.upstream_failure {
-            return Err(SessionError::UpstreamFailed(cause.clone()));
+            return Err(cause.clone().into());
         }
         state.last_active = Instant::now();
         let n = state.next_stream;
@@ -73,8 +75,8 @@ impl Session {
         let ticket = match self.cached_list(&request, &method) {
             Ok(ticket) => ticket,
             Err(result) => {
-                let answer = json!({ "jsonrpc": "2.0", "id": client_id, "result": result });
-                return Ok(self.answer_here(&mut state, n, Bytes::from(answer.to_string())));
+                let answer = jsonrpc::result_response(&client_id, json!(result));
+                return Ok(self.answer_here(&mut state, n, answer));
             }
         };
         if let Err(refusal) = self.follow_subscription(&mut state, &request, &method, &client_id) {
@@ -142,24 +144,14 @@ impl Session {
     /// started at `initialize` (`ping` answered, the rest refused).
     fn answer_without_upstream(&self, method: &str, client_id: &Value) -> Option<Bytes> {
         if protocol::is_session_method(method) {
-            let message = format!(
-                "Method not found: {method} is offered on WebSocket connections and on Streamable \
-                 HTTP requests without Mcp-Session-Id, not on this one"
-            );
-            let error =
-                jsonrpc::error_response(client_id, jsonrpc::METHOD_NOT_FOUND, &message, None);
-            return Some(error);
+            // Answered by the proxy where a front offers them; never the upstream's.
+            return Some(ErrorAnswer::NotOffered(method.to_owned()).to_response(client_id));
         }
-        if method != "initialize" && self.upstream.awaits_initialize() {
+        if method != methods::INITIALIZE && self.upstream.awaits_initialize() {
             // The server starts at initialize; nothing before it reaches one.
             let answer = match method {
-                "ping" => jsonrpc::result_response(client_id, json!({})),
-                _ => jsonrpc::error_response(
-                    client_id,
-                    jsonrpc::INVALID_REQUEST,
-                    &format!("Invalid Request: {}", UpstreamError::NotStarted),
-                    None,
-                ),
+                methods::PING => jsonrpc::result_response(client_id, json!({})),
+                _ => ErrorAnswer::NotStarted.to_response(client_id),
             };
             return Some(answer);
         }
@@ -182,13 +174,7 @@ impl Session {
                 state.unsubscribe(&uri);
             } else if let Err(refused) = state.subscribe(&uri, self.settings.max_subscriptions) {
                 self.metrics.subscriptions_refused_total.inc();
-                let error = jsonrpc::error_response(
-                    client_id,
-                    jsonrpc::INVALID_PARAMS,
-                    &refused.to_string(),
-                    None,
-                );
-                return Err(error);
+                return Err(ErrorAnswer::from(refused).to_response(client_id));
             }
         }
         Ok(())
@@ -327,7 +313,7 @@ impl Session {
         {
             let mut state = self.lock();
             if let Some(cause) = &state.upstream_failure {
-                return Err(SessionError::UpstreamFailed(cause.clone()));
+                return Err(cause.clone().into());
             }
             state.last_active = Instant::now();
         }
@@ -350,12 +336,11 @@ impl Session {
             for upstream_id in &overdue {
                 if let Some(request) = state.finish(*upstream_id) {
                     state.calls.abandoned += 1;
-                    let message = format!(
-                        "the upstream server did not answer {} within {timeout:?} \
-                         (upstream.request_timeout); the request was cancelled",
-                        request.method
-                    );
-                    self.fail(&mut state, request, &message);
+                    let cause = UpstreamError::Unanswered {
+                        method: request.method.clone(),
+                        timeout,
+                    };
+                    self.fail(&mut state, request, &cause);
                 }
             }
             overdue
@@ -395,14 +380,14 @@ impl Session {
             }
         }
         let params = serde_json::value::to_raw_value(&json!({ "uri": uri })).ok();
-        self.internal_request(method, params).await
+        Ok(self.internal_request(method, params).await?)
     }
 
     pub(in crate::session) async fn internal_request(
         &self,
         method: &str,
         params: Option<Box<RawValue>>,
-    ) -> Result<(), SessionError> {
+    ) -> Result<(), UpstreamError> {
         let (done, answered) = tokio::sync::oneshot::channel();
         let upstream_id = {
             let mut state = self.lock();
@@ -433,13 +418,10 @@ impl Session {
             ))
             .await?;
         match tokio::time::timeout(self.settings.request_timeout, answered).await {
-            Ok(Ok(Ok(()))) => Ok(()),
-            Ok(Ok(Err(error))) => Err(SessionError::UpstreamFailed(format!(
-                "the upstream refused {method}: {error}"
-            ))),
-            _ => Err(SessionError::UpstreamFailed(format!(
-                "the upstream did not answer {method}"
-            ))),
+            Ok(Ok(answer)) => answer,
+            _ => Err(UpstreamError::OwnUnanswered {
+                method: method.to_owned(),
+            }),
         }
     }
 }

@@ -10,16 +10,17 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tracing::debug;
 
+use super::error_answer::ErrorAnswer;
 use super::inflight::Inflight;
 use super::layer::{self, LayerKind};
 use super::log::{Logged, StreamKey};
 use super::routing::{self, Route};
 use super::state::State;
 use super::{protocol, Session};
-use crate::jsonrpc::{self, id_key, Kind, Message};
+use crate::jsonrpc::{id_key, Kind, Message};
 use crate::methods;
 use crate::store::{Backlog, Op};
-use crate::upstream::{Sink, UpstreamEvent};
+use crate::upstream::{Sink, UpstreamError, UpstreamEvent};
 
 impl Session {
     /// Files a message from the upstream in the log.
@@ -32,11 +33,7 @@ impl Session {
                     .and_then(|id| id.as_u64())
                     .and_then(|id| state.finish(id));
                 if let Some(request) = request {
-                    let message = format!(
-                        "the upstream server's answer exceeded the {max}-byte line limit \
-                         (upstream.max_line_bytes) and was dropped"
-                    );
-                    self.fail(&mut state, request, &message);
+                    self.fail(&mut state, request, &UpstreamError::Oversized(max));
                 }
             }
             UpstreamEvent::Failed { id, cause } => {
@@ -59,21 +56,25 @@ impl Session {
                 for request in failed {
                     self.fail(&mut state, request, &cause);
                 }
-                state.upstream_failure = Some(cause.into());
+                state.upstream_failure = Some(cause);
             }
         }
     }
 
     /// Answers a request taken out of flight with an internal error, ending its stream.
-    pub(in crate::session) fn fail(&self, state: &mut State, mut request: Inflight, message: &str) {
+    pub(in crate::session) fn fail(
+        &self,
+        state: &mut State,
+        mut request: Inflight,
+        cause: &UpstreamError,
+    ) {
         if let Some(span) = &mut request.span {
-            span.fail(message);
+            span.fail(cause.to_string());
         }
         if request.internal.is_some() {
             return;
         }
-        let error =
-            jsonrpc::error_response(&request.client_id, jsonrpc::INTERNAL_ERROR, message, None);
+        let error = ErrorAnswer::Upstream(cause.clone()).to_response(&request.client_id);
         let stream = state.stream_of(request.stream);
         self.append(state, stream, error, true, None);
     }
@@ -124,7 +125,10 @@ impl Session {
             }
             let answer = match message.error() {
                 None => Ok(()),
-                Some(error) => Err(error.get().to_owned()),
+                Some(error) => Err(UpstreamError::RefusedOwn {
+                    method: request.method,
+                    error: error.get().to_owned(),
+                }),
             };
             let _ = done.send(answer);
             return None;

@@ -15,6 +15,7 @@ use tracing::{warn, Instrument};
 
 use super::{Registry, Session, SessionError};
 use crate::jsonrpc::Message;
+use crate::upstream::UpstreamError;
 
 /// The id of the proxy's `initialize` made as a client's.
 const INITIALIZE_ID: &str = "mcp-session-proxy/initialize";
@@ -43,21 +44,15 @@ impl Way<'_> {
                 let answer = Box::pin(registry.ask(session, request)).await?;
                 match (answer.get("result"), answer.get("error")) {
                     (Some(result), _) => Ok(Some(result.clone())),
-                    (_, error) => Err(SessionError::UpstreamFailed(format!(
-                        "the server refused initialize: {}",
-                        error.cloned().unwrap_or_default()
+                    (_, error) => Err(SessionError::Upstream(UpstreamError::InitializeRefused(
+                        error.cloned().unwrap_or_default().to_string(),
                     ))),
                 }
             }
             Way::Own => {
                 let initialized = session.internal_request("initialize", params).await;
-                session.upstream.reestablished(
-                    initialized
-                        .as_ref()
-                        .map(|_| ())
-                        .map_err(ToString::to_string),
-                );
-                initialized.map(|()| None)
+                session.upstream.reestablished(initialized.clone());
+                Ok(initialized.map(|()| None)?)
             }
         }
     }
@@ -125,9 +120,9 @@ impl Session {
                 warn!("the upstream server lost the session; re-initializing it");
                 let init = this.lock().init.clone();
                 let Some(init) = init else {
-                    let cause = "the client's initialize params are unknown";
-                    warn!(cause, "re-initializing the upstream failed");
-                    this.upstream.reestablished(Err(cause.to_owned()));
+                    let cause = UpstreamError::NoInitializeParams;
+                    warn!(%cause, "re-initializing the upstream failed");
+                    this.upstream.reestablished(Err(cause));
                     return;
                 };
                 if let Err(error) = this.reinitialize(Some(&init)).await {

@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use super::list_cache::Ticket;
 use crate::spans::Span;
+use crate::upstream::UpstreamError;
 
 /// A client request the upstream has not answered yet, keyed by the upstream id.
 #[derive(Debug)]
@@ -20,7 +21,7 @@ pub(super) struct Inflight {
     pub(super) ticket: Option<Ticket>,
     /// A request of the proxy's own (re-initializing a new upstream): its answer is not
     /// logged, only reported here.
-    pub(super) internal: Option<tokio::sync::oneshot::Sender<Result<(), String>>>,
+    pub(super) internal: Option<tokio::sync::oneshot::Sender<Result<(), UpstreamError>>>,
     /// When it fails for want of an answer; `None` while the client owes the server an answer
     /// to a request of the server's that this one caused.
     pub(super) deadline: Option<Instant>,

@@ -7,6 +7,7 @@
 
 mod calls;
 mod door;
+mod error_answer;
 mod filing;
 mod handshake;
 mod inflight;
@@ -106,8 +107,6 @@ impl Default for SessionSettings {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
-    #[error("{0}")]
-    UpstreamFailed(String),
     #[error(transparent)]
     Upstream(#[from] UpstreamError),
     #[error("the limit of {0} open sessions is reached")]
@@ -125,7 +124,7 @@ pub enum SessionError {
     /// Another replica owns the session and cannot serve it right now (dead and not yet taken
     /// over, restarted, or moving it).
     #[error("the replica owning this session cannot serve it right now: {0}")]
-    OwnerUnavailable(String),
+    OwnerUnavailable(OwnerUnavailable),
     /// The session was found, then turned out to be gone (ended on its owner).
     #[error("the session is gone")]
     Gone,
@@ -133,6 +132,19 @@ pub enum SessionError {
     /// this one restarted, will).
     #[error("this proxy is shutting down; retry shortly")]
     ShuttingDown,
+}
+
+/// Why the replica owning a session cannot serve it right now.
+#[derive(Debug, thiserror::Error)]
+pub enum OwnerUnavailable {
+    /// Its record changed under every attempt to claim it.
+    #[error("the session is changing hands")]
+    ChangingHands,
+    /// The replica that created it could not say whether it has it.
+    #[error(transparent)]
+    Hop(HopError),
+    #[error("its owner described it in a form this replica does not read")]
+    Unreadable,
 }
 
 /// A `resources/subscribe` to one resource more than a session may hold.

@@ -29,7 +29,7 @@ impl Reach {
 
     /// How the session's `initialize` went after its server forgot it (an owner re-initializes
     /// its own upstream).
-    pub fn reestablished(&self, outcome: Result<(), String>) {
+    pub fn reestablished(&self, outcome: Result<(), UpstreamError>) {
         if let Reach::Here(upstream) = self {
             upstream.reestablished(outcome);
         }

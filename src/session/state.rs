@@ -13,6 +13,7 @@ use super::replica::Replicated;
 use super::subscriptions::Subscriptions;
 use super::{Shape, SubscriptionRefused};
 use crate::store::{Mirror, Op};
+use crate::upstream::UpstreamError;
 
 /// What the one lock of a session guards, in parts owned by the files that do each job.
 #[derive(Debug)]
@@ -31,7 +32,7 @@ pub(super) struct State {
     pub(super) protocol_version: Option<String>,
     /// A protocol-level session (`session/start`): its notifications carry `sessionEventId`.
     pub(super) numbered: bool,
-    pub(super) upstream_failure: Option<String>,
+    pub(super) upstream_failure: Option<UpstreamError>,
     pub(super) last_active: Instant,
     /// The client's `initialize` params: a new or forgetful upstream is initialized with them.
     pub(super) init: Option<String>,

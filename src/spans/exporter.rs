@@ -150,17 +150,17 @@ impl Task {
                 .client
                 .request(request)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(ExportFailed::Unreachable)?;
             let status = response.status();
             // Read to the end, so the connection goes back to the pool.
             let _ = response.into_body().collect().await;
             match status.is_success() {
                 true => Ok(()),
-                false => Err(format!("the collector answered {status}")),
+                false => Err(ExportFailed::Refused(status)),
             }
         })
         .await
-        .unwrap_or_else(|_| Err(format!("no answer within {:?}", self.settings.timeout)));
+        .unwrap_or(Err(ExportFailed::Silent(self.settings.timeout)));
         match outcome {
             Ok(()) => {
                 self.metrics.exported.inc_by(spans.len() as u64);
@@ -177,6 +177,17 @@ impl Task {
             }
         }
     }
+}
+
+/// Why a batch of spans did not reach the collector.
+#[derive(Debug, thiserror::Error)]
+enum ExportFailed {
+    #[error(transparent)]
+    Unreachable(hyper_util::client::legacy::Error),
+    #[error("the collector answered {0}")]
+    Refused(http::StatusCode),
+    #[error("no answer within {0:?}")]
+    Silent(std::time::Duration),
 }
 
 #[cfg(test)]

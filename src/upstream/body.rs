@@ -9,7 +9,7 @@ use http_body::Body;
 use http_body_util::BodyExt;
 
 /// Why an answer could not be read.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum BodyError {
     #[error("the server's answer exceeded {0} bytes (upstream.max_line_bytes)")]
     TooLarge(usize),

@@ -108,7 +108,7 @@ impl DeferredUpstream {
     }
 
     /// How re-initializing went, for the started upstream.
-    pub fn reestablished(&self, outcome: Result<(), String>) {
+    pub fn reestablished(&self, outcome: Result<(), UpstreamError>) {
         if let Stage::Started(upstream) = &*self.stage() {
             upstream.reestablished(outcome);
         }

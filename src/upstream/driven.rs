@@ -20,6 +20,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use super::http_client::{error_chain, HttpSpec};
+use super::UpstreamError;
 
 type Driver = Pin<Box<http1::Connection<TokioIo<TcpStream>, Full<Bytes>>>>;
 
@@ -43,7 +44,7 @@ impl Connections {
         self: &Arc<Self>,
         spec: &HttpSpec,
         request: Request<Full<Bytes>>,
-    ) -> Result<Response<DrivenBody>, String> {
+    ) -> Result<Response<DrivenBody>, UpstreamError> {
         tokio::time::timeout(spec.request_timeout, self.exchange(spec, request))
             .await
             .unwrap_or_else(|_| Err(spec.silent()))
@@ -53,8 +54,7 @@ impl Connections {
         self: &Arc<Self>,
         spec: &HttpSpec,
         mut request: Request<Full<Bytes>>,
-    ) -> Result<Response<DrivenBody>, String> {
-        let unreachable = |cause: String| spec.unreachable(&cause);
+    ) -> Result<Response<DrivenBody>, UpstreamError> {
         origin_form(&mut request);
         // An idle connection first; if it cannot take the request, a new one.
         let mut reused = self.take_idle();
@@ -62,11 +62,11 @@ impl Connections {
             let fresh = reused.is_none();
             let mut conn = match reused.take() {
                 Some(conn) => conn,
-                None => connect(spec).await.map_err(unreachable)?,
+                None => connect(spec).await?,
             };
             if !conn.ready().await {
                 if fresh {
-                    return Err(unreachable("the connection closed at once".into()));
+                    return Err(spec.unreachable("the connection closed at once"));
                 }
                 continue;
             }
@@ -98,7 +98,7 @@ impl Connections {
                 Err(mut failed) => match failed.take_message() {
                     // Never sent: it goes on a new connection (once).
                     Some(unsent) if !fresh => request = unsent,
-                    _ => return Err(unreachable(error_chain(failed.error()))),
+                    _ => return Err(spec.unreachable(error_chain(failed.error()))),
                 },
             }
         }
@@ -160,17 +160,20 @@ fn origin_form(request: &mut Request<Full<Bytes>>) {
     }
 }
 
-async fn connect(spec: &HttpSpec) -> Result<Conn, String> {
+/// A new connection to the server; why it is unreachable if none could be made.
+async fn connect(spec: &HttpSpec) -> Result<Conn, UpstreamError> {
     let host = spec.url.host().unwrap_or("127.0.0.1");
     let port = spec.url.port_u16().unwrap_or(80);
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let stream = TcpStream::connect((host, port))
         .await
-        .map_err(|e| e.to_string())?;
-    stream.set_nodelay(true).map_err(|e| e.to_string())?;
+        .map_err(|e| spec.unreachable(e.to_string()))?;
+    stream
+        .set_nodelay(true)
+        .map_err(|e| spec.unreachable(e.to_string()))?;
     let (sender, driver) = http1::handshake(TokioIo::new(stream))
         .await
-        .map_err(|e| error_chain(&e))?;
+        .map_err(|e| spec.unreachable(error_chain(&e)))?;
     Ok(Conn {
         sender,
         driver: Box::pin(driver),

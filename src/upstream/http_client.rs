@@ -14,6 +14,7 @@ use hyper_util::rt::TokioExecutor;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
+use super::UpstreamError;
 use crate::sse;
 
 /// The pooled HTTP client shared by every HTTP upstream.
@@ -49,28 +50,25 @@ pub async fn send(
     client: &HttpClient,
     spec: &HttpSpec,
     request: Request<Full<Bytes>>,
-) -> Result<Response<Incoming>, String> {
+) -> Result<Response<Incoming>, UpstreamError> {
     tokio::time::timeout(spec.request_timeout, client.request(request))
         .await
         .map_err(|_| spec.silent())?
-        .map_err(|e| spec.unreachable(&error_chain(&e)))
+        .map_err(|e| spec.unreachable(error_chain(&e)))
 }
 
 impl HttpSpec {
     /// Why a request failed when the server did not answer within the request timeout.
-    pub fn silent(&self) -> String {
-        format!(
-            "the upstream server did not answer within {:?}",
-            self.request_timeout
-        )
+    pub fn silent(&self) -> UpstreamError {
+        UpstreamError::Silent(self.request_timeout)
     }
 
     /// Why a request failed when the server could not be reached.
-    pub fn unreachable(&self, cause: &str) -> String {
-        format!(
-            "the upstream server is unreachable ({}): {cause}",
-            crate::redact::url(&self.url.to_string())
-        )
+    pub fn unreachable(&self, cause: impl Into<String>) -> UpstreamError {
+        UpstreamError::Unreachable {
+            url: crate::redact::url(&self.url.to_string()).into_owned(),
+            cause: cause.into(),
+        }
     }
 }
 

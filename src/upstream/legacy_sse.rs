@@ -93,7 +93,7 @@ impl SseUpstream {
                     () = inner.released.cancelled() => return,
                 };
                 match sent {
-                    Err(cause) => inner.fail(&message, &cause).await,
+                    Err(cause) => inner.fail(&message, cause).await,
                     // The session is there again: the traffic held back goes.
                     Ok(()) if message.method() == Some("notifications/initialized") => {
                         inner.ready.send_replace(true);
@@ -109,7 +109,7 @@ impl SseUpstream {
     /// How the session's `initialize` went after `SessionLost`: on success, other traffic goes
     /// once `notifications/initialized` is delivered; on failure it goes now (and fails, if the
     /// server does not take it).
-    pub fn reestablished(&self, outcome: Result<(), String>) {
+    pub fn reestablished(&self, outcome: Result<(), UpstreamError>) {
         if outcome.is_err() {
             self.inner.ready.send_replace(true);
         }
@@ -124,7 +124,7 @@ impl Inner {
     /// POSTs a message once the current stream's session is initialized: the endpoint it goes
     /// to is taken while that holds (a cut in between means a new session, to wait for again).
     /// The whole wait, however many cuts come in between, is bounded by the request timeout.
-    async fn post_when_established(&self, wire: Bytes) -> Result<(), String> {
+    async fn post_when_established(&self, wire: Bytes) -> Result<(), UpstreamError> {
         let timeout = self.spec.request_timeout;
         let url = tokio::time::timeout(timeout, async {
             let mut ready = self.ready.subscribe();
@@ -140,7 +140,7 @@ impl Inner {
         .await
         .ok()
         .flatten()
-        .ok_or_else(|| format!("the upstream session was not re-established within {timeout:?}"))?;
+        .ok_or(UpstreamError::NotReestablished(timeout))?;
         self.post_to(url, wire).await
     }
 
@@ -186,8 +186,7 @@ impl Inner {
                     failures += 1;
                     debug!(%cause, failures, "upstream SSE stream could not be opened");
                     if failures == 1 {
-                        self.events
-                            .deliver(UpstreamEvent::AnswersLost(cause.into()));
+                        self.events.deliver(UpstreamEvent::AnswersLost(cause));
                     }
                 }
             }
@@ -199,7 +198,7 @@ impl Inner {
         }
     }
 
-    async fn open(&self) -> Result<hyper::body::Incoming, String> {
+    async fn open(&self) -> Result<hyper::body::Incoming, UpstreamError> {
         let mut request = self.request(Bytes::new());
         *request.uri_mut() = self.spec.url.clone();
         request.headers_mut().insert(
@@ -208,10 +207,7 @@ impl Inner {
         );
         let response = http_client::send(&self.client, &self.spec, request).await?;
         if response.status() != StatusCode::OK {
-            return Err(format!(
-                "the upstream server answered HTTP {}",
-                response.status()
-            ));
+            return Err(UpstreamError::Status(response.status()));
         }
         Ok(response.into_body())
     }
@@ -238,17 +234,14 @@ impl Inner {
     }
 
     /// POSTs one message to the current endpoint, waiting for one if the stream is re-opening.
-    async fn post(&self, wire: Bytes) -> Result<(), String> {
+    async fn post(&self, wire: Bytes) -> Result<(), UpstreamError> {
         let Some(url) = self.announced_endpoint().await else {
-            return Err(format!(
-                "the upstream server's stream did not announce an endpoint within {:?}",
-                self.spec.request_timeout
-            ));
+            return Err(UpstreamError::NoEndpoint(self.spec.request_timeout));
         };
         self.post_to(url, wire).await
     }
 
-    async fn post_to(&self, url: Uri, wire: Bytes) -> Result<(), String> {
+    async fn post_to(&self, url: Uri, wire: Bytes) -> Result<(), UpstreamError> {
         let mut request = self.request(wire);
         *request.method_mut() = Method::POST;
         *request.uri_mut() = url;
@@ -259,7 +252,7 @@ impl Inner {
         let response = http_client::send(&self.client, &self.spec, request).await?;
         let status = response.status();
         if !status.is_success() {
-            return Err(format!("the upstream server answered HTTP {status}"));
+            return Err(UpstreamError::Status(status));
         }
         // The answer comes on the stream; the POST's own body ("Accepted") is read to its end,
         // bounded, so its connection can serve again.
@@ -267,7 +260,7 @@ impl Inner {
         body::read(body, self.spec.max_event_bytes, self.spec.request_timeout)
             .await
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(UpstreamError::from)
     }
 
     /// The current endpoint, waiting (up to the request timeout) while the stream re-opens.
@@ -286,18 +279,17 @@ impl Inner {
 
     /// The stream was cut: the answers of the requests in flight went with it.
     async fn cut(&self) {
-        self.events.deliver(UpstreamEvent::AnswersLost(
-            "the upstream server's stream was cut; this request's answer was lost".into(),
-        ));
+        self.events
+            .deliver(UpstreamEvent::AnswersLost(UpstreamError::StreamCut));
     }
 
     /// Reports a request that could not be delivered, with the cause, to its session.
-    async fn fail(&self, message: &Message, cause: &str) {
+    async fn fail(&self, message: &Message, cause: UpstreamError) {
         warn!(%cause, "upstream delivery failed");
         if let (Kind::Request, Some(id)) = (message.kind(), message.id()) {
             self.events.deliver(UpstreamEvent::Failed {
                 id: Box::new(id.clone()),
-                cause: cause.into(),
+                cause,
             });
         }
     }

@@ -8,6 +8,7 @@ pub mod child_env;
 pub mod deferred;
 pub mod driven;
 pub mod era_switch;
+mod error;
 pub mod factory;
 pub mod handover;
 pub mod http_client;
@@ -26,6 +27,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backlog::Backlog;
 use crate::jsonrpc::Message;
+
+pub use error::UpstreamError;
 
 /// Where an upstream delivers what its server sends. The session layer implements it; an
 /// upstream calls it in the order the server spoke, and never while holding a lock of its own.
@@ -73,43 +76,21 @@ pub enum UpstreamEvent {
         max: usize,
     },
     /// A request (by its upstream id) could not be carried to the server, or its answer was
-    /// lost; the text says why. The session answers its client with an error.
+    /// lost; the cause says why. The session answers its client with an error.
     Failed {
         id: Box<serde_json::Value>,
-        cause: Box<str>,
+        cause: UpstreamError,
     },
     /// Every request in flight lost its answer (a legacy SSE stream was cut); the upstream
     /// carries on.
-    AnswersLost(Box<str>),
+    AnswersLost(UpstreamError),
     /// The server forgot the upstream session (an HTTP 404, a new legacy stream): the session
     /// brings it back (`initialize` with the client's params, whose outcome it reports with
     /// `Upstream::reestablished`, then `notifications/initialized` and its subscriptions).
     /// Other traffic waits.
     SessionLost,
-    /// The server went away on its own; the text says why (exit status, last stderr lines).
-    Exited(Box<str>),
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum UpstreamError {
-    #[error("could not start the upstream server `{command}`: {source}")]
-    Spawn {
-        command: String,
-        source: std::io::Error,
-    },
-    #[error("the upstream server is gone")]
-    Gone,
-    /// A request before `initialize` on a session whose server starts at `initialize`.
-    #[error("the server of this session starts at initialize: send initialize first")]
-    NotStarted,
-    /// A stdio server took nothing from its stdin for the request timeout: it was stopped.
-    #[error(
-        "the upstream server stopped reading its stdin: a write to it did not finish within \
-         {0:?} (upstream.request_timeout); it was stopped"
-    )]
-    StoppedReading(std::time::Duration),
-    #[error(transparent)]
-    Hop(#[from] owner::HopError),
+    /// The server went away on its own; the cause says why (exit status, last stderr lines).
+    Exited(UpstreamError),
 }
 
 /// Which server a session gets, from configuration.
@@ -187,7 +168,7 @@ impl Upstream {
 
     /// How the session's `initialize` went after `UpstreamEvent::SessionLost` (or on a new
     /// upstream): traffic held back goes on, or fails with the cause.
-    pub fn reestablished(&self, outcome: Result<(), String>) {
+    pub fn reestablished(&self, outcome: Result<(), UpstreamError>) {
         match self {
             Upstream::Http(http) => http.reestablished(outcome),
             Upstream::Sse(sse) => sse.reestablished(outcome),

@@ -49,7 +49,7 @@ pub struct Owner {
     pub url: String,
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum HopError {
     /// The owner could not be reached, or refused before taking the message: it may be dead,
     /// and the message was not carried out (it may be sent again).
@@ -68,6 +68,9 @@ pub enum HopError {
     Moved { expected: String, answered: String },
     #[error("the replica owning this session refused the message: {0}")]
     Refused(String),
+    /// The owner took a request and opened no stream for its answer.
+    #[error("the owner opened no stream")]
+    NoStream,
 }
 
 impl OwnerLink {

@@ -518,6 +518,5 @@ fn answer(request: &Message, result: Option<Box<RawValue>>) -> Message {
     let result: Value = result
         .and_then(|r| serde_json::from_str(r.get()).ok())
         .unwrap_or_else(|| json!({}));
-    let wire = json!({ "jsonrpc": "2.0", "id": id, "result": result }).to_string();
-    Message::parse(Bytes::from(wire)).expect("a response the proxy built")
+    Message::response(&id, result)
 }

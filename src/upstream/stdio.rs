@@ -153,7 +153,7 @@ impl StdioUpstream {
             .spawn()
             .map_err(|source| UpstreamError::Spawn {
                 command: spec.display(),
-                source,
+                source: Arc::new(source),
             })?;
         let pid = child.id();
         let (Some(stdin), Some(stdout), Some(stderr)) =
@@ -265,7 +265,7 @@ impl Actor {
                 let _ = (&mut self.reader).await;
                 let cause = describe_exit(status, &self.tail);
                 warn!(%cause, "upstream exited");
-                self.events.deliver(UpstreamEvent::Exited(cause.into()));
+                self.events.deliver(UpstreamEvent::Exited(cause));
             }
             End::StoppedReading => self.stop_stuck_child().await,
         }
@@ -275,11 +275,11 @@ impl Actor {
     /// more is taken, its sessions are told it is gone, and it is killed (it would not see its
     /// stdin close).
     async fn stop_stuck_child(&mut self) {
-        let cause = UpstreamError::StoppedReading(self.write_timeout).to_string();
+        let cause = UpstreamError::StoppedReading(self.write_timeout);
         warn!(%cause, "upstream stuck");
         self.inbox.close();
         self.reader.abort();
-        self.events.deliver(UpstreamEvent::Exited(cause.into()));
+        self.events.deliver(UpstreamEvent::Exited(cause));
         self.stdin = None;
         let killed = self.child.kill().await;
         debug!(?killed, "stuck upstream killed");
@@ -344,20 +344,18 @@ async fn terminate(child: &mut Child, grace: Duration) -> std::io::Result<ExitSt
     child.wait().await
 }
 
-fn describe_exit(status: std::io::Result<ExitStatus>, tail: &Mutex<VecDeque<String>>) -> String {
+fn describe_exit(
+    status: std::io::Result<ExitStatus>,
+    tail: &Mutex<VecDeque<String>>,
+) -> UpstreamError {
     let status = match status {
         Ok(status) => status.to_string(),
         Err(error) => format!("status unknown ({error})"),
     };
     let tail = tail.lock().unwrap_or_else(|e| e.into_inner());
-    if tail.is_empty() {
-        format!("upstream server exited ({status})")
-    } else {
-        let lines: Vec<&str> = tail.iter().map(String::as_str).collect();
-        format!(
-            "upstream server exited ({status}); last stderr: {}",
-            lines.join(" | ")
-        )
+    UpstreamError::Exited {
+        status,
+        stderr: tail.iter().cloned().collect(),
     }
 }
 

@@ -82,13 +82,13 @@ struct Link {
 }
 
 /// Whether the upstream session can be used.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 enum Standing {
     Ready,
     /// The server forgot it; the session is re-initializing it.
     Lost,
     /// Re-initializing it failed (the cause); the next message tries again.
-    Failed(Arc<str>),
+    Failed(UpstreamError),
 }
 
 /// A POST's outcome that needs more than forwarding.
@@ -158,16 +158,14 @@ impl HttpUpstream {
     }
 
     /// The session re-initialized the upstream session after `SessionLost` (or could not).
-    pub fn reestablished(&self, outcome: Result<(), String>) {
+    pub fn reestablished(&self, outcome: Result<(), UpstreamError>) {
         match outcome {
             // Other traffic still waits for the new session's GET stream, opened once
             // `notifications/initialized` is delivered.
             Ok(()) => self.inner.standing.send_replace(Standing::Ready),
             Err(cause) => {
                 self.inner.stream_settled.send_replace(true);
-                self.inner
-                    .standing
-                    .send_replace(Standing::Failed(cause.into()))
+                self.inner.standing.send_replace(Standing::Failed(cause))
             }
         };
     }
@@ -221,7 +219,7 @@ impl Inner {
             return; // a new upstream session is there already
         }
         let told = self.standing.send_if_modified(|standing| {
-            let first = *standing != Standing::Lost;
+            let first = !matches!(standing, Standing::Lost);
             *standing = Standing::Lost;
             first
         });
@@ -245,7 +243,7 @@ impl Inner {
                 false => match self.current_session().await {
                     Ok(session) => session,
                     Err(cause) => {
-                        self.fail(&message, &format!("the upstream session was lost and could not be re-established: {cause}")).await;
+                        self.fail(&message, cause).await;
                         break;
                     }
                 },
@@ -258,8 +256,7 @@ impl Inner {
                 Ok(Outcome::Done) => break,
                 Ok(Outcome::SessionLost) if attempt == 0 => self.lost(session.as_ref()),
                 Ok(Outcome::SessionLost) => {
-                    self.fail(&message, "the upstream server lost the session again")
-                        .await;
+                    self.fail(&message, UpstreamError::LostAgain).await;
                     break;
                 }
                 Ok(Outcome::SpeaksModern) => {
@@ -267,7 +264,7 @@ impl Inner {
                     break;
                 }
                 Err(cause) => {
-                    self.fail(&message, &cause).await;
+                    self.fail(&message, cause).await;
                     break;
                 }
             }
@@ -280,22 +277,23 @@ impl Inner {
 
     /// The upstream session id; while the session re-initializes it, the new one once it is
     /// there (at most the request timeout). After a failed re-initialization, a new one is tried.
-    async fn current_session(&self) -> Result<Option<HeaderValue>, String> {
+    /// An error says why the session could not be brought back.
+    async fn current_session(&self) -> Result<Option<HeaderValue>, UpstreamError> {
         if matches!(*self.standing.borrow(), Standing::Failed(_)) {
             self.lost(None);
         }
         let mut standing = self.standing.subscribe();
         let settled = tokio::time::timeout(
             self.spec.request_timeout,
-            standing.wait_for(|s| *s != Standing::Lost),
+            standing.wait_for(|s| !matches!(s, Standing::Lost)),
         )
         .await;
         let standing = match settled {
             Ok(Ok(standing)) => standing.clone(),
-            _ => return Err(format!("not within {:?}", self.spec.request_timeout)),
+            _ => return Err(UpstreamError::LostNotBackWithin(self.spec.request_timeout)),
         };
         match standing {
-            Standing::Failed(cause) => Err(cause.to_string()),
+            Standing::Failed(cause) => Err(UpstreamError::LostNotBack(Box::new(cause))),
             _ => Ok(self.lock().session.clone()),
         }
     }
@@ -312,7 +310,7 @@ impl Inner {
         message: &Message,
         wire: Bytes,
         session: Option<HeaderValue>,
-    ) -> Result<Outcome, String> {
+    ) -> Result<Outcome, UpstreamError> {
         let had_session = session.is_some();
         let request = self.request(Method::POST, session, Some(message), wire);
         let response = self.connections.send(&self.spec, request).await?;
@@ -334,9 +332,7 @@ impl Inner {
                 return Ok(Outcome::SpeaksModern);
             }
             let text: String = String::from_utf8_lossy(&head).chars().take(200).collect();
-            return Err(format!(
-                "the upstream server answered HTTP {status}: {text}"
-            ));
+            return Err(UpstreamError::Refused { status, text });
         }
         if message.method() == Some("initialize") {
             self.adopt_session(&response);
@@ -349,8 +345,7 @@ impl Inner {
                 self.spec.max_event_bytes,
                 self.spec.request_timeout,
             )
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
             if !body.is_empty() {
                 self.forward(body).await;
             }
@@ -376,8 +371,7 @@ impl Inner {
                 .await;
             if let (Some(error), false) = (unreadable, answered) {
                 // An event over the bound: resuming would meet it again.
-                let error = BodyError::from(error);
-                self.fail(message, &error.to_string()).await;
+                self.fail(message, BodyError::from(error).into()).await;
                 return;
             }
             if answered || wanted.is_none() || resumption == POST_RESUMPTIONS {
@@ -392,11 +386,7 @@ impl Inner {
             }
         }
         if !answered && wanted.is_some() && !self.released.is_cancelled() {
-            self.fail(
-                message,
-                "the upstream server's stream ended before its answer",
-            )
-            .await;
+            self.fail(message, UpstreamError::StreamEnded).await;
         }
     }
 
@@ -567,17 +557,17 @@ impl Inner {
             .successor
             .get_or_init(|| modern.build(self.events.clone()));
         if let Err(error) = successor.send_boxed(initialize.clone()).await {
-            self.fail(&initialize, &error.to_string()).await;
+            self.fail(&initialize, error).await;
         }
     }
 
     /// Reports a request that could not be delivered, with the cause, to its session.
-    async fn fail(&self, message: &Message, cause: &str) {
+    async fn fail(&self, message: &Message, cause: UpstreamError) {
         warn!(%cause, method = message.method().unwrap_or("response"), "upstream delivery failed");
         if let (Kind::Request, Some(id)) = (message.kind(), message.id()) {
             self.events.deliver(UpstreamEvent::Failed {
                 id: Box::new(id.clone()),
-                cause: cause.into(),
+                cause,
             });
         }
     }

@@ -5,7 +5,6 @@
 
 use serde_json::{Map, Value};
 
-use super::errors;
 use crate::front::rejection::Rejection;
 use crate::session::layer::META_KEY;
 
@@ -46,24 +45,24 @@ pub fn read(
     };
     let named = value.get(id_field).and_then(Value::as_str);
     let Some(session_id) = named.filter(|id| is_session_id(id)) else {
-        return Err(errors::not_found(named.unwrap_or_default()));
+        return Err(Rejection::data_session_not_found(named.unwrap_or_default()));
     };
     let state = match value.get(state_field) {
         None | Some(Value::Null) => None,
         Some(Value::String(_)) if state_field == "data" => None,
         Some(Value::String(state)) if state.len() > max_state => {
-            return Err(errors::state_too_large(state.len(), max_state))
+            return Err(Rejection::state_too_large(state.len(), max_state))
         }
         Some(Value::String(state)) => Some(state.clone()),
         // The drafts' `data` is the client's own (any JSON), not a state the proxy issued.
         Some(other) if state_field == "data" => {
             let len = other.to_string().len();
             if len > max_state {
-                return Err(errors::state_too_large(len, max_state));
+                return Err(Rejection::state_too_large(len, max_state));
             }
             None
         }
-        Some(_) => return Err(errors::not_found(session_id)),
+        Some(_) => return Err(Rejection::data_session_not_found(session_id)),
     };
     Ok(Some(Cookie {
         session_id: session_id.to_owned(),
@@ -122,7 +121,7 @@ mod tests {
             json!({ META_KEY: { "sessionId": "ok", "state": 5 } }),
         ] {
             let refused = read(Some(&meta(garbled.clone())), 4096).unwrap_err();
-            assert_eq!(refused.code, errors::SESSION_NOT_FOUND, "{garbled}");
+            assert_eq!(refused.code, crate::jsonrpc::SESSION_NOT_FOUND, "{garbled}");
         }
         let big = meta(json!({ META_KEY: { "sessionId": "ok", "state": "x".repeat(10) } }));
         assert_eq!(

@@ -12,7 +12,6 @@ use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
 use super::cookie::{self, Cookie};
-use super::errors;
 use super::handles::{self, Dispatched};
 use super::methods::{self, Verb};
 use crate::front::modern::correlation::ask;
@@ -20,7 +19,7 @@ use crate::front::rejection::failed_request;
 use crate::front::rejection::Rejection;
 use crate::front::App;
 use crate::ids::Principal;
-use crate::jsonrpc::Message;
+use crate::jsonrpc::{self, Message};
 use crate::session::Session;
 
 /// Where a legacy request goes.
@@ -59,16 +58,13 @@ pub async fn route(
         true => read_cookie(app, &message).map_err(|r| r.with_id(Some(&id)))?,
         false => (None, None),
     };
-    let answered = |result: Value| {
-        let answer = json!({ "jsonrpc": "2.0", "id": id, "result": result });
-        Ok(Routed::Answered(answer.to_string().into()))
-    };
+    let answered = |result: Value| Ok(Routed::Answered(jsonrpc::result_response(&id, result)));
     let credential = || credential.clone();
     if let Some(verb) = methods::verb(&method) {
         return match verb {
             Verb::Create { draft } => {
                 if cookie.is_some() {
-                    return Err(errors::cookie_on_create(&method).with_id(Some(&id)));
+                    return Err(Rejection::cookie_on_create(&method).with_id(Some(&id)));
                 }
                 let init = init_params(transport);
                 let created =
@@ -100,7 +96,7 @@ pub async fn route(
         return Ok(Routed::To(named.session, stripped.unwrap_or(message)));
     }
     if app.data_layer.requires_session(&message) {
-        return Err(errors::required(&method).with_id(Some(&id)));
+        return Err(Rejection::data_session_required(&method).with_id(Some(&id)));
     }
     if !app.data_layer.settings.handles {
         return Ok(Routed::Transport(message));

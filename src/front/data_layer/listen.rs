@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use crate::front::body::Body;
 use crate::front::event_stream::{self, KeepAlive, Next, Options, Source};
 use crate::front::App;
+use crate::jsonrpc;
 use crate::methods;
 use crate::session::layer::META_KEY;
 use crate::session::{Reader, Session};
@@ -71,7 +72,7 @@ fn listen<K: Send + 'static>(
         None => json!({}),
     };
     let ack = json!({ "jsonrpc": "2.0", "method": methods::MESSAGES_LISTEN_ACKNOWLEDGED, "params": params });
-    let end = json!({ "jsonrpc": "2.0", "id": id, "result": {} });
+    let end = jsonrpc::result_value(&id, json!({}));
     let mut options = Options::new(&app.http, app.shutdown.clone());
     options.prelude = Some(framing.frame(&ack));
     options.at_shutdown = Some(framing.frame(&end));

@@ -7,7 +7,6 @@ use serde_json::{json, Map, Value};
 use tokio::time::Instant;
 
 use super::cookie::{Cookie, DRAFT_META_KEY};
-use super::errors;
 use crate::front::rejection::Rejection;
 use crate::front::App;
 use crate::ids::Principal;
@@ -86,7 +85,7 @@ pub async fn delete(
                 .resolve(app, principal, id, None, LayerKind::Session)
                 .await?
         }
-        (None, None) => return Err(errors::not_found("")),
+        (None, None) => return Err(Rejection::data_session_not_found("")),
     };
     app.data_layer.close(app, named);
     Ok(json!({ "_meta": { META_KEY: null } }))

@@ -1,12 +1,11 @@
 //! Sessions a client names in its messages, each its own upstream session (its own child under
 //! per-session isolation): data-layer sessions (seed `002`: `sessions/create`, a cookie in
 //! `_meta`, `sessions/delete`, `messages/listen`) and state handles (SEP-2567: a tool opens a
-//! handle, tools take it as an argument). `cookie` (how a request names one), `errors`,
+//! handle, tools take it as an argument). `cookie` (how a request names one),
 //! `methods` (the `sessions/*` answers), `listen` (`messages/listen`), `handles` (the tools).
 //! What a named session is lives in `session::layer`; this is how requests find it.
 
 pub mod cookie;
-pub mod errors;
 pub mod handles;
 pub mod legacy;
 pub mod listen;
@@ -164,7 +163,9 @@ impl DataLayer {
             held
         });
         if opened.len() >= self.settings.max_per_principal {
-            return Err(errors::too_many(self.settings.max_per_principal));
+            return Err(Rejection::too_many_data_sessions(
+                self.settings.max_per_principal,
+            ));
         }
         Ok(())
     }
@@ -196,7 +197,7 @@ impl DataLayer {
         state: Option<&str>,
         kind: LayerKind,
     ) -> Result<Named, Rejection> {
-        let not_found = || errors::not_found(id);
+        let not_found = || Rejection::data_session_not_found(id);
         if state.is_some_and(|state| !self.key.verify_tag(&state_parts(id, principal), state)) {
             return Err(not_found());
         }
@@ -232,7 +233,7 @@ impl DataLayer {
     ) -> Result<Named, Rejection> {
         let (id, state) = (&cookie.session_id, cookie.state.as_deref());
         if state.is_none() && !cookie.draft {
-            return Err(errors::not_found(id));
+            return Err(Rejection::data_session_not_found(id));
         }
         self.resolve(app, principal, id, state, LayerKind::Session)
             .await

@@ -3,12 +3,12 @@
 //! (`Mcp-Param-*`) mirroring the body (-32020), the protocol version (-32022), then the method
 //! (-32601, 404).
 
-use http::{HeaderMap, StatusCode};
-use serde_json::{json, Map, Value};
+use http::HeaderMap;
+use serde_json::{Map, Value};
 
 use super::params::Params;
 use crate::front::rejection::Rejection;
-use crate::jsonrpc::{Message, INVALID_PARAMS, METHOD_NOT_FOUND};
+use crate::jsonrpc::Message;
 use crate::methods;
 use crate::mirrored::ToolMarks;
 
@@ -61,7 +61,7 @@ pub fn check(
     check_headers(headers, message, params, &fields.version).map_err(|r| r.with_id(id))?;
     check_params(headers, message, params, tool_marks).map_err(|r| r.with_id(id))?;
     if fields.version != MODERN_VERSION {
-        return Err(unsupported_version(&fields.version).with_id(id));
+        return Err(Rejection::unsupported_version(&fields.version).with_id(id));
     }
     let method = message.method().unwrap_or_default();
     // Seed `002` subscribes to a resource within a data-layer session: kept for those.
@@ -71,34 +71,9 @@ pub fn check(
                 .is_some_and(|c| !c.is_null())
         });
     if methods::removed_in_modern(method) && !within_session {
-        return Err(method_not_found(method).with_id(id));
+        return Err(Rejection::modern_method_not_found(method).with_id(id));
     }
     Ok(fields)
-}
-
-/// -32601 as a modern server answers it: 404.
-pub fn method_not_found(method: &str) -> Rejection {
-    Rejection::new(
-        StatusCode::NOT_FOUND,
-        METHOD_NOT_FOUND,
-        format!("Method not found: {method} (not part of protocol version {MODERN_VERSION})"),
-    )
-}
-
-pub fn unsupported_version(requested: &str) -> Rejection {
-    Rejection {
-        data: Some(Box::new(json!({
-            "supported": [MODERN_VERSION],
-            "requested": requested,
-        }))),
-        ..Rejection::new(
-            StatusCode::BAD_REQUEST,
-            UNSUPPORTED_VERSION,
-            format!(
-                "Unsupported protocol version {requested:?}; this server speaks {MODERN_VERSION}"
-            ),
-        )
-    }
 }
 
 fn meta(params: &Value) -> Option<&Map<String, Value>> {
@@ -110,11 +85,7 @@ fn meta(params: &Value) -> Option<&Map<String, Value>> {
 
 fn required_meta(meta: Option<&Map<String, Value>>) -> Result<RequestMeta, Rejection> {
     let missing = |what: &str| {
-        Rejection::new(
-            StatusCode::BAD_REQUEST,
-            INVALID_PARAMS,
-            format!("Invalid params: _meta[\"{what}\"] is required on every request"),
-        )
+        Rejection::invalid_params(format!("_meta[\"{what}\"] is required on every request"))
     };
     let meta = meta.ok_or_else(|| missing(VERSION_KEY))?;
     let version = match meta.get(VERSION_KEY) {
@@ -129,11 +100,9 @@ fn required_meta(meta: Option<&Map<String, Value>>) -> Result<RequestMeta, Rejec
         None => None,
         Some(Value::String(level)) if level_rank(level).is_some() => Some(level.clone()),
         Some(other) => {
-            return Err(Rejection::new(
-                StatusCode::BAD_REQUEST,
-                INVALID_PARAMS,
-                format!("Invalid params: invalid log level {other}"),
-            ))
+            return Err(Rejection::invalid_params(format!(
+                "invalid log level {other}"
+            )))
         }
     };
     Ok(RequestMeta {
@@ -203,7 +172,7 @@ fn check_params(
     }
     let arguments = params.value("arguments").unwrap_or_default();
     crate::mirrored::check(&marked, &arguments, headers)
-        .map_err(|mismatch| header_mismatch(mismatch.to_string()))
+        .map_err(|mismatch| Rejection::header_mismatch(mismatch.to_string()))
 }
 
 fn mirror(
@@ -215,33 +184,27 @@ fn mirror(
 ) -> Result<(), Rejection> {
     let mut values = headers.get_all(name).iter();
     let (Some(raw), None) = (values.next(), values.next()) else {
-        return Err(header_mismatch(format!(
+        return Err(Rejection::header_mismatch(format!(
             "exactly one {display} header is required"
         )));
     };
     let value = match may_be_encoded {
         true => crate::mirrored::decode(raw.as_bytes())
-            .map_err(|why| header_mismatch(format!("the {display} header {why}")))?,
+            .map_err(|why| Rejection::header_mismatch(format!("the {display} header {why}")))?,
         false => raw
             .to_str()
-            .map_err(|_| header_mismatch(format!("the {display} header has invalid characters")))?
+            .map_err(|_| {
+                Rejection::header_mismatch(format!("the {display} header has invalid characters"))
+            })?
             .trim_matches(|c| c == ' ' || c == '\t')
             .to_owned(),
     };
     match value == body {
         true => Ok(()),
-        false => Err(header_mismatch(format!(
+        false => Err(Rejection::header_mismatch(format!(
             "the {display} header value {value:?} does not match the body value {body:?}"
         ))),
     }
-}
-
-fn header_mismatch(message: String) -> Rejection {
-    Rejection::new(
-        StatusCode::BAD_REQUEST,
-        HEADER_MISMATCH,
-        format!("Header mismatch: {message}"),
-    )
 }
 
 fn header_value(headers: &HeaderMap, name: &str) -> Option<String> {
@@ -254,7 +217,10 @@ fn header_value(headers: &HeaderMap, name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jsonrpc::INVALID_PARAMS;
     use bytes::Bytes;
+    use http::StatusCode;
+    use serde_json::json;
 
     fn message(body: Value) -> Message {
         Message::parse(Bytes::from(body.to_string())).unwrap()

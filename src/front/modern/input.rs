@@ -16,7 +16,7 @@ use super::held::HeldCalls;
 use super::state::HeldRequest;
 use crate::era::INPUT_KEY;
 pub use crate::era::{capability_object, declares, required_capability};
-use crate::jsonrpc::Message;
+use crate::jsonrpc::{self, Message, INTERNAL_ERROR};
 use crate::session::{Registry, Session};
 
 /// A server request as an input request: its key, and `{method, params}`.
@@ -81,8 +81,12 @@ pub fn release_later(
             return;
         }
         for id in waiting {
-            let refusal = json!({ "jsonrpc": "2.0", "id": id, "error": {
-                "code": -32603, "message": "the client did not answer in time" } });
+            let refusal = jsonrpc::error_value(
+                id,
+                INTERNAL_ERROR,
+                "the client did not answer in time",
+                None,
+            );
             answer_upstream(&registry, &session, refusal).await;
         }
         let reason = "the client did not answer the server's questions in time";

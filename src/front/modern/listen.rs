@@ -10,17 +10,15 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use dashmap::DashMap;
-use http::StatusCode;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use super::checks;
 use super::correlation::{ask, Correlated};
 use crate::front::body::Body;
 use crate::front::event_stream::{self, Ended, Next, Options, Source};
 use crate::front::rejection::Rejection;
 use crate::front::App;
-use crate::jsonrpc::{Message, INVALID_PARAMS};
+use crate::jsonrpc::Message;
 use crate::session::{Reader, Registry, Session};
 use crate::sse;
 
@@ -35,15 +33,22 @@ struct Filter {
     uris: BTreeSet<String>,
 }
 
+/// Why a listen's params ask for nothing the proxy can read.
+#[derive(Debug, thiserror::Error)]
+enum FilterRefused {
+    #[error("subscriptions/listen needs a notifications object")]
+    NoNotifications,
+    #[error("resourceSubscriptions must be strings")]
+    UrisNotStrings,
+    #[error("resourceSubscriptions must be an array")]
+    UrisNotAnArray,
+}
+
 impl Filter {
-    fn asked(params: &Value) -> Result<Filter, String> {
+    fn asked(params: &Value) -> Result<Filter, FilterRefused> {
         let notifications = match params.get("notifications") {
             Some(Value::Object(n)) => n,
-            _ => {
-                return Err(
-                    "Invalid params: subscriptions/listen needs a notifications object".into(),
-                )
-            }
+            _ => return Err(FilterRefused::NoNotifications),
         };
         let flag = |name: &str| {
             notifications
@@ -57,8 +62,8 @@ impl Filter {
                 .iter()
                 .map(|u| u.as_str().map(str::to_owned))
                 .collect::<Option<_>>()
-                .ok_or("Invalid params: resourceSubscriptions must be strings")?,
-            Some(_) => return Err("Invalid params: resourceSubscriptions must be an array".into()),
+                .ok_or(FilterRefused::UrisNotStrings)?,
+            Some(_) => return Err(FilterRefused::UrisNotAnArray),
         };
         Ok(Filter {
             tools: flag("toolsListChanged"),
@@ -141,12 +146,11 @@ pub async fn open(
         .params()
         .and_then(|p| serde_json::from_str(p.get()).ok())
         .unwrap_or_default();
-    let refused =
-        |m: String| Rejection::new(StatusCode::BAD_REQUEST, INVALID_PARAMS, m).with_id(Some(&id));
-    let asked = Filter::asked(&params).map_err(refused)?;
+    let asked = Filter::asked(&params)
+        .map_err(|refused| Rejection::invalid_params(refused.to_string()).with_id(Some(&id)))?;
     let capabilities = &correlated.initialized.result["capabilities"];
     if !server_notifies(capabilities) {
-        return Err(checks::method_not_found("subscriptions/listen").with_id(Some(&id)));
+        return Err(Rejection::modern_method_not_found("subscriptions/listen").with_id(Some(&id)));
     }
     let honoured = asked.honoured(capabilities);
     let session = correlated.session.clone();

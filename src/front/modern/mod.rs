@@ -20,15 +20,15 @@ mod server_requests;
 pub mod state;
 
 use http::{header, HeaderMap, Response, StatusCode};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::body::Body;
 use super::rejection::Rejection;
 use super::request::{accepted, json};
 use super::App;
-use crate::front::data_layer::{cookie, errors, methods};
+use crate::front::data_layer::{cookie, methods};
 use crate::ids::Principal;
-use crate::jsonrpc::{Kind, Message, INVALID_REQUEST};
+use crate::jsonrpc::{self, Kind, Message};
 use checks::RequestMeta;
 
 pub use checks::is_modern;
@@ -55,7 +55,7 @@ pub async fn post(
         return named::verb(app, headers, verb, cookie, &message, &meta, principal).await;
     }
     if cookie.is_none() && app.data_layer.requires_session(&message) {
-        return Err(errors::required(method).with_id(Some(&id)));
+        return Err(Rejection::data_session_required(method).with_id(Some(&id)));
     }
     match method {
         "server/discover" => discover(app, headers, principal, &meta, &id).await,
@@ -123,18 +123,6 @@ fn cached(id: &Value, result: &[u8]) -> bytes::Bytes {
     out.into()
 }
 
-/// GET and DELETE are not part of 2026-07-28: 405.
-pub fn method_not_allowed() -> Rejection {
-    Rejection {
-        allow: Some("POST"),
-        ..Rejection::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            INVALID_REQUEST,
-            "Method Not Allowed: protocol version 2026-07-28 takes POST only",
-        )
-    }
-}
-
 /// Whether a request without a principal may be served by a session lent from the pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Lend {
@@ -197,8 +185,7 @@ async fn discover(
     if let Some(serde_json::Value::Object(capabilities)) = result.get_mut("capabilities") {
         crate::session::layer::advertise(capabilities);
     }
-    let answer = json!({ "jsonrpc": "2.0", "id": id, "result": result });
-    Ok(json(StatusCode::OK, answer.to_string().into()))
+    Ok(json(StatusCode::OK, jsonrpc::result_response(id, result)))
 }
 
 /// A served server's modern settings and its upstream sessions for modern clients.

@@ -14,12 +14,12 @@ use crate::front::body::Body;
 use crate::front::data_layer::cookie::Cookie;
 use crate::front::data_layer::handles::{self, Dispatched};
 use crate::front::data_layer::methods::{self, Verb};
-use crate::front::data_layer::{errors, listen, Named};
+use crate::front::data_layer::{listen, Named};
 use crate::front::rejection::Rejection;
 use crate::front::request::json;
 use crate::front::App;
 use crate::ids::Principal;
-use crate::jsonrpc::Message;
+use crate::jsonrpc::{self, Message};
 
 /// Answers a `sessions/*` or `messages/listen` request.
 #[allow(clippy::too_many_arguments)]
@@ -38,7 +38,7 @@ pub async fn verb(
     let result = match verb {
         Verb::Create { draft } => {
             if cookie.is_some() {
-                return Err(errors::cookie_on_create(method).with_id(Some(&id)));
+                return Err(Rejection::cookie_on_create(method).with_id(Some(&id)));
             }
             let init = initialize_params(meta);
             methods::create(app, principal, draft, init, credential).await
@@ -70,8 +70,7 @@ pub async fn verb(
     };
     let mut result = result.map_err(|r| r.with_id(Some(&id)))?;
     result["resultType"] = json!("complete");
-    let answer = json!({ "jsonrpc": "2.0", "id": id, "result": result });
-    Ok(json(StatusCode::OK, answer.to_string().into()))
+    Ok(json(StatusCode::OK, jsonrpc::result_response(&id, result)))
 }
 
 /// A named session as the exchange takes it.
@@ -106,8 +105,8 @@ pub async fn handle_call(
         Ok(Dispatched::Plain) => Handled::Plain(Box::new(call)),
         Ok(Dispatched::Answered(mut result)) => {
             result["resultType"] = json!("complete");
-            let answer = json!({ "jsonrpc": "2.0", "id": call.client_id, "result": result });
-            Handled::Answered(Ok(json(StatusCode::OK, answer.to_string().into())))
+            let answer = jsonrpc::result_response(&call.client_id, result);
+            Handled::Answered(Ok(json(StatusCode::OK, answer)))
         }
         Ok(Dispatched::Within(named, within)) => {
             Handled::Answered(exchange::exchange(app, correlated(named), within, call).await)

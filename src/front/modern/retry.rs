@@ -5,8 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::StatusCode;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::call::Call;
 use super::correlation::{Correlated, EndOnDrop};
@@ -16,7 +15,7 @@ use super::state::{self, HeldRequest};
 use crate::front::body::Body;
 use crate::front::rejection::Rejection;
 use crate::front::App;
-use crate::jsonrpc::{Message, INVALID_PARAMS};
+use crate::jsonrpc::{self, Message};
 use crate::session::log::StreamKey;
 use crate::session::Session;
 
@@ -29,24 +28,20 @@ pub async fn resume(
 ) -> Result<http::Response<Body>, Rejection> {
     let principal = call.principal.clone();
     let id = request.id().cloned().unwrap_or(Value::Null);
-    let refused = |message: String| {
-        Rejection::new(StatusCode::BAD_REQUEST, INVALID_PARAMS, message).with_id(Some(&id))
-    };
+    let refused = |message: String| Rejection::invalid_params(message).with_id(Some(&id));
     let params = call.params();
     let Some(request_state) = params["requestState"].as_str() else {
-        return Err(refused(
-            "Invalid params: requestState must be a string".into(),
-        ));
+        return Err(refused("requestState must be a string".into()));
     };
     let held = HeldRequest::verify(request_state, &app.modern.state_key, &principal)
         .map_err(|r| r.with_id(Some(&id)))?;
     if held.method != call.method || held.name != call.name {
         return Err(refused(format!(
-            "Invalid params: this requestState continues {} {:?}, not this request",
+            "this requestState continues {} {:?}, not this request",
             held.method, held.name
         )));
     }
-    let answers = answers(&params, &held).map_err(refused)?;
+    let answers = answers(&params, &held).map_err(|e| refused(e.to_string()))?;
     // Good for one retry, on whichever replica it comes to first.
     let ttl = Duration::from_millis(held.expires_ms.saturating_sub(state::now_ms()));
     let first = app
@@ -56,7 +51,7 @@ pub async fn resume(
         .map_err(|e| Rejection::session(&e).with_id(Some(&id)))?;
     if !first {
         return Err(refused(
-            "Invalid params: this requestState was already used; call again without it".into(),
+            "this requestState was already used; call again without it".into(),
         ));
     }
     // Wherever the session lives now: a retry may come to any replica.
@@ -68,7 +63,7 @@ pub async fn resume(
     let Some(session) = found else {
         app.modern.held_calls.release(&held);
         return Err(refused(
-            "Invalid params: the request this requestState continues is over; call again without it".into(),
+            "the request this requestState continues is over; call again without it".into(),
         ));
     };
     // A view's owner knows what it still waits for; here, an owned session does.
@@ -76,13 +71,13 @@ pub async fn resume(
     for (waiting, answer) in answers {
         if owned && !session.awaits_answer(&waiting) {
             return Err(refused(
-                "Invalid params: this requestState was already used; call again without it".into(),
+                "this requestState was already used; call again without it".into(),
             ));
         }
         input::answer_upstream(
             &app.registry,
             &session,
-            json!({ "jsonrpc": "2.0", "id": waiting, "result": answer }),
+            jsonrpc::result_value(&waiting, answer),
         )
         .await;
     }
@@ -117,31 +112,35 @@ async fn continued(
     }
 }
 
+/// Why a retry's `inputResponses` do not answer its held requests.
+#[derive(Debug, thiserror::Error)]
+enum AnswersRefused {
+    #[error("inputResponses must be an object")]
+    NotAnObject,
+    #[error("inputResponses[{0:?}] must be the result object of its request")]
+    NotAResult(String),
+    #[error("inputResponses lacks {}; answer every input request", .0.join(", "))]
+    Missing(Vec<String>),
+}
+
 /// The client's answer for each held request: every input key answered with an object.
-fn answers(params: &Value, held: &HeldRequest) -> Result<Vec<(Value, Value)>, String> {
+fn answers(params: &Value, held: &HeldRequest) -> Result<Vec<(Value, Value)>, AnswersRefused> {
     let given = match params.get("inputResponses") {
         Some(Value::Object(given)) => given.clone(),
         None | Some(Value::Null) => Map::new(),
-        Some(_) => return Err("Invalid params: inputResponses must be an object".into()),
+        Some(_) => return Err(AnswersRefused::NotAnObject),
     };
     let mut answers = Vec::new();
     let mut missing = Vec::new();
     for (key, id) in &held.waiting {
         match given.get(key) {
             Some(answer @ Value::Object(_)) => answers.push((id.clone(), answer.clone())),
-            Some(_) => {
-                return Err(format!(
-                "Invalid params: inputResponses[{key:?}] must be the result object of its request"
-            ))
-            }
-            None => missing.push(key.as_str()),
+            Some(_) => return Err(AnswersRefused::NotAResult(key.clone())),
+            None => missing.push(key.clone()),
         }
     }
     match missing.is_empty() {
         true => Ok(answers),
-        false => Err(format!(
-            "Invalid params: inputResponses lacks {}; answer every input request",
-            missing.join(", ")
-        )),
+        false => Err(AnswersRefused::Missing(missing)),
     }
 }

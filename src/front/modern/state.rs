@@ -8,13 +8,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::front::rejection::Rejection;
 use crate::ids::Principal;
-use crate::jsonrpc::INVALID_PARAMS;
 use crate::keys::Key;
 
 /// The key `requestState` is signed with: derived from the cluster secret when replicas share
@@ -75,11 +73,7 @@ impl HeldRequest {
         principal: &Principal,
     ) -> Result<HeldRequest, Rejection> {
         let refused = |why: &str| {
-            Rejection::new(
-                StatusCode::BAD_REQUEST,
-                INVALID_PARAMS,
-                format!("Invalid params: requestState {why}; call again without it"),
-            )
+            Rejection::invalid_params(format!("requestState {why}; call again without it"))
         };
         let (payload, tag) = state
             .split_once('.')

@@ -92,7 +92,9 @@ pub(super) async fn protocol_post(
                 .map_err(|r| r.with_id(Some(&id)))?;
             Ok(json(StatusCode::OK, session_methods::ended(&id)))
         }
-        Some(method) if is_session_method(method) => Err(session_methods::unknown_method(&message)),
+        Some(method) if is_session_method(method) => {
+            Err(Rejection::unknown_session_method(&message))
+        }
         _ => to_protocol_session(app, headers, message, &principal, named).await,
     }
 }

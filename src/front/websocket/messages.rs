@@ -33,7 +33,7 @@ impl Connection {
             Some(protocol::RESUME) => self.resume(&message).await,
             Some(protocol::END) => self.end(&message).await,
             Some(method) if is_session_method(method) => {
-                Err(session_methods::unknown_method(&message))
+                Err(Rejection::unknown_session_method(&message))
             }
             _ => self.forward(message).await,
         };

@@ -9,7 +9,7 @@ use tracing::warn;
 
 use super::follow::{renew, tail};
 use crate::ids::{self, Principal};
-use crate::session::{Registry, Session, SessionError};
+use crate::session::{OwnerUnavailable, Registry, Session, SessionError};
 use crate::store::{Record, RedisStore};
 use crate::upstream::owner::{HopError, Owner, OwnerLink};
 
@@ -68,7 +68,7 @@ impl Registry {
             }
         }
         Err(SessionError::OwnerUnavailable(
-            "the session is changing hands".into(),
+            OwnerUnavailable::ChangingHands,
         ))
     }
 
@@ -94,12 +94,10 @@ impl Registry {
         let facts = match link.read(&[]).await {
             Ok(reading) => reading.record,
             Err(HopError::Gone) => return Ok(None),
-            Err(error) => return Err(SessionError::OwnerUnavailable(error.to_string())),
+            Err(error) => return Err(SessionError::OwnerUnavailable(OwnerUnavailable::Hop(error))),
         };
         let Ok(record) = serde_json::from_value::<Record>(facts) else {
-            return Err(SessionError::OwnerUnavailable(
-                "its owner described it in a form this replica does not read".into(),
-            ));
+            return Err(SessionError::OwnerUnavailable(OwnerUnavailable::Unreadable));
         };
         if record.principal != principal.as_str() {
             return Ok(None);

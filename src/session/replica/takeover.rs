@@ -12,7 +12,7 @@ use tracing::{info, warn};
 
 use super::lookup::unavailable;
 use crate::ids::Principal;
-use crate::jsonrpc;
+use crate::session::error_answer::ErrorAnswer;
 use crate::session::layer::Layer;
 use crate::session::log::{Logged, StreamKey};
 use crate::session::{Reach, Registry, Session, SessionError, Shape};
@@ -64,13 +64,7 @@ impl Session {
         let mut state = self.lock();
         for (stream, client_id) in inflight {
             let client_id: Value = serde_json::from_str(&client_id).unwrap_or(Value::Null);
-            let error = jsonrpc::error_response(
-                &client_id,
-                jsonrpc::INTERNAL_ERROR,
-                "the replica that owned this session went away while this request was in \
-                 flight; it may or may not have been carried out",
-                None,
-            );
+            let error = ErrorAnswer::OwnerLeft.to_response(&client_id);
             let stream = state.stream_of(stream);
             self.append(&mut state, stream, error, true, None);
         }

@@ -150,7 +150,7 @@ impl Link {
         if let Some(id) = message.id() {
             self.to_bridge(UpstreamEvent::Failed {
                 id: Box::new(id.clone()),
-                cause: cause.into(),
+                cause: UpstreamError::Other(cause),
             });
         }
     }
@@ -177,7 +177,7 @@ impl Link {
         };
         let response = match response {
             Ok(response) => response,
-            Err(cause) => return self.fail(message, cause),
+            Err(cause) => return self.fail(message, cause.to_string()),
         };
         let status = response.status();
         if http_client::is_event_stream(&response) {

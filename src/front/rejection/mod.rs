@@ -1,7 +1,13 @@
-//! The one place where a refused request becomes an HTTP status and a JSON-RPC error body
-//! (DESIGN "Bad input gets a clear answer"). Codes: the JSON-RPC standard ones; -32001 "session
+//! The one place where a refused request, or a session's failure (`SessionError`, its upstream's
+//! `UpstreamError` among them), becomes an HTTP status and a JSON-RPC error body (DESIGN "Bad
+//! input gets a clear answer"). Codes: the JSON-RPC standard ones; -32001 "session
 //! not found" from the legacy server range, as the official SDKs use it, for a session named by
 //! `Mcp-Session-Id`; -32043 (seed `002`) with `data: {sessionId}` for a protocol-level one.
+//! The 2026-07-28 front's refusals are in `modern`, those about sessions named in messages in
+//! `data_layer`.
+
+mod data_layer;
+mod modern;
 
 use http::{header, HeaderValue, Response, StatusCode};
 use serde_json::Value;
@@ -81,6 +87,16 @@ impl Rejection {
         )
     }
 
+    /// An upstream that failed, or refused what the proxy asked of it: 502.
+    pub fn bad_gateway(message: impl Into<String>) -> Rejection {
+        Rejection::new(StatusCode::BAD_GATEWAY, INTERNAL_ERROR, message)
+    }
+
+    /// A WebSocket upgrade in a version the proxy does not speak: 426.
+    pub fn upgrade_required(message: impl Into<String>) -> Rejection {
+        Rejection::new(StatusCode::UPGRADE_REQUIRED, INVALID_REQUEST, message)
+    }
+
     pub fn too_large(limit: usize) -> Rejection {
         Rejection::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -146,7 +162,7 @@ impl Rejection {
             SessionError::SubscriptionRefused(refused) => {
                 Rejection::new(StatusCode::BAD_REQUEST, INVALID_PARAMS, refused.to_string())
             }
-            _ => Rejection::new(StatusCode::BAD_GATEWAY, INTERNAL_ERROR, error.to_string()),
+            _ => Rejection::bad_gateway(error.to_string()),
         }
     }
 

@@ -1,0 +1,73 @@
+//! Refusals of the 2026-07-28 front, and of `session/*` methods the proxy does not know: each
+//! with its status and its code from the one table (`jsonrpc`).
+
+use http::StatusCode;
+use serde_json::json;
+
+use super::Rejection;
+use crate::era::MODERN_VERSION;
+use crate::jsonrpc::{
+    Message, HEADER_MISMATCH, INVALID_REQUEST, METHOD_NOT_FOUND, UNSUPPORTED_VERSION,
+};
+
+impl Rejection {
+    /// A `session/*` method the proxy does not know.
+    pub fn unknown_session_method(message: &Message) -> Rejection {
+        Rejection::new(
+            StatusCode::BAD_REQUEST,
+            METHOD_NOT_FOUND,
+            format!(
+                "Method not found: {} (the session methods are session/start, session/resume and session/end)",
+                message.method().unwrap_or_default()
+            ),
+        )
+        .with_id(message.id())
+    }
+
+    /// -32601 as a modern server answers it: 404.
+    pub fn modern_method_not_found(method: &str) -> Rejection {
+        Rejection::new(
+            StatusCode::NOT_FOUND,
+            METHOD_NOT_FOUND,
+            format!("Method not found: {method} (not part of protocol version {MODERN_VERSION})"),
+        )
+    }
+
+    /// A 2026-07-28 request naming another protocol version.
+    pub fn unsupported_version(requested: &str) -> Rejection {
+        Rejection {
+            data: Some(Box::new(json!({
+                "supported": [MODERN_VERSION],
+                "requested": requested,
+            }))),
+            ..Rejection::new(
+                StatusCode::BAD_REQUEST,
+                UNSUPPORTED_VERSION,
+                format!(
+                    "Unsupported protocol version {requested:?}; this server speaks {MODERN_VERSION}"
+                ),
+            )
+        }
+    }
+
+    /// A header that does not mirror the body as 2026-07-28 requires (-32020).
+    pub fn header_mismatch(message: String) -> Rejection {
+        Rejection::new(
+            StatusCode::BAD_REQUEST,
+            HEADER_MISMATCH,
+            format!("Header mismatch: {message}"),
+        )
+    }
+
+    /// GET and DELETE are not part of 2026-07-28: 405.
+    pub fn modern_method_not_allowed() -> Rejection {
+        Rejection {
+            allow: Some("POST"),
+            ..Rejection::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                INVALID_REQUEST,
+                "Method Not Allowed: protocol version 2026-07-28 takes POST only",
+            )
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! The one place where a session picks the JSON-RPC error it answers a client's request with
+//! itself (logged on the request's stream, like a server's answer): the code for each cause.
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use super::SubscriptionRefused;
+use crate::jsonrpc::{self, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
+use crate::upstream::UpstreamError;
+
+/// Why a session answers a client's request with an error instead of its server.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ErrorAnswer {
+    /// A `session/*` method sent where no front offers it.
+    #[error(
+        "Method not found: {0} is offered on WebSocket connections and on Streamable HTTP \
+         requests without Mcp-Session-Id, not on this one"
+    )]
+    NotOffered(String),
+    /// A request before `initialize` to a server that starts at `initialize`.
+    #[error("Invalid Request: {}", UpstreamError::NotStarted)]
+    NotStarted,
+    /// A subscription past the session's limits.
+    #[error(transparent)]
+    Subscription(#[from] SubscriptionRefused),
+    /// The server failed the request, or could not be given it.
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+    /// The request was in flight on a replica that went away (the gap rule after a takeover).
+    #[error(
+        "the replica that owned this session went away while this request was in flight; it \
+         may or may not have been carried out"
+    )]
+    OwnerLeft,
+}
+
+impl ErrorAnswer {
+    /// The JSON-RPC error code a client reads.
+    pub(super) fn code(&self) -> i64 {
+        match self {
+            ErrorAnswer::NotOffered(_) => METHOD_NOT_FOUND,
+            ErrorAnswer::NotStarted => INVALID_REQUEST,
+            ErrorAnswer::Subscription(_) => INVALID_PARAMS,
+            ErrorAnswer::Upstream(_) | ErrorAnswer::OwnerLeft => INTERNAL_ERROR,
+        }
+    }
+
+    /// The error response to the request `id`.
+    pub(super) fn to_response(&self, id: &Value) -> Bytes {
+        jsonrpc::error_response(id, self.code(), &self.to_string(), None)
+    }
+}
