@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::Demo;
+use crate::methods;
 
 /// A 1×1 red PNG.
 const PNG: &str =
@@ -138,7 +139,7 @@ pub fn call_tool(demo: &Demo, id: &Value, name: &str, args: &Value, params: &Val
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
                 demo.notify(
-                    "notifications/message",
+                    methods::MESSAGE,
                     json!({ "level": "info", "logger": "demo", "data": message }),
                 );
             }
@@ -153,7 +154,7 @@ pub fn call_tool(demo: &Demo, id: &Value, name: &str, args: &Value, params: &Val
                     }
                     if !token.is_null() {
                         demo.notify(
-                            "notifications/progress",
+                            methods::PROGRESS,
                             json!({ "progressToken": token, "progress": progress, "total": 100 }),
                         );
                     }
@@ -177,7 +178,7 @@ pub fn call_tool(demo: &Demo, id: &Value, name: &str, args: &Value, params: &Val
             demo.spawn_for(id, |demo, id| async move {
                 let answer = demo
                     .ask(
-                        "sampling/createMessage",
+                        methods::SAMPLING_CREATE_MESSAGE,
                         json!({
                             "messages": [{ "role": "user", "content": { "type": "text", "text": prompt } }],
                             "maxTokens": 100
@@ -265,7 +266,7 @@ fn elicit(demo: &Demo, id: &Value, request: Value, label: &'static str) {
         return;
     }
     demo.spawn_for(id, move |demo, id| async move {
-        let answer = demo.ask("elicitation/create", request).await;
+        let answer = demo.ask(methods::ELICITATION_CREATE, request).await;
         let result = &answer["result"];
         demo.reply(
             &id,

@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 
 use super::Demo;
 use crate::era::INPUT_KEY;
+use crate::methods;
 
 fn no_arguments() -> Value {
     json!({ "type": "object", "properties": {} })
@@ -103,7 +104,10 @@ pub fn call_tool(demo: &Demo, id: &Value, name: &str) -> bool {
     match name {
         "test_missing_capability" => demo.spawn_for(id, |demo, id| async move {
             let answer = demo
-                .ask("sampling/createMessage", sampling("sample", "Hi?", 10))
+                .ask(
+                    methods::SAMPLING_CREATE_MESSAGE,
+                    sampling("sample", "Hi?", 10),
+                )
                 .await;
             demo.reply(
                 &id,
@@ -113,17 +117,17 @@ pub fn call_tool(demo: &Demo, id: &Value, name: &str) -> bool {
         "test_streaming_elicitation" => demo.reply(id, text("Streaming complete".into())),
         "test_logging_tool" => {
             demo.notify(
-                "notifications/message",
+                methods::MESSAGE,
                 json!({ "level": "info", "logger": "demo", "data": "Logging evaluated" }),
             );
             demo.reply(id, text("Logging evaluated".into()));
         }
         "test_trigger_tool_change" => {
-            demo.notify("notifications/tools/list_changed", json!({}));
+            demo.notify(methods::TOOLS_LIST_CHANGED, json!({}));
             demo.reply(id, text("Tool list changed".into()));
         }
         "test_trigger_prompt_change" => {
-            demo.notify("notifications/prompts/list_changed", json!({}));
+            demo.notify(methods::PROMPTS_LIST_CHANGED, json!({}));
             demo.reply(id, text("Prompt list changed".into()));
         }
         "test_input_required_result_elicitation" => demo.spawn_for(id, |demo, id| async move {
@@ -133,12 +137,12 @@ pub fn call_tool(demo: &Demo, id: &Value, name: &str) -> bool {
                 json!({ "name": { "type": "string" } }),
                 &["name"],
             );
-            let answer = demo.ask("elicitation/create", request).await;
+            let answer = demo.ask(methods::ELICITATION_CREATE, request).await;
             demo.reply(&id, text(format!("Hello, {}!", said(&answer, "name"))));
         }),
         "test_input_required_result_sampling" => demo.spawn_for(id, |demo, id| async move {
             let request = sampling("sample_request", "What is the capital of France?", 100);
-            let answer = demo.ask("sampling/createMessage", request).await;
+            let answer = demo.ask(methods::SAMPLING_CREATE_MESSAGE, request).await;
             let reply = answer["result"]["content"]["text"]
                 .as_str()
                 .unwrap_or("nothing")
@@ -146,7 +150,7 @@ pub fn call_tool(demo: &Demo, id: &Value, name: &str) -> bool {
             demo.reply(&id, text(format!("The model said: {reply}")));
         }),
         "test_input_required_result_list_roots" => demo.spawn_for(id, |demo, id| async move {
-            let answer = demo.ask("roots/list", roots("roots_request")).await;
+            let answer = demo.ask(methods::ROOTS_LIST, roots("roots_request")).await;
             let count = answer["result"]["roots"].as_array().map_or(0, Vec::len);
             demo.reply(&id, text(format!("The client has {count} roots")));
         }),
@@ -159,7 +163,7 @@ pub fn call_tool(demo: &Demo, id: &Value, name: &str) -> bool {
                     json!({ "ok": { "type": "boolean" } }),
                     &["ok"],
                 );
-                let answer = demo.ask("elicitation/create", request).await;
+                let answer = demo.ask(methods::ELICITATION_CREATE, request).await;
                 demo.reply(
                     &id,
                     text(format!("state-ok: confirmed {}", said(&answer, "ok"))),
@@ -169,7 +173,7 @@ pub fn call_tool(demo: &Demo, id: &Value, name: &str) -> bool {
         "test_input_required_result_multiple_inputs" => demo.spawn_for(id, |demo, id| async move {
             let (named, greeted, rooted) = tokio::join!(
                 demo.ask(
-                    "elicitation/create",
+                    methods::ELICITATION_CREATE,
                     elicitation(
                         "user_name",
                         "What is your name?",
@@ -178,10 +182,10 @@ pub fn call_tool(demo: &Demo, id: &Value, name: &str) -> bool {
                     )
                 ),
                 demo.ask(
-                    "sampling/createMessage",
+                    methods::SAMPLING_CREATE_MESSAGE,
                     sampling("greeting", "Generate a greeting", 50)
                 ),
-                demo.ask("roots/list", roots("client_roots")),
+                demo.ask(methods::ROOTS_LIST, roots("client_roots")),
             );
             let greeting = greeted["result"]["content"]["text"]
                 .as_str()
@@ -199,7 +203,7 @@ pub fn call_tool(demo: &Demo, id: &Value, name: &str) -> bool {
         "test_input_required_result_multi_round" => demo.spawn_for(id, |demo, id| async move {
             let name = demo
                 .ask(
-                    "elicitation/create",
+                    methods::ELICITATION_CREATE,
                     elicitation(
                         "step1",
                         "What is your name?",
@@ -210,7 +214,7 @@ pub fn call_tool(demo: &Demo, id: &Value, name: &str) -> bool {
                 .await;
             let color = demo
                 .ask(
-                    "elicitation/create",
+                    methods::ELICITATION_CREATE,
                     elicitation(
                         "step2",
                         "What is your favourite color?",
@@ -238,7 +242,7 @@ pub fn call_tool(demo: &Demo, id: &Value, name: &str) -> bool {
                 if samples {
                     let answer = demo
                         .ask(
-                            "sampling/createMessage",
+                            methods::SAMPLING_CREATE_MESSAGE,
                             sampling("sample_input", "Sample request", 50),
                         )
                         .await;
@@ -247,7 +251,7 @@ pub fn call_tool(demo: &Demo, id: &Value, name: &str) -> bool {
                 if elicits {
                     let answer = demo
                         .ask(
-                            "elicitation/create",
+                            methods::ELICITATION_CREATE,
                             elicitation(
                                 "user_input",
                                 "Anything to add?",
@@ -284,7 +288,7 @@ pub fn get_prompt(demo: &Demo, id: &Value, name: &str) -> bool {
             json!({ "context": { "type": "string" } }),
             &["context"],
         );
-        let answer = demo.ask("elicitation/create", request).await;
+        let answer = demo.ask(methods::ELICITATION_CREATE, request).await;
         let context = said(&answer, "context");
         demo.reply(
             &id,

@@ -3,13 +3,13 @@
 //! Its state (the counter, subscriptions) lives in the process, like a legacy stateful server.
 //!
 //! Here: the stdio loop and what every answer shares (output, questions to the client, slow
-//! tools and their cancellation). `methods` answers each method, `tools` runs the demo's own
+//! tools and their cancellation). `answers` answers each method, `tools` runs the demo's own
 //! tools, `conformance` and `input_fixtures` hold fixtures for the test suites, `modern` and
 //! `modern_http` the 2026-07-28 mode.
 
+mod answers;
 mod conformance;
 mod input_fixtures;
-mod methods;
 mod modern;
 mod modern_http;
 mod tools;
@@ -23,6 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::era::Era;
+use crate::methods;
 use crate::upstream::lines::{Line, LineReader};
 
 pub use modern_http::serve as serve_modern_over_http;
@@ -136,11 +137,10 @@ impl Demo {
     fn notify(&self, method: &str, params: Value) {
         if self.protocol == Era::Modern {
             match method {
-                "notifications/progress" => {}
+                methods::PROGRESS => {}
                 // Only to a request that asked for log messages.
-                "notifications/message"
-                    if self.round.as_ref().is_some_and(|r| r.log_level.is_some()) => {}
-                "notifications/message" => return,
+                methods::MESSAGE if self.round.as_ref().is_some_and(|r| r.log_level.is_some()) => {}
+                methods::MESSAGE => return,
                 // Changes go to the listens that asked for them, never to a request's stream.
                 _ => return modern::publish(self, method, &params),
             }
@@ -193,7 +193,7 @@ impl Demo {
     fn progress(&self, token: &Value, step: u64, steps: u64) {
         if !token.is_null() {
             self.notify(
-                "notifications/progress",
+                methods::PROGRESS,
                 json!({
                     "progressToken": token, "progress": step, "total": steps,
                     "message": format!("step {step} of {steps}")
@@ -238,7 +238,7 @@ impl Demo {
             None => "received a cancellation for no request in flight",
         };
         self.notify(
-            "notifications/message",
+            methods::MESSAGE,
             json!({ "level": "info", "logger": "demo", "data": outcome }),
         );
     }

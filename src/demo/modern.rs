@@ -23,6 +23,7 @@ use crate::era::{
     CAPABILITIES_KEY, INPUT_KEY, LOG_LEVEL_KEY, MISSING_CAPABILITY, SERVER_INFO_KEY,
     SUBSCRIPTION_ID_KEY, VERSION_KEY,
 };
+use crate::methods;
 
 /// One request being served: what it declared, the answers its retries carried, and the
 /// questions it still has.
@@ -66,13 +67,13 @@ pub fn admit(demo: &Demo, message: &Value) -> Option<Arc<Round>> {
         asked: AtomicBool::new(false),
     });
     match method {
-        "server/discover" => {
+        methods::SERVER_DISCOVER => {
             let mut result = discover();
             decorate(&mut result, method);
             demo.send(json!({ "jsonrpc": "2.0", "id": id, "result": result }));
             None
         }
-        "subscriptions/listen" => {
+        methods::SUBSCRIPTIONS_LISTEN => {
             listen(demo, id, &params["notifications"]);
             None
         }
@@ -88,7 +89,7 @@ fn error(code: i64, message: &str) -> Value {
 /// A request of this revision: not a legacy method, and its `_meta` names the revision and the
 /// client's capabilities. `Err`: the error it is answered with.
 fn check_request(method: &str, params: &Value) -> Result<(), Value> {
-    if method == "initialize" {
+    if method == methods::INITIALIZE {
         // A legacy client: told which revision this server speaks instead.
         return Err(unsupported_version(&params["protocolVersion"]));
     }
@@ -208,7 +209,7 @@ fn listen(demo: &Demo, id: &Value, asked: &Value) {
         honoured["resourceSubscriptions"] = json!(uris);
     }
     demo.send(
-        json!({ "jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+        json!({ "jsonrpc": "2.0", "method": methods::SUBSCRIPTIONS_ACKNOWLEDGED,
         "params": { "notifications": honoured, "_meta": { SUBSCRIPTION_ID_KEY: id } } }),
     );
     demo.lock().listens.push(Listen {
@@ -225,9 +226,9 @@ pub fn publish(demo: &Demo, method: &str, params: &Value) {
     let state = demo.lock();
     for listen in &state.listens {
         let wanted = match method {
-            "notifications/tools/list_changed" => listen.tools,
-            "notifications/resources/list_changed" => listen.resources,
-            "notifications/resources/updated" => params["uri"]
+            methods::TOOLS_LIST_CHANGED => listen.tools,
+            methods::RESOURCES_LIST_CHANGED => listen.resources,
+            methods::RESOURCES_UPDATED => params["uri"]
                 .as_str()
                 .is_some_and(|uri| listen.uris.iter().any(|u| u == uri)),
             _ => false,

@@ -32,6 +32,7 @@ use crate::front::rejection::Rejection;
 use crate::front::HttpSettings;
 use crate::jsonrpc::Message;
 use crate::jsonrpc::{INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR};
+use crate::methods;
 use crate::mirrored::ToolMarks;
 use crate::sse;
 
@@ -138,7 +139,7 @@ impl Server {
         let (Some(id), true) = (message.get("id").cloned(), message["method"].is_string()) else {
             return accepted();
         };
-        if message["method"] == "initialize" {
+        if message["method"] == methods::INITIALIZE {
             // A legacy client, whatever its headers: told which revision this server speaks.
             let error = super::modern::unsupported_version(&message["params"]["protocolVersion"]);
             let refused = json!({ "jsonrpc": "2.0", "id": id, "error": error });

@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 
 use super::{conformance, input_fixtures, strings, Demo};
 use crate::era::Era;
+use crate::methods;
 
 impl Demo {
     pub(super) fn call_tool(&self, id: &Value, params: &Value) {
@@ -66,7 +67,7 @@ impl Demo {
                 };
                 if watched {
                     self.notify(
-                        "notifications/resources/updated",
+                        methods::RESOURCES_UPDATED,
                         json!({ "uri": "demo://counter" }),
                     );
                 }
@@ -97,7 +98,7 @@ impl Demo {
                         }
                         None => json!({ "uri": uri }),
                     };
-                    self.notify("notifications/resources/updated", params);
+                    self.notify(methods::RESOURCES_UPDATED, params);
                 }
                 self.reply(id, text(format!("emitted {count} updates")));
             }
@@ -128,8 +129,8 @@ impl Demo {
             }
             "list_roots" | "ping_client" => {
                 let (method, label) = match params["name"].as_str() {
-                    Some("list_roots") => ("roots/list", "roots"),
-                    _ => ("ping", "pong"),
+                    Some("list_roots") => (methods::ROOTS_LIST, "roots"),
+                    _ => (methods::PING, "pong"),
                 };
                 self.spawn_for(id, move |demo: Demo, id: Value| async move {
                     let answer = demo.ask(method, json!({})).await;

@@ -86,7 +86,7 @@ impl Session {
         if let Some(token) = &progress_token {
             state.calls.progress.insert(token.clone(), n);
         }
-        if method == "initialize" {
+        if method == methods::INITIALIZE {
             // Kept to bring a new or forgetful upstream to where this one was.
             state.init = request.params().map(|p| p.get().to_owned());
         }
@@ -167,10 +167,10 @@ impl Session {
         method: &str,
         client_id: &Value,
     ) -> Result<(), Bytes> {
-        if let ("resources/subscribe" | "resources/unsubscribe", Some(uri)) =
+        if let (methods::RESOURCES_SUBSCRIBE | methods::RESOURCES_UNSUBSCRIBE, Some(uri)) =
             (method, routing::subscription_uri(request))
         {
-            if method == "resources/unsubscribe" {
+            if method == methods::RESOURCES_UNSUBSCRIBE {
                 state.unsubscribe(&uri);
             } else if let Err(refused) = state.subscribe(&uri, self.settings.max_subscriptions) {
                 self.metrics.subscriptions_refused_total.inc();
@@ -222,7 +222,7 @@ impl Session {
     /// Forwards a client notification. `notifications/cancelled` is readdressed to the upstream
     /// id, and the cancelled request's stream is closed.
     pub async fn notify(&self, mut notification: Message) -> Result<(), SessionError> {
-        if notification.method() == Some("notifications/cancelled") {
+        if notification.method() == Some(methods::CANCELLED) {
             #[derive(Deserialize)]
             struct Cancelled {
                 #[serde(rename = "requestId")]
@@ -351,7 +351,7 @@ impl Session {
                 &json!({ "requestId": upstream_id, "reason": reason }),
             )
             .ok();
-            let cancel = Message::request(None, "notifications/cancelled", params);
+            let cancel = Message::request(None, methods::CANCELLED, params);
             let upstream = self.upstream.clone();
             tokio::spawn(async move { upstream.send(cancel).await }.instrument(self.span()));
         }
@@ -364,8 +364,8 @@ impl Session {
     /// limits is refused (`SessionError::SubscriptionRefused`) and never sent.
     pub async fn subscribe_upstream(&self, uri: &str, subscribe: bool) -> Result<(), SessionError> {
         let method = match subscribe {
-            true => "resources/subscribe",
-            false => "resources/unsubscribe",
+            true => methods::RESOURCES_SUBSCRIBE,
+            false => methods::RESOURCES_UNSUBSCRIBE,
         };
         {
             let mut state = self.lock();
@@ -448,7 +448,7 @@ fn mirror_call(state: &mut State, request: &Message, n: u64) {
         stream: n,
         client_id,
     });
-    if let (Some("initialize"), Some(init)) = (request.method(), &state.init) {
+    if let (Some(methods::INITIALIZE), Some(init)) = (request.method(), &state.init) {
         let init = init.clone();
         state.mirror(|| Op::Field {
             name: "init",

@@ -15,6 +15,7 @@ use tracing::{warn, Instrument};
 
 use super::{Registry, Session, SessionError};
 use crate::jsonrpc::Message;
+use crate::methods;
 use crate::upstream::UpstreamError;
 
 /// The id of the proxy's `initialize` made as a client's.
@@ -39,7 +40,8 @@ impl Way<'_> {
     ) -> Result<Option<Value>, SessionError> {
         match self {
             Way::AsClient(registry) => {
-                let request = Message::request(Some(json!(INITIALIZE_ID)), "initialize", params);
+                let request =
+                    Message::request(Some(json!(INITIALIZE_ID)), methods::INITIALIZE, params);
                 // Boxed: a delivery may take a session over, which re-initializes it.
                 let answer = Box::pin(registry.ask(session, request)).await?;
                 match (answer.get("result"), answer.get("error")) {
@@ -50,7 +52,7 @@ impl Way<'_> {
                 }
             }
             Way::Own => {
-                let initialized = session.internal_request("initialize", params).await;
+                let initialized = session.internal_request(methods::INITIALIZE, params).await;
                 session.upstream.reestablished(initialized.clone());
                 Ok(initialized.map(|()| None)?)
             }
@@ -59,7 +61,7 @@ impl Way<'_> {
 
     /// `notifications/initialized`.
     async fn initialized(self, session: &Arc<Session>) -> Result<(), SessionError> {
-        let notification = Message::request(None, "notifications/initialized", None);
+        let notification = Message::request(None, methods::INITIALIZED, None);
         match self {
             Way::AsClient(registry) => Box::pin(registry.send(session, notification)).await,
             Way::Own => Ok(session.upstream.send(notification).await?),
@@ -79,7 +81,8 @@ impl Session {
         let subscriptions: Vec<String> = self.lock().subscriptions.uris.iter().cloned().collect();
         for uri in subscriptions {
             let params = serde_json::value::to_raw_value(&json!({ "uri": uri })).ok();
-            self.internal_request("resources/subscribe", params).await?;
+            self.internal_request(methods::RESOURCES_SUBSCRIBE, params)
+                .await?;
         }
         Ok(result)
     }

@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 
 use super::log::Window;
 use crate::jsonrpc::{Kind, Message};
+use crate::methods;
 
 pub use crate::methods::{SESSION_END as END, SESSION_RESUME as RESUME, SESSION_START as START};
 
@@ -100,7 +101,7 @@ pub fn advertise(result: &RawValue, window: &Window) -> Option<Box<RawValue>> {
             "methods": [START, RESUME, END],
             "resume": true,
             "catchup": true,
-            "coalescing": ["notifications/resources/updated", "notifications/*/list_changed"],
+            "coalescing": [methods::RESOURCES_UPDATED, "notifications/*/list_changed"],
             "window": {
                 "maxEvents": window.max_events,
                 "maxBytes": window.max_bytes,

@@ -12,7 +12,7 @@ pub fn name_of(message: &Message) -> String {
     let method = message.method().unwrap_or_default();
     match (method, target(message)) {
         (
-            "tools/call" | "prompts/get",
+            methods::TOOLS_CALL | methods::PROMPTS_GET,
             Some(Target {
                 name: Some(name), ..
             }),
@@ -40,13 +40,13 @@ pub fn describe(span: &mut Span, message: &Message) {
     if let Some(target) = target(message) {
         match (method.as_str(), target) {
             (
-                "tools/call",
+                methods::TOOLS_CALL,
                 Target {
                     name: Some(name), ..
                 },
             ) => span.set("gen_ai.tool.name", name),
             (
-                "prompts/get",
+                methods::PROMPTS_GET,
                 Target {
                     name: Some(name), ..
                 },

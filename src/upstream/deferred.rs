@@ -12,6 +12,7 @@ use tracing::debug;
 use super::factory::{Binding, UpstreamFactory};
 use super::{Upstream, UpstreamError};
 use crate::jsonrpc::{Kind, Message};
+use crate::methods;
 
 /// A session's upstream until and after its server starts.
 #[derive(Clone)]
@@ -90,7 +91,7 @@ impl DeferredUpstream {
         match &mut *stage {
             Stage::Started(upstream) => Ok(Some((**upstream).clone())),
             Stage::Released => Err(UpstreamError::Gone),
-            Stage::Waiting(credential) if message.method() == Some("initialize") => {
+            Stage::Waiting(credential) if message.method() == Some(methods::INITIALIZE) => {
                 let (upstream, binding) = self.inner.factory.build(credential.take())?;
                 self.inner.binding.bind_alike(&binding);
                 *stage = Stage::Started(Box::new(upstream.clone()));

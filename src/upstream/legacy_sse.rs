@@ -18,6 +18,7 @@ use super::body;
 use super::http_client::{self, EventStream, HttpClient, HttpSpec};
 use super::{EventSink, UpstreamError, UpstreamEvent};
 use crate::jsonrpc::{Kind, Message};
+use crate::methods;
 
 const RECONNECT: Duration = Duration::from_secs(1);
 const MAX_RECONNECT: Duration = Duration::from_secs(5);
@@ -76,7 +77,7 @@ impl SseUpstream {
         let wire = message.to_bytes();
         let starting = matches!(
             message.method(),
-            Some("initialize" | "notifications/initialized")
+            Some(methods::INITIALIZE | methods::INITIALIZED)
         );
         let inner = self.inner.clone();
         tokio::spawn(
@@ -95,7 +96,7 @@ impl SseUpstream {
                 match sent {
                     Err(cause) => inner.fail(&message, cause).await,
                     // The session is there again: the traffic held back goes.
-                    Ok(()) if message.method() == Some("notifications/initialized") => {
+                    Ok(()) if message.method() == Some(methods::INITIALIZED) => {
                         inner.ready.send_replace(true);
                     }
                     Ok(()) => {}

@@ -22,6 +22,7 @@ use super::http_client::{self, HttpSpec};
 use super::stdio::StdioSpec;
 use super::UpstreamSpec;
 use crate::era::{Era, CAPABILITIES_KEY, MODERN_VERSION, VERSION_KEY};
+use crate::methods;
 
 /// The id of the probe's `server/discover`.
 const PROBE_ID: &str = "mcp-session-proxy/probe";
@@ -63,7 +64,7 @@ pub async fn http_verdict(spec: &HttpSpec) -> Era {
         .header(header::CONTENT_TYPE, "application/json")
         .header(header::ACCEPT, "application/json, text/event-stream")
         .header("mcp-protocol-version", MODERN_VERSION)
-        .header("mcp-method", "server/discover")
+        .header("mcp-method", methods::SERVER_DISCOVER)
         .body(Full::new(Bytes::from(discover().to_string())));
     let Ok(request) = request else {
         return Era::Legacy;
@@ -131,13 +132,13 @@ async fn http_takes_initialize(client: &http_client::HttpClient, spec: &HttpSpec
 
 /// The legacy `initialize` the probe offers a server that speaks 2026-07-28.
 fn legacy_initialize() -> Value {
-    json!({ "jsonrpc": "2.0", "id": PROBE_INITIALIZE_ID, "method": "initialize",
+    json!({ "jsonrpc": "2.0", "id": PROBE_INITIALIZE_ID, "method": methods::INITIALIZE,
         "params": { "protocolVersion": "2025-11-25", "capabilities": {},
                     "clientInfo": { "name": "mcp-session-proxy", "version": env!("CARGO_PKG_VERSION") } } })
 }
 
 fn discover() -> Value {
-    json!({ "jsonrpc": "2.0", "id": PROBE_ID, "method": "server/discover",
+    json!({ "jsonrpc": "2.0", "id": PROBE_ID, "method": methods::SERVER_DISCOVER,
         "params": { "_meta": { VERSION_KEY: MODERN_VERSION, CAPABILITIES_KEY: {} } } })
 }
 

@@ -102,7 +102,7 @@ pub async fn route(
         return Ok(Routed::Transport(message));
     }
     match method.as_str() {
-        "tools/call" => {
+        crate::methods::TOOLS_CALL => {
             let init = || init_params(transport);
             let dispatched = handles::dispatch(app, principal, &message, init, credential()).await;
             match dispatched.map_err(|r| r.with_id(Some(&id)))? {
@@ -111,7 +111,7 @@ pub async fn route(
                 Dispatched::Within(named, within) => Ok(Routed::To(named.session, within)),
             }
         }
-        "tools/list" => Ok(Routed::ToolsList(message)),
+        crate::methods::TOOLS_LIST => Ok(Routed::ToolsList(message)),
         _ => Ok(Routed::Transport(message)),
     }
 }

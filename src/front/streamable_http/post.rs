@@ -26,6 +26,7 @@ use crate::front::telemetry::Telemetry;
 use crate::front::{App, PostResponse};
 use crate::ids::Principal;
 use crate::jsonrpc::{Kind, Message};
+use crate::methods;
 use crate::session::protocol::{self, is_session_method};
 use crate::session::{Delivery, Session, Shape};
 
@@ -87,7 +88,7 @@ async fn dispatch(
         return protocol_post(app, headers, message, principal, protocol_session).await;
     }
 
-    if message.kind() == Kind::Request && message.method() == Some("initialize") {
+    if message.kind() == Kind::Request && message.method() == Some(methods::INITIALIZE) {
         return initialize(app, headers, message, principal, session_id).await;
     }
 

@@ -7,13 +7,14 @@ use super::{
     conformance, input_fixtures, tools, Demo, INSTRUCTIONS, KNOWN_VERSIONS, PROTOCOL_VERSION,
 };
 use crate::era::Era;
+use crate::methods;
 
 impl Demo {
     pub(super) fn serve(&self, message: Value) {
         let method = message["method"].as_str().unwrap_or_default();
         let params = &message["params"];
         let Some(id) = message.get("id") else {
-            if method == "notifications/cancelled" {
+            if method == methods::CANCELLED {
                 self.cancel(&params["requestId"]);
             }
             return;
@@ -29,20 +30,20 @@ impl Demo {
             return;
         }
         match method {
-            "initialize" => self.initialize(id, params),
-            "ping" | "logging/setLevel" => self.reply(id, json!({})),
-            "tools/list" => {
+            methods::INITIALIZE => self.initialize(id, params),
+            methods::PING | methods::LOGGING_SET_LEVEL => self.reply(id, json!({})),
+            methods::TOOLS_LIST => {
                 let mut all = tools::tools();
                 all.extend(conformance::tools());
                 all.extend(input_fixtures::tools());
                 self.reply(id, json!({ "tools": all }));
             }
-            "completion/complete" => self.reply(
+            methods::COMPLETION_COMPLETE => self.reply(
                 id,
                 json!({ "completion": { "values": [], "total": 0, "hasMore": false } }),
             ),
-            "tools/call" => self.call_tool(id, params),
-            "resources/list" => {
+            methods::TOOLS_CALL => self.call_tool(id, params),
+            methods::RESOURCES_LIST => {
                 let mut all = vec![
                     json!({ "uri": "demo://greeting", "name": "greeting", "description": "A fixed greeting", "mimeType": "text/plain" }),
                     json!({ "uri": "demo://counter", "name": "counter", "description": "The counter tool's value", "mimeType": "text/plain" }),
@@ -50,15 +51,15 @@ impl Demo {
                 all.extend(conformance::resources());
                 self.reply(id, json!({ "resources": all }));
             }
-            "resources/templates/list" => self.reply(
+            methods::RESOURCES_TEMPLATES_LIST => self.reply(
                 id,
                 json!({ "resourceTemplates": conformance::resource_templates() }),
             ),
-            "resources/read" => self.read_resource(id, params),
-            "resources/subscribe" | "resources/unsubscribe" => {
+            methods::RESOURCES_READ => self.read_resource(id, params),
+            methods::RESOURCES_SUBSCRIBE | methods::RESOURCES_UNSUBSCRIBE => {
                 let uri = params["uri"].as_str().unwrap_or_default().to_owned();
                 let mut state = self.lock();
-                if method == "resources/subscribe" {
+                if method == methods::RESOURCES_SUBSCRIBE {
                     state.subscriptions.insert(uri);
                 } else {
                     state.subscriptions.remove(&uri);
@@ -66,7 +67,7 @@ impl Demo {
                 drop(state);
                 self.reply(id, json!({}));
             }
-            "prompts/list" => {
+            methods::PROMPTS_LIST => {
                 let mut all = vec![json!(
                     { "name": "greet", "description": "Greets someone", "arguments": [{ "name": "name", "required": true }] }
                 )];
@@ -74,7 +75,7 @@ impl Demo {
                 all.extend(input_fixtures::prompts());
                 self.reply(id, json!({ "prompts": all }));
             }
-            "prompts/get" => self.get_prompt(id, params),
+            methods::PROMPTS_GET => self.get_prompt(id, params),
             _ => self.fail(id, -32601, &format!("Method not found: {method}")),
         }
     }
@@ -84,7 +85,12 @@ impl Demo {
     /// a legacy server refuses it. Whether `method` was refused.
     fn refused_before_initialize(&self, id: &Value, method: &str) -> bool {
         let before_initialize = self.protocol == Era::Legacy && !self.lock().initialized;
-        if before_initialize && !matches!(method, "initialize" | "ping" | "server/discover") {
+        if before_initialize
+            && !matches!(
+                method,
+                methods::INITIALIZE | methods::PING | methods::SERVER_DISCOVER
+            )
+        {
             self.fail(
                 id,
                 -32600,
