@@ -107,6 +107,8 @@ pub struct Method {
     /// Counted under its own name in metrics (any other method is `other`, so a client cannot
     /// grow the label set).
     pub counted: bool,
+    /// A `list_changed` notification: the server capability whose `listChanged` announces it.
+    pub announced_by: Option<&'static str>,
 }
 
 impl Method {
@@ -121,6 +123,7 @@ impl Method {
             target: None,
             capability: None,
             counted: false,
+            announced_by: None,
         }
     }
     const fn counted(mut self) -> Method {
@@ -146,6 +149,10 @@ impl Method {
     }
     const fn needs(mut self, capability: &'static str) -> Method {
         self.capability = Some(capability);
+        self
+    }
+    const fn announced_by(mut self, capability: &'static str) -> Method {
+        self.announced_by = Some(capability);
         self
     }
 }
@@ -216,9 +223,9 @@ pub const METHODS: &[Method] = &[
     Method::new(PROGRESS, Both, EitherNotification).counted(),
     Method::new(ROOTS_LIST_CHANGED, Both, ClientNotification).counted(),
     Method::new(MESSAGE, Both, ServerNotification),
-    Method::new(TOOLS_LIST_CHANGED, Both, ServerNotification),
-    Method::new(PROMPTS_LIST_CHANGED, Both, ServerNotification),
-    Method::new(RESOURCES_LIST_CHANGED, Both, ServerNotification),
+    Method::new(TOOLS_LIST_CHANGED, Both, ServerNotification).announced_by("tools"),
+    Method::new(RESOURCES_LIST_CHANGED, Both, ServerNotification).announced_by("resources"),
+    Method::new(PROMPTS_LIST_CHANGED, Both, ServerNotification).announced_by("prompts"),
     Method::new(RESOURCES_UPDATED, Both, ServerNotification),
     Method::new(TASKS_STATUS, Both, ServerNotification),
     Method::new(SESSION_DETACHED, Proxy, ServerNotification),
@@ -269,6 +276,14 @@ pub fn cached_lists() -> impl Iterator<Item = (&'static str, &'static str)> {
     METHODS
         .iter()
         .filter_map(|m| Some((m.name, m.list_changed?)))
+}
+
+/// The `list_changed` notifications a server may send, each with the capability whose
+/// `listChanged` announces it in its `initialize` result.
+pub fn announced_lists() -> impl Iterator<Item = (&'static str, &'static str)> {
+    METHODS
+        .iter()
+        .filter_map(|m| Some((m.announced_by?, m.name)))
 }
 
 /// The lists a `*/list_changed` notification makes stale (none for any other method).
@@ -334,6 +349,18 @@ mod tests {
         );
         assert_eq!(lists_changed_by(RESOURCES_UPDATED).count(), 0);
         assert_eq!(cached_lists().count(), 4);
+    }
+
+    #[test]
+    fn list_changed_notifications_are_announced_by_their_capability() {
+        assert_eq!(
+            announced_lists().collect::<Vec<_>>(),
+            [
+                ("tools", TOOLS_LIST_CHANGED),
+                ("resources", RESOURCES_LIST_CHANGED),
+                ("prompts", PROMPTS_LIST_CHANGED)
+            ]
+        );
     }
 
     #[test]

@@ -276,15 +276,10 @@ fn record_initialize(state: &mut State, response: &Message) {
         return;
     };
     state.protocol_version = result.protocol_version;
-    state.subscriptions.changeable_lists = [
-        ("tools", methods::TOOLS_LIST_CHANGED),
-        ("resources", methods::RESOURCES_LIST_CHANGED),
-        ("prompts", methods::PROMPTS_LIST_CHANGED),
-    ]
-    .into_iter()
-    .filter(|(capability, _)| result.capabilities[capability]["listChanged"] == true)
-    .map(|(_, method)| method)
-    .collect();
+    state.subscriptions.changeable_lists = methods::announced_lists()
+        .filter(|(capability, _)| result.capabilities[capability]["listChanged"] == true)
+        .map(|(_, method)| method)
+        .collect();
 }
 
 /// Where the session's upstream delivers what its server sends.
