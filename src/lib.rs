@@ -1,45 +1,59 @@
 //! mcp-session-proxy: a session-aware reverse proxy for MCP servers.
 //!
 //! Requests flow front → session → upstream; server messages flow back through the session's
-//! event log. No module imports against that flow (`../shared/tools/layers.py`, run in CI).
+//! event log. No module imports against that flow, and no two import each other
+//! (`../shared/tools/layers.py --circles`, run in CI).
 //!
-//! - [`front`]: client transports. `streamable_http` serves POST/GET/DELETE on `/mcp`, names a
-//!   session by its `Mcp-Session-Id` header (or `Mcp-Protocol-Session-Id`) and turns
-//!   `Last-Event-ID` into a stream resume; `websocket` serves the same path upgraded;
-//!   `session_methods` answers `session/start|resume|end` for both; `legacy_sse` the 2024-11-05
-//!   pair; `internal` the other replicas' hop; `event_stream` is the one SSE writer every
-//!   stream goes through (prelude, priming, keep-alive, close-after, `retry:` at shutdown), and
-//!   `session_stream` gives it a session stream's frames; `telemetry` wraps each request (its
-//!   metrics, its span from `traced`, what its `access` line names);
-//!   `rejection` is the one place where refused input or a session's error becomes an HTTP
-//!   status and a JSON-RPC error. Every front hands a client message to `Registry::deliver`.
-//! - [`session`]: what a session is. The handle (`mod.rs`) and one file per job: `calls`
-//!   (client messages in, requests in flight under upstream ids; `inflight`: what one waits
-//!   for), `filing` (server messages and
-//!   upstream failures into the log), `error_answer` (the code of each error a session answers
-//!   a request with itself), `readers` (streams read, replayed, resumed), `state` (what
-//!   the one lock guards); `registry` creates, finds (per principal) and expires sessions; `log`
-//!   is the bounded, coalescing event log; `protocol` numbers a protocol-level session's events;
-//!   `routing` decides which stream a server message belongs to; `replica` is everything about
-//!   replicas sharing sessions (mirroring, lookup, views, following, takeover).
-//! - [`upstream`]: server transports. `factory` builds a session's upstream; `stdio` runs one
-//!   child process per session, `shared` one for all, `streamable_http` and `legacy_sse` make
-//!   the proxy an HTTP client, `owner` reaches the replica that owns a session, `deferred`
-//!   starts any of them at the session's `initialize`; `UpstreamError` names every way one fails.
+//! - [`front`]: client transports. Each serves its wire and hands the session what a client
+//!   sends through the registry's door (`find`, then `call` for a request, `send` for a
+//!   notification or a response).
+//!   - `streamable_http/` serves POST/GET/DELETE on `/mcp` (`post`, `get`, `protocol_session`
+//!     for `session/*` and `Mcp-Protocol-Session-Id`), `websocket/` the same path upgraded (the
+//!     handshake, the connection's loop, what each message does), `legacy_sse` the 2024-11-05
+//!     pair, `internal` the other replicas' hop, `session_methods` `session/start|resume|end`.
+//!   - `modern/` is the 2026-07-28 face in front of legacy servers: the checks of a request,
+//!     the session it is served in (`correlation`, `pool`), the call and its stream (`call`,
+//!     `exchange`), what the server asks of the client (`server_requests`, `retry`), listens;
+//!     `data_layer/` serves sessions named in messages and state handles.
+//!   - Shared by all: `event_stream`, the one SSE writer (prelude, priming, keep-alive from
+//!     `http.sse_keep_alive`, close-after, `retry:` at shutdown), fed by `session_stream` and
+//!     each listen; `telemetry`, the one wrapper around a request (its metrics, its span from
+//!     `traced`, what its `access` line names); `rejection/`, the one place where refused
+//!     input or a session's error becomes an HTTP status and a JSON-RPC error.
+//! - [`session`]: what a session is. The handle (`mod.rs`) decides where its messages go
+//!   (`reach`: its upstream here, or the replica that owns it); `door` is the registry's front
+//!   door; one file per job: `calls` (client messages in, in flight under upstream ids),
+//!   `filing` (server messages and upstream failures into the log), `readers` (streams read,
+//!   replayed, resumed), `handshake` (initialize, initialized and subscriptions, for a client or
+//!   to bring an upstream back), `error_answer` (the code of each error a session answers with
+//!   itself). `state` is what the one lock guards, in parts owned by those files (`inflight`,
+//!   `reading`, `subscriptions`, `replica`, `layer`); `registry` creates, finds (per principal)
+//!   and expires sessions; `log` is the bounded, coalescing event log; `protocol` numbers a
+//!   protocol-level session's events; `routing` decides which stream a server message belongs
+//!   to; `replica/` is everything about replicas sharing sessions (mirroring, lookup, views,
+//!   following, takeover).
+//! - [`upstream`]: server transports only. `factory` builds a session's upstream; `stdio` runs
+//!   one child process per session, `shared` one for all, `streamable_http` and `legacy_sse`
+//!   make the proxy an HTTP client, `modern/` bridges a legacy session to a 2026-07-28 server
+//!   (handshake, listen, calls, its HTTP transport), `deferred` starts any of them at the
+//!   session's `initialize`, `owner` is the client of the hop to another replica; `error`'s
+//!   `UpstreamError` names every way one fails.
 //! - [`store`]: state beyond the process: `Memory`, or `redis` (records, logs as Redis Streams,
 //!   heartbeats; a write-behind `Mirror` per owned session, a follower per view).
-//! - Base modules every layer may use: [`jsonrpc`] the message model, [`era`] the names of the
-//!   2026-07-28 revision, [`mirrored`] the headers that mirror a 2026-07-28 request's body
-//!   (`Mcp-Name`, `Mcp-Param-*`), [`sse`] the SSE codec, [`trace_context`] W3C trace context
-//!   from headers into `_meta` and back,
-//!   [`event`] event ids and logged messages, [`ids`] session ids, replica names and principals,
-//!   [`hop`] the replicas' hop on the wire and its signature, [`keys`] one key per purpose
-//!   derived from the cluster secret, [`metrics`] the Prometheus figures per server,
-//!   [`spans`] spans and their OTLP/HTTP export, [`memory`] freed memory given back, [`clock`] deadlines that never
+//! - Base modules every layer may use: [`methods`] the method table (every MCP method the proxy
+//!   knows and its properties: era, shape, list cache, caching hints, session need, target,
+//!   client capability, metric label), [`jsonrpc`] the message model, its builders and every
+//!   error code, [`era`] the names of the 2026-07-28 revision, [`mirrored`] the headers that
+//!   mirror a 2026-07-28 request's body (`Mcp-Name`, `Mcp-Param-*`), [`sse`] the SSE codec,
+//!   [`trace_context`] W3C trace context from headers into `_meta` and back, [`event`] event
+//!   ids and logged messages, [`ids`] session ids, replica names and principals, [`hop`] the
+//!   replicas' hop on the wire and its signature, [`keys`] one key per purpose derived from the
+//!   cluster secret, [`metrics`] the Prometheus figures per server, [`spans`] spans and their
+//!   OTLP/HTTP export, [`memory`] freed memory given back, [`clock`] deadlines that never
 //!   overflow, [`redact`] what is printed of URLs and session ids, [`backlog`] the bounded
 //!   write-behind queue's count, which upstream readers wait on.
 //! - Entry: [`config`] options and validation, [`server`] start and stop, [`demo`] the bundled
-//!   server.
+//!   server (it names methods from the same table).
 
 #![forbid(unsafe_code)]
 
