@@ -109,6 +109,9 @@ pub struct Method {
     pub counted: bool,
     /// A `list_changed` notification: the server capability whose `listChanged` announces it.
     pub announced_by: Option<&'static str>,
+    /// While it is served, the server may ask the client for input (`input_required` in
+    /// 2026-07-28, server requests before).
+    pub asks_for_input: bool,
 }
 
 impl Method {
@@ -124,6 +127,7 @@ impl Method {
             capability: None,
             counted: false,
             announced_by: None,
+            asks_for_input: false,
         }
     }
     const fn counted(mut self) -> Method {
@@ -155,6 +159,10 @@ impl Method {
         self.announced_by = Some(capability);
         self
     }
+    const fn asks_for_input(mut self) -> Method {
+        self.asks_for_input = true;
+        self
+    }
 }
 
 use Eras::{Both, Legacy, Modern, Proxy};
@@ -170,6 +178,7 @@ pub const METHODS: &[Method] = &[
     Method::new(TOOLS_CALL, Both, ClientRequest)
         .session_bound()
         .target(Target::Name)
+        .asks_for_input()
         .counted(),
     Method::new(RESOURCES_LIST, Both, ClientRequest)
         .list(RESOURCES_LIST_CHANGED)
@@ -181,6 +190,7 @@ pub const METHODS: &[Method] = &[
         .cacheable()
         .session_bound()
         .target(Target::Uri)
+        .asks_for_input()
         .counted(),
     Method::new(RESOURCES_SUBSCRIBE, Legacy, ClientRequest)
         .session_bound()
@@ -196,6 +206,7 @@ pub const METHODS: &[Method] = &[
     Method::new(PROMPTS_GET, Both, ClientRequest)
         .session_bound()
         .target(Target::Name)
+        .asks_for_input()
         .counted(),
     Method::new(COMPLETION_COMPLETE, Both, ClientRequest)
         .session_bound()
@@ -266,6 +277,12 @@ pub fn mirrored_target(name: &str) -> Option<Target> {
         .and_then(|m| m.target)
 }
 
+/// Whether the server may ask the client for input while serving the request (only these
+/// may be answered `input_required`).
+pub fn may_ask_for_input(name: &str) -> bool {
+    find(name).is_some_and(|m| m.asks_for_input)
+}
+
 /// The metrics label of a method: its name when counted, else `other`.
 pub fn metric_label(name: &str) -> &'static str {
     find(name).filter(|m| m.counted).map_or("other", |m| m.name)
@@ -322,15 +339,19 @@ mod tests {
         }
     }
 
+    /// The names of the rows `property` holds for, in table order.
+    fn names_where(property: fn(&str) -> bool) -> Vec<&'static str> {
+        METHODS
+            .iter()
+            .filter(|m| property(m.name))
+            .map(|m| m.name)
+            .collect()
+    }
+
     #[test]
     fn the_removed_methods_are_the_legacy_requests() {
-        let removed: Vec<_> = METHODS
-            .iter()
-            .filter(|m| removed_in_modern(m.name))
-            .map(|m| m.name)
-            .collect();
         assert_eq!(
-            removed,
+            names_where(removed_in_modern),
             [
                 INITIALIZE,
                 PING,
@@ -388,6 +409,16 @@ mod tests {
         assert_eq!(mirrored_target(RESOURCES_READ), Some(Target::Uri));
         assert_eq!(mirrored_target(RESOURCES_SUBSCRIBE), None);
         assert_eq!(target(RESOURCES_SUBSCRIBE), Some(Target::Uri));
+    }
+
+    #[test]
+    fn only_calls_prompts_and_reads_may_ask_for_input() {
+        assert_eq!(
+            names_where(may_ask_for_input),
+            [TOOLS_CALL, RESOURCES_READ, PROMPTS_GET]
+        );
+        assert!(!may_ask_for_input(TOOLS_LIST));
+        assert!(!may_ask_for_input("x/made-up"));
     }
 
     #[test]

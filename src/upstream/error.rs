@@ -7,6 +7,7 @@ use std::time::Duration;
 use http::StatusCode;
 
 use super::body::BodyError;
+use super::modern::error::ModernHttpError;
 use super::owner::HopError;
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -92,9 +93,9 @@ pub enum UpstreamError {
     /// The replica owning the session could not carry the message there.
     #[error(transparent)]
     Hop(#[from] HopError),
-    /// A cause a transport words itself (the 2026-07-28 HTTP one, so far).
-    #[error("{0}")]
-    Other(String),
+    /// The transport to a 2026-07-28 HTTP server could not carry a request.
+    #[error(transparent)]
+    ModernHttp(#[from] ModernHttpError),
 }
 
 /// `; last stderr: a | b`, or nothing when the server wrote nothing to stderr.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::StatusCode;
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::checks::{self, RequestMeta};
 use super::correlation::Initialized;
@@ -20,7 +20,8 @@ use super::params::Params;
 use super::state;
 use crate::front::traced;
 use crate::ids::Principal;
-use crate::jsonrpc::{Message, INTERNAL_ERROR};
+use crate::jsonrpc::{self, Message, INTERNAL_ERROR};
+use crate::methods::{MESSAGE, PROGRESS, TOOLS_LIST};
 use crate::session::log::StreamKey;
 use crate::session::{Registry, Session};
 use crate::spans::SpanContext;
@@ -146,15 +147,15 @@ impl Translation {
                 };
                 self.server_request(method, &id, &message).await
             }
-            (Some("notifications/progress"), None) => Outcome::Send(payload.clone()),
-            (Some("notifications/message"), None) => match self.wants_log(payload) {
+            (Some(PROGRESS), None) => Outcome::Send(payload.clone()),
+            (Some(MESSAGE), None) => match self.wants_log(payload) {
                 true => Outcome::Send(payload.clone()),
                 false => Outcome::Skip,
             },
             (Some(_), None) => Outcome::Skip,
             (None, _) => {
                 let c = &self.call;
-                if c.method == "tools/list" {
+                if c.method == TOOLS_LIST {
                     // What the server's tools mirror into headers, for the calls to come.
                     if let Some(Ok(listed)) = head.result.map(|r| serde_json::from_str(r.get())) {
                         self.registry.tool_marks().record(&listed);
@@ -209,10 +210,12 @@ impl Translation {
 
     /// The answer when the session ended before the request's.
     pub(super) fn lost(&self) -> Bytes {
-        let lost = json!({ "jsonrpc": "2.0", "id": self.call.client_id,
-            "error": { "code": INTERNAL_ERROR,
-                       "message": "the session serving this request ended before its answer" } });
-        Bytes::from(lost.to_string())
+        jsonrpc::error_response(
+            &self.call.client_id,
+            INTERNAL_ERROR,
+            "the session serving this request ended before its answer",
+            None,
+        )
     }
 
     /// A log message goes to a client that asked for this level or a lower one.

@@ -12,6 +12,7 @@ use serde_json::{json, Map, Value};
 use super::checks::{MODERN_VERSION, SERVER_INFO_KEY};
 use crate::era::is_cacheable;
 use crate::jsonrpc::{INVALID_PARAMS, METHOD_NOT_FOUND};
+use crate::methods::{RESOURCES_READ, SERVER_DISCOVER};
 use crate::session::protocol::CAPABILITY as SESSIONS_EXTENSION;
 
 /// Who may reuse a cached result: anyone (`public`), or the same credential (`private`).
@@ -61,10 +62,10 @@ pub fn response(
     if code == crate::jsonrpc::MISSING_CAPABILITY {
         return (answer, StatusCode::BAD_REQUEST);
     }
-    if method == "resources/read" && code == crate::jsonrpc::LEGACY_RESOURCE_NOT_FOUND {
+    if method == RESOURCES_READ && code == crate::jsonrpc::LEGACY_RESOURCE_NOT_FOUND {
         answer["error"]["code"] = json!(INVALID_PARAMS);
     }
-    if method == "resources/read" && answer["error"]["code"] == json!(INVALID_PARAMS) {
+    if method == RESOURCES_READ && answer["error"]["code"] == json!(INVALID_PARAMS) {
         let error = &mut answer["error"];
         if error.get("data").is_none_or(|d| !d.is_object()) {
             error["data"] = json!({});
@@ -202,7 +203,7 @@ pub fn discover(initialized: &Value, hints: CacheHints, listens: bool) -> Value 
         result.insert("instructions".into(), instructions.clone());
     }
     let server_info = initialized.get("serverInfo");
-    decorate(&mut result, "server/discover", server_info, hints);
+    decorate(&mut result, SERVER_DISCOVER, server_info, hints);
     Value::Object(result)
 }
 

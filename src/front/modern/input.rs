@@ -15,8 +15,9 @@ use serde_json::{json, Value};
 use super::held::HeldCalls;
 use super::state::HeldRequest;
 use crate::era::INPUT_KEY;
-pub use crate::era::{capability_object, declares, required_capability};
+pub use crate::era::{declares, required_capability};
 use crate::jsonrpc::{self, Message, INTERNAL_ERROR};
+use crate::methods::CANCELLED;
 use crate::session::{Registry, Session};
 
 /// A server request as an input request: its key, and `{method, params}`.
@@ -48,9 +49,8 @@ pub async fn answer_upstream(registry: &Registry, session: &Arc<Session>, answer
 
 /// Tells the server to stop the request in flight as `request_id`.
 pub async fn cancel(registry: &Registry, session: &Arc<Session>, request_id: &Value, reason: &str) {
-    let cancel = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
-        "params": { "requestId": request_id, "reason": reason } });
-    if let Ok(message) = Message::parse(Bytes::from(cancel.to_string())) {
+    let params = json!({ "requestId": request_id, "reason": reason });
+    if let Ok(message) = Message::parse(jsonrpc::notification(CANCELLED, params)) {
         let _ = registry.send(session, message).await;
     }
 }

@@ -18,7 +18,11 @@ use crate::front::body::Body;
 use crate::front::event_stream::{self, Ended, Next, Options, Source};
 use crate::front::rejection::Rejection;
 use crate::front::App;
-use crate::jsonrpc::Message;
+use crate::jsonrpc::{self, Message};
+use crate::methods::{
+    PROMPTS_LIST_CHANGED, RESOURCES_LIST_CHANGED, RESOURCES_SUBSCRIBE, RESOURCES_UNSUBSCRIBE,
+    RESOURCES_UPDATED, SUBSCRIPTIONS_ACKNOWLEDGED, SUBSCRIPTIONS_LISTEN, TOOLS_LIST_CHANGED,
+};
 use crate::session::{Reader, Registry, Session};
 use crate::sse;
 
@@ -107,10 +111,10 @@ impl Filter {
     /// Whether the client of this listen is to get `message`.
     fn wants(&self, message: &Value) -> bool {
         match message["method"].as_str() {
-            Some("notifications/tools/list_changed") => self.tools,
-            Some("notifications/prompts/list_changed") => self.prompts,
-            Some("notifications/resources/list_changed") => self.resources,
-            Some("notifications/resources/updated") => {
+            Some(TOOLS_LIST_CHANGED) => self.tools,
+            Some(PROMPTS_LIST_CHANGED) => self.prompts,
+            Some(RESOURCES_LIST_CHANGED) => self.resources,
+            Some(RESOURCES_UPDATED) => {
                 let uri = message["params"]["uri"].as_str().unwrap_or_default();
                 self.uris
                     .iter()
@@ -150,7 +154,7 @@ pub async fn open(
         .map_err(|refused| Rejection::invalid_params(refused.to_string()).with_id(Some(&id)))?;
     let capabilities = &correlated.initialized.result["capabilities"];
     if !server_notifies(capabilities) {
-        return Err(Rejection::modern_method_not_found("subscriptions/listen").with_id(Some(&id)));
+        return Err(Rejection::modern_method_not_found(SUBSCRIPTIONS_LISTEN).with_id(Some(&id)));
     }
     let honoured = asked.honoured(capabilities);
     let session = correlated.session.clone();
@@ -161,10 +165,12 @@ pub async fn open(
             .await
             .map_err(|r| r.with_id(Some(&id)))?;
     }
-    let ack = json!({ "jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
-        "params": { "_meta": { SUBSCRIPTION_ID: id }, "notifications": honoured.to_json() } });
+    let ack = jsonrpc::notification(
+        SUBSCRIPTIONS_ACKNOWLEDGED,
+        json!({ "_meta": { SUBSCRIPTION_ID: id }, "notifications": honoured.to_json() }),
+    );
     let mut options = Options::new(&app.http, app.shutdown.clone());
-    options.prelude = Some(frame(&ack));
+    options.prelude = Some(sse::event(None, &ack));
     options.at_shutdown = Some(frame(&end(&id)));
     options.buffered = 64;
     let listen = Listen {
@@ -238,8 +244,10 @@ impl Source for Listen {
 
 /// The listen's result, its last message.
 fn end(id: &Value) -> Value {
-    json!({ "jsonrpc": "2.0", "id": id, "result": {
-        "resultType": "complete", "_meta": { SUBSCRIPTION_ID: id } } })
+    jsonrpc::result_value(
+        id,
+        json!({ "resultType": "complete", "_meta": { SUBSCRIPTION_ID: id } }),
+    )
 }
 
 fn frame(message: &Value) -> Bytes {
@@ -306,8 +314,8 @@ async fn change_subscription(
             .map_err(|e| Rejection::session(&e));
     }
     let method = match subscribe {
-        true => "resources/subscribe",
-        false => "resources/unsubscribe",
+        true => RESOURCES_SUBSCRIBE,
+        false => RESOURCES_UNSUBSCRIBE,
     };
     let request = json!({ "jsonrpc": "2.0", "id": "mcp-session-proxy/subscription",
         "method": method, "params": { "uri": uri } });

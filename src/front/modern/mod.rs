@@ -29,6 +29,7 @@ use super::App;
 use crate::front::data_layer::{cookie, methods};
 use crate::ids::Principal;
 use crate::jsonrpc::{self, Kind, Message};
+use crate::methods::{SERVER_DISCOVER, SUBSCRIPTIONS_LISTEN, TOOLS_CALL, TOOLS_LIST};
 use checks::RequestMeta;
 
 pub use checks::is_modern;
@@ -58,8 +59,8 @@ pub async fn post(
         return Err(Rejection::data_session_required(method).with_id(Some(&id)));
     }
     match method {
-        "server/discover" => discover(app, headers, principal, &meta, &id).await,
-        "subscriptions/listen" => {
+        SERVER_DISCOVER => discover(app, headers, principal, &meta, &id).await,
+        SUBSCRIPTIONS_LISTEN => {
             let correlated = match &cookie {
                 Some(cookie) => named::correlated(
                     app.data_layer
@@ -82,14 +83,14 @@ pub async fn post(
                 return named::within_session(app, &message, forwarded, call, cookie).await;
             }
             let handles = app.data_layer.settings.handles;
-            if handles && method == "tools/call" {
+            if handles && method == TOOLS_CALL {
                 let forwarded = params.legacy_request(&message)?;
                 call = match named::handle_call(app, headers, &forwarded, call).await {
                     named::Handled::Answered(answered) => return answered,
                     named::Handled::Plain(plain) => *plain,
                 };
             }
-            if handles && method == "tools/list" {
+            if handles && method == TOOLS_LIST {
                 let forwarded = params.legacy_request(&message)?;
                 let correlated =
                     correlate(app, headers, principal, &call.meta, Lend::OneRequest).await?;

@@ -12,11 +12,13 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use super::call::{Call, Outcome, Translation};
-use super::checks::{MISSING_CAPABILITY, SERVER_INFO_KEY};
+use super::checks::SERVER_INFO_KEY;
 use super::exchange::{Next, Relay};
 use super::input;
 use super::state::{self, HeldRequest};
-use crate::jsonrpc::INTERNAL_ERROR;
+use crate::front::rejection::Rejection;
+use crate::jsonrpc::{self, METHOD_NOT_FOUND};
+use crate::methods::{self, PING};
 use crate::session::log::StreamKey;
 use crate::spans::{self, Span};
 
@@ -59,7 +61,7 @@ impl Relay {
             return Next::Done(answer, StatusCode::OK, Some(held));
         }
         let refused = self.translation.too_many_held(&held).await;
-        Next::Done(refused, StatusCode::TOO_MANY_REQUESTS, None)
+        Next::Done(refused.error_body(), refused.status, None)
     }
 
     /// The `input_required` answer for the gathered server requests, and the held request
@@ -98,8 +100,7 @@ impl Relay {
         if let Some(info) = t.initialized.result.get("serverInfo") {
             result["_meta"] = json!({ SERVER_INFO_KEY: info });
         }
-        let answer = json!({ "jsonrpc": "2.0", "id": t.call.client_id, "result": result });
-        (Bytes::from(answer.to_string()), held)
+        (jsonrpc::result_response(&t.call.client_id, result), held)
     }
 }
 
@@ -122,18 +123,13 @@ fn describe_round(round: &mut Span, held: &HeldRequest, call: &Call) {
 impl Translation {
     /// The principal has too many calls waiting for input: this one's questions are refused
     /// at the server, the call cancelled, and the client told why.
-    async fn too_many_held(&self, held: &HeldRequest) -> Bytes {
+    async fn too_many_held(&self, held: &HeldRequest) -> Rejection {
         for id in held.waiting.values() {
             self.refuse_upstream("a request for input", id).await;
         }
         self.cancel_for("too many of the principal's calls wait for its input")
             .await;
-        let error = json!({ "jsonrpc": "2.0", "id": self.call.client_id, "error": {
-            "code": INTERNAL_ERROR,
-            "message": format!(
-                "this principal already has {} calls waiting for its input; answer or abandon \
-                 them first", self.held_calls.limit()) } });
-        Bytes::from(error.to_string())
+        Rejection::too_many_held(self.held_calls.limit()).with_id(Some(&self.call.client_id))
     }
 
     /// A request of the server's, which a 2026-07-28 client is never sent as such: one the
@@ -146,16 +142,13 @@ impl Translation {
         id: &Value,
         message: &Value,
     ) -> Outcome {
-        if method == "ping" {
-            self.answer_upstream(json!({ "jsonrpc": "2.0", "id": id, "result": {} }))
+        if method == PING {
+            self.answer_upstream(jsonrpc::result_value(id, json!({})))
                 .await;
             return Outcome::Skip;
         }
         let needed = input::required_capability(method, &message["params"]);
-        let may_ask = matches!(
-            self.call.method.as_str(),
-            "tools/call" | "prompts/get" | "resources/read"
-        );
+        let may_ask = methods::may_ask_for_input(&self.call.method);
         let declared = needed
             .as_deref()
             .map(|capability| input::declares(&self.call.meta.capabilities, capability));
@@ -166,13 +159,11 @@ impl Translation {
             }
             (Some(capability), Some(false)) => {
                 self.refuse_upstream(method, id).await;
-                let error = json!({ "jsonrpc": "2.0", "id": self.call.client_id, "error": {
-                    "code": MISSING_CAPABILITY,
-                    "message": format!("this request needs the client capability {capability}, which it did not declare"),
-                    "data": { "requiredCapabilities": input::capability_object(&capability) } } });
+                let refused =
+                    Rejection::missing_capability(&capability).with_id(Some(&self.call.client_id));
                 self.cancel_for("the client cannot answer what the server asked")
                     .await;
-                return Outcome::Final(Bytes::from(error.to_string()), StatusCode::BAD_REQUEST);
+                return Outcome::Final(refused.error_body(), refused.status);
             }
             _ => {}
         }
@@ -182,13 +173,12 @@ impl Translation {
 
     async fn refuse_upstream(&self, method: &str, id: &Value) {
         let refusal = format!("the client cannot answer {method} here");
-        self.answer_upstream(json!({ "jsonrpc": "2.0", "id": id,
-            "error": { "code": -32601, "message": refusal } }))
+        self.answer_upstream(jsonrpc::error_value(id, METHOD_NOT_FOUND, &refusal, None))
             .await;
     }
 
     async fn answer_input(&self, id: &Value, answer: Value) {
-        self.answer_upstream(json!({ "jsonrpc": "2.0", "id": id, "result": answer }))
+        self.answer_upstream(jsonrpc::result_value(id, answer))
             .await;
     }
 

@@ -5,9 +5,10 @@ use http::StatusCode;
 use serde_json::json;
 
 use super::Rejection;
-use crate::era::MODERN_VERSION;
+use crate::era::{capability_object, MODERN_VERSION};
 use crate::jsonrpc::{
-    Message, HEADER_MISMATCH, INVALID_REQUEST, METHOD_NOT_FOUND, UNSUPPORTED_VERSION,
+    Message, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND,
+    MISSING_CAPABILITY, UNSUPPORTED_VERSION,
 };
 
 impl Rejection {
@@ -56,6 +57,37 @@ impl Rejection {
             StatusCode::BAD_REQUEST,
             HEADER_MISMATCH,
             format!("Header mismatch: {message}"),
+        )
+    }
+
+    /// A server asked, during a call, for a client capability the call did not declare
+    /// (-32021, `data: {requiredCapabilities}`).
+    pub fn missing_capability(capability: &str) -> Rejection {
+        Rejection {
+            data: Some(Box::new(json!({
+                "requiredCapabilities": capability_object(capability),
+            }))),
+            ..Rejection::new(
+                StatusCode::BAD_REQUEST,
+                MISSING_CAPABILITY,
+                format!(
+                    "this request needs the client capability {capability}, which it did not \
+                     declare"
+                ),
+            )
+        }
+    }
+
+    /// A call whose server asks for input while its principal already has as many calls
+    /// waiting for input as it may (`limit`): 429.
+    pub fn too_many_held(limit: usize) -> Rejection {
+        Rejection::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            INTERNAL_ERROR,
+            format!(
+                "this principal already has {limit} calls waiting for its input; answer or \
+                 abandon them first"
+            ),
         )
     }
 

@@ -16,6 +16,7 @@ use crate::era::{
     MISSING_CAPABILITY,
 };
 use crate::jsonrpc::{error_response, id_key, Kind, Message};
+use crate::methods::{self, CANCELLED, TOOLS_CALL, TOOLS_LIST};
 use crate::mirrored::ANNOTATION;
 use crate::upstream::{UpstreamError, UpstreamEvent};
 
@@ -31,10 +32,7 @@ impl Bridge {
         let params = self.with_meta(params);
         let request = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
         // Only these may be answered with input_required: the others are not remembered.
-        if matches!(
-            method.as_str(),
-            "tools/call" | "prompts/get" | "resources/read"
-        ) {
+        if methods::may_ask_for_input(&method) {
             self.lock().calls.insert(
                 id_key(&id),
                 Call {
@@ -48,7 +46,7 @@ impl Bridge {
                 },
             );
         }
-        if method == "tools/list" {
+        if method == TOOLS_LIST {
             self.lock().listings.insert(id_key(&id));
         }
         self.to_server(request).await
@@ -84,10 +82,7 @@ impl Bridge {
             return Ok(());
         };
         params["requestId"] = current;
-        self.to_server(
-            json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": params }),
-        )
-        .await
+        self.notify_server(CANCELLED, params).await
     }
 
     /// The client's answer to a question of the server's; the call is retried once every
@@ -334,7 +329,7 @@ impl Bridge {
             return;
         };
         tokio::spawn(async move {
-            let listed = this.ask_server("tools", "tools/list", json!({})).await;
+            let listed = this.ask_server("tools", TOOLS_LIST, json!({})).await;
             let Ok(listed) = listed else {
                 return this.session.deliver(UpstreamEvent::Message(refusal));
             };
@@ -352,7 +347,7 @@ impl Bridge {
 
 /// A `tools/call` the server refused for its headers (-32020), not yet sent again.
 fn refused_headers(call: &Call, answer: &Message) -> bool {
-    call.method == "tools/call"
+    call.method == TOOLS_CALL
         && !call.relisted
         && answer
             .error()

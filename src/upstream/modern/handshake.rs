@@ -8,11 +8,13 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 use tokio::sync::oneshot;
 
+use super::error::AskError;
 use super::Bridge;
 use crate::era::{
     CAPABILITIES_KEY, CLIENT_INFO_KEY, LOG_LEVEL_KEY, MODERN_VERSION, SERVER_INFO_KEY, VERSION_KEY,
 };
 use crate::jsonrpc::Message;
+use crate::methods::SERVER_DISCOVER;
 
 /// The legacy revisions a client may be answered in; others get the newest.
 const LEGACY_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
@@ -50,7 +52,7 @@ impl Bridge {
         what: &str,
         method: &str,
         params: Value,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, AskError> {
         let (answer, answered) = oneshot::channel();
         let id = {
             let mut state = self.lock();
@@ -60,17 +62,16 @@ impl Bridge {
         };
         let request = json!({ "jsonrpc": "2.0", "id": id, "method": method,
                                "params": self.with_meta(params) });
-        self.to_server(request)
-            .await
-            .map_err(|e| format!("the server could not be reached: {e}"))?;
+        self.to_server(request).await?;
         match tokio::time::timeout(DISCOVER_TIMEOUT, answered).await {
             Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(_)) => Err(format!("the server could not answer {method}")),
+            Ok(Err(_)) => Err(AskError::NoAnswer(method.to_owned())),
             Err(_) => {
                 self.lock().waiting.remove(&id);
-                Err(format!(
-                    "the server did not answer {method} within {DISCOVER_TIMEOUT:?}"
-                ))
+                Err(AskError::Silent {
+                    method: method.to_owned(),
+                    timeout: DISCOVER_TIMEOUT,
+                })
             }
         }
     }
@@ -91,7 +92,7 @@ impl Bridge {
             };
         }
         let discovered = match self
-            .ask_server("discover", "server/discover", json!({}))
+            .ask_server("discover", SERVER_DISCOVER, json!({}))
             .await
         {
             Ok(answer) => answer,
@@ -99,7 +100,10 @@ impl Bridge {
         };
         let Some(result) = discovered.get("result") else {
             let error = discovered["error"].clone();
-            return self.fail(&id, format!("the server refused server/discover: {error}"));
+            return self.fail(
+                &id,
+                format!("the server refused {SERVER_DISCOVER}: {error}"),
+            );
         };
         let asked = params["protocolVersion"].as_str().unwrap_or_default();
         let version = match LEGACY_VERSIONS.contains(&asked) {

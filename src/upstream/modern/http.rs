@@ -12,8 +12,10 @@ use http_body_util::Full;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::error::ModernHttpError;
 use crate::era::{Era, MODERN_VERSION};
 use crate::jsonrpc::{id_key, Kind, Message};
+use crate::methods::{self, CANCELLED, TOOLS_CALL};
 use crate::mirrored::{self, ToolMarks};
 use crate::trace_context::TraceContext;
 use crate::upstream::body::{self, BodyError};
@@ -90,7 +92,7 @@ impl ModernHttp {
                     link.lock().remove(&id);
                 });
             }
-            (Kind::Notification, Some("notifications/cancelled")) => {
+            (Kind::Notification, Some(CANCELLED)) => {
                 let params: Value = message
                     .params()
                     .and_then(|p| serde_json::from_str(p.get()).ok())
@@ -146,11 +148,11 @@ impl Link {
         }
     }
 
-    fn fail(&self, message: &Message, cause: String) {
+    fn fail(&self, message: &Message, cause: impl Into<UpstreamError>) {
         if let Some(id) = message.id() {
             self.to_bridge(UpstreamEvent::Failed {
                 id: Box::new(id.clone()),
-                cause: UpstreamError::Other(cause),
+                cause: cause.into(),
             });
         }
     }
@@ -177,7 +179,7 @@ impl Link {
         };
         let response = match response {
             Ok(response) => response,
-            Err(cause) => return self.fail(message, cause.to_string()),
+            Err(cause) => return self.fail(message, cause),
         };
         let status = response.status();
         if http_client::is_event_stream(&response) {
@@ -199,13 +201,10 @@ impl Link {
                 }
             }
             if let Some(error) = events.take_unreadable() {
-                return self.fail(message, BodyError::from(error).to_string());
+                return self.fail(message, BodyError::from(error));
             }
             if !stop.is_cancelled() {
-                self.fail(
-                    message,
-                    "the server's stream ended before its answer".into(),
-                );
+                self.fail(message, ModernHttpError::StreamEnded);
             }
             return;
         }
@@ -216,7 +215,7 @@ impl Link {
         );
         let body = match read.await {
             Ok(body) => body,
-            Err(error) => return self.fail(message, error.to_string()),
+            Err(error) => return self.fail(message, error),
         };
         if let (Some(era), Some(Era::Legacy)) = (&self.era, era_switch::named_instead(&body)) {
             // Rolled back to an older revision: this request fails, new sessions speak that.
@@ -224,14 +223,11 @@ impl Link {
         }
         // A 2026-07-28 server answers refusals with 4xx and a JSON-RPC error: handed on.
         if !self.deliver(body) {
-            self.fail(
-                message,
-                format!("the server answered {status} without a JSON-RPC message"),
-            );
+            self.fail(message, ModernHttpError::NotJsonRpc(status));
         }
     }
 
-    fn request(&self, message: &Message) -> Result<Request<Full<Bytes>>, String> {
+    fn request(&self, message: &Message) -> Result<Request<Full<Bytes>>, ModernHttpError> {
         let method = message.method().unwrap_or_default();
         let mut request = Request::builder()
             .method(Method::POST)
@@ -240,16 +236,16 @@ impl Link {
             .header(header::ACCEPT, "application/json, text/event-stream")
             .header("mcp-protocol-version", MODERN_VERSION)
             .header("mcp-method", method);
-        if matches!(method, "tools/call" | "prompts/get" | "resources/read") {
+        if let Some(target) = methods::mirrored_target(method) {
             let params: Value = message
                 .params()
                 .and_then(|p| serde_json::from_str(p.get()).ok())
                 .unwrap_or_default();
-            if let Some(name) = params["name"].as_str().or(params["uri"].as_str()) {
+            if let Some(name) = params[target.field()].as_str() {
                 request = request.header("mcp-name", mirrored::encode(name));
             }
             let marked = match (method, params["name"].as_str()) {
-                ("tools/call", Some(tool)) => self.tool_marks.of(tool).unwrap_or_default(),
+                (TOOLS_CALL, Some(tool)) => self.tool_marks.of(tool).unwrap_or_default(),
                 _ => Vec::new(),
             };
             for (name, value) in mirrored::headers_for(&marked, &params["arguments"]) {
@@ -268,6 +264,6 @@ impl Link {
         }
         request
             .body(Full::new(message.to_bytes()))
-            .map_err(|e| format!("the request could not be built: {e}"))
+            .map_err(|e| ModernHttpError::Unbuildable(Arc::new(e)))
     }
 }

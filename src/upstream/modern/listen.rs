@@ -10,7 +10,8 @@ use tracing::warn;
 
 use super::{Bridge, BridgeState, OWN};
 use crate::era::SUBSCRIPTION_ID_KEY;
-use crate::jsonrpc::Message;
+use crate::jsonrpc::{Message, METHOD_NOT_FOUND};
+use crate::methods::{CANCELLED, SUBSCRIPTIONS_ACKNOWLEDGED, SUBSCRIPTIONS_LISTEN};
 
 /// The pause before a dropped listen is opened again, doubled per failure up to the longest.
 const FIRST_RELISTEN_PAUSE: Duration = Duration::from_millis(250);
@@ -97,7 +98,7 @@ impl Bridge {
         };
         let notifications = json!({ "toolsListChanged": true, "promptsListChanged": true,
             "resourcesListChanged": true, "resourceSubscriptions": uris });
-        let listen = json!({ "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+        let listen = json!({ "jsonrpc": "2.0", "id": id, "method": SUBSCRIPTIONS_LISTEN,
             "params": self.with_meta(json!({ "notifications": notifications })) });
         let sent = self.to_server(listen).await.is_ok();
         let answer = match sent {
@@ -107,10 +108,10 @@ impl Bridge {
             false => Ok(Err(())),
         };
         let held = matches!(&answer, Ok(Ok(ack))
-            if ack["method"] == "notifications/subscriptions/acknowledged");
+            if ack["method"] == SUBSCRIPTIONS_ACKNOWLEDGED);
         // A server that has no listens at all is not asked again.
         let unknown = matches!(&answer, Ok(Ok(refusal))
-            if refusal["error"]["code"] == crate::jsonrpc::METHOD_NOT_FOUND);
+            if refusal["error"]["code"] == METHOD_NOT_FOUND);
         let (previous, retry) = {
             let mut state = self.lock();
             state.waiting.remove(&id);
@@ -143,9 +144,8 @@ impl Bridge {
     }
 
     async fn cancel_listen(&self, id: &str, reason: &str) {
-        let cancel = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
-            "params": { "requestId": id, "reason": reason } });
-        let _ = self.to_server(cancel).await;
+        let params = json!({ "requestId": id, "reason": reason });
+        let _ = self.notify_server(CANCELLED, params).await;
     }
 
     /// A notification of the server's: a listen's acknowledgement puts it in force; what a
@@ -153,7 +153,7 @@ impl Bridge {
     /// listen's id.
     pub(super) fn notification(&self, mut notification: Value) {
         let listen = notification["params"]["_meta"][SUBSCRIPTION_ID_KEY].clone();
-        if notification["method"] == "notifications/subscriptions/acknowledged" {
+        if notification["method"] == SUBSCRIPTIONS_ACKNOWLEDGED {
             // A listen that holds: the next drop is retried soon again.
             let mut state = self.lock();
             state.relisten_pause = Duration::ZERO;

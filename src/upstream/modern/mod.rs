@@ -8,10 +8,11 @@
 //!
 //! Here the bridge and what it keeps; `handshake` (`initialize` from `server/discover`, the
 //! `_meta` of each request), `listen` (subscriptions and the listen that carries them),
-//! `calls` (the session's requests and their answers, `input_required` rounds), and `http`
-//! (the transport to a 2026-07-28 HTTP server).
+//! `calls` (the session's requests and their answers, `input_required` rounds), `http`
+//! (the transport to a 2026-07-28 HTTP server), and `error` (why they fail).
 
 mod calls;
+pub mod error;
 mod handshake;
 pub mod http;
 mod listen;
@@ -26,7 +27,12 @@ use tokio::sync::oneshot;
 
 use super::{EventSink, Sink, Upstream, UpstreamError, UpstreamEvent};
 use crate::backlog::Backlog;
-use crate::jsonrpc::{error_response, id_key, result_response, Kind, Message, INTERNAL_ERROR};
+use crate::jsonrpc::{
+    error_response, id_key, notification, result_response, Kind, Message, INTERNAL_ERROR,
+};
+use crate::methods::{
+    CANCELLED, INITIALIZE, LOGGING_SET_LEVEL, PING, RESOURCES_SUBSCRIBE, RESOURCES_UNSUBSCRIBE,
+};
 use crate::mirrored::ToolMarks;
 
 /// Ids of the bridge's own messages start with this.
@@ -155,9 +161,17 @@ impl Bridge {
     }
 
     async fn to_server(&self, message: Value) -> Result<(), UpstreamError> {
+        self.bytes_to_server(Bytes::from(message.to_string())).await
+    }
+
+    /// A notification of the bridge's own to the server.
+    async fn notify_server(&self, method: &str, params: Value) -> Result<(), UpstreamError> {
+        self.bytes_to_server(notification(method, params)).await
+    }
+
+    async fn bytes_to_server(&self, bytes: Bytes) -> Result<(), UpstreamError> {
         let server = self.server.get().ok_or(UpstreamError::Gone)?;
-        let message =
-            Message::parse(Bytes::from(message.to_string())).map_err(|_| UpstreamError::Gone)?;
+        let message = Message::parse(bytes).map_err(|_| UpstreamError::Gone)?;
         Box::pin(server.send(message)).await
     }
 }
@@ -212,15 +226,15 @@ impl ModernUpstream {
     pub async fn send(&self, message: Message) -> Result<(), UpstreamError> {
         let bridge = &self.bridge;
         match (message.kind(), message.method()) {
-            (Kind::Request, Some("initialize")) => {
+            (Kind::Request, Some(INITIALIZE)) => {
                 bridge.initialize(&message).await;
                 Ok(())
             }
-            (Kind::Request, Some("ping")) => {
+            (Kind::Request, Some(PING)) => {
                 bridge.answer(message.id(), json!({}));
                 Ok(())
             }
-            (Kind::Request, Some("logging/setLevel")) => {
+            (Kind::Request, Some(LOGGING_SET_LEVEL)) => {
                 let level = message
                     .params()
                     .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
@@ -229,14 +243,14 @@ impl ModernUpstream {
                 bridge.answer(message.id(), json!({}));
                 Ok(())
             }
-            (Kind::Request, Some(method @ ("resources/subscribe" | "resources/unsubscribe"))) => {
+            (Kind::Request, Some(method @ (RESOURCES_SUBSCRIBE | RESOURCES_UNSUBSCRIBE))) => {
                 bridge
-                    .subscribe(&message, method == "resources/subscribe")
+                    .subscribe(&message, method == RESOURCES_SUBSCRIBE)
                     .await;
                 Ok(())
             }
             (Kind::Request, _) => bridge.forward(&message).await,
-            (Kind::Notification, Some("notifications/cancelled")) => bridge.cancel(&message).await,
+            (Kind::Notification, Some(CANCELLED)) => bridge.cancel(&message).await,
             // `initialized`, `roots/list_changed`: nothing of the kind in 2026-07-28.
             (Kind::Notification, _) => Ok(()),
             (Kind::Response, _) => bridge.client_answered(&message).await,
