@@ -24,6 +24,7 @@ use crate::front::{self, App, Router};
 use crate::keys::Keys;
 use crate::metrics::{Metrics, ServerMetrics};
 use crate::session::cluster::Cluster;
+use crate::session::exposure::ToolExposure;
 use crate::session::{Registry, SessionSettings};
 use crate::spans::{Exporter, Spans};
 use crate::store::{RedisStore, Store};
@@ -87,7 +88,13 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
     let default = match config.serves_default() {
         true => {
             let spec = settled(&config.upstream, &secrets).await?;
-            Some(shared.serve("default", &config.upstream, &config.session, spec))
+            Some(shared.serve(
+                "default",
+                &config.upstream,
+                &config.session,
+                &config.tools,
+                spec,
+            ))
         }
         false => None,
     };
@@ -97,7 +104,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         let spec = settled(&server.upstream, &secrets).await?;
         servers.insert(
             name.clone(),
-            shared.serve(name, &server.upstream, session, spec),
+            shared.serve(name, &server.upstream, session, &server.tools, spec),
         );
     }
     let router = Arc::new(Router {
@@ -151,6 +158,7 @@ impl Shared<'_> {
         name: &str,
         upstream: &UpstreamConfig,
         session: &SessionConfig,
+        tools: &ToolExposure,
         spec: UpstreamSpec,
     ) -> Arc<App> {
         let server_metrics = self.metrics.server(name);
@@ -158,6 +166,7 @@ impl Shared<'_> {
             cache_lists: upstream.caches_lists(),
             request_timeout: upstream.request_timeout,
             spans: self.spans.clone(),
+            tools: Arc::new(tools.clone()),
             ..session.settings()
         };
         let registry = Arc::new(Registry::with_store(

@@ -1219,3 +1219,39 @@ async fn idle_2026_07_28_streams_carry_keep_alives_at_the_configured_interval() 
     assert!(calling.is_sse());
     common::keep_alives(&mut calling, 3).await;
 }
+
+#[tokio::test]
+async fn tools_are_exposed_to_2026_07_28_clients_as_configured() {
+    let proxy = Proxy::start_with(|config| {
+        config.tools.deny = vec!["sleep".into()];
+        config.tools.rename = [("echo".to_owned(), "say".to_owned())].into();
+    })
+    .await;
+    let alice = Modern::new(&proxy, Some("alice"));
+    let (_, listed) = alice.request(1, "tools/list", json!({})).await;
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .filter_map(|tool| tool["name"].as_str())
+        .collect();
+    assert!(names.contains(&"say"), "{names:?}");
+    assert!(
+        !names.contains(&"echo") && !names.contains(&"sleep"),
+        "{names:?}"
+    );
+    assert_eq!(
+        alice.call("say", json!({ "text": "renamed" })).await["result"]["content"][0]["text"],
+        "renamed"
+    );
+    for hidden in ["echo", "sleep"] {
+        let (_, refused) = alice
+            .request(2, "tools/call", json!({ "name": hidden, "arguments": {} }))
+            .await;
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        assert_eq!(
+            refused["error"]["message"],
+            format!("Unknown tool: {hidden}")
+        );
+    }
+}

@@ -213,6 +213,16 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub json_wait: Option<Duration>,
 
+    /// Only the default server's tools matching this glob (`*`, `?`) are seen by clients;
+    /// repeatable (tools.allow) [default: all].
+    #[arg(long = "allow-tool", value_name = "GLOB")]
+    pub allow_tools: Vec<String>,
+
+    /// The default server's tools matching this glob are never seen by clients, nor called;
+    /// repeatable (tools.deny) [default: none].
+    #[arg(long = "deny-tool", value_name = "GLOB")]
+    pub deny_tools: Vec<String>,
+
     /// An Origin to allow besides loopback ones (exact, or `*`); repeatable [default: none].
     #[arg(long = "allowed-origin", value_name = "ORIGIN")]
     pub allowed_origins: Vec<String>,

@@ -12,6 +12,7 @@ use crate::era::Era;
 use crate::front::modern::correlation::Anonymous;
 use crate::front::modern::envelope::CacheScope;
 use crate::front::{HttpSettings, PostResponse};
+use crate::session::exposure::ToolExposure;
 use crate::session::SessionSettings;
 
 /// How stdio children are shared among sessions.
@@ -49,6 +50,8 @@ pub struct Config {
     pub session: SessionConfig,
     pub http: HttpConfig,
     pub tracing: TracingConfig,
+    /// Which of the default server's tools clients see, and under which names.
+    pub tools: ToolExposure,
     /// Gateway mode: named servers, each at `/servers/<name>/mcp` (and `/sse`).
     pub servers: BTreeMap<String, ServerConfig>,
 }
@@ -112,6 +115,8 @@ pub struct ServerConfig {
     pub upstream: UpstreamConfig,
     /// Its own session limits and window; absent: the top-level `[session]`.
     pub session: Option<SessionConfig>,
+    /// Which of its tools clients see, and under which names.
+    pub tools: ToolExposure,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -260,6 +265,7 @@ impl Default for Config {
             session: SessionConfig::default(),
             http: HttpConfig::default(),
             tracing: TracingConfig::default(),
+            tools: ToolExposure::default(),
             servers: BTreeMap::new(),
         }
     }

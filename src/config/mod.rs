@@ -270,6 +270,8 @@ mod tests {
             "upstream.protocol" => "upstream-protocol".to_owned(),
             "http.allowed_origins" => "allowed-origin".to_owned(),
             "http.allowed_hosts" => "allowed-host".to_owned(),
+            "tools.allow" => "allow-tool".to_owned(),
+            "tools.deny" => "deny-tool".to_owned(),
             key => key.rsplit('.').next().unwrap().replace('_', "-"),
         };
         let text = include_str!("../../config/proxy.toml");
@@ -327,6 +329,38 @@ mod tests {
         assert!(config.upstream.forward_authorization);
         assert!(config.session.coalesce_progress);
         assert_eq!(config.upstream.cache_lists, Some(true));
+    }
+
+    #[test]
+    fn tools_are_exposed_as_the_file_and_the_flags_say() {
+        let file = "[tools]\nallow = [\"*\"]\ndeny = [\"debug_*\"]\nprefix = \"a_\"\n\
+                    rename = { echo = \"say\" }\ndescriptions = { add = \"Adds.\" }\n\
+                    [servers.b.tools]\ndeny = [\"sleep\"]\n";
+        let mut config = Config::from_toml(file).unwrap();
+        let exposure = &config.tools;
+        assert_eq!(exposure.server_name("a_say").as_deref(), Some("echo"));
+        assert_eq!(exposure.server_name("a_debug_x"), None);
+        assert_eq!(exposure.descriptions["add"], "Adds.");
+        assert_eq!(config.servers["b"].tools.deny, ["sleep"]);
+        config.apply(&Cli::parse_from([
+            "mcp-session-proxy",
+            "--allow-tool",
+            "echo",
+            "--allow-tool",
+            "add*",
+            "--deny-tool",
+            "sleep",
+        ]));
+        assert_eq!(config.tools.allow, ["echo", "add*"]);
+        assert_eq!(
+            config.tools.deny,
+            ["sleep"],
+            "a flag replaces the file's list"
+        );
+        assert!(
+            Config::from_toml("[tools]\nhide = []\n").is_err(),
+            "unknown keys refused"
+        );
     }
 
     #[test]

@@ -14,6 +14,12 @@ impl Config {
         apply_upstream(&mut self.upstream, cli);
         apply_session(&mut self.session, cli);
         apply_http(&mut self.http, cli);
+        if !cli.allow_tools.is_empty() {
+            self.tools.allow = cli.allow_tools.clone();
+        }
+        if !cli.deny_tools.is_empty() {
+            self.tools.deny = cli.deny_tools.clone();
+        }
     }
 }
 

@@ -81,6 +81,7 @@ impl Config {
         SessionSettings {
             cache_lists: self.upstream.caches_lists(),
             request_timeout: self.upstream.request_timeout,
+            tools: std::sync::Arc::new(self.tools.clone()),
             ..self.session.settings()
         }
     }
@@ -183,6 +184,8 @@ impl SessionConfig {
             max_subscriptions: self.max_subscriptions,
             // Set by the server from the tracing configuration.
             spans: crate::spans::Spans::default(),
+            // Set by the server from the server's `[tools]`.
+            tools: Default::default(),
         }
     }
 

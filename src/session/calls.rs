@@ -72,6 +72,9 @@ impl Session {
         if let Some(answer) = self.answer_without_upstream(&method, &client_id) {
             return Ok(self.answer_here(&mut state, n, answer));
         }
+        if let Err(unknown) = self.to_server_tool(&mut request, &method) {
+            return Ok(self.answer_here(&mut state, n, unknown.to_response(&client_id)));
+        }
         let ticket = match self.cached_list(&request, &method) {
             Ok(ticket) => ticket,
             Err(result) => {
@@ -156,6 +159,30 @@ impl Session {
             return Some(answer);
         }
         None
+    }
+
+    /// A `tools/call` names the tool as clients see it: it goes to the server under the
+    /// server's name, and a tool they do not see is unknown (`[tools]`).
+    fn to_server_tool(&self, request: &mut Message, method: &str) -> Result<(), ErrorAnswer> {
+        let exposure = &self.settings.tools;
+        if method != methods::TOOLS_CALL || exposure.is_identity() {
+            return Ok(());
+        }
+        let mut params: Value = request
+            .params()
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_default();
+        let called = params["name"].as_str().unwrap_or_default().to_owned();
+        let Some(name) = exposure.server_name(&called) else {
+            return Err(ErrorAnswer::UnknownTool(called));
+        };
+        if name != called {
+            params["name"] = Value::from(name);
+            if let Ok(raw) = serde_json::value::to_raw_value(&params) {
+                request.set_params(raw);
+            }
+        }
+        Ok(())
     }
 
     /// Keeps the session's subscriptions as a `resources/subscribe` or `unsubscribe` changes

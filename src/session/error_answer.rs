@@ -20,6 +20,9 @@ pub(super) enum ErrorAnswer {
     /// A request before `initialize` to a server that starts at `initialize`.
     #[error("Invalid Request: {}", UpstreamError::NotStarted)]
     NotStarted,
+    /// A `tools/call` of a tool the server's clients do not see (`[tools]`).
+    #[error("Unknown tool: {0}")]
+    UnknownTool(String),
     /// A subscription past the session's limits.
     #[error(transparent)]
     Subscription(#[from] SubscriptionRefused),
@@ -40,7 +43,7 @@ impl ErrorAnswer {
         match self {
             ErrorAnswer::NotOffered(_) => METHOD_NOT_FOUND,
             ErrorAnswer::NotStarted => INVALID_REQUEST,
-            ErrorAnswer::Subscription(_) => INVALID_PARAMS,
+            ErrorAnswer::Subscription(_) | ErrorAnswer::UnknownTool(_) => INVALID_PARAMS,
             ErrorAnswer::Upstream(_) | ErrorAnswer::OwnerLeft => INTERNAL_ERROR,
         }
     }

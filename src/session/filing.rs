@@ -136,6 +136,11 @@ impl Session {
         if request.method == methods::INITIALIZE {
             self.file_initialize(state, message);
         }
+        if request.method == methods::TOOLS_LIST && !self.settings.tools.is_identity() {
+            if let Some(listed) = message.result().and_then(|r| self.settings.tools.list(r)) {
+                message.set_result(listed);
+            }
+        }
         if let (Some(cache), Some(ticket), Some(result)) =
             (&self.list_cache, request.ticket, message.result())
         {

@@ -8,6 +8,7 @@
 mod calls;
 mod door;
 mod error_answer;
+pub mod exposure;
 mod filing;
 mod handshake;
 mod inflight;
@@ -77,6 +78,8 @@ pub struct SessionSettings {
     pub max_subscriptions: usize,
     /// Where the server's spans go (nowhere unless tracing is on).
     pub spans: crate::spans::Spans,
+    /// Which of the server's tools clients see, and under which names.
+    pub tools: Arc<exposure::ToolExposure>,
 }
 
 /// `SessionSettings::max_sessions_per_principal` unless configured.
@@ -101,6 +104,7 @@ impl Default for SessionSettings {
             request_timeout: Duration::from_secs(60),
             max_subscriptions: DEFAULT_MAX_SUBSCRIPTIONS,
             spans: crate::spans::Spans::default(),
+            tools: Arc::default(),
         }
     }
 }

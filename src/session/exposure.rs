@@ -1,0 +1,159 @@
+//! Which of a server's tools its clients see, and under which names (configuration, per
+//! server): allow and deny globs on the server's names, renames, a prefix for the gateway, and
+//! descriptions of the operator's own. A `tools/list` answer is rewritten on its way to the
+//! client (before the list cache keeps it); a `tools/call` names an exposed tool and goes to the
+//! server under the server's name, and a tool not exposed is an unknown tool, never sent.
+
+use std::collections::BTreeMap;
+
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+/// As the configuration spells it: `[tools]`, `[servers.<name>.tools]`.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolExposure {
+    /// Globs (`*`, `?`) on the server's names: only tools matching one are seen (none: all).
+    pub allow: Vec<String>,
+    /// Globs on the server's names: tools matching one are never seen.
+    pub deny: Vec<String>,
+    /// The server's name → the name clients see.
+    pub rename: BTreeMap<String, String>,
+    /// Put before every name clients see (after any rename).
+    pub prefix: String,
+    /// The description clients see, by the server's name.
+    pub descriptions: BTreeMap<String, String>,
+}
+
+impl ToolExposure {
+    /// Whether clients see the server's tools as they are.
+    pub fn is_identity(&self) -> bool {
+        self.allow.is_empty()
+            && self.deny.is_empty()
+            && self.rename.is_empty()
+            && self.prefix.is_empty()
+            && self.descriptions.is_empty()
+    }
+
+    /// Whether clients see the server's tool `name`.
+    pub fn shows(&self, name: &str) -> bool {
+        (self.allow.is_empty() || self.allow.iter().any(|glob| matches(glob, name)))
+            && !self.deny.iter().any(|glob| matches(glob, name))
+    }
+
+    /// The name clients see for the server's tool `name`.
+    pub fn exposed(&self, name: &str) -> String {
+        let renamed = self.rename.get(name).map_or(name, String::as_str);
+        format!("{}{renamed}", self.prefix)
+    }
+
+    /// The server's name of the tool clients call `exposed`; `None` when no tool they see has
+    /// that name.
+    pub fn server_name(&self, exposed: &str) -> Option<String> {
+        let unprefixed = exposed.strip_prefix(self.prefix.as_str())?;
+        let name = match self.rename.iter().find(|(_, to)| *to == unprefixed) {
+            Some((from, _)) => from.as_str(),
+            // A renamed tool is seen under its new name only.
+            None if self.rename.contains_key(unprefixed) => return None,
+            None => unprefixed,
+        };
+        self.shows(name).then(|| name.to_owned())
+    }
+
+    /// A `tools/list` result as clients see it; `None` when it is not one (left as it is).
+    pub fn list(&self, result: &RawValue) -> Option<Box<RawValue>> {
+        let mut result: Value = serde_json::from_str(result.get()).ok()?;
+        let tools = result.get_mut("tools")?.as_array_mut()?;
+        tools.retain(|tool| tool["name"].as_str().is_some_and(|name| self.shows(name)));
+        for tool in tools.iter_mut() {
+            let Some(name) = tool["name"].as_str().map(str::to_owned) else {
+                continue;
+            };
+            if let Some(description) = self.descriptions.get(&name) {
+                tool["description"] = Value::from(description.as_str());
+            }
+            tool["name"] = Value::from(self.exposed(&name));
+        }
+        serde_json::value::to_raw_value(&result).ok()
+    }
+}
+
+/// A glob: `*` any run of characters, `?` any one.
+fn matches(glob: &str, name: &str) -> bool {
+    fn from(glob: &[char], name: &[char]) -> bool {
+        match glob.split_first() {
+            None => name.is_empty(),
+            Some(('*', rest)) => (0..=name.len()).any(|skip| from(rest, &name[skip..])),
+            Some((c, rest)) => name
+                .split_first()
+                .is_some_and(|(n, name)| (*c == '?' || c == n) && from(rest, name)),
+        }
+    }
+    let glob: Vec<char> = glob.chars().collect();
+    let name: Vec<char> = name.chars().collect();
+    from(&glob, &name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn exposure() -> ToolExposure {
+        ToolExposure {
+            allow: vec!["*".into()],
+            deny: vec!["sleep*".into(), "debug_?".into()],
+            rename: [("echo".to_owned(), "say".to_owned())].into(),
+            prefix: "demo_".into(),
+            descriptions: [("add".to_owned(), "Adds.".to_owned())].into(),
+        }
+    }
+
+    #[test]
+    fn globs_match_runs_and_single_characters() {
+        assert!(matches("*", ""));
+        assert!(matches("sleep*", "sleep_long"));
+        assert!(matches("debug_?", "debug_x"));
+        assert!(!matches("debug_?", "debug_xy"));
+        assert!(matches("a*b*c", "a_b_c"));
+        assert!(!matches("a*b", "a_c"));
+    }
+
+    #[test]
+    fn names_map_both_ways_and_hidden_tools_have_none() {
+        let exposure = exposure();
+        assert_eq!(exposure.exposed("echo"), "demo_say");
+        assert_eq!(exposure.exposed("add"), "demo_add");
+        assert_eq!(exposure.server_name("demo_say").as_deref(), Some("echo"));
+        assert_eq!(exposure.server_name("demo_add").as_deref(), Some("add"));
+        assert_eq!(exposure.server_name("demo_echo"), None, "renamed away");
+        assert_eq!(exposure.server_name("say"), None, "without the prefix");
+        assert_eq!(exposure.server_name("demo_sleep"), None, "denied");
+        assert_eq!(exposure.server_name("demo_debug_x"), None);
+        let only = ToolExposure {
+            allow: vec!["add".into()],
+            ..ToolExposure::default()
+        };
+        assert_eq!(only.server_name("add").as_deref(), Some("add"));
+        assert_eq!(only.server_name("echo"), None, "not allowed");
+        assert!(ToolExposure::default().is_identity());
+    }
+
+    #[test]
+    fn a_list_shows_what_is_exposed_as_it_is_exposed() {
+        let listed = json!({ "tools": [
+            { "name": "echo", "description": "Echoes." },
+            { "name": "add", "description": "Sums." },
+            { "name": "sleep", "description": "Sleeps." },
+        ], "nextCursor": "c" });
+        let raw = serde_json::value::to_raw_value(&listed).unwrap();
+        let seen: Value = serde_json::from_str(exposure().list(&raw).unwrap().get()).unwrap();
+        assert_eq!(
+            seen,
+            json!({ "tools": [
+                { "name": "demo_say", "description": "Echoes." },
+                { "name": "demo_add", "description": "Adds." },
+            ], "nextCursor": "c" })
+        );
+    }
+}
