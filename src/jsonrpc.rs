@@ -28,6 +28,9 @@ pub const UNSUPPORTED_VERSION: i64 = -32022;
 pub const SESSION_NOT_FOUND: i64 = -32043;
 /// The server serves this only within a data-layer session (the seed's code).
 pub const SESSION_REQUIRED: i64 = -32044;
+/// The principal is over a rate limit (this proxy's: JSON-RPC leaves -32000 … -32099 to
+/// implementations); with HTTP 429, `Retry-After` and `data.retryAfterMs`.
+pub const RATE_LIMITED: i64 = -32029;
 
 /// What a message is, by the shape JSON-RPC gives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

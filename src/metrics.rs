@@ -192,6 +192,8 @@ per_server! {
     response_cache_misses_total: Counter, "Cacheable 2026-07-28 requests sent to the server.";
     anonymous_pool_ready: Gauge, "Sessions of session.anonymous_pool started, initialized and ready for a 2026-07-28 request without a credential.";
     anonymous_pool_hits_total: Counter, "2026-07-28 requests without a credential served at once by a pooled session ready for them (session.anonymous_pool).";
+    rate_limited_requests_total: Counter, "Requests refused (429) because their principal was over limits.requests_per_second.";
+    rate_limited_tool_calls_total: Counter, "tools/call requests refused (429) because their principal was over the tool's rate in limits.tools.";
     anonymous_pool_misses_total: Counter, "2026-07-28 requests without a credential that found no pooled session ready for them and waited for one (or were refused).";
 }
 

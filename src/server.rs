@@ -167,6 +167,7 @@ impl Shared<'_> {
             request_timeout: upstream.request_timeout,
             spans: self.spans.clone(),
             tools: Arc::new(tools.clone()),
+            limits: self.config.limits.clone(),
             ..session.settings()
         };
         let registry = Arc::new(Registry::with_store(

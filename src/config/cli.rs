@@ -213,6 +213,12 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub json_wait: Option<Duration>,
 
+    /// Requests one principal may send per second, on average, to each served server (a
+    /// second's worth at once); over it: 429 with Retry-After (limits.requests_per_second)
+    /// [default: 0, no limit].
+    #[arg(long = "rate-limit", value_name = "N")]
+    pub rate_limit: Option<f64>,
+
     /// Only the default server's tools matching this glob (`*`, `?`) are seen by clients;
     /// repeatable (tools.allow) [default: all].
     #[arg(long = "allow-tool", value_name = "GLOB")]

@@ -13,6 +13,7 @@ use crate::front::modern::correlation::Anonymous;
 use crate::front::modern::envelope::CacheScope;
 use crate::front::{HttpSettings, PostResponse};
 use crate::session::exposure::ToolExposure;
+use crate::session::rate::RateLimits;
 use crate::session::SessionSettings;
 
 /// How stdio children are shared among sessions.
@@ -52,6 +53,8 @@ pub struct Config {
     pub tracing: TracingConfig,
     /// Which of the default server's tools clients see, and under which names.
     pub tools: ToolExposure,
+    /// Requests per second per principal (and per principal and tool), for every served server.
+    pub limits: RateLimits,
     /// Gateway mode: named servers, each at `/servers/<name>/mcp` (and `/sse`).
     pub servers: BTreeMap<String, ServerConfig>,
 }
@@ -266,6 +269,7 @@ impl Default for Config {
             http: HttpConfig::default(),
             tracing: TracingConfig::default(),
             tools: ToolExposure::default(),
+            limits: RateLimits::default(),
             servers: BTreeMap::new(),
         }
     }

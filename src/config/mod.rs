@@ -272,6 +272,7 @@ mod tests {
             "http.allowed_hosts" => "allowed-host".to_owned(),
             "tools.allow" => "allow-tool".to_owned(),
             "tools.deny" => "deny-tool".to_owned(),
+            "limits.requests_per_second" => "rate-limit".to_owned(),
             key => key.rsplit('.').next().unwrap().replace('_', "-"),
         };
         let text = include_str!("../../config/proxy.toml");
@@ -357,6 +358,21 @@ mod tests {
             ["sleep"],
             "a flag replaces the file's list"
         );
+        let mut config =
+            Config::from_toml("[limits]\nrequests_per_second = 5\n[limits.tools]\nadd = 0.5\n")
+                .unwrap();
+        assert_eq!(config.limits.tools["add"], 0.5);
+        config.apply(&Cli::parse_from([
+            "mcp-session-proxy",
+            "--rate-limit",
+            "20",
+        ]));
+        assert_eq!(config.limits.requests_per_second, 20.0);
+        for rate in ["-1", "1e-9", "nan", "inf"] {
+            let file = format!("[limits.tools]\nadd = {rate}\n");
+            let error = Config::from_toml(&file).unwrap_err().to_string();
+            assert!(error.contains("limits.tools.add"), "{rate}: {error}");
+        }
         assert!(
             Config::from_toml("[tools]\nhide = []\n").is_err(),
             "unknown keys refused"

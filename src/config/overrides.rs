@@ -14,6 +14,9 @@ impl Config {
         apply_upstream(&mut self.upstream, cli);
         apply_session(&mut self.session, cli);
         apply_http(&mut self.http, cli);
+        if let Some(rate) = cli.rate_limit {
+            self.limits.requests_per_second = rate;
+        }
         if !cli.allow_tools.is_empty() {
             self.tools.allow = cli.allow_tools.clone();
         }

@@ -82,6 +82,7 @@ impl Config {
             cache_lists: self.upstream.caches_lists(),
             request_timeout: self.upstream.request_timeout,
             tools: std::sync::Arc::new(self.tools.clone()),
+            limits: self.limits.clone(),
             ..self.session.settings()
         }
     }
@@ -184,8 +185,9 @@ impl SessionConfig {
             max_subscriptions: self.max_subscriptions,
             // Set by the server from the tracing configuration.
             spans: crate::spans::Spans::default(),
-            // Set by the server from the server's `[tools]`.
+            // Set by the server from the server's `[tools]` and from `[limits]`.
             tools: Default::default(),
+            limits: Default::default(),
         }
     }
 

@@ -2,6 +2,9 @@
 
 use anyhow::bail;
 
+/// The slowest rate a limit may have: one request per 1000 s.
+const MIN_RATE: f64 = 0.001;
+
 use super::file::{Config, Isolation, SessionConfig, UpstreamConfig};
 use crate::clock::MAX_DURATION;
 use crate::era::Era;
@@ -15,6 +18,7 @@ impl Config {
         self.session.validate("session")?;
         self.upstream.validate("upstream")?;
         self.validate_store()?;
+        self.validate_limits()?;
         if !self.tracing.otlp_endpoint.trim().is_empty() {
             self.exporter_settings("")?;
         }
@@ -108,6 +112,26 @@ impl Config {
 
     /// The cluster secret: required with a Redis store (it authenticates the replicas' hops),
     /// and never guessable.
+    /// A rate is 0 (no limit) or from one request per 1000 s up.
+    fn validate_limits(&self) -> anyhow::Result<()> {
+        let rates = std::iter::once((
+            "limits.requests_per_second".to_owned(),
+            self.limits.requests_per_second,
+        ))
+        .chain(
+            self.limits
+                .tools
+                .iter()
+                .map(|(tool, rate)| (format!("limits.tools.{tool}"), *rate)),
+        );
+        for (key, rate) in rates {
+            if !(rate == 0.0 || (rate.is_finite() && rate >= MIN_RATE)) {
+                bail!("{key} must be 0 (no limit) or at least {MIN_RATE} requests per second, not {rate}");
+            }
+        }
+        Ok(())
+    }
+
     fn validate_secret(&self) -> anyhow::Result<()> {
         let secret = &self.cluster.secret;
         if self.store != "memory" && secret.is_empty() {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use http::HeaderValue;
 
+use super::rate::Exceeded;
 use super::{Registry, Session, SessionError};
 use crate::event::StreamKey;
 use crate::ids::{self, Principal};
@@ -63,6 +64,14 @@ impl Registry {
     ) -> Result<StreamKey, SessionError> {
         if self.is_leaving() {
             return Err(SessionError::ShuttingDown);
+        }
+        if let Err(exceeded) = self.limiter.admit(session.principal(), &request) {
+            let refused = match exceeded {
+                Exceeded::Requests { .. } => &self.metrics.rate_limited_requests_total,
+                Exceeded::Tool { .. } => &self.metrics.rate_limited_tool_calls_total,
+            };
+            refused.inc();
+            return Err(SessionError::RateLimited(exceeded));
         }
         self.followed(session, request, |session, request| async move {
             session.call(request).await

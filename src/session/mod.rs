@@ -17,6 +17,7 @@ mod leaving;
 pub mod list_cache;
 pub mod log;
 pub mod protocol;
+pub mod rate;
 mod reach;
 mod readers;
 mod reading;
@@ -80,6 +81,8 @@ pub struct SessionSettings {
     pub spans: crate::spans::Spans,
     /// Which of the server's tools clients see, and under which names.
     pub tools: Arc<exposure::ToolExposure>,
+    /// Requests per second per principal, and per principal and tool.
+    pub limits: rate::RateLimits,
 }
 
 /// `SessionSettings::max_sessions_per_principal` unless configured.
@@ -105,6 +108,7 @@ impl Default for SessionSettings {
             max_subscriptions: DEFAULT_MAX_SUBSCRIPTIONS,
             spans: crate::spans::Spans::default(),
             tools: Arc::default(),
+            limits: rate::RateLimits::default(),
         }
     }
 }
@@ -136,6 +140,9 @@ pub enum SessionError {
     /// this one restarted, will).
     #[error("this proxy is shutting down; retry shortly")]
     ShuttingDown,
+    /// The principal is over a rate limit: the request reached no session.
+    #[error("Too Many Requests: {}", rate_limited(.0))]
+    RateLimited(rate::Exceeded),
 }
 
 /// Why the replica owning a session cannot serve it right now.
@@ -189,6 +196,7 @@ impl SessionError {
                     | SessionError::StoreUnavailable
                     | SessionError::StoreBehind(_)
                     | SessionError::ShuttingDown
+                    | SessionError::RateLimited(_)
             )
     }
 }
@@ -360,5 +368,18 @@ impl Session {
     pub(crate) fn end_here(&self) {
         self.ended.cancel();
         self.upstream.release();
+    }
+}
+
+/// What a refusal over a rate limit says.
+fn rate_limited(exceeded: &rate::Exceeded) -> String {
+    let wait = exceeded.retry_after().as_millis();
+    match exceeded {
+        rate::Exceeded::Requests { .. } => {
+            format!("this principal is over limits.requests_per_second; retry in {wait} ms")
+        }
+        rate::Exceeded::Tool { tool, .. } => {
+            format!("this principal is over limits.tools.{tool}; retry in {wait} ms")
+        }
     }
 }

@@ -48,6 +48,8 @@ pub struct Registry {
     pub(in crate::session) leaving: AtomicBool,
     /// One-use tokens spent here (with the memory store).
     pub(in crate::session) spent: super::replica::spent::Spent,
+    /// The principals' request rates.
+    pub(in crate::session) limiter: super::rate::Limiter,
 }
 
 impl Registry {
@@ -68,6 +70,7 @@ impl Registry {
         server: &str,
     ) -> Registry {
         let settings_cache = settings.cache_lists.then(Arc::default);
+        let limiter = super::rate::Limiter::new(settings.limits.clone());
         Registry {
             sessions: DashMap::new(),
             views: DashMap::new(),
@@ -83,6 +86,7 @@ impl Registry {
             store,
             server: server.to_owned(),
             spent: Default::default(),
+            limiter,
         }
     }
 

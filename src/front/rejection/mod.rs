@@ -15,9 +15,10 @@ use serde_json::Value;
 use super::body::Body;
 use super::guard::Refused;
 use crate::jsonrpc::{
-    self, ParseError, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, SESSION_NOT_FOUND,
-    TRANSPORT_SESSION_NOT_FOUND,
+    self, ParseError, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, RATE_LIMITED,
+    SESSION_NOT_FOUND, TRANSPORT_SESSION_NOT_FOUND,
 };
+use crate::session::rate::Exceeded;
 use crate::session::SessionError;
 
 #[derive(Debug)]
@@ -159,10 +160,29 @@ impl Rejection {
                 unavailable(format!("Service Unavailable: {error}; retry shortly"))
             }
             SessionError::Gone => Rejection::session_not_found(),
+            SessionError::RateLimited(exceeded) => Rejection::rate_limited(error, exceeded),
             SessionError::SubscriptionRefused(refused) => {
                 Rejection::new(StatusCode::BAD_REQUEST, INVALID_PARAMS, refused.to_string())
             }
             _ => Rejection::bad_gateway(error.to_string()),
+        }
+    }
+
+    /// The principal is over a rate limit: 429, with `Retry-After` (whole seconds, rounded up)
+    /// and the wait in milliseconds in the error's data.
+    fn rate_limited(error: &SessionError, exceeded: &Exceeded) -> Rejection {
+        let wait = exceeded.retry_after();
+        let retry_after_ms = wait.as_millis().max(1) as u64;
+        Rejection {
+            retry_after: Some(wait.as_secs() + u64::from(wait.subsec_nanos() > 0)),
+            data: Some(Box::new(
+                serde_json::json!({ "retryAfterMs": retry_after_ms }),
+            )),
+            ..Rejection::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                RATE_LIMITED,
+                error.to_string(),
+            )
         }
     }
 
@@ -217,14 +237,19 @@ impl Rejection {
     }
 }
 
-/// A missing or repeated `Host` is a malformed request (400, RFC 9112 §3.2); anything else about
-/// `Host` or `Origin` is not allowed (403).
 /// A request the session took but could not carry out (its server or its owner failed it):
-/// not refused, but answered with JSON-RPC error -32603 in the session's words.
+/// not refused, but answered with JSON-RPC error -32603 in the session's words (or, over a rate
+/// limit, with the refusal's code and when to retry).
 pub fn failed_request(id: &Value, error: &SessionError) -> bytes::Bytes {
-    jsonrpc::error_response(id, INTERNAL_ERROR, &error.to_string(), None)
+    match error {
+        // Its code and data say when to retry, wherever the error travels.
+        SessionError::RateLimited(_) => Rejection::session(error).with_id(Some(id)).error_body(),
+        _ => jsonrpc::error_response(id, INTERNAL_ERROR, &error.to_string(), None),
+    }
 }
 
+/// A missing or repeated `Host` is a malformed request (400, RFC 9112 §3.2); anything else about
+/// `Host` or `Origin` is not allowed (403).
 impl From<Refused> for Rejection {
     fn from(refused: Refused) -> Rejection {
         let status = match refused {
