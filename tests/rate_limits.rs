@@ -1,10 +1,12 @@
 //! Per-principal rate limits over real sockets (`[limits]`, `--rate-limit`): a principal over
 //! its rate gets 429 with `Retry-After` and a JSON-RPC error whose data says when to retry;
 //! other principals and other tools keep their own budgets. The rates here allow one request
-//! per 100 s, so no wait of the machine's can refill a bucket within a test.
+//! per 100 s, so no wait of the machine's can refill a bucket within a test. Replicas on one
+//! Redis take from the same buckets.
 
 mod common;
 
+use common::cluster::{metric, Redis, Replica};
 use common::{Client, Proxy};
 use http::StatusCode;
 use serde_json::{json, Value};
@@ -80,4 +82,31 @@ async fn a_tools_rate_is_its_own_within_the_principals() {
     );
     assert_eq!(proxy.metric("mcp_proxy_rate_limited_tool_calls_total"), 1);
     proxy.stop().await;
+}
+
+#[tokio::test]
+async fn replicas_share_one_budget_per_principal() {
+    let mut redis = Redis::start().await;
+    let a = Replica::start(&redis, "a", &["--rate-limit", "0.01"]).await;
+    let b = Replica::start(&redis, "b", &["--rate-limit", "0.01"]).await;
+    let mut on_a = Client::new(a.addr);
+    on_a.authorization = Some("Bearer alice".into());
+    on_a.initialize("2025-11-25").await;
+
+    let mut on_b = Client::new(b.addr);
+    on_b.authorization = Some("Bearer alice".into());
+    let refused = post(
+        &mut on_b,
+        "initialize",
+        json!({ "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": { "name": "rate", "version": "1" } }),
+    )
+    .await;
+    assert_limited(&refused, "limits.requests_per_second");
+    assert_eq!(metric(&b, "mcp_proxy_rate_limited_requests_total").await, 1);
+
+    let mut bob = Client::new(b.addr);
+    bob.authorization = Some("Bearer bob".into());
+    bob.initialize("2025-11-25").await;
+    redis.stop().await;
 }

@@ -6,6 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use http::HeaderValue;
+use tracing::warn;
 
 use super::rate::Exceeded;
 use super::{Registry, Session, SessionError};
@@ -65,7 +66,7 @@ impl Registry {
         if self.is_leaving() {
             return Err(SessionError::ShuttingDown);
         }
-        if let Err(exceeded) = self.limiter.admit(session.principal(), &request) {
+        if let Err(exceeded) = self.admit(session.principal(), &request).await {
             let refused = match exceeded {
                 Exceeded::Requests { .. } => &self.metrics.rate_limited_requests_total,
                 Exceeded::Tool { .. } => &self.metrics.rate_limited_tool_calls_total,
@@ -77,6 +78,31 @@ impl Registry {
             session.call(request).await
         })
         .await
+    }
+
+    /// Takes `request` out of its principal's rate buckets: with a shared store, the ones every
+    /// replica takes from (one round trip); without, or while the store cannot answer, this
+    /// replica's own.
+    async fn admit(&self, principal: &Principal, request: &Message) -> Result<(), Exceeded> {
+        let buckets = self.limiter.buckets(principal, request);
+        if buckets.is_empty() {
+            return Ok(());
+        }
+        let Some(redis) = self.store.redis() else {
+            return self.limiter.admit(&buckets);
+        };
+        let shared: Vec<_> = buckets
+            .iter()
+            .map(|bucket| (bucket.key.as_str(), bucket.interval, bucket.burst))
+            .collect();
+        match redis.take(&self.server, &shared).await {
+            Ok(None) => Ok(()),
+            Ok(Some((index, wait))) => Err(buckets[index].exceeded(wait)),
+            Err(error) => {
+                warn!(%error, "the shared rate buckets could not be read; counting here");
+                self.limiter.admit(&buckets)
+            }
+        }
     }
 
     /// Hands a client notification, or a client's answer to a server request, to `session`.

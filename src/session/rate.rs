@@ -1,8 +1,9 @@
 //! Requests per second per principal, and per principal and tool (`[limits]`, `--rate-limit`):
 //! a bucket each (GCRA: one instant per key, the theoretical arrival time of the next request),
 //! a second's worth of burst. A request over its limit is refused with how long to wait,
-//! before it reaches a session. The buckets are bounded: past `MAX_BUCKETS`, the ones that
-//! are full again are forgotten (a full bucket and a missing one are the same).
+//! before it reaches a session. With a shared store the replicas take from the same buckets
+//! there (`RedisStore::take`); else each keeps its own here, bounded: past `MAX_BUCKETS`, the
+//! ones that are full again are forgotten (a full bucket and a missing one are the same).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -50,10 +51,44 @@ impl Exceeded {
     }
 }
 
+/// One bucket a request takes from: its key (`principal`, or `principal tool`), how often it
+/// refills by one request, and how far ahead of now it may run (the burst).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bucket {
+    pub key: String,
+    pub interval: Duration,
+    pub burst: Duration,
+    /// The tool it is of, if it is a tool's.
+    pub tool: Option<String>,
+}
+
+impl Bucket {
+    fn new(key: String, rate: f64, tool: Option<String>) -> Bucket {
+        let interval = Duration::from_secs_f64(1.0 / rate);
+        Bucket {
+            key,
+            burst: interval.mul_f64(rate.ceil().max(1.0)),
+            interval,
+            tool,
+        }
+    }
+
+    /// The refusal of a request over this bucket, `retry_after` from now.
+    pub fn exceeded(&self, retry_after: Duration) -> Exceeded {
+        match &self.tool {
+            None => Exceeded::Requests { retry_after },
+            Some(tool) => Exceeded::Tool {
+                tool: tool.clone(),
+                retry_after,
+            },
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Limiter {
     limits: RateLimits,
-    /// `principal` or `principal tool` → when its bucket is full again.
+    /// A bucket's key → when it is full again (this replica's own count).
     buckets: Mutex<HashMap<String, Instant>>,
 }
 
@@ -65,74 +100,55 @@ impl Limiter {
         }
     }
 
-    /// Takes one request of `principal` out of its buckets, or says which limit it is over and
-    /// when to try again (nothing is taken then).
-    pub fn admit(&self, principal: &Principal, request: &Message) -> Result<(), Exceeded> {
+    /// The buckets a request of `principal` takes from (none without limits).
+    pub fn buckets(&self, principal: &Principal, request: &Message) -> Vec<Bucket> {
         if self.limits.is_off() {
-            return Ok(());
+            return Vec::new();
+        }
+        let mut buckets = Vec::with_capacity(2);
+        let rate = self.limits.requests_per_second;
+        if rate > 0.0 {
+            buckets.push(Bucket::new(principal.as_str().to_owned(), rate, None));
         }
         let tool = (request.method() == Some(methods::TOOLS_CALL))
             .then(|| called_tool(request))
             .flatten();
-        let tool_rate = tool
-            .as_ref()
-            .and_then(|tool| self.limits.tools.get(tool).copied())
-            .filter(|rate| *rate > 0.0);
+        if let Some((tool, rate)) = tool.and_then(|tool| {
+            let rate = self.limits.tools.get(&tool).copied()?;
+            (rate > 0.0).then_some((tool, rate))
+        }) {
+            let key = format!("{} {tool}", principal.as_str());
+            buckets.push(Bucket::new(key, rate, Some(tool)));
+        }
+        buckets
+    }
+
+    /// Takes one request out of each of `buckets` on this replica, or says which one it is over
+    /// and when to try again (nothing is taken then).
+    pub fn admit(&self, buckets: &[Bucket]) -> Result<(), Exceeded> {
         let now = Instant::now();
-        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
-        if buckets.len() >= MAX_BUCKETS {
-            buckets.retain(|_, full_at| *full_at > now);
+        let mut full_at = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        if full_at.len() >= MAX_BUCKETS {
+            full_at.retain(|_, at| *at > now);
         }
-        let principal_key = principal.as_str().to_owned();
-        let principal_rate = Some(self.limits.requests_per_second).filter(|rate| *rate > 0.0);
-        let principal_next = match principal_rate {
-            Some(rate) => Some(
-                take(&buckets, &principal_key, rate, now)
-                    .map_err(|retry_after| Exceeded::Requests { retry_after })?,
-            ),
-            None => None,
-        };
-        let tool_next = match (tool_rate, &tool) {
-            (Some(rate), Some(tool)) => {
-                let key = format!("{principal_key} {tool}");
-                let next =
-                    take(&buckets, &key, rate, now).map_err(|retry_after| Exceeded::Tool {
-                        tool: tool.clone(),
-                        retry_after,
-                    })?;
-                Some((key, next))
+        let mut taken = Vec::with_capacity(buckets.len());
+        for bucket in buckets {
+            let from = full_at
+                .get(&bucket.key)
+                .copied()
+                .filter(|at| *at > now)
+                .unwrap_or(now);
+            let next = from + bucket.interval;
+            let ahead = next.duration_since(now);
+            if ahead > bucket.burst {
+                return Err(bucket.exceeded(ahead - bucket.burst));
             }
-            _ => None,
-        };
-        if let Some(next) = principal_next {
-            buckets.insert(principal_key, next);
+            taken.push(next);
         }
-        if let Some((key, next)) = tool_next {
-            buckets.insert(key, next);
+        for (bucket, next) in buckets.iter().zip(taken) {
+            full_at.insert(bucket.key.clone(), next);
         }
         Ok(())
-    }
-}
-
-/// GCRA: the bucket of `key` after one more request at `rate` per second, or how long until
-/// it has room for one.
-fn take(
-    buckets: &HashMap<String, Instant>,
-    key: &str,
-    rate: f64,
-    now: Instant,
-) -> Result<Instant, Duration> {
-    let interval = Duration::from_secs_f64(1.0 / rate);
-    let burst = interval.mul_f64(rate.ceil().max(1.0));
-    let full_at = buckets
-        .get(key)
-        .copied()
-        .filter(|at| *at > now)
-        .unwrap_or(now);
-    let next = full_at + interval;
-    match next.duration_since(now) {
-        waited if waited > burst => Err(waited - burst),
-        _ => Ok(next),
     }
 }
 
@@ -166,9 +182,9 @@ mod tests {
         let alice = Principal::from_credential(b"Bearer alice");
         let bob = Principal::from_credential(b"Bearer bob");
         let ping = request("ping", "");
-        assert!(limiter.admit(&alice, &ping).is_ok());
-        assert!(limiter.admit(&alice, &ping).is_ok());
-        let refused = limiter.admit(&alice, &ping).unwrap_err();
+        assert!(limiter.admit(&limiter.buckets(&alice, &ping)).is_ok());
+        assert!(limiter.admit(&limiter.buckets(&alice, &ping)).is_ok());
+        let refused = limiter.admit(&limiter.buckets(&alice, &ping)).unwrap_err();
         assert_eq!(
             refused,
             Exceeded::Requests {
@@ -176,12 +192,12 @@ mod tests {
             }
         );
         assert!(
-            limiter.admit(&bob, &ping).is_ok(),
+            limiter.admit(&limiter.buckets(&bob, &ping)).is_ok(),
             "another principal's own"
         );
         tokio::time::advance(Duration::from_millis(500)).await;
-        assert!(limiter.admit(&alice, &ping).is_ok());
-        assert!(limiter.admit(&alice, &ping).is_err());
+        assert!(limiter.admit(&limiter.buckets(&alice, &ping)).is_ok());
+        assert!(limiter.admit(&limiter.buckets(&alice, &ping)).is_err());
     }
 
     #[tokio::test(start_paused = true)]
@@ -191,15 +207,18 @@ mod tests {
             tools: [("add".to_owned(), 0.5)].into(),
         });
         let alice = Principal::from_credential(b"Bearer alice");
-        assert!(limiter.admit(&alice, &request("tools/call", "add")).is_ok());
-        let refused = limiter
-            .admit(&alice, &request("tools/call", "add"))
-            .unwrap_err();
+        let add = limiter.buckets(&alice, &request("tools/call", "add"));
+        assert!(limiter.admit(&add).is_ok());
+        let refused = limiter.admit(&add).unwrap_err();
         assert_eq!(refused.retry_after(), Duration::from_secs(2));
         assert!(matches!(refused, Exceeded::Tool { ref tool, .. } if tool == "add"));
+        let echo = limiter.buckets(&alice, &request("tools/call", "echo"));
+        assert!(
+            echo.is_empty(),
+            "no limit of its own, none of the principal's"
+        );
         assert!(limiter
-            .admit(&alice, &request("tools/call", "echo"))
-            .is_ok());
-        assert!(limiter.admit(&alice, &request("tools/list", "")).is_ok());
+            .buckets(&alice, &request("tools/list", ""))
+            .is_empty());
     }
 }

@@ -31,6 +31,7 @@ use tracing::{info, warn};
 
 mod correlation;
 mod follower;
+mod rate;
 mod reads;
 mod replicas;
 mod timed;
