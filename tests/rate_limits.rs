@@ -7,6 +7,7 @@
 mod common;
 
 use common::cluster::{metric, Redis, Replica};
+use common::ws::Ws;
 use common::{Client, Proxy};
 use http::StatusCode;
 use serde_json::{json, Value};
@@ -109,4 +110,23 @@ async fn replicas_share_one_budget_per_principal() {
     bob.authorization = Some("Bearer bob".into());
     bob.initialize("2025-11-25").await;
     redis.stop().await;
+}
+
+#[tokio::test]
+async fn on_websocket_the_refusal_is_the_error_alone_with_when_to_retry() {
+    let proxy = Proxy::start_with(|config| config.limits.requests_per_second = 0.01).await;
+    let mut ws = Ws::connect(proxy.addr()).await;
+    let initialized = ws
+        .request(
+            "initialize",
+            json!({ "protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": { "name": "rate", "version": "1" } }),
+        )
+        .await;
+    assert!(initialized["result"].is_object(), "{initialized}");
+    let refused = ws.request("tools/list", json!({})).await;
+    assert_eq!(refused["error"]["code"], -32029, "{refused}");
+    let waited = refused["error"]["data"]["retryAfterMs"].as_u64().unwrap();
+    assert!((98_000..=100_000).contains(&waited), "{refused}");
+    proxy.stop().await;
 }

@@ -154,3 +154,25 @@ async fn each_gateway_server_exposes_its_tools_its_own_way() {
     );
     proxy.stop().await;
 }
+
+#[tokio::test]
+async fn a_2026_07_28_server_behind_the_bridge_is_exposed_alike() {
+    let proxy = Proxy::start_with(|config| {
+        common::serve_the_modern_demo(config);
+        exposed(config);
+    })
+    .await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
+    let seen = names(&client.request("tools/list", json!({})).await);
+    assert!(seen.contains(&"say".to_owned()), "{seen:?}");
+    assert!(!seen.contains(&"echo".to_owned()), "{seen:?}");
+    assert_eq!(
+        client.call_tool("say", json!({ "text": "bridged" })).await,
+        "bridged"
+    );
+    assert_unknown(
+        &call(&mut client, "echo", json!({ "text": "x" })).await,
+        "echo",
+    );
+    proxy.stop().await;
+}
