@@ -24,7 +24,7 @@ use crate::front::{self, App, Router};
 use crate::keys::Keys;
 use crate::metrics::{Metrics, ServerMetrics};
 use crate::session::cluster::Cluster;
-use crate::session::exposure::ToolExposure;
+use crate::session::exposure::Exposure;
 use crate::session::{Registry, SessionSettings};
 use crate::spans::{Exporter, Spans};
 use crate::store::{RedisStore, Store};
@@ -92,7 +92,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
                 "default",
                 &config.upstream,
                 &config.session,
-                &config.tools,
+                (&config.tools, &config.prompts),
                 spec,
             ))
         }
@@ -104,7 +104,13 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         let spec = settled(&server.upstream, &secrets).await?;
         servers.insert(
             name.clone(),
-            shared.serve(name, &server.upstream, session, &server.tools, spec),
+            shared.serve(
+                name,
+                &server.upstream,
+                session,
+                (&server.tools, &server.prompts),
+                spec,
+            ),
         );
     }
     let router = Arc::new(Router {
@@ -158,7 +164,7 @@ impl Shared<'_> {
         name: &str,
         upstream: &UpstreamConfig,
         session: &SessionConfig,
-        tools: &ToolExposure,
+        (tools, prompts): (&Exposure, &Exposure),
         spec: UpstreamSpec,
     ) -> Arc<App> {
         let server_metrics = self.metrics.server(name);
@@ -167,6 +173,7 @@ impl Shared<'_> {
             request_timeout: upstream.request_timeout,
             spans: self.spans.clone(),
             tools: Arc::new(tools.clone()),
+            prompts: Arc::new(prompts.clone()),
             limits: self.config.limits.clone(),
             ..session.settings()
         };

@@ -1,20 +1,21 @@
 //! Which tools clients see (`[tools]`, `[servers.<name>.tools]`): hidden tools are absent from
 //! `tools/list` and unknown to `tools/call` (never sent to the server), renamed and prefixed
-//! tools are called by the name clients see, and the list cache keeps the lists as seen.
+//! tools are called by the name clients see, and the list cache keeps the lists as seen;
+//! prompts likewise (`[prompts]`).
 
 mod common;
 
 use common::{Client, Proxy};
 use mcp_session_proxy::config::{Config, Isolation, ServerConfig};
-use mcp_session_proxy::session::exposure::ToolExposure;
+use mcp_session_proxy::session::exposure::Exposure;
 use serde_json::{json, Value};
 
 fn exposed(config: &mut Config) {
-    config.tools = ToolExposure {
+    config.tools = Exposure {
         deny: vec!["sleep*".into(), "emit_*".into()],
         rename: [("echo".to_owned(), "say".to_owned())].into(),
         descriptions: [("add".to_owned(), "Adds two numbers.".to_owned())].into(),
-        ..ToolExposure::default()
+        ..Exposure::default()
     };
 }
 
@@ -174,5 +175,41 @@ async fn a_2026_07_28_server_behind_the_bridge_is_exposed_alike() {
         &call(&mut client, "echo", json!({ "text": "x" })).await,
         "echo",
     );
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn prompts_are_exposed_the_same_way() {
+    let proxy = Proxy::start_with(|config| {
+        config.prompts.rename = [("greet".to_owned(), "hello".to_owned())].into();
+    })
+    .await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
+    let listed = client.request("prompts/list", json!({})).await;
+    let seen: Vec<&str> = listed["result"]["prompts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .filter_map(|prompt| prompt["name"].as_str())
+        .collect();
+    assert!(
+        seen.contains(&"hello") && !seen.contains(&"greet"),
+        "{seen:?}"
+    );
+    let got = client
+        .request(
+            "prompts/get",
+            json!({ "name": "hello", "arguments": { "name": "Ada" } }),
+        )
+        .await;
+    assert!(got["result"]["messages"].is_array(), "{got}");
+    let unknown = client
+        .request(
+            "prompts/get",
+            json!({ "name": "greet", "arguments": { "name": "Ada" } }),
+        )
+        .await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    assert_eq!(unknown["error"]["message"], "Unknown prompt: greet");
     proxy.stop().await;
 }

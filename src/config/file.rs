@@ -12,7 +12,7 @@ use crate::era::Era;
 use crate::front::modern::correlation::Anonymous;
 use crate::front::modern::envelope::CacheScope;
 use crate::front::{HttpSettings, PostResponse};
-use crate::session::exposure::ToolExposure;
+use crate::session::exposure::Exposure;
 use crate::session::rate::RateLimits;
 use crate::session::SessionSettings;
 
@@ -52,7 +52,9 @@ pub struct Config {
     pub http: HttpConfig,
     pub tracing: TracingConfig,
     /// Which of the default server's tools clients see, and under which names.
-    pub tools: ToolExposure,
+    pub tools: Exposure,
+    /// Which of the default server's prompts clients see, and under which names.
+    pub prompts: Exposure,
     /// Requests per second per principal (and per principal and tool), for every served server.
     pub limits: RateLimits,
     /// Gateway mode: named servers, each at `/servers/<name>/mcp` (and `/sse`).
@@ -119,7 +121,9 @@ pub struct ServerConfig {
     /// Its own session limits and window; absent: the top-level `[session]`.
     pub session: Option<SessionConfig>,
     /// Which of its tools clients see, and under which names.
-    pub tools: ToolExposure,
+    pub tools: Exposure,
+    /// Which of its prompts clients see, and under which names.
+    pub prompts: Exposure,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -268,7 +272,8 @@ impl Default for Config {
             session: SessionConfig::default(),
             http: HttpConfig::default(),
             tracing: TracingConfig::default(),
-            tools: ToolExposure::default(),
+            tools: Exposure::default(),
+            prompts: Exposure::default(),
             limits: RateLimits::default(),
             servers: BTreeMap::new(),
         }

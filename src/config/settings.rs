@@ -82,6 +82,7 @@ impl Config {
             cache_lists: self.upstream.caches_lists(),
             request_timeout: self.upstream.request_timeout,
             tools: std::sync::Arc::new(self.tools.clone()),
+            prompts: std::sync::Arc::new(self.prompts.clone()),
             limits: self.limits.clone(),
             ..self.session.settings()
         }
@@ -187,6 +188,7 @@ impl SessionConfig {
             spans: crate::spans::Spans::default(),
             // Set by the server from the server's `[tools]` and from `[limits]`.
             tools: Default::default(),
+            prompts: Default::default(),
             limits: Default::default(),
         }
     }

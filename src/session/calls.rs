@@ -72,7 +72,7 @@ impl Session {
         if let Some(answer) = self.answer_without_upstream(&method, &client_id) {
             return Ok(self.answer_here(&mut state, n, answer));
         }
-        if let Err(unknown) = self.to_server_tool(&mut request, &method) {
+        if let Err(unknown) = self.to_server_name(&mut request, &method) {
             return Ok(self.answer_here(&mut state, n, unknown.to_response(&client_id)));
         }
         let ticket = match self.cached_list(&request, &method) {
@@ -161,11 +161,16 @@ impl Session {
         None
     }
 
-    /// A `tools/call` names the tool as clients see it: it goes to the server under the
-    /// server's name, and a tool they do not see is unknown (`[tools]`).
-    fn to_server_tool(&self, request: &mut Message, method: &str) -> Result<(), ErrorAnswer> {
-        let exposure = &self.settings.tools;
-        if method != methods::TOOLS_CALL || exposure.is_identity() {
+    /// A `tools/call` (`prompts/get`) names the tool (prompt) as clients see it: it goes to
+    /// the server under the server's name, and one they do not see is unknown (`[tools]`,
+    /// `[prompts]`).
+    fn to_server_name(&self, request: &mut Message, method: &str) -> Result<(), ErrorAnswer> {
+        let (exposure, unknown): (_, fn(String) -> ErrorAnswer) = match method {
+            methods::TOOLS_CALL => (&self.settings.tools, ErrorAnswer::UnknownTool),
+            methods::PROMPTS_GET => (&self.settings.prompts, ErrorAnswer::UnknownPrompt),
+            _ => return Ok(()),
+        };
+        if exposure.is_identity() {
             return Ok(());
         }
         let mut params: Value = request
@@ -174,7 +179,7 @@ impl Session {
             .unwrap_or_default();
         let called = params["name"].as_str().unwrap_or_default().to_owned();
         let Some(name) = exposure.server_name(&called) else {
-            return Err(ErrorAnswer::UnknownTool(called));
+            return Err(unknown(called));
         };
         if name != called {
             params["name"] = Value::from(name);

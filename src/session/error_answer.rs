@@ -23,6 +23,9 @@ pub(super) enum ErrorAnswer {
     /// A `tools/call` of a tool the server's clients do not see (`[tools]`).
     #[error("Unknown tool: {0}")]
     UnknownTool(String),
+    /// A `prompts/get` of a prompt the server's clients do not see (`[prompts]`).
+    #[error("Unknown prompt: {0}")]
+    UnknownPrompt(String),
     /// A subscription past the session's limits.
     #[error(transparent)]
     Subscription(#[from] SubscriptionRefused),
@@ -43,7 +46,9 @@ impl ErrorAnswer {
         match self {
             ErrorAnswer::NotOffered(_) => METHOD_NOT_FOUND,
             ErrorAnswer::NotStarted => INVALID_REQUEST,
-            ErrorAnswer::Subscription(_) | ErrorAnswer::UnknownTool(_) => INVALID_PARAMS,
+            ErrorAnswer::Subscription(_)
+            | ErrorAnswer::UnknownTool(_)
+            | ErrorAnswer::UnknownPrompt(_) => INVALID_PARAMS,
             ErrorAnswer::Upstream(_) | ErrorAnswer::OwnerLeft => INTERNAL_ERROR,
         }
     }

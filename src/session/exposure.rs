@@ -1,18 +1,19 @@
-//! Which of a server's tools its clients see, and under which names (configuration, per
-//! server): allow and deny globs on the server's names, renames, a prefix for the gateway, and
-//! descriptions of the operator's own. A `tools/list` answer is rewritten on its way to the
-//! client (before the list cache keeps it); a `tools/call` names an exposed tool and goes to the
-//! server under the server's name, and a tool not exposed is an unknown tool, never sent.
+//! Which of a server's tools (and prompts) its clients see, and under which names
+//! (configuration, per server): allow and deny globs on the server's names, renames, a prefix
+//! for the gateway, and descriptions of the operator's own. A `tools/list` (`prompts/list`)
+//! answer is rewritten on its way to the client (before the list cache keeps it); a
+//! `tools/call` (`prompts/get`) names an exposed one and goes to the server under the server's
+//! name, and one not exposed is unknown, never sent.
 
 use std::collections::BTreeMap;
 
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-/// As the configuration spells it: `[tools]`, `[servers.<name>.tools]`.
+/// As the configuration spells it: `[tools]`, `[prompts]`, `[servers.<name>.tools]`, ….
 #[derive(Debug, Clone, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct ToolExposure {
+pub struct Exposure {
     /// Globs (`*`, `?`) on the server's names: only tools matching one are seen (none: all).
     pub allow: Vec<String>,
     /// Globs on the server's names: tools matching one are never seen.
@@ -25,7 +26,7 @@ pub struct ToolExposure {
     pub descriptions: BTreeMap<String, String>,
 }
 
-impl ToolExposure {
+impl Exposure {
     /// Whether clients see the server's tools as they are.
     pub fn is_identity(&self) -> bool {
         self.allow.is_empty()
@@ -60,10 +61,11 @@ impl ToolExposure {
         self.shows(name).then(|| name.to_owned())
     }
 
-    /// A `tools/list` result as clients see it; `None` when it is not one (left as it is).
-    pub fn list(&self, result: &RawValue) -> Option<Box<RawValue>> {
+    /// A list result (its `key`: `tools`, `prompts`) as clients see it; `None` when it is not
+    /// one (left as it is).
+    pub fn list(&self, result: &RawValue, key: &str) -> Option<Box<RawValue>> {
         let mut result: Value = serde_json::from_str(result.get()).ok()?;
-        let tools = result.get_mut("tools")?.as_array_mut()?;
+        let tools = result.get_mut(key)?.as_array_mut()?;
         tools.retain(|tool| tool["name"].as_str().is_some_and(|name| self.shows(name)));
         for tool in tools.iter_mut() {
             let Some(name) = tool["name"].as_str().map(str::to_owned) else {
@@ -99,8 +101,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn exposure() -> ToolExposure {
-        ToolExposure {
+    fn exposure() -> Exposure {
+        Exposure {
             allow: vec!["*".into()],
             deny: vec!["sleep*".into(), "debug_?".into()],
             rename: [("echo".to_owned(), "say".to_owned())].into(),
@@ -130,13 +132,13 @@ mod tests {
         assert_eq!(exposure.server_name("say"), None, "without the prefix");
         assert_eq!(exposure.server_name("demo_sleep"), None, "denied");
         assert_eq!(exposure.server_name("demo_debug_x"), None);
-        let only = ToolExposure {
+        let only = Exposure {
             allow: vec!["add".into()],
-            ..ToolExposure::default()
+            ..Exposure::default()
         };
         assert_eq!(only.server_name("add").as_deref(), Some("add"));
         assert_eq!(only.server_name("echo"), None, "not allowed");
-        assert!(ToolExposure::default().is_identity());
+        assert!(Exposure::default().is_identity());
     }
 
     #[test]
@@ -147,7 +149,8 @@ mod tests {
             { "name": "sleep", "description": "Sleeps." },
         ], "nextCursor": "c" });
         let raw = serde_json::value::to_raw_value(&listed).unwrap();
-        let seen: Value = serde_json::from_str(exposure().list(&raw).unwrap().get()).unwrap();
+        let seen: Value =
+            serde_json::from_str(exposure().list(&raw, "tools").unwrap().get()).unwrap();
         assert_eq!(
             seen,
             json!({ "tools": [

@@ -136,8 +136,13 @@ impl Session {
         if request.method == methods::INITIALIZE {
             self.file_initialize(state, message);
         }
-        if request.method == methods::TOOLS_LIST && !self.settings.tools.is_identity() {
-            if let Some(listed) = message.result().and_then(|r| self.settings.tools.list(r)) {
+        let exposed = match request.method.as_str() {
+            methods::TOOLS_LIST => Some((&self.settings.tools, "tools")),
+            methods::PROMPTS_LIST => Some((&self.settings.prompts, "prompts")),
+            _ => None,
+        };
+        if let Some((exposure, key)) = exposed.filter(|(exposure, _)| !exposure.is_identity()) {
+            if let Some(listed) = message.result().and_then(|r| exposure.list(r, key)) {
                 message.set_result(listed);
             }
         }

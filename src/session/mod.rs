@@ -80,7 +80,9 @@ pub struct SessionSettings {
     /// Where the server's spans go (nowhere unless tracing is on).
     pub spans: crate::spans::Spans,
     /// Which of the server's tools clients see, and under which names.
-    pub tools: Arc<exposure::ToolExposure>,
+    pub tools: Arc<exposure::Exposure>,
+    /// Which of the server's prompts clients see, and under which names.
+    pub prompts: Arc<exposure::Exposure>,
     /// Requests per second per principal, and per principal and tool.
     pub limits: rate::RateLimits,
 }
@@ -108,6 +110,7 @@ impl Default for SessionSettings {
             max_subscriptions: DEFAULT_MAX_SUBSCRIPTIONS,
             spans: crate::spans::Spans::default(),
             tools: Arc::default(),
+            prompts: Arc::default(),
             limits: rate::RateLimits::default(),
         }
     }
