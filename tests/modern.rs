@@ -1255,3 +1255,24 @@ async fn tools_are_exposed_to_2026_07_28_clients_as_configured() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_rate_counts_the_clients_requests_not_the_ones_the_proxy_makes_for_it() {
+    // One request per 100 s: the session's initialize, made by the proxy, must not spend it.
+    let proxy = Proxy::start_with(|config| config.limits.requests_per_second = 0.01).await;
+    let alice = Modern::new(&proxy, Some("alice"));
+    assert_eq!(
+        alice.call("echo", json!({ "text": "first" })).await["result"]["content"][0]["text"],
+        "first"
+    );
+    let (status, refused) = alice
+        .request(
+            2,
+            "tools/call",
+            json!({ "name": "echo", "arguments": { "text": "x" } }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{refused}");
+    assert_eq!(refused["error"]["code"], -32029, "{refused}");
+    assert!(refused["error"]["data"]["retryAfterMs"].as_u64().unwrap() > 90_000);
+}

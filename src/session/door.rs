@@ -74,6 +74,20 @@ impl Registry {
             refused.inc();
             return Err(SessionError::RateLimited(exceeded));
         }
+        self.carry(session, request).await
+    }
+
+    /// [`Registry::call`] for a request the proxy makes itself on a client's behalf (its
+    /// `initialize` of a session for a 2026-07-28 client, a question of its own): it takes
+    /// nothing from the principal's rate.
+    pub(in crate::session) async fn carry(
+        &self,
+        session: &Arc<Session>,
+        request: Message,
+    ) -> Result<StreamKey, SessionError> {
+        if self.is_leaving() {
+            return Err(SessionError::ShuttingDown);
+        }
         self.followed(session, request, |session, request| async move {
             session.call(request).await
         })
