@@ -3,7 +3,9 @@
 //! a second's worth of burst. A request over its limit is refused with how long to wait,
 //! before it reaches a session. With a shared store the replicas take from the same buckets
 //! there (`RedisStore::take`); else each keeps its own here, bounded: past `MAX_BUCKETS`, the
-//! ones that are full again are forgotten (a full bucket and a missing one are the same).
+//! ones that are full again are forgotten (a full bucket and a missing one are the same), and
+//! while every one kept is in use a new key is not kept (its request goes through uncounted:
+//! memory stays bounded whatever the number of principals).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -88,14 +90,21 @@ impl Bucket {
 #[derive(Debug, Default)]
 pub struct Limiter {
     limits: RateLimits,
+    /// Buckets kept at most.
+    capacity: usize,
     /// A bucket's key → when it is full again (this replica's own count).
     buckets: Mutex<HashMap<String, Instant>>,
 }
 
 impl Limiter {
     pub fn new(limits: RateLimits) -> Limiter {
+        Limiter::with_capacity(limits, MAX_BUCKETS)
+    }
+
+    fn with_capacity(limits: RateLimits, capacity: usize) -> Limiter {
         Limiter {
             limits,
+            capacity,
             buckets: Mutex::default(),
         }
     }
@@ -128,7 +137,7 @@ impl Limiter {
     pub fn admit(&self, buckets: &[Bucket]) -> Result<(), Exceeded> {
         let now = Instant::now();
         let mut full_at = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
-        if full_at.len() >= MAX_BUCKETS {
+        if full_at.len() >= self.capacity {
             full_at.retain(|_, at| *at > now);
         }
         let mut taken = Vec::with_capacity(buckets.len());
@@ -146,7 +155,9 @@ impl Limiter {
             taken.push(next);
         }
         for (bucket, next) in buckets.iter().zip(taken) {
-            full_at.insert(bucket.key.clone(), next);
+            if full_at.len() < self.capacity || full_at.contains_key(&bucket.key) {
+                full_at.insert(bucket.key.clone(), next);
+            }
         }
         Ok(())
     }
@@ -198,6 +209,38 @@ mod tests {
         tokio::time::advance(Duration::from_millis(500)).await;
         assert!(limiter.admit(&limiter.buckets(&alice, &ping)).is_ok());
         assert!(limiter.admit(&limiter.buckets(&alice, &ping)).is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_buckets_kept_are_bounded_whatever_the_number_of_principals() {
+        let limiter = Limiter::with_capacity(
+            RateLimits {
+                requests_per_second: 1.0,
+                ..RateLimits::default()
+            },
+            2,
+        );
+        let ping = request("ping", "");
+        for n in 0..10 {
+            let principal = Principal::from_credential(format!("Bearer {n}").as_bytes());
+            assert!(limiter.admit(&limiter.buckets(&principal, &ping)).is_ok());
+        }
+        let kept = || limiter.buckets.lock().unwrap().len();
+        assert_eq!(
+            kept(),
+            2,
+            "new keys are not kept while every bucket is in use"
+        );
+        let first = Principal::from_credential(b"Bearer 0");
+        assert!(
+            limiter.admit(&limiter.buckets(&first, &ping)).is_err(),
+            "a kept one still counts"
+        );
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let late = Principal::from_credential(b"Bearer late");
+        assert!(limiter.admit(&limiter.buckets(&late, &ping)).is_ok());
+        assert!(kept() <= 2, "full buckets make room");
+        assert!(limiter.admit(&limiter.buckets(&late, &ping)).is_err());
     }
 
     #[tokio::test(start_paused = true)]
