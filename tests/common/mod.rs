@@ -17,6 +17,7 @@ use mcp_session_proxy::sse::{self, Decoder};
 use serde_json::{json, Value};
 use tokio::net::TcpStream;
 
+pub mod auth_server;
 pub mod cluster;
 pub mod ws;
 
