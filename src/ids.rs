@@ -68,6 +68,12 @@ fn is_base64url(b: u8) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Principal(String);
 
+impl Default for Principal {
+    fn default() -> Principal {
+        Principal::anonymous()
+    }
+}
+
 impl Principal {
     pub fn anonymous() -> Principal {
         Principal("anonymous".into())
@@ -77,6 +83,17 @@ impl Principal {
     pub fn from_credential(credential: &[u8]) -> Principal {
         let digest = Sha256::digest(credential);
         Principal(format!("sha256:{}", hex(&digest[..16])))
+    }
+
+    /// The principal an OAuth access token names: its issuer and subject, whatever token
+    /// (refreshed, exchanged) names them.
+    pub fn from_subject(issuer: &str, subject: &str) -> Principal {
+        let digest = Sha256::new()
+            .chain_update(issuer.trim_end_matches('/').as_bytes())
+            .chain_update([0])
+            .chain_update(subject.as_bytes())
+            .finalize();
+        Principal(format!("sub:{}", hex(&digest[..16])))
     }
 
     /// A principal as the shared store and the internal hop carry it (`as_str`).

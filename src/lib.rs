@@ -15,6 +15,9 @@
 //!     the session it is served in (`correlation`, `pool`), the call and its stream (`call`,
 //!     `exchange`), what the server asks of the client (`server_requests`, `retry`), listens;
 //!     `data_layer/` serves sessions named in messages and state handles.
+//!   - `authorization` makes the proxy an OAuth 2.1 resource server in front of every path
+//!     (401/403 with their challenges, the RFC 9728 metadata); `guard` says who a request
+//!     acts for.
 //!   - Shared by all: `event_stream`, the one SSE writer (prelude, priming, keep-alive from
 //!     `http.sse_keep_alive`, close-after, `retry:` at shutdown), fed by `session_stream` and
 //!     each listen; `telemetry`, the one wrapper around a request (its metrics, its span from
@@ -53,17 +56,21 @@
 //!   cluster secret, [`metrics`] the Prometheus figures per server, [`spans`] spans and their
 //!   OTLP/HTTP export, [`memory`] freed memory given back, [`clock`] deadlines that never
 //!   overflow, [`redact`] what is printed of URLs and session ids, [`backlog`] the bounded
-//!   write-behind queue's count, which upstream readers wait on.
+//!   write-behind queue's count, which upstream readers wait on, [`auth`] bearer tokens
+//!   verified (JWT signatures by the issuer's keys, introspection, the issuer's metadata),
+//!   [`error_chain`] an error and its causes on one line.
 //! - Entry: [`config`] options and validation, [`server`] start and stop, [`demo`] the bundled
 //!   server (it names methods from the same table).
 
 #![forbid(unsafe_code)]
 
+pub mod auth;
 pub mod backlog;
 pub mod clock;
 pub mod config;
 pub mod demo;
 pub mod era;
+pub mod error_chain;
 pub mod event;
 pub mod front;
 pub mod hop;

@@ -282,6 +282,25 @@ process_wide! {
     }
 }
 
+process_wide! {
+    /// The resource server's figures (process-wide: one issuer for every server).
+    AuthMetrics {
+        refused: Family<Vec<(&'static str, &'static str)>, Counter> = Family::default(), "auth_refused_requests",
+            "Requests refused for their bearer token, by reason: missing, invalid (malformed, forged, another issuer's), expired, audience (issued for another resource), scope (step-up needed), unavailable (the authorization server could not be reached).";
+        tokens_cached: Gauge = Gauge::default(), "auth_tokens_cached",
+            "Verified tokens kept until they expire, so that reusing one costs no signature check (at most 10,000).";
+        key_fetches: Counter = Counter::default(), "auth_key_fetches",
+            "Fetches of the issuer's keys (JWKS): at first use, after their maximum age, and for a key not yet known at most once per auth.jwks_refetch_interval.";
+    }
+}
+
+impl AuthMetrics {
+    /// Counts a request refused for `reason`.
+    pub fn refuse(&self, reason: &'static str) {
+        self.refused.get_or_create(&vec![("reason", reason)]).inc();
+    }
+}
+
 /// Every figure of the process, and the registry that renders them.
 #[derive(Debug)]
 pub struct Metrics {
@@ -289,6 +308,7 @@ pub struct Metrics {
     servers: ServerFamilies,
     pub store: Arc<StoreMetrics>,
     pub spans: SpanMetrics,
+    pub auth: AuthMetrics,
 }
 
 impl Default for Metrics {
@@ -297,7 +317,9 @@ impl Default for Metrics {
         let servers = ServerFamilies::register(&mut registry);
         let store = Arc::new(StoreMetrics::register(&mut registry));
         let spans = SpanMetrics::register(&mut registry);
+        let auth = AuthMetrics::register(&mut registry);
         Metrics {
+            auth,
             registry,
             servers,
             store,

@@ -85,6 +85,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         shutdown: &shutdown,
     };
     let secrets = config.child_secrets();
+    let auth = config.auth.settings()?;
     let default = match config.serves_default() {
         true => {
             let spec = settled(&config.upstream, &secrets).await?;
@@ -120,6 +121,8 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         metrics: metrics.clone(),
         shutdown: shutdown.clone(),
         cluster: Cluster::new(store.clone()),
+        auth: auth
+            .map(|settings| Arc::new(crate::auth::Authority::new(settings, metrics.auth.clone()))),
     });
     let closing = CancellationToken::new();
     let served = tokio::spawn(front::serve(listener, router.clone(), closing.clone()));

@@ -57,6 +57,8 @@ pub struct Config {
     pub prompts: Exposure,
     /// Requests per second per principal (and per principal and tool), for every served server.
     pub limits: RateLimits,
+    /// The proxy as an OAuth 2.1 resource server: tokens from this issuer on every request.
+    pub auth: super::AuthConfig,
     /// Gateway mode: named servers, each at `/servers/<name>/mcp` (and `/sse`).
     pub servers: BTreeMap<String, ServerConfig>,
 }
@@ -275,6 +277,7 @@ impl Default for Config {
             tools: Exposure::default(),
             prompts: Exposure::default(),
             limits: RateLimits::default(),
+            auth: super::AuthConfig::default(),
             servers: BTreeMap::new(),
         }
     }
@@ -352,7 +355,7 @@ impl Default for HttpConfig {
     }
 }
 
-fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+pub(super) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let text = String::deserialize(d)?;
     parse_duration(&text).map_err(serde::de::Error::custom)
 }

@@ -2,6 +2,7 @@
 //! validation whose messages name the offending key (`validate`), and the settings each layer
 //! takes from it (`settings`).
 
+mod auth;
 mod cli;
 mod duration;
 mod file;
@@ -13,6 +14,7 @@ use std::path::Path;
 
 use anyhow::Context;
 
+pub use auth::{AuthConfig, SecretSource};
 pub use cli::{Cli, Command};
 pub use duration::parse_duration;
 pub use file::{

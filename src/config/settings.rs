@@ -66,6 +66,10 @@ impl Config {
         .into_iter()
         .filter_map(|name| std::env::var(name).ok());
         let mut values = vec![self.cluster.secret.clone()];
+        // Read again at start, where a missing one is an error; here only what is there.
+        if let Some(secret) = &self.auth.client_secret {
+            values.extend(secret.read("auth.client_secret").ok());
+        }
         for list in otlp {
             let decoded = list
                 .split(',')

@@ -19,6 +19,7 @@ impl Config {
         self.upstream.validate("upstream")?;
         self.validate_store()?;
         self.validate_limits()?;
+        self.auth.validate()?;
         if !self.tracing.otlp_endpoint.trim().is_empty() {
             self.exporter_settings("")?;
         }

@@ -5,7 +5,21 @@ use http::uri::Authority;
 use http::{header, HeaderMap, HeaderName, Uri};
 
 use super::HttpSettings;
+use crate::auth::Verified;
 use crate::ids::Principal;
+
+/// A request whose bearer token the resource server verified (`authorization::admit`): who it
+/// acts for, and until when.
+#[derive(Debug, Clone)]
+pub struct Admitted {
+    pub verified: std::sync::Arc<Verified>,
+}
+
+impl Admitted {
+    pub fn principal(&self) -> &Principal {
+        &self.verified.principal
+    }
+}
 
 /// Why a request's `Host` or `Origin` is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -108,9 +122,16 @@ pub fn open_to_anyone(settings: &HttpSettings) -> bool {
         && settings.principal_header.is_none()
 }
 
-/// The principal a request acts for: the trusted header when one is configured, else a digest
-/// of `Authorization`, else anonymous.
-pub fn principal(settings: &HttpSettings, headers: &HeaderMap) -> Principal {
+/// The principal a request acts for: the one its verified token names (with `[auth]`), else
+/// the trusted header when one is configured, else a digest of `Authorization`, else anonymous.
+pub fn principal(
+    settings: &HttpSettings,
+    headers: &HeaderMap,
+    extensions: &http::Extensions,
+) -> Principal {
+    if let Some(admitted) = extensions.get::<Admitted>() {
+        return admitted.principal().clone();
+    }
     let credential = match &settings.principal_header {
         Some(name) => headers.get(name.as_str()),
         None => headers.get(header::AUTHORIZATION),
@@ -289,7 +310,7 @@ mod tests {
         headers.insert("x-user", "alice".parse().unwrap());
         let plain = HttpSettings::default();
         assert_eq!(
-            principal(&plain, &headers),
+            principal(&plain, &headers, &http::Extensions::new()),
             Principal::from_credential(b"Bearer one")
         );
         let trusted = HttpSettings {
@@ -297,11 +318,11 @@ mod tests {
             ..HttpSettings::default()
         };
         assert_eq!(
-            principal(&trusted, &headers),
+            principal(&trusted, &headers, &http::Extensions::new()),
             Principal::from_credential(b"alice")
         );
         assert_eq!(
-            principal(&trusted, &HeaderMap::new()),
+            principal(&trusted, &HeaderMap::new(), &http::Extensions::new()),
             Principal::anonymous()
         );
     }

@@ -33,7 +33,7 @@ pub async fn open(app: &App, request: Request<Incoming>) -> Response<Body> {
 
 async fn stream(app: &App, request: &Request<Incoming>) -> Result<Response<Body>, Rejection> {
     check_origin(app, request.headers())?;
-    let principal = guard::principal(&app.http, request.headers());
+    let principal = guard::principal(&app.http, request.headers(), request.extensions());
     // The server starts at the client's initialize: a stream that never initializes costs
     // no process or connection upstream.
     let session = app
@@ -122,7 +122,7 @@ async fn find_session(app: &App, parts: &http::request::Parts) -> Result<Arc<Ses
     app.registry
         .find(
             id,
-            &guard::principal(&app.http, &parts.headers),
+            &guard::principal(&app.http, &parts.headers, &parts.extensions),
             parts.headers.get(http::header::AUTHORIZATION),
         )
         .await

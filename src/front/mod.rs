@@ -2,6 +2,7 @@
 //! A front turns requests into session calls; it never reaches into an upstream.
 
 pub mod access;
+pub mod authorization;
 pub mod body;
 pub mod data_layer;
 pub mod event_stream;
@@ -123,11 +124,13 @@ pub struct Router {
     pub metrics: Arc<Metrics>,
     pub shutdown: CancellationToken,
     pub cluster: Cluster,
+    /// The resource server, with `[auth]`: every served path needs a token it verifies.
+    pub auth: Option<Arc<crate::auth::Authority>>,
 }
 
 impl Router {
     /// The server a path is for and the endpoint it names there (`mcp`, `sse`, `messages`).
-    fn served<'p>(&self, path: &'p str) -> Option<(&Arc<App>, &'p str)> {
+    pub fn served<'p>(&self, path: &'p str) -> Option<(&Arc<App>, &'p str)> {
         match path.strip_prefix("/servers/") {
             Some(rest) => {
                 let (name, endpoint) = rest.split_once('/')?;
@@ -199,7 +202,7 @@ pub async fn serve(listener: TcpListener, router: Arc<Router>, closing: Cancella
     connections.wait().await;
 }
 
-async fn route(router: &Router, request: Request<Incoming>) -> Response<Body> {
+async fn route(router: &Router, mut request: Request<Incoming>) -> Response<Body> {
     let path = request.uri().path();
     if let Some(rest) = path.strip_prefix("/internal/") {
         // Signed with the hop key, which a rebinding page cannot do.
@@ -229,6 +232,18 @@ async fn route(router: &Router, request: Request<Incoming>) -> Response<Body> {
         "/metrics" => return metrics_text(router.metrics.render()),
         _ => {}
     }
+    if let Some(document) = authorization::metadata(router, &request) {
+        return document;
+    }
+    let Some((app, _)) = router.served(path) else {
+        return text(StatusCode::NOT_FOUND, "not found\n".into());
+    };
+    if let Err(rejection) = authorization::admit(router, &mut request).await {
+        let response = rejection.into_response();
+        telemetry::refused(app, request.method(), &response);
+        return response;
+    }
+    let path = request.uri().path();
     let Some((app, endpoint)) = router.served(path) else {
         return text(StatusCode::NOT_FOUND, "not found\n".into());
     };

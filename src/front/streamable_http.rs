@@ -22,6 +22,7 @@ use super::request::{check_origin, header_str};
 use super::session_stream::{self, Extras, Framing};
 use super::telemetry::{self, Telemetry};
 use super::App;
+use crate::ids::Principal;
 use crate::session::log::EventId;
 use crate::session::protocol;
 use crate::session::{Delivery, Reader, Session};
@@ -39,15 +40,16 @@ const PRIMING_SINCE: &str = "2025-11-25";
 
 pub async fn handle(app: &App, request: Request<Incoming>) -> Response<Body> {
     let mut telemetry = Telemetry::request(app, telemetry::label_of(request.method()));
+    let principal = guard::principal(&app.http, request.headers(), request.extensions());
     let outcome = match check_origin(app, request.headers()) {
         Err(rejection) => Err(rejection),
         Ok(()) => match *request.method() {
             Method::GET | Method::DELETE if is_modern_without_session(request.headers()) => {
                 Err(Rejection::modern_method_not_allowed())
             }
-            Method::POST => post(app, request, &mut telemetry).await,
-            Method::GET => get(app, request.headers()).await,
-            Method::DELETE => delete(app, request.headers()).await,
+            Method::POST => post(app, request, principal, &mut telemetry).await,
+            Method::GET => get(app, request.headers(), &principal).await,
+            Method::DELETE => delete(app, request.headers(), &principal).await,
             _ => Err(Rejection::method_not_allowed()),
         },
     };
@@ -103,9 +105,13 @@ fn refuse_protocol_header(headers: &HeaderMap) -> Result<(), Rejection> {
     }
 }
 
-async fn delete(app: &App, headers: &HeaderMap) -> Result<Response<Body>, Rejection> {
+async fn delete(
+    app: &App,
+    headers: &HeaderMap,
+    principal: &Principal,
+) -> Result<Response<Body>, Rejection> {
     refuse_protocol_header(headers)?;
-    let session = find_session(app, headers).await?;
+    let session = find_session(app, headers, principal).await?;
     app.registry.end_everywhere(session.id()).await;
     Ok(Response::new(Body::empty()))
 }
@@ -132,10 +138,14 @@ fn open_stream(
     session_stream::open(app, reader, start, first, framing, Extras::default())
 }
 
-async fn find_session(app: &App, headers: &HeaderMap) -> Result<Arc<Session>, Rejection> {
+async fn find_session(
+    app: &App,
+    headers: &HeaderMap,
+    principal: &Principal,
+) -> Result<Arc<Session>, Rejection> {
     let id = header_str(headers, SESSION_HEADER)
         .ok_or_else(|| Rejection::bad_request("Bad Request: Mcp-Session-Id header is required"))?;
-    transport_session(app, id, &guard::principal(&app.http, headers), headers).await
+    transport_session(app, id, principal, headers).await
 }
 
 fn set_session_header(response: &mut Response<Body>, session: &Session) {

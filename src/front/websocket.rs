@@ -15,13 +15,14 @@ use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, Instrument};
 
 use super::body::Body;
-use super::guard;
+use super::guard::{self, Admitted};
 use super::rejection::Rejection;
 use super::request::{check_origin, header_str};
 use super::streamable_http::SESSION_HEADER;
@@ -53,6 +54,11 @@ pub fn upgrade(app: Arc<App>, mut request: Request<Incoming>) -> Response<Body> 
     let telemetry = Telemetry::opening(&app);
     let outcome = accept(&app, &request).map(|(response, principal)| {
         let credential = request.headers().get(header::AUTHORIZATION).cloned();
+        // A connection lives no longer than the token that opened it.
+        let expires = request
+            .extensions()
+            .get::<Admitted>()
+            .map(|admitted| Instant::now() + admitted.verified.remaining());
         let on_upgrade = hyper::upgrade::on(&mut request);
         let config = WebSocketConfig::default()
             .max_message_size(Some(app.http.max_body_bytes))
@@ -69,7 +75,7 @@ pub fn upgrade(app: Arc<App>, mut request: Request<Incoming>) -> Response<Body> 
                             Some(config),
                         )
                         .await;
-                        Connection::new(connected, principal, credential)
+                        Connection::new(connected, principal, credential, expires)
                             .run(socket)
                             .await;
                     }
@@ -128,7 +134,10 @@ fn accept(
             HeaderValue::from_static(SUBPROTOCOL),
         );
     }
-    Ok((response, guard::principal(&app.http, headers)))
+    Ok((
+        response,
+        guard::principal(&app.http, headers, request.extensions()),
+    ))
 }
 
 fn offered_subprotocols(headers: &HeaderMap) -> Vec<String> {
@@ -154,6 +163,9 @@ struct Connection {
     app: Arc<App>,
     principal: Principal,
     credential: Option<HeaderValue>,
+    /// When its token stops being accepted: then it is closed (1008), and the client connects
+    /// again with a fresh token and resumes its session.
+    expires: Option<Instant>,
     bound: Option<Bound>,
     /// What the client's data-layer sessions and listens send it, written as it comes.
     named: mpsc::Sender<Bytes>,
@@ -163,12 +175,18 @@ struct Connection {
 }
 
 impl Connection {
-    fn new(app: Arc<App>, principal: Principal, credential: Option<HeaderValue>) -> Connection {
+    fn new(
+        app: Arc<App>,
+        principal: Principal,
+        credential: Option<HeaderValue>,
+        expires: Option<Instant>,
+    ) -> Connection {
         let (named, named_out) = mpsc::channel(64);
         Connection {
             app,
             principal,
             credential,
+            expires,
             bound: None,
             named,
             named_out,

@@ -80,17 +80,7 @@ pub fn is_event_stream<B>(response: &Response<B>) -> bool {
         .is_some_and(|v| v.starts_with("text/event-stream"))
 }
 
-/// An error with its causes, for messages that say what really went wrong.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
+pub use crate::error_chain::error_chain;
 
 /// An SSE response body read event by event.
 pub struct EventStream<B = Incoming> {

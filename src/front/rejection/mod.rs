@@ -6,6 +6,7 @@
 //! The 2026-07-28 front's refusals are in `modern`, those about sessions named in messages in
 //! `data_layer`.
 
+mod authorization;
 mod data_layer;
 mod modern;
 
@@ -28,8 +29,11 @@ pub struct Rejection {
     pub message: String,
     pub id: Value,
     pub data: Option<Box<Value>>,
-    pub retry_after: Option<u64>,
+    /// Seconds, for `Retry-After`.
+    pub retry_after: Option<u32>,
     pub allow: Option<&'static str>,
+    /// The bearer challenge of a 401 or 403 (RFC 6750 §3).
+    pub challenge: Option<Box<str>>,
 }
 
 impl Rejection {
@@ -42,6 +46,7 @@ impl Rejection {
             data: None,
             retry_after: None,
             allow: None,
+            challenge: None,
         }
     }
 
@@ -174,7 +179,10 @@ impl Rejection {
         let wait = exceeded.retry_after();
         let retry_after_ms = wait.as_millis().max(1) as u64;
         Rejection {
-            retry_after: Some(wait.as_secs() + u64::from(wait.subsec_nanos() > 0)),
+            retry_after: Some(
+                u32::try_from(wait.as_secs() + u64::from(wait.subsec_nanos() > 0))
+                    .unwrap_or(u32::MAX),
+            ),
             data: Some(Box::new(
                 serde_json::json!({ "retryAfterMs": retry_after_ms }),
             )),
@@ -232,6 +240,13 @@ impl Rejection {
         }
         if let Some(allow) = self.allow {
             headers.insert(header::ALLOW, HeaderValue::from_static(allow));
+        }
+        if let Some(challenge) = self
+            .challenge
+            .as_deref()
+            .and_then(|c| HeaderValue::from_str(c).ok())
+        {
+            headers.insert(header::WWW_AUTHENTICATE, challenge);
         }
         response
     }

@@ -11,13 +11,18 @@ use crate::front::rejection::Rejection;
 use crate::front::request::{header_str, require_accept};
 use crate::front::traced;
 use crate::front::App;
+use crate::ids::Principal;
 use crate::session::log::{EventId, StreamKey};
 use crate::session::ReadError;
 
-pub(super) async fn get(app: &App, headers: &HeaderMap) -> Result<Response<Body>, Rejection> {
+pub(super) async fn get(
+    app: &App,
+    headers: &HeaderMap,
+    principal: &Principal,
+) -> Result<Response<Body>, Rejection> {
     refuse_protocol_header(headers)?;
     require_accept(headers, &["text/event-stream"])?;
-    let session = find_session(app, headers).await?;
+    let session = find_session(app, headers, principal).await?;
     check_protocol_version(headers)?;
     let (stream, after) = match header_str(headers, LAST_EVENT_ID) {
         None => (StreamKey::Standalone, None),

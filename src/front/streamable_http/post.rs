@@ -17,7 +17,6 @@ use super::{
 };
 use crate::front::body::Body;
 use crate::front::data_layer::legacy::{self, Routed};
-use crate::front::guard;
 use crate::front::modern;
 use crate::front::rejection::{failed_request, Rejection};
 use crate::front::request::{accepted, header_str, json, media_type_is, read_body, require_accept};
@@ -33,6 +32,7 @@ use crate::session::{Delivery, Session, Shape};
 pub(super) async fn post(
     app: &App,
     request: Request<Incoming>,
+    principal: Principal,
     telemetry: &mut Telemetry<'_>,
 ) -> Result<Response<Body>, Rejection> {
     let (parts, body) = request.into_parts();
@@ -50,7 +50,7 @@ pub(super) async fn post(
     .await?;
     let mut message = session_methods::parse(body)?;
     telemetry.read(&headers, &mut message);
-    dispatch(app, &headers, message, telemetry).await
+    dispatch(app, &headers, message, principal, telemetry).await
 }
 
 /// A parsed client message, to the 2026-07-28 face, a protocol-level session or the
@@ -59,9 +59,9 @@ async fn dispatch(
     app: &App,
     headers: &HeaderMap,
     message: Message,
+    principal: Principal,
     telemetry: &mut Telemetry<'_>,
 ) -> Result<Response<Body>, Rejection> {
-    let principal = guard::principal(&app.http, headers);
     telemetry.set("mcp_proxy.principal", principal.as_str().to_owned());
     let session_id = header_str(headers, SESSION_HEADER);
     let protocol_session = header_str(headers, protocol::HTTP_HEADER);

@@ -28,6 +28,16 @@ enum Wake {
     Named(Bytes),
     Tick,
     Shutdown,
+    /// The token that opened the connection is no longer accepted.
+    Expired,
+}
+
+/// Ready when `expires` passes; never without it.
+async fn expiry(expires: Option<Instant>) {
+    match expires {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// What to do after a wake.
@@ -53,6 +63,7 @@ impl Connection {
                 Some(payload) = self.named_out.recv() => Wake::Named(payload),
                 _ = ticks.tick() => Wake::Tick,
                 () = shutdown.cancelled() => Wake::Shutdown,
+                () = expiry(self.expires) => Wake::Expired,
             };
             let next = match wake {
                 Wake::Frame(frame) => {
@@ -78,6 +89,10 @@ impl Connection {
                     Err(_) => Next::Gone,
                 },
                 Wake::Shutdown => Next::Close(CloseCode::Away, "the proxy is shutting down"),
+                Wake::Expired => Next::Close(
+                    CloseCode::Policy,
+                    "the access token expired: connect again with a fresh one",
+                ),
             };
             match next {
                 Next::Continue => {}

@@ -1,0 +1,225 @@
+//! The resource server's face (MCP authorization; RFC 9728, RFC 6750): with `[auth]`, every
+//! request to a served path carries a bearer token the issuer signed for this resource, or is
+//! refused with a challenge; the token's (issuer, subject) is the principal its sessions are
+//! bound to. Each served resource (`/mcp`, `/sse` and every gateway path) publishes its
+//! Protected Resource Metadata at `/.well-known/oauth-protected-resource` + its path.
+
+use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use serde_json::json;
+
+use super::body::Body;
+use super::guard::Admitted;
+use super::rejection::Rejection;
+use super::Router;
+use crate::auth::{Authority, TokenError};
+
+/// Where every resource's metadata is, with the resource's path appended.
+pub const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
+
+/// The resource a served path belongs to: `/mcp` for `/mcp`, `/sse` for `/sse` and
+/// `/messages`, and the same under `/servers/<name>`.
+fn resource_path(path: &str) -> Option<String> {
+    let (prefix, endpoint) = match path.strip_prefix("/servers/") {
+        Some(rest) => {
+            let (name, endpoint) = rest.split_once('/')?;
+            (format!("/servers/{name}"), endpoint)
+        }
+        None => (String::new(), path.trim_start_matches('/')),
+    };
+    match endpoint {
+        "mcp" => Some(format!("{prefix}/mcp")),
+        "sse" | "messages" => Some(format!("{prefix}/sse")),
+        _ => None,
+    }
+}
+
+/// The URL clients reach the proxy at: the configured public URL, else `http://` and the
+/// request's `Host` (already checked against the allowed hosts).
+fn base_url(authority: &Authority, headers: &HeaderMap) -> String {
+    match &authority.settings.public_url {
+        Some(url) => url.trim_end_matches('/').to_owned(),
+        None => {
+            let host = headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or("localhost");
+            format!("http://{host}")
+        }
+    }
+}
+
+/// Checks the bearer token of a request to a served path, and marks the request with who it
+/// acts for. Without `[auth]`, every request passes unmarked.
+pub async fn admit<B>(router: &Router, request: &mut Request<B>) -> Result<(), Rejection> {
+    let Some(authority) = &router.auth else {
+        return Ok(());
+    };
+    let Some(resource) = resource_path(request.uri().path()) else {
+        return Ok(());
+    };
+    let base = base_url(authority, request.headers());
+    let metadata_url = format!("{base}{WELL_KNOWN}{resource}");
+    let settings = &authority.settings;
+    let refuse = |reason: &'static str, rejection: Rejection| {
+        router.metrics.auth.refuse(reason);
+        rejection
+    };
+    let token = match bearer(request.headers()) {
+        Bearer::Missing => {
+            let rejection = Rejection::unauthorized(&metadata_url, &settings.required_scopes);
+            return Err(refuse("missing", rejection));
+        }
+        Bearer::Malformed => {
+            let rejection = Rejection::invalid_token(&metadata_url, &TokenError::Malformed);
+            return Err(refuse("invalid", rejection));
+        }
+        Bearer::Token(token) => token,
+    };
+    let verified = authority.verify(token).await.map_err(|error| {
+        refuse(
+            error.reason(),
+            Rejection::invalid_token(&metadata_url, &error),
+        )
+    })?;
+    let audiences = match &settings.audience {
+        Some(audience) => vec![audience.clone()],
+        None => served_resources(&base, &resource),
+    };
+    if !verified.names_any(&audiences) {
+        let rejection = Rejection::invalid_token(&metadata_url, &TokenError::Audience);
+        return Err(refuse("audience", rejection));
+    }
+    if !verified.lacks(&settings.required_scopes).is_empty() {
+        let rejection = Rejection::insufficient_scope(&metadata_url, &settings.required_scopes);
+        return Err(refuse("scope", rejection));
+    }
+    request.extensions_mut().insert(Admitted { verified });
+    Ok(())
+}
+
+/// The resource URLs of the server `resource` belongs to (its `/mcp` and its `/sse`): a token
+/// for one is good for the other.
+fn served_resources(base: &str, resource: &str) -> Vec<String> {
+    let server = resource
+        .strip_suffix("/mcp")
+        .or_else(|| resource.strip_suffix("/sse"))
+        .unwrap_or(resource);
+    vec![format!("{base}{server}/mcp"), format!("{base}{server}/sse")]
+}
+
+enum Bearer<'h> {
+    Missing,
+    Malformed,
+    Token(&'h str),
+}
+
+/// The one `Authorization: Bearer` token of a request (RFC 6750 §2.1; the scheme is
+/// case-insensitive). A token in the query string is never read (MCP authorization forbids it).
+fn bearer(headers: &HeaderMap) -> Bearer<'_> {
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return match headers.contains_key(header::AUTHORIZATION) {
+            true => Bearer::Malformed,
+            false => Bearer::Missing,
+        };
+    };
+    let Some((scheme, token)) = value.to_str().ok().and_then(|v| v.split_once(' ')) else {
+        return Bearer::Malformed;
+    };
+    let token = token.trim();
+    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() || token.contains(' ') {
+        return Bearer::Malformed;
+    }
+    Bearer::Token(token)
+}
+
+/// The Protected Resource Metadata document at `path` (RFC 9728 §3), when `path` is under
+/// the well-known prefix and names a served resource (the bare prefix: `/mcp`'s, or with
+/// only gateway servers, the proxy's own).
+pub fn metadata<B>(router: &Router, request: &Request<B>) -> Option<Response<Body>> {
+    let authority = router.auth.as_ref()?;
+    let rest = request.uri().path().strip_prefix(WELL_KNOWN)?;
+    let resource = match rest {
+        "" | "/" if router.default.is_some() => "/mcp".to_owned(),
+        "" | "/" => String::new(),
+        _ => {
+            let resource = resource_path(rest).filter(|r| r == rest)?;
+            router.served(&resource)?;
+            resource
+        }
+    };
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        return Some(Rejection::method_not_allowed().into_response());
+    }
+    let settings = &authority.settings;
+    let base = base_url(authority, request.headers());
+    let mut document = json!({
+        "resource": format!("{base}{resource}"),
+        "authorization_servers": [settings.issuer],
+        "bearer_methods_supported": ["header"],
+        "resource_name": "mcp-session-proxy",
+    });
+    if !settings.required_scopes.is_empty() {
+        document["scopes_supported"] = json!(settings.required_scopes);
+    }
+    let mut response = Response::new(Body::full(document.to_string()));
+    *response.status_mut() = StatusCode::OK;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    // Browser clients read it from another origin.
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    headers.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("max-age=3600"),
+    );
+    Some(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_endpoint_belongs_to_its_servers_resource() {
+        assert_eq!(resource_path("/mcp").as_deref(), Some("/mcp"));
+        assert_eq!(resource_path("/messages").as_deref(), Some("/sse"));
+        assert_eq!(
+            resource_path("/servers/fs/messages").as_deref(),
+            Some("/servers/fs/sse")
+        );
+        assert_eq!(resource_path("/metrics"), None);
+        assert_eq!(
+            served_resources("https://p.example", "/servers/fs/sse"),
+            [
+                "https://p.example/servers/fs/mcp",
+                "https://p.example/servers/fs/sse"
+            ]
+        );
+    }
+
+    #[test]
+    fn only_one_well_formed_bearer_token_is_read() {
+        let with = |values: &[&str]| {
+            let mut headers = HeaderMap::new();
+            for value in values {
+                headers.append(header::AUTHORIZATION, value.parse().unwrap());
+            }
+            match bearer(&headers) {
+                Bearer::Missing => "missing".to_owned(),
+                Bearer::Malformed => "malformed".to_owned(),
+                Bearer::Token(token) => token.to_owned(),
+            }
+        };
+        assert_eq!(with(&[]), "missing");
+        assert_eq!(with(&["bearer abc"]), "abc");
+        assert_eq!(with(&["Basic abc"]), "malformed");
+        assert_eq!(with(&["Bearer "]), "malformed");
+        assert_eq!(with(&["Bearer a", "Bearer b"]), "malformed");
+    }
+}

@@ -1,0 +1,614 @@
+//! The proxy as an OAuth 2.1 resource server (`[auth]`), against a real authorization server
+//! (oidc-provider): a request without a valid token gets 401 naming the resource's metadata,
+//! one without the scopes 403; the principal is the token's issuer and subject, so a refreshed
+//! token keeps its session, its replay and its resume, on any replica, and another subject's
+//! token finds nothing. Keys rotated at the issuer are taken without a restart, and a burst of
+//! unknown keys costs the issuer one fetch.
+
+mod common;
+
+use std::time::Duration;
+
+use common::auth_server::{claims_of, AuthServer};
+use common::cluster::{Redis, Replica};
+use common::ws::Ws;
+use common::{within, Client, Proxy};
+use http::{Method, StatusCode};
+use mcp_session_proxy::config::{Config, SecretSource};
+use serde_json::{json, Value};
+
+fn guarded(issuer: &str) -> impl FnOnce(&mut Config) + '_ {
+    move |config: &mut Config| config.auth.issuer = issuer.to_owned()
+}
+
+fn resource(proxy: &Proxy, path: &str) -> String {
+    format!("http://{}{path}", proxy.addr())
+}
+
+fn bearer(token: &str) -> Option<String> {
+    Some(format!("Bearer {token}"))
+}
+
+fn challenge(headers: &http::HeaderMap) -> String {
+    headers
+        .get("www-authenticate")
+        .expect("a WWW-Authenticate challenge")
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// The resource metadata document at `path`.
+async fn metadata(client: &Client, path: &str) -> Value {
+    let reply = client.send_to(path, Method::GET, &[], None).await;
+    assert_eq!(reply.status, StatusCode::OK, "{path}");
+    reply.json().await
+}
+
+async fn initialize_reply(client: &Client) -> common::Reply {
+    client
+        .post(&json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": { "protocolVersion": "2025-11-25", "capabilities": {},
+                        "clientInfo": { "name": "auth", "version": "1" } }
+        }))
+        .await
+}
+
+/// A token `alice` (or whoever) holds for the proxy's `/mcp`.
+async fn token(issuer: &AuthServer, proxy: &Proxy, client: &str) -> String {
+    issuer
+        .token(client, &resource(proxy, "/mcp"), "mcp:tools")
+        .await
+}
+
+#[tokio::test]
+async fn without_a_token_a_client_learns_where_to_get_one() {
+    let issuer = AuthServer::start().await;
+    let proxy = Proxy::start_with(guarded(issuer.issuer())).await;
+    let client = Client::new(proxy.addr());
+    let reply = initialize_reply(&client).await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+    let metadata_url = format!(
+        "http://{}/.well-known/oauth-protected-resource/mcp",
+        proxy.addr()
+    );
+    assert_eq!(
+        challenge(&reply.headers),
+        format!("Bearer resource_metadata=\"{metadata_url}\"")
+    );
+    assert_eq!(reply.json().await["error"]["code"], -32600);
+
+    let document = client
+        .send_to(
+            "/.well-known/oauth-protected-resource/mcp",
+            Method::GET,
+            &[],
+            None,
+        )
+        .await;
+    assert_eq!(document.status, StatusCode::OK);
+    let document = document.json().await;
+    assert_eq!(document["resource"], resource(&proxy, "/mcp"));
+    assert_eq!(document["authorization_servers"], json!([issuer.issuer()]));
+    assert_eq!(document["bearer_methods_supported"], json!(["header"]));
+    let bare = metadata(&client, "/.well-known/oauth-protected-resource").await;
+    assert_eq!(bare, document);
+    let unknown = client
+        .send_to(
+            "/.well-known/oauth-protected-resource/servers/nope/mcp",
+            Method::GET,
+            &[],
+            None,
+        )
+        .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+
+    // Health and metrics stay open to probes.
+    let health = client.send_to("/healthz", Method::GET, &[], None).await;
+    assert_eq!(health.status, StatusCode::OK);
+    assert_eq!(
+        proxy.metric("mcp_proxy_auth_refused_requests_total{reason=\"missing\"}"),
+        1
+    );
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_refreshed_token_keeps_its_session_its_replay_and_its_resume() {
+    let issuer = AuthServer::start().await;
+    let proxy = Proxy::start_with(guarded(issuer.issuer())).await;
+    let mut alice = Client::new(proxy.addr());
+    alice.authorization = bearer(&token(&issuer, &proxy, "alice").await);
+    alice.initialize("2025-11-25").await;
+    let stream = alice.get(None).await;
+    assert_eq!(stream.status, StatusCode::OK);
+    drop(stream);
+
+    // A token refreshed at the issuer: new bytes, the same issuer and subject.
+    let refreshed = token(&issuer, &proxy, "alice").await;
+    assert_ne!(alice.authorization, bearer(&refreshed));
+    alice.authorization = bearer(&refreshed);
+    assert_eq!(
+        alice.call_tool("echo", json!({ "text": "still me" })).await,
+        "still me"
+    );
+    let mut resumed = alice.get(None).await;
+    assert_eq!(
+        resumed.status,
+        StatusCode::OK,
+        "the session's stream, again"
+    );
+    drop(resumed.next_chunk().await);
+
+    // Another subject, with a valid token of its own, finds no such session.
+    let mut bob = alice.clone();
+    bob.authorization = bearer(&token(&issuer, &proxy, "bob").await);
+    let id = bob.next_id();
+    let foreign = bob
+        .post(&json!({ "jsonrpc": "2.0", "id": id, "method": "tools/list" }))
+        .await;
+    assert_eq!(foreign.status, StatusCode::NOT_FOUND);
+    assert_eq!(bob.get(None).await.status, StatusCode::NOT_FOUND);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn expired_foreign_and_forged_tokens_get_401_invalid_token() {
+    let issuer = AuthServer::start().await;
+    let stranger = AuthServer::start().await;
+    let proxy = Proxy::start_with(guarded(issuer.issuer())).await;
+    let audience = resource(&proxy, "/mcp");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let claims = |changes: Value| {
+        let mut claims = json!({
+            "iss": issuer.issuer(), "sub": "alice", "aud": audience,
+            "iat": now, "exp": now + 300, "scope": "mcp:tools"
+        });
+        for (key, value) in changes.as_object().unwrap() {
+            claims[key] = value.clone();
+        }
+        claims
+    };
+    let good = issuer.sign(claims(json!({})), "RS256").await;
+    let (header, payload) = good.rsplit_once('.').unwrap().0.split_once('.').unwrap();
+    let mut tampered_claims = claims_of(&good);
+    tampered_claims["sub"] = json!("admin");
+    let tampered = format!(
+        "{header}.{}.{}",
+        base64_url(&tampered_claims.to_string()),
+        good.rsplit('.').next().unwrap()
+    );
+    assert_ne!(payload, tampered.split('.').nth(1).unwrap());
+    let cases = [
+        (
+            "expired",
+            issuer
+                .sign(claims(json!({ "exp": now - 120 })), "RS256")
+                .await,
+            "the token expired",
+        ),
+        (
+            "another audience",
+            issuer
+                .sign(
+                    claims(json!({ "aud": "http://elsewhere.example/mcp" })),
+                    "RS256",
+                )
+                .await,
+            "not issued for this resource",
+        ),
+        (
+            "another issuer",
+            issuer
+                .sign(claims(json!({ "iss": stranger.issuer() })), "RS256")
+                .await,
+            "another issuer",
+        ),
+        (
+            "a key the issuer does not publish",
+            stranger.sign(claims(json!({})), "RS256").await,
+            "a key the issuer does not publish",
+        ),
+        (
+            "a payload changed after signing",
+            tampered,
+            "signature does not verify",
+        ),
+        (
+            "not yet valid",
+            issuer
+                .sign(claims(json!({ "nbf": now + 600 })), "ES256")
+                .await,
+            "not valid yet",
+        ),
+        (
+            "not a JWT",
+            "opaque-but-no-introspection".to_owned(),
+            "not a well-formed JWT",
+        ),
+    ];
+    for (case, token, says) in cases {
+        let mut client = Client::new(proxy.addr());
+        client.authorization = bearer(&token);
+        let reply = initialize_reply(&client).await;
+        assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{case}");
+        let challenge = challenge(&reply.headers);
+        assert!(
+            challenge.starts_with("Bearer error=\"invalid_token\""),
+            "{case}: {challenge}"
+        );
+        assert!(challenge.contains(says), "{case}: {challenge}");
+        assert!(
+            challenge.contains("resource_metadata="),
+            "{case}: {challenge}"
+        );
+    }
+    // The same claims, signed by each of the issuer's algorithms, pass.
+    for alg in ["RS256", "ES256", "EdDSA"] {
+        let mut client = Client::new(proxy.addr());
+        client.authorization = bearer(&issuer.sign(claims(json!({})), alg).await);
+        assert_eq!(
+            initialize_reply(&client).await.status,
+            StatusCode::OK,
+            "{alg}"
+        );
+    }
+    proxy.stop().await;
+}
+
+fn base64_url(text: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text)
+}
+
+#[tokio::test]
+async fn a_key_rotated_at_the_issuer_is_taken_without_a_restart() {
+    let issuer = AuthServer::start().await;
+    let proxy = Proxy::start_with(|config| {
+        config.auth.issuer = issuer.issuer().to_owned();
+        config.auth.jwks_refetch_interval = Duration::ZERO;
+    })
+    .await;
+    let mut alice = Client::new(proxy.addr());
+    alice.authorization = bearer(&token(&issuer, &proxy, "alice").await);
+    alice.initialize("2025-11-25").await;
+    assert_eq!(issuer.requests().await["jwks"], 1);
+
+    issuer.rotate().await;
+    alice.authorization = bearer(&token(&issuer, &proxy, "alice").await);
+    assert_eq!(
+        alice.call_tool("echo", json!({ "text": "new key" })).await,
+        "new key"
+    );
+    assert_eq!(
+        issuer.requests().await["jwks"],
+        2,
+        "fetched again for the new key"
+    );
+    alice.call_tool("echo", json!({ "text": "cached" })).await;
+    assert_eq!(issuer.requests().await["jwks"], 2);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_burst_of_unknown_keys_costs_the_issuer_one_fetch() {
+    let issuer = AuthServer::start().await;
+    let proxy = Proxy::start_with(guarded(issuer.issuer())).await;
+    let mut alice = Client::new(proxy.addr());
+    alice.authorization = bearer(&token(&issuer, &proxy, "alice").await);
+    alice.initialize("2025-11-25").await;
+    let fetched = issuer.requests().await["jwks"].as_u64().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let claims = json!({ "iss": issuer.issuer(), "sub": "mallory",
+        "aud": resource(&proxy, "/mcp"), "exp": now + 300 });
+    let mut refused = Vec::new();
+    for n in 0..20 {
+        let forged = issuer
+            .sign_with_kid(claims.clone(), "RS256", Some(&format!("forged-{n}")))
+            .await;
+        let mut client = Client::new(proxy.addr());
+        client.authorization = bearer(&forged);
+        refused.push(async move { initialize_reply(&client).await.status });
+    }
+    let statuses = futures_util::future::join_all(refused).await;
+    assert!(statuses.iter().all(|s| *s == StatusCode::UNAUTHORIZED));
+    let fetched_after = issuer.requests().await["jwks"].as_u64().unwrap();
+    assert!(
+        fetched_after <= fetched + 1,
+        "{} fetches for 20 unknown keys",
+        fetched_after - fetched
+    );
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn missing_scopes_get_403_naming_the_scopes_to_ask_for() {
+    let issuer = AuthServer::start().await;
+    let proxy = Proxy::start_with(|config| {
+        config.auth.issuer = issuer.issuer().to_owned();
+        config.auth.required_scopes = vec!["mcp:tools".into(), "mcp:admin".into()];
+    })
+    .await;
+    let mut client = Client::new(proxy.addr());
+    let missing = initialize_reply(&client).await;
+    assert_eq!(
+        challenge(&missing.headers),
+        format!(
+            "Bearer resource_metadata=\"http://{}/.well-known/oauth-protected-resource/mcp\", \
+             scope=\"mcp:tools mcp:admin\"",
+            proxy.addr()
+        )
+    );
+    let narrow = issuer
+        .token("alice", &resource(&proxy, "/mcp"), "mcp:tools")
+        .await;
+    client.authorization = bearer(&narrow);
+    let refused = initialize_reply(&client).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    let challenge = challenge(&refused.headers);
+    assert!(
+        challenge.starts_with("Bearer error=\"insufficient_scope\", scope=\"mcp:tools mcp:admin\""),
+        "{challenge}"
+    );
+    let wide = issuer
+        .token("alice", &resource(&proxy, "/mcp"), "mcp:tools mcp:admin")
+        .await;
+    client.authorization = bearer(&wide);
+    client.initialize("2025-11-25").await;
+    let document = metadata(&client, "/.well-known/oauth-protected-resource/mcp").await;
+    assert_eq!(
+        document["scopes_supported"],
+        json!(["mcp:tools", "mcp:admin"])
+    );
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn every_front_needs_a_token_for_its_own_resource() {
+    let issuer = AuthServer::start().await;
+    let proxy = Proxy::start_with(|config| {
+        config.auth.issuer = issuer.issuer().to_owned();
+        let mut server = mcp_session_proxy::config::ServerConfig::default();
+        server.upstream.stdio = config.upstream.stdio.clone();
+        config.servers.insert("files".into(), server);
+    })
+    .await;
+    let for_mcp = token(&issuer, &proxy, "alice").await;
+
+    // Legacy SSE: the stream and its messages.
+    let plain = Client::new(proxy.addr());
+    let refused = plain
+        .send_to(
+            "/sse",
+            Method::GET,
+            &[("accept", "text/event-stream")],
+            None,
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+    assert!(challenge(&refused.headers).contains("/.well-known/oauth-protected-resource/sse\""));
+    let mut with_token = Client::new(proxy.addr());
+    with_token.authorization = bearer(&for_mcp);
+    let authorization = format!("Bearer {for_mcp}");
+    let sse_headers = [
+        ("accept", "text/event-stream"),
+        ("authorization", authorization.as_str()),
+    ];
+    let mut stream = plain.send_to("/sse", Method::GET, &sse_headers, None).await;
+    assert_eq!(stream.status, StatusCode::OK);
+    let endpoint = within("the endpoint event", stream.next_event())
+        .await
+        .expect("an endpoint event")
+        .data;
+    let ping = json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" }).to_string();
+    let message_headers = [
+        ("content-type", "application/json"),
+        ("authorization", authorization.as_str()),
+    ];
+    let accepted = plain
+        .send_to(&endpoint, Method::POST, &message_headers, Some(ping.into()))
+        .await;
+    assert_eq!(accepted.status, StatusCode::ACCEPTED);
+    let message = plain
+        .send_to(
+            &endpoint,
+            Method::POST,
+            &[("content-type", "application/json")],
+            Some(
+                json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" })
+                    .to_string()
+                    .into(),
+            ),
+        )
+        .await;
+    assert_eq!(
+        message.status,
+        StatusCode::UNAUTHORIZED,
+        "each message needs one"
+    );
+
+    // WebSocket: at the upgrade.
+    let upgrade =
+        Ws::connect_with(proxy.addr(), "/mcp", &[("sec-websocket-protocol", "mcp")]).await;
+    match upgrade {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), StatusCode::UNAUTHORIZED)
+        }
+        other => panic!("a WebSocket without a token: {:?}", other.map(|_| ())),
+    }
+    let mut ws = Ws::connect_with(
+        proxy.addr(),
+        "/mcp",
+        &[
+            ("sec-websocket-protocol", "mcp"),
+            ("authorization", &authorization),
+        ],
+    )
+    .await
+    .expect("a WebSocket with a token");
+    ws.initialize().await;
+
+    // A 2026-07-28 request: a token on each.
+    let modern = json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {
+        "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                   "io.modelcontextprotocol/clientCapabilities": {} } } });
+    let headers = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/list"),
+    ];
+    let body = Some(bytes::Bytes::from(modern.to_string()));
+    let refused = plain.send(Method::POST, &headers, body.clone()).await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+    let mut with_token_headers = headers.to_vec();
+    with_token_headers.push(("authorization", &authorization));
+    let served = plain.send(Method::POST, &with_token_headers, body).await;
+    assert_eq!(served.status, StatusCode::OK);
+
+    // A gateway path is a resource of its own: /mcp's token is not for it.
+    let mut gateway = Client::new(proxy.addr());
+    gateway.path = "/servers/files/mcp".into();
+    let refused = initialize_reply(&gateway).await;
+    assert!(challenge(&refused.headers)
+        .contains("/.well-known/oauth-protected-resource/servers/files/mcp\""));
+    gateway.authorization = bearer(&for_mcp);
+    let refused = initialize_reply(&gateway).await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+    assert!(challenge(&refused.headers).contains("not issued for this resource"));
+    let own = issuer
+        .token(
+            "alice",
+            &resource(&proxy, "/servers/files/mcp"),
+            "mcp:tools",
+        )
+        .await;
+    gateway.authorization = bearer(&own);
+    gateway.initialize("2025-11-25").await;
+    let document = metadata(
+        &gateway,
+        "/.well-known/oauth-protected-resource/servers/files/mcp",
+    )
+    .await;
+    assert_eq!(document["resource"], resource(&proxy, "/servers/files/mcp"));
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_websocket_closes_when_its_token_expires_and_its_session_resumes_with_a_new_one() {
+    let issuer = AuthServer::start().await;
+    let proxy = Proxy::start_with(|config| {
+        config.auth.issuer = issuer.issuer().to_owned();
+        config.auth.clock_skew = Duration::ZERO;
+    })
+    .await;
+    let short = issuer
+        .token_for("alice", &resource(&proxy, "/mcp"), "mcp:tools", 2)
+        .await;
+    let authorization = format!("Bearer {short}");
+    let mut ws = Ws::connect_with(
+        proxy.addr(),
+        "/mcp",
+        &[
+            ("sec-websocket-protocol", "mcp"),
+            ("authorization", &authorization),
+        ],
+    )
+    .await
+    .unwrap();
+    let session = ws.start_session().await;
+    ws.initialize().await;
+    let (_, close) = within("the token to expire", ws.until_closed()).await;
+    let close = close.expect("a close frame");
+    assert_eq!(u16::from(close.code), 1008);
+    assert!(close.reason.contains("token expired"), "{}", close.reason);
+
+    let fresh = format!("Bearer {}", token(&issuer, &proxy, "alice").await);
+    let mut again = Ws::connect_with(
+        proxy.addr(),
+        "/mcp",
+        &[("sec-websocket-protocol", "mcp"), ("authorization", &fresh)],
+    )
+    .await
+    .unwrap();
+    let resumed = again.resume(&session, &Value::Null).await;
+    assert_eq!(resumed["resumed"], true, "{resumed}");
+    assert_eq!(
+        again.call_tool("echo", json!({ "text": "back" })).await,
+        "back"
+    );
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_session_opened_on_one_replica_is_served_on_another_with_a_refreshed_token() {
+    let issuer = AuthServer::start().await;
+    let mut redis = Redis::start().await;
+    let audience = "http://mcp.example/mcp";
+    let flags = [
+        "--auth-issuer",
+        issuer.issuer(),
+        "--auth-audience",
+        audience,
+    ];
+    let a = Replica::start(&redis, "a", &flags).await;
+    let b = Replica::start(&redis, "b", &flags).await;
+    let mut on_a = Client::new(a.addr);
+    on_a.authorization = bearer(&issuer.token("alice", audience, "mcp:tools").await);
+    on_a.initialize("2025-11-25").await;
+
+    let mut on_b = common::cluster::through(&on_a, &b);
+    on_b.authorization = bearer(&issuer.token("alice", audience, "mcp:tools").await);
+    assert_eq!(
+        on_b.call_tool("echo", json!({ "text": "via b" })).await,
+        "via b"
+    );
+
+    let mut bob = on_b.clone();
+    bob.authorization = bearer(&issuer.token("bob", audience, "mcp:tools").await);
+    let id = bob.next_id();
+    let foreign = bob
+        .post(&json!({ "jsonrpc": "2.0", "id": id, "method": "tools/list" }))
+        .await;
+    assert_eq!(foreign.status, StatusCode::NOT_FOUND);
+    redis.stop().await;
+}
+
+#[tokio::test]
+async fn an_opaque_token_is_introspected_once_and_kept() {
+    let issuer = AuthServer::start().await;
+    let audience = "http://opaque.example/mcp";
+    let secret =
+        std::env::temp_dir().join(format!("mcp-proxy-client-secret-{}", std::process::id()));
+    std::fs::write(&secret, "proxy-secret\n").unwrap();
+    let proxy = Proxy::start_with(|config| {
+        config.auth.issuer = issuer.issuer().to_owned();
+        config.auth.audience = audience.to_owned();
+        config.auth.introspection_endpoint = issuer.introspection_endpoint().to_owned();
+        config.auth.client_id = "proxy".into();
+        config.auth.client_secret = Some(SecretSource::File(secret.clone()));
+    })
+    .await;
+    let opaque = issuer.token("alice", audience, "mcp:tools").await;
+    assert!(!opaque.contains('.'), "an opaque token: {opaque}");
+    let mut alice = Client::new(proxy.addr());
+    alice.authorization = bearer(&opaque);
+    alice.initialize("2025-11-25").await;
+    alice.call_tool("echo", json!({ "text": "again" })).await;
+    assert_eq!(issuer.requests().await["introspection"], 1);
+
+    let mut unknown = Client::new(proxy.addr());
+    unknown.authorization = bearer("not-a-token-the-issuer-knows");
+    let refused = initialize_reply(&unknown).await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+    assert!(challenge(&refused.headers).contains("not active"));
+    proxy.stop().await;
+    std::fs::remove_file(secret).unwrap();
+}
