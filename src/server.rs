@@ -202,6 +202,7 @@ impl Shared<'_> {
                 session.data_layer_settings(),
                 self.keys.layer_state.clone(),
             ),
+            upstream_credentials: upstream.upstream_credentials(),
         })
     }
 

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{eventually, within, Proxy};
+use common::{eventually, recording_upstream, within, Proxy};
 use http::StatusCode;
 use mcp_session_proxy::ids::Principal;
 use serde_json::json;
@@ -205,28 +205,6 @@ async fn typescript_sdk_client_through_the_proxy_to_server_everything_over_http(
     assert_eq!(report["echoed"], "Echo: hi");
     front.stop().await;
     server.kill().await.unwrap();
-}
-
-/// A listener that records the first request head it receives, answers 503, and closes.
-async fn recording_upstream() -> (String, tokio::task::JoinHandle<String>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let recorded = tokio::spawn(async move {
-        let (mut socket, _) = listener.accept().await.unwrap();
-        let mut head = Vec::new();
-        let mut buffer = [0u8; 1024];
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-            let n = socket.read(&mut buffer).await.unwrap();
-            assert!(n > 0, "the request head arrives");
-            head.extend_from_slice(&buffer[..n]);
-        }
-        let _ = socket
-            .write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
-            .await;
-        String::from_utf8_lossy(&head).to_lowercase()
-    });
-    (url, recorded)
 }
 
 #[tokio::test]

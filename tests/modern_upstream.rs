@@ -304,6 +304,7 @@ async fn auto_asks_an_http_server_and_bridges_only_one_that_refuses_initialize()
         request_timeout: std::time::Duration::from_secs(10),
         max_event_bytes: 1 << 20,
         forward_authorization: false,
+        static_header: None,
         protocol: Era::Auto,
         trace_headers: true,
     };

@@ -5,6 +5,7 @@
 //! wire sees of it (401, 403, the RFC 9728 metadata) is the front's.
 
 pub mod discovery;
+pub mod exchange;
 pub mod fetch;
 pub mod jwk;
 pub mod jwt;
@@ -144,6 +145,9 @@ pub enum TokenError {
     Inactive,
     #[error("the token was not issued for this resource")]
     Audience,
+    /// Passthrough: the token does not name the server it would be passed on to.
+    #[error("the token's audience does not name the server {0}, and a token issued for the proxy is never passed on")]
+    NotForServer(String),
     /// The authorization server could not say: the request may be retried.
     #[error("the authorization server could not be reached to check the token: {0}")]
     Unavailable(String),
@@ -154,7 +158,7 @@ impl TokenError {
     pub fn reason(&self) -> &'static str {
         match self {
             TokenError::Expired | TokenError::NotYetValid | TokenError::IssuedInFuture => "expired",
-            TokenError::Audience => "audience",
+            TokenError::Audience | TokenError::NotForServer(_) => "audience",
             TokenError::Unavailable(_) => "unavailable",
             _ => "invalid",
         }
@@ -168,6 +172,7 @@ pub struct Authority {
     endpoints: OnceCell<Endpoints>,
     keys: KeyCache,
     tokens: TokenCache,
+    exchanges: exchange::Exchanges,
     metrics: AuthMetrics,
 }
 
@@ -179,6 +184,7 @@ impl Authority {
             fetcher: Fetcher::default(),
             endpoints: OnceCell::new(),
             tokens: TokenCache::default(),
+            exchanges: exchange::Exchanges::default(),
             metrics,
         }
     }

@@ -145,6 +145,23 @@ pub struct UpstreamConfig {
     pub isolation: Isolation,
     /// HTTP and SSE upstreams: send the session creator's `Authorization` to the server.
     pub forward_authorization: bool,
+    /// HTTP and SSE servers: what the server gets to authenticate the proxy's requests:
+    /// `none`, `static` (a header of the operator's), and with `[auth]`, `passthrough` (the
+    /// client's token, only when its audience names the server) or `exchange` (RFC 8693: a
+    /// token for the server, from the issuer).
+    pub auth: super::UpstreamAuth,
+    /// `static`: the header (`Authorization` is sent as `Bearer <secret>`).
+    pub auth_header: String,
+    /// `static`: where the header's secret is: `{ env = "NAME" }` or `{ file = "/path" }`.
+    pub auth_secret: Option<super::SecretSource>,
+    /// `passthrough`, `exchange`: the server's resource URL ("": its `http` or `sse` URL).
+    pub auth_resource: String,
+    /// `exchange`: an `audience` to ask for besides the resource.
+    pub auth_audience: String,
+    /// `exchange`: the scopes to ask for ("": the issuer's choice).
+    pub auth_scope: String,
+    /// `exchange`: the issuer's token endpoint ("": from its metadata).
+    pub auth_token_endpoint: String,
     /// stdio, per-session: children kept started ahead of sessions.
     pub warm: usize,
     /// The revision the server speaks: `legacy` (2024-11-05 … 2025-11-25), `2026-07-28` (the
@@ -292,6 +309,13 @@ impl Default for UpstreamConfig {
             request_timeout: SessionSettings::default().request_timeout,
             isolation: Isolation::PerSession,
             forward_authorization: false,
+            auth: super::UpstreamAuth::None,
+            auth_header: "Authorization".into(),
+            auth_secret: None,
+            auth_resource: String::new(),
+            auth_audience: String::new(),
+            auth_scope: String::new(),
+            auth_token_endpoint: String::new(),
             warm: 0,
             protocol: Era::Auto,
             cache_lists: None,

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use anyhow::Context;
 
-pub use auth::{AuthConfig, SecretSource};
+pub use auth::{AuthConfig, SecretSource, UpstreamAuth};
 pub use cli::{Cli, Command};
 pub use duration::parse_duration;
 pub use file::{

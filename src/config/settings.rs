@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
+use super::auth::UpstreamAuth;
 use super::file::{Config, Isolation, SessionConfig, UpstreamConfig};
 use super::validate::parse_http_url;
 use crate::front::HttpSettings;
@@ -70,6 +71,13 @@ impl Config {
         if let Some(secret) = &self.auth.client_secret {
             values.extend(secret.read("auth.client_secret").ok());
         }
+        let upstreams = std::iter::once(&self.upstream)
+            .chain(self.servers.values().map(|server| &server.upstream));
+        for upstream in upstreams {
+            if let Some(secret) = &upstream.auth_secret {
+                values.extend(secret.read("auth_secret").ok());
+            }
+        }
         for list in otlp {
             let decoded = list
                 .split(',')
@@ -129,7 +137,12 @@ impl UpstreamConfig {
                 url: parse_http_url(url)?,
                 request_timeout: self.request_timeout,
                 max_event_bytes: self.max_line_bytes,
-                forward_authorization: self.forward_authorization,
+                forward_authorization: self.forward_authorization
+                    || matches!(
+                        self.auth,
+                        UpstreamAuth::Passthrough | UpstreamAuth::Exchange
+                    ),
+                static_header: self.static_header()?,
                 protocol: self.protocol,
                 trace_headers: self.trace_headers,
             })

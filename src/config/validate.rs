@@ -20,6 +20,7 @@ impl Config {
         self.validate_store()?;
         self.validate_limits()?;
         self.auth.validate()?;
+        self.validate_upstream_auth()?;
         if !self.tracing.otlp_endpoint.trim().is_empty() {
             self.exporter_settings("")?;
         }
@@ -216,6 +217,7 @@ impl UpstreamConfig {
         if self.forward_authorization && self.http.is_none() && self.sse.is_none() {
             bail!("{key}.forward_authorization applies to http and sse servers only");
         }
+        self.validate_auth(key)?;
         if self.isolation == Isolation::Shared && (self.http.is_some() || self.sse.is_some()) {
             bail!("{key}.isolation = \"shared\" applies to stdio servers only");
         }

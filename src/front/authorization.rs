@@ -10,8 +10,21 @@ use serde_json::json;
 use super::body::Body;
 use super::guard::Admitted;
 use super::rejection::Rejection;
-use super::Router;
+use super::{App, Router};
+use crate::auth::exchange::ExchangeTarget;
 use crate::auth::{Authority, TokenError};
+
+/// What a served server gets of a verified client's token, in place of its `Authorization`.
+#[derive(Debug, Clone, Default)]
+pub enum UpstreamCredentials {
+    /// Nothing (the server may get a header of the operator's instead).
+    #[default]
+    Withheld,
+    /// The token itself, when its audience names the server's resource (else 401).
+    Passthrough { resource: String },
+    /// A token for the server, exchanged for the client's at the issuer.
+    Exchange(ExchangeTarget),
+}
 
 /// Where every resource's metadata is, with the resource's path appended.
 pub const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
@@ -48,9 +61,14 @@ fn base_url(authority: &Authority, headers: &HeaderMap) -> String {
     }
 }
 
-/// Checks the bearer token of a request to a served path, and marks the request with who it
-/// acts for. Without `[auth]`, every request passes unmarked.
-pub async fn admit<B>(router: &Router, request: &mut Request<B>) -> Result<(), Rejection> {
+/// Checks the bearer token of a request to a served path, marks the request with who it acts
+/// for, and puts in its `Authorization` what `app`'s server may get of it (nothing, the token
+/// itself, or one exchanged for the server). Without `[auth]`, every request passes unmarked.
+pub async fn admit<B>(
+    router: &Router,
+    app: &App,
+    request: &mut Request<B>,
+) -> Result<(), Rejection> {
     let Some(authority) = &router.auth else {
         return Ok(());
     };
@@ -73,9 +91,9 @@ pub async fn admit<B>(router: &Router, request: &mut Request<B>) -> Result<(), R
             let rejection = Rejection::invalid_token(&metadata_url, &TokenError::Malformed);
             return Err(refuse("invalid", rejection));
         }
-        Bearer::Token(token) => token,
+        Bearer::Token(token) => token.to_owned(),
     };
-    let verified = authority.verify(token).await.map_err(|error| {
+    let verified = authority.verify(&token).await.map_err(|error| {
         refuse(
             error.reason(),
             Rejection::invalid_token(&metadata_url, &error),
@@ -93,6 +111,26 @@ pub async fn admit<B>(router: &Router, request: &mut Request<B>) -> Result<(), R
         let rejection = Rejection::insufficient_scope(&metadata_url, &settings.required_scopes);
         return Err(refuse("scope", rejection));
     }
+    let for_server = match &app.upstream_credentials {
+        UpstreamCredentials::Withheld => None,
+        UpstreamCredentials::Passthrough { resource } => {
+            if !verified.names_any(std::slice::from_ref(resource)) {
+                let error = TokenError::NotForServer(resource.clone());
+                let rejection = Rejection::invalid_token(&metadata_url, &error);
+                return Err(refuse("audience", rejection));
+            }
+            request.headers().get(header::AUTHORIZATION).cloned()
+        }
+        UpstreamCredentials::Exchange(target) => {
+            let exchanged = authority.exchange(&verified, &token, target).await;
+            Some(exchanged.map_err(|error| refuse("exchange", Rejection::exchange(&error)))?)
+        }
+    };
+    let headers = request.headers_mut();
+    match for_server {
+        Some(credential) => headers.insert(header::AUTHORIZATION, credential),
+        None => headers.remove(header::AUTHORIZATION),
+    };
     request.extensions_mut().insert(Admitted { verified });
     Ok(())
 }

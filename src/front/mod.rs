@@ -113,6 +113,8 @@ pub struct App {
     pub modern: modern::Modern,
     /// Sessions clients name in their messages: data-layer sessions and state handles.
     pub data_layer: data_layer::DataLayer,
+    /// With `[auth]`: what its server gets of a client's token.
+    pub upstream_credentials: authorization::UpstreamCredentials,
 }
 
 /// Every served server: `/mcp` (the single-server form) and `/servers/<name>/…` (a gateway).
@@ -238,7 +240,7 @@ async fn route(router: &Router, mut request: Request<Incoming>) -> Response<Body
     let Some((app, _)) = router.served(path) else {
         return text(StatusCode::NOT_FOUND, "not found\n".into());
     };
-    if let Err(rejection) = authorization::admit(router, &mut request).await {
+    if let Err(rejection) = authorization::admit(router, app, &mut request).await {
         let response = rejection.into_response();
         telemetry::refused(app, request.method(), &response);
         return response;

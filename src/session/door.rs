@@ -29,6 +29,7 @@ impl Registry {
         credential: Option<&HeaderValue>,
     ) -> Result<Option<Arc<Session>>, SessionError> {
         if let Some(session) = self.get(id, principal) {
+            session.remember_credential(credential);
             return Ok(Some(session));
         }
         let Some(redis) = self.store.redis() else {

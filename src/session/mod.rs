@@ -39,6 +39,7 @@ use tracing::Span;
 use crate::ids::Principal;
 use crate::metrics::ServerMetrics;
 use crate::store::{Backlog, Mirror, Op};
+use crate::upstream::credential::Credential;
 use crate::upstream::owner::HopError;
 use crate::upstream::{Upstream, UpstreamError};
 use list_cache::ListCache;
@@ -254,9 +255,10 @@ pub struct Session {
     /// A view's successor: this replica's own session after it took the session over. Readers
     /// of the view read on there, from where they were.
     successor: std::sync::OnceLock<Arc<Session>>,
-    /// A view: the `Authorization` of the newest request that reached it, for the upstream
-    /// this replica builds if it takes the session over (never written to the store).
-    credential: Mutex<Option<http::HeaderValue>>,
+    /// The client's credential for the server, as the newest request brought it: what its
+    /// upstream sends (when configured to), or for a view, what the upstream this replica
+    /// builds if it takes the session over gets (never written to the store).
+    credential: Credential,
 }
 
 impl std::fmt::Debug for Session {
@@ -277,6 +279,7 @@ impl Session {
         settings: Arc<SessionSettings>,
         metrics: Arc<ServerMetrics>,
         mirror: Option<Mirror>,
+        credential: Credential,
     ) -> Arc<Session> {
         let backlog = mirror.as_ref().map(|mirror| mirror.backlog().clone());
         Arc::new_cyclic(|this| Session {
@@ -295,12 +298,17 @@ impl Session {
             following: Default::default(),
             ended: CancellationToken::new(),
             successor: std::sync::OnceLock::new(),
-            credential: Mutex::new(None),
+            credential,
         })
     }
 
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// Takes the credential of a request that reached the session (the newest one stays).
+    pub(crate) fn remember_credential(&self, credential: Option<&http::HeaderValue>) {
+        self.credential.renew(credential);
     }
 
     pub fn principal(&self) -> &Principal {

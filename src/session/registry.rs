@@ -20,6 +20,7 @@ use crate::ids::{self, Principal};
 use crate::jsonrpc::Message;
 use crate::metrics::{Refusal, ServerMetrics};
 use crate::store::Store;
+use crate::upstream::credential::Credential;
 use crate::upstream::deferred::DeferredUpstream;
 use crate::upstream::factory::{Binding, UpstreamFactory};
 use crate::upstream::{Sink, Upstream, UpstreamError, UpstreamSpec};
@@ -131,7 +132,10 @@ impl Registry {
         shape: Shape,
         credential: Option<HeaderValue>,
     ) -> Result<Arc<Session>, SessionError> {
-        self.create_with(principal, shape, || self.upstreams.build(credential))
+        let credential = Credential::new(credential);
+        self.create_with(principal, shape, credential.clone(), || {
+            self.upstreams.build(credential)
+        })
     }
 
     /// Creates a session whose server starts at its client's `initialize`: until then it costs
@@ -143,7 +147,8 @@ impl Registry {
         shape: Shape,
         credential: Option<HeaderValue>,
     ) -> Result<Arc<Session>, SessionError> {
-        self.create_with(principal, shape, || {
+        let credential = Credential::new(credential);
+        self.create_with(principal, shape, credential.clone(), || {
             Ok(DeferredUpstream::build(self.upstreams.clone(), credential))
         })
     }
@@ -152,6 +157,7 @@ impl Registry {
         &self,
         principal: Principal,
         shape: Shape,
+        credential: Credential,
         build: impl FnOnce() -> Result<(Upstream, Arc<Binding>), UpstreamError>,
     ) -> Result<Arc<Session>, SessionError> {
         if self.is_leaving() {
@@ -198,6 +204,7 @@ impl Registry {
             self.settings.clone(),
             self.metrics.clone(),
             mirror,
+            credential,
         );
         binding.bind(Arc::downgrade(&session) as Weak<dyn Sink>);
         if self.store.redis().is_some() {

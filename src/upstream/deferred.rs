@@ -6,13 +6,13 @@
 
 use std::sync::{Arc, Mutex};
 
-use http::HeaderValue;
 use tracing::debug;
 
 use super::factory::{Binding, UpstreamFactory};
 use super::{Upstream, UpstreamError};
 use crate::jsonrpc::{Kind, Message};
 use crate::methods;
+use crate::upstream::credential::Credential;
 
 /// A session's upstream until and after its server starts.
 #[derive(Clone)]
@@ -29,7 +29,7 @@ struct Inner {
 
 enum Stage {
     /// Not started; the client's credential, for an HTTP server that is to get it.
-    Waiting(Option<HeaderValue>),
+    Waiting(Credential),
     Started(Box<Upstream>),
     Released,
 }
@@ -52,7 +52,7 @@ impl DeferredUpstream {
     /// its events will reach the session by.
     pub fn build(
         factory: Arc<UpstreamFactory>,
-        credential: Option<HeaderValue>,
+        credential: Credential,
     ) -> (Upstream, Arc<Binding>) {
         let binding = Arc::new(Binding::default());
         let deferred = DeferredUpstream {
@@ -92,7 +92,7 @@ impl DeferredUpstream {
             Stage::Started(upstream) => Ok(Some((**upstream).clone())),
             Stage::Released => Err(UpstreamError::Gone),
             Stage::Waiting(credential) if message.method() == Some(methods::INITIALIZE) => {
-                let (upstream, binding) = self.inner.factory.build(credential.take())?;
+                let (upstream, binding) = self.inner.factory.build(credential.clone())?;
                 self.inner.binding.bind_alike(&binding);
                 *stage = Stage::Started(Box::new(upstream.clone()));
                 Ok(Some(upstream))

@@ -252,6 +252,7 @@ mod tests {
             request_timeout: Duration::from_secs(5),
             max_event_bytes: 1 << 20,
             forward_authorization: false,
+            static_header: None,
             protocol: crate::era::Era::Legacy,
             trace_headers: true,
         };

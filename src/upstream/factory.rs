@@ -6,7 +6,6 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use http::HeaderValue;
 use tokio_util::task::TaskTracker;
 use tracing::warn;
 
@@ -23,6 +22,7 @@ use crate::backlog::Backlog;
 use crate::era::Era;
 use crate::metrics::ServerMetrics;
 use crate::mirrored::ToolMarks;
+use crate::upstream::credential::Credential;
 
 /// Builds the upstreams of one served server's sessions.
 pub struct UpstreamFactory {
@@ -100,11 +100,9 @@ impl UpstreamFactory {
     }
 
     /// An upstream for a new session, and the binding its events will reach the session by.
-    /// `credential` (the client's `Authorization`) reaches an HTTP server only when configured.
-    pub fn build(
-        &self,
-        credential: Option<HeaderValue>,
-    ) -> Result<(Upstream, Arc<Binding>), UpstreamError> {
+    /// `credential` (the client's, as the front made it for this server) reaches an HTTP
+    /// server only when configured.
+    pub fn build(&self, credential: Credential) -> Result<(Upstream, Arc<Binding>), UpstreamError> {
         if let Some(warm) = self.take_warm() {
             return Ok(warm);
         }

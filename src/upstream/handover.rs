@@ -4,14 +4,13 @@
 
 use std::sync::Arc;
 
-use http::HeaderValue;
-
 use super::era_switch::EraSwitch;
 use super::http_client::{HttpClient, HttpSpec};
 use super::modern::http::ModernHttp;
 use super::modern::Bridge;
 use super::{EventSink, Upstream};
 use crate::mirrored::ToolMarks;
+use crate::upstream::credential::Credential;
 
 /// Builds the upstream of a session with a 2026-07-28 HTTP server (behind a bridge): for new
 /// sessions once the server speaks it, and for a legacy session's upstream whose `initialize`
@@ -19,8 +18,8 @@ use crate::mirrored::ToolMarks;
 pub struct ModernHttpBuilder {
     pub spec: HttpSpec,
     pub client: HttpClient,
-    /// The client's `Authorization` (sent only when the server's spec forwards it).
-    pub credential: Option<HeaderValue>,
+    /// The client's credential (sent only when the server's spec forwards it).
+    pub credential: Credential,
     pub tool_marks: Arc<ToolMarks>,
     pub era: Arc<EraSwitch>,
 }

@@ -14,6 +14,7 @@ use hyper_util::rt::TokioExecutor;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
+use super::credential::{Credential, StaticHeader};
 use super::UpstreamError;
 use crate::sse;
 
@@ -37,8 +38,11 @@ pub struct HttpSpec {
     /// Largest message accepted from the server: an SSE event, or a whole JSON answer
     /// (`upstream.max_line_bytes`).
     pub max_event_bytes: usize,
-    /// Send the session creator's `Authorization` to the server (off: credentials stay here).
+    /// Send the client's credential (as the front made it for this server) to the server
+    /// (off: credentials stay here).
     pub forward_authorization: bool,
+    /// A header of the operator's for every request (`upstream.auth = "static"`).
+    pub static_header: Option<StaticHeader>,
     /// The revision the server speaks.
     pub protocol: crate::era::Era,
     /// Send a request's trace context as `traceparent`/`tracestate` headers too.
@@ -58,6 +62,19 @@ pub async fn send(
 }
 
 impl HttpSpec {
+    /// Puts a request's credentials in `headers`: the client's, when this server gets it, and
+    /// the operator's header.
+    pub fn put_credentials(&self, headers: &mut http::HeaderMap, credential: &Credential) {
+        if self.forward_authorization {
+            if let Some(value) = credential.current() {
+                headers.insert(header::AUTHORIZATION, value);
+            }
+        }
+        if let Some(fixed) = &self.static_header {
+            headers.insert(fixed.name.clone(), fixed.value.clone());
+        }
+    }
+
     /// Why a request failed when the server did not answer within the request timeout.
     pub fn silent(&self) -> UpstreamError {
         UpstreamError::Silent(self.request_timeout)

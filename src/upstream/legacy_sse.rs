@@ -19,6 +19,7 @@ use super::http_client::{self, EventStream, HttpClient, HttpSpec};
 use super::{EventSink, UpstreamError, UpstreamEvent};
 use crate::jsonrpc::{Kind, Message};
 use crate::methods;
+use crate::upstream::credential::Credential;
 
 const RECONNECT: Duration = Duration::from_secs(1);
 const MAX_RECONNECT: Duration = Duration::from_secs(5);
@@ -32,7 +33,7 @@ struct Inner {
     spec: HttpSpec,
     client: HttpClient,
     events: EventSink,
-    authorization: Option<HeaderValue>,
+    credential: Credential,
     released: CancellationToken,
     /// Where to POST: known once the current stream announced it.
     endpoint: watch::Sender<Option<Uri>>,
@@ -50,18 +51,18 @@ impl std::fmt::Debug for Inner {
 }
 
 impl SseUpstream {
-    /// `authorization` is sent on every request when the spec forwards credentials.
+    /// `credential` is sent on every request when the spec forwards credentials.
     pub fn start(
         spec: &HttpSpec,
         client: HttpClient,
         events: EventSink,
-        authorization: Option<HeaderValue>,
+        credential: Credential,
     ) -> Self {
         let inner = Arc::new(Inner {
             spec: spec.clone(),
             client,
             events,
-            authorization: authorization.filter(|_| spec.forward_authorization),
+            credential,
             released: CancellationToken::new(),
             endpoint: watch::channel(None).0,
             ready: watch::channel(true).0,
@@ -216,11 +217,8 @@ impl Inner {
     /// A request carrying the forwarded credential, if any.
     fn request(&self, body: Bytes) -> Request<Full<Bytes>> {
         let mut request = Request::new(Full::new(body));
-        if let Some(credential) = &self.authorization {
-            request
-                .headers_mut()
-                .insert(header::AUTHORIZATION, credential.clone());
-        }
+        self.spec
+            .put_credentials(request.headers_mut(), &self.credential);
         request
     }
 

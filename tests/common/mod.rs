@@ -700,3 +700,25 @@ pub async fn keep_alives(reply: &mut Reply, count: usize) {
     })
     .await;
 }
+
+/// A listener that records the first request head it receives, answers 503, and closes.
+pub async fn recording_upstream() -> (String, tokio::task::JoinHandle<String>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let recorded = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        let mut buffer = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = socket.read(&mut buffer).await.unwrap();
+            assert!(n > 0, "the request head arrives");
+            head.extend_from_slice(&buffer[..n]);
+        }
+        let _ = socket
+            .write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+            .await;
+        String::from_utf8_lossy(&head).to_lowercase()
+    });
+    (url, recorded)
+}

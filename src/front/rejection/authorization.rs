@@ -5,6 +5,7 @@
 use http::StatusCode;
 
 use super::Rejection;
+use crate::auth::exchange::ExchangeError;
 use crate::auth::TokenError;
 use crate::jsonrpc::{INTERNAL_ERROR, INVALID_REQUEST};
 
@@ -51,6 +52,22 @@ impl Rejection {
                 INVALID_REQUEST,
                 format!("Unauthorized: {error}"),
             )
+        }
+    }
+
+    /// No token could be had for the server from the issuer: 503 when it could not be asked,
+    /// else 403 (the issuer refused the client's token for that server).
+    pub fn exchange(error: &ExchangeError) -> Rejection {
+        let status = match error {
+            ExchangeError::Refused { .. } => StatusCode::FORBIDDEN,
+            ExchangeError::Unavailable(_) | ExchangeError::NoClient => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+        };
+        let reason = status.canonical_reason().unwrap_or_default();
+        Rejection {
+            retry_after: (status == StatusCode::SERVICE_UNAVAILABLE).then_some(1),
+            ..Rejection::new(status, INTERNAL_ERROR, format!("{reason}: {error}"))
         }
     }
 

@@ -17,6 +17,7 @@ use crate::session::layer::Layer;
 use crate::session::log::{Logged, StreamKey};
 use crate::session::{Reach, Registry, Session, SessionError, Shape};
 use crate::store::{Op, Record};
+use crate::upstream::credential::Credential;
 use crate::upstream::factory::Binding;
 use crate::upstream::{Sink, Upstream};
 
@@ -80,7 +81,7 @@ impl Registry {
     fn open_taken(
         &self,
         principal: &Principal,
-        credential: Option<HeaderValue>,
+        credential: Credential,
     ) -> Result<(Upstream, Arc<Binding>), SessionError> {
         let limit = self.settings.max_sessions;
         if self.reserved.fetch_add(1, Ordering::AcqRel) >= limit {
@@ -147,7 +148,8 @@ impl Registry {
         {
             return Ok(None);
         }
-        let (upstream, binding) = match self.open_taken(principal, credential) {
+        let credential = Credential::new(credential);
+        let (upstream, binding) = match self.open_taken(principal, credential.clone()) {
             Ok(bound) => bound,
             Err(error) => {
                 warn!(session = %crate::redact::session(id), %error,
@@ -172,6 +174,7 @@ impl Registry {
             self.settings.clone(),
             self.metrics.clone(),
             self.store.mirror(&self.server, id),
+            credential,
         );
         binding.bind(Arc::downgrade(&session) as Weak<dyn Sink>);
         let logged = redis

@@ -15,6 +15,7 @@ use crate::session::log::{Logged, StreamKey};
 use crate::session::Reach;
 use crate::session::{routing, Session, SessionSettings, Shape};
 use crate::store::Record;
+use crate::upstream::credential::Credential;
 
 impl Session {
     /// A view of a session another replica owns, as its record describes it, subscribed to
@@ -42,6 +43,7 @@ impl Session {
             settings,
             metrics,
             None,
+            Credential::default(),
         );
         {
             let mut state = session.lock();
@@ -148,19 +150,9 @@ impl Session {
         self.end();
     }
 
-    /// Remembers the credential of a request that reached this view (the newest one stays).
-    pub(crate) fn remember_credential(&self, credential: Option<&http::HeaderValue>) {
-        if let Some(credential) = credential {
-            *self.credential.lock().unwrap_or_else(|e| e.into_inner()) = Some(credential.clone());
-        }
-    }
-
     /// The credential of the newest request that reached this view.
     pub(crate) fn credential(&self) -> Option<http::HeaderValue> {
-        self.credential
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.credential.current()
     }
 
     /// The session this view's readers read on in, once it ended.

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use http::{header, HeaderValue, Method, Request};
+use http::{header, Method, Request};
 use http_body_util::Full;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -19,6 +19,7 @@ use crate::methods::{self, CANCELLED, TOOLS_CALL};
 use crate::mirrored::{self, ToolMarks};
 use crate::trace_context::TraceContext;
 use crate::upstream::body::{self, BodyError};
+use crate::upstream::credential::Credential;
 use crate::upstream::era_switch::{self, EraSwitch};
 use crate::upstream::http_client::{self, EventStream, HttpClient, HttpSpec};
 use crate::upstream::{EventSink, UpstreamError, UpstreamEvent};
@@ -34,7 +35,7 @@ struct Link {
     client: HttpClient,
     /// The bridge; let go at release (the bridge holds this transport: no cycle outlives it).
     events: std::sync::RwLock<Option<EventSink>>,
-    credential: Option<HeaderValue>,
+    credential: Credential,
     /// The parameters each tool mirrors into `Mcp-Param-*` headers.
     tool_marks: Arc<ToolMarks>,
     /// Requests whose answers are being read, by id: cancelling one closes its connection.
@@ -55,7 +56,7 @@ impl ModernHttp {
         spec: &HttpSpec,
         client: HttpClient,
         events: EventSink,
-        credential: Option<HeaderValue>,
+        credential: Credential,
         tool_marks: Arc<ToolMarks>,
         era: Option<Arc<EraSwitch>>,
     ) -> ModernHttp {
@@ -64,7 +65,7 @@ impl ModernHttp {
                 spec: spec.clone(),
                 client,
                 events: std::sync::RwLock::new(Some(events)),
-                credential: credential.filter(|_| spec.forward_authorization),
+                credential,
                 tool_marks,
                 in_flight: Mutex::default(),
                 released: CancellationToken::new(),
@@ -252,8 +253,8 @@ impl Link {
                 request = request.header(name, value);
             }
         }
-        if let Some(credential) = &self.credential {
-            request = request.header(header::AUTHORIZATION, credential.clone());
+        if let Some(headers) = request.headers_mut() {
+            self.spec.put_credentials(headers, &self.credential);
         }
         let context = message
             .params()

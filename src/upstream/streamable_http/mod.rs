@@ -27,6 +27,7 @@ use super::{EventSink, Upstream, UpstreamError, UpstreamEvent};
 use crate::jsonrpc::Message;
 use crate::methods;
 use crate::trace_context::TraceContext;
+use crate::upstream::credential::Credential;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -44,7 +45,7 @@ struct Inner {
     /// For POSTs: driven by the task that sends each.
     connections: Arc<Connections>,
     events: EventSink,
-    authorization: Option<HeaderValue>,
+    credential: Credential,
     released: CancellationToken,
     link: Mutex<Link>,
     /// Whether the upstream session is there; `Lost` from the server's 404 until a new one is.
@@ -87,13 +88,13 @@ enum Standing {
 }
 
 impl HttpUpstream {
-    /// `authorization` is sent on every request when the spec forwards credentials.
+    /// `credential` is sent on every request when the spec forwards credentials.
     pub fn start(
         spec: &HttpSpec,
         client: HttpClient,
         connections: Arc<Connections>,
         events: EventSink,
-        authorization: Option<HeaderValue>,
+        credential: Credential,
         modern: Option<ModernHttpBuilder>,
     ) -> Self {
         HttpUpstream {
@@ -102,7 +103,7 @@ impl HttpUpstream {
                 client,
                 connections,
                 events,
-                authorization: authorization.filter(|_| spec.forward_authorization),
+                credential,
                 released: CancellationToken::new(),
                 link: Mutex::new(Link::default()),
                 standing: tokio::sync::watch::channel(Standing::Ready).0,
@@ -280,9 +281,7 @@ impl Inner {
         if let Some(session) = session {
             headers.insert(SESSION_HEADER, session);
         }
-        if let Some(credential) = &self.authorization {
-            headers.insert(header::AUTHORIZATION, credential.clone());
-        }
+        self.spec.put_credentials(headers, &self.credential);
         if let Some(context) = message
             .filter(|_| self.spec.trace_headers)
             .and_then(Message::params)
