@@ -1,0 +1,167 @@
+//! The official clients against a proxy that is an OAuth 2.1 resource server (`[auth]`), with a
+//! real authorization server (oidc-provider, tests/node/auth_server.mjs): the TypeScript SDK 1.x
+//! authorizes itself with its own client-credentials provider (the 401, RFC 9728 discovery, the
+//! issuer's metadata and an RFC 8707 token request are its own), resumes its streams with its
+//! token, and keeps its session when it gets a new token mid-session.
+
+mod common;
+
+use std::time::Duration;
+
+use common::auth_server::AuthServer;
+use common::Proxy;
+use serde_json::{json, Value};
+
+/// A proxy accepting only `issuer`'s tokens.
+async fn guarded(issuer: &AuthServer) -> Proxy {
+    Proxy::start_with(|c| c.auth.issuer = issuer.issuer().to_owned()).await
+}
+
+/// The same, closing streams mid-call (SEP-1699 polling), so clients must resume them.
+async fn guarded_and_polling(issuer: &AuthServer) -> Proxy {
+    Proxy::start_with(|c| {
+        c.auth.issuer = issuer.issuer().to_owned();
+        c.http.sse_close_after = Duration::from_millis(500);
+        c.http.json_wait = Duration::from_millis(100);
+    })
+    .await
+}
+
+fn mcp_url(proxy: &Proxy) -> String {
+    format!("http://{}/mcp", proxy.addr())
+}
+
+/// What the proxy's 401 without a token says: where its resource metadata is.
+fn challenge(proxy: &Proxy) -> String {
+    format!(
+        "Bearer resource_metadata=\"http://{}/.well-known/oauth-protected-resource/mcp\"",
+        proxy.addr()
+    )
+}
+
+/// How many token requests the issuer has answered.
+async fn token_requests(issuer: &AuthServer) -> u64 {
+    issuer.requests().await["token"].as_u64().unwrap()
+}
+
+/// Runs a TypeScript client script (`oauth_client.mjs`, `modern_oauth_client.mjs`) as `client`,
+/// who knows only its id, its secret and which issuer it trusts.
+async fn typescript(
+    script: &str,
+    proxy: &Proxy,
+    issuer: &AuthServer,
+    client: &str,
+    mode: &[&str],
+) -> Value {
+    let secret = format!("{client}-secret");
+    let mut args = vec![client, secret.as_str(), issuer.issuer()];
+    args.extend(mode);
+    common::pinned_node_client(script, &mcp_url(proxy), &args).await
+}
+
+/// The SDK found its way to a token on its own: a 401 naming the metadata, the metadata, the
+/// issuer's metadata, then one client-credentials request for exactly this resource.
+fn assert_authorized_itself(report: &Value, proxy: &Proxy) {
+    assert_eq!(report["firstStatus"], 401, "{report}");
+    assert_eq!(report["firstChallenge"], challenge(proxy), "{report}");
+    let discovery = report["discovery"].as_array().unwrap();
+    assert_eq!(
+        discovery[..2],
+        [
+            json!("/.well-known/oauth-protected-resource/mcp 200"),
+            json!("/.well-known/oauth-authorization-server 200")
+        ],
+        "{report}"
+    );
+    let request = &report["tokenRequest"];
+    assert_eq!(request["grant"], "client_credentials", "{report}");
+    assert_eq!(
+        request["resource"],
+        mcp_url(proxy),
+        "an RFC 8707 resource indicator"
+    );
+    assert_eq!(request["scope"], "mcp:tools");
+    assert_eq!(request["scheme"], "Basic", "client_secret_basic");
+    assert_eq!(request["status"], 200, "{report}");
+}
+
+#[tokio::test]
+async fn typescript_sdk_authorizes_itself_with_client_credentials_and_resumes_its_streams() {
+    let issuer = AuthServer::start().await;
+    let proxy = guarded_and_polling(&issuer).await;
+    let before = token_requests(&issuer).await;
+    let report = typescript("oauth_client.mjs", &proxy, &issuer, "alice", &["flow"]).await;
+
+    assert_authorized_itself(&report, &proxy);
+    assert_eq!(report["tokenRequests"], 1, "{report}");
+    assert_eq!(
+        report["unauthorized"], 1,
+        "one 401, then the token: {report}"
+    );
+    assert_eq!(
+        token_requests(&issuer).await - before,
+        1,
+        "the issuer saw it"
+    );
+    let tools = report["tools"].as_array().unwrap();
+    assert!(tools.contains(&json!("echo")) && tools.contains(&json!("progress")));
+    // The progress call outlives its stream (closed after 500 ms): its notifications and its
+    // answer arrive on the stream the SDK resumed with Last-Event-ID, with its token.
+    assert_eq!(report["progressText"], "done after 4 steps");
+    assert_eq!(report["progress"], 4, "every progress notification");
+    assert_eq!(report["resumed"], "Reconnection test completed");
+    assert!(report["resumes"].as_u64().unwrap() >= 2, "{report}");
+    assert!(proxy.metric("mcp_proxy_replays_total") >= 2);
+    assert_eq!(report["errors"], json!([]));
+    assert_eq!(
+        proxy.metric("mcp_proxy_auth_refused_requests_total{reason=\"missing\"}"),
+        1
+    );
+    proxy.assert_one_session_ended_by_delete();
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn typescript_sdk_keeps_its_session_across_new_tokens_and_a_new_provider() {
+    let issuer = AuthServer::start().await;
+    let proxy = guarded(&issuer).await;
+    let before = token_requests(&issuer).await;
+    let report = typescript("oauth_client.mjs", &proxy, &issuer, "alice", &["refresh"]).await;
+
+    assert_authorized_itself(&report, &proxy);
+    assert_eq!(report["before"], "first token");
+    // A stored token the proxy refuses: the SDK takes the 401 invalid_token, gets a new token
+    // and goes on in the same session.
+    let refused = report["refusedWith"].as_str().unwrap();
+    assert!(
+        refused.starts_with("Bearer error=\"invalid_token\"")
+            && refused.contains("resource_metadata="),
+        "{refused}"
+    );
+    assert_eq!(report["after"], "second token");
+    // A new transport and provider (a third token) take over the session and resume the call
+    // the first left mid-stream, from its last event id.
+    assert!(report["abandoned"]
+        .as_str()
+        .unwrap()
+        .contains("Connection closed"));
+    assert!(report["progressBeforeLeaving"].as_u64().unwrap() >= 1);
+    assert_eq!(report["reconnected"], true);
+    let resumed_with = &report["resumedWith"];
+    assert_eq!(resumed_with["method"], "GET");
+    assert_eq!(resumed_with["scheme"], "Bearer");
+    assert_eq!(resumed_with["lastEventId"], report["lastEventId"]);
+    assert_eq!(resumed_with["status"], 200, "{report}");
+    assert_eq!(report["resumedText"], "done after 3 steps");
+    assert_eq!(report["tokens"], 3, "three distinct tokens: {report}");
+    assert_eq!(report["tokenRequests"], 3);
+    assert_eq!(token_requests(&issuer).await - before, 3);
+    // One session from start to end: the principal is alice's (issuer, subject), whatever token.
+    proxy.assert_one_session_ended_by_delete();
+    assert!(proxy.metric("mcp_proxy_replays_total") >= 1);
+    assert_eq!(
+        proxy.metric("mcp_proxy_auth_refused_requests_total{reason=\"invalid\"}"),
+        1
+    );
+    proxy.stop().await;
+}
