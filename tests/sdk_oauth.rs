@@ -1,8 +1,9 @@
 //! The official clients against a proxy that is an OAuth 2.1 resource server (`[auth]`), with a
 //! real authorization server (oidc-provider, tests/node/auth_server.mjs): the TypeScript SDK 1.x
-//! authorizes itself with its own client-credentials provider (the 401, RFC 9728 discovery, the
-//! issuer's metadata and an RFC 8707 token request are its own), resumes its streams with its
-//! token, and keeps its session when it gets a new token mid-session.
+//! and the 2026-07-28 TypeScript client authorize themselves with their own client-credentials
+//! providers (the 401, RFC 9728 discovery, the issuer's metadata and an RFC 8707 token request
+//! are theirs); the SDK 1.x resumes its streams with its token and keeps its session when it
+//! gets a new token mid-session.
 
 mod common;
 
@@ -163,5 +164,33 @@ async fn typescript_sdk_keeps_its_session_across_new_tokens_and_a_new_provider()
         proxy.metric("mcp_proxy_auth_refused_requests_total{reason=\"invalid\"}"),
         1
     );
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn typescript_client_of_the_2026_07_28_revision_authorizes_itself_with_client_credentials() {
+    let issuer = AuthServer::start().await;
+    let proxy = guarded(&issuer).await;
+    let before = token_requests(&issuer).await;
+    let run =
+        |client: &'static str| typescript("modern_oauth_client.mjs", &proxy, &issuer, client, &[]);
+    let alice = run("alice").await;
+    assert_authorized_itself(&alice, &proxy);
+    assert_eq!(alice["version"], "2026-07-28");
+    assert!(alice["tools"].as_array().unwrap().contains(&json!("echo")));
+    assert_eq!(alice["echoed"], "modern oauth");
+    assert_eq!(alice["progressText"], "done after 3 steps");
+    assert_eq!(alice["progress"], 3);
+    assert_eq!(alice["tokenRequests"], 1);
+    assert_eq!(alice["unauthorized"], 1);
+    assert!(alice["bearerRequests"].as_u64().unwrap() >= 5, "{alice}");
+    assert_eq!(alice["counts"], json!(["1", "2"]));
+    // Another run, another token, the same (issuer, subject): the same server counts on. Bob's
+    // token finds a server of its own.
+    let again = run("alice").await;
+    assert_eq!(again["counts"], json!(["3", "4"]));
+    let bob = run("bob").await;
+    assert_eq!(bob["counts"], json!(["1", "2"]));
+    assert_eq!(token_requests(&issuer).await - before, 3);
     proxy.stop().await;
 }
