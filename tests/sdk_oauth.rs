@@ -2,15 +2,15 @@
 //! real authorization server (oidc-provider, tests/node/auth_server.mjs): the TypeScript SDK 1.x
 //! and the 2026-07-28 TypeScript client authorize themselves with their own client-credentials
 //! providers (the 401, RFC 9728 discovery, the issuer's metadata and an RFC 8707 token request
-//! are theirs); the SDK 1.x resumes its streams with its token and keeps its session when it
-//! gets a new token mid-session.
+//! are theirs), and keep their session when they get a new token mid-session; the Python SDK
+//! sends a bearer token it is given, in both eras, and without one is refused with a 401.
 
 mod common;
 
 use std::time::Duration;
 
 use common::auth_server::AuthServer;
-use common::Proxy;
+use common::{within, Proxy};
 use serde_json::{json, Value};
 
 /// A proxy accepting only `issuer`'s tokens.
@@ -192,5 +192,110 @@ async fn typescript_client_of_the_2026_07_28_revision_authorizes_itself_with_cli
     let bob = run("bob").await;
     assert_eq!(bob["counts"], json!(["1", "2"]));
     assert_eq!(token_requests(&issuer).await - before, 3);
+    proxy.stop().await;
+}
+
+/// Runs tests/python/bearer_client.py in `mode` with `token`, returning its report.
+async fn python_bearer(proxy: &Proxy, mode: &str, token: Option<&str>) -> Value {
+    let mut command = common::python_script("bearer_client.py");
+    command.arg(mcp_url(proxy)).arg(mode).args(token);
+    let stdout = common::stdout_of("the Python client", &mut command).await;
+    serde_json::from_slice(&stdout).expect("a JSON report")
+}
+
+/// A client-credentials token of `client` for the proxy's `/mcp`.
+async fn token(issuer: &AuthServer, proxy: &Proxy, client: &str) -> String {
+    within(
+        "a token",
+        issuer.token(client, &mcp_url(proxy), "mcp:tools"),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn python_sdk_client_with_a_bearer_token_in_both_eras() {
+    let issuer = AuthServer::start().await;
+    let proxy = guarded(&issuer).await;
+    let token = token(&issuer, &proxy, "alice").await;
+    for (mode, version) in [("legacy", "2025-11-25"), ("2026-07-28", "2026-07-28")] {
+        let report = python_bearer(&proxy, mode, Some(&token)).await;
+        assert_eq!(report.get("failed"), None, "{mode}: {report}");
+        assert_eq!(report["version"], version);
+        let tools = report["tools"].as_array().unwrap();
+        assert!(tools.contains(&json!("echo")), "{mode}: {report}");
+        assert_eq!(report["echoed"], format!("python {mode}"));
+        assert_eq!(report["progressText"], "done after 3 steps");
+        assert_eq!(report["progress"], json!([1.0, 2.0, 3.0]), "{mode}");
+        let statuses = report["statuses"].as_array().unwrap();
+        assert!(
+            statuses.iter().all(|s| s.as_u64().unwrap() < 300),
+            "{mode}: {report}"
+        );
+    }
+    let metrics = proxy.running.metrics.render();
+    assert!(
+        !metrics.contains("mcp_proxy_auth_refused_requests_total{"),
+        "nothing refused"
+    );
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn python_sdk_client_without_a_token_is_refused_with_401() {
+    let issuer = AuthServer::start().await;
+    let proxy = guarded(&issuer).await;
+    for mode in ["legacy", "2026-07-28"] {
+        let report = python_bearer(&proxy, mode, None).await;
+        assert_eq!(report["statuses"], json!([401]), "{mode}: {report}");
+        assert_eq!(report["challenge"], challenge(&proxy), "{mode}");
+        let failed = report["failed"].as_str().unwrap();
+        assert!(
+            failed.contains("Unauthorized: this server needs a bearer token"),
+            "{mode}: {failed}"
+        );
+        assert_eq!(report.get("tools"), None, "{mode}");
+    }
+    assert_eq!(
+        proxy.metric("mcp_proxy_auth_refused_requests_total{reason=\"missing\"}"),
+        2
+    );
+    assert_eq!(proxy.metric("mcp_proxy_sessions_created_total"), 0);
+    proxy.stop().await;
+}
+
+/// The full 2026-07-28 Python flow (tests/python/modern_client.py: tools, a resource, a listen,
+/// elicitation and sampling through input_required) with the token as its credential: two
+/// tokens of alice's reach the same server, bob's another.
+#[tokio::test]
+async fn python_sdk_client_of_the_2026_07_28_revision_keeps_its_principal_across_tokens() {
+    let issuer = AuthServer::start().await;
+    let proxy = guarded(&issuer).await;
+    let run = |mode: &'static str, token: String| {
+        let mut command = common::python_script("modern_client.py");
+        command.arg(mcp_url(&proxy)).arg(mode).arg(token);
+        async move {
+            let stdout = common::stdout_of("the Python client", &mut command).await;
+            serde_json::from_slice::<Value>(&stdout).expect("a JSON report")
+        }
+    };
+    let first = token(&issuer, &proxy, "alice").await;
+    let pinned = run("2026-07-28", first.clone()).await;
+    assert_eq!(pinned["version"], "2026-07-28");
+    assert_eq!(pinned["echoed"], "modern python");
+    assert_eq!(pinned["read"], "Hello from the demo server");
+    assert_eq!(pinned["updated"], "demo://counter");
+    assert_eq!(pinned["elicited"], "Hello, Grace!");
+    assert_eq!(pinned["sampled"], "The model said: Lyon");
+    assert_eq!(pinned["counts"], json!(["1", "2"]));
+    let refreshed = token(&issuer, &proxy, "alice").await;
+    assert_ne!(first, refreshed);
+    let auto = run("auto", refreshed).await;
+    assert_eq!(
+        auto["version"], "2026-07-28",
+        "auto mode finds the modern face"
+    );
+    assert_eq!(auto["counts"], json!(["3", "4"]));
+    let bob = run("2026-07-28", token(&issuer, &proxy, "bob").await).await;
+    assert_eq!(bob["counts"], json!(["1", "2"]));
     proxy.stop().await;
 }
