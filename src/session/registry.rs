@@ -70,7 +70,8 @@ impl Registry {
         server: &str,
     ) -> Registry {
         let settings_cache = settings.cache_lists.then(Arc::default);
-        let limiter = super::rate::Limiter::new(settings.limits.clone());
+        let limiter =
+            super::rate::Limiter::new(settings.limits.clone(), metrics.rate_buckets.clone());
         Registry {
             sessions: DashMap::new(),
             views: DashMap::new(),
