@@ -27,7 +27,7 @@
 //!   replayed, resumed), `handshake` (initialize, initialized and subscriptions, for a client or
 //!   to bring an upstream back), `error_answer` (the code of each error a session answers with
 //!   itself), `exposure` (which of the server's tools and prompts clients see, and under which
-//!   names), `rate` (requests per second per principal and per tool, checked at the door).
+//!   names; which of its resources, by URI), `rate` (requests per second per principal and per tool, checked at the door).
 //!   `state` is what the one lock guards, in parts owned by those files (`inflight`,
 //!   `reading`, `subscriptions`, `replica`, `layer`); `registry` creates, finds (per principal)
 //!   and expires sessions; `log` is the bounded, coalescing event log; `protocol` numbers a

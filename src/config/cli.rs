@@ -229,6 +229,16 @@ pub struct Cli {
     #[arg(long = "deny-tool", value_name = "GLOB")]
     pub deny_tools: Vec<String>,
 
+    /// Only the default server's resources whose URI matches this glob (`*`, `?`) are seen by
+    /// clients; repeatable (resources.allow) [default: all].
+    #[arg(long = "allow-resource", value_name = "GLOB")]
+    pub allow_resources: Vec<String>,
+
+    /// The default server's resources whose URI matches this glob are never seen by clients,
+    /// nor read or subscribed to; repeatable (resources.deny) [default: none].
+    #[arg(long = "deny-resource", value_name = "GLOB")]
+    pub deny_resources: Vec<String>,
+
     /// An Origin to allow besides loopback ones (exact, or `*`); repeatable [default: none].
     #[arg(long = "allowed-origin", value_name = "ORIGIN")]
     pub allowed_origins: Vec<String>,

@@ -83,6 +83,8 @@ pub struct SessionSettings {
     pub tools: Arc<exposure::Exposure>,
     /// Which of the server's prompts clients see, and under which names.
     pub prompts: Arc<exposure::Exposure>,
+    /// Which of the server's resources clients see, by URI.
+    pub resources: Arc<exposure::ResourceExposure>,
     /// Requests per second per principal, and per principal and tool.
     pub limits: rate::RateLimits,
 }
@@ -111,6 +113,7 @@ impl Default for SessionSettings {
             spans: crate::spans::Spans::default(),
             tools: Arc::default(),
             prompts: Arc::default(),
+            resources: Arc::default(),
             limits: rate::RateLimits::default(),
         }
     }
