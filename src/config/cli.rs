@@ -258,13 +258,14 @@ pub struct Cli {
     #[arg(long, value_name = "HEADER")]
     pub principal_header: Option<String>,
 
-    /// Most sessions one principal with a credential (or a trusted principal header) may hold;
-    /// more are refused with 503 [default: 100].
+    /// Most sessions one principal with a credential (or a trusted principal header) may hold,
+    /// on all the replicas sharing a Redis store together; more are refused with 503
+    /// [default: 100].
     #[arg(long, value_name = "N")]
     pub max_sessions_per_principal: Option<usize>,
 
     /// Most sessions clients without a credential may hold together (they are one principal,
-    /// the anonymous one); more are refused with 503 [default: 256].
+    /// the anonymous one), on each replica; more are refused with 503 [default: 256].
     #[arg(long, value_name = "N")]
     pub max_anonymous_sessions: Option<usize>,
 

@@ -16,6 +16,7 @@ pub mod layer;
 mod leaving;
 pub mod list_cache;
 pub mod log;
+mod per_principal;
 pub mod protocol;
 pub mod rate;
 mod reach;
