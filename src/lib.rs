@@ -30,10 +30,11 @@
 //!   replayed, resumed), `handshake` (initialize, initialized and subscriptions, for a client or
 //!   to bring an upstream back), `error_answer` (the code of each error a session answers with
 //!   itself), `exposure` (which of the server's tools and prompts clients see, and under which
-//!   names), `rate` (requests per second per principal and per tool, checked at the door).
-//!   `state` is what the one lock guards, in parts owned by those files (`inflight`,
-//!   `reading`, `subscriptions`, `replica`, `layer`); `registry` creates, finds (per principal)
-//!   and expires sessions; `log` is the bounded, coalescing event log; `protocol` numbers a
+//!   names; which of its resources, by URI), `rate` (requests per second per principal and per
+//!   tool, checked at the door). `state` is what the one lock guards, in parts owned by those
+//!   files (`inflight`, `reading`, `subscriptions`, `replica`, `layer`); `registry` creates,
+//!   finds (per principal) and expires sessions, `per_principal` counts each principal's (with
+//!   replicas, together); `log` is the bounded, coalescing event log; `protocol` numbers a
 //!   protocol-level session's events; `routing` decides which stream a server message belongs
 //!   to; `replica/` is everything about replicas sharing sessions (mirroring, lookup, views,
 //!   following, takeover).
@@ -44,7 +45,8 @@
 //!   session's `initialize`, `owner` is the client of the hop to another replica; `error`'s
 //!   `UpstreamError` names every way one fails.
 //! - [`store`]: state beyond the process: `Memory`, or `redis` (records, logs as Redis Streams,
-//!   heartbeats; a write-behind `Mirror` per owned session, a follower per view).
+//!   heartbeats; a write-behind `Mirror` per owned session, a follower per view; the sessions
+//!   of each principal and the rate buckets, counted for every replica).
 //! - Base modules every layer may use: [`methods`] the method table (every MCP method the proxy
 //!   knows and its properties: era, shape, list cache, caching hints, session need, target,
 //!   client capability, metric label), [`jsonrpc`] the message model, its builders and every

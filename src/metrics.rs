@@ -194,6 +194,7 @@ per_server! {
     anonymous_pool_hits_total: Counter, "2026-07-28 requests without a credential served at once by a pooled session ready for them (session.anonymous_pool).";
     rate_limited_requests_total: Counter, "Requests refused (429) because their principal was over limits.requests_per_second.";
     rate_limited_tool_calls_total: Counter, "tools/call requests refused (429) because their principal was over the tool's rate in limits.tools.";
+    rate_buckets: Gauge, "Rate-limit buckets (one per principal, and per principal and limited tool) this replica keeps of its own: with a shared store only while it cannot answer; at most 100000.";
     anonymous_pool_misses_total: Counter, "2026-07-28 requests without a credential that found no pooled session ready for them and waited for one (or were refused).";
 }
 

@@ -24,7 +24,7 @@ use crate::front::{self, App, Router};
 use crate::keys::Keys;
 use crate::metrics::{Metrics, ServerMetrics};
 use crate::session::cluster::Cluster;
-use crate::session::exposure::Exposure;
+use crate::session::exposure::{Exposure, ResourceExposure};
 use crate::session::{Registry, SessionSettings};
 use crate::spans::{Exporter, Spans};
 use crate::store::{RedisStore, Store};
@@ -93,7 +93,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
                 "default",
                 &config.upstream,
                 &config.session,
-                (&config.tools, &config.prompts),
+                (&config.tools, &config.prompts, &config.resources),
                 spec,
             ))
         }
@@ -109,7 +109,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
                 name,
                 &server.upstream,
                 session,
-                (&server.tools, &server.prompts),
+                (&server.tools, &server.prompts, &server.resources),
                 spec,
             ),
         );
@@ -167,7 +167,7 @@ impl Shared<'_> {
         name: &str,
         upstream: &UpstreamConfig,
         session: &SessionConfig,
-        (tools, prompts): (&Exposure, &Exposure),
+        (tools, prompts, resources): (&Exposure, &Exposure, &ResourceExposure),
         spec: UpstreamSpec,
     ) -> Arc<App> {
         let server_metrics = self.metrics.server(name);
@@ -177,6 +177,7 @@ impl Shared<'_> {
             spans: self.spans.clone(),
             tools: Arc::new(tools.clone()),
             prompts: Arc::new(prompts.clone()),
+            resources: Arc::new(resources.clone()),
             limits: self.config.limits.clone(),
             ..session.settings()
         };

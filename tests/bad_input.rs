@@ -451,17 +451,6 @@ fn initialize_request() -> Value {
         "params": { "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "x", "version": "1" } } })
 }
 
-/// A 503 with `Retry-After` and a JSON-RPC error that names the limit.
-async fn assert_refused_for(reply: common::Reply, limit: &str) {
-    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
-    assert!(reply.headers.contains_key("retry-after"));
-    assert!(reply.headers.get("mcp-session-id").is_none());
-    let answer = reply.json().await;
-    assert_eq!(answer["error"]["code"], -32603, "{answer}");
-    let message = answer["error"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains(limit), "{answer}");
-}
-
 fn refused(proxy: &Proxy, reason: &str) -> u64 {
     proxy.metric(&format!(
         "mcp_proxy_sessions_rejected_total{{server=\"default\",reason=\"{reason}\"}}"
@@ -476,7 +465,7 @@ async fn a_principal_over_its_own_session_limit_is_503_and_others_are_not() {
     alice.initialize("2025-06-18").await;
     let mut again = proxy.client();
     again.authorization = Some("Bearer alice".into());
-    assert_refused_for(
+    common::assert_refused_for(
         again.post(&initialize_request()).await,
         "max_sessions_per_principal",
     )
@@ -502,7 +491,7 @@ async fn clients_without_credentials_over_their_session_limit_are_503_and_princi
     })
     .await;
     let stranger = proxy.client();
-    assert_refused_for(
+    common::assert_refused_for(
         stranger.post(&initialize_request()).await,
         "max_anonymous_sessions",
     )
@@ -516,7 +505,7 @@ async fn clients_without_credentials_over_their_session_limit_are_503_and_princi
             None,
         )
         .await;
-    assert_refused_for(stream, "max_anonymous_sessions").await;
+    common::assert_refused_for(stream, "max_anonymous_sessions").await;
     let modern = json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call",
         "params": { "name": "echo", "arguments": { "text": "hi" }, "_meta": {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -534,7 +523,7 @@ async fn clients_without_credentials_over_their_session_limit_are_503_and_princi
             Some(Bytes::from(modern.to_string())),
         )
         .await;
-    assert_refused_for(reply, "max_anonymous_sessions").await;
+    common::assert_refused_for(reply, "max_anonymous_sessions").await;
     assert_eq!(refused(&proxy, "anonymous"), 3);
     assert_eq!(refused(&proxy, "per_principal"), 0);
     // A principal is not one of them.

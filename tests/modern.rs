@@ -1257,6 +1257,58 @@ async fn tools_are_exposed_to_2026_07_28_clients_as_configured() {
 }
 
 #[tokio::test]
+async fn resources_are_shown_to_2026_07_28_clients_as_configured() {
+    let proxy =
+        Proxy::start_with(|config| config.resources.deny = vec!["demo://counter".into()]).await;
+    let alice = Modern::new(&proxy, Some("alice"));
+    let (_, listed) = alice.request(1, "resources/list", json!({})).await;
+    let uris: Vec<&str> = listed["result"]["resources"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .filter_map(|resource| resource["uri"].as_str())
+        .collect();
+    assert!(uris.contains(&"demo://greeting"), "{uris:?}");
+    assert!(!uris.contains(&"demo://counter"), "{uris:?}");
+    let (_, refused) = alice
+        .request(2, "resources/read", json!({ "uri": "demo://counter" }))
+        .await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert_eq!(
+        refused["error"]["message"],
+        "Resource not found: demo://counter"
+    );
+    assert_eq!(refused["error"]["data"]["uri"], "demo://counter");
+
+    let listen = |id: u64, uris: Value| {
+        let mut params = json!({ "notifications": { "resourceSubscriptions": uris } });
+        params["_meta"] = meta(json!({}));
+        json!({ "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": params })
+    };
+    let refused = alice.send(&listen(3, json!(["demo://counter"])), &[]).await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    let refused = refused.json().await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert_eq!(refused["error"]["data"]["uri"], "demo://counter");
+
+    // A listen under every demo:// URI hears of the ones shown only.
+    let mut updates = alice.send(&listen(4, json!(["demo://"])), &[]).await;
+    assert!(updates.is_sse());
+    let ack = updates.next_message().await.unwrap().message;
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    alice
+        .call(
+            "emit_updates",
+            json!({ "uris": ["demo://counter", "demo://greeting"], "count": 2 }),
+        )
+        .await;
+    let update = updates.next_message().await.unwrap().message;
+    assert_eq!(update["method"], "notifications/resources/updated");
+    assert_eq!(update["params"]["uri"], "demo://greeting", "{update}");
+    proxy.stop().await;
+}
+
+#[tokio::test]
 async fn a_rate_counts_the_clients_requests_not_the_ones_the_proxy_makes_for_it() {
     // One request per 100 s: the session's initialize, made by the proxy, must not spend it.
     let proxy = Proxy::start_with(|config| config.limits.requests_per_second = 0.01).await;

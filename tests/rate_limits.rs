@@ -57,6 +57,11 @@ async fn a_principal_over_its_rate_gets_429_and_others_keep_theirs() {
     bob.authorization = Some("Bearer bob".into());
     bob.initialize("2025-11-25").await;
     assert_eq!(proxy.metric("mcp_proxy_rate_limited_requests_total"), 1);
+    assert_eq!(
+        proxy.metric("mcp_proxy_rate_buckets"),
+        2,
+        "one bucket per principal, kept here"
+    );
     proxy.stop().await;
 }
 
@@ -105,6 +110,11 @@ async fn replicas_share_one_budget_per_principal() {
     .await;
     assert_limited(&refused, "limits.requests_per_second");
     assert_eq!(metric(&b, "mcp_proxy_rate_limited_requests_total").await, 1);
+    assert_eq!(
+        metric(&b, "mcp_proxy_rate_buckets").await,
+        0,
+        "the buckets are kept in Redis"
+    );
 
     let mut bob = Client::new(b.addr);
     bob.authorization = Some("Bearer bob".into());

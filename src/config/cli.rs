@@ -240,6 +240,16 @@ pub struct Cli {
     #[arg(long = "deny-tool", value_name = "GLOB")]
     pub deny_tools: Vec<String>,
 
+    /// Only the default server's resources whose URI matches this glob (`*`, `?`) are seen by
+    /// clients; repeatable (resources.allow) [default: all].
+    #[arg(long = "allow-resource", value_name = "GLOB")]
+    pub allow_resources: Vec<String>,
+
+    /// The default server's resources whose URI matches this glob are never seen by clients,
+    /// nor read or subscribed to; repeatable (resources.deny) [default: none].
+    #[arg(long = "deny-resource", value_name = "GLOB")]
+    pub deny_resources: Vec<String>,
+
     /// An Origin to allow besides loopback ones (exact, or `*`); repeatable [default: none].
     #[arg(long = "allowed-origin", value_name = "ORIGIN")]
     pub allowed_origins: Vec<String>,
@@ -259,13 +269,14 @@ pub struct Cli {
     #[arg(long, value_name = "HEADER")]
     pub principal_header: Option<String>,
 
-    /// Most sessions one principal with a credential (or a trusted principal header) may hold;
-    /// more are refused with 503 [default: 100].
+    /// Most sessions one principal with a credential (or a trusted principal header) may hold,
+    /// on all the replicas sharing a Redis store together; more are refused with 503
+    /// [default: 100].
     #[arg(long, value_name = "N")]
     pub max_sessions_per_principal: Option<usize>,
 
     /// Most sessions clients without a credential may hold together (they are one principal,
-    /// the anonymous one); more are refused with 503 [default: 256].
+    /// the anonymous one), on each replica; more are refused with 503 [default: 256].
     #[arg(long, value_name = "N")]
     pub max_anonymous_sessions: Option<usize>,
 

@@ -12,7 +12,7 @@ use crate::era::Era;
 use crate::front::modern::correlation::Anonymous;
 use crate::front::modern::envelope::CacheScope;
 use crate::front::{HttpSettings, PostResponse};
-use crate::session::exposure::Exposure;
+use crate::session::exposure::{Exposure, ResourceExposure};
 use crate::session::rate::RateLimits;
 use crate::session::SessionSettings;
 
@@ -55,6 +55,8 @@ pub struct Config {
     pub tools: Exposure,
     /// Which of the default server's prompts clients see, and under which names.
     pub prompts: Exposure,
+    /// Which of the default server's resources clients see, by URI.
+    pub resources: ResourceExposure,
     /// Requests per second per principal (and per principal and tool), for every served server.
     pub limits: RateLimits,
     /// The proxy as an OAuth 2.1 resource server: tokens from this issuer on every request.
@@ -126,6 +128,8 @@ pub struct ServerConfig {
     pub tools: Exposure,
     /// Which of its prompts clients see, and under which names.
     pub prompts: Exposure,
+    /// Which of its resources clients see, by URI.
+    pub resources: ResourceExposure,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -293,6 +297,7 @@ impl Default for Config {
             tracing: TracingConfig::default(),
             tools: Exposure::default(),
             prompts: Exposure::default(),
+            resources: ResourceExposure::default(),
             limits: RateLimits::default(),
             auth: super::AuthConfig::default(),
             servers: BTreeMap::new(),

@@ -274,6 +274,8 @@ mod tests {
             "http.allowed_hosts" => "allowed-host".to_owned(),
             "tools.allow" => "allow-tool".to_owned(),
             "tools.deny" => "deny-tool".to_owned(),
+            "resources.allow" => "allow-resource".to_owned(),
+            "resources.deny" => "deny-resource".to_owned(),
             "limits.requests_per_second" => "rate-limit".to_owned(),
             key => key.rsplit('.').next().unwrap().replace('_', "-"),
         };
@@ -379,6 +381,34 @@ mod tests {
             Config::from_toml("[tools]\nhide = []\n").is_err(),
             "unknown keys refused"
         );
+    }
+
+    #[test]
+    fn resources_are_shown_by_uri_globs_from_the_file_and_the_flags_and_never_renamed() {
+        let file = "[resources]\ndeny = [\"internal://*\"]\n\
+                    [servers.b.resources]\nallow = [\"demo://*\"]\n";
+        let mut config = Config::from_toml(file).unwrap();
+        assert!(!config.resources.shows("internal://secret"));
+        assert!(config.resources.shows("demo://greeting"));
+        assert!(!config.servers["b"].resources.shows("test://static-text"));
+        config.apply(&Cli::parse_from([
+            "mcp-session-proxy",
+            "--allow-resource",
+            "demo://*",
+            "--deny-resource",
+            "demo://counter",
+        ]));
+        assert_eq!(config.resources.allow, ["demo://*"]);
+        assert_eq!(config.resources.deny, ["demo://counter"]);
+        for key in ["rename = {}", "prefix = \"a_\"", "descriptions = {}"] {
+            let error = Config::from_toml(&format!("[resources]\n{key}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.contains("expected `allow` or `deny`"),
+                "{key}: {error}"
+            );
+        }
     }
 
     #[test]

@@ -25,6 +25,12 @@ impl Config {
         if !cli.deny_tools.is_empty() {
             self.tools.deny = cli.deny_tools.clone();
         }
+        if !cli.allow_resources.is_empty() {
+            self.resources.allow = cli.allow_resources.clone();
+        }
+        if !cli.deny_resources.is_empty() {
+            self.resources.deny = cli.deny_resources.clone();
+        }
     }
 }
 

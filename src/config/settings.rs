@@ -95,6 +95,7 @@ impl Config {
             request_timeout: self.upstream.request_timeout,
             tools: std::sync::Arc::new(self.tools.clone()),
             prompts: std::sync::Arc::new(self.prompts.clone()),
+            resources: std::sync::Arc::new(self.resources.clone()),
             limits: self.limits.clone(),
             ..self.session.settings()
         }
@@ -203,9 +204,11 @@ impl SessionConfig {
             max_subscriptions: self.max_subscriptions,
             // Set by the server from the tracing configuration.
             spans: crate::spans::Spans::default(),
-            // Set by the server from the server's `[tools]` and from `[limits]`.
+            // Set by the server from the server's `[tools]`, `[prompts]`, `[resources]` and
+            // from `[limits]`.
             tools: Default::default(),
             prompts: Default::default(),
+            resources: Default::default(),
             limits: Default::default(),
         }
     }

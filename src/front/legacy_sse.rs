@@ -43,6 +43,7 @@ async fn stream(app: &App, request: &Request<Incoming>) -> Result<Response<Body>
             Shape::SingleStream,
             request.headers().get(header::AUTHORIZATION).cloned(),
         )
+        .await
         .map_err(|e| Rejection::session(&e))?;
     // Its id goes out in the first event; any replica may get the next message.
     session.store_synced().await;

@@ -42,6 +42,7 @@ pub async fn start(
     let session = app
         .registry
         .create(principal, Shape::SingleStream, credential)
+        .await
         .map_err(|e| Rejection::session(&e))?;
     session.number_events();
     session.store_synced().await;

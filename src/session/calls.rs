@@ -72,7 +72,10 @@ impl Session {
         if let Some(answer) = self.answer_without_upstream(&method, &client_id) {
             return Ok(self.answer_here(&mut state, n, answer));
         }
-        if let Err(unknown) = self.to_server_name(&mut request, &method) {
+        let exposed = self
+            .to_server_name(&mut request, &method)
+            .and_then(|()| self.check_resource_shown(&request, &method));
+        if let Err(unknown) = exposed {
             return Ok(self.answer_here(&mut state, n, unknown.to_response(&client_id)));
         }
         let ticket = match self.cached_list(&request, &method) {
@@ -190,6 +193,23 @@ impl Session {
         Ok(())
     }
 
+    /// A `resources/read`, `subscribe` or `unsubscribe` names a resource clients see
+    /// (`[resources]`); one they do not is a resource not found, never sent.
+    fn check_resource_shown(&self, request: &Message, method: &str) -> Result<(), ErrorAnswer> {
+        let exposure = &self.settings.resources;
+        let names_a_resource = matches!(
+            method,
+            methods::RESOURCES_READ | methods::RESOURCES_SUBSCRIBE | methods::RESOURCES_UNSUBSCRIBE
+        );
+        if !names_a_resource || exposure.is_identity() {
+            return Ok(());
+        }
+        match routing::resource_uri(request) {
+            Some(uri) if !exposure.shows(&uri) => Err(ErrorAnswer::UnknownResource(uri)),
+            _ => Ok(()),
+        }
+    }
+
     /// Keeps the session's subscriptions as a `resources/subscribe` or `unsubscribe` changes
     /// them. `Err`: the error a subscription past the limit is answered with.
     fn follow_subscription(
@@ -200,7 +220,7 @@ impl Session {
         client_id: &Value,
     ) -> Result<(), Bytes> {
         if let (methods::RESOURCES_SUBSCRIBE | methods::RESOURCES_UNSUBSCRIBE, Some(uri)) =
-            (method, routing::subscription_uri(request))
+            (method, routing::resource_uri(request))
         {
             if method == methods::RESOURCES_UNSUBSCRIBE {
                 state.unsubscribe(&uri);

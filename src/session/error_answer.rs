@@ -2,10 +2,13 @@
 //! itself (logged on the request's stream, like a server's answer): the code for each cause.
 
 use bytes::Bytes;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::SubscriptionRefused;
-use crate::jsonrpc::{self, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
+use crate::jsonrpc::{
+    self, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, LEGACY_RESOURCE_NOT_FOUND,
+    METHOD_NOT_FOUND,
+};
 use crate::upstream::UpstreamError;
 
 /// Why a session answers a client's request with an error instead of its server.
@@ -26,6 +29,10 @@ pub(super) enum ErrorAnswer {
     /// A `prompts/get` of a prompt the server's clients do not see (`[prompts]`).
     #[error("Unknown prompt: {0}")]
     UnknownPrompt(String),
+    /// A `resources/read` (`subscribe`, `unsubscribe`) of a resource the server's clients do
+    /// not see (`[resources]`): answered as a legacy server answers for one it does not have.
+    #[error("Resource not found: {0}")]
+    UnknownResource(String),
     /// A subscription past the session's limits.
     #[error(transparent)]
     Subscription(#[from] SubscriptionRefused),
@@ -49,12 +56,17 @@ impl ErrorAnswer {
             ErrorAnswer::Subscription(_)
             | ErrorAnswer::UnknownTool(_)
             | ErrorAnswer::UnknownPrompt(_) => INVALID_PARAMS,
+            ErrorAnswer::UnknownResource(_) => LEGACY_RESOURCE_NOT_FOUND,
             ErrorAnswer::Upstream(_) | ErrorAnswer::OwnerLeft => INTERNAL_ERROR,
         }
     }
 
     /// The error response to the request `id`.
     pub(super) fn to_response(&self, id: &Value) -> Bytes {
-        jsonrpc::error_response(id, self.code(), &self.to_string(), None)
+        let data = match self {
+            ErrorAnswer::UnknownResource(uri) => Some(json!({ "uri": uri })),
+            _ => None,
+        };
+        jsonrpc::error_response(id, self.code(), &self.to_string(), data)
     }
 }

@@ -6,11 +6,13 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
 use tokio::time::Instant;
 use tracing::debug;
 
 use super::error_answer::ErrorAnswer;
+use super::exposure::ResourceList;
 use super::inflight::Inflight;
 use super::layer::{self, LayerKind};
 use super::log::{Logged, StreamKey};
@@ -89,6 +91,9 @@ impl Session {
             Route::Progress(token) => (self.progress_stream(state, token), false),
             Route::Related => (self.related_stream(state, &message), false),
             Route::SessionWide => {
+                if self.hides(&message) {
+                    return;
+                }
                 self.invalidate_caches(&message);
                 (StreamKey::Standalone, false)
             }
@@ -136,15 +141,11 @@ impl Session {
         if request.method == methods::INITIALIZE {
             self.file_initialize(state, message);
         }
-        let exposed = match request.method.as_str() {
-            methods::TOOLS_LIST => Some((&self.settings.tools, "tools")),
-            methods::PROMPTS_LIST => Some((&self.settings.prompts, "prompts")),
-            _ => None,
-        };
-        if let Some((exposure, key)) = exposed.filter(|(exposure, _)| !exposure.is_identity()) {
-            if let Some(listed) = message.result().and_then(|r| exposure.list(r, key)) {
-                message.set_result(listed);
-            }
+        if let Some(listed) = message
+            .result()
+            .and_then(|r| self.as_exposed(&request.method, r))
+        {
+            message.set_result(listed);
         }
         if let (Some(cache), Some(ticket), Some(result)) =
             (&self.list_cache, request.ticket, message.result())
@@ -210,6 +211,36 @@ impl Session {
             }
             None => StreamKey::Standalone,
         }
+    }
+
+    /// A list result as clients see it (`[tools]`, `[prompts]`, `[resources]`); `None` when
+    /// they see it as the server sent it.
+    fn as_exposed(&self, method: &str, result: &RawValue) -> Option<Box<RawValue>> {
+        let (tools, prompts, resources) = (
+            &self.settings.tools,
+            &self.settings.prompts,
+            &self.settings.resources,
+        );
+        match method {
+            methods::TOOLS_LIST if !tools.is_identity() => tools.list(result, "tools"),
+            methods::PROMPTS_LIST if !prompts.is_identity() => prompts.list(result, "prompts"),
+            methods::RESOURCES_LIST if !resources.is_identity() => {
+                resources.list(result, ResourceList::Resources)
+            }
+            methods::RESOURCES_TEMPLATES_LIST if !resources.is_identity() => {
+                resources.list(result, ResourceList::Templates)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether clients are kept from a session-wide notification: a `resources/updated` of a
+    /// resource they do not see (`[resources]`).
+    fn hides(&self, message: &Message) -> bool {
+        let exposure = &self.settings.resources;
+        message.method() == Some(methods::RESOURCES_UPDATED)
+            && !exposure.is_identity()
+            && routing::resource_uri(message).is_some_and(|uri| !exposure.shows(&uri))
     }
 
     /// A session-wide notification: what it says changed is no longer answered from the caches.

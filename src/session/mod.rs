@@ -16,6 +16,7 @@ pub mod layer;
 mod leaving;
 pub mod list_cache;
 pub mod log;
+mod per_principal;
 pub mod protocol;
 pub mod rate;
 mod reach;
@@ -84,6 +85,8 @@ pub struct SessionSettings {
     pub tools: Arc<exposure::Exposure>,
     /// Which of the server's prompts clients see, and under which names.
     pub prompts: Arc<exposure::Exposure>,
+    /// Which of the server's resources clients see, by URI.
+    pub resources: Arc<exposure::ResourceExposure>,
     /// Requests per second per principal, and per principal and tool.
     pub limits: rate::RateLimits,
 }
@@ -112,6 +115,7 @@ impl Default for SessionSettings {
             spans: crate::spans::Spans::default(),
             tools: Arc::default(),
             prompts: Arc::default(),
+            resources: Arc::default(),
             limits: rate::RateLimits::default(),
         }
     }

@@ -5,12 +5,14 @@
 //! there (`RedisStore::take`); else each keeps its own here, bounded: past `MAX_BUCKETS`, the
 //! ones that are full again are forgotten (a full bucket and a missing one are the same), and
 //! while every one kept is in use a new key is not kept (its request goes through uncounted:
-//! memory stays bounded whatever the number of principals).
+//! memory stays bounded whatever the number of principals). How many are kept here is the
+//! gauge `mcp_proxy_rate_buckets`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::time::Instant;
 
 use crate::ids::Principal;
@@ -94,18 +96,22 @@ pub struct Limiter {
     capacity: usize,
     /// A bucket's key → when it is full again (this replica's own count).
     buckets: Mutex<HashMap<String, Instant>>,
+    /// Shows how many buckets are kept.
+    kept: Gauge,
 }
 
 impl Limiter {
-    pub fn new(limits: RateLimits) -> Limiter {
-        Limiter::with_capacity(limits, MAX_BUCKETS)
+    /// A limiter whose count of buckets kept shows in `kept`.
+    pub fn new(limits: RateLimits, kept: Gauge) -> Limiter {
+        Limiter::with_capacity(limits, MAX_BUCKETS, kept)
     }
 
-    fn with_capacity(limits: RateLimits, capacity: usize) -> Limiter {
+    fn with_capacity(limits: RateLimits, capacity: usize, kept: Gauge) -> Limiter {
         Limiter {
             limits,
             capacity,
             buckets: Mutex::default(),
+            kept,
         }
     }
 
@@ -139,6 +145,7 @@ impl Limiter {
         let mut full_at = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
         if full_at.len() >= self.capacity {
             full_at.retain(|_, at| *at > now);
+            self.kept.set(full_at.len() as i64);
         }
         let mut taken = Vec::with_capacity(buckets.len());
         for bucket in buckets {
@@ -159,6 +166,7 @@ impl Limiter {
                 full_at.insert(bucket.key.clone(), next);
             }
         }
+        self.kept.set(full_at.len() as i64);
         Ok(())
     }
 }
@@ -186,10 +194,13 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_principal_gets_its_rate_with_a_seconds_burst_and_waits_out_the_rest() {
-        let limiter = Limiter::new(RateLimits {
-            requests_per_second: 2.0,
-            ..RateLimits::default()
-        });
+        let limiter = Limiter::new(
+            RateLimits {
+                requests_per_second: 2.0,
+                ..RateLimits::default()
+            },
+            Gauge::default(),
+        );
         let alice = Principal::from_credential(b"Bearer alice");
         let bob = Principal::from_credential(b"Bearer bob");
         let ping = request("ping", "");
@@ -219,6 +230,7 @@ mod tests {
                 ..RateLimits::default()
             },
             2,
+            Gauge::default(),
         );
         let ping = request("ping", "");
         for n in 0..10 {
@@ -231,6 +243,7 @@ mod tests {
             2,
             "new keys are not kept while every bucket is in use"
         );
+        assert_eq!(limiter.kept.get(), 2, "the gauge shows them");
         let first = Principal::from_credential(b"Bearer 0");
         assert!(
             limiter.admit(&limiter.buckets(&first, &ping)).is_err(),
@@ -240,15 +253,19 @@ mod tests {
         let late = Principal::from_credential(b"Bearer late");
         assert!(limiter.admit(&limiter.buckets(&late, &ping)).is_ok());
         assert!(kept() <= 2, "full buckets make room");
+        assert_eq!(limiter.kept.get(), kept() as i64);
         assert!(limiter.admit(&limiter.buckets(&late, &ping)).is_err());
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_tool_has_its_own_rate_within_the_principals() {
-        let limiter = Limiter::new(RateLimits {
-            requests_per_second: 0.0,
-            tools: [("add".to_owned(), 0.5)].into(),
-        });
+        let limiter = Limiter::new(
+            RateLimits {
+                requests_per_second: 0.0,
+                tools: [("add".to_owned(), 0.5)].into(),
+            },
+            Gauge::default(),
+        );
         let alice = Principal::from_credential(b"Bearer alice");
         let add = limiter.buckets(&alice, &request("tools/call", "add"));
         assert!(limiter.admit(&add).is_ok());

@@ -33,8 +33,11 @@ pub struct Registry {
     pub(in crate::session) takeovers: tokio::sync::Mutex<()>,
     /// Sessions counted against the limit, including ones being created.
     pub(in crate::session) reserved: AtomicUsize,
-    /// Open sessions per principal (the anonymous one included), against their limits.
+    /// Open sessions per principal here (the anonymous one included), against their limits.
     pub(in crate::session) per_principal: DashMap<Principal, usize>,
+    /// Set while the count of sessions per principal shared by the replicas cannot be read
+    /// (this replica's own counts meanwhile): said once per outage.
+    pub(in crate::session) shared_count_failing: AtomicBool,
     /// Builds the sessions' upstreams.
     pub(in crate::session) upstreams: Arc<UpstreamFactory>,
     pub(in crate::session) settings: Arc<SessionSettings>,
@@ -71,13 +74,15 @@ impl Registry {
         server: &str,
     ) -> Registry {
         let settings_cache = settings.cache_lists.then(Arc::default);
-        let limiter = super::rate::Limiter::new(settings.limits.clone());
+        let limiter =
+            super::rate::Limiter::new(settings.limits.clone(), metrics.rate_buckets.clone());
         Registry {
             sessions: DashMap::new(),
             views: DashMap::new(),
             takeovers: tokio::sync::Mutex::new(()),
             reserved: AtomicUsize::new(0),
             per_principal: DashMap::new(),
+            shared_count_failing: AtomicBool::new(false),
             upstreams: Arc::new(UpstreamFactory::new(upstream, metrics.clone())),
             leaving: AtomicBool::new(false),
             settings: Arc::new(settings),
@@ -126,7 +131,7 @@ impl Registry {
 
     /// Creates a session for `principal` with a fresh upstream. `credential` (the client's
     /// `Authorization`) reaches an HTTP upstream only when configured to.
-    pub fn create(
+    pub async fn create(
         &self,
         principal: Principal,
         shape: Shape,
@@ -136,12 +141,13 @@ impl Registry {
         self.create_with(principal, shape, credential.clone(), || {
             self.upstreams.build(credential)
         })
+        .await
     }
 
     /// Creates a session whose server starts at its client's `initialize`: until then it costs
     /// no process or connection, and requests other than `ping` are answered that it must
     /// initialize first. It counts against the limits from now.
-    pub fn create_awaiting_initialize(
+    pub async fn create_awaiting_initialize(
         &self,
         principal: Principal,
         shape: Shape,
@@ -151,9 +157,10 @@ impl Registry {
         self.create_with(principal, shape, credential.clone(), || {
             Ok(DeferredUpstream::build(self.upstreams.clone(), credential))
         })
+        .await
     }
 
-    fn create_with(
+    async fn create_with(
         &self,
         principal: Principal,
         shape: Shape,
@@ -177,7 +184,11 @@ impl Registry {
             self.metrics.session_refused(Refusal::MaxSessions);
             return Err(SessionError::TooManySessions(limit));
         }
-        if let Err(error) = self.reserve_for(&principal) {
+        let id = match self.store.redis() {
+            Some(redis) => ids::mint_at(&redis.node_id),
+            None => ids::mint(),
+        };
+        if let Err(error) = self.reserve_for(&principal, &id).await {
             self.reserved.fetch_sub(1, Ordering::AcqRel);
             return Err(error);
         }
@@ -185,15 +196,13 @@ impl Registry {
             Ok(bound) => bound,
             Err(error) => {
                 self.reserved.fetch_sub(1, Ordering::AcqRel);
-                self.release_for(&principal);
+                self.unreserve_for(&principal, &id).await;
                 return Err(error.into());
             }
         };
-        let id = match self.store.redis() {
-            Some(redis) => ids::mint_at(&redis.node_id),
-            None => ids::mint(),
-        };
-        let mirror = self.store.mirror(&self.server, &id);
+        let mirror = self
+            .store
+            .mirror(&self.server, &id, self.counted_for(&principal));
         let session = Session::new(
             id,
             principal,
@@ -216,43 +225,6 @@ impl Registry {
         self.metrics.sessions_open.inc();
         session.span().in_scope(|| info!("session created"));
         Ok(session)
-    }
-
-    /// Counts a new session against its principal's own limit (the anonymous principal's is
-    /// `max_anonymous_sessions`: every client without a credential is that one principal);
-    /// a refusal is counted.
-    pub(in crate::session) fn reserve_for(
-        &self,
-        principal: &Principal,
-    ) -> Result<(), SessionError> {
-        let anonymous = *principal == Principal::anonymous();
-        let limit = match anonymous {
-            true => self.settings.max_anonymous_sessions,
-            false => self.settings.max_sessions_per_principal,
-        };
-        let mut held = self.per_principal.entry(principal.clone()).or_insert(0);
-        if *held >= limit {
-            drop(held);
-            return Err(match anonymous {
-                true => {
-                    self.metrics.session_refused(Refusal::Anonymous);
-                    SessionError::TooManyAnonymous(limit)
-                }
-                false => {
-                    self.metrics.session_refused(Refusal::PerPrincipal);
-                    SessionError::TooManyForPrincipal(limit)
-                }
-            });
-        }
-        *held += 1;
-        Ok(())
-    }
-
-    pub(in crate::session) fn release_for(&self, principal: &Principal) {
-        self.per_principal.remove_if_mut(principal, |_, held| {
-            *held = held.saturating_sub(1);
-            *held == 0
-        });
     }
 
     /// The session `id` if `principal` owns it. Another principal's session is not found.

@@ -103,8 +103,9 @@ pub fn progress_token(request: &Message) -> Option<String> {
     params.meta?.progress_token.as_ref().map(id_key)
 }
 
-/// The `uri` of a `resources/subscribe` or `resources/unsubscribe`.
-pub fn subscription_uri(request: &Message) -> Option<String> {
+/// The `uri` a message's params name (`resources/read`, `subscribe`, `unsubscribe`,
+/// `notifications/resources/updated`).
+pub fn resource_uri(request: &Message) -> Option<String> {
     request.params_as::<Uri>().map(|p| p.uri)
 }
 
@@ -172,7 +173,7 @@ mod tests {
     }
 
     #[test]
-    fn reads_progress_tokens_and_subscription_uris() {
+    fn reads_progress_tokens_and_resource_uris() {
         let m = msg(
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":"p1"}}}"#,
         );
@@ -182,6 +183,6 @@ mod tests {
         let m = msg(
             r#"{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"demo://x"}}"#,
         );
-        assert_eq!(subscription_uri(&m).as_deref(), Some("demo://x"));
+        assert_eq!(resource_uri(&m).as_deref(), Some("demo://x"));
     }
 }

@@ -50,9 +50,16 @@ impl Store {
         backlog.over_limit().then(|| backlog.queued())
     }
 
-    /// The writer an owned session mirrors itself through; `None` with the memory store.
-    pub fn mirror(&self, server: &str, session_id: &str) -> Option<Mirror> {
-        self.redis().map(|redis| redis.mirror(server, session_id))
+    /// The writer an owned session mirrors itself through, the session counted among
+    /// `counted_for`'s (a principal) for every replica; `None` with the memory store.
+    pub fn mirror(
+        &self,
+        server: &str,
+        session_id: &str,
+        counted_for: Option<&str>,
+    ) -> Option<Mirror> {
+        self.redis()
+            .map(|redis| redis.mirror(server, session_id, counted_for))
     }
 }
 
@@ -115,6 +122,8 @@ pub struct Record {
 pub struct Queued {
     pub server: Arc<str>,
     pub session: Arc<str>,
+    /// The key of the principal's sessions the session counts in, if any.
+    pub counted_in: Option<Arc<str>>,
     pub op: Op,
     pub at: Instant,
 }
@@ -124,20 +133,25 @@ pub struct Queued {
 pub struct Mirror {
     session: Arc<str>,
     server: Arc<str>,
+    counted_in: Option<Arc<str>>,
     ops: mpsc::UnboundedSender<Queued>,
     backlog: Arc<Backlog>,
 }
 
 impl Mirror {
+    /// The way to the store of `server`'s session `session`, counted in the set `counted_in`
+    /// (the key of its principal's sessions) if any.
     pub fn new(
         server: &str,
         session: &str,
+        counted_in: Option<String>,
         ops: mpsc::UnboundedSender<Queued>,
         backlog: Arc<Backlog>,
     ) -> Mirror {
         Mirror {
             session: session.into(),
             server: server.into(),
+            counted_in: counted_in.map(Into::into),
             ops,
             backlog,
         }
@@ -148,6 +162,7 @@ impl Mirror {
         let queued = Queued {
             server: self.server.clone(),
             session: self.session.clone(),
+            counted_in: self.counted_in.clone(),
             op,
             at: Instant::now(),
         };

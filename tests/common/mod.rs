@@ -403,6 +403,18 @@ impl Reply {
     }
 }
 
+/// A new session refused over a limit: 503 with `Retry-After`, no session id, and a JSON-RPC
+/// error that names the limit.
+pub async fn assert_refused_for(reply: Reply, limit: &str) {
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(reply.headers.contains_key("retry-after"));
+    assert!(reply.headers.get("mcp-session-id").is_none());
+    let answer = reply.json().await;
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(limit), "{answer}");
+}
+
 /// Waits until `condition` holds (for effects the test cannot await directly, such as another
 /// process reacting), failing the test if it does not within the usual bound.
 pub async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {

@@ -117,6 +117,7 @@ impl DataLayer {
         let session = app
             .registry
             .create(principal.clone(), Shape::Streams, credential)
+            .await
             .map_err(|e| Rejection::session(&e))?;
         // Ended unless its server is initialized: a refusal, or the client gone meanwhile.
         let unopened = EndOnDrop::armed(app.registry.clone(), session.id().to_owned());

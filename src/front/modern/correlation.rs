@@ -329,6 +329,7 @@ pub(super) async fn open_with(
 ) -> Result<(Arc<Session>, Arc<Initialized>), Rejection> {
     let session = registry
         .create(principal, Shape::Streams, credential)
+        .await
         .map_err(|e| Rejection::session(&e))?;
     let unopened = EndOnDrop::armed(registry.clone(), session.id().to_owned());
     let initialized = Arc::new(Initialized::new(

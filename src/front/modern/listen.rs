@@ -157,6 +157,10 @@ pub async fn open(
         return Err(Rejection::modern_method_not_found(SUBSCRIPTIONS_LISTEN).with_id(Some(&id)));
     }
     let honoured = asked.honoured(capabilities);
+    let resources = &app.registry.settings().resources;
+    if let Some(hidden) = honoured.uris.iter().find(|uri| !resources.shows(uri)) {
+        return Err(Rejection::resource_not_found(hidden).with_id(Some(&id)));
+    }
     let session = correlated.session.clone();
     for uri in &honoured.uris {
         app.modern

@@ -7,7 +7,7 @@ use serde_json::json;
 use super::Rejection;
 use crate::era::{capability_object, MODERN_VERSION};
 use crate::jsonrpc::{
-    Message, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND,
+    Message, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
     MISSING_CAPABILITY, UNSUPPORTED_VERSION,
 };
 
@@ -47,6 +47,19 @@ impl Rejection {
                 format!(
                     "Unsupported protocol version {requested:?}; this server speaks {MODERN_VERSION}"
                 ),
+            )
+        }
+    }
+
+    /// A resource clients do not see (`[resources]`) named in a `subscriptions/listen`: refused
+    /// as 2026-07-28 refuses a resource the server does not have (-32602, `data: {uri}`).
+    pub fn resource_not_found(uri: &str) -> Rejection {
+        Rejection {
+            data: Some(Box::new(json!({ "uri": uri }))),
+            ..Rejection::new(
+                StatusCode::BAD_REQUEST,
+                INVALID_PARAMS,
+                format!("Resource not found: {uri}"),
             )
         }
     }

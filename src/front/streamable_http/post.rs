@@ -127,6 +127,7 @@ async fn initialize(
             Shape::Streams,
             headers.get(header::AUTHORIZATION).cloned(),
         )
+        .await
         .map_err(|e| Rejection::session(&e).with_id(message.id()))?;
     exchange(app, session, message, true).await
 }

@@ -153,6 +153,7 @@ impl Connection {
                     Shape::SingleStream,
                     self.credential.clone(),
                 )
+                .await
                 .map_err(|e| Rejection::session(&e).with_id(id.as_ref()))?;
             let reader = session.attach(StreamKey::Standalone, None);
             self.bound = Some(Bound {

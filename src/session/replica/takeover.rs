@@ -76,10 +76,11 @@ impl Session {
 }
 
 impl Registry {
-    /// Room for one more session of `principal` and its new upstream, for a takeover: nothing
-    /// held when refused.
-    fn open_taken(
+    /// Room for session `id` of `principal` and its new upstream, for a takeover (counted once
+    /// among the principal's sessions: it was already): nothing held when refused.
+    async fn open_taken(
         &self,
+        id: &str,
         principal: &Principal,
         credential: Credential,
     ) -> Result<(Upstream, Arc<Binding>), SessionError> {
@@ -88,7 +89,7 @@ impl Registry {
             self.reserved.fetch_sub(1, Ordering::AcqRel);
             return Err(SessionError::TooManySessions(limit));
         }
-        if let Err(error) = self.reserve_for(principal) {
+        if let Err(error) = self.reserve_for(principal, id).await {
             self.reserved.fetch_sub(1, Ordering::AcqRel);
             return Err(error);
         }
@@ -149,7 +150,7 @@ impl Registry {
             return Ok(None);
         }
         let credential = Credential::new(credential);
-        let (upstream, binding) = match self.open_taken(principal, credential.clone()) {
+        let (upstream, binding) = match self.open_taken(id, principal, credential.clone()).await {
             Ok(bound) => bound,
             Err(error) => {
                 warn!(session = %crate::redact::session(id), %error,
@@ -173,7 +174,8 @@ impl Registry {
             self.response_cache.clone(),
             self.settings.clone(),
             self.metrics.clone(),
-            self.store.mirror(&self.server, id),
+            self.store
+                .mirror(&self.server, id, self.counted_for(principal)),
             credential,
         );
         binding.bind(Arc::downgrade(&session) as Weak<dyn Sink>);

@@ -13,11 +13,16 @@
 //!   the owner has not answered yet (a replica taking over answers them with an error);
 //! - `ns:<server>:correlated:<digest>`: hash (`session`, `initialized`), the session serving a
 //!   2026-07-28 principal's requests (digest of the principal and its capabilities), so every
-//!   replica serves them from the same one; expiring after the idle TTL.
+//!   replica serves them from the same one; expiring after the idle TTL;
+//! - `ns:<server>:principal:<principal>`: sorted set, the ids of a principal's sessions (the
+//!   principal a digest), for `session.max_sessions_per_principal` across the replicas; living
+//!   as long as the records of its sessions;
+//! - `ns:<server>:rate:<bucket>`: string, when a rate-limit bucket is full again.
 //!
 //! Here: connecting, health and the key names. `writer` writes the owners' ops, `replicas`
 //! keeps this replica's heartbeat and a session's owner, `reads` reads a session back,
-//! `follower` tails its log, `correlation` shares what 2026-07-28 requests need.
+//! `follower` tails its log, `correlation` shares what 2026-07-28 requests need, `principals`
+//! counts each principal's sessions, `rate` takes from the shared rate buckets.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -31,6 +36,7 @@ use tracing::{info, warn};
 
 mod correlation;
 mod follower;
+mod principals;
 mod rate;
 mod reads;
 mod replicas;
@@ -197,8 +203,17 @@ impl RedisStore {
         self.recovered.subscribe()
     }
 
-    pub fn mirror(&self, server: &str, session_id: &str) -> Mirror {
-        Mirror::new(server, session_id, self.ops.clone(), self.backlog.clone())
+    /// The way an owned session's ops go to the writer; `counted_for`: the principal whose
+    /// sessions it counts in (`principals`).
+    pub fn mirror(&self, server: &str, session_id: &str, counted_for: Option<&str>) -> Mirror {
+        let counted_in = counted_for.map(|principal| self.principal_key(server, principal));
+        Mirror::new(
+            server,
+            session_id,
+            counted_in,
+            self.ops.clone(),
+            self.backlog.clone(),
+        )
     }
 
     /// What the owners queued and the writer has not written yet.

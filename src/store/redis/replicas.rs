@@ -48,7 +48,7 @@ impl RedisStore {
     /// deleted, so the others take its sessions over at once, from a complete log. Bounded:
     /// with Redis away, the others take them over when the key expires.
     pub async fn leave(&self) {
-        if !self.mirror("", "").synced(LEAVE_PATIENCE).await {
+        if !self.mirror("", "", None).synced(LEAVE_PATIENCE).await {
             warn!("leaving with writes Redis has not taken");
         }
         self.leaving.cancel();

@@ -25,25 +25,26 @@ impl RedisStore {
             let oldest = batch[0].at;
             let mut pipe = redis::pipe();
             let mut flushes = Vec::new();
-            let mut touched: HashMap<(Arc<str>, Arc<str>), Keys> = HashMap::new();
+            let mut touched: HashMap<(Arc<str>, Arc<str>), Touched> = HashMap::new();
             let mut undone = Undone::of(&batch);
             for queued in batch.drain(..) {
                 if undone.skips(&queued) {
                     continue;
                 }
                 let session = (queued.server.clone(), queued.session.clone());
+                let counted_in = queued.counted_in.as_deref();
                 match queued.op {
                     Op::Flush(done) => flushes.push(done),
                     Op::End => {
                         touched.remove(&session);
                         ttls.forget(&session);
-                        self.encode(&mut pipe, &queued.server, &queued.session, Op::End);
+                        self.encode(&mut pipe, &session, counted_in, Op::End);
                     }
                     op => {
-                        if let Some(keys) =
-                            self.encode(&mut pipe, &queued.server, &queued.session, op)
-                        {
-                            *touched.entry(session).or_default() |= keys;
+                        if let Some(keys) = self.encode(&mut pipe, &session, counted_in, op) {
+                            let touched = touched.entry(session).or_default();
+                            touched.keys |= keys;
+                            touched.counted_in = queued.counted_in.clone();
                         }
                     }
                 }
@@ -60,23 +61,26 @@ impl RedisStore {
         }
     }
 
-    /// Sets the TTL of the keys of each session the batch touched that are due one.
+    /// Sets the TTL of the keys of each session the batch touched that are due one (the set of
+    /// its principal's sessions with its record: it lives as long as the longest-lived).
     fn encode_ttls(
         &self,
         pipe: &mut redis::Pipeline,
         ttls: &mut Ttls,
-        touched: &HashMap<(Arc<str>, Arc<str>), Keys>,
+        touched: &HashMap<(Arc<str>, Arc<str>), Touched>,
     ) {
         let now = Instant::now();
-        for ((server, session), keys) in touched {
-            let keys = ttls.due(&(server.clone(), session.clone()), *keys, now);
+        for ((server, session), touched) in touched {
+            let keys = ttls.due(&(server.clone(), session.clone()), touched.keys, now);
+            let counted_in = touched.counted_in.as_deref().map(str::to_owned);
             for (key, name) in [
-                (Keys::RECORD, self.session_key(server, session)),
-                (Keys::LOG, self.log_key(server, session)),
-                (Keys::INFLIGHT, self.inflight_key(server, session)),
-                (Keys::SUBS, self.subs_key(server, session)),
+                (Keys::RECORD, Some(self.session_key(server, session))),
+                (Keys::LOG, Some(self.log_key(server, session))),
+                (Keys::INFLIGHT, Some(self.inflight_key(server, session))),
+                (Keys::SUBS, Some(self.subs_key(server, session))),
+                (Keys::RECORD, counted_in),
             ] {
-                if keys.contains(key) {
+                if let (true, Some(name)) = (keys.contains(key), name) {
                     pipe.cmd("PEXPIRE").arg(name).arg(ttls.millis).ignore();
                 }
             }
@@ -119,6 +123,14 @@ impl RedisStore {
             }
         }
     }
+}
+
+/// What a batch did to a session: the keys whose TTL it may need, and the set of its
+/// principal's sessions it counts in.
+#[derive(Default)]
+struct Touched {
+    keys: Keys,
+    counted_in: Option<Arc<str>>,
 }
 
 /// A session's keys, as a set: those whose TTL a round trip sets.
@@ -255,15 +267,17 @@ impl Undone {
 }
 
 impl RedisStore {
-    /// Adds `op` to `pipe`. `Some`: the session is active, its keys live on, and those named
-    /// may have been created by the op (the writer sets their TTL).
+    /// Adds `op` of `session` (server, id) to `pipe`; `counted_in`: the set of its principal's
+    /// sessions, if it counts in one. `Some`: the session is active, its keys live on, and
+    /// those named may have been created by the op (the writer sets their TTL).
     fn encode(
         &self,
         pipe: &mut redis::Pipeline,
-        server: &str,
-        session: &str,
+        (server, session): &(Arc<str>, Arc<str>),
+        counted_in: Option<&str>,
         op: Op,
     ) -> Option<Keys> {
+        let (server, session) = (server.as_ref(), session.as_ref());
         let record = self.session_key(server, session);
         let log = self.log_key(server, session);
         let inflight = self.inflight_key(server, session);
@@ -271,6 +285,10 @@ impl RedisStore {
         match op {
             Op::Create(r) => {
                 self.encode_record(pipe, &record, &subs, &r);
+                if let Some(sessions) = counted_in {
+                    // Counted from now on by its record (written first), for as long as it lives.
+                    pipe.cmd("ZADD").arg(sessions).arg(0).arg(session).ignore();
+                }
                 Some(Keys::ALL)
             }
             Op::Append(logged) => {
@@ -317,6 +335,9 @@ impl RedisStore {
                     .arg(&inflight)
                     .arg(&subs)
                     .ignore();
+                if let Some(sessions) = counted_in {
+                    pipe.cmd("ZREM").arg(sessions).arg(session).ignore();
+                }
                 None
             }
             Op::Flush(_) => None, // answered by the writer
@@ -408,6 +429,7 @@ mod tests {
         Queued {
             server: "default".into(),
             session: session.into(),
+            counted_in: None,
             op,
             at: std::time::Instant::now(),
         }

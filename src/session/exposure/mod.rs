@@ -3,12 +3,17 @@
 //! for the gateway, and descriptions of the operator's own. A `tools/list` (`prompts/list`)
 //! answer is rewritten on its way to the client (before the list cache keeps it); a
 //! `tools/call` (`prompts/get`) names an exposed one and goes to the server under the server's
-//! name, and one not exposed is unknown, never sent.
+//! name, and one not exposed is unknown, never sent. Resources are shown or hidden by URI
+//! alone (`resources`).
+
+mod resources;
 
 use std::collections::BTreeMap;
 
 use serde_json::value::RawValue;
 use serde_json::Value;
+
+pub use resources::{ResourceExposure, ResourceList};
 
 /// As the configuration spells it: `[tools]`, `[prompts]`, `[servers.<name>.tools]`, ….
 #[derive(Debug, Clone, Default, serde::Deserialize)]
@@ -38,8 +43,7 @@ impl Exposure {
 
     /// Whether clients see the server's tool `name`.
     pub fn shows(&self, name: &str) -> bool {
-        (self.allow.is_empty() || self.allow.iter().any(|glob| matches(glob, name)))
-            && !self.deny.iter().any(|glob| matches(glob, name))
+        passes(&self.allow, &self.deny, name)
     }
 
     /// The name clients see for the server's tool `name`.
@@ -78,6 +82,12 @@ impl Exposure {
         }
         serde_json::value::to_raw_value(&result).ok()
     }
+}
+
+/// Whether `name` matches one of `allow` (or `allow` is empty) and none of `deny`.
+fn passes(allow: &[String], deny: &[String], name: &str) -> bool {
+    (allow.is_empty() || allow.iter().any(|glob| matches(glob, name)))
+        && !deny.iter().any(|glob| matches(glob, name))
 }
 
 /// A glob: `*` any run of characters, `?` any one.

@@ -1,0 +1,216 @@
+//! Which resources clients see (`[resources]`, `[servers.<name>.resources]`), over real sockets
+//! in front of the demo server: hidden resources are absent from `resources/list` (cached
+//! lists included) and templates are listed by their text; reading, subscribing to or
+//! unsubscribing from a hidden URI is a resource not found, never sent to the server; and the
+//! server's updates of a hidden URI never reach the client.
+
+mod common;
+
+use common::{Client, Proxy};
+use mcp_session_proxy::config::{Config, Isolation, ServerConfig};
+use mcp_session_proxy::session::exposure::ResourceExposure;
+use serde_json::{json, Value};
+
+fn counter_hidden(config: &mut Config) {
+    config.resources = ResourceExposure {
+        deny: vec!["demo://counter".into(), "test://static-*".into()],
+        ..ResourceExposure::default()
+    };
+}
+
+/// The URIs (or URI templates) of a list answer's `key` entries, by `field`.
+fn listed(answer: &Value, key: &str, field: &str) -> Vec<String> {
+    answer["result"][key]
+        .as_array()
+        .unwrap_or_else(|| panic!("a {key} list: {answer}"))
+        .iter()
+        .map(|entry| entry[field].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+async fn uris(client: &mut Client) -> Vec<String> {
+    let answer = client.request("resources/list", json!({})).await;
+    listed(&answer, "resources", "uri")
+}
+
+fn assert_not_found(answer: &Value, uri: &str) {
+    assert_eq!(answer["error"]["code"], -32002, "{answer}");
+    assert_eq!(
+        answer["error"]["message"],
+        format!("Resource not found: {uri}")
+    );
+    assert_eq!(answer["error"]["data"]["uri"], uri, "{answer}");
+}
+
+#[tokio::test]
+async fn hidden_resources_are_neither_listed_nor_read_nor_subscribed_to() {
+    let proxy = Proxy::start_with(counter_hidden).await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
+    let seen = uris(&mut client).await;
+    assert!(seen.contains(&"demo://greeting".to_owned()), "{seen:?}");
+    assert!(
+        seen.contains(&"test://watched-resource".to_owned()),
+        "{seen:?}"
+    );
+    for hidden in [
+        "demo://counter",
+        "test://static-text",
+        "test://static-binary",
+    ] {
+        assert!(!seen.contains(&hidden.to_owned()), "{hidden} in {seen:?}");
+    }
+
+    let read = client
+        .request("resources/read", json!({ "uri": "demo://greeting" }))
+        .await;
+    assert_eq!(
+        read["result"]["contents"][0]["text"], "Hello from the demo server",
+        "{read}"
+    );
+    for method in [
+        "resources/read",
+        "resources/subscribe",
+        "resources/unsubscribe",
+    ] {
+        let refused = client
+            .request(method, json!({ "uri": "demo://counter" }))
+            .await;
+        // The demo server takes any subscription: this refusal is the proxy's own.
+        assert_not_found(&refused, "demo://counter");
+    }
+    let subscribed = client
+        .request("resources/subscribe", json!({ "uri": "demo://greeting" }))
+        .await;
+    assert_eq!(subscribed["result"], json!({}), "{subscribed}");
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn updates_of_hidden_resources_never_reach_the_client() {
+    let proxy = Proxy::start_with(counter_hidden).await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
+    let mut updates = client.get(None).await;
+    client
+        .call_tool(
+            "emit_updates",
+            json!({ "uris": ["demo://counter", "demo://greeting"], "count": 4, "tag": "t" }),
+        )
+        .await;
+    // In order on one stream: had a hidden one been delivered, it would come first.
+    for index in [1, 3] {
+        let update = updates
+            .next_with_method("notifications/resources/updated")
+            .await;
+        assert_eq!(update["params"]["uri"], "demo://greeting", "{update}");
+        assert_eq!(update["params"]["_meta"]["demo/index"], index, "{update}");
+    }
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn templates_are_listed_by_their_text_and_reads_through_them_checked_by_uri() {
+    let proxy = Proxy::start_with(|config| {
+        config.resources.allow = vec!["demo://*".into(), "test://template/*".into()];
+        config.resources.deny = vec!["test://template/secret/*".into()];
+    })
+    .await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
+    assert_eq!(
+        uris(&mut client).await,
+        ["demo://greeting", "demo://counter"]
+    );
+    let templates = client.request("resources/templates/list", json!({})).await;
+    assert_eq!(
+        listed(&templates, "resourceTemplates", "uriTemplate"),
+        ["test://template/{id}/data"]
+    );
+    let read = client
+        .request("resources/read", json!({ "uri": "test://template/7/data" }))
+        .await;
+    assert!(read["result"]["contents"].is_array(), "{read}");
+    let uri = "test://template/secret/data";
+    let refused = client
+        .request("resources/read", json!({ "uri": uri }))
+        .await;
+    assert_not_found(&refused, uri);
+    let refused = client
+        .request("resources/read", json!({ "uri": "test://static-text" }))
+        .await;
+    assert_not_found(&refused, "test://static-text");
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn the_list_cache_keeps_resource_lists_as_clients_see_them() {
+    let proxy = Proxy::start_with(|config| {
+        counter_hidden(config);
+        config.upstream.isolation = Isolation::Shared;
+    })
+    .await;
+    let mut a = proxy.initialized_client("2025-06-18").await;
+    let mut b = proxy.initialized_client("2025-06-18").await;
+    let first = uris(&mut a).await;
+    let cached = uris(&mut b).await;
+    assert_eq!(proxy.metric("mcp_proxy_list_cache_hits_total"), 1);
+    assert_eq!(first, cached);
+    assert!(!cached.contains(&"demo://counter".to_owned()), "{cached:?}");
+    a.call_tool("notify_list_changed", json!({ "list": "resources" }))
+        .await;
+    assert_eq!(uris(&mut b).await, first, "refetched and shown alike");
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn each_gateway_server_shows_its_resources_its_own_way() {
+    let proxy = Proxy::start_with(|config| {
+        config.upstream.stdio = None;
+        for name in ["alpha", "beta"] {
+            let mut server = ServerConfig::default();
+            server.upstream.stdio =
+                Some(format!("{} demo-server", shell_words::quote(common::DEMO)));
+            if name == "alpha" {
+                server.resources.deny = vec!["demo://counter".into()];
+            }
+            config.servers.insert(name.into(), server);
+        }
+    })
+    .await;
+    let mut alpha = proxy.client();
+    alpha.path = "/servers/alpha/mcp".into();
+    alpha.initialize("2025-11-25").await;
+    assert!(!uris(&mut alpha)
+        .await
+        .contains(&"demo://counter".to_owned()));
+    let refused = alpha
+        .request("resources/read", json!({ "uri": "demo://counter" }))
+        .await;
+    assert_not_found(&refused, "demo://counter");
+
+    let mut beta = proxy.client();
+    beta.path = "/servers/beta/mcp".into();
+    beta.initialize("2025-11-25").await;
+    assert!(uris(&mut beta).await.contains(&"demo://counter".to_owned()));
+    let read = beta
+        .request("resources/read", json!({ "uri": "demo://counter" }))
+        .await;
+    assert_eq!(read["result"]["contents"][0]["text"], "0", "{read}");
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_2026_07_28_server_behind_the_bridge_shows_its_resources_alike() {
+    let proxy = Proxy::start_with(|config| {
+        common::serve_the_modern_demo(config);
+        counter_hidden(config);
+    })
+    .await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
+    let seen = uris(&mut client).await;
+    assert!(seen.contains(&"demo://greeting".to_owned()), "{seen:?}");
+    assert!(!seen.contains(&"demo://counter".to_owned()), "{seen:?}");
+    let refused = client
+        .request("resources/read", json!({ "uri": "demo://counter" }))
+        .await;
+    assert_not_found(&refused, "demo://counter");
+    proxy.stop().await;
+}
