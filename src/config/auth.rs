@@ -252,7 +252,7 @@ mod tests {
 }
 
 /// What an HTTP server gets to authenticate the proxy's requests (`upstream.auth`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum UpstreamAuth {
     /// Nothing: the client's token never leaves the proxy.

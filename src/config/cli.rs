@@ -219,16 +219,8 @@ pub struct Cli {
     #[arg(long = "rate-limit", value_name = "N")]
     pub rate_limit: Option<f64>,
 
-    /// Accept only bearer tokens from this OAuth issuer on every served path: the proxy is then
-    /// an OAuth 2.1 resource server, and a token's issuer and subject name its principal
-    /// (auth.issuer) [default: none, no authorization].
-    #[arg(long = "auth-issuer", value_name = "URL")]
-    pub auth_issuer: Option<String>,
-
-    /// With --auth-issuer: what a token's audience must name (auth.audience) [default: the
-    /// resource URL the client dialled, e.g. http://host/mcp].
-    #[arg(long = "auth-audience", value_name = "URI")]
-    pub auth_audience: Option<String>,
+    #[command(flatten)]
+    pub auth: super::auth_flags::AuthFlags,
 
     /// Only the default server's tools matching this glob (`*`, `?`) are seen by clients;
     /// repeatable (tools.allow) [default: all].

@@ -3,6 +3,7 @@
 //! takes from it (`settings`).
 
 mod auth;
+mod auth_flags;
 mod cli;
 mod duration;
 mod file;
@@ -172,6 +173,21 @@ mod tests {
     }
 
     #[test]
+    fn every_shipped_example_is_valid() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let mut config = Config::parse_file(&path).unwrap();
+                // Replicas take their secret from the environment, as the example says.
+                config.cluster.secret = "0".repeat(64);
+                let valid = config.validate();
+                valid.unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+            }
+        }
+    }
+
+    #[test]
     fn gateway_servers_are_checked_and_named_in_messages() {
         let config = Config::from_toml(
             "[servers.a.upstream]\nhttp = \"http://127.0.0.1:1/mcp\"\n[servers.b.session]\nwindow_events = 3\n",
@@ -277,6 +293,14 @@ mod tests {
             "resources.allow" => "allow-resource".to_owned(),
             "resources.deny" => "deny-resource".to_owned(),
             "limits.requests_per_second" => "rate-limit".to_owned(),
+            "auth.client_secret" => "auth-client-secret-env".to_owned(),
+            "auth.required_scopes" => "auth-required-scope".to_owned(),
+            "auth.algorithms" => "auth-algorithm".to_owned(),
+            "upstream.auth_secret" => "upstream-auth-secret-env".to_owned(),
+            key if key.starts_with("auth.") => key.replacen('.', "-", 1).replace('_', "-"),
+            key if key.starts_with("upstream.auth") => {
+                key.replacen('.', "-", 1).replace('_', "-")
+            }
             key => key.rsplit('.').next().unwrap().replace('_', "-"),
         };
         let text = include_str!("../../config/proxy.toml");

@@ -14,8 +14,7 @@ impl Config {
         apply_upstream(&mut self.upstream, cli);
         apply_session(&mut self.session, cli);
         apply_http(&mut self.http, cli);
-        set(&mut self.auth.issuer, &cli.auth_issuer);
-        set(&mut self.auth.audience, &cli.auth_audience);
+        cli.auth.apply(&mut self.auth, &mut self.upstream);
         if let Some(rate) = cli.rate_limit {
             self.limits.requests_per_second = rate;
         }
