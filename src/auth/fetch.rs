@@ -1,5 +1,6 @@
 //! The proxy's own requests to an authorization server: a JSON document fetched, a form
-//! posted (introspection, token exchange), each bounded in time and in size.
+//! posted (introspection, token exchange), each bounded in time and in size; over `https://`
+//! (rustls, the machine's CA certificates) or `http://`.
 
 use std::time::Duration;
 
@@ -8,9 +9,12 @@ use base64::Engine;
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Full, Limited};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+
+use tracing::warn;
 
 use crate::error_chain::error_chain;
 
@@ -22,7 +26,7 @@ const MAX_BYTES: usize = 1 << 20;
 /// Why a request to the authorization server failed.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum FetchError {
-    #[error("{0} is not an http:// URL")]
+    #[error("{0} is not an https:// or http:// URL")]
     Url(String),
     #[error("{url} could not be reached: {cause}")]
     Unreachable { url: String, cause: String },
@@ -52,15 +56,25 @@ impl std::fmt::Debug for ClientCredentials {
 /// A pooled client for the authorization server's endpoints.
 #[derive(Clone)]
 pub struct Fetcher {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
 impl Default for Fetcher {
     fn default() -> Self {
+        let roots = HttpsConnectorBuilder::new()
+            .with_native_roots()
+            .unwrap_or_else(|error| {
+                warn!(%error, "no CA certificates found: https:// issuers cannot be verified");
+                let empty = rustls::ClientConfig::builder()
+                    .with_root_certificates(rustls::RootCertStore::empty())
+                    .with_no_client_auth();
+                HttpsConnectorBuilder::new().with_tls_config(empty)
+            });
+        let connector = roots.https_or_http().enable_http1().build();
         Fetcher {
             client: Client::builder(TokioExecutor::new())
                 .pool_idle_timeout(Duration::from_secs(60))
-                .build(HttpConnector::new()),
+                .build(connector),
         }
     }
 }
@@ -162,7 +176,7 @@ impl Fetcher {
 fn parse(url: &str) -> Result<Uri, FetchError> {
     url.parse::<Uri>()
         .ok()
-        .filter(|uri| uri.scheme_str() == Some("http") && uri.host().is_some())
+        .filter(|uri| matches!(uri.scheme_str(), Some("https" | "http")) && uri.host().is_some())
         .ok_or_else(|| FetchError::Url(url.to_owned()))
 }
 
@@ -194,10 +208,32 @@ mod tests {
     #[test]
     fn only_http_urls_are_fetched() {
         assert!(parse("http://127.0.0.1:9/jwks").is_ok());
+        assert!(parse("https://login.example.com/jwks").is_ok());
         assert!(matches!(
             parse("file:///etc/passwd"),
             Err(FetchError::Url(_))
         ));
         assert!(matches!(parse("/relative"), Err(FetchError::Url(_))));
+    }
+
+    #[tokio::test]
+    async fn an_https_url_is_fetched_over_tls() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        // A plain HTTP server: a TLS client reads its answer as a broken handshake.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("https://{}/jwks", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut hello = [0u8; 512];
+            let _ = socket.read(&mut hello).await;
+            let _ = socket
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+                .await;
+        });
+        let fetched = Fetcher::default().get_json::<serde_json::Value>(&url).await;
+        assert!(
+            matches!(&fetched, Err(FetchError::Unreachable { .. })),
+            "{fetched:?}"
+        );
     }
 }

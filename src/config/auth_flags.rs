@@ -133,7 +133,10 @@ impl AuthFlags {
         set(&mut auth.audience, &self.audience);
         set(&mut auth.public_url, &self.public_url);
         set(&mut auth.jwks_uri, &self.jwks_uri);
-        set(&mut auth.introspection_endpoint, &self.introspection_endpoint);
+        set(
+            &mut auth.introspection_endpoint,
+            &self.introspection_endpoint,
+        );
         set(&mut auth.client_id, &self.client_id);
         set(&mut auth.clock_skew, &self.clock_skew);
         set(&mut auth.jwks_refetch_interval, &self.jwks_refetch_interval);
@@ -152,7 +155,10 @@ impl AuthFlags {
         set(&mut upstream.auth_resource, &self.upstream_auth_resource);
         set(&mut upstream.auth_audience, &self.upstream_auth_audience);
         set(&mut upstream.auth_scope, &self.upstream_auth_scope);
-        set(&mut upstream.auth_token_endpoint, &self.upstream_auth_token_endpoint);
+        set(
+            &mut upstream.auth_token_endpoint,
+            &self.upstream_auth_token_endpoint,
+        );
         let upstream_secret = secret(
             &self.upstream_auth_secret_env,
             &self.upstream_auth_secret_file,

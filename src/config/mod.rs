@@ -298,9 +298,7 @@ mod tests {
             "auth.algorithms" => "auth-algorithm".to_owned(),
             "upstream.auth_secret" => "upstream-auth-secret-env".to_owned(),
             key if key.starts_with("auth.") => key.replacen('.', "-", 1).replace('_', "-"),
-            key if key.starts_with("upstream.auth") => {
-                key.replacen('.', "-", 1).replace('_', "-")
-            }
+            key if key.starts_with("upstream.auth") => key.replacen('.', "-", 1).replace('_', "-"),
             key => key.rsplit('.').next().unwrap().replace('_', "-"),
         };
         let text = include_str!("../../config/proxy.toml");
