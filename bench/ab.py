@@ -11,17 +11,28 @@ HTTP that every BIN fronts. ARGS go to every BIN (e.g. `-- --isolation shared`);
 gives one BIN more of its own, so one build can be measured with and without an option.
 `--otlp-sink` runs an OTLP/HTTP collector that takes every export and keeps nothing: `{otlp}`
 in ARGS names it (`BIN,BIN+--otlp-endpoint={otlp}` measures what tracing costs).
+`--auth-server` runs the tests' OAuth authorization server (oidc-provider, tests/node): every
+call carries one access token for the audience `{audience}`, and `{issuer}` in ARGS names the
+issuer (`BIN,BIN+--auth-issuer={issuer} --auth-audience={audience}` measures what verifying
+tokens costs; the token is the same throughout, as a client reuses it until it expires).
 """
 
 import argparse
+import base64
+import json
 import shlex
+import subprocess
 import sys
 import threading
+import urllib.parse
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import PROXY, Target, bench, free_port  # noqa: E402
+from run import PROXY, ROOT, Target, bench, free_port  # noqa: E402
+
+AUDIENCE = "http://bench.example/mcp"
 
 
 class Sink(BaseHTTPRequestHandler):
@@ -46,6 +57,23 @@ def start_sink():
     return f"http://127.0.0.1:{server.server_address[1]}"
 
 
+def start_auth_server():
+    """The tests' authorization server and a one-hour token for AUDIENCE: (process, issuer, token)."""
+    node_dir = ROOT / "tests" / "node"
+    process = subprocess.Popen([str(node_dir / "node_modules/.bin/node"), "auth_server.mjs"],
+                               cwd=node_dir, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True)
+    issuer = json.loads(process.stdout.readline())["issuer"]
+    form = urllib.parse.urlencode({"grant_type": "client_credentials", "resource": AUDIENCE,
+                                   "scope": "mcp:tools", "ttl": "3600"}).encode()
+    request = urllib.request.Request(f"{issuer}/token", data=form, headers={
+        "Authorization": "Basic " + base64.b64encode(b"alice:alice-secret").decode(),
+        "Content-Type": "application/x-www-form-urlencoded"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        token = json.load(answer)["access_token"]
+    return process, issuer, token
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("bins")
@@ -55,9 +83,16 @@ def main():
     parser.add_argument("--http", action="store_true")
     parser.add_argument("--demo", default=None, help="the binary that runs demo-server")
     parser.add_argument("--otlp-sink", action="store_true", help="a collector for {otlp} in ARGS")
+    parser.add_argument("--auth-server", action="store_true",
+                        help="an authorization server for {issuer} and {audience} in ARGS")
     parser.add_argument("args", nargs="*")
     options = parser.parse_intermixed_args()
     otlp = start_sink() if options.otlp_sink else ""
+    auth, issuer, authorization = None, "", []
+    if options.auth_server:
+        auth, issuer, token = start_auth_server()
+        authorization = ["--authorization", f"Bearer {token}"]
+    names = {"otlp": otlp, "issuer": issuer, "audience": AUDIENCE}
     bins = options.bins.split(",")
     levels = [int(level) for level in options.sessions.split(",")]
     demo_bin = options.demo or str(PROXY)
@@ -69,11 +104,11 @@ def main():
             started.append(demo)
         for build in bins:
             binary, _, own = build.partition("+")
-            own_args = [arg.format(otlp=otlp) for arg in shlex.split(own)]
+            own_args = [arg.format(**names) for arg in shlex.split(own)]
             port = free_port()
             upstream = (["--http", demo.url] if options.http
                         else ["--stdio", f"{shlex.quote(options.demo or binary)} demo-server"])
-            args = [arg.format(otlp=otlp) for arg in options.args]
+            args = [arg.format(**names) for arg in options.args]
             target = Target("ab", [binary, "--listen", f"127.0.0.1:{port}", *upstream, *args, *own_args],
                             port, env={"RUST_LOG": "warn"})
             started.append(target)
@@ -84,7 +119,8 @@ def main():
                 for binary, target in targets:
                     cpu = target.cpu_seconds()
                     r = bench("calls", "--url", target.url, "--sessions", level,
-                              "--calls", max(options.calls // level, 20), "--warmup", 20)
+                              "--calls", max(options.calls // level, 20), "--warmup", 20,
+                              *authorization)
                     r["cpu_us_per_call"] = (target.cpu_seconds() - cpu) * 1e6 / (r["calls"] + 20 * level)
                     samples[(binary, level)].append(r)
         print("| build | sessions | req/s | p50 µs | p99 µs | proxy CPU µs/call |")
@@ -100,6 +136,9 @@ def main():
     finally:
         for target in reversed(started):
             target.stop()
+        if auth is not None:
+            auth.kill()
+            auth.wait()
 
 
 if __name__ == "__main__":

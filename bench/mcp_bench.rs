@@ -53,6 +53,10 @@ enum Command {
         /// credential (every client the one anonymous principal).
         #[arg(long, default_value = "legacy")]
         era: String,
+        /// An `Authorization` every request carries (`Bearer <token>`, for a proxy with
+        /// `[auth]`); legacy sessions then all belong to its principal.
+        #[arg(long)]
+        authorization: Option<String>,
     },
     /// Opens sessions and leaves them idle (the caller measures the proxy's memory).
     Idle {
@@ -117,6 +121,7 @@ async fn run(command: Command) -> Result<(), String> {
             arguments,
             call_url,
             era,
+            authorization,
         } => {
             let arguments: Value = serde_json::from_str(&arguments).map_err(|e| e.to_string())?;
             let call_url = call_url.as_deref().unwrap_or(&url);
@@ -139,6 +144,9 @@ async fn run(command: Command) -> Result<(), String> {
                 modern,
                 data_layer,
                 anonymous,
+                authorization: authorization
+                    .map(|value| HeaderValue::from_str(&value).map_err(|e| e.to_string()))
+                    .transpose()?,
             };
             calls_bench(&url, &call_url, shape, &tool, arguments).await?
         }
@@ -238,6 +246,8 @@ struct Shape {
     data_layer: bool,
     /// 2026-07-28 clients without a credential.
     anonymous: bool,
+    /// The credential of every request, instead of one per session.
+    authorization: Option<HeaderValue>,
 }
 
 impl Session {
@@ -267,13 +277,18 @@ impl Session {
         })
     }
 
-    async fn open(client: &HttpClient, url: &str, version: &str) -> Result<Session, String> {
+    async fn open(
+        client: &HttpClient,
+        url: &str,
+        version: &str,
+        principal: Option<HeaderValue>,
+    ) -> Result<Session, String> {
         let mut session = Session {
             client: client.clone(),
             url: url.parse().map_err(|e| format!("{url}: {e}"))?,
             id: None,
             modern: false,
-            principal: None,
+            principal,
             cookie: None,
             next: 1,
         };
@@ -429,14 +444,18 @@ async fn calls_bench(
         modern,
         data_layer,
         anonymous,
+        authorization,
     } = shape;
     let client = http_client::client();
     let mut opened = Vec::with_capacity(sessions);
     for n in 0..sessions {
         let mut session = match modern {
             true => Session::modern(&client, url, n, anonymous)?,
-            false => Session::open(&client, url, "2025-06-18").await?,
+            false => Session::open(&client, url, "2025-06-18", authorization.clone()).await?,
         };
+        if let (true, Some(authorization)) = (modern, &authorization) {
+            session.principal = Some(authorization.clone());
+        }
         if data_layer {
             session.create_data_session().await?;
         }
@@ -499,7 +518,7 @@ async fn idle(url: &str, sessions: usize) -> Result<Value, String> {
     let started = Instant::now();
     let mut opened = Vec::with_capacity(sessions);
     for _ in 0..sessions {
-        opened.push(Session::open(&client, url, "2025-06-18").await?);
+        opened.push(Session::open(&client, url, "2025-06-18", None).await?);
     }
     Ok(json!({ "sessions": opened.len(), "seconds": started.elapsed().as_secs_f64() }))
 }
@@ -578,7 +597,7 @@ fn log_bench(events: usize) -> Value {
 
 async fn resume(url: &str, missed: usize) -> Result<Value, String> {
     let client = http_client::client();
-    let mut session = Session::open(&client, url, "2025-11-25").await?;
+    let mut session = Session::open(&client, url, "2025-11-25", None).await?;
     // Note the GET stream's position, then let `missed` distinct updates pile up.
     let position = {
         let response = get(&session, None).await?;

@@ -30,6 +30,26 @@ pub const NODE_HEADER: &str = "x-mcp-proxy-node";
 /// (421), so a message never runs on a replica the asker did not mean.
 pub const FOR_NODE_HEADER: &str = "x-mcp-proxy-for-node";
 
+/// The principal the asking replica verified for the message (a client's token, or its
+/// credential's digest), with a tag binding it to the hop's signature:
+/// `<principal>;<tag>`. The owner serves the hop only for the session's own principal. A
+/// replica that does not know the header ignores it (rolling upgrades keep working).
+pub const PRINCIPAL_HEADER: &str = "x-mcp-proxy-principal";
+
+/// The principal header's value for a hop signed with `signature`.
+pub fn principal_header(key: &Key, signature: &str, principal: &str) -> String {
+    format!(
+        "{principal};{}",
+        key.tag(&["hop principal", signature, principal])
+    )
+}
+
+/// The principal a principal header names, if its tag binds it to `signature`.
+pub fn checked_principal<'h>(key: &Key, signature: &str, header: &'h str) -> Option<&'h str> {
+    let (principal, tag) = header.rsplit_once(';')?;
+    (key.tag(&["hop principal", signature, principal]) == tag).then_some(principal)
+}
+
 /// Where a session's hops go on the replica at a base URL.
 pub fn path(server: &str, session: &str) -> String {
     format!("/internal/{server}/sessions/{session}")

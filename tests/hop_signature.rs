@@ -13,7 +13,8 @@ use bytes::Bytes;
 use common::cluster::{recording_relay, Redis, Replica, SECRET};
 use common::{Client, DEMO};
 use http::{Method, StatusCode};
-use mcp_session_proxy::hop::{Signed, SIGNATURE_HEADER};
+use mcp_session_proxy::hop::{self, Signed, PRINCIPAL_HEADER, SIGNATURE_HEADER};
+use mcp_session_proxy::ids::Principal;
 use mcp_session_proxy::keys::Keys;
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -45,6 +46,10 @@ async fn hops_are_signed_never_carry_the_secret_and_unsigned_or_replayed_ones_ar
         "the hop went through the relay: {wire}"
     );
     assert!(wire.contains(SIGNATURE_HEADER), "{wire}");
+    assert!(
+        wire.contains(PRINCIPAL_HEADER),
+        "the hop names its principal: {wire}"
+    );
     assert!(
         !wire.contains(SECRET),
         "the secret crossed the wire: {wire}"
@@ -112,7 +117,29 @@ async fn hops_are_signed_never_carry_the_secret_and_unsigned_or_replayed_ones_ar
     .await;
     assert_eq!(status, StatusCode::FORBIDDEN, "another body: {text}");
 
-    let (status, text) = hop(vec![for_a, (SIGNATURE_HEADER, fresh)], body).await;
+    // The principal a hop names is bound to its signature, and must be the session's.
+    let anonymous = Principal::anonymous();
+    let named = |principal: &str| hop::principal_header(&key, &fresh, principal);
+    let forged = format!("{};{}", anonymous.as_str(), "A".repeat(24));
+    for (header, expected) in [
+        (forged, StatusCode::FORBIDDEN),
+        (named("sub:0123456789abcdef"), StatusCode::NOT_FOUND),
+    ] {
+        let headers = vec![
+            for_a.clone(),
+            (SIGNATURE_HEADER, fresh.clone()),
+            (PRINCIPAL_HEADER, header),
+        ];
+        let (status, text) = hop(headers, body.clone()).await;
+        assert_eq!(status, expected, "{text}");
+    }
+
+    let headers = vec![
+        for_a,
+        (SIGNATURE_HEADER, fresh.clone()),
+        (PRINCIPAL_HEADER, named(anonymous.as_str())),
+    ];
+    let (status, text) = hop(headers, body).await;
     assert_eq!(
         status,
         StatusCode::OK,

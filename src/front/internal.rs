@@ -22,7 +22,7 @@ use super::{App, Router};
 use crate::event::StreamKey;
 use crate::hop::{
     self, Reading, ReadingStreams, SignatureError, Signed, Taken, TakenEvent, FOR_NODE_HEADER,
-    NODE_HEADER, SIGNATURE_HEADER,
+    NODE_HEADER, PRINCIPAL_HEADER, SIGNATURE_HEADER,
 };
 use crate::jsonrpc::{Kind, Message};
 use crate::session::cluster::Member;
@@ -79,6 +79,19 @@ async fn take(
         .check(member.hop_key, signature, SystemTime::now())
         .map_err(|error| refused(StatusCode::FORBIDDEN, &error.to_string()))?;
     let session = owned(router, app, id).await?;
+    // The asker checked the principal against the session's record; a hop naming another one
+    // finds nothing, as a client would.
+    if let Some(header) = header_str(&parts.headers, PRINCIPAL_HEADER) {
+        let named = hop::checked_principal(member.hop_key, signature, header).ok_or_else(|| {
+            refused(
+                StatusCode::FORBIDDEN,
+                "the hop's principal tag does not match",
+            )
+        })?;
+        if named != session.principal().as_str() {
+            return Err(refused(StatusCode::NOT_FOUND, "not found"));
+        }
+    }
     app.metrics.sessions_forwarded_total.inc();
     // Streams read through the asker stay live here for a few of its heartbeats.
     let lease = member.lease;

@@ -14,7 +14,8 @@ use http_body_util::{BodyExt, Full};
 use super::http_client::{error_chain, HttpClient};
 use crate::event::{Logged, StreamKey};
 use crate::hop::{
-    self, Reading, ReadingStreams, Signed, Taken, FOR_NODE_HEADER, NODE_HEADER, SIGNATURE_HEADER,
+    self, Reading, ReadingStreams, Signed, Taken, FOR_NODE_HEADER, NODE_HEADER, PRINCIPAL_HEADER,
+    SIGNATURE_HEADER,
 };
 use crate::jsonrpc::Message;
 use crate::keys::Key;
@@ -36,6 +37,8 @@ struct Link {
     key: Key,
     /// `/internal/<server>/sessions/<id>`.
     path: String,
+    /// The session's principal, which every hop names (signed).
+    principal: String,
     owner: Mutex<Owner>,
     /// Set when a hop failed: the owner may be dead or gone, and the next lookup checks.
     suspect: AtomicBool,
@@ -79,12 +82,14 @@ impl OwnerLink {
         key: Key,
         server: &str,
         session: &str,
+        principal: &str,
         owner: Owner,
     ) -> OwnerLink {
         OwnerLink {
             inner: Arc::new(Link {
                 client,
                 key,
+                principal: principal.to_owned(),
                 path: hop::path(server, session),
                 owner: Mutex::new(owner),
                 suspect: AtomicBool::new(false),
@@ -147,9 +152,11 @@ impl OwnerLink {
             node: &owner.node,
         }
         .sign(&self.inner.key, SystemTime::now());
+        let principal = hop::principal_header(&self.inner.key, &signature, &self.inner.principal);
         let request = Request::builder()
             .method(method)
             .uri(format!("{}{}", owner.url, self.inner.path))
+            .header(PRINCIPAL_HEADER, principal)
             .header(SIGNATURE_HEADER, signature)
             .header(FOR_NODE_HEADER, &owner.node)
             .header(http::header::CONTENT_TYPE, "application/json")

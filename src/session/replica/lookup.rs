@@ -90,7 +90,7 @@ impl Registry {
             node: node.to_owned(),
             url,
         };
-        let link = self.link(redis, id, owner.clone());
+        let link = self.link(redis, id, principal, owner.clone());
         let facts = match link.read(&[]).await {
             Ok(reading) => reading.record,
             Err(HopError::Gone) => return Ok(None),
@@ -107,12 +107,19 @@ impl Registry {
         ))
     }
 
-    pub(in crate::session) fn link(&self, redis: &RedisStore, id: &str, owner: Owner) -> OwnerLink {
+    pub(in crate::session) fn link(
+        &self,
+        redis: &RedisStore,
+        id: &str,
+        principal: &Principal,
+        owner: Owner,
+    ) -> OwnerLink {
         OwnerLink::new(
             self.upstreams.http_client().clone(),
             redis.hop_key.clone(),
             &self.server,
             id,
+            principal.as_str(),
             owner,
         )
     }
@@ -153,7 +160,7 @@ impl Registry {
             principal.clone(),
             record,
             subscriptions,
-            self.link(redis, id, owner),
+            self.link(redis, id, principal, owner),
             self.settings.clone(),
             self.metrics.clone(),
         );
