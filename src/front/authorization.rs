@@ -4,6 +4,8 @@
 //! bound to. Each served resource (`/mcp`, `/sse` and every gateway path) publishes its
 //! Protected Resource Metadata at `/.well-known/oauth-protected-resource` + its path.
 
+use std::sync::Arc;
+
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use serde_json::json;
 
@@ -12,7 +14,7 @@ use super::guard::Admitted;
 use super::rejection::Rejection;
 use super::{App, Router};
 use crate::auth::exchange::ExchangeTarget;
-use crate::auth::{Authority, TokenError};
+use crate::auth::{Authority, TokenError, Verified};
 
 /// What a served server gets of a verified client's token, in place of its `Authorization`.
 #[derive(Debug, Clone, Default)]
@@ -61,6 +63,34 @@ fn base_url(authority: &Authority, headers: &HeaderMap) -> String {
     }
 }
 
+/// A served resource as a client dialled it: the proxy's public URL and the resource's path.
+struct Resource {
+    base: String,
+    path: String,
+}
+
+impl Resource {
+    /// Where its Protected Resource Metadata is.
+    fn metadata_url(&self) -> String {
+        format!("{}{WELL_KNOWN}{}", self.base, self.path)
+    }
+
+    /// Whether a token for `audience` is for this resource's server: its `/mcp` and its `/sse`
+    /// are one resource.
+    fn is_named_by(&self, audience: &str) -> bool {
+        let server = self
+            .path
+            .strip_suffix("/mcp")
+            .or_else(|| self.path.strip_suffix("/sse"))
+            .unwrap_or(&self.path);
+        audience
+            .trim_end_matches('/')
+            .strip_prefix(self.base.as_str())
+            .and_then(|rest| rest.strip_prefix(server))
+            .is_some_and(|endpoint| endpoint == "/mcp" || endpoint == "/sse")
+    }
+}
+
 /// Checks the bearer token of a request to a served path, marks the request with who it acts
 /// for, and puts in its `Authorization` what `app`'s server may get of it (nothing, the token
 /// itself, or one exchanged for the server). Without `[auth]`, every request passes unmarked.
@@ -72,60 +102,23 @@ pub async fn admit<B>(
     let Some(authority) = &router.auth else {
         return Ok(());
     };
-    let Some(resource) = resource_path(request.uri().path()) else {
+    let Some(path) = resource_path(request.uri().path()) else {
         return Ok(());
     };
-    let base = base_url(authority, request.headers());
-    let metadata_url = format!("{base}{WELL_KNOWN}{resource}");
-    let settings = &authority.settings;
-    let refuse = |reason: &'static str, rejection: Rejection| {
+    let resource = Resource {
+        base: base_url(authority, request.headers()),
+        path,
+    };
+    let refused = |(reason, rejection): (&'static str, Rejection)| {
         router.metrics.auth.refuse(reason);
         rejection
     };
-    let token = match bearer(request.headers()) {
-        Bearer::Missing => {
-            let rejection = Rejection::unauthorized(&metadata_url, &settings.required_scopes);
-            return Err(refuse("missing", rejection));
-        }
-        Bearer::Malformed => {
-            let rejection = Rejection::invalid_token(&metadata_url, &TokenError::Malformed);
-            return Err(refuse("invalid", rejection));
-        }
-        Bearer::Token(token) => token.to_owned(),
-    };
-    let verified = authority.verify(&token).await.map_err(|error| {
-        refuse(
-            error.reason(),
-            Rejection::invalid_token(&metadata_url, &error),
-        )
-    })?;
-    let audiences = match &settings.audience {
-        Some(audience) => vec![audience.clone()],
-        None => served_resources(&base, &resource),
-    };
-    if !verified.names_any(&audiences) {
-        let rejection = Rejection::invalid_token(&metadata_url, &TokenError::Audience);
-        return Err(refuse("audience", rejection));
-    }
-    if !verified.lacks(&settings.required_scopes).is_empty() {
-        let rejection = Rejection::insufficient_scope(&metadata_url, &settings.required_scopes);
-        return Err(refuse("scope", rejection));
-    }
-    let for_server = match &app.upstream_credentials {
-        UpstreamCredentials::Withheld => None,
-        UpstreamCredentials::Passthrough { resource } => {
-            if !verified.names_any(std::slice::from_ref(resource)) {
-                let error = TokenError::NotForServer(resource.clone());
-                let rejection = Rejection::invalid_token(&metadata_url, &error);
-                return Err(refuse("audience", rejection));
-            }
-            request.headers().get(header::AUTHORIZATION).cloned()
-        }
-        UpstreamCredentials::Exchange(target) => {
-            let exchanged = authority.exchange(&verified, &token, target).await;
-            Some(exchanged.map_err(|error| refuse("exchange", Rejection::exchange(&error)))?)
-        }
-    };
+    let (token, verified) = checked(authority, &resource, request.headers())
+        .await
+        .map_err(refused)?;
+    let for_server = credential_for_server(authority, app, &resource, &token, &verified)
+        .await
+        .map_err(refused)?;
     let headers = request.headers_mut();
     match for_server {
         Some(credential) => headers.insert(header::AUTHORIZATION, credential),
@@ -135,14 +128,85 @@ pub async fn admit<B>(
     Ok(())
 }
 
-/// The resource URLs of the server `resource` belongs to (its `/mcp` and its `/sse`): a token
-/// for one is good for the other.
-fn served_resources(base: &str, resource: &str) -> Vec<String> {
-    let server = resource
-        .strip_suffix("/mcp")
-        .or_else(|| resource.strip_suffix("/sse"))
-        .unwrap_or(resource);
-    vec![format!("{base}{server}/mcp"), format!("{base}{server}/sse")]
+/// Why a request is refused: the metric's reason and the answer.
+type Refusal = (&'static str, Rejection);
+
+/// The request's token, verified, issued for `resource` (or the configured audience) and
+/// granting every required scope.
+async fn checked(
+    authority: &Authority,
+    resource: &Resource,
+    headers: &HeaderMap,
+) -> Result<(String, Arc<Verified>), Refusal> {
+    let settings = &authority.settings;
+    let invalid = |reason, error: &TokenError| {
+        (
+            reason,
+            Rejection::invalid_token(&resource.metadata_url(), error),
+        )
+    };
+    let token = match bearer(headers) {
+        Bearer::Missing => {
+            let scopes = &settings.required_scopes;
+            let rejection = Rejection::unauthorized(&resource.metadata_url(), scopes);
+            return Err(("missing", rejection));
+        }
+        Bearer::Malformed => return Err(invalid("invalid", &TokenError::Malformed)),
+        Bearer::Token(token) => token.to_owned(),
+    };
+    let verified = authority
+        .verify(&token)
+        .await
+        .map_err(|error| invalid(error.reason(), &error))?;
+    let for_this = match &settings.audience {
+        Some(audience) => verified.names_any(std::slice::from_ref(audience)),
+        None => verified
+            .audiences
+            .iter()
+            .any(|aud| resource.is_named_by(aud)),
+    };
+    if !for_this {
+        return Err(invalid("audience", &TokenError::Audience));
+    }
+    if !verified.lacks(&settings.required_scopes).is_empty() {
+        let scopes = &settings.required_scopes;
+        let rejection = Rejection::insufficient_scope(&resource.metadata_url(), scopes);
+        return Err(("scope", rejection));
+    }
+    Ok((token, verified))
+}
+
+/// What `app`'s server gets in place of the client's `Authorization`.
+async fn credential_for_server(
+    authority: &Authority,
+    app: &App,
+    resource: &Resource,
+    token: &str,
+    verified: &Verified,
+) -> Result<Option<HeaderValue>, Refusal> {
+    match &app.upstream_credentials {
+        UpstreamCredentials::Withheld => Ok(None),
+        UpstreamCredentials::Passthrough { resource: server } => {
+            if !verified.names_any(std::slice::from_ref(server)) {
+                let error = TokenError::NotForServer(server.clone());
+                let rejection = Rejection::invalid_token(&resource.metadata_url(), &error);
+                return Err(("audience", rejection));
+            }
+            let mut value = HeaderValue::try_from(format!("Bearer {token}")).map_err(|_| {
+                (
+                    "invalid",
+                    Rejection::invalid_token(&resource.metadata_url(), &TokenError::Malformed),
+                )
+            })?;
+            value.set_sensitive(true);
+            Ok(Some(value))
+        }
+        UpstreamCredentials::Exchange(target) => authority
+            .exchange(verified, token, target)
+            .await
+            .map(Some)
+            .map_err(|error| ("exchange", Rejection::exchange(&error))),
+    }
 }
 
 enum Bearer<'h> {
@@ -232,12 +296,17 @@ mod tests {
             Some("/servers/fs/sse")
         );
         assert_eq!(resource_path("/metrics"), None);
+        let sse = Resource {
+            base: "https://p.example".into(),
+            path: "/servers/fs/sse".into(),
+        };
+        assert!(sse.is_named_by("https://p.example/servers/fs/mcp"));
+        assert!(sse.is_named_by("https://p.example/servers/fs/sse/"));
+        assert!(!sse.is_named_by("https://p.example/mcp"));
+        assert!(!sse.is_named_by("https://p.example/servers/fs/mcpx"));
         assert_eq!(
-            served_resources("https://p.example", "/servers/fs/sse"),
-            [
-                "https://p.example/servers/fs/mcp",
-                "https://p.example/servers/fs/sse"
-            ]
+            sse.metadata_url(),
+            "https://p.example/.well-known/oauth-protected-resource/servers/fs/sse"
         );
     }
 
