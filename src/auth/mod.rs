@@ -192,8 +192,7 @@ impl Authority {
     /// Who `token` names, if it is genuine and current.
     pub async fn verify(&self, token: &str) -> Result<Arc<Verified>, TokenError> {
         let now = unix_now();
-        let key = TokenCache::key(token);
-        if let Some(verified) = self.tokens.get(&key, now) {
+        if let Some(verified) = self.tokens.get(token, now) {
             return Ok(verified);
         }
         let verified = Arc::new(if jwt::looks_like_jwt(token) {
@@ -203,7 +202,7 @@ impl Authority {
             let claims = self.introspected(token).await?;
             self.checked(claims, now, true)?
         });
-        self.tokens.keep(key, verified.clone(), now);
+        self.tokens.keep(token, verified.clone(), now);
         self.metrics.tokens_cached.set(self.tokens.len() as i64);
         Ok(verified)
     }

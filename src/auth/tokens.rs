@@ -1,11 +1,11 @@
 //! Tokens already verified, kept until they expire so that a client reusing its token costs
-//! one digest and one map read, not a signature check. Bounded: past the bound, expired
+//! one map read (the token compared whole, so no two tokens share an entry), not a signature
+//! check. Bounded: past the bound, expired
 //! entries are dropped, and if none is, a new token is verified each time instead of kept.
 
 use std::sync::Arc;
 
 use dashmap::DashMap;
-use sha2::{Digest, Sha256};
 
 use super::Verified;
 
@@ -13,7 +13,7 @@ use super::Verified;
 pub const MAX_TOKENS: usize = 10_000;
 
 pub struct TokenCache {
-    verified: DashMap<[u8; 32], Arc<Verified>>,
+    verified: DashMap<Box<str>, Arc<Verified>>,
     capacity: usize,
 }
 
@@ -31,30 +31,25 @@ impl TokenCache {
         }
     }
 
-    /// The key a token is kept under: its digest, never the token itself.
-    pub fn key(token: &str) -> [u8; 32] {
-        Sha256::digest(token.as_bytes()).into()
-    }
-
-    /// The verified token under `key`, unless it expired by `now` (seconds since the epoch).
-    pub fn get(&self, key: &[u8; 32], now: f64) -> Option<Arc<Verified>> {
-        let found = self.verified.get(key)?.clone();
+    /// `token`, verified, unless it expired by `now` (seconds since the epoch).
+    pub fn get(&self, token: &str, now: f64) -> Option<Arc<Verified>> {
+        let found = self.verified.get(token)?.clone();
         if found.kept_until > now {
             return Some(found);
         }
-        self.verified.remove(key);
+        self.verified.remove(token);
         None
     }
 
-    /// Keeps `verified` under `key` if there is room (made by dropping expired ones).
-    pub fn keep(&self, key: [u8; 32], verified: Arc<Verified>, now: f64) {
+    /// Keeps `token`, verified, if there is room (made by dropping expired ones).
+    pub fn keep(&self, token: &str, verified: Arc<Verified>, now: f64) {
         if self.verified.len() >= self.capacity {
             self.verified.retain(|_, kept| kept.kept_until > now);
             if self.verified.len() >= self.capacity {
                 return;
             }
         }
-        self.verified.insert(key, verified);
+        self.verified.insert(token.into(), verified);
     }
 
     pub fn len(&self) -> usize {
@@ -80,17 +75,14 @@ mod tests {
     #[test]
     fn the_bound_holds_and_expired_tokens_make_room() {
         let cache = TokenCache::with_capacity(2);
-        cache.keep(TokenCache::key("a"), until(10.0), 0.0);
-        cache.keep(TokenCache::key("b"), until(20.0), 0.0);
-        cache.keep(TokenCache::key("c"), until(30.0), 0.0);
+        cache.keep("a", until(10.0), 0.0);
+        cache.keep("b", until(20.0), 0.0);
+        cache.keep("c", until(30.0), 0.0);
         assert_eq!(cache.len(), 2);
-        assert!(cache.get(&TokenCache::key("c"), 0.0).is_none(), "no room");
-        cache.keep(TokenCache::key("c"), until(30.0), 15.0);
-        assert!(cache.get(&TokenCache::key("c"), 15.0).is_some());
-        assert!(cache.get(&TokenCache::key("a"), 15.0).is_none(), "expired");
-        assert!(
-            cache.get(&TokenCache::key("b"), 25.0).is_none(),
-            "expired on read"
-        );
+        assert!(cache.get("c", 0.0).is_none(), "no room");
+        cache.keep("c", until(30.0), 15.0);
+        assert!(cache.get("c", 15.0).is_some());
+        assert!(cache.get("a", 15.0).is_none(), "expired");
+        assert!(cache.get("b", 25.0).is_none(), "expired on read");
     }
 }
