@@ -84,36 +84,8 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         keys: &keys,
         shutdown: &shutdown,
     };
-    let secrets = config.child_secrets();
     let auth = config.auth.settings()?;
-    let default = match config.serves_default() {
-        true => {
-            let spec = settled(&config.upstream, &secrets).await?;
-            Some(shared.serve(
-                "default",
-                &config.upstream,
-                &config.session,
-                (&config.tools, &config.prompts, &config.resources),
-                spec,
-            ))
-        }
-        false => None,
-    };
-    let mut servers = BTreeMap::new();
-    for (name, server) in &config.servers {
-        let session = server.session.as_ref().unwrap_or(&config.session);
-        let spec = settled(&server.upstream, &secrets).await?;
-        servers.insert(
-            name.clone(),
-            shared.serve(
-                name,
-                &server.upstream,
-                session,
-                (&server.tools, &server.prompts, &server.resources),
-                spec,
-            ),
-        );
-    }
+    let (default, servers) = shared.serve_every_server().await?;
     let router = Arc::new(Router {
         default,
         http: config.http_settings(),
@@ -137,6 +109,38 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         drain: config.shutdown_timeout / 2,
         served,
     })
+}
+
+impl Shared<'_> {
+    /// The default server (`/mcp`), when there is one, and the gateway's servers by name.
+    async fn serve_every_server(
+        &self,
+    ) -> anyhow::Result<(Option<Arc<App>>, BTreeMap<String, Arc<App>>)> {
+        let config = self.config;
+        let secrets = config.child_secrets();
+        let default = match config.serves_default() {
+            true => {
+                let spec = settled(&config.upstream, &secrets).await?;
+                Some(self.serve(
+                    "default",
+                    &config.upstream,
+                    &config.session,
+                    (&config.tools, &config.prompts, &config.resources),
+                    spec,
+                ))
+            }
+            false => None,
+        };
+        let mut servers = BTreeMap::new();
+        for (name, server) in &config.servers {
+            let session = server.session.as_ref().unwrap_or(&config.session);
+            let spec = settled(&server.upstream, &secrets).await?;
+            let exposure = (&server.tools, &server.prompts, &server.resources);
+            let app = self.serve(name, &server.upstream, session, exposure, spec);
+            servers.insert(name.clone(), app);
+        }
+        Ok((default, servers))
+    }
 }
 
 /// Warns when anyone who reaches `addr` is served under any Host (see `guard::open_to_anyone`).

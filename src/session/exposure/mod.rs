@@ -6,6 +6,7 @@
 //! name, and one not exposed is unknown, never sent. Resources are shown or hidden by URI
 //! alone (`resources`).
 
+mod called;
 mod resources;
 
 use std::collections::BTreeMap;

@@ -16,7 +16,7 @@ use crate::session::error_answer::ErrorAnswer;
 use crate::session::layer::Layer;
 use crate::session::log::{Logged, StreamKey};
 use crate::session::{Reach, Registry, Session, SessionError, Shape};
-use crate::store::{Op, Record};
+use crate::store::{Op, Record, RedisStore};
 use crate::upstream::credential::Credential;
 use crate::upstream::factory::Binding;
 use crate::upstream::{Sink, Upstream};
@@ -100,6 +100,27 @@ impl Registry {
         })
     }
 
+    /// [`Self::open_taken`] for a session this replica claimed; refused, the claim is given
+    /// back, so that another replica may take the session.
+    async fn open_claimed(
+        &self,
+        redis: &RedisStore,
+        record: &Record,
+        id: &str,
+        principal: &Principal,
+        credential: Credential,
+    ) -> Result<(Upstream, Arc<Binding>), SessionError> {
+        let opened = self.open_taken(id, principal, credential).await;
+        if let Err(error) = &opened {
+            warn!(session = %crate::redact::session(id), %error,
+                  "a session claimed to take over cannot be opened here: given back");
+            if let Err(error) = redis.unclaim(&self.server, id, &record.owner).await {
+                warn!(%error, "a claimed session could not be given back");
+            }
+        }
+        opened
+    }
+
     /// A session this replica owns, for the internal hop; one the shared store says it owns but
     /// it does not hold (this replica was restarted under the same name) is taken over now.
     pub async fn owned_or_reclaimed(&self, id: &str) -> Result<Option<Arc<Session>>, SessionError> {
@@ -150,17 +171,9 @@ impl Registry {
             return Ok(None);
         }
         let credential = Credential::new(credential);
-        let (upstream, binding) = match self.open_taken(id, principal, credential.clone()).await {
-            Ok(bound) => bound,
-            Err(error) => {
-                warn!(session = %crate::redact::session(id), %error,
-                      "a session claimed to take over cannot be opened here: given back");
-                if let Err(error) = redis.unclaim(&self.server, id, &record.owner).await {
-                    warn!(%error, "a claimed session could not be given back");
-                }
-                return Err(error);
-            }
-        };
+        let (upstream, binding) = self
+            .open_claimed(redis, &record, id, principal, credential.clone())
+            .await?;
         let shape = match record.shape.as_str() {
             "single" => Shape::SingleStream,
             _ => Shape::Streams,
