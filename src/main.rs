@@ -78,11 +78,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
     tracing::info!(addr = %running.addr, upstream = %config.upstream_spec()?.display(), "listening on http://{}/mcp", running.addr);
     wait_for_signal().await?;
     tracing::info!("shutting down");
-    if tokio::time::timeout(config.shutdown_timeout, running.stop())
-        .await
-        .is_err()
-    {
-        tracing::warn!(timeout = ?config.shutdown_timeout, "shutdown took too long; killing what is left");
+    let bound = config.drain_delay + config.shutdown_timeout;
+    if tokio::time::timeout(bound, running.stop()).await.is_err() {
+        tracing::warn!(timeout = ?bound, "shutdown took too long; killing what is left");
     }
     Ok(())
 }
@@ -93,6 +91,8 @@ async fn demo_over_http(listen: std::net::SocketAddr) -> anyhow::Result<()> {
     init_logging(LogFormat::Text);
     let config = Config {
         listen,
+        // No balancer in front of the demo: nothing to wait for.
+        drain_delay: std::time::Duration::ZERO,
         ..Config::default()
     };
     let running = server::start(&config).await?;

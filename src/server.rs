@@ -43,8 +43,12 @@ pub struct Running {
     store: Store,
     /// Where spans go with tracing on: flushed when stopping.
     exporter: Option<Arc<Exporter>>,
-    /// Cancelled first when stopping: nothing new is taken, open streams are told to reconnect.
+    /// Cancelled after `drain_delay`: nothing new is taken, open streams are told to reconnect.
     shutdown: CancellationToken,
+    /// Cancelled once `drain_delay` is over: no new connection is accepted.
+    stop_accepting: CancellationToken,
+    /// How long a stopping replica serves on, unready, while balancers notice.
+    drain_delay: Duration,
     /// Cancelled last: open connections close once their current exchange is over.
     closing: CancellationToken,
     /// How long requests in flight have to be answered when stopping.
@@ -91,13 +95,20 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         http: config.http_settings(),
         servers,
         metrics: metrics.clone(),
+        draining: CancellationToken::new(),
         shutdown: shutdown.clone(),
         cluster: Cluster::new(store.clone()),
         auth: auth
             .map(|settings| Arc::new(crate::auth::Authority::new(settings, metrics.auth.clone()))),
     });
     let closing = CancellationToken::new();
-    let served = tokio::spawn(front::serve(listener, router.clone(), closing.clone()));
+    let stop_accepting = CancellationToken::new();
+    let served = tokio::spawn(front::serve(
+        listener,
+        router.clone(),
+        stop_accepting.clone(),
+        closing.clone(),
+    ));
     Ok(Running {
         addr,
         metrics,
@@ -105,6 +116,8 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         store,
         exporter,
         shutdown,
+        stop_accepting,
+        drain_delay: config.drain_delay,
         closing,
         drain: config.shutdown_timeout / 2,
         served,
@@ -299,6 +312,11 @@ impl Running {
     /// written, to the other replicas), then closes the open connections and waits until every
     /// upstream is released (stdin closed, then SIGTERM, then SIGKILL).
     pub async fn stop(self) {
+        // Unready at once, and every connection closed after its current exchange; everything
+        // that reaches this replica is served as before while balancers notice.
+        self.router.draining.cancel();
+        tokio::time::sleep(self.drain_delay).await;
+        self.stop_accepting.cancel();
         self.shutdown.cancel();
         let apps: Vec<&Arc<App>> = self
             .router

@@ -304,6 +304,11 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub shutdown_timeout: Option<Duration>,
 
+    /// On SIGTERM, how long to serve on, unready (/readyz 503) and closing connections after
+    /// their current exchange, before handing sessions over [default: 5s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub drain_delay: Option<Duration>,
+
     /// Where session state lives: `memory` (this process only) or `redis://host:port/db`
     /// (replicas behind a balancer share sessions) [default: memory].
     #[arg(long, value_name = "URL")]
@@ -340,6 +345,12 @@ pub struct Cli {
     /// [default: 3s].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub owner_timeout: Option<Duration>,
+
+    /// With a Redis store: how long a request for a session whose owner cannot be reached is
+    /// held while the owner is found dead and the session taken over, instead of a 503
+    /// [default: 5s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub takeover_wait: Option<Duration>,
 
     /// With a Redis store: how long this replica's writes wait to go to Redis together; what a
     /// later write undoes within it is never sent (0: each write at once) [default: 1ms].

@@ -42,6 +42,11 @@ pub struct Config {
     pub log_format: LogFormat,
     #[serde(deserialize_with = "duration")]
     pub shutdown_timeout: Duration,
+    /// On SIGTERM: how long the proxy serves on, unready (`/readyz` 503) and closing each
+    /// connection after its current exchange, while balancers and endpoints notice; then it
+    /// stops accepting and hands its sessions over within `shutdown_timeout`.
+    #[serde(deserialize_with = "duration")]
+    pub drain_delay: Duration,
     /// Runtime threads: 0 = one per CPU, 1 = single-threaded.
     pub workers: usize,
     /// `memory`, or `redis://host:port/db` for replicas sharing sessions.
@@ -94,6 +99,10 @@ pub struct ClusterConfig {
     /// A replica silent for this long is dead: its sessions are taken over.
     #[serde(deserialize_with = "duration")]
     pub owner_timeout: Duration,
+    /// How long a request for a session whose owner cannot be reached is held while the owner
+    /// is found dead and the session taken over here (then 503).
+    #[serde(deserialize_with = "duration")]
+    pub takeover_wait: Duration,
     /// How long an owner's writes to the store wait to be sent together (0: sent at once).
     #[serde(deserialize_with = "duration")]
     pub write_delay: Duration,
@@ -111,6 +120,7 @@ impl Default for ClusterConfig {
             namespace: "mcp-proxy".into(),
             heartbeat: Duration::from_secs(1),
             owner_timeout: Duration::from_secs(3),
+            takeover_wait: Duration::from_secs(5),
             write_delay: Duration::from_millis(1),
             max_write_queue: 50_000,
         }
@@ -288,6 +298,7 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8787)),
             log_format: LogFormat::Text,
             shutdown_timeout: Duration::from_secs(10),
+            drain_delay: Duration::from_secs(5),
             workers: 0,
             store: "memory".into(),
             cluster: ClusterConfig::default(),

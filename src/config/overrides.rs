@@ -7,6 +7,7 @@ impl Config {
         set(&mut self.listen, &cli.listen);
         set(&mut self.log_format, &cli.log_format);
         set(&mut self.shutdown_timeout, &cli.shutdown_timeout);
+        set(&mut self.drain_delay, &cli.drain_delay);
         set(&mut self.workers, &cli.workers);
         set(&mut self.store, &cli.store);
         apply_cluster(&mut self.cluster, cli);
@@ -46,6 +47,7 @@ fn apply_cluster(cluster: &mut ClusterConfig, cli: &Cli) {
     set(&mut cluster.secret, &cli.cluster_secret);
     set(&mut cluster.heartbeat, &cli.heartbeat);
     set(&mut cluster.owner_timeout, &cli.owner_timeout);
+    set(&mut cluster.takeover_wait, &cli.takeover_wait);
     set(&mut cluster.write_delay, &cli.write_delay);
     set(&mut cluster.max_write_queue, &cli.max_write_queue);
     set(&mut cluster.namespace, &cli.namespace);

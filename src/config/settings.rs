@@ -40,6 +40,7 @@ impl Config {
             namespace: cluster.namespace.clone(),
             heartbeat: cluster.heartbeat,
             owner_timeout: cluster.owner_timeout,
+            takeover_wait: cluster.takeover_wait,
             write_delay: cluster.write_delay,
             max_write_queue: cluster.max_write_queue,
             idle_ttl: self.session.idle_ttl,

@@ -61,8 +61,10 @@ impl Config {
         let (cluster, http) = (&self.cluster, &self.http);
         let mut durations = vec![
             ("shutdown_timeout".to_owned(), self.shutdown_timeout),
+            ("drain_delay".into(), self.drain_delay),
             ("cluster.heartbeat".into(), cluster.heartbeat),
             ("cluster.owner_timeout".into(), cluster.owner_timeout),
+            ("cluster.takeover_wait".into(), cluster.takeover_wait),
             ("cluster.write_delay".into(), cluster.write_delay),
             ("http.body_timeout".into(), http.body_timeout),
             ("http.sse_keep_alive".into(), http.sse_keep_alive),

@@ -124,6 +124,9 @@ pub struct Router {
     pub http: HttpSettings,
     pub servers: BTreeMap<String, Arc<App>>,
     pub metrics: Arc<Metrics>,
+    /// Cancelled first when stopping: `/readyz` answers 503 and every answer says
+    /// `Connection: close`, while everything else is served as before (`drain_delay`).
+    pub draining: CancellationToken,
     pub shutdown: CancellationToken,
     pub cluster: Cluster,
     /// The resource server, with `[auth]`: every served path needs a token it verifies.
@@ -143,10 +146,17 @@ impl Router {
     }
 }
 
-/// Accepts connections until `closing`, then lets open ones finish their current exchange.
-/// From `shutdown` on, every answer says `Connection: close`, and what cannot be taken any more
-/// is refused with 503: a replica asking meanwhile gets a clear answer, never a reset.
-pub async fn serve(listener: TcpListener, router: Arc<Router>, closing: CancellationToken) {
+/// Accepts connections until `stop_accepting` (new ones are then refused, which a balancer
+/// retries elsewhere), and lets open ones finish their current exchange once `closing`. From
+/// `draining` on, every answer says `Connection: close`, so a connection carries no request
+/// after its current one; from `shutdown` on, what cannot be taken any more is refused with
+/// 503: a replica asking meanwhile gets a clear answer, never a reset.
+pub async fn serve(
+    listener: TcpListener,
+    router: Arc<Router>,
+    stop_accepting: CancellationToken,
+    closing: CancellationToken,
+) {
     let connections = TaskTracker::new();
     loop {
         let (socket, peer) = tokio::select! {
@@ -157,7 +167,7 @@ pub async fn serve(listener: TcpListener, router: Arc<Router>, closing: Cancella
                     continue;
                 }
             },
-            () = closing.cancelled() => break,
+            () = stop_accepting.cancelled() => break,
         };
         let _ = socket.set_nodelay(true);
         let router = router.clone();
@@ -173,7 +183,7 @@ pub async fn serve(listener: TcpListener, router: Arc<Router>, closing: Cancella
                         asked.answered(&response, started.elapsed());
                     }
                     let upgrade = response.status() == http::StatusCode::SWITCHING_PROTOCOLS;
-                    if router.shutdown.is_cancelled() && !upgrade {
+                    if router.draining.is_cancelled() && !upgrade {
                         let close = http::HeaderValue::from_static("close");
                         response
                             .headers_mut()
@@ -221,7 +231,7 @@ async fn route(router: &Router, mut request: Request<Incoming>) -> Response<Body
     }
     match path {
         "/healthz" => return text(StatusCode::OK, "ok\n".into()),
-        "/readyz" if router.shutdown.is_cancelled() => {
+        "/readyz" if router.draining.is_cancelled() => {
             return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n".into())
         }
         "/readyz" if !router.cluster.healthy() => {

@@ -4,8 +4,10 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::HeaderValue;
+use tokio::time::Instant;
 use tracing::warn;
 
 use super::rate::Exceeded;
@@ -143,9 +145,10 @@ impl Registry {
 
     /// Delivers `message` with `deliver`. When a view's owner no longer has the session, cannot
     /// be reached (the message was not carried out), or another replica answers at its address,
-    /// the session is looked up once more and the message goes where it lives now (taken over
-    /// here, when its owner has left); if it is gone everywhere, that is `SessionError::Gone`
-    /// (404).
+    /// the session is looked up again and the message goes where it lives now (taken over here,
+    /// once its owner is known to be dead), for up to `cluster.takeover_wait`: the client waits
+    /// for the takeover instead of getting a 503; if the session is gone everywhere, that is
+    /// `SessionError::Gone` (404).
     async fn followed<T, F, Delivered>(
         &self,
         session: &Arc<Session>,
@@ -156,26 +159,59 @@ impl Registry {
         F: Fn(Arc<Session>, Message) -> Delivered,
         Delivered: Future<Output = Result<T, SessionError>>,
     {
-        let retry = session.owner().is_some().then(|| message.clone());
-        let outcome = deliver(session.clone(), message).await;
-        let (Some(message), Err(SessionError::Upstream(UpstreamError::Hop(hop)))) =
-            (retry, &outcome)
-        else {
-            return outcome;
+        let Some(wait) = session.owner().is_some().then(|| self.takeover_wait()) else {
+            return deliver(session.clone(), message).await;
         };
-        if !matches!(
-            hop,
-            HopError::Gone | HopError::Moved { .. } | HopError::Unreachable(_)
-        ) {
-            return outcome;
-        }
-        let credential = session.credential();
-        match self
-            .find(session.id(), session.principal(), credential.as_ref())
-            .await?
-        {
-            Some(found) => deliver(found, message).await,
-            None => Err(SessionError::Gone),
+        let deadline = Instant::now() + wait;
+        let mut pause = HOLD_FIRST_PAUSE;
+        let mut current = session.clone();
+        loop {
+            let outcome = deliver(current.clone(), message.clone()).await;
+            if !not_carried_out(&outcome) || Instant::now() >= deadline {
+                return outcome;
+            }
+            let credential = session.credential();
+            current = loop {
+                match self
+                    .find(session.id(), session.principal(), credential.as_ref())
+                    .await
+                {
+                    Ok(Some(found)) => break found,
+                    Ok(None) => return Err(SessionError::Gone),
+                    Err(error) if error.owner_unavailable() && Instant::now() < deadline => {
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(HOLD_MAX_PAUSE);
+                    }
+                    Err(error) => return Err(error),
+                }
+            };
+            if current.owner().is_some() {
+                // Still a view of an owner that failed: give its heartbeat time to lapse.
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(HOLD_MAX_PAUSE);
+            }
         }
     }
+
+    /// How long a request is held for a session whose owner cannot be reached.
+    fn takeover_wait(&self) -> Duration {
+        self.store
+            .redis()
+            .map_or(Duration::ZERO, |redis| redis.takeover_wait)
+    }
+}
+
+/// The first pause before a held request looks for its session again, and the longest.
+const HOLD_FIRST_PAUSE: Duration = Duration::from_millis(20);
+const HOLD_MAX_PAUSE: Duration = Duration::from_millis(250);
+
+/// Whether a view's owner did not take the message (it no longer has the session, cannot be
+/// reached, or another replica answers at its address): the message may go elsewhere.
+fn not_carried_out<T>(outcome: &Result<T, SessionError>) -> bool {
+    matches!(
+        outcome,
+        Err(SessionError::Upstream(UpstreamError::Hop(
+            HopError::Gone | HopError::Moved { .. } | HopError::Unreachable(_)
+        )))
+    )
 }

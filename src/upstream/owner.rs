@@ -42,6 +42,8 @@ struct Link {
     owner: Mutex<Owner>,
     /// Set when a hop failed: the owner may be dead or gone, and the next lookup checks.
     suspect: AtomicBool,
+    /// Set when the last hop could not connect to the owner at all.
+    unreachable: AtomicBool,
 }
 
 /// Which replica owns the session, and where it is.
@@ -93,6 +95,7 @@ impl OwnerLink {
                 path: hop::path(server, session),
                 owner: Mutex::new(owner),
                 suspect: AtomicBool::new(false),
+                unreachable: AtomicBool::new(false),
             }),
         }
     }
@@ -109,11 +112,18 @@ impl OwnerLink {
     pub fn retarget(&self, owner: Owner) {
         *self.inner.owner.lock().unwrap_or_else(|e| e.into_inner()) = owner;
         self.inner.suspect.store(false, Ordering::Release);
+        self.inner.unreachable.store(false, Ordering::Release);
     }
 
     /// Whether a hop failed since the link was last checked.
     pub fn suspect(&self) -> bool {
         self.inner.suspect.load(Ordering::Acquire)
+    }
+
+    /// Whether the last hop could not connect to the owner at all (refused, no route): with a
+    /// missed heartbeat, the owner is dead.
+    pub fn unreachable(&self) -> bool {
+        self.inner.unreachable.load(Ordering::Acquire)
     }
 
     /// Hands a client message to the owner; for a request, the stream its answer is logged on
@@ -166,6 +176,8 @@ impl OwnerLink {
             if !matches!(error, HopError::Refused(_)) {
                 self.inner.suspect.store(true, Ordering::Release);
             }
+            let unreachable = matches!(error, HopError::Unreachable(_));
+            self.inner.unreachable.store(unreachable, Ordering::Release);
             error
         };
         // Only a connection never made proves the owner did not get the message.

@@ -51,6 +51,8 @@ impl Proxy {
         };
         config.upstream.stdio = Some(format!("{} demo-server", shell_words::quote(DEMO)));
         config.upstream.shutdown_grace = Duration::from_millis(500);
+        // No balancer to wait for; a test that drains says how long.
+        config.drain_delay = Duration::ZERO;
         adjust(&mut config);
         let running = server::start(&config).await.expect("the proxy starts");
         Proxy { running }
@@ -463,8 +465,14 @@ pub async fn spawn_proxy_with_env(
     env: &[(&str, &str)],
 ) -> (tokio::process::Child, SocketAddr, LogLines, Vec<Value>) {
     use tokio::io::AsyncBufReadExt;
+    // No balancer to wait for, unless the test says how long.
+    let drain = match args.iter().any(|a| a.starts_with("--drain-delay")) {
+        true => None,
+        false => Some("--drain-delay=0s"),
+    };
     let mut child = tokio::process::Command::new(DEMO)
         .args(["--log-format", "json"])
+        .args(drain)
         .args(args)
         .envs(env.iter().copied())
         .env(

@@ -43,6 +43,7 @@ impl Registry {
             let url = match record.owner == redis.node_id {
                 // This replica, restarted under the same name: its session is gone with it.
                 true => None,
+                false if self.owner_found_dead(redis, id, &record.owner).await => None,
                 false => redis
                     .node_url(&record.owner)
                     .await
@@ -70,6 +71,17 @@ impl Registry {
         Err(SessionError::OwnerUnavailable(
             OwnerUnavailable::ChangingHands,
         ))
+    }
+
+    /// Whether the owner of this replica's view of session `id` is dead: the view's last hop
+    /// could not connect to it, and it missed its heartbeat. Then its session is taken over at
+    /// once, not when its heartbeat key expires.
+    async fn owner_found_dead(&self, redis: &RedisStore, id: &str, owner: &str) -> bool {
+        let unreachable = self.views.get(id).is_some_and(|view| {
+            view.owner()
+                .is_some_and(|link| link.unreachable() && link.owner().node == owner)
+        });
+        unreachable && redis.missed_heartbeat(owner).await.unwrap_or(false)
     }
 
     /// A session the shared store has no record of: the replica its id names may have created

@@ -65,6 +65,8 @@ pub struct RedisSettings {
     pub heartbeat: Duration,
     /// A replica silent for this long is dead: its sessions are taken over.
     pub owner_timeout: Duration,
+    /// How long a request is held for a session whose owner cannot be reached.
+    pub takeover_wait: Duration,
     /// How long an idle session lives.
     pub idle_ttl: Duration,
     /// How long the writer waits for more ops before a round trip.
@@ -83,6 +85,8 @@ pub struct RedisStore {
     namespace: String,
     pub heartbeat: Duration,
     pub owner_timeout: Duration,
+    /// How long a request is held for a session whose owner cannot be reached.
+    pub takeover_wait: Duration,
     /// How long a session's keys live without activity.
     ttl: Duration,
     /// How long the writer waits for more ops before a round trip.
@@ -137,6 +141,7 @@ impl RedisStore {
             namespace: settings.namespace.clone(),
             heartbeat: settings.heartbeat,
             owner_timeout: settings.owner_timeout,
+            takeover_wait: settings.takeover_wait,
             ttl: settings.idle_ttl + settings.owner_timeout,
             write_delay: settings.write_delay,
             healthy: AtomicBool::new(true),

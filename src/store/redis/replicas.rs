@@ -55,6 +55,25 @@ impl RedisStore {
         let _ = tokio::time::timeout(LEAVE_PATIENCE, self.left.cancelled()).await;
     }
 
+    /// Whether replica `node` missed its last heartbeat: its key was last refreshed more than
+    /// one and a half heartbeats ago (or is gone). Together with a refused connection, the
+    /// replica is dead, without waiting for its key to expire.
+    pub async fn missed_heartbeat(&self, node: &str) -> StoreResult<bool> {
+        let mut connection = self.timed();
+        let left: i64 = redis::cmd("PTTL")
+            .arg(self.node_key(node))
+            .query_async(&mut connection)
+            .await
+            .map_err(StoreError::from)?;
+        let Ok(left) = u64::try_from(left) else {
+            return Ok(true); // no key (-2), or none that expires (-1: not a heartbeat's)
+        };
+        let since = self
+            .owner_timeout
+            .saturating_sub(Duration::from_millis(left));
+        Ok(since > self.heartbeat + self.heartbeat / 2)
+    }
+
     /// The internal URL of a live replica; `None` once its heartbeat has lapsed.
     pub async fn node_url(&self, node: &str) -> StoreResult<Option<String>> {
         let mut connection = self.timed();
