@@ -62,7 +62,8 @@
 //!   verified (JWT signatures by the issuer's keys, introspection, the issuer's metadata),
 //!   [`error_chain`] an error and its causes on one line.
 //! - Entry: [`config`] options and validation, [`server`] start and stop, [`demo`] the bundled
-//!   server (it names methods from the same table).
+//!   server (it names methods from the same table), [`health_probe`] the `health` subcommand
+//!   (a running proxy's `/healthz` asked once).
 
 #![forbid(unsafe_code)]
 
@@ -75,6 +76,7 @@ pub mod era;
 pub mod error_chain;
 pub mod event;
 pub mod front;
+pub mod health_probe;
 pub mod hop;
 pub mod ids;
 pub mod jsonrpc;

@@ -2,7 +2,7 @@
 
 use clap::Parser;
 use mcp_session_proxy::config::{Cli, Command, Config, LogFormat};
-use mcp_session_proxy::{demo, server};
+use mcp_session_proxy::{demo, health_probe, server};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> std::process::ExitCode {
@@ -35,6 +35,19 @@ fn run_cli() -> anyhow::Result<()> {
             http: Some(listen),
             protocol: mcp_session_proxy::era::Era::Modern,
         }) => return runtime(0)?.block_on(modern_demo_over_http(listen)),
+        Some(Command::Health {
+            url,
+            host,
+            allowed_hosts,
+            timeout,
+        }) => {
+            let host = host
+                .as_deref()
+                .or(health_probe::allowed_host(&allowed_hosts));
+            let answer = runtime(1)?.block_on(health_probe::check(&url, host, timeout))?;
+            println!("{answer}");
+            return Ok(());
+        }
         None => {}
     }
     let config = Config::load(&cli)?;

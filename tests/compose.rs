@@ -60,6 +60,22 @@ fn the_compose_file_runs_two_replicas_on_redis_behind_a_non_sticky_balancer() {
             .as_str()
             .unwrap()
             .contains("MCP_PROXY_CLUSTER_SECRET"));
+        // The Host names come from the environment, as the image documents: none on the
+        // command line, and by default those the balancer, Prometheus and the image's health
+        // check send (localhost first: the health check sends the first).
+        assert!(!command.contains(&"--allowed-host"), "{command:?}");
+        let hosts = report["environment"][replica]["MCP_PROXY_ALLOWED_HOSTS"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{replica} names its allowed hosts"));
+        let defaults = hosts
+            .strip_prefix("${MCP_PROXY_ALLOWED_HOSTS:-")
+            .and_then(|rest| rest.strip_suffix('}'))
+            .unwrap_or_else(|| panic!("overridable, with a default: {hosts}"));
+        let defaults: Vec<&str> = defaults.split(',').collect();
+        assert_eq!(defaults[0], "localhost", "{defaults:?}");
+        for name in ["127.0.0.1", "proxy-a", "proxy-b"] {
+            assert!(defaults.contains(&name), "{name} in {defaults:?}");
+        }
         assert_eq!(
             report["environment"][replica]["OTEL_EXPORTER_OTLP_ENDPOINT"], "http://jaeger:4318",
             "{replica} exports its spans to Jaeger"
@@ -138,11 +154,25 @@ fn the_compose_file_runs_two_replicas_on_redis_behind_a_non_sticky_balancer() {
         .join("grafana/dashboards/mcp-session-proxy.json")
         .is_file());
 
-    let compose_exists = Command::new("docker")
-        .args(["compose", "version"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if compose_exists {
+    let compose = Command::new("docker").args(["compose", "version"]).output();
+    let missing = match &compose {
+        Err(error) => Some(format!("no docker command here: {error}")),
+        Ok(output) if !output.status.success() => Some(format!(
+            "no Docker Compose here (`docker compose version`: {})",
+            String::from_utf8_lossy(&output.stderr)
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .trim()
+        )),
+        Ok(_) => None,
+    };
+    if let Some(missing) = missing {
+        eprintln!(
+            "skipped: `docker compose config` of docker/compose.yaml, {missing}; the file was \
+             checked by reading it only"
+        );
+    } else {
         let config = Command::new("docker")
             .args(["compose", "-f"])
             .arg(root().join("docker/compose.yaml"))
@@ -155,9 +185,94 @@ fn the_compose_file_runs_two_replicas_on_redis_behind_a_non_sticky_balancer() {
             "{}",
             String::from_utf8_lossy(&config.stderr)
         );
-    } else {
-        eprintln!("skipped: no docker (docker compose config not run; the file was read only)");
     }
+}
+
+/// The instructions of the Dockerfile's last stage (the image), continuation lines joined,
+/// comments left out.
+fn image_instructions(dockerfile: &str) -> Vec<String> {
+    let mut instructions: Vec<String> = Vec::new();
+    let mut pending = String::new();
+    for line in dockerfile.lines() {
+        let line = line.trim();
+        if line.starts_with('#') || (line.is_empty() && pending.is_empty()) {
+            continue;
+        }
+        match line.strip_suffix('\\') {
+            Some(part) => pending.push_str(part),
+            None => {
+                pending.push_str(line);
+                instructions.push(std::mem::take(&mut pending));
+            }
+        }
+    }
+    let last_stage = instructions
+        .iter()
+        .rposition(|i| i.starts_with("FROM "))
+        .expect("a FROM");
+    instructions.split_off(last_stage)
+}
+
+#[tokio::test]
+async fn the_image_runs_as_a_non_root_user_and_checks_its_health_with_the_binary() {
+    let dockerfile = std::fs::read_to_string(root().join("docker/Dockerfile")).unwrap();
+    let image = image_instructions(&dockerfile);
+    let find = |keyword: &str| {
+        let found: Vec<&String> = image
+            .iter()
+            .filter(|i| i.starts_with(&format!("{keyword} ")))
+            .collect();
+        assert_eq!(found.len(), 1, "one {keyword} in the image: {image:?}");
+        found[0][keyword.len() + 1..].trim().to_owned()
+    };
+    assert_eq!(find("USER"), "10001:10001", "numeric, not root");
+    assert!(image
+        .iter()
+        .any(|i| i.contains("useradd") && i.contains("--uid 10001")));
+    assert_eq!(find("EXPOSE"), "8787");
+    assert_eq!(find("ENTRYPOINT"), r#"["mcp-session-proxy"]"#);
+    assert_eq!(find("CMD"), r#"["--listen", "0.0.0.0:8787"]"#);
+    assert!(
+        dockerfile.contains("MCP_PROXY_ALLOWED_HOSTS="),
+        "the image says how to name its hosts"
+    );
+
+    // The health check is the binary's own subcommand: run as written against a live proxy
+    // (its address given, since the image's port may be taken here).
+    let healthcheck = find("HEALTHCHECK");
+    let command: Vec<String> = serde_json::from_str(
+        healthcheck
+            .split_once("CMD ")
+            .expect("HEALTHCHECK ... CMD [...]")
+            .1,
+    )
+    .expect("the exec form, a JSON array");
+    assert_eq!(command[..2], ["mcp-session-proxy", "health"]);
+    let help = Command::new(env!("CARGO_BIN_EXE_mcp-session-proxy"))
+        .args(["health", "--help"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&help.stdout).contains("http://127.0.0.1:8787/healthz"),
+        "by default it asks the port the image listens on"
+    );
+    let proxy = Proxy::start().await;
+    let asked = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-session-proxy"))
+        .args(&command[1..])
+        .args(["--url", &format!("http://{}/healthz", proxy.addr())])
+        .env_remove("MCP_PROXY_ALLOWED_HOSTS")
+        .kill_on_drop(true)
+        .output();
+    let asked = tokio::time::timeout(std::time::Duration::from_secs(20), asked)
+        .await
+        .expect("the health check ends on its own")
+        .unwrap();
+    proxy.stop().await;
+    assert!(
+        asked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&asked.stderr)
+    );
 }
 
 /// Every panel of `list`, and those nested in its rows.

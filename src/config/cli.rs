@@ -1,4 +1,4 @@
-//! The command line: every option of the TOML file, and the demo server subcommand.
+//! The command line: every option of the TOML file, the demo server and health subcommands.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -389,6 +389,34 @@ pub enum Command {
         /// no initialize, per-request metadata, subscriptions/listen, input_required).
         #[arg(long, default_value = "legacy")]
         protocol: crate::era::Era,
+    },
+    /// Ask a running proxy whether it is alive: GET its /healthz and exit 0 on a 2xx answer, 1
+    /// on anything else or none within --timeout (a container's health check).
+    Health {
+        /// The endpoint asked (plain HTTP; /readyz asks whether it takes traffic).
+        #[arg(
+            long,
+            value_name = "URL",
+            default_value = "http://127.0.0.1:8787/healthz"
+        )]
+        url: String,
+        /// The Host header sent: the proxy refuses names it does not allow, health checks
+        /// included [default: the first of MCP_PROXY_ALLOWED_HOSTS, as the proxy reads it,
+        /// unless `*`; else the URL's host and port].
+        #[arg(long, value_name = "HOST")]
+        host: Option<String>,
+        /// The hosts the proxy allows, as it reads them (repeatable, or a comma-separated list
+        /// in MCP_PROXY_ALLOWED_HOSTS): the default Host is the first.
+        #[arg(
+            long = "allowed-host",
+            value_name = "HOST",
+            env = "MCP_PROXY_ALLOWED_HOSTS",
+            value_delimiter = ','
+        )]
+        allowed_hosts: Vec<String>,
+        /// The longest wait for the whole answer.
+        #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration)]
+        timeout: Duration,
     },
 }
 

@@ -1,0 +1,583 @@
+//! `deploy/kubernetes`: what kustomize builds of the base (three replicas on Redis), the
+//! external-Redis overlay and the sidecar example, held to the proxy it runs. Each is built by
+//! the real `kubectl kustomize` and read back as JSON (`kubectl annotate --local` converts
+//! offline, with no cluster); each proxy container's command line and mounted `proxy.toml` are
+//! loaded as the pod would load them (`Config::load`, every key validated, the pod's values put
+//! in for `$(POD_IP)` and the like); then its ports, probes, Host names, secret, stop time and
+//! security context are checked against that configuration.
+//!
+//! kubectl must be installed: scripts/test installs Debian's `kubernetes-client` where it is
+//! missing, and without it these tests fail, saying so.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use clap::Parser;
+use mcp_session_proxy::config::{parse_duration, Cli, Config};
+use mcp_session_proxy::front::guard::host_allowed;
+use mcp_session_proxy::ids::MAX_NODE_NAME;
+use serde_json::Value;
+
+/// How long the proxy goes on serving after SIGTERM before it hands its sessions over, unless
+/// its configuration says otherwise (`drain_delay`).
+const DEFAULT_DRAIN_DELAY: Duration = Duration::from_secs(5);
+/// The port the image listens on (docker/Dockerfile) and every manifest names.
+const PORT: u16 = 8787;
+/// The image's user (docker/Dockerfile).
+const IMAGE_UID: u64 = 10001;
+/// What the test puts in for the pod's IP and the cluster secret.
+const POD_IP: &str = "10.1.2.3";
+const TEST_SECRET: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+/// What Kubernetes adds to a Deployment's name to name its pods, at most: `-`, the pod
+/// template's hash (up to 10 characters), `-`, 5 random characters.
+const POD_NAME_SUFFIX: &str = "-0123456789-abcde";
+
+const NO_KUBECTL: &str = "kubectl is not installed: these tests build deploy/kubernetes with \
+    `kubectl kustomize`. Run scripts/test, which installs it (Debian's kubernetes-client), or \
+    install kubectl yourself";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `kubectl` with no cluster configuration of the user's (nothing here talks to a cluster).
+fn kubectl() -> Command {
+    let mut command = Command::new("kubectl");
+    command.env(
+        "KUBECONFIG",
+        std::env::temp_dir().join("mcp-session-proxy-tests-no-kubeconfig"),
+    );
+    command
+}
+
+/// The objects `kubectl kustomize deploy/kubernetes/<dir>` makes, as JSON.
+fn build(dir: &str) -> Vec<Value> {
+    let path = root().join("deploy/kubernetes").join(dir);
+    let built = match kubectl().arg("kustomize").arg(&path).output() {
+        Ok(output) => output,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => panic!("{NO_KUBECTL}"),
+        Err(error) => panic!("kubectl: {error}"),
+    };
+    assert!(
+        built.status.success(),
+        "kubectl kustomize {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&built.stderr)
+    );
+    // Removing an annotation nobody set changes nothing but the format: YAML in, JSON out.
+    let mut convert = kubectl()
+        .args(["annotate", "--local", "-f", "-", "-o", "json"])
+        .arg("mcp-session-proxy.test/none-")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    let mut stdin = convert.stdin.take().unwrap();
+    let yaml = built.stdout;
+    let writer = std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &yaml));
+    let converted = convert.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(
+        converted.status.success(),
+        "kubectl annotate --local: {}",
+        String::from_utf8_lossy(&converted.stderr)
+    );
+    let mut objects = Vec::new();
+    for object in serde_json::Deserializer::from_slice(&converted.stdout).into_iter::<Value>() {
+        let object = object.expect("kubectl prints JSON");
+        match object["kind"].as_str() {
+            Some("List") => objects.extend(object["items"].as_array().unwrap().iter().cloned()),
+            _ => objects.push(object),
+        }
+    }
+    assert!(!objects.is_empty(), "{dir} builds nothing");
+    objects
+}
+
+fn all<'a>(objects: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    objects.iter().filter(|o| o["kind"] == kind).collect()
+}
+
+/// The one object of `kind` named `name`.
+fn named<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    let found: Vec<&Value> = all(objects, kind)
+        .into_iter()
+        .filter(|o| o["metadata"]["name"] == name)
+        .collect();
+    assert_eq!(found.len(), 1, "one {kind} {name}");
+    found[0]
+}
+
+/// The container named `proxy` of a workload's pod.
+fn proxy_container(workload: &Value) -> &Value {
+    workload["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "proxy")
+        .expect("a container named proxy")
+}
+
+fn text(value: &Value) -> &str {
+    value
+        .as_str()
+        .unwrap_or_else(|| panic!("a string: {value}"))
+}
+
+/// A container's port: a number, or the name of one of its ports.
+fn port_of(container: &Value, port: &Value) -> u16 {
+    match port {
+        Value::Number(number) => number.as_u64().unwrap() as u16,
+        Value::String(name) => {
+            let ports = container["ports"].as_array().unwrap();
+            let port = ports
+                .iter()
+                .find(|p| p["name"] == name.as_str())
+                .unwrap_or_else(|| panic!("a port named {name}"));
+            port["containerPort"].as_u64().unwrap() as u16
+        }
+        other => panic!("a port: {other}"),
+    }
+}
+
+/// Whether `selector` (matchLabels, or a Service's selector) picks pods labelled `labels`.
+fn selects(selector: &Value, labels: &Value) -> bool {
+    let selector = selector.as_object().unwrap();
+    !selector.is_empty() && selector.iter().all(|(k, v)| labels[k] == *v)
+}
+
+/// A proxy container as its pod runs it: the configuration it loads, and where from.
+struct Proxy<'a> {
+    pod: &'a Value,
+    container: &'a Value,
+    config: Config,
+    /// The mounted proxy.toml, as written.
+    file: toml::Table,
+}
+
+/// The proxy container of a Deployment's pod: its command line with the pod's values put in,
+/// its config file from the ConfigMap it mounts, loaded and validated by the proxy's own code.
+fn proxy_of<'a>(objects: &'a [Value], deployment: &'a Value) -> Proxy<'a> {
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = proxy_container(deployment);
+    assert!(text(&container["image"]).starts_with("mcp-session-proxy:"));
+    let pod_name = format!("{}{POD_NAME_SUFFIX}", text(&deployment["metadata"]["name"]));
+    let env = container["env"].as_array().cloned().unwrap_or_default();
+    let mut values = BTreeMap::new();
+    let mut args = vec!["mcp-session-proxy".to_owned()];
+    for variable in &env {
+        let name = text(&variable["name"]);
+        let from = &variable["valueFrom"];
+        let value = if let Some(value) = variable["value"].as_str() {
+            value.to_owned()
+        } else if from["fieldRef"]["fieldPath"] == "status.podIP" {
+            POD_IP.to_owned()
+        } else if from["fieldRef"]["fieldPath"] == "metadata.name" {
+            pod_name.clone()
+        } else if from["secretKeyRef"].is_object() {
+            TEST_SECRET.to_owned()
+        } else {
+            panic!("{name}: from where? {variable}")
+        };
+        // What the proxy reads from its environment, given as the flags it stands for (the
+        // test's own environment is not the pod's).
+        match name {
+            "MCP_PROXY_CLUSTER_SECRET" => args.extend(["--cluster-secret".into(), value.clone()]),
+            "MCP_PROXY_ALLOWED_HOSTS" => args.extend(["--allowed-host".into(), value.clone()]),
+            _ => {}
+        }
+        values.insert(format!("$({name})"), value);
+    }
+
+    // The config file: the ConfigMap mounted at --config's folder, written out for the proxy.
+    let written: Vec<String> = container["args"]
+        .as_array()
+        .expect("the proxy's options are args, after the image's entrypoint")
+        .iter()
+        .map(|a| text(a).to_owned())
+        .collect();
+    assert!(
+        !written.iter().any(|a| a.starts_with("--cluster-secret")),
+        "the cluster secret on the command line: {written:?}"
+    );
+    let at = written
+        .iter()
+        .position(|a| a == "--config")
+        .expect("--config");
+    let config_path = Path::new(&written[at + 1]);
+    let mount = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| Path::new(text(&m["mountPath"])) == config_path.parent().unwrap())
+        .expect("the config file's folder is mounted");
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .unwrap();
+    let config_map = all(objects, "ConfigMap")
+        .into_iter()
+        .find(|c| c["metadata"]["name"] == volume["configMap"]["name"])
+        .expect("the ConfigMap it mounts is built with it");
+    let file_name = config_path.file_name().unwrap().to_str().unwrap();
+    let contents = text(&config_map["data"][file_name]);
+    let file: toml::Table = toml::from_str(contents).expect("proxy.toml is TOML");
+    // One file per load: the tests run side by side, and builds share ConfigMaps.
+    static LOADS: AtomicUsize = AtomicUsize::new(0);
+    let local = std::env::temp_dir().join(format!(
+        "mcp-session-proxy-kubernetes-{}-{}-{}.toml",
+        std::process::id(),
+        LOADS.fetch_add(1, Ordering::Relaxed),
+        text(&config_map["metadata"]["name"])
+    ));
+    std::fs::write(&local, contents).unwrap();
+
+    for (i, arg) in written.iter().enumerate() {
+        if i == at + 1 {
+            args.push(local.to_str().unwrap().to_owned());
+            continue;
+        }
+        let mut arg = arg.clone();
+        for (name, value) in &values {
+            arg = arg.replace(name, value);
+        }
+        assert!(
+            !arg.contains("$("),
+            "{arg}: a variable the container does not define"
+        );
+        args.push(arg);
+    }
+    let cli = Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let loaded = Config::load(&cli);
+    std::fs::remove_file(&local).unwrap();
+    let config = loaded.unwrap_or_else(|e| panic!("the pod's proxy would not start: {e:#}"));
+    Proxy {
+        pod,
+        container,
+        config,
+        file,
+    }
+}
+
+/// What every proxy pod must hold, whatever runs beside it.
+fn check_proxy(objects: &[Value], deployment: &Value) -> Config {
+    let proxy = proxy_of(objects, deployment);
+    let (pod, container, config) = (proxy.pod, proxy.container, &proxy.config);
+
+    // It listens on every interface, on the port the pod declares and the probes use.
+    assert!(config.listen.ip().is_unspecified(), "{}", config.listen);
+    assert_eq!(config.listen.port(), PORT);
+    assert_eq!(port_of(container, &Value::from("http")), PORT);
+    let settings = config.http_settings();
+    for (probe, path) in [
+        ("startupProbe", "/healthz"),
+        ("livenessProbe", "/healthz"),
+        ("readinessProbe", "/readyz"),
+    ] {
+        let get = &container[probe]["httpGet"];
+        assert_eq!(get["path"], path, "{probe}");
+        assert_eq!(port_of(container, &get["port"]), PORT, "{probe}");
+        // The kubelet sends the pod's IP as Host unless told otherwise; the proxy refuses a
+        // Host it does not allow, on its health endpoints too.
+        let host = get["httpHeaders"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|h| text(&h["name"]).eq_ignore_ascii_case("host"))
+            .map(|h| text(&h["value"]).to_owned())
+            .unwrap_or_else(|| format!("{POD_IP}:{PORT}"));
+        assert!(
+            host_allowed(&settings, &host),
+            "{probe} sends Host {host}, which the proxy refuses (allowed: {:?})",
+            config.http.allowed_hosts
+        );
+    }
+
+    // The cluster secret comes from a Secret, never from the command line (see proxy_of) or
+    // the file.
+    assert!(
+        proxy
+            .file
+            .get("cluster")
+            .and_then(|c| c.get("secret"))
+            .is_none(),
+        "no secret in proxy.toml"
+    );
+    if config.store != "memory" {
+        let variable = container["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == "MCP_PROXY_CLUSTER_SECRET")
+            .expect("MCP_PROXY_CLUSTER_SECRET");
+        assert!(variable.get("value").is_none(), "{variable}");
+        let reference = &variable["valueFrom"]["secretKeyRef"];
+        let secret = all(objects, "Secret")
+            .into_iter()
+            .find(|s| s["metadata"]["name"] == reference["name"])
+            .expect("the Secret it names is built with it");
+        assert!(secret["data"][text(&reference["key"])].is_string());
+        // The other replicas reach this one at its own address, on the port it listens on.
+        assert_eq!(
+            config.cluster.advertise,
+            format!("http://{POD_IP}:{PORT}"),
+            "--advertise: the pod's IP"
+        );
+        let longest_pod_name =
+            format!("{}{POD_NAME_SUFFIX}", text(&deployment["metadata"]["name"]));
+        assert_eq!(config.cluster.node_id, longest_pod_name, "--node-id");
+        assert!(config.cluster.node_id.len() <= MAX_NODE_NAME);
+    }
+
+    // Stopping: the grace period covers the drain, the shutdown and any preStop hook.
+    let drain = match proxy.file.get("drain_delay") {
+        Some(value) => parse_duration(value.as_str().unwrap()).unwrap(),
+        None => DEFAULT_DRAIN_DELAY,
+    };
+    let pre_stop = pre_stop_sleep(container);
+    let grace = Duration::from_secs(pod["terminationGracePeriodSeconds"].as_u64().unwrap());
+    assert!(
+        grace > pre_stop + drain + config.shutdown_timeout,
+        "terminationGracePeriodSeconds {grace:?}: preStop {pre_stop:?} + drain {drain:?} + \
+         shutdown_timeout {:?} and a margin",
+        config.shutdown_timeout
+    );
+
+    // Resources named, so the scheduler and the autoscaler have figures to go by.
+    let resources = &container["resources"];
+    for figure in [
+        &resources["requests"]["cpu"],
+        &resources["requests"]["memory"],
+        &resources["limits"]["memory"],
+    ] {
+        assert!(figure.is_string(), "{resources}");
+    }
+    assert!(pod["automountServiceAccountToken"] == false);
+    proxy.config
+}
+
+/// The seconds of a `sleep N` preStop hook, if the container has one.
+fn pre_stop_sleep(container: &Value) -> Duration {
+    let command = &container["lifecycle"]["preStop"]["exec"]["command"];
+    match command.as_array() {
+        Some(words) if words.len() == 2 && words[0] == "sleep" => {
+            Duration::from_secs(text(&words[1]).parse().unwrap())
+        }
+        Some(words) => panic!("a preStop hook other than `sleep N`: {words:?}"),
+        None => Duration::ZERO,
+    }
+}
+
+/// Every pod of the build runs unprivileged: not as root, no privilege escalation, no
+/// capabilities, a read-only root file system, the runtime's seccomp profile.
+fn check_security(objects: &[Value]) {
+    let mut pods = 0;
+    for workload in objects
+        .iter()
+        .filter(|o| o["kind"] == "Deployment" || o["kind"] == "StatefulSet")
+    {
+        let name = text(&workload["metadata"]["name"]);
+        let pod = &workload["spec"]["template"]["spec"];
+        let context = &pod["securityContext"];
+        assert_eq!(context["runAsNonRoot"], true, "{name}");
+        assert_ne!(context["runAsUser"], 0, "{name}");
+        assert_eq!(
+            context["seccompProfile"]["type"], "RuntimeDefault",
+            "{name}"
+        );
+        for container in pod["containers"].as_array().unwrap() {
+            let context = &container["securityContext"];
+            let what = format!("{name}/{}", text(&container["name"]));
+            assert_eq!(context["allowPrivilegeEscalation"], false, "{what}");
+            assert_eq!(context["readOnlyRootFilesystem"], true, "{what}");
+            assert_ne!(context["privileged"], true, "{what}");
+            let dropped = context["capabilities"]["drop"].as_array();
+            assert!(
+                dropped.is_some_and(|d| d.iter().any(|c| c == "ALL")),
+                "{what} drops every capability"
+            );
+            assert!(context["capabilities"]["add"].is_null(), "{what}");
+            if text(&container["image"]).starts_with("mcp-session-proxy:") {
+                assert_eq!(
+                    context["runAsUser"]
+                        .as_u64()
+                        .or(pod["securityContext"]["runAsUser"].as_u64()),
+                    Some(IMAGE_UID),
+                    "{what}"
+                );
+            }
+        }
+        pods += 1;
+    }
+    assert!(pods > 0);
+}
+
+/// The Service that reaches `deployment`'s pods, on the proxy's port.
+fn check_service(objects: &[Value], deployment: &Value) {
+    let template = &deployment["spec"]["template"];
+    let labels = &template["metadata"]["labels"];
+    let services: Vec<&Value> = all(objects, "Service")
+        .into_iter()
+        .filter(|s| selects(&s["spec"]["selector"], labels))
+        .collect();
+    assert_eq!(services.len(), 1, "one Service for the proxy's pods");
+    let port = &services[0]["spec"]["ports"][0];
+    assert_eq!(port["name"], "http");
+    assert_eq!(port["port"], PORT);
+    assert_eq!(
+        port_of(proxy_container(deployment), &port["targetPort"]),
+        PORT
+    );
+}
+
+/// The Redis of a store URL, as `(host, port)`.
+fn redis_address(store: &str) -> (String, u16) {
+    let rest = store.strip_prefix("redis://").expect("a redis:// URL");
+    let authority = rest.split('/').next().unwrap();
+    let authority = authority.rsplit('@').next().unwrap();
+    let (host, port) = authority.rsplit_once(':').unwrap_or((authority, "6379"));
+    (host.to_owned(), port.parse().unwrap())
+}
+
+#[test]
+fn the_base_runs_three_replicas_on_its_redis_as_the_proxy_expects() {
+    let objects = build("");
+    let deployment = named(&objects, "Deployment", "mcp-proxy");
+    assert_eq!(deployment["spec"]["replicas"], 3);
+    let config = check_proxy(&objects, deployment);
+    check_service(&objects, deployment);
+    check_security(&objects);
+    let labels = &deployment["spec"]["template"]["metadata"]["labels"];
+
+    // The store is the Redis built with it: a Service in front of a StatefulSet with a volume.
+    let (host, port) = redis_address(&config.store);
+    let redis_service = named(&objects, "Service", &host);
+    assert_eq!(redis_service["spec"]["ports"][0]["port"], port);
+    let redis = named(&objects, "StatefulSet", "mcp-proxy-redis");
+    assert!(selects(
+        &redis_service["spec"]["selector"],
+        &redis["spec"]["template"]["metadata"]["labels"]
+    ));
+    let redis_container = &redis["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        port_of(
+            redis_container,
+            &redis_service["spec"]["ports"][0]["targetPort"]
+        ),
+        port
+    );
+    let claims = redis["spec"]["volumeClaimTemplates"].as_array().unwrap();
+    assert_eq!(claims.len(), 1);
+    assert!(redis_container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m["name"] == claims[0]["metadata"]["name"] && m["mountPath"] == "/data"));
+    // Only the proxy's pods reach it.
+    let policy = named(&objects, "NetworkPolicy", "mcp-proxy-redis");
+    assert!(selects(
+        &policy["spec"]["podSelector"]["matchLabels"],
+        &redis["spec"]["template"]["metadata"]["labels"]
+    ));
+    assert!(selects(
+        &policy["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"],
+        labels
+    ));
+
+    // One replica out at a time for voluntary disruptions; autoscaled on CPU from three.
+    let budget = named(&objects, "PodDisruptionBudget", "mcp-proxy");
+    assert!(selects(&budget["spec"]["selector"]["matchLabels"], labels));
+    assert!(budget["spec"]["maxUnavailable"] == 1 || budget["spec"]["minAvailable"] == 2);
+    let autoscaler = named(&objects, "HorizontalPodAutoscaler", "mcp-proxy");
+    assert_eq!(autoscaler["apiVersion"], "autoscaling/v2");
+    assert_eq!(autoscaler["spec"]["scaleTargetRef"]["kind"], "Deployment");
+    assert_eq!(autoscaler["spec"]["scaleTargetRef"]["name"], "mcp-proxy");
+    assert_eq!(autoscaler["spec"]["minReplicas"], 3);
+    assert_eq!(autoscaler["spec"]["metrics"][0]["resource"]["name"], "cpu");
+
+    // Spread over nodes.
+    let spread = &deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+        ["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"];
+    assert_eq!(spread["topologyKey"], "kubernetes.io/hostname");
+    assert!(selects(&spread["labelSelector"]["matchLabels"], labels));
+}
+
+#[test]
+fn the_external_redis_overlay_runs_the_replicas_alone_on_another_redis() {
+    let objects = build("overlays/external-redis");
+    assert!(
+        all(&objects, "StatefulSet").is_empty(),
+        "no Redis of its own"
+    );
+    let deployment = named(&objects, "Deployment", "mcp-proxy");
+    let config = check_proxy(&objects, deployment);
+    check_service(&objects, deployment);
+    check_security(&objects);
+    let (host, _) = redis_address(&config.store);
+    assert!(
+        !all(&objects, "Service")
+            .iter()
+            .any(|s| s["metadata"]["name"] == host.as_str()),
+        "{}: a Redis outside the build",
+        config.store
+    );
+    let base = build("");
+    let base = check_proxy(&base, named(&base, "Deployment", "mcp-proxy"));
+    assert_ne!(config.store, base.store);
+}
+
+#[test]
+fn the_sidecar_example_runs_one_proxy_in_front_of_the_server_beside_it() {
+    let objects = build("sidecar");
+    let deployment = named(&objects, "Deployment", "mcp-sidecar");
+    assert_eq!(deployment["spec"]["replicas"], 1, "sessions in memory");
+    let config = check_proxy(&objects, deployment);
+    check_service(&objects, deployment);
+    check_security(&objects);
+    assert_eq!(config.store, "memory");
+    assert!(all(&objects, "StatefulSet").is_empty());
+
+    // The server container listens on the pod's loopback, where the proxy's upstream is.
+    let upstream: http::Uri = config
+        .upstream
+        .http
+        .as_deref()
+        .expect("an HTTP upstream")
+        .parse()
+        .unwrap();
+    let containers = deployment["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap();
+    assert_eq!(containers.len(), 2);
+    let server = containers
+        .iter()
+        .find(|c| c["name"] == "server")
+        .expect("the server container");
+    let server_args: Vec<&str> = server["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(text)
+        .collect();
+    let listen = server_args[server_args.iter().position(|a| *a == "--http").unwrap() + 1];
+    assert_eq!(Some(listen), upstream.authority().map(|a| a.as_str()));
+    assert_eq!(
+        upstream.host(),
+        Some("127.0.0.1"),
+        "reached on the pod's loopback only"
+    );
+    // The server gets SIGTERM once the proxy has drained, so the proxy's last requests reach
+    // it, and stops within the grace period too.
+    let server_stops = pre_stop_sleep(server);
+    assert!(server_stops >= DEFAULT_DRAIN_DELAY, "{server_stops:?}");
+    let grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+        .as_u64()
+        .unwrap();
+    assert!(Duration::from_secs(grace) > server_stops);
+}
