@@ -16,14 +16,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use clap::Parser;
-use mcp_session_proxy::config::{parse_duration, Cli, Config};
+use mcp_session_proxy::config::{Cli, Config};
 use mcp_session_proxy::front::guard::host_allowed;
 use mcp_session_proxy::ids::MAX_NODE_NAME;
 use serde_json::Value;
 
-/// How long the proxy goes on serving after SIGTERM before it hands its sessions over, unless
-/// its configuration says otherwise (`drain_delay`).
-const DEFAULT_DRAIN_DELAY: Duration = Duration::from_secs(5);
 /// The port the image listens on (docker/Dockerfile) and every manifest names.
 const PORT: u16 = 8787;
 /// The image's user (docker/Dockerfile).
@@ -336,10 +333,7 @@ fn check_proxy(objects: &[Value], deployment: &Value) -> Config {
     }
 
     // Stopping: the grace period covers the drain, the shutdown and any preStop hook.
-    let drain = match proxy.file.get("drain_delay") {
-        Some(value) => parse_duration(value.as_str().unwrap()).unwrap(),
-        None => DEFAULT_DRAIN_DELAY,
-    };
+    let drain = config.drain_delay;
     let pre_stop = pre_stop_sleep(container);
     let grace = Duration::from_secs(pod["terminationGracePeriodSeconds"].as_u64().unwrap());
     assert!(
@@ -575,7 +569,7 @@ fn the_sidecar_example_runs_one_proxy_in_front_of_the_server_beside_it() {
     // The server gets SIGTERM once the proxy has drained, so the proxy's last requests reach
     // it, and stops within the grace period too.
     let server_stops = pre_stop_sleep(server);
-    assert!(server_stops >= DEFAULT_DRAIN_DELAY, "{server_stops:?}");
+    assert!(server_stops >= config.drain_delay, "{server_stops:?}");
     let grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
         .as_u64()
         .unwrap();

@@ -471,13 +471,19 @@ async fn a_call_through_another_replica_waits_out_its_owners_death_instead_of_a_
     let mut redis = Redis::start().await;
     let (mut a, b, on_a) = a_session_on_a(&redis).await;
     let mut on_b = through(&on_a, &b);
-    assert_eq!(on_b.call_tool("echo", json!({ "text": "via a" })).await, "via a");
+    assert_eq!(
+        on_b.call_tool("echo", json!({ "text": "via a" })).await,
+        "via a"
+    );
     assert_eq!(metric(&b, "mcp_proxy_sessions_forwarded_total").await, 0);
 
     // kill -9 of the owner: b's next call finds it dead (refused, its heartbeat missed) and
     // takes the session over while the call waits, instead of answering 503 meanwhile.
     a.kill().await;
-    assert_eq!(on_b.call_tool("echo", json!({ "text": "after" })).await, "after");
+    assert_eq!(
+        on_b.call_tool("echo", json!({ "text": "after" })).await,
+        "after"
+    );
     assert_eq!(metric(&b, "mcp_proxy_sessions_taken_over_total").await, 1);
     let counted = on_b.call_tool("counter", json!({})).await;
     assert_eq!(counted, "1", "a fresh server for the session");
