@@ -3,8 +3,9 @@
 //! rendered for replicas on 127.0.0.1: the lines between `# replicas` and `# end replicas`
 //! become one copy of their first line per replica (its address changed, `replica-1` numbered
 //! on), the lines between `# listen` and `# end listen` their first line listening on a free
-//! loopback port, and nginx's paths (under /var/log/nginx/, /var/lib/nginx/, /run/) move to a
-//! folder of the balancer's own. Each is stopped by its own handle, also when a test fails.
+//! loopback port, and nginx's paths (under /var/log/nginx/, /var/lib/nginx/, /run/, and its
+//! temporary files) move to a folder of the balancer's own. Each is stopped by its own handle,
+//! also when a test fails.
 //! bench/chaos.py renders them the same way.
 
 use std::net::SocketAddr;
