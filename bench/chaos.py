@@ -15,8 +15,10 @@ closed connection: the balancers rightly send no POST that reached a replica aga
 Measurements instead of the chaos run, counted rather than judged (exit status 0 unless the run
 broke, or --max-failed was passed and exceeded):
 
-    bench/chaos.py --proxy target/release/mcp-session-proxy --through nginx --kill-owner
-    bench/chaos.py --proxy target/release/mcp-session-proxy --through haproxy --rolling-restart
+    tests/python/.venv/bin/python bench/chaos.py --proxy target/release/mcp-session-proxy \\
+        --through nginx --kill-owner
+    tests/python/.venv/bin/python bench/chaos.py --proxy target/release/mcp-session-proxy \\
+        --through haproxy --rolling-restart
 
 --kill-owner: kill -9 of the replica owning a random client's session, started again after
 --down seconds, --rounds times; --rolling-restart: SIGTERM to each replica in turn, started again
