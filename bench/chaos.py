@@ -6,10 +6,32 @@ restarted, client streams are cut and load bursts come and go.
     bench/chaos.py --proxy target/release/mcp-session-proxy --bench target/release/mcp-bench \\
         --seconds 120 --seed 7 --report chaos.json
 
-Everything it starts (redis-server, the replicas, mcp-bench) listens on 127.0.0.1 only and is
-stopped by its own handle, also on an exception, Ctrl-C or SIGTERM; if this script itself is
-killed, its children get SIGKILL from the kernel (PR_SET_PDEATHSIG). The report (JSON, on
-stdout and in --report) names the folder holding each replica's log; the exit status is 1 when
+With --through nginx or --through haproxy the clients reach the replicas through that balancer,
+running the shipped config/nginx.conf or config/haproxy.cfg (rendered for the loopback ports as
+tests/common/balancer.rs does), instead of each request going to a random replica. A request in
+flight on a killed replica then comes back from the balancer as a 502 (a server error here) or a
+closed connection: the balancers rightly send no POST that reached a replica again.
+
+Measurements instead of the chaos run, counted rather than judged (exit status 0 unless the run
+broke, or --max-failed was passed and exceeded):
+
+    tests/python/.venv/bin/python bench/chaos.py --proxy target/release/mcp-session-proxy \\
+        --through nginx --kill-owner
+    tests/python/.venv/bin/python bench/chaos.py --proxy target/release/mcp-session-proxy \\
+        --through haproxy --rolling-restart
+
+--kill-owner: kill -9 of the replica owning a random client's session, started again after
+--down seconds, --rounds times; --rolling-restart: SIGTERM to each replica in turn, started again
+once it has exited. Under --clients (8) clients, each with a session calling tools one after
+another (counter, echo, progress over SSE), each call once: the report counts calls and failed
+calls by error text, and the time from each kill or SIGTERM to the next successful call of each
+session the replica owned (p50, p99, max). Replicas are named replica-<i> (kept across restarts),
+so a session id tells its owner.
+
+Everything it starts (redis-server, the replicas, the balancer, mcp-bench) listens on 127.0.0.1
+only and is stopped by its own handle, also on an exception, Ctrl-C or SIGTERM; if this script
+itself is killed, its children get SIGKILL from the kernel (PR_SET_PDEATHSIG). The report (JSON,
+on stdout and in --report) names the folder holding each replica's log; the exit status is 1 when
 a failure counter is non-zero. Only the standard library and httpx are used.
 """
 
@@ -24,6 +46,7 @@ import os
 import random
 import re
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -167,7 +190,8 @@ class Proc:
     """A child started by this script, stopped by its own PID (its process group is its own:
     start_new_session, so the demo servers a replica started go with it)."""
 
-    def __init__(self, name: str, argv: list[str], log_path: str | None):
+    def __init__(self, name: str, argv: list[str], log_path: str | None,
+                 stdout_too: bool = False):
         self.name = name
         self.argv = argv
         self.log_path = log_path
@@ -178,7 +202,7 @@ class Proc:
             self.popen = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
+                stdout=log if stdout_too else subprocess.DEVNULL,
                 stderr=log,
                 start_new_session=True,
                 preexec_fn=_child_setup,
@@ -224,7 +248,7 @@ class Proc:
 
 
 class Cluster:
-    def __init__(self, args, log_dir: str):
+    def __init__(self, args, log_dir: str, named: bool = False):
         self.args = args
         self.log_dir = log_dir
         self.secret = secrets.token_hex(16)
@@ -235,6 +259,9 @@ class Cluster:
         self.starts = [0] * args.replicas
         self.down = [True] * args.replicas
         self.logs: list[str] = []
+        # Named replicas (replica-<i>, kept across restarts, as a deployment names them) tell
+        # by a session's id which replica owns it; otherwise each start picks a random name.
+        self.named = named
 
     def url(self, i: int) -> str:
         return f"http://127.0.0.1:{self.ports[i]}"
@@ -270,6 +297,11 @@ class Cluster:
             "--cluster-secret", self.secret,
             "--log-format", "json",
         ]
+        if self.named:
+            argv += ["--node-id", f"replica-{i}"]
+        if self.args.through:
+            # The Host clients send through the balancer, and the one of HAProxy's checks.
+            argv += ["--allowed-host", "127.0.0.1", "--allowed-host", "mcp.example.com"]
         self.procs[i] = Proc(f"replica-{i}", argv, log)
 
     async def ready(self, i: int, bound: float = 30.0):
@@ -301,12 +333,129 @@ class Cluster:
         if proc is not None:
             proc.kill9()
 
+    async def terminate(self, i: int, grace: float = 60.0):
+        """SIGTERM, as a rolling restart stops a replica; returns once it has exited."""
+        self.down[i] = True
+        proc = self.procs[i]
+        if proc is not None:
+            await asyncio.to_thread(proc.stop, grace)
+
     def stop_all(self):
         for proc in self.procs:
             if proc is not None:
                 proc.stop()
         if self.redis is not None:
             self.redis.stop()
+
+
+# --------------------------------------------------------------------------- balancers
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BALANCER_CONFIGS = {"nginx": "config/nginx.conf", "haproxy": "config/haproxy.cfg"}
+NGINX_TEMP_PATHS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+
+
+def render_balancer_config(kind: str, text: str, listen: str, replicas: list[str],
+                           run_dir: str, names: list[str] | None = None) -> str:
+    """A shipped balancer configuration for replicas on loopback, rendered as
+    tests/common/balancer.rs does: the lines between `# replicas` and `# end replicas` become one
+    copy of their first line per replica (its address changed, replica-1 numbered on, or
+    renamed after `names`), those between `# listen` and `# end listen` their first line on
+    `listen`, and nginx's paths (under /var/log/nginx/, /var/lib/nginx/, /run/, and its
+    temporary files) move to `run_dir`."""
+    address = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}:\d+")
+    out, block, first = [], None, None
+    for line in text.splitlines():
+        mark = line.strip()
+        if block is None and mark in ("# replicas", "# listen"):
+            block, first = mark[2:], None
+            out.append(line)
+        elif block is not None and mark == f"# end {block}":
+            if first is None:
+                raise ValueError(f"no line between '# {block}' and '# end {block}'")
+            if block == "replicas":
+                for n, replica in enumerate(replicas, 1):
+                    name = names[n - 1] if names else f"replica-{n}"
+                    out.append(address.sub(replica, first, count=1).replace("replica-1", name))
+            else:
+                indent = first[:len(first) - len(first.lstrip())]
+                end = ";" if first.rstrip().endswith(";") else ""
+                out.append(f"{indent}{first.split()[0]} {listen}{end}")
+            out.append(line)
+            block = None
+        elif block is not None:
+            if first is None and mark and not mark.startswith("#"):
+                first = line
+        else:
+            for prefix in (" /var/log/nginx/", " /var/lib/nginx/", " /run/"):
+                line = line.replace(prefix, f" {run_dir}/")
+            out.append(line)
+            if kind == "nginx" and mark == "http {":
+                out.extend(f"    {t}_temp_path {run_dir}/{t};" for t in NGINX_TEMP_PATHS)
+    if block is not None:
+        raise ValueError(f"'# {block}' without '# end {block}'")
+    return "\n".join(out) + "\n"
+
+
+class Balancer:
+    """nginx or HAProxy running a shipped configuration in front of the replicas, on a
+    loopback port of its own; its configuration, logs and temporary files in a folder of the
+    run's logs."""
+
+    def __init__(self, kind: str, config: str | None, cluster: Cluster):
+        self.kind = kind
+        self.config = config or os.path.join(ROOT, BALANCER_CONFIGS[kind])
+        self.cluster = cluster
+        self.dir = os.path.join(cluster.log_dir, kind)
+        self.port = 0
+        self.proc: Proc | None = None
+        program = shutil.which(kind) or next(
+            (p for p in (f"/usr/sbin/{kind}", f"/usr/local/sbin/{kind}") if os.path.isfile(p)),
+            None)
+        if program is None:
+            raise RuntimeError(f"{kind} is not installed: run scripts/test (it installs nginx "
+                               "and haproxy) or apt-get install nginx haproxy")
+        self.program = program
+
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    async def start(self):
+        os.makedirs(self.dir, exist_ok=True)
+        # nginx's workers run as www-data when this runs as root: they must reach the folder.
+        for folder in (self.cluster.log_dir, self.dir):
+            os.chmod(folder, 0o755)
+        with open(self.config) as f:
+            shipped = f.read()
+        for _ in range(3):  # a port taken between our look and its bind: another one
+            self.port = free_port()
+            conf = os.path.join(self.dir, f"{self.kind}.conf")
+            with open(conf, "w") as f:
+                f.write(render_balancer_config(
+                    self.kind, shipped, f"127.0.0.1:{self.port}",
+                    [f"127.0.0.1:{p}" for p in self.cluster.ports], self.dir,
+                    # HAProxy's log names replicas as this script does
+                    [f"replica-{i}" for i in range(len(self.cluster.ports))]))
+            if self.kind == "nginx":
+                argv = [self.program, "-c", conf, "-p", self.dir + "/", "-e", "stderr",
+                        "-g", "daemon off;"]
+            else:
+                argv = [self.program, "-f", conf, "-db"]
+            self.proc = Proc(self.kind, argv, os.path.join(self.dir, "output.log"),
+                             stdout_too=True)
+            deadline = now() + 20
+            while self.proc.alive() and now() < deadline:
+                try:
+                    with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                        return
+                except OSError:
+                    await asyncio.sleep(0.05)
+            self.proc.stop()
+        raise RuntimeError(f"{self.kind} did not start; see {self.dir}/output.log")
+
+    def stop(self):
+        if self.proc is not None:
+            self.proc.stop()  # SIGTERM: nginx's master stops its workers first
 
 
 # --------------------------------------------------------------------------- SSE
@@ -527,7 +676,7 @@ class Worker:
             if now() > deadline:
                 raise Unusable(what)
             r_i = self.replica()
-            url = self.run.cluster.url(r_i) + "/mcp"
+            url = self.run.client_url(r_i)
             timeout = httpx.Timeout(connect=2.0, write=5.0, pool=5.0,
                                     read=max(1.0, min(read_timeout, deadline - now())))
             retry_in = None
@@ -771,7 +920,7 @@ class Worker:
         epoch = None
         try:
             async with self.client.stream(
-                    "GET", self.run.cluster.url(r_i) + "/mcp", headers=headers,
+                    "GET", self.run.client_url(r_i), headers=headers,
                     timeout=httpx.Timeout(connect=2.0, read=40.0, write=5.0, pool=5.0)) as r:
                 if r.status_code != 200:
                     text = (await r.aread()).decode("utf-8", "replace")[:300]
@@ -1247,12 +1396,17 @@ class Worker:
 
 
 class Run:
-    def __init__(self, args, cluster: Cluster):
+    def __init__(self, args, cluster: Cluster, balancer: Balancer | None = None):
         self.args = args
         self.cluster = cluster
+        self.balancer = balancer
         self.rng = random.Random(args.seed)
         self.workers: list[Worker] = []
         self.bench_procs: set = set()
+
+    def client_url(self, i: int) -> str:
+        """Where a client request goes: the balancer, or else replica `i`."""
+        return self.balancer.url() if self.balancer else self.cluster.url(i) + "/mcp"
 
     async def killer(self, stop: asyncio.Event):
         while not stop.is_set():
@@ -1323,8 +1477,12 @@ class Run:
     async def main(self):
         args = self.args
         await self.cluster.start()
+        if self.balancer:
+            await self.balancer.start()
         print(f"[{now() - START:7.1f}s] redis on {self.cluster.redis_port}, replicas on "
-              f"{self.cluster.ports}, logs in {self.cluster.log_dir}", file=sys.stderr, flush=True)
+              f"{self.cluster.ports}"
+              + (f", {self.balancer.kind} on {self.balancer.port}" if self.balancer else "")
+              + f", logs in {self.cluster.log_dir}", file=sys.stderr, flush=True)
         self.workers = [Worker(i, self) for i in range(args.clients)]
         stop = asyncio.Event()
         tasks = [asyncio.create_task(w.main(stop)) for w in self.workers]
@@ -1359,6 +1517,441 @@ class Run:
             await asyncio.gather(*tasks, *faults, return_exceptions=True)
             for w in self.workers:
                 await w.client.aclose()
+
+
+# --------------------------------------------------------------------------- measurement
+
+
+RESUME_WITHIN = 10.0  # seconds a caller keeps resuming a cut call stream, as SDK clients do
+LONG_TOKEN = re.compile(r"[A-Za-z0-9_-]{20,}")
+
+
+def quantile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
+
+
+class Tally:
+    """What the callers of a measurement saw."""
+
+    def __init__(self):
+        self.counts = Counter()
+        self.failed_calls = Counter()  # error text -> calls
+        self.failed_other = Counter()  # "initialize: text" and the like -> requests
+        self.recoveries: list[dict] = []  # {event, session, seconds} per affected session
+        self.events: list[dict] = []
+
+    def event(self, what: str, **fields):
+        entry = {"t": round(now() - START, 2), "what": what, **fields}
+        self.events.append(entry)
+        print(f"[{entry['t']:7.1f}s] {what}", file=sys.stderr, flush=True)
+
+
+class Caller:
+    """A client with one session that calls tools one after another, each once: a refused or
+    failed call is counted by its error and the next one follows (after Retry-After, capped at
+    1 s). A call stream cut before its response is resumed with Last-Event-ID, as the SDKs do;
+    a call that could not be resumed counts as failed. A 404 ends the session (a new one
+    follows)."""
+
+    def __init__(self, index: int, measure: "Measure"):
+        self.index = index
+        self.measure = measure
+        self.tally = measure.tally
+        self.rng = random.Random(measure.args.seed * 1000 + index)
+        self.sid: str | None = None
+        self.next_id = 1
+        # (event name, since): a kill or SIGTERM this session waits to recover from
+        self.waiting: tuple[str, float] | None = None
+        self.client = httpx.AsyncClient(
+            limits=httpx.Limits(max_keepalive_connections=4, max_connections=20),
+            timeout=httpx.Timeout(connect=2.0, read=15.0, write=5.0, pool=5.0),
+        )
+
+    def owner(self) -> int | None:
+        """The replica whose name the session id carries (replica-<i>.<random>)."""
+        m = re.match(r"replica-(\d+)\.", self.sid or "")
+        return int(m.group(1)) if m else None
+
+    def headers(self, **extra) -> dict:
+        h = {"mcp-protocol-version": PROTOCOL, "content-type": "application/json",
+             "accept": "application/json, text/event-stream"}
+        if self.sid:
+            h["mcp-session-id"] = self.sid
+        h.update(extra)
+        return h
+
+    def text(self, message: str) -> str:
+        """An error text to count by: no session id or other long token, one line, short."""
+        if self.sid:
+            message = message.replace(self.sid, "<session>")
+        message = LONG_TOKEN.sub("<id>", " ".join(message.split()))
+        return message[:240]
+
+    async def describe(self, r) -> str:
+        raw = (await r.aread())[:4000].decode("utf-8", "replace")
+        try:
+            msg = json.loads(raw)
+            detail = (msg.get("error") or {}).get("message") or raw
+        except ValueError:
+            title = re.search(r"<title>(.*?)</title>", raw, re.S)
+            detail = title.group(1) if title else re.sub(r"<[^>]*>", " ", raw)
+        return f"HTTP {r.status_code}: {self.text(detail)}"
+
+    @staticmethod
+    def transport_text(e: BaseException) -> str:
+        detail = str(e).strip()
+        return f"connection: {type(e).__name__}" + (f" ({detail[:80]})" if detail else "")
+
+    @staticmethod
+    def retry_after(r) -> float:
+        try:
+            return min(float(r.headers.get("retry-after", "")), 1.0)
+        except ValueError:
+            return 0.1
+
+    # ----------------------------------------------------------------- session
+
+    async def open(self) -> bool:
+        rid = self.next_id
+        self.next_id += 1
+        body = json.dumps({"jsonrpc": "2.0", "id": rid, "method": "initialize", "params": {
+            "protocolVersion": PROTOCOL, "capabilities": {},
+            "clientInfo": {"name": f"measure-{self.index}", "version": "1"}}}).encode()
+        self.sid = None
+        try:
+            r = await self.client.post(self.measure.url(), headers=self.headers(), content=body)
+            if r.status_code != 200 or not r.headers.get("mcp-session-id"):
+                self.tally.failed_other[f"initialize: {await self.describe(r)}"] += 1
+                await asyncio.sleep(self.retry_after(r))
+                return False
+            self.sid = r.headers["mcp-session-id"]
+        except httpx.TransportError as e:
+            self.tally.failed_other[f"initialize: {self.transport_text(e)}"] += 1
+            await asyncio.sleep(0.1)
+            return False
+        self.tally.counts["sessions_opened"] += 1
+        note = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode()
+        try:
+            r = await self.client.post(self.measure.url(), headers=self.headers(), content=note)
+            if r.status_code != 202:
+                self.tally.failed_other[f"initialized: {await self.describe(r)}"] += 1
+        except httpx.TransportError as e:
+            self.tally.failed_other[f"initialized: {self.transport_text(e)}"] += 1
+        return True
+
+    async def close(self):
+        if self.sid:
+            try:
+                await self.client.delete(self.measure.url(), headers=self.headers(), timeout=5.0)
+            except httpx.TransportError:
+                pass
+        await self.client.aclose()
+
+    # ----------------------------------------------------------------- calls
+
+    def pick(self) -> tuple[str, dict]:
+        x = self.rng.random()
+        if x < 0.5:
+            return "counter", {}
+        if x < 0.8:
+            return "echo", {"text": f"caller {self.index}"}
+        return "progress", {"steps": 5, "delay_ms": 40}
+
+    async def read_stream(self, r, rid: int, state: dict) -> dict | None:
+        """Reads a call's SSE stream to its response (None: the stream ended first); keeps the
+        last event id and retry interval in `state`."""
+        parser = SSEParser()
+        async for chunk in r.aiter_bytes():
+            for ev in parser.feed(chunk):
+                if ev["retry"] is not None:
+                    state["retry"] = ev["retry"] / 1000.0
+                if ev["id"]:
+                    state["last_id"] = ev["id"]
+                if ev["data"]:
+                    msg = json.loads(ev["data"])
+                    if msg.get("id") == rid and "method" not in msg:
+                        return msg
+        return None
+
+    def judge(self, msg: dict) -> str | None:
+        """None for a result, else the error to count."""
+        if "error" in msg:
+            err = msg["error"] or {}
+            return f"JSON-RPC {err.get('code')}: {self.text(str(err.get('message')))}"
+        if (msg.get("result") or {}).get("isError"):
+            return f"tool error: {self.text(json.dumps(msg['result'].get('content')))}"
+        return None
+
+    async def call(self) -> tuple[str | None, float]:
+        """One tools/call: (None or the error to count, how long to wait before the next)."""
+        tool, arguments = self.pick()
+        rid = self.next_id
+        self.next_id += 1
+        params = {"name": tool, "arguments": arguments}
+        if tool == "progress":
+            params["_meta"] = {"progressToken": f"m{self.index}-{rid}"}
+        body = json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                           "params": params}).encode()
+        state = {"last_id": None, "retry": 1.0}
+        cut = "the stream ended before the response"
+        try:
+            async with self.client.stream("POST", self.measure.url(), headers=self.headers(),
+                                          content=body) as r:
+                if r.status_code != 200:
+                    error = await self.describe(r)
+                    if r.status_code == 404:
+                        self.sid = None
+                        self.tally.counts["sessions_lost"] += 1
+                    return error, self.retry_after(r)
+                if r.headers.get("content-type", "").startswith("application/json"):
+                    return self.judge(json.loads(await r.aread())), 0.0
+                msg = await self.read_stream(r, rid, state)
+                if msg is not None:
+                    return self.judge(msg), 0.0
+        except httpx.TransportError as e:
+            cut = self.transport_text(e)
+            if state["last_id"] is None:
+                return cut, 0.1
+        if state["last_id"] is None:
+            return cut, 0.1
+        # The stream was cut before the response: resume it where it broke off.
+        deadline = now() + RESUME_WITHIN
+        last_error = cut
+        while now() < deadline:
+            await asyncio.sleep(state["retry"])
+            self.tally.counts["resumptions"] += 1
+            try:
+                async with self.client.stream(
+                        "GET", self.measure.url(),
+                        headers=self.headers(**{"accept": "text/event-stream",
+                                                "last-event-id": state["last_id"]})) as r:
+                    if r.status_code != 200:
+                        last_error = await self.describe(r)
+                        self.tally.failed_other[f"resume: {last_error}"] += 1
+                        if r.status_code == 404:
+                            break
+                        continue
+                    msg = await self.read_stream(r, rid, state)
+                    if msg is not None:
+                        self.tally.counts["calls_resumed"] += 1
+                        return self.judge(msg), 0.0
+            except httpx.TransportError as e:
+                last_error = self.transport_text(e)
+                self.tally.failed_other[f"resume: {last_error}"] += 1
+        return f"cut and not resumed within {RESUME_WITHIN:g} s ({cut}; last: {last_error})", 0.0
+
+    async def main(self, stop: asyncio.Event):
+        # Staggered, so that a round-robin balancer does not hand every initialize to the
+        # same replica (each caller's first requests come in threes, as many as replicas).
+        await asyncio.sleep(self.rng.uniform(0, 2.0))
+        while not stop.is_set():
+            try:
+                if self.sid is None:
+                    if not await self.open():
+                        continue
+                started = now()
+                error, wait = await self.call()
+                self.tally.counts["calls"] += 1
+                if error is None:
+                    self.tally.counts["calls_ok"] += 1
+                    if self.waiting and started >= self.waiting[1]:
+                        event, since = self.waiting
+                        self.tally.recoveries.append({"event": event, "caller": self.index,
+                                                      "seconds": round(now() - since, 3)})
+                        self.waiting = None
+                else:
+                    self.tally.failed_calls[error] += 1
+                await asyncio.sleep(wait + self.rng.uniform(0.05, 0.15))
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # a bug in this script: counted, then carry on
+                import traceback
+                traceback.print_exc()
+                self.tally.counts["script_errors"] += 1
+                self.tally.failed_other[f"script error: {type(e).__name__}: {e}"[:160]] += 1
+                await asyncio.sleep(0.5)
+
+
+class Measure:
+    """--kill-owner and --rolling-restart: N callers (through a balancer, or each request to a
+    random replica) while replicas are killed or restarted; counts calls and failed calls by
+    error, and the time from each kill or SIGTERM to the next successful call of each session
+    the replica owned."""
+
+    def __init__(self, args, cluster: Cluster, balancer: Balancer | None):
+        self.args = args
+        self.cluster = cluster
+        self.balancer = balancer
+        self.rng = random.Random(args.seed)
+        self.tally = Tally()
+        self.callers: list[Caller] = []
+        self.scenario = "kill-owner" if args.kill_owner else "rolling-restart"
+
+    def url(self) -> str:
+        if self.balancer:
+            return self.balancer.url()
+        return self.cluster.url(self.rng.randrange(len(self.cluster.ports))) + "/mcp"
+
+    def owned_by(self, i: int) -> list[Caller]:
+        return [c for c in self.callers if c.sid and c.owner() == i]
+
+    async def recovered(self, callers: list[Caller], event: str, bound: float = 30.0):
+        """Waits (bounded) until each of `callers` made a successful call after `event`."""
+        deadline = now() + bound
+        while now() < deadline and any(c.waiting and c.waiting[0] == event for c in callers):
+            await asyncio.sleep(0.05)
+
+    async def kill_owner(self):
+        for n in range(self.args.rounds):
+            live = [c for c in self.callers if c.sid and c.owner() is not None]
+            if not live:
+                self.tally.event("no session open: no owner to kill")
+                await asyncio.sleep(1.0)
+                continue
+            i = self.rng.choice(live).owner()
+            owned = self.owned_by(i)
+            event = f"kill {n + 1}"
+            since = now()
+            self.cluster.kill9(i)
+            for c in owned:
+                c.waiting = (event, since)
+            self.tally.event(f"kill -9 replica-{i}, owner of {len(owned)} sessions; "
+                             f"restart in {self.args.down:g} s")
+            await asyncio.sleep(self.args.down)
+            self.cluster.spawn(i)
+            await self.cluster.ready(i)
+            self.tally.event(f"replica-{i} ready again, {now() - since:.1f} s after the kill")
+            await self.recovered(owned, event)
+            await asyncio.sleep(self.args.settle)
+
+    async def rolling_restart(self):
+        for i in range(len(self.cluster.ports)):
+            owned = self.owned_by(i)
+            event = f"restart of replica-{i}"
+            since = now()
+            for c in owned:
+                c.waiting = (event, since)
+            self.tally.event(f"SIGTERM replica-{i}, owner of {len(owned)} sessions")
+            await self.cluster.terminate(i)
+            self.tally.event(f"replica-{i} exited after {now() - since:.1f} s; starting it again")
+            self.cluster.spawn(i)
+            await self.cluster.ready(i)
+            self.tally.event(f"replica-{i} ready again, {now() - since:.1f} s after SIGTERM")
+            await self.recovered(owned, event)
+            await asyncio.sleep(self.args.settle)
+
+    async def main(self):
+        await self.cluster.start()
+        if self.balancer:
+            await self.balancer.start()
+        self.tally.event(f"redis on {self.cluster.redis_port}, replicas on {self.cluster.ports}"
+                         + (f", {self.balancer.kind} on {self.balancer.port}"
+                            if self.balancer else ", no balancer")
+                         + f"; logs in {self.cluster.log_dir}")
+        self.callers = [Caller(i, self) for i in range(self.args.clients)]
+        stop = asyncio.Event()
+        tasks = [asyncio.create_task(c.main(stop)) for c in self.callers]
+        try:
+            await asyncio.sleep(self.args.warmup)
+            if self.args.kill_owner:
+                await self.kill_owner()
+            else:
+                await self.rolling_restart()
+            stop.set()
+            await asyncio.wait_for(asyncio.gather(*tasks), 60)
+        finally:
+            stop.set()
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for c in self.callers:
+                await c.close()
+
+    def report(self, error: str | None) -> dict:
+        t = self.tally
+        seconds = [r["seconds"] for r in t.recoveries]
+        waiting = [c for c in self.callers if c.waiting]
+        calls = t.counts["calls"]
+        failed = sum(t.failed_calls.values())
+        return {
+            "ok": error is None and t.counts["script_errors"] == 0 and (
+                self.args.max_failed is None or failed <= self.args.max_failed),
+            "error": error,
+            "scenario": self.scenario,
+            "through": self.args.through,
+            "seed": self.args.seed,
+            "replicas": self.args.replicas,
+            "clients": self.args.clients,
+            "proxy": self.args.proxy,
+            "log_dir": self.cluster.log_dir,
+            "calls": calls,
+            "failed_calls": failed,
+            "failed_calls_by_error": dict(t.failed_calls.most_common()),
+            "other_failed_requests_by_error": dict(t.failed_other.most_common()),
+            "calls_resumed": t.counts["calls_resumed"],
+            "resumptions": t.counts["resumptions"],
+            "sessions_opened": t.counts["sessions_opened"],
+            "sessions_lost": t.counts["sessions_lost"],
+            "script_errors": t.counts["script_errors"],
+            # from each kill (or SIGTERM) to the next successful call of each session the
+            # replica owned
+            "recovery_seconds": {"sessions": len(seconds), "p50": quantile(seconds, 0.5),
+                                 "p99": quantile(seconds, 0.99),
+                                 "max": max(seconds) if seconds else None,
+                                 "not_recovered": len(waiting)},
+            "recoveries": t.recoveries,
+            "events": t.events,
+        }
+
+
+def measure_main(args) -> int:
+    log_dir = args.log_dir or tempfile.mkdtemp(prefix="mcp-chaos-")
+    os.makedirs(log_dir, exist_ok=True)
+    cluster = Cluster(args, log_dir, named=True)
+    balancer = Balancer(args.through, args.balancer_config, cluster) if args.through else None
+    measure = Measure(args, cluster, balancer)
+    error = None
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    task = loop.create_task(measure.main())
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        loop.run_until_complete(task)
+    except asyncio.CancelledError:
+        error = "interrupted"
+    except Exception as e:  # reported, then the exit status says so
+        error = f"{type(e).__name__}: {e}"
+    finally:
+        if balancer is not None:
+            balancer.stop()
+        cluster.stop_all()
+        loop.run_until_complete(asyncio.sleep(0))
+        loop.close()
+    report = measure.report(error)
+    text = json.dumps(report, indent=2, default=str)
+    if args.report:
+        with open(args.report, "w") as f:
+            f.write(text + "\n")
+    print(text)
+    r = report["recovery_seconds"]
+    where = f"through {args.through}" if args.through else "direct to the replicas"
+    print(f"\n{report['scenario']} {where}: {report['failed_calls']} of {report['calls']} calls "
+          f"failed ({report['calls_resumed']} more resumed a cut stream and succeeded)",
+          file=sys.stderr)
+    for text_, n in report["failed_calls_by_error"].items():
+        print(f"  {n:6d} × {text_}", file=sys.stderr)
+    for text_, n in report["other_failed_requests_by_error"].items():
+        print(f"  {n:6d} × (not a call) {text_}", file=sys.stderr)
+    print(f"recovery after each {'kill' if args.kill_owner else 'SIGTERM'}, over "
+          f"{r['sessions']} sessions of the replica: p50 {r['p50']} s, p99 {r['p99']} s, "
+          f"max {r['max']} s; not recovered: {r['not_recovered']}", file=sys.stderr)
+    print(f"{'OK' if report['ok'] else 'FAIL'}{' (' + error + ')' if error else ''}; logs in "
+          f"{log_dir}", file=sys.stderr)
+    return 0 if report["ok"] else 1
 
 
 class Logs:
@@ -1423,9 +2016,10 @@ class Logs:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--proxy", required=True, help="mcp-session-proxy binary")
-    p.add_argument("--bench", required=True, help="mcp-bench binary")
+    p.add_argument("--bench", help="mcp-bench binary (the chaos run's load bursts)")
     p.add_argument("--seconds", type=float, default=300)
-    p.add_argument("--clients", type=int, default=6)
+    p.add_argument("--clients", type=int, default=None,
+                   help="default: 6 for the chaos run, 8 for a measurement")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--replicas", type=int, default=3)
     p.add_argument("--no-kills", dest="kills", action="store_false")
@@ -1440,13 +2034,42 @@ def main() -> int:
                    "attached stream (proxies before 'an attached reader is sent every message')")
     p.add_argument("--log-dir", default=None, help="default: a new temporary folder")
     p.add_argument("--report", default=None, help="also write the JSON report here")
+    p.add_argument("--through", choices=sorted(BALANCER_CONFIGS), default=None,
+                   help="clients reach the replicas through this balancer, running the shipped "
+                   "config/nginx.conf or config/haproxy.cfg (or --balancer-config)")
+    p.add_argument("--balancer-config", default=None, help="another configuration for "
+                   "--through, with the same '# replicas' and '# listen' blocks")
+    m = p.add_argument_group("measurements (instead of the chaos run: counted, not judged)")
+    m.add_argument("--kill-owner", action="store_true",
+                   help="kill -9 the replica owning a random client's session, start it again "
+                   "after --down s; --rounds times")
+    m.add_argument("--rolling-restart", action="store_true",
+                   help="SIGTERM each replica in turn and start it again once it exited")
+    m.add_argument("--rounds", type=int, default=5, help="kills of --kill-owner")
+    m.add_argument("--down", type=float, default=1.0,
+                   help="seconds a killed replica stays down (owner_timeout is 3 s)")
+    m.add_argument("--warmup", type=float, default=3.0, help="seconds before the first fault")
+    m.add_argument("--settle", type=float, default=2.0,
+                   help="seconds after the affected sessions recovered, before the next fault")
+    m.add_argument("--max-failed", type=int, default=None,
+                   help="exit 1 when more calls than this failed")
     args = p.parse_args()
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1, 1_000_000)
+    measuring = args.kill_owner or args.rolling_restart
+    if args.kill_owner and args.rolling_restart:
+        p.error("one measurement at a time: --kill-owner or --rolling-restart")
+    if args.clients is None:
+        args.clients = 8 if measuring else 6
+    if measuring:
+        return measure_main(args)
+    if args.bursts and not args.bench:
+        p.error("--bench is needed for the load bursts (or --no-bursts)")
     log_dir = args.log_dir or tempfile.mkdtemp(prefix="mcp-chaos-")
     os.makedirs(log_dir, exist_ok=True)
     cluster = Cluster(args, log_dir)
-    run = Run(args, cluster)
+    balancer = Balancer(args.through, args.balancer_config, cluster) if args.through else None
+    run = Run(args, cluster, balancer)
     error = None
 
     loop = asyncio.new_event_loop()
@@ -1467,6 +2090,8 @@ def main() -> int:
     except Exception as e:  # reported, then the exit status says so
         error = f"{type(e).__name__}: {e}"
     finally:
+        if balancer is not None:
+            balancer.stop()
         cluster.stop_all()
         run.stop_bench()
         loop.run_until_complete(asyncio.sleep(0))
@@ -1530,6 +2155,7 @@ def main() -> int:
         "replicas": args.replicas,
         "clients": args.clients,
         "faults": {"kills": args.kills, "cuts": args.cuts, "bursts": args.bursts},
+        "through": args.through,
         "allow_live_coalescing": args.allow_live_coalescing,
         "proxy": args.proxy,
         "log_dir": log_dir,

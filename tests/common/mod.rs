@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpStream;
 
 pub mod auth_server;
+pub mod balancer;
 pub mod cluster;
 pub mod ws;
 

@@ -1,0 +1,168 @@
+//! The official clients through real balancers: nginx and HAProxy (Debian packages, installed by
+//! scripts/test) running the shipped config/nginx.conf and config/haproxy.cfg, round-robin with
+//! no affinity, in front of three replicas sharing a real `redis-server`. Every request may
+//! land on any replica: the TypeScript SDK 1.x lists and calls tools, follows progress, gets a
+//! subscription's update and resumes streams the replicas close mid-call (Last-Event-ID); the
+//! Python SDK initializes, lists, calls and follows progress; Node's WebSocket starts a
+//! protocol-level session and resumes it on a new connection. The replicas' figures show that
+//! the requests spread over all three and that sessions crossed them.
+
+mod common;
+
+use std::net::SocketAddr;
+
+use common::balancer::{Balancer, Kind};
+use common::cluster::{Redis, Replica};
+use common::{python_script, stdout_of, Client};
+use serde_json::{json, Value};
+
+/// Replicas on loopback as config/behind-a-balancer.toml has them behind a balancer: the Host
+/// names they accept are the one clients dial (127.0.0.1) and the one HAProxy's health checks
+/// send (mcp.example.com); streams close after 500 ms, so clients resume them (most often on
+/// another replica), and answers come as streams after 100 ms.
+const REPLICA: &[&str] = &[
+    "--allowed-host",
+    "127.0.0.1",
+    "--allowed-host",
+    "mcp.example.com",
+    "--sse-close-after",
+    "500ms",
+    "--json-wait",
+    "100ms",
+];
+
+#[tokio::test]
+async fn official_clients_through_nginx_are_served_by_every_replica() {
+    clients_through(Kind::Nginx).await;
+}
+
+#[tokio::test]
+async fn official_clients_through_haproxy_are_served_by_every_replica() {
+    clients_through(Kind::Haproxy).await;
+}
+
+async fn clients_through(kind: Kind) {
+    let redis = Redis::start().await;
+    let (a, b, c) = tokio::join!(
+        Replica::start(&redis, "a", REPLICA),
+        Replica::start(&redis, "b", REPLICA),
+        Replica::start(&redis, "c", REPLICA),
+    );
+    let replicas = [a, b, c];
+    let addrs: Vec<SocketAddr> = replicas.iter().map(|r| r.addr).collect();
+    let balancer = Balancer::start(kind, &addrs).await;
+    let url = balancer.url();
+    let ws_url = url.replacen("http://", "ws://", 1);
+
+    let (typescript, python, websocket) = tokio::join!(
+        common::sdk_client(&url, &["demo", "resume,progress"]),
+        python_client(&url),
+        websocket_client(&ws_url),
+    );
+
+    // TypeScript SDK: tools, a subscription's update, progress on a stream it had to resume,
+    // and a call whose stream it resumed.
+    assert_eq!(typescript["ok"], true, "{typescript}");
+    assert_eq!(typescript["echoed"], "hi");
+    assert_eq!(typescript["updated"], "demo://counter");
+    assert_eq!(typescript["progressText"], "done after 4 steps");
+    assert_eq!(typescript["progress"], 4, "every progress notification");
+    assert_eq!(typescript["resumed"], "Reconnection test completed");
+    let resumptions = typescript["resumptions"].as_array().unwrap();
+    assert!(
+        resumptions.len() >= 2 && resumptions.iter().all(|status| status == 200),
+        "the progress call's stream and test_reconnection's resumed: {typescript}"
+    );
+
+    // Python SDK: initialize, tools, a call, progress.
+    assert_eq!(python.get("failed"), None, "{python}");
+    assert_eq!(python["version"], "2025-11-25");
+    let tools = python["tools"].as_array().unwrap();
+    assert!(tools.contains(&json!("echo")) && tools.contains(&json!("progress")));
+    assert_eq!(python["echoed"], "python legacy");
+    assert_eq!(python["progressText"], "done after 3 steps");
+    assert_eq!(python["progress"], json!([1.0, 2.0, 3.0]));
+
+    // WebSocket upgrades pass: a session started on one connection, resumed on another.
+    assert_eq!(websocket["protocol"], "mcp", "{websocket}");
+    assert_eq!(websocket["echo"], "over ws");
+    assert_eq!(
+        websocket["resumed"],
+        json!({ "resumed": true, "catchup": true })
+    );
+    assert_eq!(websocket["again"], "resumed");
+
+    // Every replica served requests, sessions crossed them (client messages forwarded to their
+    // owners, streams resumed from the shared log), nothing was taken over, and no request was
+    // answered 404 or 5xx.
+    let mut forwarded = 0;
+    let mut replays = 0;
+    for replica in &replicas {
+        let text = metrics(replica).await;
+        let requests = sum(&text, "mcp_proxy_requests_total", |_| true);
+        assert!(
+            requests > 0,
+            "{kind:?} sent replica {} nothing:\n{}",
+            replica.name,
+            balancer.logs()
+        );
+        let failed = sum(&text, "mcp_proxy_requests_total", |labels| {
+            labels.contains("status=\"404\"") || labels.contains("status=\"5")
+        });
+        assert_eq!(failed, 0, "replica {} answered:\n{text}", replica.name);
+        assert_eq!(
+            sum(&text, "mcp_proxy_sessions_taken_over_total", |_| true),
+            0
+        );
+        forwarded += sum(&text, "mcp_proxy_sessions_forwarded_total", |_| true);
+        replays += sum(&text, "mcp_proxy_replays_total", |_| true);
+    }
+    assert!(forwarded > 0, "no message crossed to a session's owner");
+    // HAProxy's checks of /readyz (with the Host it sends) found every replica ready all along;
+    // nginx met no failed upstream.
+    assert_eq!(balancer.complaints(), Vec::<String>::new());
+    assert!(
+        replays >= 2,
+        "the SDK's resumptions were replayed: {replays}"
+    );
+}
+
+/// The official Python client (tests/python/bearer_client.py, legacy mode, no token).
+async fn python_client(url: &str) -> Value {
+    let mut command = python_script("bearer_client.py");
+    command.arg(url).arg("legacy");
+    let stdout = stdout_of("the Python SDK client", &mut command).await;
+    serde_json::from_slice(&stdout).expect("a JSON report")
+}
+
+/// Node 22's built-in WebSocket (tests/node/ws_client.mjs).
+async fn websocket_client(url: &str) -> Value {
+    let node = common::node_dir();
+    let mut command = tokio::process::Command::new(node.join("node_modules/.bin/node"));
+    command.arg(node.join("ws_client.mjs")).arg(url);
+    let stdout = stdout_of("the Node WebSocket client", &mut command).await;
+    serde_json::from_slice(&stdout).expect("a JSON report")
+}
+
+/// A replica's /metrics text.
+async fn metrics(replica: &Replica) -> String {
+    let reply = Client::new(replica.addr)
+        .send_to("/metrics", http::Method::GET, &[], None)
+        .await;
+    String::from_utf8_lossy(&reply.bytes().await).into_owned()
+}
+
+/// The sum of the series of `name` whose labels pass `labels` (0 when there are none).
+fn sum(text: &str, name: &str, labels: impl Fn(&str) -> bool) -> u64 {
+    text.lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix(name)?;
+            let (set, value) = match rest.strip_prefix('{') {
+                Some(labelled) => labelled.split_once("} ")?,
+                None => ("", rest.strip_prefix(' ')?),
+            };
+            labels(set).then(|| value.trim().parse::<f64>().ok())?
+        })
+        .map(|value| value as u64)
+        .sum()
+}

@@ -1,0 +1,312 @@
+//! Real balancers for tests: nginx and HAProxy (Debian packages, installed by scripts/test)
+//! running the configurations the project ships, config/nginx.conf and config/haproxy.cfg,
+//! rendered for replicas on 127.0.0.1: the lines between `# replicas` and `# end replicas`
+//! become one copy of their first line per replica (its address changed, `replica-1` numbered
+//! on), the lines between `# listen` and `# end listen` their first line listening on a free
+//! loopback port, and nginx's paths (under /var/log/nginx/, /var/lib/nginx/, /run/, and its
+//! temporary files) move to a folder of the balancer's own. Each is stopped by its own handle,
+//! also when a test fails.
+//! bench/chaos.py renders them the same way.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::net::TcpStream;
+use tokio::process::{Child, Command};
+
+use super::within;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Nginx,
+    Haproxy,
+}
+
+impl Kind {
+    fn program(self) -> &'static str {
+        match self {
+            Kind::Nginx => "nginx",
+            Kind::Haproxy => "haproxy",
+        }
+    }
+
+    fn shipped(self) -> &'static str {
+        match self {
+            Kind::Nginx => "config/nginx.conf",
+            Kind::Haproxy => "config/haproxy.cfg",
+        }
+    }
+}
+
+/// A balancer process in front of replicas, listening on 127.0.0.1.
+pub struct Balancer {
+    child: Option<Child>,
+    addr: SocketAddr,
+    dir: PathBuf,
+    kind: Kind,
+}
+
+impl Balancer {
+    /// nginx running config/nginx.conf in front of `replicas`, once it accepts connections.
+    pub async fn nginx(replicas: &[SocketAddr]) -> Balancer {
+        Balancer::start(Kind::Nginx, replicas).await
+    }
+
+    /// HAProxy running config/haproxy.cfg in front of `replicas`, once it accepts connections.
+    pub async fn haproxy(replicas: &[SocketAddr]) -> Balancer {
+        Balancer::start(Kind::Haproxy, replicas).await
+    }
+
+    pub async fn start(kind: Kind, replicas: &[SocketAddr]) -> Balancer {
+        let program = installed(kind.program());
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let shipped = std::fs::read_to_string(root.join(kind.shipped())).unwrap();
+        let dir = fresh_dir(kind.program());
+        // A port another test takes between our look and the balancer's bind: try another.
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+            let config = dir.join(kind.program()).with_extension("conf");
+            std::fs::write(&config, render(kind, &shipped, addr, replicas, &dir)).unwrap();
+            let output = std::fs::File::create(dir.join("output.log")).unwrap();
+            let mut command = Command::new(&program);
+            match kind {
+                Kind::Nginx => command
+                    .arg("-c")
+                    .arg(&config)
+                    .arg("-p")
+                    .arg(format!("{}/", dir.display()))
+                    .args(["-e", "stderr", "-g", "daemon off;"]),
+                Kind::Haproxy => command.arg("-f").arg(&config).arg("-db"),
+            };
+            let mut child = command
+                .stdin(Stdio::null())
+                .stdout(output.try_clone().unwrap())
+                .stderr(output)
+                .kill_on_drop(true)
+                .spawn()
+                .unwrap_or_else(|e| panic!("{} does not start: {e}", program.display()));
+            if accepting(&mut child, addr).await {
+                return Balancer {
+                    child: Some(child),
+                    addr,
+                    dir,
+                    kind,
+                };
+            }
+            let said = std::fs::read_to_string(dir.join("output.log")).unwrap_or_default();
+            assert!(
+                tries < 3,
+                "{} exited at start ({}):\n{said}",
+                kind.program(),
+                dir.display()
+            );
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Its MCP endpoint: `http://127.0.0.1:<port>/mcp`.
+    pub fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    /// What it logged of trouble: a replica marked down, an upstream error, any alert.
+    pub fn complaints(&self) -> Vec<String> {
+        let marks: &[&str] = match self.kind {
+            Kind::Nginx => &["[error]", "[crit]", "[alert]", "[emerg]"],
+            Kind::Haproxy => &["[ALERT]", "[WARNING]", " is DOWN"],
+        };
+        self.logs()
+            .lines()
+            .filter(|line| marks.iter().any(|mark| line.contains(mark)))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// What it wrote: its output, and nginx's error and access logs.
+    pub fn logs(&self) -> String {
+        ["output.log", "error.log", "mcp-access.log"]
+            .iter()
+            .filter_map(|name| {
+                let text = std::fs::read_to_string(self.dir.join(name)).ok()?;
+                Some(format!("--- {name}\n{text}"))
+            })
+            .collect()
+    }
+}
+
+impl Drop for Balancer {
+    fn drop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        // SIGTERM: nginx's master stops its workers before it exits (a SIGKILL would leave
+        // them serving); HAProxy stops at once.
+        if let Some(pid) = child.id() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        drop(child);
+        if std::thread::panicking() {
+            eprintln!(
+                "{:?} in {} kept for a look:\n{}",
+                self.kind,
+                self.dir.display(),
+                self.logs()
+            );
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// The shipped configuration `text` for a balancer on `listen` in front of `replicas`, with
+/// its paths in `dir`.
+pub fn render(
+    kind: Kind,
+    text: &str,
+    listen: SocketAddr,
+    replicas: &[SocketAddr],
+    dir: &Path,
+) -> String {
+    let dir = dir.display().to_string();
+    let mut out = Vec::new();
+    let mut block: Option<(&str, Option<&str>)> = None;
+    for line in text.lines() {
+        let mark = line.trim();
+        match block {
+            None if mark == "# replicas" || mark == "# listen" => {
+                block = Some((&mark[2..], None));
+                out.push(line.to_owned());
+            }
+            Some((name, first)) if mark == format!("# end {name}") => {
+                let first = first.unwrap_or_else(|| panic!("no line in the {name} block"));
+                if name == "replicas" {
+                    for (n, replica) in replicas.iter().enumerate() {
+                        let line = replace_address(first, &replica.to_string());
+                        out.push(line.replace("replica-1", &format!("replica-{}", n + 1)));
+                    }
+                } else {
+                    out.push(listening_on(first, listen));
+                }
+                out.push(line.to_owned());
+                block = None;
+            }
+            Some((name, None)) if !mark.is_empty() && !mark.starts_with('#') => {
+                block = Some((name, Some(line)));
+            }
+            Some(_) => {}
+            None => {
+                out.push(moved_paths(line, &dir));
+                if kind == Kind::Nginx && mark == "http {" {
+                    for temp in ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"] {
+                        out.push(format!("    {temp}_temp_path {dir}/{temp};"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(block.is_none(), "a block without its end marker");
+    out.join("\n") + "\n"
+}
+
+/// `line` with its first `a.b.c.d:port` replaced by `address`.
+fn replace_address(line: &str, address: &str) -> String {
+    let found = line.split_whitespace().find(|word| {
+        let word = word.trim_end_matches(';');
+        word.parse::<SocketAddr>().is_ok()
+    });
+    let word = found
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .trim_end_matches(';');
+    line.replacen(word, address, 1)
+}
+
+/// `listen 80;` or `bind :80`: the same directive on `addr`.
+fn listening_on(line: &str, addr: SocketAddr) -> String {
+    let indent = &line[..line.len() - line.trim_start().len()];
+    let directive = line.split_whitespace().next().unwrap();
+    let end = if line.trim_end().ends_with(';') {
+        ";"
+    } else {
+        ""
+    };
+    format!("{indent}{directive} {addr}{end}")
+}
+
+/// Paths under nginx's folders and /run/, moved to `dir`.
+fn moved_paths(line: &str, dir: &str) -> String {
+    let mut line = line.to_owned();
+    for prefix in [" /var/log/nginx/", " /var/lib/nginx/", " /run/"] {
+        line = line.replace(prefix, &format!(" {dir}/"));
+    }
+    line
+}
+
+/// `program` on the PATH or in /usr/sbin (Debian's place, off a user's PATH).
+fn installed(program: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/local/sbin")])
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+        .unwrap_or_else(|| {
+            panic!("{program} is not installed: run scripts/test (it installs nginx and haproxy)")
+        })
+}
+
+/// Waits (bounded) until `child` accepts connections on `addr`: false if it exited first.
+async fn accepting(child: &mut Child, addr: SocketAddr) -> bool {
+    within("the balancer to accept connections", async {
+        loop {
+            if child.try_wait().unwrap().is_some() {
+                return false;
+            }
+            if TcpStream::connect(addr).await.is_ok() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A new folder for one balancer's configuration, logs and temporary files; readable by
+/// nginx's workers, which run as www-data when the tests run as root.
+fn fresh_dir(program: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    static COUNT: AtomicUsize = AtomicUsize::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let dir = std::env::temp_dir().join(format!(
+        "mcp-{program}-{}-{nanos}-{}",
+        std::process::id(),
+        COUNT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
