@@ -60,3 +60,44 @@ async fn replicas_keep_their_promises_through_kills_cuts_and_bursts() {
         }
     );
 }
+
+/// A rolling restart through a balancer (`bench/chaos.py --through … --rolling-restart`):
+/// eight clients call tools while each of three replicas in turn gets SIGTERM, drains and is
+/// started again; not one call fails.
+async fn rolling_restart_through(balancer: &str) {
+    let python = root().join("tests/python/.venv/bin/python");
+    let run = Command::new(&python)
+        .arg(root().join("bench/chaos.py"))
+        .args(["--proxy", DEMO])
+        .args([
+            "--through",
+            balancer,
+            "--rolling-restart",
+            "--max-failed",
+            "0",
+        ])
+        .current_dir(root())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(240), run)
+        .await
+        .expect("the rolling restart ends within 240 s")
+        .expect("the tests' Python runs bench/chaos.py");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && said.contains(": 0 of "),
+        "a rolling restart through {balancer} ({}):\n{said}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+    );
+}
+
+#[tokio::test]
+async fn a_rolling_restart_through_nginx_fails_no_call() {
+    rolling_restart_through("nginx").await;
+}
+
+#[tokio::test]
+async fn a_rolling_restart_through_haproxy_fails_no_call() {
+    rolling_restart_through("haproxy").await;
+}
