@@ -35,6 +35,11 @@ impl RedisStore {
             evicted: number("evicted"),
             upstream: fields.get("upstream").cloned(),
             layer: fields.get("layer").cloned(),
+            upstream_session: fields
+                .get("upstream_session")
+                .filter(|v| !v.is_empty())
+                .cloned(),
+            lists: fields.get("lists").cloned(),
         }))
     }
 
