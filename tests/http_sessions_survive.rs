@@ -84,6 +84,10 @@ async fn a_session_whose_owner_is_killed_goes_on_in_the_same_server_session() {
     let upstream: Value = serde_json::from_str(&record["upstream_session"]).unwrap();
     assert_eq!(upstream["version"], "2025-11-25", "{upstream}");
     assert!(upstream["id"].as_str().is_some_and(|id| !id.is_empty()));
+    assert_eq!(
+        record["upstream_ids"], "1025",
+        "a block of request ids reserved"
+    );
 
     a.kill().await;
     let on_b = through(&on_a, &b);
@@ -100,6 +104,10 @@ async fn a_session_whose_owner_is_killed_goes_on_in_the_same_server_session() {
         "no second initialize reached the server"
     );
     assert_eq!(server.metric("mcp_proxy_sessions_open"), 1);
+    until("b to reserve request ids past a's", true, || async {
+        upstream_session_recorded(&redis, &on_a).await["upstream_ids"] == "2049"
+    })
+    .await;
     let after = upstream_session_recorded(&redis, &on_a).await;
     assert_eq!(after["upstream_session"], record["upstream_session"]);
     assert_eq!(after["owner"], "b");

@@ -75,7 +75,7 @@ pub enum Op {
     /// Everything up to `through` was evicted from the window.
     Evicted { through: u64 },
     /// A record field changed (`init`, `version`, `numbered`, `next_stream`, `layer`,
-    /// `upstream_session`, `lists`).
+    /// `upstream_session`, `lists`, `upstream_ids`).
     Field { name: &'static str, value: String },
     /// The session subscribed to a resource.
     Subscribed { uri: String },
@@ -112,6 +112,9 @@ pub struct Record {
     pub subs: Option<String>,
     pub next_stream: u64,
     pub evicted: u64,
+    /// The upstream request ids its owners may have used are all below this one: a new owner
+    /// that goes on in the server's session starts here.
+    pub upstream_ids: u64,
     /// The server the session is bound to (a command line or URL), for operators.
     pub upstream: Option<String>,
     /// A session named in messages: its kind, state and lifetime (JSON).

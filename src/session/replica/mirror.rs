@@ -33,6 +33,7 @@ impl Session {
             subs: serde_json::to_string(&state.subscriptions.uris).ok(),
             next_stream: state.next_stream,
             evicted: state.log.evicted_floor(),
+            upstream_ids: state.calls.reserved_ids,
             layer: state.layer.as_ref().map(|layer| layer.to_record()),
             upstream_session,
             lists: Some(server_side::lists_to_record(

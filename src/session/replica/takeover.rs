@@ -40,6 +40,9 @@ impl Session {
         state.subscriptions.changeable_lists =
             server_side::lists_from_record(record.lists.as_deref());
         state.next_stream = record.next_stream.max(1);
+        // Past every id the old owners may have sent; the first request reserves more.
+        state.calls.next_upstream_id = record.upstream_ids.max(1);
+        state.calls.reserved_ids = state.calls.next_upstream_id;
         state.init = record.init.clone();
         state.layer = record.layer.as_deref().and_then(Layer::from_record);
         state.subscriptions.uris = subscriptions;

@@ -33,6 +33,7 @@ impl RedisStore {
             subs: None,
             next_stream: number("next_stream"),
             evicted: number("evicted"),
+            upstream_ids: number("upstream_ids"),
             upstream: fields.get("upstream").cloned(),
             layer: fields.get("layer").cloned(),
             upstream_session: fields

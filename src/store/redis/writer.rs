@@ -366,6 +366,8 @@ impl RedisStore {
             .arg(r.next_stream)
             .arg("evicted")
             .arg(r.evicted)
+            .arg("upstream_ids")
+            .arg(r.upstream_ids)
             .ignore();
         for (name, value) in [
             ("version", &r.version),

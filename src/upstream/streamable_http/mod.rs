@@ -80,6 +80,9 @@ struct Link {
     protocol_version: Option<HeaderValue>,
     /// Bumped by each (re-)initialization; a GET stream of an older one stops.
     generation: u64,
+    /// The generation a GET stream is held for: one at a time (a resumed upstream session
+    /// holds one before the client's `notifications/initialized` may come).
+    listening: u64,
 }
 
 /// Whether the upstream session can be used.

@@ -60,6 +60,7 @@ impl HttpUpstream {
             session: Some(id),
             protocol_version: version,
             generation: 1,
+            listening: 0,
         };
         upstream.inner.stream_settled.send_replace(false);
         Some(upstream)
