@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::cluster::{call_until_served, metric, through, Redis, Replica};
+use common::cluster::{call_until_served, metric, recording_relay, through, Redis, Replica};
 use common::{until, Client, Proxy};
 use redis::AsyncCommands;
 use serde_json::{json, Value};
@@ -16,14 +16,17 @@ use serde_json::{json, Value};
 /// quick to declare a dead owner; told the server's revision, they send it nothing before a
 /// client's session (no probe).
 async fn two_replicas(redis: &Redis, server: &Proxy) -> (Replica, Replica) {
-    let url = format!("http://{}/mcp", server.addr());
+    two_replicas_at(redis, &format!("http://{}/mcp", server.addr())).await
+}
+
+async fn two_replicas_at(redis: &Redis, url: &str) -> (Replica, Replica) {
     let options = [
         "--heartbeat",
         "100ms",
         "--owner-timeout",
         "500ms",
         "--http",
-        &url,
+        url,
         "--upstream-protocol",
         "legacy",
     ];
@@ -178,5 +181,48 @@ async fn a_server_that_forgot_the_session_gets_a_new_one_when_it_is_taken_over()
             != record["upstream_session"]
     })
     .await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_session_taken_over_before_its_client_said_initialized_holds_one_server_stream() {
+    let redis = Redis::start().await;
+    let server = Proxy::start().await;
+    let relay = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", relay.local_addr().unwrap());
+    let target = std::sync::Arc::new(std::sync::Mutex::new(Some(server.addr())));
+    let recorded = recording_relay(relay, target);
+    let (mut a, b) = two_replicas_at(&redis, &url).await;
+    let mut on_a = Client::new(a.addr);
+    let reply = on_a
+        .post(&json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": { "protocolVersion": "2025-11-25", "capabilities": {},
+                        "clientInfo": { "name": "harness", "version": "1" } } }))
+        .await;
+    on_a.session = Some(reply.headers["mcp-session-id"].to_str().unwrap().to_owned());
+    on_a.protocol_version = Some("2025-11-25".into());
+    assert!(reply.response().await["result"].is_object());
+    upstream_session_recorded(&redis, &on_a).await;
+
+    a.kill().await;
+    let before = recorded.lock().unwrap().len();
+    let mut on_b = through(&on_a, &b);
+    let reply = call_until_served("b to take the session over", &on_b, "counter", json!({})).await;
+    assert_eq!(text(&reply), "1");
+    let ack = on_b
+        .post(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
+        .await;
+    assert_eq!(ack.status, http::StatusCode::ACCEPTED);
+    assert_eq!(on_b.call_tool("counter", json!({})).await, "2");
+    let sent = String::from_utf8_lossy(&recorded.lock().unwrap()[before..]).into_owned();
+    assert_eq!(
+        sent.matches("GET /mcp HTTP/1.1").count(),
+        1,
+        "the GET stream the new owner opened at once is the session's only one: {sent}"
+    );
+    assert!(
+        sent.contains("notifications/initialized"),
+        "the client's, passed on"
+    );
     server.stop().await;
 }
