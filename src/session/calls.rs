@@ -98,8 +98,7 @@ impl Session {
         }
         mirror_call(&mut state, &request, n);
         let span = self.span_for(&mut request, "upstream exchange");
-        let upstream_id = state.calls.next_upstream_id;
-        state.calls.next_upstream_id += 1;
+        let upstream_id = state.take_upstream_id();
         state.calls.inflight.insert(
             upstream_id,
             Inflight {
@@ -397,8 +396,7 @@ impl Session {
         let (done, answered) = tokio::sync::oneshot::channel();
         let upstream_id = {
             let mut state = self.lock();
-            let id = state.calls.next_upstream_id;
-            state.calls.next_upstream_id += 1;
+            let id = state.take_upstream_id();
             state.calls.inflight.insert(
                 id,
                 Inflight {

@@ -16,6 +16,7 @@ use super::exposure::ResourceList;
 use super::inflight::Inflight;
 use super::layer::{self, LayerKind};
 use super::log::{Logged, StreamKey};
+use super::replica::server_side;
 use super::routing::{self, Route};
 use super::state::State;
 use super::{protocol, Session};
@@ -50,7 +51,10 @@ impl Session {
                     self.fail(&mut state, request, &cause);
                 }
             }
-            UpstreamEvent::SessionLost => self.reestablish(),
+            UpstreamEvent::SessionLost => {
+                self.mirror_upstream_session(&state);
+                self.reestablish();
+            }
             UpstreamEvent::Exited(cause) => {
                 self.metrics.upstream_exits_total.inc();
                 let failed: Vec<Inflight> = state.calls.inflight.drain().map(|(_, r)| r).collect();
@@ -170,6 +174,7 @@ impl Session {
     /// mirrored), and the result advertises what the proxy adds for a protocol-level session.
     fn file_initialize(&self, state: &mut State, message: &mut Message) {
         record_initialize(state, message);
+        self.mirror_upstream_session(state);
         if let Some(version) = state.protocol_version.clone() {
             state.mirror(|| Op::Field {
                 name: "version",
@@ -321,6 +326,7 @@ fn record_initialize(state: &mut State, response: &Message) {
         .filter(|(capability, _)| result.capabilities[capability]["listChanged"] == true)
         .map(|(_, method)| method)
         .collect();
+    server_side::mirror_lists(state);
 }
 
 /// Where the session's upstream delivers what its server sends.

@@ -54,6 +54,9 @@ impl Way<'_> {
             Way::Own => {
                 let initialized = session.internal_request(methods::INITIALIZE, params).await;
                 session.upstream.reestablished(initialized.clone());
+                if initialized.is_ok() {
+                    session.mirror_upstream_session(&session.lock());
+                }
                 Ok(initialized.map(|()| None)?)
             }
         }

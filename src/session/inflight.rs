@@ -37,6 +37,8 @@ pub(super) struct Inflight {
 #[derive(Debug)]
 pub(super) struct Calls {
     pub(super) next_upstream_id: u64,
+    /// With a shared store: the ids below this one are reserved there (`State::take_upstream_id`).
+    pub(super) reserved_ids: u64,
     pub(super) inflight: HashMap<u64, Inflight>,
     /// Client requests given up before their server answered (cancelled, or past the request
     /// timeout): the server may still be working on them.
@@ -52,6 +54,7 @@ impl Default for Calls {
     fn default() -> Calls {
         Calls {
             next_upstream_id: 1,
+            reserved_ids: 0,
             inflight: HashMap::new(),
             abandoned: 0,
             progress: HashMap::new(),

@@ -372,17 +372,19 @@ impl Session {
         unused.then_some(state.last_active)
     }
 
-    /// Ends the session: readers stop, the upstream is released.
+    /// Ends the session: readers stop, the upstream is released (its server's session ended).
     pub(crate) fn end(&self) {
         self.lock().mirror(|| Op::End);
-        self.end_here();
-    }
-
-    /// Ends the session on this replica only: readers stop, the upstream is released, and what
-    /// the shared store holds stays for another replica to take over.
-    pub(crate) fn end_here(&self) {
         self.ended.cancel();
         self.upstream.release();
+    }
+
+    /// Ends the session on this replica only: readers stop, the upstream is let go without
+    /// ending the server's session (`Upstream::detach`), and what the shared store holds stays
+    /// for another replica to take over, and go on in that server's session.
+    pub(crate) fn end_here(&self) {
+        self.ended.cancel();
+        self.upstream.detach();
     }
 }
 

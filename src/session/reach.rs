@@ -47,6 +47,13 @@ impl Reach {
         }
     }
 
+    /// Lets the server go, leaving its session for another replica (`Upstream::detach`).
+    pub fn detach(&self) {
+        if let Reach::Here(upstream) = self {
+            upstream.detach();
+        }
+    }
+
     /// The session's own upstream, when this replica serves it.
     pub fn upstream(&self) -> Option<&Upstream> {
         match self {

@@ -15,6 +15,10 @@ use super::{Shape, SubscriptionRefused};
 use crate::store::{Mirror, Op};
 use crate::upstream::UpstreamError;
 
+/// Upstream request ids reserved in the shared store at a time: it is written once per so many
+/// requests to the server.
+const UPSTREAM_ID_BLOCK: u64 = 1024;
+
 /// What the one lock of a session guards, in parts owned by the files that do each job.
 #[derive(Debug)]
 pub(super) struct State {
@@ -77,6 +81,24 @@ impl State {
             stream: request.stream,
         });
         Some(request)
+    }
+
+    /// The upstream id of the next request to the server. With a shared store the ids are
+    /// reserved there ahead, a block at a time (the record's `upstream_ids`): a replica that
+    /// takes the session over and goes on in the server's session sends none the server has
+    /// seen in it (MCP: an id is never used twice in a session).
+    pub(super) fn take_upstream_id(&mut self) -> u64 {
+        let id = self.calls.next_upstream_id;
+        self.calls.next_upstream_id += 1;
+        if id >= self.calls.reserved_ids && self.replica.mirror.is_some() {
+            let reserved = id + UPSTREAM_ID_BLOCK;
+            self.calls.reserved_ids = reserved;
+            self.mirror(|| Op::Field {
+                name: "upstream_ids",
+                value: reserved.to_string(),
+            });
+        }
+        id
     }
 
     /// Records an op in the shared store, if there is one (built only then).
@@ -155,5 +177,66 @@ impl State {
             .filter(|r| r.internal.is_none())
             .map(|r| r.stream)
             .max()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::store::Backlog;
+
+    /// The `upstream_ids` values written, in order.
+    fn reserved(
+        written: &mut tokio::sync::mpsc::UnboundedReceiver<crate::store::Queued>,
+    ) -> Vec<String> {
+        let mut values = Vec::new();
+        while let Ok(queued) = written.try_recv() {
+            if let Op::Field {
+                name: "upstream_ids",
+                value,
+            } = queued.op
+            {
+                values.push(value);
+            }
+        }
+        values
+    }
+
+    #[test]
+    fn upstream_ids_are_reserved_in_the_store_a_block_at_a_time() {
+        let (ops, mut written) = tokio::sync::mpsc::unbounded_channel();
+        let mirror = Mirror::new("default", "s", None, ops, Arc::new(Backlog::new(10, None)));
+        let mut state = State::new(Shape::Streams, Window::default(), Some(mirror));
+        let ids: Vec<u64> = (0..UPSTREAM_ID_BLOCK + 1)
+            .map(|_| state.take_upstream_id())
+            .collect();
+        assert_eq!(ids.first(), Some(&1));
+        assert_eq!(ids.last(), Some(&(UPSTREAM_ID_BLOCK + 1)));
+        assert_eq!(
+            reserved(&mut written),
+            [1 + UPSTREAM_ID_BLOCK, 1 + 2 * UPSTREAM_ID_BLOCK].map(|n| n.to_string()),
+            "written when the first id is taken and when the block runs out"
+        );
+
+        // A new owner starts past the ids reserved (`adopt`), and reserves more at once.
+        let (ops, mut written) = tokio::sync::mpsc::unbounded_channel();
+        let mirror = Mirror::new("default", "s", None, ops, Arc::new(Backlog::new(10, None)));
+        let mut taken = State::new(Shape::Streams, Window::default(), Some(mirror));
+        taken.calls.next_upstream_id = 1 + 2 * UPSTREAM_ID_BLOCK;
+        taken.calls.reserved_ids = taken.calls.next_upstream_id;
+        assert_eq!(taken.take_upstream_id(), 1 + 2 * UPSTREAM_ID_BLOCK);
+        assert_eq!(
+            reserved(&mut written),
+            [(1 + 3 * UPSTREAM_ID_BLOCK).to_string()]
+        );
+
+        let mut alone = State::new(Shape::Streams, Window::default(), None);
+        assert_eq!(alone.take_upstream_id(), 1);
+        assert_eq!(
+            alone.calls.reserved_ids, 0,
+            "nothing to reserve without a store"
+        );
     }
 }

@@ -74,7 +74,8 @@ pub enum Op {
     Remove { seq: u64 },
     /// Everything up to `through` was evicted from the window.
     Evicted { through: u64 },
-    /// A record field changed (`init`, `version`, `numbered`, `next_stream`, `layer`).
+    /// A record field changed (`init`, `version`, `numbered`, `next_stream`, `layer`,
+    /// `upstream_session`, `lists`, `upstream_ids`).
     Field { name: &'static str, value: String },
     /// The session subscribed to a resource.
     Subscribed { uri: String },
@@ -111,10 +112,21 @@ pub struct Record {
     pub subs: Option<String>,
     pub next_stream: u64,
     pub evicted: u64,
+    /// The upstream request ids its owners may have used are all below this one: a new owner
+    /// that goes on in the server's session starts here.
+    pub upstream_ids: u64,
     /// The server the session is bound to (a command line or URL), for operators.
     pub upstream: Option<String>,
     /// A session named in messages: its kind, state and lifetime (JSON).
     pub layer: Option<String>,
+    /// The session the server keeps for this one (a Streamable HTTP server's `Mcp-Session-Id`
+    /// and protocol version, JSON): a replica taking the session over goes on in it. `None`
+    /// when there is none (written as an empty field, which clears an earlier one).
+    pub upstream_session: Option<String>,
+    /// The `list_changed` notifications the server announced in its `initialize` result (a
+    /// JSON array): a replica that goes on in the server's session, without initializing it
+    /// again, still knows which lists to invalidate.
+    pub lists: Option<String>,
 }
 
 /// An op waiting for the writer.

@@ -115,11 +115,33 @@ impl DeferredUpstream {
         }
     }
 
+    /// The started upstream's upstream session, if any.
+    pub fn upstream_session(&self) -> Option<super::UpstreamSession> {
+        match &*self.stage() {
+            Stage::Started(upstream) => upstream.upstream_session(),
+            _ => None,
+        }
+    }
+
     /// Releases the server if it started; a later `initialize` starts none. Idempotent.
     pub fn release(&self) {
-        let stage = std::mem::replace(&mut *self.stage(), Stage::Released);
-        if let Stage::Started(upstream) = stage {
+        if let Some(upstream) = self.stop() {
             upstream.release();
+        }
+    }
+
+    /// [`Self::release`], leaving a server's session for another replica (`Upstream::detach`).
+    pub fn detach(&self) {
+        if let Some(upstream) = self.stop() {
+            upstream.detach();
+        }
+    }
+
+    /// No more sends; the started upstream, if any, to let go.
+    fn stop(&self) -> Option<Box<Upstream>> {
+        match std::mem::replace(&mut *self.stage(), Stage::Released) {
+            Stage::Started(upstream) => Some(upstream),
+            _ => None,
         }
     }
 }

@@ -11,12 +11,12 @@ use tracing::warn;
 
 use super::era_switch::EraSwitch;
 use super::handover::ModernHttpBuilder;
-use super::http_client::{self, HttpClient};
+use super::http_client::{self, HttpClient, HttpSpec};
 use super::legacy_sse::SseUpstream;
 use super::modern::Bridge;
 use super::shared::SharedStdio;
 use super::stdio::{StdioSpec, StdioUpstream};
-use super::streamable_http::HttpUpstream;
+use super::streamable_http::{HttpUpstream, UpstreamSession};
 use super::{EventSink, Sink, Upstream, UpstreamError, UpstreamEvent, UpstreamSpec};
 use crate::backlog::Backlog;
 use crate::era::Era;
@@ -120,13 +120,7 @@ impl UpstreamFactory {
                 self.spawn(spec, events)?
             }
             (UpstreamSpec::Http(spec), None) => {
-                let modern_http = ModernHttpBuilder {
-                    spec: spec.clone(),
-                    client: self.http_client.clone(),
-                    credential: credential.clone(),
-                    tool_marks: self.tool_marks.clone(),
-                    era: self.era.clone(),
-                };
+                let modern_http = self.modern_http(spec, &credential);
                 match modern {
                     true => modern_http.build(events),
                     false => Upstream::Http(HttpUpstream::start(
@@ -147,6 +141,46 @@ impl UpstreamFactory {
             )),
         };
         Ok((upstream, binding))
+    }
+
+    /// An upstream for a session taken over from another replica: linked to `session`, the
+    /// upstream session the server keeps for it, when the server is a Streamable HTTP one still
+    /// spoken to in the legacy revisions (its GET stream opens at `Upstream::listen`); else a
+    /// new one, as [`Self::build`] makes (its `upstream_session` says which).
+    pub fn resume(
+        &self,
+        credential: Credential,
+        session: Option<&UpstreamSession>,
+    ) -> Result<(Upstream, Arc<Binding>), UpstreamError> {
+        let (UpstreamSpec::Http(spec), Some(session), Era::Legacy) =
+            (&self.spec, session, self.era.era())
+        else {
+            return self.build(credential);
+        };
+        let binding = Arc::new(Binding::default());
+        match HttpUpstream::resume(
+            spec,
+            self.http_client.clone(),
+            self.connections.clone(),
+            binding.clone(),
+            credential.clone(),
+            Some(self.modern_http(spec, &credential)),
+            session,
+        ) {
+            Some(http) => Ok((Upstream::Http(http), binding)),
+            None => self.build(credential),
+        }
+    }
+
+    /// What a legacy HTTP upstream hands over to when its server speaks 2026-07-28.
+    fn modern_http(&self, spec: &HttpSpec, credential: &Credential) -> ModernHttpBuilder {
+        ModernHttpBuilder {
+            spec: spec.clone(),
+            client: self.http_client.clone(),
+            credential: credential.clone(),
+            tool_marks: self.tool_marks.clone(),
+            era: self.era.clone(),
+        }
     }
 
     /// A child of its own for a session (behind a bridge when it speaks 2026-07-28).

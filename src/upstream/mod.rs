@@ -30,6 +30,7 @@ use crate::backlog::Backlog;
 use crate::jsonrpc::Message;
 
 pub use error::UpstreamError;
+pub use streamable_http::UpstreamSession;
 
 /// Where an upstream delivers what its server sends. The session layer implements it; an
 /// upstream calls it in the order the server spoke, and never while holding a lock of its own.
@@ -184,6 +185,36 @@ impl Upstream {
     /// Whether the server waits to be started by the session's `initialize`.
     pub fn awaits_initialize(&self) -> bool {
         matches!(self, Upstream::Deferred(deferred) if deferred.waiting())
+    }
+
+    /// The session the server keeps for this one, which another replica can go on in: a
+    /// Streamable HTTP server's (also once started at `initialize`); none for other servers.
+    pub fn upstream_session(&self) -> Option<UpstreamSession> {
+        match self {
+            Upstream::Http(http) => http.upstream_session(),
+            Upstream::Deferred(deferred) => deferred.upstream_session(),
+            _ => None,
+        }
+    }
+
+    /// Opens the server-to-client stream of an upstream built linked to an upstream session
+    /// (`UpstreamFactory::resume`), once its events reach the session; others open theirs
+    /// themselves.
+    pub fn listen(&self) {
+        if let Upstream::Http(http) = self {
+            http.listen();
+        }
+    }
+
+    /// Lets the server go as [`Upstream::release`] does, except that a Streamable HTTP server's
+    /// session is not ended (no DELETE): another replica goes on in it. A child still goes: it
+    /// cannot outlive this process for another. Idempotent.
+    pub fn detach(&self) {
+        match self {
+            Upstream::Http(http) => http.detach(),
+            Upstream::Deferred(deferred) => deferred.detach(),
+            _ => self.release(),
+        }
     }
 
     /// Lets the server go (stdio: close stdin, then SIGTERM, then SIGKILL; HTTP: DELETE the

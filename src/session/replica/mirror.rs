@@ -2,6 +2,7 @@
 
 use tracing::warn;
 
+use super::server_side;
 use crate::session::{Session, STORE_PATIENCE};
 use crate::store::{Op, Record};
 
@@ -21,6 +22,7 @@ impl Session {
 
     /// The session as its record in the shared store describes it.
     pub(crate) fn record(&self) -> Record {
+        let upstream_session = self.upstream_session_record();
         let state = self.lock();
         Record {
             principal: self.principal.as_str().to_owned(),
@@ -31,7 +33,12 @@ impl Session {
             subs: serde_json::to_string(&state.subscriptions.uris).ok(),
             next_stream: state.next_stream,
             evicted: state.log.evicted_floor(),
+            upstream_ids: state.calls.reserved_ids,
             layer: state.layer.as_ref().map(|layer| layer.to_record()),
+            upstream_session,
+            lists: Some(server_side::lists_to_record(
+                &state.subscriptions.changeable_lists,
+            )),
             ..Record::default()
         }
     }

@@ -3,7 +3,8 @@
 //! another replica owns (`view`) and keeping them current (`follow`); a session taken over from
 //! a replica that died (`takeover`); what the fronts know of the replicas (`cluster`); the
 //! sessions serving 2026-07-28 principals, the same on every replica (`correlated`); tokens
-//! good for one use, spent once across replicas (`spent`). The
+//! good for one use, spent once across replicas (`spent`); what the store holds of the server's
+//! side of a session, for a new owner to go on in it (`server_side`). The
 //! hop's wire format is `crate::hop`; its client is `upstream::owner`, its server
 //! `front::internal`.
 
@@ -14,6 +15,7 @@ mod correlated;
 mod follow;
 mod lookup;
 mod mirror;
+pub(in crate::session) mod server_side;
 pub(in crate::session) mod spent;
 mod takeover;
 mod view;

@@ -1,7 +1,7 @@
 //! Taking over a session whose owner died: its record and log adopted, a new upstream brought
 //! to where the old one was, and the client told what may have been lost (the gap rule).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::lookup::unavailable;
+use super::server_side;
 use crate::ids::Principal;
 use crate::session::error_answer::ErrorAnswer;
 use crate::session::layer::Layer;
@@ -19,22 +20,29 @@ use crate::session::{Reach, Registry, Session, SessionError, Shape};
 use crate::store::{Op, Record, RedisStore};
 use crate::upstream::credential::Credential;
 use crate::upstream::factory::Binding;
-use crate::upstream::{Sink, Upstream};
+use crate::upstream::{Sink, Upstream, UpstreamSession};
 
 impl Session {
     /// Takes over a session another replica owned, from what the shared store holds: its
     /// record, its subscriptions and its log. The caller then re-initializes the new upstream
-    /// (`reinitialize`) and closes the gap (`close_gap`).
+    /// (`reinitialize`) unless it goes on in the server's session, and closes the gap
+    /// (`close_gap`).
     pub(crate) fn adopt(
         &self,
         record: &Record,
         subscriptions: BTreeSet<String>,
         logged: Vec<Logged>,
     ) {
+        let upstream_session = self.upstream_session_record();
         let mut state = self.lock();
         state.numbered = record.numbered;
         state.protocol_version = record.version.clone();
+        state.subscriptions.changeable_lists =
+            server_side::lists_from_record(record.lists.as_deref());
         state.next_stream = record.next_stream.max(1);
+        // Past every id the old owners may have sent; the first request reserves more.
+        state.calls.next_upstream_id = record.upstream_ids.max(1);
+        state.calls.reserved_ids = state.calls.next_upstream_id;
         state.init = record.init.clone();
         state.layer = record.layer.as_deref().and_then(Layer::from_record);
         state.subscriptions.uris = subscriptions;
@@ -53,6 +61,7 @@ impl Session {
         state.log.start_new_epoch();
         let mut record = record.clone();
         record.owner = String::new(); // the store writes this replica's name
+        record.upstream_session = upstream_session; // the same, or none: a new one to come
         record.subs = serde_json::to_string(&state.subscriptions.uris).ok();
         state.mirror(|| Op::Create(Box::new(record)));
     }
@@ -61,7 +70,7 @@ impl Session {
     /// owner had in flight gets an error (it may or may not have been carried out), and every
     /// subscription and changeable list an invalidation, since whatever the old server said
     /// after the last logged message is unknown.
-    pub(crate) fn close_gap(&self, inflight: std::collections::HashMap<u64, String>) {
+    pub(crate) fn close_gap(&self, inflight: HashMap<u64, String>) {
         let mut state = self.lock();
         for (stream, client_id) in inflight {
             let client_id: Value = serde_json::from_str(&client_id).unwrap_or(Value::Null);
@@ -83,6 +92,7 @@ impl Registry {
         id: &str,
         principal: &Principal,
         credential: Credential,
+        upstream_session: Option<&UpstreamSession>,
     ) -> Result<(Upstream, Arc<Binding>), SessionError> {
         let limit = self.settings.max_sessions;
         if self.reserved.fetch_add(1, Ordering::AcqRel) >= limit {
@@ -93,15 +103,17 @@ impl Registry {
             self.reserved.fetch_sub(1, Ordering::AcqRel);
             return Err(error);
         }
-        self.upstreams.build(credential).map_err(|error| {
+        let resumed = self.upstreams.resume(credential, upstream_session);
+        resumed.map_err(|error| {
             self.reserved.fetch_sub(1, Ordering::AcqRel);
             self.release_for(principal);
             error.into()
         })
     }
 
-    /// [`Self::open_taken`] for a session this replica claimed; refused, the claim is given
-    /// back, so that another replica may take the session.
+    /// [`Self::open_taken`] for a session this replica claimed, going on in the session its
+    /// server keeps for it when the record names one; refused, the claim is given back, so that
+    /// another replica may take the session.
     async fn open_claimed(
         &self,
         redis: &RedisStore,
@@ -110,7 +122,13 @@ impl Registry {
         principal: &Principal,
         credential: Credential,
     ) -> Result<(Upstream, Arc<Binding>), SessionError> {
-        let opened = self.open_taken(id, principal, credential).await;
+        let upstream_session = record
+            .upstream_session
+            .as_deref()
+            .and_then(UpstreamSession::from_record);
+        let opened = self
+            .open_taken(id, principal, credential, upstream_session.as_ref())
+            .await;
         if let Err(error) = &opened {
             warn!(session = %crate::redact::session(id), %error,
                   "a session claimed to take over cannot be opened here: given back");
@@ -140,11 +158,48 @@ impl Registry {
         }
     }
 
+    /// Fills `session`, new here and bound to its upstream, with what the shared store holds of
+    /// it, and brings the upstream to where the old one was: linked to the session its server
+    /// keeps (which holds the client's `initialize` and subscriptions), only its GET stream
+    /// opens; else the new upstream is initialized and subscribed. What the old owner had in
+    /// flight (stream → client id), for `close_gap`.
+    async fn restore(
+        &self,
+        redis: &RedisStore,
+        session: &Arc<Session>,
+        record: &Record,
+    ) -> HashMap<u64, String> {
+        let id = session.id();
+        let logged = redis
+            .read_log(&self.server, id, 0)
+            .await
+            .unwrap_or_default();
+        let inflight = redis.inflight(&self.server, id).await.unwrap_or_default();
+        let subscriptions = redis
+            .subscriptions(&self.server, id)
+            .await
+            .unwrap_or_default();
+        session.adopt(record, subscriptions, logged);
+        // Clients may read it through views on other replicas, which tell this new owner so
+        // within a heartbeat or two: until then, its GET stream is read as if they had.
+        session.read_elsewhere(&[StreamKey::Standalone], redis.owner_timeout);
+        match session.upstream() {
+            Some(upstream) if upstream.upstream_session().is_some() => upstream.listen(),
+            _ => {
+                if let Err(error) = session.reinitialize(record.init.as_deref()).await {
+                    warn!(%error, "the new upstream of a taken-over session could not be re-initialized");
+                }
+            }
+        }
+        inflight
+    }
+
     /// Becomes the owner of a session whose owner is gone: claims it (of several replicas, one
     /// wins: `None` here when another did), binds a new upstream built with `credential` (the
-    /// `Authorization` of the request that brought the session here), rebuilds the log from the
-    /// shared one, re-initializes and re-subscribes the upstream, and tells the client what may
-    /// be lost (`close_gap`). A claim this replica cannot honour (a limit, no upstream) is given
+    /// `Authorization` of the request that brought the session here) and going on in the
+    /// session its server keeps for it if it can, rebuilds the log from the shared one, brings
+    /// the upstream to where the old one was (`restore`), and tells the client what may be lost
+    /// (`close_gap`). A claim this replica cannot honour (a limit, no upstream) is given
     /// back, so that another replica may take the session.
     pub(in crate::session) async fn take_over(
         &self,
@@ -192,22 +247,7 @@ impl Registry {
             credential,
         );
         binding.bind(Arc::downgrade(&session) as Weak<dyn Sink>);
-        let logged = redis
-            .read_log(&self.server, id, 0)
-            .await
-            .unwrap_or_default();
-        let inflight = redis.inflight(&self.server, id).await.unwrap_or_default();
-        let subscriptions = redis
-            .subscriptions(&self.server, id)
-            .await
-            .unwrap_or_default();
-        session.adopt(&record, subscriptions, logged);
-        // Clients may read it through views on other replicas, which tell this new owner so
-        // within a heartbeat or two: until then, its GET stream is read as if they had.
-        session.read_elsewhere(&[StreamKey::Standalone], redis.owner_timeout);
-        if let Err(error) = session.reinitialize(record.init.as_deref()).await {
-            warn!(%error, "the new upstream of a taken-over session could not be re-initialized");
-        }
+        let inflight = self.restore(redis, &session, &record).await;
         session.close_gap(inflight);
         self.sessions.insert(id.to_owned(), session.clone());
         if let Some((_, view)) = self.views.remove(id) {

@@ -33,8 +33,14 @@ impl RedisStore {
             subs: None,
             next_stream: number("next_stream"),
             evicted: number("evicted"),
+            upstream_ids: number("upstream_ids"),
             upstream: fields.get("upstream").cloned(),
             layer: fields.get("layer").cloned(),
+            upstream_session: fields
+                .get("upstream_session")
+                .filter(|v| !v.is_empty())
+                .cloned(),
+            lists: fields.get("lists").cloned(),
         }))
     }
 

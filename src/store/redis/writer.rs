@@ -366,16 +366,25 @@ impl RedisStore {
             .arg(r.next_stream)
             .arg("evicted")
             .arg(r.evicted)
+            .arg("upstream_ids")
+            .arg(r.upstream_ids)
             .ignore();
         for (name, value) in [
             ("version", &r.version),
             ("init", &r.init),
             ("upstream", &r.upstream),
+            ("lists", &r.lists),
         ] {
             if let Some(value) = value {
                 pipe.cmd("HSET").arg(record).arg(name).arg(value).ignore();
             }
         }
+        // Always: a record written again (a takeover) says whether the server keeps a session.
+        pipe.cmd("HSET")
+            .arg(record)
+            .arg("upstream_session")
+            .arg(r.upstream_session.as_deref().unwrap_or_default())
+            .ignore();
         if let Some(uris) = &r.subs {
             let uris: Vec<String> = serde_json::from_str(uris).unwrap_or_default();
             pipe.cmd("HDEL").arg(record).arg("subs").ignore();

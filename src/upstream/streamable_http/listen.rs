@@ -56,6 +56,10 @@ impl Inner {
     /// While it is being (re)opened, requests wait (`stream_settles`); a stream that ended is
     /// reopened at once (or after the server's `retry:`), so little can be sent meanwhile.
     pub(super) async fn listen(self: Arc<Self>, generation: u64) {
+        if std::mem::replace(&mut self.lock().listening, generation) == generation {
+            self.stream_settled.send_replace(true); // held already
+            return;
+        }
         let mut last_id: Option<String> = None;
         let mut retry = None;
         let mut failures = 0u32;

@@ -1,16 +1,21 @@
 //! The Streamable HTTP upstream (MCP 2025-03-26 … 2025-11-25, transports §Streamable HTTP, as a
-//! client). One upstream session per proxy session; its `Mcp-Session-Id` never leaves this
-//! module. Each client message is POSTed on its own task, which drives the connection it is
+//! client). One upstream session per proxy session; its `Mcp-Session-Id` leaves this module only
+//! for the shared store, so that a replica taking the session over goes on in it (`resume`).
+//! Each client message is POSTed on its own task, which drives the connection it is
 //! sent on (`driven`: no connection task in between); answers (JSON or SSE) and the held GET
 //! stream become `UpstreamEvent`s. An upstream 404 means the server forgot the session: the
 //! session is told (`SessionLost`) and re-initializes it; other traffic waits, and the message
 //! is sent again under the new upstream session.
 //!
 //! Here the upstream session and its standing (lost, re-established) and the requests sent
-//! under it; `post` delivers each message, `listen` holds the GET stream and reads SSE streams.
+//! under it; `post` delivers each message, `listen` holds the GET stream and reads SSE streams,
+//! `resume` links a new upstream to an upstream session another replica opened.
 
 mod listen;
 mod post;
+mod resume;
+
+pub use resume::UpstreamSession;
 
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -75,6 +80,9 @@ struct Link {
     protocol_version: Option<HeaderValue>,
     /// Bumped by each (re-)initialization; a GET stream of an older one stops.
     generation: u64,
+    /// The generation a GET stream is held for: one at a time (a resumed upstream session
+    /// holds one before the client's `notifications/initialized` may come).
+    listening: u64,
 }
 
 /// Whether the upstream session can be used.
@@ -160,21 +168,27 @@ impl HttpUpstream {
 
     /// Ends the upstream session (DELETE, best effort) and stops its GET stream.
     pub fn release(&self) {
-        if self.inner.released.is_cancelled() {
+        let Some(session) = self.let_go() else {
             return;
+        };
+        let inner = self.inner.clone();
+        tokio::spawn(async move {
+            let request = inner.request(Method::DELETE, Some(session), None, Bytes::new());
+            let _ = http_client::send(&inner.client, &inner.spec, request).await;
+        });
+    }
+
+    /// Stops everything of the upstream session's here (its GET stream, a successor); the
+    /// session, if this was the first time and there is one.
+    fn let_go(&self) -> Option<HeaderValue> {
+        if self.inner.released.is_cancelled() {
+            return None;
         }
         self.inner.released.cancel();
         if let Some(successor) = self.inner.successor.get() {
             successor.release();
         }
-        let inner = self.inner.clone();
-        tokio::spawn(async move {
-            let Some(session) = inner.lock().session.clone() else {
-                return;
-            };
-            let request = inner.request(Method::DELETE, Some(session), None, Bytes::new());
-            let _ = http_client::send(&inner.client, &inner.spec, request).await;
-        });
+        self.inner.lock().session.clone()
     }
 }
 

@@ -1,0 +1,74 @@
+//! What the shared store holds of the server's side of a session: the session a Streamable
+//! HTTP server keeps for it (written when the server initializes it, cleared when the server
+//! forgets it) and the lists the server said it may change, so that a replica taking the
+//! session over goes on in the server's session, where the server's state is.
+
+use crate::methods;
+use crate::session::state::State;
+use crate::session::Session;
+use crate::store::Op;
+use crate::upstream::Upstream;
+
+impl Session {
+    /// The session its server keeps for it, as the record holds it; `None` without one.
+    pub(in crate::session) fn upstream_session_record(&self) -> Option<String> {
+        self.upstream()
+            .and_then(Upstream::upstream_session)
+            .map(|session| session.to_record())
+    }
+
+    /// Writes to the shared store which session the server keeps for this one now (none
+    /// clears it): after `initialize`, and when the server forgot it.
+    pub(in crate::session) fn mirror_upstream_session(&self, state: &State) {
+        if state.replica.mirror.is_none() {
+            return;
+        }
+        let value = self.upstream_session_record().unwrap_or_default();
+        state.mirror(|| Op::Field {
+            name: "upstream_session",
+            value,
+        });
+    }
+}
+
+/// Writes the lists the server said it may change to the shared store.
+pub(in crate::session) fn mirror_lists(state: &State) {
+    state.mirror(|| Op::Field {
+        name: "lists",
+        value: lists_to_record(&state.subscriptions.changeable_lists),
+    });
+}
+
+/// The lists a server said it may change, as the record holds them.
+pub(in crate::session) fn lists_to_record(lists: &[&'static str]) -> String {
+    serde_json::to_string(lists).unwrap_or_default()
+}
+
+/// The lists a record says its server may change (those this proxy knows of).
+pub(in crate::session) fn lists_from_record(text: Option<&str>) -> Vec<&'static str> {
+    let named: Vec<String> = text
+        .and_then(|text| serde_json::from_str(text).ok())
+        .unwrap_or_default();
+    methods::announced_lists()
+        .map(|(_, method)| method)
+        .filter(|method| named.iter().any(|name| name == method))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lists_a_server_may_change_survive_the_record() {
+        let lists: Vec<&'static str> = methods::announced_lists().map(|(_, m)| m).collect();
+        assert!(!lists.is_empty());
+        assert_eq!(
+            lists_from_record(Some(&lists_to_record(&lists))),
+            lists,
+            "every list"
+        );
+        assert!(lists_from_record(Some("[\"notifications/unknown\"]")).is_empty());
+        assert!(lists_from_record(None).is_empty());
+    }
+}
