@@ -290,6 +290,8 @@ process_wide! {
             "Requests refused for their bearer token, by reason: missing, invalid (malformed, forged, another issuer's), expired, audience (issued for another resource), scope (step-up needed), unavailable (the authorization server could not be reached).";
         tokens_cached: Gauge = Gauge::default(), "auth_tokens_cached",
             "Verified tokens kept until they expire, so that reusing one costs no signature check (at most 10,000).";
+        tokens_exchanged_kept: Gauge = Gauge::default(), "auth_tokens_exchanged_kept",
+            "Tokens exchanged for a server and kept per principal and server until shortly before they expire (at most 10,000).";
         token_exchanges: Counter = Counter::default(), "auth_token_exchanges",
             "Tokens exchanged at the issuer (RFC 8693) for an upstream server's audience (kept per principal and server until shortly before they expire).";
         key_fetches: Counter = Counter::default(), "auth_key_fetches",

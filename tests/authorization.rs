@@ -62,6 +62,14 @@ async fn token(issuer: &AuthServer, proxy: &Proxy, client: &str) -> String {
         .await
 }
 
+/// A client of `who`'s, its session initialized with a token for the proxy's `/mcp`.
+async fn initialized(issuer: &AuthServer, proxy: &Proxy, who: &str) -> Client {
+    let mut client = Client::new(proxy.addr());
+    client.authorization = bearer(&token(issuer, proxy, who).await);
+    client.initialize("2025-11-25").await;
+    client
+}
+
 #[tokio::test]
 async fn without_a_token_a_client_learns_where_to_get_one() {
     let issuer = AuthServer::start().await;
@@ -118,9 +126,7 @@ async fn without_a_token_a_client_learns_where_to_get_one() {
 async fn a_refreshed_token_keeps_its_session_its_replay_and_its_resume() {
     let issuer = AuthServer::start().await;
     let proxy = Proxy::start_with(guarded(issuer.issuer())).await;
-    let mut alice = Client::new(proxy.addr());
-    alice.authorization = bearer(&token(&issuer, &proxy, "alice").await);
-    alice.initialize("2025-11-25").await;
+    let mut alice = initialized(&issuer, &proxy, "alice").await;
     let stream = alice.get(None).await;
     assert_eq!(stream.status, StatusCode::OK);
     drop(stream);
@@ -273,9 +279,7 @@ async fn a_key_rotated_at_the_issuer_is_taken_without_a_restart() {
         config.auth.jwks_refetch_interval = Duration::ZERO;
     })
     .await;
-    let mut alice = Client::new(proxy.addr());
-    alice.authorization = bearer(&token(&issuer, &proxy, "alice").await);
-    alice.initialize("2025-11-25").await;
+    let mut alice = initialized(&issuer, &proxy, "alice").await;
     assert_eq!(issuer.requests().await["jwks"], 1);
 
     issuer.rotate().await;
@@ -298,9 +302,8 @@ async fn a_key_rotated_at_the_issuer_is_taken_without_a_restart() {
 async fn a_burst_of_unknown_keys_costs_the_issuer_one_fetch() {
     let issuer = AuthServer::start().await;
     let proxy = Proxy::start_with(guarded(issuer.issuer())).await;
-    let mut alice = Client::new(proxy.addr());
-    alice.authorization = bearer(&token(&issuer, &proxy, "alice").await);
-    alice.initialize("2025-11-25").await;
+    // A first token: the issuer's keys are fetched once.
+    initialized(&issuer, &proxy, "alice").await;
     let fetched = issuer.requests().await["jwks"].as_u64().unwrap();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -212,6 +212,7 @@ async fn exchange_gets_the_server_a_token_for_its_own_audience_once_per_principa
     bob.authorization = bearer(&issuer.token("bob", &front_url, "mcp:tools").await);
     bob.initialize("2025-11-25").await;
     assert_eq!(front.metric("mcp_proxy_auth_token_exchanges_total"), 2);
+    assert_eq!(front.metric("mcp_proxy_auth_tokens_exchanged_kept"), 2);
     front.stop().await;
     server.stop().await;
 }

@@ -124,6 +124,9 @@ impl Authority {
             };
             self.exchanges.kept.insert(key, kept);
         }
+        self.metrics
+            .tokens_exchanged_kept
+            .set(self.exchanges.kept.len() as i64);
         Ok(authorization)
     }
 
@@ -175,10 +178,5 @@ impl Authority {
             resource: target.resource.clone(),
             error: "the answer holds no access_token".into(),
         })
-    }
-
-    /// Exchanged tokens kept now.
-    pub fn exchanged_kept(&self) -> usize {
-        self.exchanges.kept.len()
     }
 }

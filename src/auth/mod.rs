@@ -81,7 +81,6 @@ impl Default for AuthSettings {
 pub struct Verified {
     /// (issuer, subject), as sessions are bound to it.
     pub principal: Principal,
-    pub subject: String,
     pub audiences: Vec<String>,
     pub scopes: Vec<String>,
     /// Until when (seconds since the epoch) it is accepted: `exp` and the clock skew.
@@ -214,10 +213,6 @@ impl Authority {
             .await
     }
 
-    pub fn fetcher(&self) -> &Fetcher {
-        &self.fetcher
-    }
-
     /// The claims of a JWT whose signature one of the issuer's keys verifies.
     async fn signed_claims(&self, token: &str) -> Result<Claims, TokenError> {
         let jws = jwt::parse(token, &self.settings.algorithms)?;
@@ -328,7 +323,6 @@ impl Authority {
             principal: Principal::from_subject(&issuer, &subject),
             scopes: claims.scopes(),
             audiences: claims.aud.into_vec(),
-            subject,
             valid_until: expires_at + skew,
             kept_until,
         })
