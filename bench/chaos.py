@@ -13,7 +13,7 @@ flight on a killed replica then comes back from the balancer as a 502 (a server 
 closed connection: the balancers rightly send no POST that reached a replica again.
 
 Measurements instead of the chaos run, counted rather than judged (exit status 0 unless the run
-broke, or --max-failed was passed and exceeded):
+broke, or --max-failed or --max-failed-not-in-flight was passed and exceeded):
 
     tests/python/.venv/bin/python bench/chaos.py --proxy target/release/mcp-session-proxy \\
         --through nginx --kill-owner
@@ -25,7 +25,9 @@ broke, or --max-failed was passed and exceeded):
 once it has exited. Under --clients (8) clients, each with a session calling tools one after
 another (counter, echo, progress over SSE), each call once: the report counts calls and failed
 calls by error text, and the time from each kill or SIGTERM to the next successful call of each
-session the replica owned (p50, p99, max). Replicas are named replica-<i> (kept across restarts),
+session the replica owned (p50, p99, max). A failed call is "in flight at a kill" when it was
+sent before the killed replica was reaped and answered after the SIGKILL; the others are counted
+apart (--max-failed-not-in-flight bounds them). Replicas are named replica-<i> (kept across restarts),
 so a session id tells its owner.
 
 Everything it starts (redis-server, the replicas, the balancer, mcp-bench) listens on 127.0.0.1
@@ -1542,6 +1544,20 @@ class Tally:
         self.failed_other = Counter()  # "initialize: text" and the like -> requests
         self.recoveries: list[dict] = []  # {event, session, seconds} per affected session
         self.events: list[dict] = []
+        # (from, to): from just before a SIGKILL to the reaping of the killed replica
+        self.kills: list[tuple[float, float]] = []
+        # (started, ended, error) of each failed call
+        self.failures: list[tuple[float, float, str]] = []
+
+    def in_flight_at_a_kill(self, started: float, ended: float) -> bool:
+        """Whether a call was under way when a replica was killed: sent before the replica
+        was gone, answered (with an error) after the kill began."""
+        return any(started < to and ended >= since for since, to in self.kills)
+
+    def failed_not_in_flight(self) -> Counter:
+        """Failed calls that no kill can explain: sent after every kill, or ended before."""
+        return Counter(error for started, ended, error in self.failures
+                       if not self.in_flight_at_a_kill(started, ended))
 
     def event(self, what: str, **fields):
         entry = {"t": round(now() - START, 2), "what": what, **fields}
@@ -1764,6 +1780,7 @@ class Caller:
                         self.waiting = None
                 else:
                     self.tally.failed_calls[error] += 1
+                    self.tally.failures.append((started, now(), error))
                 await asyncio.sleep(wait + self.rng.uniform(0.05, 0.15))
             except asyncio.CancelledError:
                 raise
@@ -1816,6 +1833,7 @@ class Measure:
             event = f"kill {n + 1}"
             since = now()
             self.cluster.kill9(i)
+            self.tally.kills.append((since, now()))
             for c in owned:
                 c.waiting = (event, since)
             self.tally.event(f"kill -9 replica-{i}, owner of {len(owned)} sessions; "
@@ -1876,9 +1894,13 @@ class Measure:
         waiting = [c for c in self.callers if c.waiting]
         calls = t.counts["calls"]
         failed = sum(t.failed_calls.values())
+        unexplained = t.failed_not_in_flight()
+        not_in_flight = sum(unexplained.values())
+        limit = self.args.max_failed_not_in_flight
         return {
             "ok": error is None and t.counts["script_errors"] == 0 and (
-                self.args.max_failed is None or failed <= self.args.max_failed),
+                self.args.max_failed is None or failed <= self.args.max_failed) and (
+                limit is None or not_in_flight <= limit),
             "error": error,
             "scenario": self.scenario,
             "through": self.args.through,
@@ -1890,6 +1912,9 @@ class Measure:
             "calls": calls,
             "failed_calls": failed,
             "failed_calls_by_error": dict(t.failed_calls.most_common()),
+            # of those, calls that were not under way when a replica was killed
+            "failed_calls_not_in_flight": not_in_flight,
+            "failed_calls_not_in_flight_by_error": dict(unexplained.most_common()),
             "other_failed_requests_by_error": dict(t.failed_other.most_common()),
             "calls_resumed": t.counts["calls_resumed"],
             "resumptions": t.counts["resumptions"],
@@ -1942,6 +1967,10 @@ def measure_main(args) -> int:
     print(f"\n{report['scenario']} {where}: {report['failed_calls']} of {report['calls']} calls "
           f"failed ({report['calls_resumed']} more resumed a cut stream and succeeded)",
           file=sys.stderr)
+    if args.kill_owner:
+        print(f"  of them in flight at a kill: "
+              f"{report['failed_calls'] - report['failed_calls_not_in_flight']}; "
+              f"not in flight: {report['failed_calls_not_in_flight']}", file=sys.stderr)
     for text_, n in report["failed_calls_by_error"].items():
         print(f"  {n:6d} × {text_}", file=sys.stderr)
     for text_, n in report["other_failed_requests_by_error"].items():
@@ -2053,6 +2082,9 @@ def main() -> int:
                    help="seconds after the affected sessions recovered, before the next fault")
     m.add_argument("--max-failed", type=int, default=None,
                    help="exit 1 when more calls than this failed")
+    m.add_argument("--max-failed-not-in-flight", type=int, default=None,
+                   help="exit 1 when more calls than this failed that were not under way when "
+                   "a replica was killed (sent before it was gone, answered after the kill)")
     args = p.parse_args()
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1, 1_000_000)

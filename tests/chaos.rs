@@ -2,8 +2,9 @@
 //! in front of the demo server, replicas killed with `kill -9` and restarted, client streams
 //! cut, load bursts from `mcp-bench`, and clients that check every promise the proxy makes
 //! (nothing lost, duplicated, reordered or crossed; no 404 for a live session; 503s carry
-//! Retry-After). The script stops everything it starts, also when this test times out and
-//! kills it.
+//! Retry-After). Then its measurements through nginx and HAProxy: a rolling restart fails no
+//! call, and a kill -9 of a session's owner fails only the calls under way when it died. The
+//! script stops everything it starts, also when this test times out and kills it.
 
 mod common;
 
@@ -61,43 +62,63 @@ async fn replicas_keep_their_promises_through_kills_cuts_and_bursts() {
     );
 }
 
-/// A rolling restart through a balancer (`bench/chaos.py --through … --rolling-restart`):
-/// eight clients call tools while each of three replicas in turn gets SIGTERM, drains and is
-/// started again; not one call fails.
-async fn rolling_restart_through(balancer: &str) {
+/// A measurement of `bench/chaos.py` through a balancer (`--through …`); its summary on stderr
+/// must contain `expected`.
+async fn measure_through(balancer: &str, measurement: &[&str], expected: &str) {
     let python = root().join("tests/python/.venv/bin/python");
     let run = Command::new(&python)
         .arg(root().join("bench/chaos.py"))
-        .args(["--proxy", DEMO])
-        .args([
-            "--through",
-            balancer,
-            "--rolling-restart",
-            "--max-failed",
-            "0",
-        ])
+        .args(["--proxy", DEMO, "--through", balancer])
+        .args(measurement)
         .current_dir(root())
         .kill_on_drop(true)
         .output();
     let output = tokio::time::timeout(Duration::from_secs(240), run)
         .await
-        .expect("the rolling restart ends within 240 s")
+        .expect("the measurement ends within 240 s")
         .expect("the tests' Python runs bench/chaos.py");
     let said = String::from_utf8_lossy(&output.stderr);
     assert!(
-        output.status.success() && said.contains(": 0 of "),
-        "a rolling restart through {balancer} ({}):\n{said}\n{}",
+        output.status.success() && said.contains(expected),
+        "{measurement:?} through {balancer} ({}):\n{said}\n{}",
         output.status,
         String::from_utf8_lossy(&output.stdout),
     );
 }
 
+/// A rolling restart: eight clients call tools while each of three replicas in turn gets
+/// SIGTERM, drains and is started again; not one call fails.
+const ROLLING_RESTART: &[&str] = &["--rolling-restart", "--max-failed", "0"];
+
+/// kill -9 of a session's owner, twice, each down for 3 s (longer than its heartbeat, so the
+/// other replicas take its sessions over rather than wait for it): the only calls that fail
+/// are those under way when it died.
+const KILL_OWNER: &[&str] = &[
+    "--kill-owner",
+    "--rounds",
+    "2",
+    "--down",
+    "3",
+    "--max-failed-not-in-flight",
+    "0",
+];
+
 #[tokio::test]
 async fn a_rolling_restart_through_nginx_fails_no_call() {
-    rolling_restart_through("nginx").await;
+    measure_through("nginx", ROLLING_RESTART, ": 0 of ").await;
 }
 
 #[tokio::test]
 async fn a_rolling_restart_through_haproxy_fails_no_call() {
-    rolling_restart_through("haproxy").await;
+    measure_through("haproxy", ROLLING_RESTART, ": 0 of ").await;
+}
+
+#[tokio::test]
+async fn a_killed_owner_through_nginx_fails_only_the_calls_in_flight_on_it() {
+    measure_through("nginx", KILL_OWNER, "not in flight: 0").await;
+}
+
+#[tokio::test]
+async fn a_killed_owner_through_haproxy_fails_only_the_calls_in_flight_on_it() {
+    measure_through("haproxy", KILL_OWNER, "not in flight: 0").await;
 }

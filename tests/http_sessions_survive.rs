@@ -1,12 +1,15 @@
 //! Sessions on a Streamable HTTP server survive their replica: the replica taking a session
 //! over goes on in the session the server keeps for it (the same `Mcp-Session-Id`, no second
 //! `initialize`), whether the owner was killed or left at shutdown (which ends no upstream
-//! session); a server that forgot the session meanwhile gets a new one, transparently.
+//! session); a server that forgot the session meanwhile gets a new one, transparently. Behind
+//! nginx and HAProxy, a rolling restart of three replicas leaves a client's count on the server
+//! going on from where it was, with no call failing.
 
 mod common;
 
 use std::collections::HashMap;
 
+use common::balancer::{Balancer, Kind};
 use common::cluster::{call_until_served, metric, recording_relay, through, Redis, Replica};
 use common::{until, Client, Proxy};
 use redis::AsyncCommands;
@@ -225,4 +228,79 @@ async fn a_session_taken_over_before_its_client_said_initialized_holds_one_serve
         "the client's, passed on"
     );
     server.stop().await;
+}
+
+/// Three replicas with the operator's defaults (the 5 s drain included) behind `kind`, in front
+/// of one HTTP server; one client counts on the server while each replica in turn gets SIGTERM,
+/// drains, exits and starts again. Every call is answered at the first try, the count goes on
+/// one by one, and the server saw one `initialize` and has one session at the end.
+async fn a_count_through_a_rolling_restart(kind: Kind) {
+    let redis = Redis::start().await;
+    let server = Proxy::start().await;
+    let url = format!("http://{}/mcp", server.addr());
+    let options = [
+        "--http",
+        &url,
+        "--upstream-protocol",
+        "legacy",
+        "--allowed-host",
+        "127.0.0.1",
+        "--allowed-host",
+        "mcp.example.com",
+        "--drain-delay=5s",
+    ];
+    let (a, b, c) = tokio::join!(
+        Replica::start(&redis, "a", &options),
+        Replica::start(&redis, "b", &options),
+        Replica::start(&redis, "c", &options),
+    );
+    let mut replicas = [a, b, c];
+    let addrs: Vec<_> = replicas.iter().map(|r| r.addr).collect();
+    let balancer = Balancer::start(kind, &addrs).await;
+    let mut client = Client::new(balancer.addr());
+    client.initialize("2025-11-25").await;
+
+    let mut counted = 0;
+    count_on(&mut client, &mut counted, 3).await;
+    for replica in replicas.iter_mut() {
+        sigterm(replica);
+        count_on(&mut client, &mut counted, 1).await;
+        assert!(
+            replica.exited().await.success(),
+            "{} stops cleanly",
+            replica.name
+        );
+        count_on(&mut client, &mut counted, 3).await;
+        replica.restart(&redis).await;
+        count_on(&mut client, &mut counted, 3).await;
+    }
+    assert_eq!(
+        server.metric("mcp_proxy_sessions_created_total"),
+        1,
+        "one initialize reached the server"
+    );
+    assert_eq!(server.metric("mcp_proxy_sessions_open"), 1);
+    drop(balancer);
+    server.stop().await;
+}
+
+/// `times` calls of the counter, each answered with the count after the last.
+async fn count_on(client: &mut Client, counted: &mut u32, times: u32) {
+    for _ in 0..times {
+        *counted += 1;
+        assert_eq!(
+            client.call_tool("counter", json!({})).await,
+            counted.to_string()
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_count_on_an_http_server_goes_on_through_a_rolling_restart_behind_nginx() {
+    a_count_through_a_rolling_restart(Kind::Nginx).await;
+}
+
+#[tokio::test]
+async fn a_count_on_an_http_server_goes_on_through_a_rolling_restart_behind_haproxy() {
+    a_count_through_a_rolling_restart(Kind::Haproxy).await;
 }
