@@ -8,7 +8,12 @@ Usage: bench/ab.py BIN[+ARGS][,BIN[+ARGS]...] [--sessions 1,8,32] [--rounds 5] [
 Each BIN serves the demo over stdio (a child of its own per BIN; `--demo` picks the binary that
 runs `demo-server`, to tell the proxy's side from the child's), or with `--http` one demo over
 HTTP that every BIN fronts. ARGS go to every BIN (e.g. `-- --isolation shared`); `BIN+ARGS`
-gives one BIN more of its own, so one build can be measured with and without an option.
+gives one BIN more of its own, so one build can be measured with and without an option; a
+`NAME=value` among them is that BIN's environment instead (every BIN runs with RUST_LOG=warn
+and its logs going to /dev/null unless told otherwise: `BIN,BIN+RUST_LOG=info` measures what
+the access lines cost, and a BIN in double quotes may hold commas:
+`'BIN,"BIN+RUST_LOG=info,access=off"'`; `--logs DIR` appends each BIN's logs to a file there instead, as a log
+collector would take them).
 `--otlp-sink` runs an OTLP/HTTP collector that takes every export and keeps nothing: `{otlp}`
 in ARGS names it (`BIN,BIN+--otlp-endpoint={otlp}` measures what tracing costs).
 `--auth-server` runs the tests' OAuth authorization server (oidc-provider, tests/node): every
@@ -20,6 +25,7 @@ tokens costs; the token is the same throughout, as a client reuses it until it e
 import argparse
 import base64
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -85,6 +91,8 @@ def main():
     parser.add_argument("--otlp-sink", action="store_true", help="a collector for {otlp} in ARGS")
     parser.add_argument("--auth-server", action="store_true",
                         help="an authorization server for {issuer} and {audience} in ARGS")
+    parser.add_argument("--logs", type=Path, default=None,
+                        help="a folder each BIN's logs are written to (BIN's position.log)")
     parser.add_argument("args", nargs="*")
     options = parser.parse_intermixed_args()
     otlp = start_sink() if options.otlp_sink else ""
@@ -93,7 +101,10 @@ def main():
         auth, issuer, token = start_auth_server()
         authorization = ["--authorization", f"Bearer {token}"]
     names = {"otlp": otlp, "issuer": issuer, "audience": AUDIENCE}
-    bins = options.bins.split(",")
+    # Commas part the BINs, except inside quotes: '"BIN+RUST_LOG=info,access=off"'.
+    splitter = shlex.shlex(options.bins, posix=True)
+    splitter.whitespace, splitter.whitespace_split = ",", True
+    bins = list(splitter)
     levels = [int(level) for level in options.sessions.split(",")]
     demo_bin = options.demo or str(PROXY)
     started, targets = [], []
@@ -102,15 +113,24 @@ def main():
             port = free_port()
             demo = Target("demo", [demo_bin, "demo-server", "--http", f"127.0.0.1:{port}"], port)
             started.append(demo)
-        for build in bins:
+        if options.logs:
+            options.logs.mkdir(parents=True, exist_ok=True)
+        for position, build in enumerate(bins):
             binary, _, own = build.partition("+")
-            own_args = [arg.format(**names) for arg in shlex.split(own)]
+            own_args, env = [], {"RUST_LOG": "warn"}
+            for arg in shlex.split(own):
+                name, is_env, value = arg.partition("=")
+                if is_env and re.fullmatch(r"[A-Z_][A-Z0-9_]*", name):
+                    env[name] = value
+                else:
+                    own_args.append(arg.format(**names))
             port = free_port()
             upstream = (["--http", demo.url] if options.http
                         else ["--stdio", f"{shlex.quote(options.demo or binary)} demo-server"])
             args = [arg.format(**names) for arg in options.args]
             target = Target("ab", [binary, "--listen", f"127.0.0.1:{port}", *upstream, *args, *own_args],
-                            port, env={"RUST_LOG": "warn"})
+                            port, env=env,
+                            stderr=options.logs / f"{position}.log" if options.logs else None)
             started.append(target)
             targets.append((build, target))
         samples = {(binary, level): [] for binary, _ in targets for level in levels}

@@ -76,11 +76,17 @@ def wait_for_port(port, process, seconds=60):
 class Target:
     """A process serving MCP over HTTP on 127.0.0.1, stopped by its PID."""
 
-    def __init__(self, name, command, port, path="/mcp", env=None):
+    def __init__(self, name, command, port, path="/mcp", env=None, stderr=None):
+        """`stderr`: a file its logs are appended to (else they are dropped)."""
         self.name, self.port, self.path = name, port, path
-        self.process = subprocess.Popen(
-            command, cwd=ROOT, env={**os.environ, **(env or {})},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        logs = open(stderr, "ab") if stderr else subprocess.DEVNULL
+        try:
+            self.process = subprocess.Popen(
+                command, cwd=ROOT, env={**os.environ, **(env or {})},
+                stdout=subprocess.DEVNULL, stderr=logs, start_new_session=True)
+        finally:
+            if stderr:
+                logs.close()
         wait_for_port(port, self.process)
 
     @property

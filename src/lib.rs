@@ -81,6 +81,7 @@ pub mod hop;
 pub mod ids;
 pub mod jsonrpc;
 pub mod keys;
+pub mod logs;
 pub mod memory;
 pub mod methods;
 pub mod metrics;

@@ -2,11 +2,20 @@
 
 use clap::Parser;
 use mcp_session_proxy::config::{Cli, Command, Config, LogFormat};
-use mcp_session_proxy::{demo, health_probe, server};
+use mcp_session_proxy::front::access;
+use mcp_session_proxy::{demo, health_probe, logs, server};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> std::process::ExitCode {
-    match run_cli() {
+    // What the log gathered goes out before a panic's message, and at exit.
+    let report_panic = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |panic| {
+        logs::flush_before_panic();
+        report_panic(panic);
+    }));
+    let outcome = run_cli();
+    logs::flush();
+    match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             // One line with every cause: `upstream.stdio: the command `x` was not found (…)`.
@@ -86,6 +95,7 @@ fn runtime(workers: usize) -> std::io::Result<tokio::runtime::Runtime> {
 }
 
 async fn run(config: Config) -> anyhow::Result<()> {
+    access::set_policy(config.access_log, config.access_log_sample);
     init_logging(config.log_format);
     let running = server::start(&config).await?;
     tracing::info!(addr = %running.addr, upstream = %config.upstream_spec()?.display(), "listening on http://{}/mcp", running.addr);
@@ -131,7 +141,7 @@ fn init_logging(format: LogFormat) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
+        .with_writer(logs::Stderr::batching(access::TARGET));
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),

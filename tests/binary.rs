@@ -337,6 +337,46 @@ async fn every_request_writes_one_access_line() {
     assert_eq!(unserved["path"], "/servers/nowhere/mcp");
 }
 
+/// `--access-log-sample 0.5` writes every second success and every error; `--access-log
+/// errors` only the errors.
+#[tokio::test]
+async fn access_lines_can_be_sampled_or_kept_for_errors() {
+    for (options, successes_logged) in [
+        (&["--access-log-sample", "0.5"][..], 6),
+        (&["--access-log", "errors"][..], 0),
+    ] {
+        let args = [&["--listen", "127.0.0.1:0"][..], options].concat();
+        let (_child, addr, mut lines, _) = spawn_proxy(&args).await;
+        let mut client = Client::new(addr);
+        client.initialize("2025-11-25").await;
+        for n in 0..10 {
+            let text = n.to_string();
+            assert_eq!(
+                client.call_tool("echo", json!({ "text": text })).await,
+                text
+            );
+        }
+        let unserved = client
+            .send_to("/servers/nowhere/mcp", http::Method::POST, &[], None)
+            .await;
+        assert_eq!(unserved.status, StatusCode::NOT_FOUND);
+
+        let mut statuses = Vec::new();
+        within("the access line of the error", async {
+            while statuses.last() != Some(&404) {
+                let line = lines.next_line().await.unwrap().expect("the proxy logs on");
+                let line: serde_json::Value = serde_json::from_str(&line).unwrap();
+                if line["target"] == "access" {
+                    statuses.push(line["fields"]["status"].as_u64().unwrap());
+                }
+            }
+        })
+        .await;
+        let successes = statuses.iter().filter(|status| **status < 400).count();
+        assert_eq!(successes, successes_logged, "{options:?}: {statuses:?}");
+    }
+}
+
 #[tokio::test]
 async fn durations_past_a_year_and_zero_waits_or_limits_stop_start_up_naming_their_key() {
     for (flag, value, key) in [

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 use super::duration::parse_duration;
 use super::file::{Isolation, LogFormat};
+use crate::front::access::AccessLog;
 use crate::front::PostResponse;
 
 /// A session-aware reverse proxy for MCP servers: it owns their sessions, keeps a replay window
@@ -299,6 +300,16 @@ pub struct Cli {
     #[arg(long, value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,
 
+    /// Which requests get an access line: all, errors (status 400 or more) or off [default:
+    /// all].
+    #[arg(long, value_name = "WHICH", value_parser = access_log())]
+    pub access_log: Option<AccessLog>,
+
+    /// With --access-log all: the share of requests answered below 400 that get their line, 0
+    /// to 1 (0.1: one in ten; every error gets one) [default: 1].
+    #[arg(long, value_name = "SHARE")]
+    pub access_log_sample: Option<f64>,
+
     /// On SIGTERM or SIGINT: the longest the proxy takes to stop (requests in flight get half of
     /// it to be answered), release every server and exit [default: 10s].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
@@ -426,6 +437,15 @@ fn post_response() -> impl TypedValueParser<Value = PostResponse> {
         "sse" => PostResponse::Sse,
         "json" => PostResponse::Json,
         _ => PostResponse::Auto,
+    })
+}
+
+/// `--access-log`: all, errors or off.
+fn access_log() -> impl TypedValueParser<Value = AccessLog> {
+    PossibleValuesParser::new(["all", "errors", "off"]).map(|which| match which.as_str() {
+        "errors" => AccessLog::Errors,
+        "off" => AccessLog::Off,
+        _ => AccessLog::All,
     })
 }
 

@@ -9,6 +9,7 @@ use serde::{Deserialize, Deserializer};
 
 use super::duration::parse_duration;
 use crate::era::Era;
+use crate::front::access::AccessLog;
 use crate::front::modern::correlation::Anonymous;
 use crate::front::modern::envelope::CacheScope;
 use crate::front::{HttpSettings, PostResponse};
@@ -40,6 +41,11 @@ pub enum LogFormat {
 pub struct Config {
     pub listen: SocketAddr,
     pub log_format: LogFormat,
+    /// Which requests get an access line (target `access`, level INFO).
+    pub access_log: AccessLog,
+    /// With `access_log = "all"`: the share of requests answered below 400 that get their
+    /// line (0 to 1; every answer of 400 or more gets one).
+    pub access_log_sample: f64,
     #[serde(deserialize_with = "duration")]
     pub shutdown_timeout: Duration,
     /// On SIGTERM: how long the proxy serves on, unready (`/readyz` 503) and closing each
@@ -297,6 +303,8 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8787)),
             log_format: LogFormat::Text,
+            access_log: AccessLog::All,
+            access_log_sample: 1.0,
             shutdown_timeout: Duration::from_secs(10),
             drain_delay: Duration::from_secs(5),
             workers: 0,

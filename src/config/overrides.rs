@@ -6,6 +6,8 @@ impl Config {
     pub(super) fn apply(&mut self, cli: &Cli) {
         set(&mut self.listen, &cli.listen);
         set(&mut self.log_format, &cli.log_format);
+        set(&mut self.access_log, &cli.access_log);
+        set(&mut self.access_log_sample, &cli.access_log_sample);
         set(&mut self.shutdown_timeout, &cli.shutdown_timeout);
         set(&mut self.drain_delay, &cli.drain_delay);
         set(&mut self.workers, &cli.workers);

@@ -24,6 +24,12 @@ impl Config {
         if !self.tracing.otlp_endpoint.trim().is_empty() {
             self.exporter_settings("")?;
         }
+        if !(0.0..=1.0).contains(&self.access_log_sample) {
+            bail!(
+                "access_log_sample must be a share from 0 to 1 (0.1: one request in ten), not {}",
+                self.access_log_sample
+            );
+        }
         if self.http.max_body_bytes == 0 {
             bail!("http.max_body_bytes must be at least 1");
         }

@@ -71,7 +71,7 @@ impl RequestSpan {
         match outcome {
             Ok(response) => {
                 if let (Some(span), true) = (&self.0, access::enabled()) {
-                    let trace = access::Trace(span.context().trace_id_hex());
+                    let trace = access::Trace(span.context().trace_id);
                     response.extensions_mut().insert(trace);
                 }
                 // A stream's answers are the server exchange's span's to report.
