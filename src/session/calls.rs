@@ -62,7 +62,7 @@ impl Session {
     fn open_call(&self, mut request: Message) -> Result<Opened, SessionError> {
         let mut state = self.lock();
         if let Some(cause) = &state.upstream_failure {
-            return Err(cause.clone().into());
+            return Err(UpstreamError::clone(cause).into());
         }
         state.last_active = Instant::now();
         let n = state.next_stream;
@@ -281,7 +281,7 @@ impl Session {
             .find(|r| r.stream == stream)
         {
             request.held_for_input = true;
-        }
+        };
     }
 
     /// Nothing of a client's is under way: no request in flight, no request of the server's
@@ -318,7 +318,7 @@ impl Session {
         {
             let mut state = self.lock();
             if let Some(cause) = &state.upstream_failure {
-                return Err(cause.clone().into());
+                return Err(UpstreamError::clone(cause).into());
             }
             state.last_active = Instant::now();
         }

@@ -62,7 +62,7 @@ impl Session {
                 for request in failed {
                     self.fail(&mut state, request, &cause);
                 }
-                state.upstream_failure = Some(cause);
+                state.upstream_failure = Some(Box::new(cause));
             }
         }
     }
@@ -303,7 +303,7 @@ impl Session {
             .events_coalesced_total
             .inc_by(appended.coalesced);
         self.metrics.events_evicted_total.inc_by(appended.evicted);
-        self.changes.send_replace(appended.seq);
+        self.changes.notify_waiters();
     }
 }
 

@@ -1,11 +1,10 @@
 //! Client requests the server has not answered yet: where each answer goes, what it waits for
 //! and until when, and the session's part of its state that keeps them.
 
-use std::collections::HashMap;
-
 use serde_json::Value;
 use tokio::time::Instant;
 
+use super::lazy_map::LazyMap;
 use super::list_cache::Ticket;
 use crate::spans::Span;
 use crate::upstream::UpstreamError;
@@ -39,15 +38,15 @@ pub(super) struct Calls {
     pub(super) next_upstream_id: u64,
     /// With a shared store: the ids below this one are reserved there (`State::take_upstream_id`).
     pub(super) reserved_ids: u64,
-    pub(super) inflight: HashMap<u64, Inflight>,
+    pub(super) inflight: LazyMap<u64, Inflight>,
     /// Client requests given up before their server answered (cancelled, or past the request
     /// timeout): the server may still be working on them.
     pub(super) abandoned: u64,
     /// Progress tokens (key form) → the request stream of the request that named them.
-    pub(super) progress: HashMap<String, u64>,
+    pub(super) progress: LazyMap<String, u64>,
     /// Requests of the server awaiting the client's answer: their id (key form) → the request
     /// stream of the client request that caused them.
-    pub(super) asked: HashMap<String, u64>,
+    pub(super) asked: LazyMap<String, u64>,
 }
 
 impl Default for Calls {
@@ -55,10 +54,10 @@ impl Default for Calls {
         Calls {
             next_upstream_id: 1,
             reserved_ids: 0,
-            inflight: HashMap::new(),
+            inflight: LazyMap::new(),
             abandoned: 0,
-            progress: HashMap::new(),
-            asked: HashMap::new(),
+            progress: LazyMap::new(),
+            asked: LazyMap::new(),
         }
     }
 }

@@ -116,7 +116,7 @@ impl Session {
     pub fn set_layer(&self, layer: Layer) {
         let mut state = self.lock();
         let field = layer.to_record();
-        state.layer = Some(layer);
+        state.layer = Some(Box::new(layer));
         state.mirror(|| Op::Field {
             name: "layer",
             value: field,
@@ -135,7 +135,7 @@ impl Session {
 
     /// What names this session, when messages do.
     pub fn layer(&self) -> Option<Layer> {
-        self.lock().layer.clone()
+        self.lock().layer.as_deref().cloned()
     }
 
     /// Whether the session is over at `now`: idle for `idle_ttl` (a session named in messages:

@@ -7,12 +7,13 @@
 //!
 //! Pure data structure: no I/O, no locking; time comes in as an argument.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::time::Instant;
 
+use super::lazy_map::LazyMap;
 pub use crate::event::{EventId, Logged, StreamKey};
 
 /// The bounds of a replay window.
@@ -94,10 +95,10 @@ pub struct EventLog {
     window: Window,
     next_seq: u64,
     entries: BTreeMap<u64, Entry>,
-    by_stream: HashMap<StreamKey, BTreeSet<u64>>,
+    by_stream: LazyMap<StreamKey, BTreeSet<u64>>,
     /// Undelivered coalescable entries: (stream, key) → seq.
-    pending_coalesce: HashMap<(StreamKey, String), u64>,
-    delivered: HashMap<StreamKey, u64>,
+    pending_coalesce: LazyMap<(StreamKey, String), u64>,
+    delivered: LazyMap<StreamKey, u64>,
     /// Highest evicted seq of the standalone stream.
     evicted_standalone: u64,
     /// Highest evicted seq per request stream, for the newest `EVICTION_RECORDS` of them.
@@ -116,9 +117,9 @@ impl EventLog {
             window,
             next_seq: 1,
             entries: BTreeMap::new(),
-            by_stream: HashMap::new(),
-            pending_coalesce: HashMap::new(),
-            delivered: HashMap::new(),
+            by_stream: LazyMap::new(),
+            pending_coalesce: LazyMap::new(),
+            delivered: LazyMap::new(),
             evicted_standalone: 0,
             evicted_requests: BTreeMap::new(),
             requests_forgotten_below: 0,
@@ -446,8 +447,8 @@ impl EventLog {
     /// Emptied collections keep their allocations; an idle session should hold no log memory.
     fn release_containers(&mut self) {
         self.entries = BTreeMap::new();
-        self.by_stream = HashMap::new();
-        self.pending_coalesce = HashMap::new();
+        self.by_stream = LazyMap::new();
+        self.pending_coalesce = LazyMap::new();
         self.delivered.shrink_to_fit();
     }
 }

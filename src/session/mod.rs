@@ -13,6 +13,7 @@ mod filing;
 mod handshake;
 mod inflight;
 pub mod layer;
+mod lazy_map;
 mod leaving;
 pub mod list_cache;
 pub mod log;
@@ -32,7 +33,6 @@ mod subscriptions;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Span;
@@ -248,7 +248,8 @@ pub struct Session {
     /// Results 2026-07-28 clients may reuse, dropped when a notification makes them stale.
     response_cache: Arc<ResponseCache>,
     state: Mutex<State>,
-    changes: watch::Sender<u64>,
+    /// Woken when its log grows (readers wait on it).
+    changes: tokio::sync::Notify,
     /// Woken when a reader attaches (a view follows the shared log only while read).
     readers: Arc<tokio::sync::Notify>,
     /// A view: whether a task follows the shared log for it.
@@ -297,7 +298,7 @@ impl Session {
             upstream,
             list_cache,
             response_cache,
-            changes: watch::channel(0).0,
+            changes: tokio::sync::Notify::new(),
             readers: Arc::default(),
             following: Default::default(),
             ended: CancellationToken::new(),

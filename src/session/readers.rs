@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
@@ -80,7 +79,6 @@ impl Session {
             catch_up_through: state.log.head(),
             generation,
             detached,
-            changes: self.changes.subscribe(),
             replay: None,
         }
     }
@@ -100,7 +98,6 @@ impl Session {
             catch_up_through: head,
             generation: TAP,
             detached: CancellationToken::new(),
-            changes: self.changes.subscribe(),
             replay: None,
         }
     }
@@ -262,7 +259,6 @@ pub struct Reader {
     catch_up_through: u64,
     generation: u64,
     detached: CancellationToken,
-    changes: watch::Receiver<u64>,
     /// The span of the replay it started with, until it has caught up (tracing on).
     replay: Option<Span>,
 }
@@ -293,7 +289,11 @@ impl Reader {
             if self.detached.is_cancelled() {
                 return None;
             }
-            self.changes.borrow_and_update();
+            // Listening before the log is read: what is logged after the read wakes it.
+            let session = self.session.clone();
+            let changed = session.changes.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
             match self
                 .session
                 .take(self.stream, &mut self.cursor, self.catch_up_through)
@@ -312,7 +312,7 @@ impl Reader {
                 continue;
             }
             tokio::select! {
-                changed = self.changes.changed() => if changed.is_err() { return None },
+                () = changed => {}
                 () = self.detached.cancelled() => return None,
                 () = self.session.ended.cancelled() => {}
             }

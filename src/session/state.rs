@@ -36,12 +36,12 @@ pub(super) struct State {
     pub(super) protocol_version: Option<String>,
     /// A protocol-level session (`session/start`): its notifications carry `sessionEventId`.
     pub(super) numbered: bool,
-    pub(super) upstream_failure: Option<UpstreamError>,
+    pub(super) upstream_failure: Option<Box<UpstreamError>>,
     pub(super) last_active: Instant,
     /// The client's `initialize` params: a new or forgetful upstream is initialized with them.
     pub(super) init: Option<String>,
     /// A session named in messages (a data-layer session or a state handle, `layer`).
-    pub(super) layer: Option<super::layer::Layer>,
+    pub(super) layer: Option<Box<super::layer::Layer>>,
 }
 
 impl State {
@@ -54,7 +54,7 @@ impl State {
             reading: Reading::default(),
             subscriptions: Subscriptions::default(),
             replica: Replicated {
-                mirror,
+                mirror: mirror.map(Box::new),
                 ..Replicated::default()
             },
             protocol_version: None,

@@ -10,7 +10,7 @@ impl Session {
     /// Waits (bounded) until the shared store holds everything this session wrote so far: a
     /// client told of the session (its id, the answer to initialize) may ask any replica next.
     pub async fn store_synced(&self) {
-        let mirror = self.lock().replica.mirror.clone();
+        let mirror = self.lock().replica.mirror.as_deref().cloned();
         if let Some(mirror) = mirror {
             if !mirror.synced(STORE_PATIENCE).await {
                 self.span().in_scope(|| {

@@ -24,7 +24,7 @@ mod view;
 #[derive(Debug, Default)]
 pub(super) struct Replicated {
     /// Where the session records itself for other replicas (a shared store only).
-    pub(super) mirror: Option<Mirror>,
+    pub(super) mirror: Option<Box<Mirror>>,
     /// Another replica owns the session; this log is a copy of the shared one.
     pub(super) view: bool,
     /// A view: the newest position its owner reported (this copy may not have it yet).

@@ -44,7 +44,11 @@ impl Session {
         state.calls.next_upstream_id = record.upstream_ids.max(1);
         state.calls.reserved_ids = state.calls.next_upstream_id;
         state.init = record.init.clone();
-        state.layer = record.layer.as_deref().and_then(Layer::from_record);
+        state.layer = record
+            .layer
+            .as_deref()
+            .and_then(Layer::from_record)
+            .map(Box::new);
         state.subscriptions.uris = subscriptions;
         state.log.assume_evicted_through(record.evicted);
         let now = Instant::now();

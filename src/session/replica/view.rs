@@ -51,7 +51,11 @@ impl Session {
             state.numbered = record.numbered;
             state.protocol_version = record.version.clone();
             state.next_stream = record.next_stream.max(1);
-            state.layer = record.layer.as_deref().and_then(Layer::from_record);
+            state.layer = record
+                .layer
+                .as_deref()
+                .and_then(Layer::from_record)
+                .map(Box::new);
             // What the client said at `initialize`: a session it names in messages here is
             // initialized with the same.
             state.init = record.init.clone();
@@ -100,8 +104,8 @@ impl Session {
                 newest = Some(seq);
             }
         }
-        if let Some(seq) = newest {
-            self.changes.send_replace(seq);
+        if newest.is_some() {
+            self.changes.notify_waiters();
         }
     }
 
