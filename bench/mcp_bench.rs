@@ -58,12 +58,16 @@ enum Command {
         #[arg(long)]
         authorization: Option<String>,
     },
-    /// Opens sessions and leaves them idle (the caller measures the proxy's memory).
+    /// Opens sessions and leaves them idle (the caller measures the proxy's memory): how many,
+    /// in how long, and how many per second.
     Idle {
         #[arg(long)]
         url: String,
         #[arg(long, default_value_t = 1000)]
         sessions: usize,
+        /// Sessions opened at once.
+        #[arg(long, default_value_t = 1)]
+        concurrency: usize,
     },
     /// Event-log micro-benchmarks: append rate, and replay of 1,000 events.
     Log {
@@ -150,7 +154,11 @@ async fn run(command: Command) -> Result<(), String> {
             };
             calls_bench(&url, &call_url, shape, &tool, arguments).await?
         }
-        Command::Idle { url, sessions } => idle(&url, sessions).await?,
+        Command::Idle {
+            url,
+            sessions,
+            concurrency,
+        } => idle(&url, sessions, concurrency).await?,
         Command::Log { events } => log_bench(events),
         Command::Resume { url, missed } => resume(&url, missed).await?,
         Command::Relay { .. } => unreachable!("handled in main"),
@@ -513,14 +521,26 @@ async fn calls_bench(
     }))
 }
 
-async fn idle(url: &str, sessions: usize) -> Result<Value, String> {
+async fn idle(url: &str, sessions: usize, concurrency: usize) -> Result<Value, String> {
     let client = http_client::client();
     let started = Instant::now();
-    let mut opened = Vec::with_capacity(sessions);
-    for _ in 0..sessions {
-        opened.push(Session::open(&client, url, "2025-06-18", None).await?);
+    let concurrency = concurrency.clamp(1, sessions.max(1));
+    let openers = (0..concurrency).map(|n| {
+        let (client, url) = (client.clone(), url.to_owned());
+        // The sessions are left open on the proxy; nothing of them is kept here.
+        let share = sessions / concurrency + usize::from(n < sessions % concurrency);
+        tokio::spawn(async move {
+            for _ in 0..share {
+                Session::open(&client, &url, "2025-06-18", None).await?;
+            }
+            Ok::<_, String>(())
+        })
+    });
+    for opener in openers.collect::<Vec<_>>() {
+        opener.await.map_err(|e| e.to_string())??;
     }
-    Ok(json!({ "sessions": opened.len(), "seconds": started.elapsed().as_secs_f64() }))
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(json!({ "sessions": sessions, "seconds": seconds, "per_second": sessions as f64 / seconds }))
 }
 
 fn log_bench(events: usize) -> Value {

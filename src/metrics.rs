@@ -79,6 +79,8 @@ impl Refusal {
 }
 
 type PerServer<M> = Family<ServerLabel, M>;
+/// A gauge of seconds.
+type Seconds = Gauge<f64, std::sync::atomic::AtomicU64>;
 type Latency = Family<ServerLabel, Histogram, fn() -> Histogram>;
 
 macro_rules! per_server {
@@ -170,6 +172,9 @@ per_server! {
     sessions_open: Gauge, "Sessions currently open.";
     sessions_created_total: Counter, "Sessions created.";
     sessions_expired_total: Counter, "Sessions ended by idle expiry.";
+    idle_sweep_looks_total: Counter, "Sessions the idle sweep looked at: those that could have been idle for their TTL by then, and those in use due a look (a few times per TTL), never every session open.";
+    deadline_sweep_looks_total: Counter, "Sessions the sweep of request deadlines looked at: those with requests in flight since the sweep before.";
+    idle_sweep_seconds: Seconds, "How long the last idle sweep took.";
     events_logged_total: Counter, "Server-to-client messages appended to event logs.";
     events_coalesced_total: Counter, "Logged messages replaced by a later one with the same coalesce key.";
     events_evicted_total: Counter, "Logged messages evicted from a replay window.";

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use common::Proxy;
 use http::StatusCode;
+use mcp_session_proxy::config::Isolation;
 use mcp_session_proxy::ids::Principal;
 use mcp_session_proxy::upstream::Upstream;
 use nix::sys::signal::kill;
@@ -64,6 +65,42 @@ async fn an_idle_session_expires_and_its_child_is_released() {
         "kept",
         "a session with an attached stream is not idle"
     );
+    proxy.stop().await;
+}
+
+/// The idle sweep looks at a session when it could have been idle for its TTL, not at every
+/// tick: twenty idle sessions cost no look until they are due, then one each; a session used
+/// meanwhile is looked at again when it could be idle.
+#[tokio::test(start_paused = true)]
+async fn the_idle_sweep_looks_only_at_sessions_due() {
+    let proxy = Proxy::start_with(|c| {
+        c.session.idle_ttl = TTL;
+        c.upstream.request_timeout = TTL;
+        c.upstream.isolation = Isolation::Shared;
+    })
+    .await;
+    let mut idle = Vec::new();
+    for _ in 0..20 {
+        idle.push(proxy.initialized_client("2025-06-18").await);
+    }
+    let mut used = proxy.initialized_client("2025-06-18").await;
+    let looks = || proxy.metric("mcp_proxy_idle_sweep_looks_total");
+    let expired = || proxy.metric("mcp_proxy_sessions_expired_total");
+
+    tokio::time::advance(TTL / 2).await;
+    let text = serde_json::json!({ "text": "still here" });
+    assert_eq!(used.call_tool("echo", text.clone()).await, "still here");
+    assert_eq!(looks(), 0, "nothing was due");
+
+    tokio::time::advance(TTL / 2 + Duration::from_secs(1)).await;
+    common::on_the_paused_clock_until("the idle sessions to expire", || expired() == 20).await;
+    assert_eq!(looks(), 21, "each session once, the idle ones ended");
+    assert_eq!(used.call_tool("echo", text).await, "still here");
+    assert_eq!(idle[0].get(None).await.status, StatusCode::NOT_FOUND);
+
+    tokio::time::advance(TTL + Duration::from_secs(1)).await;
+    common::on_the_paused_clock_until("the used session to expire", || expired() == 21).await;
+    assert_eq!(looks(), 22, "the used one once more, when it could be idle");
     proxy.stop().await;
 }
 

@@ -114,6 +114,7 @@ impl Session {
                 span,
             },
         );
+        self.note_busy(&mut state);
         request.set_id(Value::from(upstream_id));
         Ok(Opened::InFlight(n, upstream_id, request))
     }
@@ -326,10 +327,11 @@ impl Session {
     }
 
     /// Fails each request whose server stayed silent past its deadline, ending its stream with
-    /// an error, and tells the server to cancel it. Returns how many.
-    pub(crate) fn expire_requests(&self, now: Instant) -> usize {
+    /// an error, and tells the server to cancel it. Returns how many, and whether requests are
+    /// still in flight (the sweep looks again).
+    pub(crate) fn expire_requests(&self, now: Instant) -> (usize, bool) {
         let timeout = self.settings.request_timeout;
-        let overdue: Vec<u64> = {
+        let (overdue, busy): (Vec<u64>, bool) = {
             let mut state = self.lock();
             let overdue: Vec<u64> = state
                 .calls
@@ -348,7 +350,7 @@ impl Session {
                     self.fail(&mut state, request, &cause);
                 }
             }
-            overdue
+            (overdue, self.still_busy(&mut state))
         };
         for upstream_id in &overdue {
             let reason = format!("no answer within {timeout:?}");
@@ -360,7 +362,7 @@ impl Session {
             let upstream = self.upstream.clone();
             tokio::spawn(async move { upstream.send(cancel).await }.instrument(self.span()));
         }
-        overdue.len()
+        (overdue.len(), busy)
     }
 
     /// Subscribes (or unsubscribes) the session's server to `uri` on the proxy's own behalf:

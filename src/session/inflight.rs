@@ -47,6 +47,8 @@ pub(super) struct Calls {
     /// Requests of the server awaiting the client's answer: their id (key form) → the request
     /// stream of the client request that caused them.
     pub(super) asked: LazyMap<String, u64>,
+    /// On the deadline sweep's list of busy sessions (`expiry`).
+    pub(super) listed: bool,
 }
 
 impl Default for Calls {
@@ -58,6 +60,7 @@ impl Default for Calls {
             abandoned: 0,
             progress: LazyMap::new(),
             asked: LazyMap::new(),
+            listed: false,
         }
     }
 }

@@ -112,8 +112,12 @@ impl Layer {
 }
 
 impl Session {
-    /// Makes this a session named in messages (set once, right after it is created).
+    /// Makes this a session named in messages (set once, right after it is created). Its own
+    /// idle TTL and lifetime may end it before the server's idle TTL would: the idle sweep
+    /// looks at it by then.
     pub fn set_layer(&self, layer: Layer) {
+        let first_look = crate::clock::from_now(layer.idle_ttl).min(layer.deadline);
+        self.sweeps.schedule(self.shared_id().clone(), first_look);
         let mut state = self.lock();
         let field = layer.to_record();
         state.layer = Some(Box::new(layer));

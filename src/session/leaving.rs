@@ -3,6 +3,7 @@
 //! the sessions ended here; with a shared store they stay there for another replica.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -39,7 +40,7 @@ impl Registry {
     /// Ends every session (shutdown) and waits until their upstreams are released. With a
     /// shared store the sessions stay there: this replica leaves, another takes them over.
     pub async fn end_all(&self) {
-        let ids: Vec<String> = self.sessions.iter().map(|e| e.key().clone()).collect();
+        let ids: Vec<Arc<str>> = self.sessions.iter().map(|e| e.key().clone()).collect();
         let forget = self.store.redis().is_none();
         for id in ids {
             self.close(&id, forget);

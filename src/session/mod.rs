@@ -8,6 +8,7 @@
 mod calls;
 mod door;
 mod error_answer;
+mod expiry;
 pub mod exposure;
 mod filing;
 mod handshake;
@@ -237,7 +238,9 @@ impl Shape {
 pub struct Session {
     /// Itself, for work it starts on its own (re-establishing its upstream).
     this: Weak<Session>,
-    id: String,
+    id: Arc<str>,
+    /// When the sweeps look at it (shared by the registry's sessions).
+    sweeps: Arc<expiry::Sweeps>,
     principal: Principal,
     settings: Arc<SessionSettings>,
     metrics: Arc<ServerMetrics>,
@@ -275,7 +278,7 @@ impl std::fmt::Debug for Session {
 impl Session {
     #[allow(clippy::too_many_arguments)]
     fn new(
-        id: String,
+        id: Arc<str>,
         principal: Principal,
         shape: Shape,
         upstream: Reach,
@@ -285,6 +288,7 @@ impl Session {
         metrics: Arc<ServerMetrics>,
         mirror: Option<Mirror>,
         credential: Credential,
+        sweeps: Arc<expiry::Sweeps>,
     ) -> Arc<Session> {
         let backlog = mirror.as_ref().map(|mirror| mirror.backlog().clone());
         Arc::new_cyclic(|this| Session {
@@ -292,6 +296,7 @@ impl Session {
             backlog,
             state: Mutex::new(State::new(shape, settings.window, mirror)),
             id,
+            sweeps,
             principal,
             settings,
             metrics,
@@ -308,6 +313,11 @@ impl Session {
     }
 
     pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Its id, shared (the registry's key).
+    pub(crate) fn shared_id(&self) -> &Arc<str> {
         &self.id
     }
 

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use super::expiry::Sweeps;
 use super::list_cache::ListCache;
 use super::response_cache::ResponseCache;
 use super::{Reach, Session, SessionError, SessionSettings, Shape};
@@ -26,7 +27,9 @@ use crate::upstream::factory::{Binding, UpstreamFactory};
 use crate::upstream::{Sink, Upstream, UpstreamError, UpstreamSpec};
 
 pub struct Registry {
-    pub(in crate::session) sessions: DashMap<String, Arc<Session>>,
+    pub(in crate::session) sessions: DashMap<Arc<str>, Arc<Session>>,
+    /// When the sweeps look at each session.
+    pub(in crate::session) sweeps: Arc<Sweeps>,
     /// Sessions other replicas own, seen from here: logs copied from the shared store.
     pub(in crate::session) views: DashMap<String, Arc<Session>>,
     /// Takeovers happen one at a time.
@@ -78,6 +81,7 @@ impl Registry {
             super::rate::Limiter::new(settings.limits.clone(), metrics.rate_buckets.clone());
         Registry {
             sessions: DashMap::new(),
+            sweeps: Arc::default(),
             views: DashMap::new(),
             takeovers: tokio::sync::Mutex::new(()),
             reserved: AtomicUsize::new(0),
@@ -204,7 +208,7 @@ impl Registry {
             .store
             .mirror(&self.server, &id, self.counted_for(&principal));
         let session = Session::new(
-            id,
+            id.into(),
             principal,
             shape,
             Reach::Here(upstream),
@@ -214,13 +218,13 @@ impl Registry {
             self.metrics.clone(),
             mirror,
             credential,
+            self.sweeps.clone(),
         );
         binding.bind(Arc::downgrade(&session) as Weak<dyn Sink>);
         if self.store.redis().is_some() {
             session.record_created(self.upstreams.display());
         }
-        self.sessions
-            .insert(session.id().to_owned(), session.clone());
+        self.take_in(&session);
         self.metrics.sessions_created_total.inc();
         self.metrics.sessions_open.inc();
         session.span().in_scope(|| info!("session created"));
@@ -279,22 +283,60 @@ impl Registry {
         true
     }
 
-    /// Ends every session idle for the idle TTL or longer; returns how many.
-    pub fn expire_idle(&self, now: Instant) -> usize {
+    /// Takes an owned session into the registry; the idle sweep looks at it once it could have
+    /// been idle for its TTL (or reached its lifetime).
+    pub(in crate::session) fn take_in(&self, session: &Arc<Session>) {
+        let id = session.shared_id().clone();
+        let now = Instant::now();
         let ttl = self.settings.idle_ttl;
-        let expired: Vec<String> = self
-            .sessions
-            .iter()
-            .filter(|entry| entry.value().expired(now, ttl))
-            .map(|entry| entry.key().clone())
-            .collect();
-        self.keep_shared(now);
+        let first_look = session.next_expiry(now, ttl, self.in_use_period());
+        self.sweeps.schedule(id.clone(), first_look.unwrap_or(now));
+        self.sessions.insert(id, session.clone());
+    }
+
+    /// How often a session in use is looked at again by the idle sweep (and, with a shared
+    /// store, told alive there), and how often views are kept: a few times per idle TTL.
+    fn in_use_period(&self) -> Duration {
+        (self.settings.idle_ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(30))
+    }
+
+    /// Ends every session due whose idle TTL (or lifetime) has passed, and schedules the others
+    /// again; returns how many ended. Looks only at the sessions due, not at every one open.
+    pub fn expire_idle(&self, now: Instant) -> usize {
+        let started = std::time::Instant::now();
+        let (ttl, in_use) = (self.settings.idle_ttl, self.in_use_period());
+        let shared = self.store.redis().is_some();
+        let due = self.sweeps.take_due(now);
+        self.metrics.idle_sweep_looks_total.inc_by(due.len() as u64);
         let mut count = 0;
-        for id in expired {
-            if self.end(&id) {
-                self.metrics.sessions_expired_total.inc();
-                count += 1;
+        for id in due {
+            // A look scheduled for a session since ended, or replaced (taken over anew), lapses.
+            let Some(session) = self.sessions.get(&id).map(|s| s.value().clone()) else {
+                continue;
+            };
+            if !Arc::ptr_eq(session.shared_id(), &id) {
+                continue;
             }
+            match session.next_expiry(now, ttl, in_use) {
+                Some(next) => {
+                    if shared {
+                        // Its record outlives it as long as it is here (a session that logs
+                        // nothing while in use writes nothing that would keep it).
+                        session.touch_store();
+                    }
+                    self.sweeps.schedule(id, next);
+                }
+                None if self.end(&id) => {
+                    self.metrics.sessions_expired_total.inc();
+                    count += 1;
+                }
+                None => {}
+            }
+        }
+        // Sessions ended before they were due leave their looks behind: pruned once they
+        // outnumber the sessions open, which keeps the heap in proportion to what is open.
+        if self.sweeps.scheduled() > 2 * self.sessions.len() + 1024 {
+            self.sweeps.prune(|id| self.sessions.contains_key(id));
         }
         // Many sessions gone (or the last of them): their memory goes back to the system.
         if count >= crate::memory::RELEASE_AFTER || (count > 0 && self.sessions.is_empty()) {
@@ -302,26 +344,45 @@ impl Registry {
             self.views.shrink_to_fit();
             crate::memory::release();
         }
+        self.metrics
+            .idle_sweep_seconds
+            .set(started.elapsed().as_secs_f64());
         count
     }
 
-    /// Fails the requests of every session here whose server stayed silent too long.
+    /// Fails the requests whose server stayed silent too long, of the sessions that had
+    /// requests in flight since the last sweep (those still busy are looked at again).
     pub fn expire_requests(&self, now: Instant) {
+        let busy = self.sweeps.take_busy();
+        self.metrics
+            .deadline_sweep_looks_total
+            .inc_by(busy.len() as u64);
         let mut timed_out = 0;
-        for session in self.sessions.iter() {
-            timed_out += session.value().expire_requests(now);
-        }
+        let still_busy: Vec<_> = busy
+            .into_iter()
+            .filter(|session| {
+                let Some(session) = session.upgrade() else {
+                    return false;
+                };
+                let (failed, busy) = session.expire_requests(now);
+                timed_out += failed;
+                busy
+            })
+            .collect();
+        self.sweeps.list_busy(still_busy);
         self.metrics
             .requests_timed_out_total
             .inc_by(timed_out as u64);
     }
 
-    /// Expires idle sessions until `shutdown`, checking a few times per TTL.
+    /// Expires idle sessions until `shutdown` (each at most a second late), keeps views a few
+    /// times per TTL, and fails requests past their deadline.
     pub async fn run_expiry(self: Arc<Self>, shutdown: CancellationToken) {
-        let period =
-            (self.settings.idle_ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
-        let mut ticks = tokio::time::interval(period);
+        let period = self.in_use_period();
+        let mut ticks = tokio::time::interval(period.min(Duration::from_secs(1)));
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut views = tokio::time::interval(period);
+        views.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // With replicas: how often views check that their owner is alive.
         let beat = self
             .store
@@ -341,6 +402,7 @@ impl Registry {
         loop {
             tokio::select! {
                 _ = ticks.tick() => { self.expire_idle(Instant::now()); }
+                _ = views.tick(), if self.store.redis().is_some() => self.keep_views(Instant::now()),
                 _ = deadlines.tick() => self.expire_requests(Instant::now()),
                 _ = beats.tick(), if self.store.redis().is_some() => self.check_views().await,
                 Ok(()) = recoveries.changed() => self.after_outage().await,

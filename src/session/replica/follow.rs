@@ -86,17 +86,11 @@ impl Registry {
         }
     }
 
-    /// With a shared store, at each idle sweep: owned sessions tell the store they are alive;
-    /// views read here keep their owner's session from expiring, and views nobody reads are
-    /// dropped (the owner's session lives on).
-    pub(in crate::session) fn keep_shared(&self, now: Instant) {
-        if self.store.redis().is_none() {
-            return;
-        }
+    /// With a shared store, a few times per idle TTL: views read here keep their owner's
+    /// session from expiring, and views nobody reads are dropped (the owner's session lives
+    /// on). Owned sessions are told alive by the idle sweep, as they come due.
+    pub(in crate::session) fn keep_views(&self, now: Instant) {
         let ttl = self.settings.idle_ttl;
-        for entry in self.sessions.iter() {
-            entry.value().touch_store();
-        }
         for view in self.views.iter() {
             if let Some(link) = view.value().owner() {
                 renew(view.value(), link);

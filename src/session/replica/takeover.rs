@@ -238,7 +238,7 @@ impl Registry {
             _ => Shape::Streams,
         };
         let session = Session::new(
-            id.to_owned(),
+            id.into(),
             principal.clone(),
             shape,
             Reach::Here(upstream),
@@ -249,11 +249,12 @@ impl Registry {
             self.store
                 .mirror(&self.server, id, self.counted_for(principal)),
             credential,
+            self.sweeps.clone(),
         );
         binding.bind(Arc::downgrade(&session) as Weak<dyn Sink>);
         let inflight = self.restore(redis, &session, &record).await;
         session.close_gap(inflight);
-        self.sessions.insert(id.to_owned(), session.clone());
+        self.take_in(&session);
         if let Some((_, view)) = self.views.remove(id) {
             view.succeeded_by(&session);
         }

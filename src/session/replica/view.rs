@@ -34,7 +34,7 @@ impl Session {
             _ => Shape::Streams,
         };
         let session = Session::new(
-            id,
+            id.into(),
             principal,
             shape,
             Reach::Owner(owner),
@@ -44,6 +44,7 @@ impl Session {
             metrics,
             None,
             Credential::default(),
+            Arc::default(),
         );
         {
             let mut state = session.lock();
