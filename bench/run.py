@@ -43,6 +43,8 @@ CONCURRENCY = [1, 8, 32]
 RELAY = "TCP relay (floor of any hop)"
 # Interleaved rounds of the latency and throughput tables.
 ROUNDS = 3
+# The replicas' shared secret in the runs with Redis (at least 32 bytes, as the proxy requires).
+CLUSTER_SECRET = "bench-" + "0" * 58
 HOPS = ["mcp-session-proxy (HTTP)", "mcp-session-proxy (HTTP, 1 worker)", RELAY]
 
 
@@ -319,7 +321,7 @@ def measure_replicas(calls, rounds=7):
     try:
         wait_for_port(redis_port, redis)
         store = f"redis://127.0.0.1:{redis_port}/0"
-        env = {"RUST_LOG": "warn", "MCP_PROXY_CLUSTER_SECRET": "bench"}
+        env = {"RUST_LOG": "warn", "MCP_PROXY_CLUSTER_SECRET": CLUSTER_SECRET}
         memory = Target("memory", [str(PROXY), "--listen", f"127.0.0.1:{(p := free_port())}"], p, env=env)
         started.append(memory)
         owner = Target("owner", [str(PROXY), "--listen", f"127.0.0.1:{(p := free_port())}",
@@ -376,7 +378,7 @@ def measure_redis_memory(sessions=1000):
                                      "--store", f"redis://127.0.0.1:{redis_port}/0", "--node-id", "bench",
                                      "--stdio", f"{shlex.quote(str(PROXY))} demo-server", "--isolation", "shared",
                                      "--max-anonymous-sessions", str(2 * sessions)],
-                         p, env={"RUST_LOG": "warn", "MCP_PROXY_CLUSTER_SECRET": "bench"})
+                         p, env={"RUST_LOG": "warn", "MCP_PROXY_CLUSTER_SECRET": CLUSTER_SECRET})
         bench("idle", "--url", replica.url, "--sessions", 1)
         written(replica)
         before = used()

@@ -28,7 +28,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import PROXY, Target, bench, ensure_redis, free_port, log, start_redis, wait_for_port  # noqa: E402
+from run import CLUSTER_SECRET, PROXY, Target, bench, ensure_redis, free_port, log, start_redis, wait_for_port  # noqa: E402
 
 STEPS = [10_000, 100_000, 1_000_000]
 # Idle CPU is read over this long at each step.
@@ -85,7 +85,7 @@ def curve(binary, steps=STEPS, redis=False, concurrency=8):
         redis_server = start_redis(redis_port)
         wait_for_port(redis_port, redis_server)
         extra = ["--store", f"redis://127.0.0.1:{redis_port}/0", "--node-id", "bench"]
-        env = {"MCP_PROXY_CLUSTER_SECRET": "bench"}
+        env = {"MCP_PROXY_CLUSTER_SECRET": CLUSTER_SECRET}
     proxy = start_proxy(binary, extra, env)
     rows = []
     try:
@@ -140,7 +140,7 @@ def expiry_wave(binary, sessions=100_000, ttl=15, concurrency=8):
             now = metrics(proxy)
             ended = now["mcp_proxy_sessions_expired_total"] - last["mcp_proxy_sessions_expired_total"]
             if ended > 0:
-                samples.append((ended, now["mcp_proxy_idle_sweep_seconds"]))
+                samples.append((ended, now.get("mcp_proxy_idle_sweep_seconds", float("nan"))))
             last = now
             if now["mcp_proxy_sessions_expired_total"] >= sessions:
                 break
@@ -149,7 +149,7 @@ def expiry_wave(binary, sessions=100_000, ttl=15, concurrency=8):
     per_session = sorted(seconds / ended * 1e6 for ended, seconds in samples if ended >= 100)
     return {"sessions": sessions, "ttl_s": ttl, "ticks": len(samples),
             "us_per_ended_session_p50": per_session[len(per_session) // 2] if per_session else float("nan"),
-            "largest_sweep_ms": max((s for _, s in samples), default=0) * 1e3}
+            "largest_sweep_ms": max((s for _, s in samples), default=float("nan")) * 1e3}
 
 
 def table(results, redis=False):
@@ -188,6 +188,7 @@ def svg(results, path):
         parts.append(f'<line x1="{x0}" y1="{height - 20}" x2="{x0 + width - pad - 20}" y2="{height - 20}" stroke="#999"/>')
         parts.append(f'<line x1="{x0}" y1="20" x2="{x0}" y2="{height - 20}" stroke="#999"/>')
         parts.append(f'<text x="{x0 - 4}" y="24" text-anchor="end">{top:.0f}</text>')
+        parts.append(f'<text x="{x0 - 4}" y="{height - 20}" text-anchor="end">0</text>')
         for n in xs:
             parts.append(f'<text x="{place(n):.0f}" y="{height - 6}" text-anchor="middle">{n:,}</text>')
         for b, (build, rows) in enumerate(results):

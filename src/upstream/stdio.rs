@@ -125,6 +125,11 @@ pub enum CommandError {
 const STDERR_TAIL: usize = 10;
 /// Longest stderr line kept whole.
 const MAX_STDERR_LINE: usize = 8 << 10;
+/// What one read of the child's stdout takes at most (longer lines take several): small, as
+/// every child has one, idle or not.
+const STDOUT_BUFFER: usize = 4 << 10;
+/// The same for its stderr, which is read a line at a time and rarely.
+const STDERR_BUFFER: usize = 512;
 
 /// Messages queued for the child's stdin before senders wait: backpressure onto clients.
 const STDIN_QUEUE: usize = 64;
@@ -363,7 +368,7 @@ fn describe_exit(
 /// room in the sink's write-behind queue: while the queue is full the child's stdout is not read,
 /// and the child blocks on its full pipe (nothing is dropped, nothing piles up here).
 async fn read_stdout(stdout: tokio::process::ChildStdout, max_line: usize, events: EventSink) {
-    let mut lines = LineReader::new(BufReader::new(stdout), max_line);
+    let mut lines = LineReader::new(BufReader::with_capacity(STDOUT_BUFFER, stdout), max_line);
     loop {
         super::room_to_read(events.as_ref()).await;
         match lines.next_line().await {
@@ -394,7 +399,10 @@ async fn read_stdout(stdout: tokio::process::ChildStdout, max_line: usize, event
 }
 
 async fn read_stderr(stderr: tokio::process::ChildStderr, tail: Arc<Mutex<VecDeque<String>>>) {
-    let mut lines = LineReader::new(BufReader::new(stderr), MAX_STDERR_LINE);
+    let mut lines = LineReader::new(
+        BufReader::with_capacity(STDERR_BUFFER, stderr),
+        MAX_STDERR_LINE,
+    );
     while let Ok(Some(line)) = lines.next_line().await {
         let text = match line {
             Line::Text(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
