@@ -375,6 +375,24 @@ impl Session {
             .map_err(|e| e.to_string())
     }
 
+    /// Ends the session (DELETE), as a client done with it does; best effort, after the run.
+    async fn end(&self) {
+        let Some(id) = &self.id else {
+            return;
+        };
+        let mut request = Request::new(Full::new(Bytes::new()));
+        *request.method_mut() = Method::DELETE;
+        *request.uri_mut() = self.url.clone();
+        request.headers_mut().insert("mcp-session-id", id.clone());
+        request.headers_mut().insert(
+            "mcp-protocol-version",
+            HeaderValue::from_static("2025-06-18"),
+        );
+        if let Ok(response) = self.client.request(request).await {
+            let _ = response.into_body().collect().await;
+        }
+    }
+
     /// Calls a tool; returns the response message.
     async fn call(&mut self, tool: &str, arguments: &Value) -> Result<Value, String> {
         self.next += 1;
@@ -468,6 +486,9 @@ async fn calls_bench(
             session.create_data_session().await?;
         }
         session.url = call_url.clone();
+        // Ids unique across the sessions: a server shared by every client without sessions of
+        // its own (ContextForge's bridge) matches answers to requests by id alone.
+        session.next = (n as u64) << 32;
         opened.push(session);
     }
     let started = Instant::now();
@@ -487,17 +508,22 @@ async fn calls_bench(
                 latencies.push(sent.elapsed());
                 errors += usize::from(reply.get("error").is_some());
             }
-            Ok::<_, String>((latencies, errors))
+            Ok::<_, String>((latencies, errors, session))
         }));
     }
     let mut latencies = Vec::new();
     let mut errors = 0;
+    let mut done = Vec::new();
     for task in tasks {
-        let (mut measured, failed) = task.await.map_err(|e| e.to_string())??;
+        let (mut measured, failed, session) = task.await.map_err(|e| e.to_string())??;
         latencies.append(&mut measured);
         errors += failed;
+        done.push(session);
     }
     let elapsed = started.elapsed();
+    for session in &done {
+        session.end().await;
+    }
     latencies.sort();
     let percentile = |p: f64| {
         let index = ((latencies.len() as f64 * p).ceil() as usize).clamp(1, latencies.len()) - 1;

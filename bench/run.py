@@ -12,6 +12,7 @@ Every process it starts binds 127.0.0.1 and is stopped by its own PID.
 """
 
 import argparse
+import base64
 import datetime
 import json
 import os
@@ -155,8 +156,28 @@ def bench(*args):
     return json.loads(out.stdout)
 
 
-def prepare(with_crates):
+CONTEXTFORGE = "ContextForge 1.1.0 (translate)"
+# Why ContextForge is not in this run, when it is not.
+CONTEXTFORGE_MISSING = []
+
+
+def contextforge_python():
+    """The python of bench/.contextforge (bench/contextforge.sh installs it), or None."""
+    python = ROOT / "bench" / ".contextforge" / "venv" / "bin" / "python"
+    return python if python.exists() else None
+
+
+def prepare(with_crates, with_contextforge=True):
     run(["cargo", "build", "--release", "--bins"], cwd=ROOT)
+    if with_contextforge:
+        try:
+            run([str(ROOT / "bench" / "contextforge.sh")], stdout=subprocess.DEVNULL)
+        except (subprocess.CalledProcessError, FileNotFoundError) as error:
+            CONTEXTFORGE_MISSING.append(f"bench/contextforge.sh failed ({error}): it needs Python >= 3.12, "
+                                        "taken from Debian 13's packages")
+            log("ContextForge could not be installed; it is left out of this run")
+    else:
+        CONTEXTFORGE_MISSING.append("left out with --without-contextforge")
     run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_TESTS)
     run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_BENCH)
     if with_crates and not CRATES_PROXY.exists():
@@ -214,6 +235,8 @@ def targets_for(stdio, direct_url, with_crates):
             "mcp-proxy-npm", ["node", str(mcp_proxy_npm), "--host", "127.0.0.1", "--port", str(p),
                               "--server", "stream", "--", *stdio], p), ""),
     ]
+    if contextforge_python() and not CONTEXTFORGE_MISSING:
+        launchers.append((CONTEXTFORGE, lambda p: contextforge(p, quoted), ""))
     if with_crates and CRATES_PROXY.exists():
         def crates(p):
             config = ROOT / "target" / f"bench-crates-{p}.toml"
@@ -225,6 +248,17 @@ def targets_for(stdio, direct_url, with_crates):
                           env={"RUST_LOG": "warn"})
         launchers.append(("crates.io mcp-proxy 0.6.0", crates, "up/"))
     return launchers
+
+
+def contextforge(port, command):
+    """ContextForge's stdio → Streamable HTTP bridge in front of `command` (one child for every
+    client; it keeps no sessions). Its settings, which it checks even for the bridge, want
+    secrets: throwaway ones."""
+    secret = lambda: base64.b64encode(os.urandom(48)).decode().translate(str.maketrans("", "", "+/="))
+    return Target("contextforge", [str(contextforge_python()), "-m", "mcpgateway.translate", "--stdio", command,
+                                   "--expose-streamable-http", "--host", "127.0.0.1", "--port", str(port),
+                                   "--logLevel", "warning"], port,
+                  env={"JWT_SECRET_KEY": secret(), "AUTH_ENCRYPTION_SECRET": secret(), "EMAIL_AUTH_ENABLED": "false"})
 
 
 def measure_calls(targets, tool, arguments, calls, rounds=ROUNDS):
@@ -269,27 +303,30 @@ def measure_calls(targets, tool, arguments, calls, rounds=ROUNDS):
 
 
 def measure_hops(direct, launchers, tool, arguments, calls, rounds=7):
-    """Added latency at one session, measured fairly: every hop and direct are up at once and
-    measured in interleaved rounds, so drift of the machine hits all of them alike; per target
-    the median of the rounds' p50 and p99."""
+    """Added latency at every concurrency level, measured fairly: every hop and direct are up at
+    once and measured in interleaved rounds, so drift of the machine hits all of them alike; per
+    level and target the median of the rounds' p50 and p99, and what it adds to direct's."""
     started = [("direct", direct)]
     try:
         for name, launcher, _ in launchers:
             started.append((name, launcher(free_port())))
-        samples = {name: [] for name, _ in started}
+        samples = {(name, s): [] for name, _ in started for s in CONCURRENCY}
         for _ in range(rounds):
-            for name, target in started:
-                r = bench("calls", "--url", target.url, "--calls", calls, "--warmup", 50,
-                          "--tool", tool, "--arguments", json.dumps(arguments))
-                samples[name].append(r)
+            for sessions in CONCURRENCY:
+                for name, target in started:
+                    r = bench("calls", "--url", target.url, "--sessions", sessions,
+                              "--calls", max(calls // sessions, 50), "--warmup", 50,
+                              "--tool", tool, "--arguments", json.dumps(arguments))
+                    samples[(name, sessions)].append(r)
     finally:
         for name, target in started[1:]:
             target.stop()
     median = lambda values: sorted(values)[len(values) // 2]
-    figures = {name: {k: median([r[k] for r in runs]) for k in ("p50_us", "p99_us")}
-               for name, runs in samples.items()}
-    return {name: {k: f[k] - figures["direct"][k] for k in f} | {"abs": f}
-            for name, f in figures.items() if name != "direct"}
+    figures = {key: {k: median([r[k] for r in runs]) for k in ("p50_us", "p99_us")}
+               for key, runs in samples.items()}
+    return {s: {name: {k: f[k] - figures[("direct", s)][k] for k in f} | {"abs": f}
+                for (name, level), f in figures.items() if level == s and name != "direct"}
+            for s in CONCURRENCY}
 
 
 def ensure_redis():
@@ -398,7 +435,7 @@ def medians(samples, fields):
     return {key: {k: median([r[k] for r in runs]) for k in fields} for key, runs in samples.items()}
 
 
-ERAS = ("legacy", "modern", "data-layer")
+ERAS = ("legacy", "modern", "data-layer", "anonymous", "anonymous-reuse")
 
 
 def measure_eras(calls, rounds=9):
@@ -410,19 +447,24 @@ def measure_eras(calls, rounds=9):
     session and at eight."""
     env = {"RUST_LOG": "warn"}
     proxy = Target("eras", [str(PROXY), "--listen", f"127.0.0.1:{(p := free_port())}"], p, env=env)
+    # Anonymous clients whose pooled sessions serve the next ones (stateless servers only).
+    reusing = Target("eras-reuse", [str(PROXY), "--listen", f"127.0.0.1:{(p := free_port())}",
+                                    "--anonymous-pool-reuse"], p, env=env)
     samples = {(era, s): [] for era in ERAS for s in (1, 8)}
     try:
         for _ in range(rounds):
             for sessions in (1, 8):
                 for era in ERAS:
+                    target = reusing if era == "anonymous-reuse" else proxy
                     per_session = max(calls // sessions, 20)
-                    cpu_before = proxy.cpu_seconds()
-                    r = bench("calls", "--url", proxy.url, "--sessions", sessions, "--calls", per_session,
-                              "--warmup", 20, "--era", era)
-                    r["cpu_us_per_call"] = (proxy.cpu_seconds() - cpu_before) * 1e6 / (r["calls"] + 20 * sessions)
+                    cpu_before = target.cpu_seconds()
+                    r = bench("calls", "--url", target.url, "--sessions", sessions, "--calls", per_session,
+                              "--warmup", 20, "--era", era.removesuffix("-reuse"))
+                    r["cpu_us_per_call"] = (target.cpu_seconds() - cpu_before) * 1e6 / (r["calls"] + 20 * sessions)
                     samples[(era, sessions)].append(r)
     finally:
         proxy.stop()
+        reusing.stop()
     figures = medians(samples, ("p50_us", "p99_us", "throughput_rps", "cpu_us_per_call"))
     for (era, sessions), f in figures.items():
         rounds_ratio = [m["p50_us"] / l["p50_us"]
@@ -437,11 +479,15 @@ def era_table(figures, rounds=9):
              "(sessions opened with `initialize`), `--era modern` (no session: per-request `_meta`,",
              "each client a principal of its own, served by the upstream session the proxy correlates",
              "with it) and `--era data-layer` (the same, each client calling within a data-layer session",
-             f"it created: the cookie in `_meta`), alternated in {rounds} rounds, medians. CPU µs/call",
-             "is the proxy's own.", "",
+             "it created: the cookie in `_meta`), `--era anonymous` (2026-07-28 without a credential:",
+             "each request served by a session of the anonymous pool, used once by default, or given back",
+             f"for the next with `--anonymous-pool-reuse`), alternated in {rounds} rounds, medians. CPU",
+             "µs/call is the proxy's own.", "",
              "| era | sessions | p50 µs | p99 µs | req/s | CPU µs/call | p50 ÷ legacy | per-round p50 ratios (min–max) |",
              "|---|---:|---:|---:|---:|---:|---:|---|"]
-    names = {"legacy": "legacy", "modern": "2026-07-28", "data-layer": "2026-07-28, data-layer session"}
+    names = {"legacy": "legacy", "modern": "2026-07-28", "data-layer": "2026-07-28, data-layer session",
+             "anonymous": "2026-07-28, no credential (single-use pool)",
+             "anonymous-reuse": "2026-07-28, no credential (`anonymous_pool_reuse`)"}
     for (era, sessions), f in sorted(figures.items(), key=lambda kv: (kv[0][1], ERAS.index(kv[0][0]))):
         base = figures[("legacy", sessions)]
         spread = (f"{f['round_ratios'][0]:.2f}–{f['round_ratios'][-1]:.2f}" if era != "legacy" else "")
@@ -581,18 +627,29 @@ def peer_ratios(name, rows):
     for target, results in rows:
         if target.startswith(("mcp-session-proxy", "direct", "TCP relay")):
             continue
-        mine = "mcp-session-proxy (stdio, shared)" if target.startswith("crates.io") else "mcp-session-proxy (stdio)"
-        ours = table.get(mine)
-        if not ours:
-            continue
-        for sessions, peer in results.items():
-            o = ours[sessions]
-            lines.append(f"| {mine} | {target} | {sessions} | {o['p50_us'] / peer['p50_us']:.2f} "
-                         f"| {o['p99_us'] / peer['p99_us']:.2f} | {o['throughput_rps'] / peer['throughput_rps']:.2f} |")
+        for mine in ours_against(target):
+            ours = table.get(mine)
+            if not ours:
+                continue
+            for sessions, peer in results.items():
+                o = ours[sessions]
+                lines.append(f"| {mine} | {target} | {sessions} | {o['p50_us'] / peer['p50_us']:.2f} "
+                             f"| {o['p99_us'] / peer['p99_us']:.2f} | {o['throughput_rps'] / peer['throughput_rps']:.2f} |")
     return lines
 
 
-def targets(series, added, after, before, micro, replicas=None, eras=None, redis_bytes=None):
+def ours_against(peer):
+    """Which of ours a peer is compared with: the shared child against those with one backend for
+    all clients (crates.io mcp-proxy; ContextForge's bridge, also against per-session children),
+    per-session children against the stdio bridges with a child per client."""
+    if peer.startswith("crates.io"):
+        return ["mcp-session-proxy (stdio, shared)"]
+    if peer == CONTEXTFORGE:
+        return ["mcp-session-proxy (stdio, shared)", "mcp-session-proxy (stdio)"]
+    return ["mcp-session-proxy (stdio)"]
+
+
+def targets(series, added, idle, micro, replicas=None, eras=None, redis_bytes=None):
     """The figures the project set itself, each met or missed."""
     top = CONCURRENCY[-1]
 
@@ -609,7 +666,8 @@ def targets(series, added, after, before, micro, replicas=None, eras=None, redis
         return None
 
     lines = ["### Targets", "", "| target | figure | met? |", "|---|---|---|"]
-    for upstream, hops in added.items():
+    for upstream, by_level in added.items():
+        hops = by_level[1]
         floor = hops.get(RELAY)
         for hop in HOPS[:2]:
             if hop not in hops:
@@ -627,10 +685,8 @@ def targets(series, added, after, before, micro, replicas=None, eras=None, redis
                 ratio = ours / theirs
                 lines.append(f"| throughput ≥ {factor}× {peer} ({upstream}, {top} sessions; ours: {mine[19:-1]}) | {ratio:.1f}× "
                              f"| {'met' if ratio >= factor else 'missed'} |")
-        lines += load_targets(upstream, results_of, hops)
-    per_session = (after - before) * 1024 / 999 / 1024
-    lines.append(f"| ≤ 4 KiB per idle session plus its window | {per_session:.2f} KiB "
-                 f"| {'met' if per_session <= 4 else 'missed'} |")
+        lines += load_targets(upstream, results_of, by_level)
+    lines += idle_targets(idle)
     lines.append(f"| replay of 1,000 events ≤ 1 ms | {micro['replay_1000_us']:.0f} µs "
                  f"| {'met' if micro['replay_1000_us'] <= 1000 else 'missed'} |")
     if replicas:
@@ -646,14 +702,45 @@ def targets(series, added, after, before, micro, replicas=None, eras=None, redis
         kib = redis_bytes / 1024
         lines.append(f"| ≤ 2 KiB of Redis per idle session | {kib:.2f} KiB | {'met' if kib <= 2 else 'missed'} |")
     if eras:
-        ratios = {s: eras[("modern", s)]["p50_us"] / eras[("legacy", s)]["p50_us"] for s in (1, 8)}
-        lines.append(f"| 2026-07-28 `tools/call` p50 ≤ 1.1× legacy through the proxy (demo, stdio) "
-                     f"| {ratios[1]:.2f}× (1 session), {ratios[8]:.2f}× (8) "
-                     f"| {'met' if max(ratios.values()) <= 1.1 else 'missed'} |")
+        ratio = eras[("modern", 1)]["p50_us"] / eras[("legacy", 1)]["p50_us"]
+        lines.append(f"| 2026-07-28 `tools/call` p50 ≤ 1.05× legacy through the proxy (demo, stdio, 1 session) "
+                     f"| {ratio:.2f}× | {'met' if ratio <= 1.05 else 'missed'} |")
+        for era, what in (("anonymous", "single-use pool, the default"), ("anonymous-reuse", "`anonymous_pool_reuse`")):
+            if (era, 1) in eras:
+                ratios = {s: eras[(era, s)]["p50_us"] / eras[("modern", s)]["p50_us"] for s in (1, 8)}
+                lines.append(f"| anonymous 2026-07-28 calls (stdio, {what}) p50 ≤ 1.2× principal-correlated ones "
+                             f"| {ratios[1]:.2f}× (1), {ratios[8]:.2f}× (8) "
+                             f"| {'met' if max(ratios.values()) <= 1.2 else 'missed'} |")
     return lines + [""]
 
 
-def load_targets(upstream, results_of, hops):
+def idle_targets(idle):
+    """The targets of idle sessions on one replica (bench/sessions.py's curve)."""
+    if not idle:
+        return []
+    rows = {r["sessions"]: r for r in idle}
+    lines = []
+    if 100_000 in rows:
+        b = rows[100_000]["bytes_per_session"]
+        lines.append(f"| ≤ 2 KiB per idle session at 100,000 sessions (shared child, in memory) | {b:,.0f} bytes "
+                     f"| {'met' if b <= 2048 else 'missed'} |")
+    if 1_000_000 in rows:
+        mib = rows[1_000_000]["rss_mib"]
+        lines.append(f"| 1,000,000 idle sessions on one replica within 2.5 GB | {mib:,.0f} MiB RSS "
+                     f"| {'met' if mib * 2**20 <= 2.5e9 else 'missed'} |")
+    first, last = idle[0], idle[-1]
+    for key, what in (("opened_per_second", "session creation rate"), ("p50_us", "an active session's p50")):
+        ratio = max(first[key], last[key]) / min(first[key], last[key])
+        lines.append(f"| {what} flat from {first['sessions']:,} to {last['sessions']:,} sessions (≤ 1.2×) "
+                     f"| {first[key]:,.0f} → {last[key]:,.0f} ({ratio:.2f}×) | {'met' if ratio <= 1.2 else 'missed'} |")
+    sweep = last["sweep_us"]
+    lines.append(f"| the idle sweep costs what expires, not what exists (its time at {last['sessions']:,}) "
+                 f"| {sweep:.0f} µs, idle CPU {last['idle_cpu_percent']:.1f} % | "
+                 f"{'met' if sweep < 1000 and last['idle_cpu_percent'] < 1 else 'missed'} |")
+    return lines
+
+
+def load_targets(upstream, results_of, added):
     """The targets under load, at every level past one session: the HTTP upstream against the
     TCP relay, the shared child against itself and against crates.io mcp-proxy, per-session
     children against direct."""
@@ -671,9 +758,11 @@ def load_targets(upstream, results_of, hops):
         lines.append(f"| {what} ({upstream}) | {figures} | {'met' if met else 'missed'} |")
 
     if relay and http:
-        floor, hop = hops.get(RELAY), hops.get("mcp-session-proxy (HTTP)")
-        if floor and hop and floor["p50_us"] > 0:
-            row("HTTP upstream: added p50 ≤ 2× the relay's", {1: hop["p50_us"] / floor["p50_us"]}, 2, False)
+        ratios = {s: hops["mcp-session-proxy (HTTP)"]["p50_us"] / hops[RELAY]["p50_us"]
+                  for s, hops in added.items()
+                  if "mcp-session-proxy (HTTP)" in hops and RELAY in hops and hops[RELAY]["p50_us"] > 0}
+        if ratios:
+            row("HTTP upstream: added p50 ≤ 2× the relay's", ratios, 2, False)
         row("HTTP upstream: CPU per call ≤ 2× the relay's",
             {s: http[s]["cpu_us_per_call"] / relay[s]["cpu_us_per_call"] for s in CONCURRENCY}, 2, False)
         row("HTTP upstream: req/s ≥ 0.9× the relay's",
@@ -688,6 +777,11 @@ def load_targets(upstream, results_of, hops):
     if per_session and direct:
         row("per-session children: req/s ≥ 0.95× direct",
             {s: per_session[s]["throughput_rps"] / direct[s]["throughput_rps"] for s in loaded}, 0.95, True)
+    contextforge = results_of(upstream, CONTEXTFORGE)
+    for mine, ours in (("shared child", shared), ("per-session children", per_session)):
+        if ours and contextforge:
+            row(f"{mine}: req/s ≥ 3× ContextForge's bridge",
+                {s: ours[s]["throughput_rps"] / contextforge[s]["throughput_rps"] for s in CONCURRENCY}, 3, True)
     return lines
 
 
@@ -719,11 +813,49 @@ def machine():
     return f"{os.cpu_count()} × {model}, {memory} memory, {platform.system()} {platform.release()}"
 
 
+def started_for_cut():
+    """The targets of the cut-and-resume comparison, each in front of the demo: (name, launcher)."""
+    demo = f"{shlex.quote(str(PROXY))} demo-server"
+    targets = [("mcp-session-proxy (stdio)", lambda p: Target(
+        "ours", [str(PROXY), "--listen", f"127.0.0.1:{p}", "--stdio", demo], p, env={"RUST_LOG": "warn"}))]
+    if contextforge_python() and not CONTEXTFORGE_MISSING:
+        targets.append((CONTEXTFORGE, lambda p: contextforge(p, demo)))
+    return targets
+
+
+def cut_section(launchers):
+    """A POST stream cut mid-call and resumed with Last-Event-ID on each target (bench/cut.py)."""
+    import cut
+    lines = ["### A POST stream cut mid-call, resumed with Last-Event-ID", "",
+             f"The demo's `progress` tool ({cut.STEPS} notifications {cut.DELAY_MS} ms apart, then its answer);",
+             "the client drops the POST's connection after three notifications (or 300 ms for a target",
+             "that answers with JSON only), waits until the call is over, then GETs with the last",
+             "`Last-Event-ID` it saw (`bench/cut.py`).", "",
+             "| target | session id | event ids | before the cut | resume | replayed | answer | lost |",
+             "|---|---|---|---:|---|---:|---|---:|"]
+    if CONTEXTFORGE_MISSING:
+        lines.insert(-4, f"{CONTEXTFORGE} is not in this run: {'; '.join(CONTEXTFORGE_MISSING)}.")
+    for name, launcher in launchers:
+        target = launcher(free_port())
+        try:
+            r = cut.cut_and_resume(target.url)
+        finally:
+            target.stop()
+        yes = lambda b: "yes" if b else "no"
+        lines.append(f"| {name} | {yes(r['session'])} | {yes(r['event_ids'])} | {r['before_cut']} progress "
+                     f"| HTTP {r['resume_status']} | {r['replayed_progress']} progress "
+                     f"| {'replayed' if r['replayed_answer'] else ('before the cut' if r['answered_before_cut'] else 'lost')} "
+                     f"| {r['lost']} of {cut.STEPS} progress |")
+    return lines + [""]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer calls, to try the script")
     parser.add_argument("--without-crates", action="store_true",
                         help="leave out crates.io mcp-proxy (its build takes minutes)")
+    parser.add_argument("--without-contextforge", action="store_true",
+                        help="leave out ContextForge (its install takes a minute)")
     parser.add_argument("--sessions", default=",".join(map(str, CONCURRENCY)),
                         help="concurrency levels of the latency and throughput tables, from 1 "
                              "(default 1,8,32; 1,16,64,256 on a many-core machine)")
@@ -733,7 +865,7 @@ def main():
         parser.error("--sessions starts at 1 and names at least one more level")
     CONCURRENCY[:] = levels
     calls = 400 if args.quick else 4000
-    prepare(not args.without_crates)
+    prepare(not args.without_crates, not args.without_contextforge)
 
     report = [f"# Benchmarks", "",
               f"Made by `bench/run.py{' --quick' if args.quick else ''}` on {datetime.date.today()}: {machine()}.",
@@ -775,31 +907,31 @@ def main():
                "children not included): the proxy's work, as opposed to waiting for the CPUs it shares.",
                f"The {RELAY} only copies bytes: what it adds is the cost of the extra process",
                "and the two extra loopback round trips, which no proxy avoids. Where the rest goes:",
-               "[bench/PROFILE.md](bench/PROFILE.md). One session; direct and every hop are up together and",
-               "measured in 7 interleaved rounds (median of the rounds), so drift hits them alike.", "",
-               "| upstream | hop | p50 µs | p99 µs | added p50 µs | added p99 µs | added p50 ÷ relay's |",
-               "|---|---|---:|---:|---:|---:|---:|"]
-    for upstream, hops in added.items():
-        floor = hops.get(RELAY)
-        for hop, a in hops.items():
-            ratio = f"{a['p50_us'] / floor['p50_us']:.1f}" if floor and floor["p50_us"] > 0 else "–"
-            report.append(f"| {upstream} | {hop} | {a['abs']['p50_us']:.0f} | {a['abs']['p99_us']:.0f} "
-                          f"| {a['p50_us']:.0f} | {a['p99_us']:.0f} | {ratio} |")
+               "[bench/PROFILE.md](bench/PROFILE.md). Direct and every hop are up together and measured",
+               "at each level in 7 interleaved rounds (median of the rounds), so drift hits them alike.",
+               "Past one session the CPUs are saturated: what a hop adds there is mostly its share of them.", "",
+               "| upstream | sessions | hop | p50 µs | p99 µs | added p50 µs | added p99 µs | added p50 ÷ relay's |",
+               "|---|---:|---|---:|---:|---:|---:|---:|"]
+    for upstream, by_level in added.items():
+        for sessions, hops in by_level.items():
+            floor = hops.get(RELAY)
+            for hop, a in hops.items():
+                ratio = f"{a['p50_us'] / floor['p50_us']:.1f}" if floor and floor["p50_us"] > 0 else "–"
+                report.append(f"| {upstream} | {sessions} | {hop} | {a['abs']['p50_us']:.0f} | {a['abs']['p99_us']:.0f} "
+                              f"| {a['p50_us']:.0f} | {a['p99_us']:.0f} | {ratio} |")
     report.append("")
 
-    # Memory: 1,000 idle sessions on one shared child (the proxy alone), and per-session children.
-    port = free_port()
-    # mcp-bench's sessions have no credential: they are all the anonymous principal's.
-    ours = Target("ours", [str(PROXY), "--listen", f"127.0.0.1:{port}", "--stdio",
-                           f"{shlex.quote(str(PROXY))} demo-server", "--isolation", "shared",
-                           "--max-anonymous-sessions", "2000"], port)
-    try:
-        bench("idle", "--url", ours.url, "--sessions", 1)
-        before = ours.rss_kib()
-        bench("idle", "--url", ours.url, "--sessions", 1000)
-        after = ours.rss_kib()
-    finally:
-        ours.stop()
+    # Idle sessions on one replica, 10k → 1M (bench/sessions.py), in memory and on Redis;
+    # per-session children; ContextForge's bridge, which keeps no sessions.
+    import sessions
+    steps = [1_000, 10_000] if args.quick else sessions.STEPS
+    log("idle sessions on one replica:", steps)
+    idle = sessions.curve(str(PROXY), steps)
+    curves = [("in memory", idle)]
+    if ensure_redis():
+        curves.append(("on Redis", sessions.curve(str(PROXY), steps, redis=True)))
+    wave = sessions.expiry_wave(str(PROXY), 10_000 if args.quick else 100_000)
+    sessions.svg(curves, ROOT / "bench" / "sessions.svg")
     port = free_port()
     per_session = Target("ours", [str(PROXY), "--listen", f"127.0.0.1:{port}"], port)
     try:
@@ -807,12 +939,36 @@ def main():
         children = per_session.rss_kib(with_children=True) - per_session.rss_kib()
     finally:
         per_session.stop()
-    report += ["### Memory", "",
+    contextforge_idle = None
+    if contextforge_python() and not CONTEXTFORGE_MISSING:
+        bridge = contextforge(free_port(), f"{shlex.quote(str(PROXY))} demo-server")
+        try:
+            bench("idle", "--url", bridge.url, "--sessions", 1)
+            before = bridge.rss_kib()
+            bench("idle", "--url", bridge.url, "--sessions", 1000)
+            contextforge_idle = (before, bridge.rss_kib())
+        finally:
+            bridge.stop()
+    report += ["### Idle sessions on one replica", "",
+               "One proxy in front of one shared demo child, sessions opened by `mcp-bench idle",
+               "--concurrency 8` (initialize, then nothing) up to each step (`bench/sessions.py`): the",
+               "proxy's RSS per session, the rate that step's sessions were opened at, one active",
+               "session's `tools/call` p50 and p99 among them, the proxy's CPU over 10 s of idleness",
+               "(the sweeps), the last idle sweep's time (`mcp_proxy_idle_sweep_seconds`) and the sessions",
+               "the idle sweep looked at so far; on Redis also Redis' `used_memory` per session.", ""]
+    report += sessions.table(curves, redis=True, first="store") + [""]
+    report += ["![idle sessions on one replica](bench/sessions.svg)", "",
+               f"An expiry wave: {wave['sessions']:,} sessions opened over a few seconds with a "
+               f"{wave['ttl_s']} s idle TTL, each ending {wave['ttl_s']} s after it was opened: the sweeps "
+               f"took {wave['us_per_ended_session_p50']:.1f} µs per session they ended (median of "
+               f"{wave['ticks']} ticks; the largest tick {wave['largest_sweep_ms']:.0f} ms).", "",
                "| figure | value |", "|---|---:|",
-               f"| proxy RSS with 1,000 idle sessions (shared child) | {after / 1024:.1f} MiB |",
-               f"| proxy memory per idle session | {(after - before) * 1024 / 999 / 1024:.2f} KiB |",
-               f"| demo child per session (per-session isolation, 100 sessions) | {children / 100 / 1024:.1f} MiB |",
-               ""]
+               f"| demo child per session (per-session isolation, 100 sessions) | {children / 100 / 1024:.1f} MiB |"]
+    if contextforge_idle:
+        before, after = contextforge_idle
+        report += [f"| {CONTEXTFORGE}: RSS with no client, and per client that initialized | "
+                   f"{before / 1024:.0f} MiB, {(after - before) * 1024 / 1000:.0f} bytes (it keeps no sessions) |"]
+    report += [""]
 
     micro = bench("log", "--events", 1_000_000 if not args.quick else 100_000)
     port = free_port()
@@ -837,23 +993,25 @@ def main():
         redis_bytes = measure_redis_memory()
         report += [f"Redis memory per idle session (1,000 sessions, `used_memory` before and after): "
                    f"{redis_bytes / 1024:.2f} KiB.", ""]
+    report += cut_section(started_for_cut())
     log("2026-07-28 clients beside legacy ones, interleaved rounds")
     eras = measure_eras(calls // 2)
     report += era_table(eras)
     log("legacy clients in front of a 2026-07-28 server, interleaved rounds")
     bridge = measure_bridge(calls // 2)
     report += bridge_table(bridge)
-    report += targets(series, added, after, before, micro, replicas, eras, redis_bytes)
+    report += targets(series, added, idle, micro, replicas, eras, redis_bytes)
     svg_plot(series, ROOT / "bench" / "results.svg")
     (ROOT / "BENCHMARKS.md").write_text("\n".join(report))
     (ROOT / "target" / "bench-results.json").write_text(json.dumps(
         {"cores": os.cpu_count(), "sessions": CONCURRENCY, "redis_bytes_per_idle_session": redis_bytes,
+         "idle": curves, "expiry_wave": wave,
          "series": [[u, t, r] for u, t, r in series], "added": added, "micro": micro, "resume_ms": resumed,
          "replicas": {f"{name} / {sessions}": f for (name, sessions), f in (replicas or {}).items()},
          "eras": {f"{era} / {sessions}": f for (era, sessions), f in eras.items()},
          "bridge": {f"{name} / {sessions}": f for (name, sessions), f in bridge.items()}},
         indent=1, default=str))
-    log("wrote BENCHMARKS.md and bench/results.svg")
+    log("wrote BENCHMARKS.md, bench/results.svg and bench/sessions.svg")
 
 
 if __name__ == "__main__":

@@ -152,8 +152,8 @@ def expiry_wave(binary, sessions=100_000, ttl=15, concurrency=8):
             "largest_sweep_ms": max((s for _, s in samples), default=float("nan")) * 1e3}
 
 
-def table(results, redis=False):
-    lines = ["| build | sessions | RSS MiB | bytes per session | opened per s | active p50 µs | active p99 µs "
+def table(results, redis=False, first="build"):
+    lines = [f"| {first} | sessions | RSS MiB | bytes per session | opened per s | active p50 µs | active p99 µs "
              "| idle CPU % | last idle sweep µs | idle sweep looks so far |" + (" Redis bytes per session |" if redis else ""),
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if redis else "")]
     for build, rows in results:
@@ -163,7 +163,8 @@ def table(results, redis=False):
             lines.append(f"| {build} | {r['sessions']:,} | {r['rss_mib']:.0f} | {r['bytes_per_session']:.0f} "
                          f"| {r['opened_per_second']:.0f} | {r['p50_us']:.0f} | {r['p99_us']:.0f} "
                          f"| {r['idle_cpu_percent']:.1f} | {sweep} | {looks} |"
-                         + (f" {r['redis_bytes_per_session']:.0f} |" if redis else ""))
+                         + ((f" {r['redis_bytes_per_session']:.0f} |" if "redis_bytes_per_session" in r else " – |")
+                            if redis else ""))
     return lines
 
 

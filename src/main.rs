@@ -112,12 +112,16 @@ async fn run(config: Config) -> anyhow::Result<()> {
 /// HTTP MCP server whose sessions expire (404) like any other's.
 async fn demo_over_http(listen: std::net::SocketAddr) -> anyhow::Result<()> {
     init_logging(LogFormat::Text);
-    let config = Config {
+    let mut config = Config {
         listen,
         // No balancer in front of the demo: nothing to wait for.
         drain_delay: std::time::Duration::ZERO,
         ..Config::default()
     };
+    // A fixture for load: clients without credentials (every benchmark's) are not held to the
+    // few hundred sessions a proxy in front of real servers allows them.
+    config.session.max_sessions = 100_000;
+    config.session.max_anonymous_sessions = 100_000;
     let running = server::start(&config).await?;
     println!("http://{}/mcp", running.addr);
     wait_for_signal().await?;
