@@ -167,7 +167,22 @@ def contextforge_python():
     return python if python.exists() else None
 
 
-def prepare(with_crates, with_contextforge=True):
+# The parts of a run (`--sections`), in the order they are run.
+SECTIONS = ["tables", "idle", "log", "replicas", "cut", "eras", "bridge", "balanced"]
+# Whether the Node peers and server-everything are in this run (`--without-node`).
+WITH_NODE = [True]
+
+
+def prepare(with_crates, with_contextforge=True, build=True):
+    if not build:
+        for binary in (PROXY, BENCH):
+            if not binary.exists():
+                sys.exit(f"{binary} is missing: build it (cargo build --release) or leave out --no-build")
+        if not with_contextforge:
+            CONTEXTFORGE_MISSING.append("left out with --without-contextforge")
+        elif not contextforge_python():
+            CONTEXTFORGE_MISSING.append("not installed (bench/contextforge.sh) and left out with --no-build")
+        return
     run(["cargo", "build", "--release", "--bins"], cwd=ROOT)
     if with_contextforge:
         try:
@@ -178,8 +193,9 @@ def prepare(with_crates, with_contextforge=True):
             log("ContextForge could not be installed; it is left out of this run")
     else:
         CONTEXTFORGE_MISSING.append("left out with --without-contextforge")
-    run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_TESTS)
-    run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_BENCH)
+    if WITH_NODE[0]:
+        run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_TESTS)
+        run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_BENCH)
     if with_crates and not CRATES_PROXY.exists():
         try:
             run(["cargo", "install", "mcp-proxy", "--version", "0.6.0", "--locked",
@@ -203,7 +219,7 @@ def upstreams():
     return [
         ("demo", demo, "echo", {"text": "hello"}, direct_demo),
         ("server-everything", everything, "echo", {"message": "hello"}, direct_everything),
-    ]
+    ][:2 if WITH_NODE[0] else 1]
 
 
 def targets_for(stdio, direct_url, with_crates):
@@ -227,6 +243,8 @@ def targets_for(stdio, direct_url, with_crates):
         (RELAY, lambda p: Target(
             "relay", [str(BENCH), "relay", "--listen", f"127.0.0.1:{p}",
                       "--to", direct_url.split("/")[2]], p), ""),
+    ]
+    node_peers = [
         ("supergateway 4.0.0", lambda p: Target(
             "supergateway", ["node", "--require", str(LOOPBACK), str(supergateway), "--stdio", quoted,
                              "--outputTransport", "streamableHttp", "--stateful", "--port", str(p),
@@ -235,6 +253,8 @@ def targets_for(stdio, direct_url, with_crates):
             "mcp-proxy-npm", ["node", str(mcp_proxy_npm), "--host", "127.0.0.1", "--port", str(p),
                               "--server", "stream", "--", *stdio], p), ""),
     ]
+    if WITH_NODE[0]:
+        launchers += node_peers
     if contextforge_python() and not CONTEXTFORGE_MISSING:
         launchers.append((CONTEXTFORGE, lambda p: contextforge(p, quoted), ""))
     if with_crates and CRATES_PROXY.exists():
@@ -386,6 +406,98 @@ def measure_replicas(calls, rounds=7):
     median = lambda values: sorted(values)[len(values) // 2]
     return {key: {k: median([r[k] for r in runs]) for k in ("p50_us", "p99_us", "throughput_rps")}
             for key, runs in samples.items()}
+
+
+class Nginx:
+    """nginx running the shipped config/nginx.conf (round-robin, no affinity) in front of
+    `replicas` (loopback ports), in a folder of its own under target/; stopped by its PID."""
+
+    def __init__(self, replicas, name):
+        from balancer import find_balancer, render_balancer_config
+        self.dir = ROOT / "target" / f"bench-{name}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.dir, 0o755)  # nginx's workers, run as another user, read and write here
+        self.port = free_port()
+        shipped = (ROOT / "config" / "nginx.conf").read_text()
+        try:
+            import pwd
+            pwd.getpwnam("www-data")
+        except KeyError:  # a machine without Debian's nginx user: the workers run as nobody
+            shipped = shipped.replace("user www-data;", "")
+        conf = self.dir / "nginx.conf"
+        conf.write_text(render_balancer_config("nginx", shipped, f"127.0.0.1:{self.port}",
+                                               [f"127.0.0.1:{port}" for port in replicas], str(self.dir)))
+        self.process = subprocess.Popen([find_balancer("nginx"), "-c", str(conf), "-p", f"{self.dir}/", "-e", "stderr",
+                                         "-g", "daemon off;"], stdout=subprocess.DEVNULL,
+                                        stderr=open(self.dir / "output.log", "ab"), start_new_session=True)
+        wait_for_port(self.port, self.process)
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def stop(self):
+        os.killpg(self.process.pid, 15)
+        self.process.wait()
+
+
+def measure_balanced(calls, sessions=64, rounds=5, counts=(1, 3)):
+    """`tools/call` through nginx in front of 1 and of 3 replicas (each set on a Redis of its
+    own, both up at once), `sessions` clients, interleaved rounds, medians; and the replicas'
+    CPU per call, all of them together."""
+    started, clusters = [], {}
+    try:
+        for count in counts:
+            redis_port = free_port()
+            redis = start_redis(redis_port)
+            started.append(redis)
+            wait_for_port(redis_port, redis)
+            replicas = []
+            for n in range(count):
+                port = free_port()
+                replicas.append(Target(f"replica-{n}", [
+                    str(PROXY), "--listen", f"127.0.0.1:{port}", "--store", f"redis://127.0.0.1:{redis_port}/0",
+                    "--node-id", f"replica-{n}", "--allowed-host", "127.0.0.1", "--allowed-host", "mcp.example.com",
+                    "--max-anonymous-sessions", "100000", "--max-sessions", "100000"], port,
+                    env={"RUST_LOG": "warn", "MCP_PROXY_CLUSTER_SECRET": CLUSTER_SECRET}))
+                started.append(replicas[-1])
+            nginx = Nginx([r.port for r in replicas], f"nginx-{count}")
+            started.append(nginx)
+            clusters[count] = (nginx, replicas)
+        samples = {count: [] for count in counts}
+        for round_ in range(rounds):
+            for count in (counts if round_ % 2 == 0 else counts[::-1]):
+                nginx, replicas = clusters[count]
+                cpu = sum(r.cpu_seconds() for r in replicas)
+                r = bench("calls", "--url", nginx.url, "--sessions", sessions,
+                          "--calls", max(calls // sessions, 20), "--warmup", 20)
+                r["cpu_us_per_call"] = (sum(x.cpu_seconds() for x in replicas) - cpu) * 1e6 / (
+                    r["calls"] + 20 * sessions)
+                samples[count].append(r)
+    finally:
+        for process in reversed(started):
+            if isinstance(process, subprocess.Popen):
+                os.killpg(process.pid, 15)
+                process.wait()
+            else:
+                process.stop()
+    return medians(samples, ("p50_us", "p99_us", "throughput_rps", "cpu_us_per_call"))
+
+
+def balanced_table(figures, sessions=64):
+    one = figures[min(figures)]["throughput_rps"]
+    lines = [f"### Replicas behind nginx, {sessions} clients", "",
+             f"{sessions} clients calling `tools/call` on the demo through nginx running the shipped",
+             "`config/nginx.conf` (round-robin, no affinity: most calls reach a replica that does not",
+             "own their session and cross to the owner), in front of one replica and of three, each set",
+             f"on a Redis of its own, both up at once and alternated in rounds, medians. On {os.cpu_count()} cores;",
+             "the load generator, nginx, Redis, the replicas and their demo children share them.", "",
+             "| replicas | p50 µs | p99 µs | req/s | req/s ÷ 1 replica | replicas' CPU µs/call |",
+             "|---:|---:|---:|---:|---:|---:|"]
+    for count, f in sorted(figures.items()):
+        lines.append(f"| {count} | {f['p50_us']:.0f} | {f['p99_us']:.0f} | {f['throughput_rps']:.0f} "
+                     f"| {f['throughput_rps'] / one:.2f} | {f['cpu_us_per_call']:.0f} |")
+    return lines + [""]
 
 
 def written(target, seconds=60):
@@ -649,7 +761,7 @@ def ours_against(peer):
     return ["mcp-session-proxy (stdio)"]
 
 
-def targets(series, added, idle, micro, replicas=None, eras=None, redis_bytes=None):
+def targets(series, added, idle, micro, replicas=None, eras=None, redis_bytes=None, balanced=None):
     """The figures the project set itself, each met or missed."""
     top = CONCURRENCY[-1]
 
@@ -687,8 +799,9 @@ def targets(series, added, idle, micro, replicas=None, eras=None, redis_bytes=No
                              f"| {'met' if ratio >= factor else 'missed'} |")
         lines += load_targets(upstream, results_of, by_level)
     lines += idle_targets(idle)
-    lines.append(f"| replay of 1,000 events ≤ 1 ms | {micro['replay_1000_us']:.0f} µs "
-                 f"| {'met' if micro['replay_1000_us'] <= 1000 else 'missed'} |")
+    if micro:
+        lines.append(f"| replay of 1,000 events ≤ 1 ms | {micro['replay_1000_us']:.0f} µs "
+                     f"| {'met' if micro['replay_1000_us'] <= 1000 else 'missed'} |")
     if replicas:
         ratio = replicas[("Redis, on another replica", 1)]["p50_us"] / replicas[("in-memory store", 1)]["p50_us"]
         lines.append(f"| p50 through a non-owner replica ≤ 2× the in-memory store (1 session) | {ratio:.2f}× "
@@ -701,6 +814,10 @@ def targets(series, added, idle, micro, replicas=None, eras=None, redis_bytes=No
     if redis_bytes is not None:
         kib = redis_bytes / 1024
         lines.append(f"| ≤ 2 KiB of Redis per idle session | {kib:.2f} KiB | {'met' if kib <= 2 else 'missed'} |")
+    for sessions, figures in (balanced or {}).items():
+        ratio = figures[3]["throughput_rps"] / figures[1]["throughput_rps"]
+        lines.append(f"| 3 replicas behind nginx ≥ 2.5× the req/s of one ({sessions} sessions, {os.cpu_count()} cores) "
+                     f"| {ratio:.2f}× | {'met' if ratio >= 2.5 else 'missed'} |")
     if eras:
         ratio = eras[("modern", 1)]["p50_us"] / eras[("legacy", 1)]["p50_us"]
         lines.append(f"| 2026-07-28 `tools/call` p50 ≤ 1.05× legacy through the proxy (demo, stdio, 1 session) "
@@ -740,6 +857,11 @@ def idle_targets(idle):
     return lines
 
 
+def over(a, b):
+    """a ÷ b, or None where b is nothing (too few calls to measure)."""
+    return a / b if b else None
+
+
 def load_targets(upstream, results_of, added):
     """The targets under load, at every level past one session: the HTTP upstream against the
     TCP relay, the shared child against itself and against crates.io mcp-proxy, per-session
@@ -753,6 +875,9 @@ def load_targets(upstream, results_of, added):
     lines = []
 
     def row(what, ratios, bound, at_least):
+        ratios = {s: r for s, r in ratios.items() if r is not None}
+        if not ratios:
+            return
         figures = ", ".join(f"{r:.2f}× ({s})" for s, r in ratios.items())
         met = all((r >= bound) if at_least else (r <= bound) for r in ratios.values())
         lines.append(f"| {what} ({upstream}) | {figures} | {'met' if met else 'missed'} |")
@@ -764,7 +889,7 @@ def load_targets(upstream, results_of, added):
         if ratios:
             row("HTTP upstream: added p50 ≤ 2× the relay's", ratios, 2, False)
         row("HTTP upstream: CPU per call ≤ 2× the relay's",
-            {s: http[s]["cpu_us_per_call"] / relay[s]["cpu_us_per_call"] for s in CONCURRENCY}, 2, False)
+            {s: over(http[s]["cpu_us_per_call"], relay[s]["cpu_us_per_call"]) for s in CONCURRENCY}, 2, False)
         row("HTTP upstream: req/s ≥ 0.9× the relay's",
             {s: http[s]["throughput_rps"] / relay[s]["throughput_rps"] for s in loaded}, 0.9, True)
     if shared and len(loaded) > 1:
@@ -856,6 +981,14 @@ def main():
                         help="leave out crates.io mcp-proxy (its build takes minutes)")
     parser.add_argument("--without-contextforge", action="store_true",
                         help="leave out ContextForge (its install takes a minute)")
+    parser.add_argument("--without-node", action="store_true",
+                        help="leave out the Node peers and server-everything (a machine without Node)")
+    parser.add_argument("--no-build", action="store_true",
+                        help="use target/release as it is: no build, no npm, no peers to install")
+    parser.add_argument("--sections", default=",".join(SECTIONS),
+                        help=f"the parts to run (default all: {','.join(SECTIONS)})")
+    parser.add_argument("--output", type=Path, default=ROOT / "BENCHMARKS.md",
+                        help="where the report goes (default BENCHMARKS.md, with bench/*.svg)")
     parser.add_argument("--sessions", default=",".join(map(str, CONCURRENCY)),
                         help="concurrency levels of the latency and throughput tables, from 1 "
                              "(default 1,8,32; 1,16,64,256 on a many-core machine)")
@@ -865,10 +998,16 @@ def main():
         parser.error("--sessions starts at 1 and names at least one more level")
     CONCURRENCY[:] = levels
     calls = 400 if args.quick else 4000
-    prepare(not args.without_crates, not args.without_contextforge)
+    sections = set(args.sections.split(","))
+    if sections - set(SECTIONS):
+        parser.error(f"--sections takes {', '.join(SECTIONS)}")
+    WITH_NODE[0] = not args.without_node
+    with_crates = not args.without_crates and not args.no_build
+    prepare(with_crates, not args.without_contextforge, build=not args.no_build)
+    drawn = args.output.resolve() == (ROOT / "BENCHMARKS.md").resolve()
 
     report = [f"# Benchmarks", "",
-              f"Made by `bench/run.py{' --quick' if args.quick else ''}` on {datetime.date.today()}: {machine()}.",
+              f"Made by `bench/run.py{' ' if len(sys.argv) > 1 else ''}{' '.join(sys.argv[1:])}` on {datetime.date.today()}: {machine()}.",
               "Every target runs on this machine, bound to 127.0.0.1, driven by `mcp-bench` (Rust,",
               "keep-alive connections, real sessions). Ratios compare targets of the same run. The two",
               "Rust proxies run with `RUST_LOG=warn` (the crates.io one logs every message at its",
@@ -879,12 +1018,12 @@ def main():
               "round), medians of the rounds; the last column shows how far the rounds spread.",
               "`bench/noise.py` compares two runs: the noise of each figure, and what moved beyond it.", ""]
     series, added = [], {}
-    for upstream, stdio, tool, arguments, direct_launcher in upstreams():
+    for upstream, stdio, tool, arguments, direct_launcher in (upstreams() if "tables" in sections else []):
         port = free_port()
         direct = direct_launcher(port)
         started = [("direct (no proxy)", direct, "")]
         try:
-            launchers = targets_for(stdio, direct.url, not args.without_crates)
+            launchers = targets_for(stdio, direct.url, with_crates)
             log(upstream, "added latency, interleaved rounds")
             added[upstream] = measure_hops(direct, [l for l in launchers if l[0] in HOPS], tool, arguments,
                                            calls // 2)
@@ -902,7 +1041,7 @@ def main():
         report += latency_table(upstream, rows, results["direct (no proxy)"]) + [""] + peer_ratios(upstream, rows) + [""]
         series += [(upstream, target, results) for target, results in rows]
 
-    report += ["### Latency added over direct (HTTP upstream, one extra hop)", "",
+    report += [] if not added else ["### Latency added over direct (HTTP upstream, one extra hop)", "",
                "CPU µs/call (tables above) is the target process's own user+system time per call (its",
                "children not included): the proxy's work, as opposed to waiting for the CPUs it shares.",
                f"The {RELAY} only copies bytes: what it adds is the cost of the extra process",
@@ -920,18 +1059,67 @@ def main():
                 report.append(f"| {upstream} | {sessions} | {hop} | {a['abs']['p50_us']:.0f} | {a['abs']['p99_us']:.0f} "
                               f"| {a['p50_us']:.0f} | {a['p99_us']:.0f} | {ratio} |")
     report.append("")
+    idle, curves, wave, micro, resumed, replicas, redis_bytes, eras, bridge = [None] * 9
+    if "idle" in sections:
+        idle, curves, wave, lines = idle_section(args.quick, drawn)
+        report += lines
+    if "log" in sections:
+        micro, resumed, lines = log_section(args.quick)
+        report += lines
+    if series and drawn:
+        report += [f"![requests per second at {CONCURRENCY[-1]} sessions](bench/results.svg)", ""]
+    if "replicas" in sections and ensure_redis():
+        log("replicas on Redis, interleaved rounds")
+        replicas = measure_replicas(calls // 2)
+        report += replica_table(replicas)
+        redis_bytes = measure_redis_memory()
+        report += [f"Redis memory per idle session (1,000 sessions, `used_memory` before and after): "
+                   f"{redis_bytes / 1024:.2f} KiB.", ""]
+    balanced = {}
+    if "balanced" in sections and ensure_redis():
+        for sessions in sorted({64, CONCURRENCY[-1]}):
+            log(f"1 and 3 replicas behind nginx, {sessions} sessions")
+            balanced[sessions] = measure_balanced(calls, sessions)
+            report += balanced_table(balanced[sessions], sessions)
+    if "cut" in sections:
+        report += cut_section(started_for_cut())
+    if "eras" in sections:
+        log("2026-07-28 clients beside legacy ones, interleaved rounds")
+        eras = measure_eras(calls // 2)
+        report += era_table(eras)
+    if "bridge" in sections:
+        log("legacy clients in front of a 2026-07-28 server, interleaved rounds")
+        bridge = measure_bridge(calls // 2)
+        report += bridge_table(bridge)
+    report += targets(series, added, idle, micro, replicas, eras, redis_bytes, balanced)
+    if series and drawn:
+        svg_plot(series, ROOT / "bench" / "results.svg")
+    args.output.write_text("\n".join(report))
+    (ROOT / "target" / "bench-results.json").write_text(json.dumps(
+        {"cores": os.cpu_count(), "sessions": CONCURRENCY, "redis_bytes_per_idle_session": redis_bytes,
+         "idle": curves, "expiry_wave": wave,
+         "series": [[u, t, r] for u, t, r in series], "added": added, "micro": micro, "resume_ms": resumed,
+         "replicas": {f"{name} / {sessions}": f for (name, sessions), f in (replicas or {}).items()},
+         "eras": {f"{era} / {sessions}": f for (era, sessions), f in (eras or {}).items()},
+         "bridge": {f"{name} / {sessions}": f for (name, sessions), f in (bridge or {}).items()},
+         "balanced": balanced},
+        indent=1, default=str))
+    log(f"wrote {args.output}")
 
-    # Idle sessions on one replica, 10k → 1M (bench/sessions.py), in memory and on Redis;
-    # per-session children; ContextForge's bridge, which keeps no sessions.
+
+def idle_section(quick, drawn):
+    """Idle sessions on one replica, 10k → 1M (bench/sessions.py), in memory and on Redis;
+    per-session children; ContextForge's bridge, which keeps no sessions."""
     import sessions
-    steps = [1_000, 10_000] if args.quick else sessions.STEPS
+    steps = [1_000, 10_000] if quick else sessions.STEPS
     log("idle sessions on one replica:", steps)
     idle = sessions.curve(str(PROXY), steps)
     curves = [("in memory", idle)]
     if ensure_redis():
         curves.append(("on Redis", sessions.curve(str(PROXY), steps, redis=True)))
-    wave = sessions.expiry_wave(str(PROXY), 10_000 if args.quick else 100_000)
-    sessions.svg(curves, ROOT / "bench" / "sessions.svg")
+    wave = sessions.expiry_wave(str(PROXY), 10_000 if quick else 100_000)
+    if drawn:
+        sessions.svg(curves, ROOT / "bench" / "sessions.svg")
     port = free_port()
     per_session = Target("ours", [str(PROXY), "--listen", f"127.0.0.1:{port}"], port)
     try:
@@ -949,7 +1137,7 @@ def main():
             contextforge_idle = (before, bridge.rss_kib())
         finally:
             bridge.stop()
-    report += ["### Idle sessions on one replica", "",
+    report = ["### Idle sessions on one replica", "",
                "One proxy in front of one shared demo child, sessions opened by `mcp-bench idle",
                "--concurrency 8` (initialize, then nothing) up to each step (`bench/sessions.py`): the",
                "proxy's RSS per session, the rate that step's sessions were opened at, one active",
@@ -957,7 +1145,7 @@ def main():
                "(the sweeps), the last idle sweep's time (`mcp_proxy_idle_sweep_seconds`) and the sessions",
                "the idle sweep looked at so far; on Redis also Redis' `used_memory` per session.", ""]
     report += sessions.table(curves, redis=True, first="store") + [""]
-    report += ["![idle sessions on one replica](bench/sessions.svg)", "",
+    report += (["![idle sessions on one replica](bench/sessions.svg)", ""] if drawn else []) + [
                f"An expiry wave: {wave['sessions']:,} sessions opened over a few seconds with a "
                f"{wave['ttl_s']} s idle TTL, each ending {wave['ttl_s']} s after it was opened: the sweeps "
                f"took {wave['us_per_ended_session_p50']:.1f} µs per session they ended (median of "
@@ -969,49 +1157,25 @@ def main():
         report += [f"| {CONTEXTFORGE}: RSS with no client, and per client that initialized | "
                    f"{before / 1024:.0f} MiB, {(after - before) * 1024 / 1000:.0f} bytes (it keeps no sessions) |"]
     report += [""]
+    return idle, curves, wave, report
 
-    micro = bench("log", "--events", 1_000_000 if not args.quick else 100_000)
+
+def log_section(quick):
+    """The event log's micro-benchmarks and a resume of 1,000 missed events."""
+    micro = bench("log", "--events", 1_000_000 if not quick else 100_000)
     port = free_port()
     ours = Target("ours", [str(PROXY), "--listen", f"127.0.0.1:{port}"], port)
     try:
         resumed = [bench("resume", "--url", ours.url, "--missed", 1000)["resume_ms"] for _ in range(5)]
     finally:
         ours.stop()
-    report += ["### Event log and resume", "",
+    report = ["### Event log and resume", "",
                "| figure | value |", "|---|---:|",
                f"| append (no coalescing) | {micro['append_per_second'] / 1e6:.2f} M events/s |",
                f"| append with coalescing (10 keys) | {micro['append_coalescing_per_second'] / 1e6:.2f} M events/s |",
                f"| replay of 1,000 events (read from the log) | {micro['replay_1000_us']:.0f} µs |",
-               f"| resume of a session that missed 1,000 events (GET to last event, median of 5) | {sorted(resumed)[2]:.1f} ms |",
-               "", f"![requests per second at {CONCURRENCY[-1]} sessions](bench/results.svg)", ""]
-
-    replicas, redis_bytes = None, None
-    if ensure_redis():
-        log("replicas on Redis, interleaved rounds")
-        replicas = measure_replicas(calls // 2)
-        report += replica_table(replicas)
-        redis_bytes = measure_redis_memory()
-        report += [f"Redis memory per idle session (1,000 sessions, `used_memory` before and after): "
-                   f"{redis_bytes / 1024:.2f} KiB.", ""]
-    report += cut_section(started_for_cut())
-    log("2026-07-28 clients beside legacy ones, interleaved rounds")
-    eras = measure_eras(calls // 2)
-    report += era_table(eras)
-    log("legacy clients in front of a 2026-07-28 server, interleaved rounds")
-    bridge = measure_bridge(calls // 2)
-    report += bridge_table(bridge)
-    report += targets(series, added, idle, micro, replicas, eras, redis_bytes)
-    svg_plot(series, ROOT / "bench" / "results.svg")
-    (ROOT / "BENCHMARKS.md").write_text("\n".join(report))
-    (ROOT / "target" / "bench-results.json").write_text(json.dumps(
-        {"cores": os.cpu_count(), "sessions": CONCURRENCY, "redis_bytes_per_idle_session": redis_bytes,
-         "idle": curves, "expiry_wave": wave,
-         "series": [[u, t, r] for u, t, r in series], "added": added, "micro": micro, "resume_ms": resumed,
-         "replicas": {f"{name} / {sessions}": f for (name, sessions), f in (replicas or {}).items()},
-         "eras": {f"{era} / {sessions}": f for (era, sessions), f in eras.items()},
-         "bridge": {f"{name} / {sessions}": f for (name, sessions), f in bridge.items()}},
-        indent=1, default=str))
-    log("wrote BENCHMARKS.md, bench/results.svg and bench/sessions.svg")
+               f"| resume of a session that missed 1,000 events (GET to last event, median of 5) | {sorted(resumed)[2]:.1f} ms |", ""]
+    return micro, resumed, report
 
 
 if __name__ == "__main__":
