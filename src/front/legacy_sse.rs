@@ -106,10 +106,9 @@ async fn post(
     telemetry.read(&parts.headers, &mut message);
     telemetry.set("mcp_proxy.era", "legacy");
     telemetry.set("mcp.protocol.version", "2024-11-05");
-    telemetry.set(
-        "mcp.session.id",
-        crate::redact::session(session.id()).to_string(),
-    );
+    telemetry.set_with("mcp.session.id", || {
+        crate::redact::session(session.id()).to_string()
+    });
     match app.registry.deliver(&session, message).await {
         Ok(_) => Ok(accepted()),
         Err(error) => Err(Rejection::session(&error)),

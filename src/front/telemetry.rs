@@ -73,6 +73,16 @@ impl<'a> Telemetry<'a> {
         self.span.set(key, value);
     }
 
+    /// Describes the request's span with a value worked out only when the span is recorded
+    /// (tracing off: no digest made, nothing allocated).
+    pub fn set_with<V: Into<spans::Value>>(
+        &mut self,
+        key: &'static str,
+        value: impl FnOnce() -> V,
+    ) {
+        self.span.set_with(key, value);
+    }
+
     /// Ends it with what the client gets.
     pub fn end(self, mut outcome: Result<Response<Body>, Rejection>) -> Response<Body> {
         self.span.finish(&mut outcome);

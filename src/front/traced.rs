@@ -66,6 +66,17 @@ impl RequestSpan {
         }
     }
 
+    /// `set`, with a value worked out only when the span is recorded.
+    pub fn set_with<V: Into<spans::Value>>(
+        &mut self,
+        key: &'static str,
+        value: impl FnOnce() -> V,
+    ) {
+        if let Some(span) = &mut self.0 {
+            span.set(key, value());
+        }
+    }
+
     /// Ends the span with what the client got (and names its trace for the access line).
     pub fn finish(self, outcome: &mut Result<Response<Body>, Rejection>) {
         match outcome {

@@ -62,7 +62,7 @@ async fn dispatch(
     principal: Principal,
     telemetry: &mut Telemetry<'_>,
 ) -> Result<Response<Body>, Rejection> {
-    telemetry.set("mcp_proxy.principal", principal.as_str().to_owned());
+    telemetry.set_with("mcp_proxy.principal", || principal.as_str().to_owned());
     let session_id = header_str(headers, SESSION_HEADER);
     let protocol_session = header_str(headers, protocol::HTTP_HEADER);
     if session_id.is_none()
@@ -75,10 +75,10 @@ async fn dispatch(
     }
     telemetry.set("mcp_proxy.era", "legacy");
     if let Some(version) = header_str(headers, PROTOCOL_VERSION_HEADER) {
-        telemetry.set("mcp.protocol.version", version.to_owned());
+        telemetry.set_with("mcp.protocol.version", || version.to_owned());
     }
     if let Some(id) = session_id.or(protocol_session) {
-        telemetry.set("mcp.session.id", crate::redact::session(id).to_string());
+        telemetry.set_with("mcp.session.id", || crate::redact::session(id).to_string());
     }
     let session_method =
         message.kind() == Kind::Request && message.method().is_some_and(is_session_method);

@@ -133,10 +133,9 @@ impl Connection {
         telemetry.set("mcp_proxy.era", "legacy");
         let outcome = self.forward_message(message).await;
         if let Some(bound) = &self.bound {
-            telemetry.set(
-                "mcp.session.id",
-                crate::redact::session(bound.session.id()).to_string(),
-            );
+            telemetry.set_with("mcp.session.id", || {
+                crate::redact::session(bound.session.id()).to_string()
+            });
         }
         telemetry.end_message(&outcome);
         outcome
