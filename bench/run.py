@@ -441,11 +441,29 @@ class Nginx:
         self.process.wait()
 
 
+def replica_cores():
+    """With 8 cores or more, the cores each replica is held to (as a pod's CPU limit holds it),
+    so that one replica cannot take the whole machine: a quarter of them each, the last quarter
+    left to the load generator, nginx and Redis. None on a smaller machine."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 8:
+        return None
+    share = len(cores) // 4
+    return [cores[i * share:(i + 1) * share] for i in range(3)], cores[3 * share:]
+
+
 def measure_balanced(calls, sessions=64, rounds=5, counts=(1, 3)):
     """`tools/call` through nginx in front of 1 and of 3 replicas (each set on a Redis of its
     own, both up at once), `sessions` clients, interleaved rounds, medians; and the replicas'
-    CPU per call, all of them together."""
+    CPU per call, all of them together. On 8 cores or more each replica (and its demo
+    children) is held to cores of its own, and the rest to the others (`replica_cores`)."""
     started, clusters = [], {}
+    pinned = replica_cores()
+    held = lambda cores: ["taskset", "-c", ",".join(map(str, cores))] if cores else []
+    everything = os.sched_getaffinity(0)
+    if pinned:
+        # The load generator (mcp-bench, a child of this script), nginx and Redis inherit this.
+        os.sched_setaffinity(0, pinned[1])
     try:
         for count in counts:
             redis_port = free_port()
@@ -456,9 +474,10 @@ def measure_balanced(calls, sessions=64, rounds=5, counts=(1, 3)):
             for n in range(count):
                 port = free_port()
                 replicas.append(Target(f"replica-{n}", [
-                    str(PROXY), "--listen", f"127.0.0.1:{port}", "--store", f"redis://127.0.0.1:{redis_port}/0",
+                    *held(pinned and pinned[0][n]), str(PROXY), "--listen", f"127.0.0.1:{port}", "--store", f"redis://127.0.0.1:{redis_port}/0",
                     "--node-id", f"replica-{n}", "--allowed-host", "127.0.0.1", "--allowed-host", "mcp.example.com",
-                    "--max-anonymous-sessions", "100000", "--max-sessions", "100000"], port,
+                    "--max-anonymous-sessions", "100000", "--max-sessions", "100000",
+                    *(["--workers", str(len(pinned[0][n]))] if pinned else [])], port,
                     env={"RUST_LOG": "warn", "MCP_PROXY_CLUSTER_SECRET": CLUSTER_SECRET}))
                 started.append(replicas[-1])
             nginx = Nginx([r.port for r in replicas], f"nginx-{count}")
@@ -475,23 +494,34 @@ def measure_balanced(calls, sessions=64, rounds=5, counts=(1, 3)):
                     r["calls"] + 20 * sessions)
                 samples[count].append(r)
     finally:
+        os.sched_setaffinity(0, everything)
         for process in reversed(started):
             if isinstance(process, subprocess.Popen):
                 os.killpg(process.pid, 15)
                 process.wait()
             else:
                 process.stop()
-    return medians(samples, ("p50_us", "p99_us", "throughput_rps", "cpu_us_per_call"))
+    figures = medians(samples, ("p50_us", "p99_us", "throughput_rps", "cpu_us_per_call"))
+    if pinned:
+        figures["cores"] = (len(pinned[0][0]), len(pinned[1]))
+    return figures
 
 
 def balanced_table(figures, sessions=64):
+    figures = dict(figures)
+    cores = figures.pop("cores", None)
     one = figures[min(figures)]["throughput_rps"]
+    held = ([f"Each replica and its demo children are held to {cores[0]} cores of their own (`taskset`,",
+             f"`--workers {cores[0]}`), as a pod's CPU limit holds it; the load generator, nginx and Redis",
+             f"to the other {cores[1]}."] if cores else
+            ["The load generator, nginx, Redis, the replicas and their demo children share them: one",
+             "replica may use every core, so on one machine three can do no more."])
     lines = [f"### Replicas behind nginx, {sessions} clients", "",
              f"{sessions} clients calling `tools/call` on the demo through nginx running the shipped",
              "`config/nginx.conf` (round-robin, no affinity: most calls reach a replica that does not",
              "own their session and cross to the owner), in front of one replica and of three, each set",
-             f"on a Redis of its own, both up at once and alternated in rounds, medians. On {os.cpu_count()} cores;",
-             "the load generator, nginx, Redis, the replicas and their demo children share them.", "",
+             f"on a Redis of its own, both up at once and alternated in rounds, medians. On {os.cpu_count()} cores.",
+             *held, "",
              "| replicas | p50 µs | p99 µs | req/s | req/s ÷ 1 replica | replicas' CPU µs/call |",
              "|---:|---:|---:|---:|---:|---:|"]
     for count, f in sorted(figures.items()):
@@ -816,7 +846,8 @@ def targets(series, added, idle, micro, replicas=None, eras=None, redis_bytes=No
         lines.append(f"| ≤ 2 KiB of Redis per idle session | {kib:.2f} KiB | {'met' if kib <= 2 else 'missed'} |")
     for sessions, figures in (balanced or {}).items():
         ratio = figures[3]["throughput_rps"] / figures[1]["throughput_rps"]
-        lines.append(f"| 3 replicas behind nginx ≥ 2.5× the req/s of one ({sessions} sessions, {os.cpu_count()} cores) "
+        held = f", {figures['cores'][0]} cores a replica" if "cores" in figures else ""
+        lines.append(f"| 3 replicas behind nginx ≥ 2.5× the req/s of one ({sessions} sessions, {os.cpu_count()} cores{held}) "
                      f"| {ratio:.2f}× | {'met' if ratio >= 2.5 else 'missed'} |")
     if eras:
         ratio = eras[("modern", 1)]["p50_us"] / eras[("legacy", 1)]["p50_us"]

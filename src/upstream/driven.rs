@@ -24,8 +24,9 @@ use super::UpstreamError;
 
 type Driver = Pin<Box<http1::Connection<TokioIo<TcpStream>, Full<Bytes>>>>;
 
-/// Idle connections kept at most.
-const MAX_IDLE: usize = 64;
+/// Idle connections kept at most, per server: as many as requests were in flight at once, up
+/// to this (fewer, and every burst above it opened and closed connections by the hundred).
+const MAX_IDLE: usize = 1024;
 
 /// The connections to one server, shared by its upstream sessions.
 #[derive(Default)]
