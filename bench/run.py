@@ -1123,6 +1123,10 @@ def main():
         bridge = measure_bridge(calls // 2)
         report += bridge_table(bridge)
     report += targets(series, added, idle, micro, replicas, eras, redis_bytes, balanced)
+    many_cores = ROOT / "bench" / "manycore.md"
+    if drawn and many_cores.exists():
+        # Figures of a many-core machine, made there with --sections tables and balanced.
+        report += ["", many_cores.read_text()]
     if series and drawn:
         svg_plot(series, ROOT / "bench" / "results.svg")
     args.output.write_text("\n".join(report))
