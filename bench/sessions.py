@@ -86,9 +86,9 @@ def curve(binary, steps=STEPS, redis=False, concurrency=8):
         wait_for_port(redis_port, redis_server)
         extra = ["--store", f"redis://127.0.0.1:{redis_port}/0", "--node-id", "bench"]
         env = {"MCP_PROXY_CLUSTER_SECRET": CLUSTER_SECRET}
-    proxy = start_proxy(binary, extra, env)
-    rows = []
+    proxy, rows = None, []
     try:
+        proxy = start_proxy(binary, extra, env)
         bench("idle", "--url", proxy.url, "--sessions", 1)
         if redis:
             written(proxy)
@@ -119,7 +119,8 @@ def curve(binary, steps=STEPS, redis=False, concurrency=8):
             log(row)
             rows.append(row)
     finally:
-        proxy.stop()
+        if proxy:
+            proxy.stop()
         if redis_server:
             os.killpg(redis_server.pid, 15)
             redis_server.wait()
