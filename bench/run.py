@@ -807,7 +807,7 @@ def targets(series, added, idle, micro, replicas=None, eras=None, redis_bytes=No
                 return results[top]["throughput_rps"]
         return None
 
-    lines = ["### Targets", "", "| target | figure | met? |", "|---|---|---|"]
+    lines = []
     for upstream, by_level in added.items():
         hops = by_level[1]
         floor = hops.get(RELAY)
@@ -859,7 +859,41 @@ def targets(series, added, idle, micro, replicas=None, eras=None, redis_bytes=No
                 lines.append(f"| anonymous 2026-07-28 calls (stdio, {what}) p50 ≤ 1.2× principal-correlated ones "
                              f"| {ratios[1]:.2f}× (1), {ratios[8]:.2f}× (8) "
                              f"| {'met' if max(ratios.values()) <= 1.2 else 'missed'} |")
-    return lines + [""]
+    table = ["### Targets", "", "| target | figure | met? | why, where missed |", "|---|---|---|---|"]
+    return table + [f"{line} {why_missed(line) if line.endswith('| missed |') else ''} |" for line in lines] + [""]
+
+
+# Why a target is missed, by the words of its row (first match); PROFILE.md has the measurements.
+WHY_MISSED = (
+    ("added latency ≤ 25 µs",
+     "the floor of any user-space hop (the relay, beside it) plus the proxy's HTTP work on both sides; on 2 cores the floor alone is above 25 µs (PROFILE.md, \"The floor\")"),
+    ("HTTP upstream",
+     "two HTTP/1 exchanges and a second task per call against the relay's one copy; one task per "
+     "exchange and h2c tried and lost (PROFILE.md, \"The HTTP hop against the relay\")"),
+    ("(server-everything",
+     "the server is the bottleneck: one Node process per child (or one for all) bounds every "
+     "proxy in front of it"),
+    ("shared child",
+     "one child serves every session: its own throughput bounds the figure (PROFILE.md, "
+     "\"One shared child under load\")"),
+    ("on the owner",
+     "a session's record and requests in flight are written to Redis (PROFILE.md, \"The owner "
+     "on Redis under load\")"),
+    ("3 replicas behind nginx",
+     "two calls in three cross to their owner over the internal hop; on 2 cores the replicas, the "
+     "balancer, the server and the load share the cores (PROFILE.md, \"Replicas behind a balancer\")"),
+    ("2026-07-28 `tools/call`",
+     "per-request metadata read and checked on every call: 91.7k instructions against 66.6k "
+     "(PROFILE.md, \"A 2026-07-28 call beside a legacy one, again\")"),
+    ("single-use pool",
+     "each call waits for a child of its own to start; with `anonymous_pool_reuse` it is met "
+     "(PROFILE.md, \"A 2026-07-28 call beside a legacy one, again\")"),
+)
+
+
+def why_missed(line):
+    """The reason a missed target's row gives, from WHY_MISSED."""
+    return next((why for words, why in WHY_MISSED if words in line), "see PROFILE.md")
 
 
 def idle_targets(idle):
