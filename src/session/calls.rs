@@ -275,14 +275,14 @@ impl Session {
     /// does not wait for it (until the server speaks of it again).
     pub fn hold_for_input(&self, stream: u64) {
         let mut state = self.lock();
-        if let Some(request) = state
+        let held = state
             .calls
             .inflight
             .values_mut()
-            .find(|r| r.stream == stream)
-        {
+            .find(|r| r.stream == stream);
+        if let Some(request) = held {
             request.held_for_input = true;
-        };
+        }
     }
 
     /// Nothing of a client's is under way: no request in flight, no request of the server's

@@ -145,15 +145,8 @@ impl Session {
     /// Whether the session is over at `now`: idle for `idle_ttl` (a session named in messages:
     /// its own idle TTL), or past its lifetime.
     pub(crate) fn expired(&self, now: Instant, idle_ttl: Duration) -> bool {
-        let state = self.lock();
-        let unused = state.reading.attachments.is_empty()
-            && state.calls.inflight.is_empty()
-            && state.reading.taps == 0;
-        let idle = |ttl| unused && now.saturating_duration_since(state.last_active) >= ttl;
-        match &state.layer {
-            None => idle(idle_ttl),
-            Some(layer) => now >= layer.deadline || idle(layer.idle_ttl),
-        }
+        // A session in use is not over before its lifetime: any later look will do.
+        self.next_expiry(now, idle_ttl, Duration::MAX).is_none()
     }
 }
 
