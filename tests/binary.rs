@@ -338,12 +338,13 @@ async fn every_request_writes_one_access_line() {
 }
 
 /// `--access-log-sample 0.5` writes every second success and every error; `--access-log
-/// errors` only the errors.
+/// errors` only the errors; `--access-log off` none.
 #[tokio::test]
-async fn access_lines_can_be_sampled_or_kept_for_errors() {
-    for (options, successes_logged) in [
-        (&["--access-log-sample", "0.5"][..], 6),
-        (&["--access-log", "errors"][..], 0),
+async fn access_lines_can_be_sampled_kept_for_errors_or_cut() {
+    for (options, successes_logged, errors_logged) in [
+        (&["--access-log-sample", "0.5"][..], 6, 1),
+        (&["--access-log", "errors"][..], 0, 1),
+        (&["--access-log", "off"][..], 0, 0),
     ] {
         let args = [&["--listen", "127.0.0.1:0"][..], options].concat();
         let (_child, addr, mut lines, _) = spawn_proxy(&args).await;
@@ -360,13 +361,19 @@ async fn access_lines_can_be_sampled_or_kept_for_errors() {
             .send_to("/servers/nowhere/mcp", http::Method::POST, &[], None)
             .await;
         assert_eq!(unserved.status, StatusCode::NOT_FOUND);
+        // A second session's "session created" comes after every access line of the above
+        // (lines keep their order), written or not.
+        Client::new(addr).initialize("2025-11-25").await;
 
         let mut statuses = Vec::new();
-        within("the access line of the error", async {
-            while statuses.last() != Some(&404) {
+        within("the second session's line", async {
+            let mut created = 0;
+            while created < 2 {
                 let line = lines.next_line().await.unwrap().expect("the proxy logs on");
                 let line: serde_json::Value = serde_json::from_str(&line).unwrap();
-                if line["target"] == "access" {
+                if line["fields"]["message"] == "session created" {
+                    created += 1;
+                } else if line["target"] == "access" {
                     statuses.push(line["fields"]["status"].as_u64().unwrap());
                 }
             }
@@ -374,6 +381,8 @@ async fn access_lines_can_be_sampled_or_kept_for_errors() {
         .await;
         let successes = statuses.iter().filter(|status| **status < 400).count();
         assert_eq!(successes, successes_logged, "{options:?}: {statuses:?}");
+        let errors = statuses.iter().filter(|status| **status == 404).count();
+        assert_eq!(errors, errors_logged, "{options:?}: {statuses:?}");
     }
 }
 
