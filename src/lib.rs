@@ -50,7 +50,8 @@
 //! - Base modules every layer may use: [`methods`] the method table (every MCP method the proxy
 //!   knows and its properties: era, shape, list cache, caching hints, session need, target,
 //!   client capability, metric label), [`jsonrpc`] the message model, its builders and every
-//!   error code, [`era`] the names of the 2026-07-28 revision, [`mirrored`] the headers that
+//!   error code (a duplicated member name refused at any depth), [`named`] what a request
+//!   names (tool, prompt, resource, completion reference), read once for every check, [`era`] the names of the 2026-07-28 revision, [`mirrored`] the headers that
 //!   mirror a 2026-07-28 request's body (`Mcp-Name`, `Mcp-Param-*`), [`sse`] the SSE codec,
 //!   [`trace_context`] W3C trace context from headers into `_meta` and back, [`event`] event
 //!   ids and logged messages, [`ids`] session ids, replica names and principals, [`hop`] the
@@ -86,6 +87,7 @@ pub mod memory;
 pub mod methods;
 pub mod metrics;
 pub mod mirrored;
+pub mod named;
 pub mod redact;
 pub mod server;
 pub mod session;

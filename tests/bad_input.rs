@@ -88,6 +88,55 @@ async fn json_that_is_not_json_rpc_is_400_invalid_request() {
 }
 
 #[tokio::test]
+async fn a_duplicated_member_name_anywhere_is_400_invalid_request_naming_it() {
+    let (proxy, bystander) = with_bystander(|_| {}).await;
+    let cases = [
+        (
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","method":"tools/list","params":{}}"#,
+            json!(7),
+            "method",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/list"}"#,
+            Value::Null,
+            "id",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"x","method":"tools/call",
+                "params":{"name":"echo","arguments":{"text":"a","text":"b"}}}"#,
+            json!("x"),
+            "params.arguments.text",
+        ),
+    ];
+    for (body, id, member) in cases {
+        let (status, reply) = raw_post(
+            &bystander,
+            &[
+                ("content-type", "application/json"),
+                ("accept", JSON_AND_SSE),
+            ],
+            body,
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert_eq!(code(&reply), -32600, "{reply}");
+        assert_eq!(reply["id"], id, "{reply}");
+        assert_eq!(reply["error"]["data"]["duplicateMember"], member, "{reply}");
+    }
+    // On WebSocket: the error alone, and the connection goes on.
+    let mut ws = common::ws::Ws::connect(proxy.addr()).await;
+    ws.send_frame(tokio_tungstenite::tungstenite::Message::text(
+        r#"{"jsonrpc":"2.0","id":3,"method":"ping","params":{"a":1,"a":1}}"#,
+    ))
+    .await;
+    let refused = ws.recv().await;
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert_eq!(refused["id"], 3, "{refused}");
+    assert_eq!(refused["error"]["data"]["duplicateMember"], "params.a");
+    bystander_unharmed(proxy, bystander).await;
+}
+
+#[tokio::test]
 async fn session_methods_on_a_session_named_by_mcp_session_id_are_a_conflict() {
     let (proxy, bystander) = with_bystander(|_| {}).await;
     let reply = bystander

@@ -87,6 +87,15 @@ async fn a_tools_rate_is_its_own_within_the_principals() {
         "other tools"
     );
     assert_eq!(proxy.metric("mcp_proxy_rate_limited_tool_calls_total"), 1);
+    // A second `name` that a last-wins server would read is no way around the tool's limit.
+    let id = alice.next_id();
+    let reply = alice
+        .post_text(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call",
+                "params":{{"name":"echo","name":"add","arguments":{{"a":1,"b":2}}}}}}"#
+        ))
+        .await;
+    common::assert_duplicate_refused(reply, id, "params.name").await;
     proxy.stop().await;
 }
 

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Client, Proxy};
+use common::{assert_duplicate_refused, Client, Proxy};
 use mcp_session_proxy::config::{Config, Isolation, ServerConfig};
 use mcp_session_proxy::session::exposure::ResourceExposure;
 use serde_json::{json, Value};
@@ -212,5 +212,91 @@ async fn a_2026_07_28_server_behind_the_bridge_shows_its_resources_alike() {
         .request("resources/read", json!({ "uri": "demo://counter" }))
         .await;
     assert_not_found(&refused, "demo://counter");
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_duplicated_uri_is_refused_whole_never_read_one_way_and_sent_another() {
+    let proxy = Proxy::start_with(|config| {
+        config.resources.deny = vec!["demo://counter*".into()];
+    })
+    .await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
+    let refused = client
+        .request("resources/read", json!({ "uri": "demo://counter" }))
+        .await;
+    assert_not_found(&refused, "demo://counter");
+    // A server that keeps the last of two values would read the counter.
+    let reply = client
+        .post_text(
+            r#"{"jsonrpc":"2.0","id":41,"method":"resources/read",
+                "params":{"uri":"demo://counter","uri":"demo://counter"}}"#,
+        )
+        .await;
+    assert_duplicate_refused(reply, 41, "params.uri").await;
+    let reply = client
+        .post_text(
+            r#"{"jsonrpc":"2.0","id":42,"method":"resources/read",
+                "params":{"uri":"demo://greeting","_meta":{"a":1,"a":2}}}"#,
+        )
+        .await;
+    assert_duplicate_refused(reply, 42, "params._meta.a").await;
+    // The session goes on.
+    let read = client
+        .request("resources/read", json!({ "uri": "demo://greeting" }))
+        .await;
+    assert_eq!(
+        read["result"]["contents"][0]["text"],
+        "Hello from the demo server"
+    );
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_uri_is_held_to_the_rules_however_the_server_reads_it() {
+    let proxy = Proxy::start_with(|config| {
+        config.resources.deny = vec!["demo://counter*".into(), "test://template/secret/*".into()];
+    })
+    .await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
+    // Each of these is the counter, or the secret template's data, to a server that reads URIs
+    // as RFC 3986 says (and the demo serves the template's data for any id it is sent).
+    for uri in [
+        "DEMO://counter",
+        "demo://COUNTER",
+        "demo://%63ounter",
+        "test://template/1/data/../../secret/data",
+        "test://template/%73ecret/data",
+        "test://template/public/..%2Fsecret/data",
+    ] {
+        let refused = client
+            .request("resources/read", json!({ "uri": uri }))
+            .await;
+        assert_not_found(&refused, uri);
+    }
+    let read = client
+        .request("resources/read", json!({ "uri": "test://template/7/data" }))
+        .await;
+    assert!(read["result"]["contents"].is_array(), "{read}");
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_request_whose_resource_cannot_be_read_is_refused_not_sent_unread() {
+    let proxy = Proxy::start_with(counter_hidden).await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
+    for (params, why) in [
+        (
+            json!({ "uri": ["demo://counter"] }),
+            "params.uri must be a string",
+        ),
+        (json!({}), "params.uri must be a string"),
+        (json!(["demo://counter"]), "params must be an object"),
+    ] {
+        let refused = client.request("resources/read", params).await;
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(why), "{refused}");
+    }
     proxy.stop().await;
 }

@@ -66,6 +66,26 @@ async fn a_subscription_past_the_limit_is_refused_and_the_session_goes_on() {
     proxy.stop().await;
 }
 
+#[tokio::test]
+async fn a_duplicated_uri_is_no_way_past_the_limit() {
+    let proxy = Proxy::start_with(|config| config.session.max_subscriptions = 1).await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
+    let subscribed = subscribe(&mut client, "demo://a").await;
+    assert_eq!(subscribed["result"], json!({}), "{subscribed}");
+    let refused = subscribe(&mut client, "demo://b").await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let id = client.next_id();
+    let reply = client
+        .post_text(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"resources/subscribe",
+                "params":{{"uri":"demo://b","uri":"demo://b"}}}}"#
+        ))
+        .await;
+    common::assert_duplicate_refused(reply, id, "params.uri").await;
+    assert_eq!(proxy.metric("mcp_proxy_subscriptions_refused_total"), 1);
+    proxy.stop().await;
+}
+
 /// What Redis is asked to do, as `MONITOR` shows it: one line per command.
 async fn monitor(redis: &Redis) -> tokio::io::Lines<BufReader<tokio::net::TcpStream>> {
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", redis.port))

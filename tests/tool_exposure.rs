@@ -213,3 +213,68 @@ async fn prompts_are_exposed_the_same_way() {
     assert_eq!(unknown["error"]["message"], "Unknown prompt: greet");
     proxy.stop().await;
 }
+
+async fn complete(client: &mut Client, reference: Value) -> Value {
+    client
+        .request(
+            "completion/complete",
+            json!({ "ref": reference, "argument": { "name": "name", "value": "A" } }),
+        )
+        .await
+}
+
+#[tokio::test]
+async fn completions_are_held_to_the_rules_of_what_they_complete() {
+    let proxy = Proxy::start_with(|config| {
+        config.prompts.rename = [("greet".to_owned(), "hello".to_owned())].into();
+        config.prompts.prefix = "demo_".into();
+        config.prompts.deny = vec!["test_prompt_with_arguments".into()];
+        config.resources.deny = vec!["test://template/*".into()];
+    })
+    .await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
+    // The demo completes with what it was asked about: the server's own name.
+    let seen = complete(
+        &mut client,
+        json!({ "type": "ref/prompt", "name": "demo_hello" }),
+    )
+    .await;
+    assert_eq!(
+        seen["result"]["completion"]["values"],
+        json!(["greet"]),
+        "{seen}"
+    );
+    for hidden in ["greet", "demo_greet", "demo_test_prompt_with_arguments"] {
+        let refused = complete(&mut client, json!({ "type": "ref/prompt", "name": hidden })).await;
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        assert_eq!(
+            refused["error"]["message"],
+            format!("Unknown prompt: {hidden}")
+        );
+    }
+    let template = "test://template/{id}/data";
+    let refused = complete(
+        &mut client,
+        json!({ "type": "ref/resource", "uri": template }),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32002, "{refused}");
+    assert_eq!(refused["error"]["data"]["uri"], template, "{refused}");
+    let seen = complete(
+        &mut client,
+        json!({ "type": "ref/resource", "uri": "demo://greeting" }),
+    )
+    .await;
+    assert_eq!(
+        seen["result"]["completion"]["values"],
+        json!(["demo://greeting"]),
+        "{seen}"
+    );
+    let refused = complete(
+        &mut client,
+        json!({ "type": "ref/tool", "name": "demo_hello" }),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    proxy.stop().await;
+}

@@ -22,16 +22,32 @@ impl Config {
             self.limits.requests_per_second = rate;
         }
         if !cli.allow_tools.is_empty() {
-            self.tools.allow = cli.allow_tools.clone();
+            self.tools.allow = cli
+                .allow_tools
+                .iter()
+                .map(|glob| glob.as_str().into())
+                .collect();
         }
         if !cli.deny_tools.is_empty() {
-            self.tools.deny = cli.deny_tools.clone();
+            self.tools.deny = cli
+                .deny_tools
+                .iter()
+                .map(|glob| glob.as_str().into())
+                .collect();
         }
         if !cli.allow_resources.is_empty() {
-            self.resources.allow = cli.allow_resources.clone();
+            self.resources.allow = cli
+                .allow_resources
+                .iter()
+                .map(|glob| glob.as_str().into())
+                .collect();
         }
         if !cli.deny_resources.is_empty() {
-            self.resources.deny = cli.deny_resources.clone();
+            self.resources.deny = cli
+                .deny_resources
+                .iter()
+                .map(|glob| glob.as_str().into())
+                .collect();
         }
     }
 }

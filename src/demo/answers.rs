@@ -38,10 +38,18 @@ impl Demo {
                 all.extend(input_fixtures::tools());
                 self.reply(id, json!({ "tools": all }));
             }
-            methods::COMPLETION_COMPLETE => self.reply(
-                id,
-                json!({ "completion": { "values": [], "total": 0, "hasMore": false } }),
-            ),
+            methods::COMPLETION_COMPLETE => {
+                // One value: what it was asked to complete, as it arrived (the prompt's name or
+                // the template's URI), so a client can tell which the server saw.
+                let reference = &params["ref"];
+                let named = reference["name"].as_str().or(reference["uri"].as_str());
+                let values: Vec<&str> = named.into_iter().collect();
+                let total = values.len();
+                self.reply(
+                    id,
+                    json!({ "completion": { "values": values, "total": total, "hasMore": false } }),
+                )
+            }
             methods::TOOLS_CALL => self.call_tool(id, params),
             methods::RESOURCES_LIST => {
                 let mut all = vec![

@@ -14,9 +14,10 @@ use super::inflight::Inflight;
 use super::list_cache::{Lookup, Ticket};
 use super::log::StreamKey;
 use super::state::State;
-use super::{protocol, routing, Session, SessionError, STORE_PATIENCE};
+use super::{protocol, routing, Session, SessionError, SubscriptionRefused, STORE_PATIENCE};
 use crate::jsonrpc::{self, id_key, Kind, Message};
 use crate::methods;
+use crate::named::{self, Named};
 use crate::spans::{self, Span, SpanContext};
 use crate::store::Op;
 use crate::trace_context::TraceContext;
@@ -60,6 +61,8 @@ impl Session {
     /// Opens the request's stream and either answers it here (a session method, a cached list)
     /// or puts it in flight, readdressed to its upstream id.
     fn open_call(&self, mut request: Message) -> Result<Opened, SessionError> {
+        // What it names, read once for every check below; unreadable, it is refused.
+        let named = named::named(&request);
         let mut state = self.lock();
         if let Some(cause) = &state.upstream_failure {
             return Err(UpstreamError::clone(cause).into());
@@ -72,12 +75,17 @@ impl Session {
         if let Some(answer) = self.answer_without_upstream(&method, &client_id) {
             return Ok(self.answer_here(&mut state, n, answer));
         }
-        let exposed = self
-            .to_server_name(&mut request, &method)
-            .and_then(|()| self.check_resource_shown(&request, &method));
-        if let Err(unknown) = exposed {
-            return Ok(self.answer_here(&mut state, n, unknown.to_response(&client_id)));
-        }
+        let exposed = named.map_err(ErrorAnswer::Unreadable).and_then(|named| {
+            self.to_server_name(&mut request, named.as_ref())?;
+            self.check_resource_shown(named.as_ref())?;
+            Ok(named)
+        });
+        let named = match exposed {
+            Ok(named) => named,
+            Err(unknown) => {
+                return Ok(self.answer_here(&mut state, n, unknown.to_response(&client_id)))
+            }
+        };
         let ticket = match self.cached_list(&request, &method) {
             Ok(ticket) => ticket,
             Err(result) => {
@@ -85,7 +93,9 @@ impl Session {
                 return Ok(self.answer_here(&mut state, n, answer));
             }
         };
-        if let Err(refusal) = self.follow_subscription(&mut state, &request, &method, &client_id) {
+        if let Err(refusal) =
+            self.follow_subscription(&mut state, named.as_ref(), &method, &client_id)
+        {
             return Ok(self.answer_here(&mut state, n, refusal));
         }
         let progress_token = routing::progress_token(&request);
@@ -169,16 +179,18 @@ impl Session {
     fn follow_subscription(
         &self,
         state: &mut State,
-        request: &Message,
+        named: Option<&Named>,
         method: &str,
         client_id: &Value,
     ) -> Result<(), Bytes> {
-        if let (methods::RESOURCES_SUBSCRIBE | methods::RESOURCES_UNSUBSCRIBE, Some(uri)) =
-            (method, routing::resource_uri(request))
+        if let (
+            methods::RESOURCES_SUBSCRIBE | methods::RESOURCES_UNSUBSCRIBE,
+            Some(Named::Resource(uri)),
+        ) = (method, named)
         {
             if method == methods::RESOURCES_UNSUBSCRIBE {
-                state.unsubscribe(&uri);
-            } else if let Err(refused) = state.subscribe(&uri, self.settings.max_subscriptions) {
+                state.unsubscribe(uri);
+            } else if let Err(refused) = state.subscribe(uri, self.settings.max_subscriptions) {
                 self.metrics.subscriptions_refused_total.inc();
                 return Err(ErrorAnswer::from(refused).to_response(client_id));
             }
@@ -374,6 +386,9 @@ impl Session {
             true => methods::RESOURCES_SUBSCRIBE,
             false => methods::RESOURCES_UNSUBSCRIBE,
         };
+        if subscribe && !self.settings.resources.shows(uri) {
+            return Err(SubscriptionRefused::NotShown.into());
+        }
         {
             let mut state = self.lock();
             match subscribe {

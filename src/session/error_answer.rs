@@ -33,6 +33,10 @@ pub(super) enum ErrorAnswer {
     /// not see (`[resources]`): answered as a legacy server answers for one it does not have.
     #[error("Resource not found: {0}")]
     UnknownResource(String),
+    /// A request whose target (the tool, prompt or resource it names) cannot be read: refused,
+    /// since no check could look at it.
+    #[error("Invalid params: {0}")]
+    Unreadable(#[from] crate::named::Unreadable),
     /// A subscription past the session's limits.
     #[error(transparent)]
     Subscription(#[from] SubscriptionRefused),
@@ -54,6 +58,7 @@ impl ErrorAnswer {
             ErrorAnswer::NotOffered(_) => METHOD_NOT_FOUND,
             ErrorAnswer::NotStarted => INVALID_REQUEST,
             ErrorAnswer::Subscription(_)
+            | ErrorAnswer::Unreadable(_)
             | ErrorAnswer::UnknownTool(_)
             | ErrorAnswer::UnknownPrompt(_) => INVALID_PARAMS,
             ErrorAnswer::UnknownResource(_) => LEGACY_RESOURCE_NOT_FOUND,

@@ -240,12 +240,12 @@ impl Session {
     }
 
     /// Whether clients are kept from a session-wide notification: a `resources/updated` of a
-    /// resource they do not see (`[resources]`).
+    /// resource they do not see (`[resources]`), or whose resource cannot be read.
     fn hides(&self, message: &Message) -> bool {
         let exposure = &self.settings.resources;
         message.method() == Some(methods::RESOURCES_UPDATED)
             && !exposure.is_identity()
-            && routing::resource_uri(message).is_some_and(|uri| !exposure.shows(&uri))
+            && routing::resource_uri(message).is_none_or(|uri| !exposure.shows(&uri))
     }
 
     /// A session-wide notification: what it says changed is no longer answered from the caches.

@@ -180,6 +180,9 @@ pub enum SubscriptionRefused {
          unsubscribe from one first"
     )]
     TooLarge(usize),
+    /// A resource the server's clients do not see (`[resources]`): never subscribed to.
+    #[error("Invalid params: Resource not found")]
+    NotShown,
 }
 
 impl SessionError {

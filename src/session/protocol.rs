@@ -60,7 +60,7 @@ pub fn parse_event_id(value: &Value) -> Option<u64> {
 /// Adds `params.sessionEventId` to a notification or server request; other messages (and
 /// by-position params) are returned as they are.
 pub fn stamp(payload: &Bytes, seq: u64) -> Bytes {
-    let Ok(mut message) = Message::parse(payload.clone()) else {
+    let Ok(mut message) = Message::parse_from_server(payload.clone()) else {
         return payload.clone();
     };
     if !matches!(message.kind(), Kind::Notification | Kind::Request) {

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use crate::ids::Principal;
 use crate::jsonrpc::Message;
-use crate::methods;
+use crate::named::{self, Named};
 
 /// Buckets kept at most before the full ones are dropped.
 pub const MAX_BUCKETS: usize = 100_000;
@@ -125,9 +125,11 @@ impl Limiter {
         if rate > 0.0 {
             buckets.push(Bucket::new(principal.as_str().to_owned(), rate, None));
         }
-        let tool = (request.method() == Some(methods::TOOLS_CALL))
-            .then(|| called_tool(request))
-            .flatten();
+        // A tool that cannot be read is refused by the session (`named`), limited or not.
+        let tool = match named::named(request) {
+            Ok(Some(Named::Tool(tool))) => Some(tool),
+            _ => None,
+        };
         if let Some((tool, rate)) = tool.and_then(|tool| {
             let rate = self.limits.tools.get(&tool).copied()?;
             (rate > 0.0).then_some((tool, rate))
@@ -169,15 +171,6 @@ impl Limiter {
         self.kept.set(full_at.len() as i64);
         Ok(())
     }
-}
-
-/// The tool a `tools/call` names.
-fn called_tool(request: &Message) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Called {
-        name: String,
-    }
-    request.params_as::<Called>().map(|called| called.name)
 }
 
 #[cfg(test)]

@@ -224,7 +224,7 @@ impl Inner {
 
     /// A message from the stream.
     async fn receive(&self, data: Bytes) {
-        let Ok(message) = Message::parse(data) else {
+        let Ok(message) = Message::parse_from_server(data) else {
             warn!("the upstream stream carried something that is not JSON-RPC");
             return;
         };

@@ -373,7 +373,7 @@ async fn read_stdout(stdout: tokio::process::ChildStdout, max_line: usize, event
         super::room_to_read(events.as_ref()).await;
         match lines.next_line().await {
             Ok(Some(Line::Text(line))) if line.iter().all(u8::is_ascii_whitespace) => {}
-            Ok(Some(Line::Text(line))) => match Message::parse(Bytes::from(line)) {
+            Ok(Some(Line::Text(line))) => match Message::parse_from_server(Bytes::from(line)) {
                 Ok(message) => events.deliver(UpstreamEvent::Message(Box::new(message))),
                 Err(error) => warn!(%error, "upstream wrote a line that is not JSON-RPC; dropped"),
             },

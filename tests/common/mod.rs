@@ -209,6 +209,16 @@ impl Client {
         .await
     }
 
+    /// POSTs `text` as it is (JSON a `Value` cannot hold, such as a duplicated member name)
+    /// with the headers a well-behaved client sends.
+    pub async fn post_text(&self, text: &str) -> Reply {
+        let mut headers = self.session_headers();
+        headers.push(("content-type", "application/json"));
+        headers.push(("accept", "application/json, text/event-stream"));
+        self.send(Method::POST, &headers, Some(Bytes::from(text.to_owned())))
+            .await
+    }
+
     /// Opens the GET stream, or resumes the stream named by `last_event_id`.
     pub async fn get(&self, last_event_id: Option<&str>) -> Reply {
         let mut headers = self.session_headers();
@@ -416,6 +426,22 @@ pub async fn assert_refused_for(reply: Reply, limit: &str) {
     assert_eq!(answer["error"]["code"], -32603, "{answer}");
     let message = answer["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains(limit), "{answer}");
+}
+
+/// A message with a duplicated member name refused whole: 400, -32600 naming the member, the
+/// request's id, and nothing of what its server would have answered.
+pub async fn assert_duplicate_refused(reply: Reply, id: u64, member: &str) {
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    let answer = reply.json().await;
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert_eq!(answer["id"], id, "{answer}");
+    assert_eq!(
+        answer["error"]["data"]["duplicateMember"], member,
+        "{answer}"
+    );
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(member), "{answer}");
+    assert!(answer.get("result").is_none(), "{answer}");
 }
 
 /// Waits until `condition` holds (for effects the test cannot await directly, such as another

@@ -282,8 +282,17 @@ impl From<ParseError> for Rejection {
     fn from(error: ParseError) -> Rejection {
         let message = match &error {
             ParseError::Json(_) => format!("Parse error: {error}"),
-            ParseError::NotJsonRpc(_) => format!("Invalid Request: {error}"),
+            ParseError::NotJsonRpc(_) | ParseError::Duplicate { .. } => {
+                format!("Invalid Request: {error}")
+            }
         };
-        Rejection::new(StatusCode::BAD_REQUEST, error.code(), message)
+        let rejection = Rejection::new(StatusCode::BAD_REQUEST, error.code(), message);
+        match error {
+            ParseError::Duplicate { member, id } => Rejection {
+                data: Some(Box::new(serde_json::json!({ "duplicateMember": member }))),
+                ..rejection.with_id(id.as_ref())
+            },
+            _ => rejection,
+        }
     }
 }

@@ -239,5 +239,5 @@ fn lone_response(delivery: &Delivery) -> Option<Bytes> {
 }
 
 fn is_error(payload: &Bytes) -> bool {
-    Message::parse(payload.clone()).is_ok_and(|m| m.is_error())
+    Message::parse_from_server(payload.clone()).is_ok_and(|m| m.is_error())
 }

@@ -203,7 +203,7 @@ fn with_handle_tools(payload: Bytes, lists: &mut std::collections::HashSet<Strin
     if lists.is_empty() {
         return payload;
     }
-    let answered = Message::parse(payload.clone())
+    let answered = Message::parse_from_server(payload.clone())
         .ok()
         .filter(|message| message.kind() == Kind::Response)
         .and_then(|message| message.id().map(id_key));

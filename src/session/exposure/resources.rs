@@ -4,12 +4,16 @@
 //! would (`deny = ["internal://*"]` hides `internal://{id}`), and a URI read through a listed
 //! template is still checked on its own. A `resources/read`, `resources/subscribe` or
 //! `resources/unsubscribe` of a URI not shown is answered as a resource the server does not
-//! have, never sent; its `notifications/resources/updated` never reach the client.
+//! have, never sent; its `notifications/resources/updated` never reach the client. A URI is
+//! held to the globs in each way a server may read it (`uri`): `file:///public/../secret` is
+//! not under `file:///public/*`, and `DEMO://internal/x` is under `demo://internal/*`.
 
+use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::passes;
+use super::glob::Glob;
+use super::uri::{self, READINGS};
 
 /// As the configuration spells it: `[resources]`, `[servers.<name>.resources]`. Only `allow`
 /// and `deny`: URIs are what clients read, so they are never renamed or prefixed.
@@ -17,9 +21,53 @@ use super::passes;
 #[serde(deny_unknown_fields, default)]
 pub struct ResourceExposure {
     /// Globs (`*`, `?`) on resource URIs: only resources matching one are seen (none: all).
-    pub allow: Vec<String>,
+    pub allow: Vec<UriGlob>,
     /// Globs on resource URIs: resources matching one are never seen.
-    pub deny: Vec<String>,
+    pub deny: Vec<UriGlob>,
+}
+
+/// A glob on resource URIs, compiled for each way a URI may be read (its own text read the
+/// same way: `DEMO://Internal/*` is `demo://internal/*` normalised).
+#[derive(Debug, Clone)]
+pub struct UriGlob {
+    readings: [Glob; READINGS],
+}
+
+impl UriGlob {
+    pub fn new(text: &str) -> UriGlob {
+        UriGlob {
+            readings: uri::readings(text).map(|reading| Glob::new(reading.into_owned())),
+        }
+    }
+
+    /// The glob as written.
+    pub fn as_str(&self) -> &str {
+        self.readings[0].as_str()
+    }
+}
+
+impl From<&str> for UriGlob {
+    fn from(text: &str) -> UriGlob {
+        UriGlob::new(text)
+    }
+}
+
+impl From<String> for UriGlob {
+    fn from(text: String) -> UriGlob {
+        UriGlob::new(&text)
+    }
+}
+
+impl PartialEq<&str> for UriGlob {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl<'de> Deserialize<'de> for UriGlob {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<UriGlob, D::Error> {
+        String::deserialize(deserializer).map(|text| UriGlob::new(&text))
+    }
 }
 
 /// A list of resources or of templates, and the field of each entry the globs apply to.
@@ -46,9 +94,26 @@ impl ResourceExposure {
         self.allow.is_empty() && self.deny.is_empty()
     }
 
-    /// Whether clients see the resource at `uri` (or the template of that text).
+    /// Whether clients see the resource at `uri` (or the template of that text): under an
+    /// `allow` glob however it is read, and under no `deny` glob whichever way it is read.
     pub fn shows(&self, uri: &str) -> bool {
-        passes(&self.allow, &self.deny, uri)
+        if self.is_identity() {
+            return true;
+        }
+        let readings: Vec<Vec<char>> = uri::readings(uri)
+            .iter()
+            .map(|reading| reading.chars().collect())
+            .collect();
+        let under = |glob: &UriGlob, reading: usize| {
+            glob.readings[reading].matches_chars(&readings[reading])
+        };
+        let allowed = self.allow.is_empty()
+            || (0..READINGS).all(|reading| self.allow.iter().any(|glob| under(glob, reading)));
+        let denied = self
+            .deny
+            .iter()
+            .any(|glob| (0..READINGS).any(|reading| under(glob, reading)));
+        allowed && !denied
     }
 
     /// A list result as clients see it: the entries not shown left out; `None` when it is not
@@ -87,6 +152,39 @@ mod tests {
         assert!(!exposure.shows("test://static-text"), "not allowed");
         assert!(ResourceExposure::default().is_identity());
         assert!(ResourceExposure::default().shows("anything://at/all"));
+    }
+
+    #[test]
+    fn a_rule_holds_however_the_server_reads_the_uri() {
+        let public = ResourceExposure {
+            allow: vec!["file:///public/*".into()],
+            ..ResourceExposure::default()
+        };
+        assert!(public.shows("file:///public/a.txt"));
+        assert!(public.shows("file:///public/a/../b.txt"));
+        for outside in [
+            "file:///public/../secret",
+            "file:///public/%2e%2e/secret",
+            "file:///public/..%2Fsecret",
+            "FILE:///public/../secret",
+        ] {
+            assert!(!public.shows(outside), "{outside}");
+        }
+        let internal = ResourceExposure {
+            deny: vec!["demo://internal/*".into(), "DEMO://Upper/*".into()],
+            ..ResourceExposure::default()
+        };
+        for hidden in [
+            "demo://internal/x",
+            "DEMO://internal/x",
+            "demo://INTERNAL/x",
+            "demo://%69nternal/x",
+            "demo://internal/a/../../x",
+            "demo://upper/y",
+        ] {
+            assert!(!internal.shows(hidden), "{hidden}");
+        }
+        assert!(internal.shows("demo://public/x"));
     }
 
     #[test]

@@ -91,7 +91,7 @@ impl Session {
         for entry in logged {
             let seq = entry.seq;
             let coalesce = entry.coalesce.or_else(|| {
-                let message = Message::parse(entry.payload.clone()).ok()?;
+                let message = Message::parse_from_server(entry.payload.clone()).ok()?;
                 routing::file(&message, self.settings.coalesce_progress).coalesce
             });
             if state.log.insert_logged(

@@ -159,7 +159,7 @@ impl Link {
     }
 
     fn deliver(&self, bytes: Bytes) -> bool {
-        match Message::parse(bytes) {
+        match Message::parse_from_server(bytes) {
             Ok(message) => {
                 self.to_bridge(UpstreamEvent::Message(Box::new(message)));
                 true
@@ -194,7 +194,7 @@ impl Link {
                     continue;
                 }
                 let data = Bytes::from(event.data);
-                let answered = Message::parse(data.clone())
+                let answered = Message::parse_from_server(data.clone())
                     .is_ok_and(|m| m.kind() == Kind::Response && m.id().map(id_key) == own_id);
                 self.deliver(data);
                 if answered {

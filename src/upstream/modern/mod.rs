@@ -146,7 +146,7 @@ impl Bridge {
     }
 
     fn deliver_bytes(&self, bytes: Bytes) {
-        if let Ok(message) = Message::parse(bytes) {
+        if let Ok(message) = Message::parse_from_server(bytes) {
             self.session
                 .deliver(UpstreamEvent::Message(Box::new(message)));
         }
@@ -171,7 +171,7 @@ impl Bridge {
 
     async fn bytes_to_server(&self, bytes: Bytes) -> Result<(), UpstreamError> {
         let server = self.server.get().ok_or(UpstreamError::Gone)?;
-        let message = Message::parse(bytes).map_err(|_| UpstreamError::Gone)?;
+        let message = Message::parse_from_server(bytes).map_err(|_| UpstreamError::Gone)?;
         Box::pin(server.send(message)).await
     }
 }

@@ -43,7 +43,7 @@ impl Inner {
             if event.data.is_empty() {
                 continue;
             }
-            if let Ok(message) = Message::parse(Bytes::from(event.data)) {
+            if let Ok(message) = Message::parse_from_server(Bytes::from(event.data)) {
                 seen(&message);
                 self.events
                     .deliver(UpstreamEvent::Message(Box::new(message)));

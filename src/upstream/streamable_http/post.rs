@@ -168,7 +168,7 @@ impl Inner {
     }
 
     async fn forward(&self, body: Bytes) {
-        match Message::parse(body) {
+        match Message::parse_from_server(body) {
             Ok(message) => {
                 self.events
                     .deliver(UpstreamEvent::Message(Box::new(message)));

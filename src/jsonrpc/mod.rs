@@ -1,5 +1,8 @@
 //! JSON-RPC 2.0 message model: classify a message, rewrite its id, build errors — while the
-//! payload (`params`, `result`, `error`) is carried as raw JSON and never re-serialised.
+//! payload (`params`, `result`, `error`) is carried as raw JSON and never re-serialised. A
+//! message with a duplicated member name, at any depth, is refused (`unique`).
+
+mod unique;
 
 use bytes::Bytes;
 use serde::{Deserialize, Deserializer};
@@ -47,13 +50,22 @@ pub enum ParseError {
     Json(String),
     #[error("not a JSON-RPC 2.0 message: {0}")]
     NotJsonRpc(String),
+    /// A member name that appears twice in one object: the proxy and the server behind it
+    /// could read different values, so the message is refused, never forwarded.
+    #[error("the member {member:?} appears more than once; member names must be unique")]
+    Duplicate {
+        /// Where: `params.uri`, `params.arguments.x`, `id`.
+        member: String,
+        /// The message's id, when that much could be read, to answer with.
+        id: Option<Value>,
+    },
 }
 
 impl ParseError {
     pub fn code(&self) -> i64 {
         match self {
             ParseError::Json(_) => PARSE_ERROR,
-            ParseError::NotJsonRpc(_) => INVALID_REQUEST,
+            ParseError::NotJsonRpc(_) | ParseError::Duplicate { .. } => INVALID_REQUEST,
         }
     }
 }
@@ -81,24 +93,54 @@ struct Wire {
     error: Option<Box<RawValue>>,
 }
 
+/// The id of a message refused whole, when it has one readable id.
+#[derive(Deserialize)]
+struct IdOnly {
+    id: Option<Value>,
+}
+
 /// Distinguishes `"id": null` (Some(Null)) from an absent id (None).
 fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
     Value::deserialize(d).map(Some)
 }
 
 impl Message {
-    /// Parses one message. A JSON array (a 2025-03-26 batch) is refused as not JSON-RPC.
+    /// Parses one message. A JSON array (a 2025-03-26 batch) is refused as not JSON-RPC, and
+    /// so is a message with a duplicated member name at any depth (`ParseError::Duplicate`).
     pub fn parse(bytes: Bytes) -> Result<Message, ParseError> {
-        Message::parse_checking(bytes, true)
+        Message::parse_checking(bytes, true, true)
     }
 
     /// Like `parse`, but a missing `"jsonrpc"` member is accepted (a wrong one is not): for
     /// messages the proxy answers itself, whose published examples leave it out.
     pub fn parse_without_version(bytes: Bytes) -> Result<Message, ParseError> {
-        Message::parse_checking(bytes, false)
+        Message::parse_checking(bytes, false, true)
     }
 
-    fn parse_checking(bytes: Bytes, version_required: bool) -> Result<Message, ParseError> {
+    /// Like `parse`, for what a server sends: its member names are not searched for a
+    /// duplicate (a second pass over answers that may be large). What the proxy forwards of a
+    /// server goes out as the server wrote it, for the client's parser to read as the client
+    /// would read it from the server itself; what the proxy reads of it to decide something
+    /// fails closed when it cannot be read.
+    pub fn parse_from_server(bytes: Bytes) -> Result<Message, ParseError> {
+        Message::parse_checking(bytes, true, false)
+    }
+
+    fn parse_checking(
+        bytes: Bytes,
+        version_required: bool,
+        unique_members: bool,
+    ) -> Result<Message, ParseError> {
+        if let Some(member) = unique_members
+            .then(|| unique::first_duplicate(&bytes))
+            .flatten()
+        {
+            let id = serde_json::from_slice::<IdOnly>(&bytes)
+                .ok()
+                .and_then(|read| read.id)
+                .filter(|id| id.is_string() || id.is_number());
+            return Err(ParseError::Duplicate { member, id });
+        }
         let wire: Wire = serde_json::from_slice(&bytes).map_err(|e| match e.classify() {
             serde_json::error::Category::Data => ParseError::NotJsonRpc(
                 if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
