@@ -250,6 +250,14 @@ pub fn metadata<B>(router: &Router, request: &Request<B>) -> Option<Response<Bod
             resource
         }
     };
+    if super::cors::is_preflight(request) {
+        let methods = super::cors::methods::METADATA;
+        return Some(super::cors::preflight(
+            &router.http,
+            request.headers(),
+            methods,
+        ));
+    }
     if request.method() != Method::GET && request.method() != Method::HEAD {
         return Some(Rejection::method_not_allowed().into_response());
     }
@@ -271,15 +279,12 @@ pub fn metadata<B>(router: &Router, request: &Request<B>) -> Option<Response<Bod
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    // Browser clients read it from another origin.
-    headers.insert(
-        header::ACCESS_CONTROL_ALLOW_ORIGIN,
-        HeaderValue::from_static("*"),
-    );
     headers.insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static("max-age=3600"),
     );
+    // Browser clients read it from another origin.
+    super::cors::public(&mut response);
     Some(response)
 }
 

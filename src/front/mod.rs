@@ -4,6 +4,7 @@
 pub mod access;
 pub mod authorization;
 pub mod body;
+pub mod cors;
 pub mod data_layer;
 pub mod event_stream;
 pub mod guard;
@@ -214,7 +215,7 @@ pub async fn serve(
     connections.wait().await;
 }
 
-async fn route(router: &Router, mut request: Request<Incoming>) -> Response<Body> {
+async fn route(router: &Router, request: Request<Incoming>) -> Response<Body> {
     let path = request.uri().path();
     if let Some(rest) = path.strip_prefix("/internal/") {
         // Signed with the hop key, which a rebinding page cannot do.
@@ -247,7 +248,26 @@ async fn route(router: &Router, mut request: Request<Incoming>) -> Response<Body
     if let Some(document) = authorization::metadata(router, &request) {
         return document;
     }
-    let Some((app, _)) = router.served(path) else {
+    let Some((app, endpoint)) = router.served(path) else {
+        return text(StatusCode::NOT_FOUND, "not found\n".into());
+    };
+    // A preflight carries no credentials: it is answered before any token is asked for.
+    if let Some(methods) = cors::methods::of(endpoint).filter(|_| cors::is_preflight(&request)) {
+        let response = cors::preflight(&app.http, request.headers(), methods);
+        if !response.status().is_success() {
+            telemetry::refused(app, request.method(), &response);
+        }
+        return response;
+    }
+    let readers = cors::Readers::of(&app.http, request.headers());
+    let mut response = serve_endpoint(router, request).await;
+    readers.allow(&mut response);
+    response
+}
+
+/// A request to a served server's endpoint: its token checked (with `[auth]`), then served.
+async fn serve_endpoint(router: &Router, mut request: Request<Incoming>) -> Response<Body> {
+    let Some((app, _)) = router.served(request.uri().path()) else {
         return text(StatusCode::NOT_FOUND, "not found\n".into());
     };
     if let Err(rejection) = authorization::admit(router, app, &mut request).await {
