@@ -201,6 +201,8 @@ per_server! {
     rate_limited_tool_calls_total: Counter, "tools/call requests refused (429) because their principal was over the tool's rate in limits.tools.";
     rate_buckets: Gauge, "Rate-limit buckets (one per principal, and per principal and limited tool) this replica keeps of its own: with a shared store only while it cannot answer; at most 100000.";
     anonymous_pool_misses_total: Counter, "2026-07-28 requests without a credential that found no pooled session ready for them and waited for one (or were refused).";
+    requests_inflight: Gauge, "Requests sent to the server and not answered yet, over all of its sessions.";
+    requests_inflight_refused_total: Counter, "Requests refused (503) because their session already had session.max_inflight requests in flight.";
 }
 
 impl ServerMetrics {
@@ -311,6 +313,16 @@ impl AuthMetrics {
     }
 }
 
+process_wide! {
+    /// The listener's figures (process-wide: one listener for every server).
+    HttpMetrics {
+        connections_open: Gauge = Gauge::default(), "http_connections_open",
+            "Client connections open (WebSocket connections and SSE streams included).";
+        connections_refused: Counter = Counter::default(), "http_connections_refused",
+            "Client connections answered 503 and closed because http.max_connections were open.";
+    }
+}
+
 /// Every figure of the process, and the registry that renders them.
 #[derive(Debug)]
 pub struct Metrics {
@@ -319,6 +331,7 @@ pub struct Metrics {
     pub store: Arc<StoreMetrics>,
     pub spans: SpanMetrics,
     pub auth: AuthMetrics,
+    pub http: HttpMetrics,
 }
 
 impl Default for Metrics {
@@ -328,8 +341,10 @@ impl Default for Metrics {
         let store = Arc::new(StoreMetrics::register(&mut registry));
         let spans = SpanMetrics::register(&mut registry);
         let auth = AuthMetrics::register(&mut registry);
+        let http = HttpMetrics::register(&mut registry);
         Metrics {
             auth,
+            http,
             registry,
             servers,
             store,

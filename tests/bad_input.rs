@@ -599,6 +599,92 @@ async fn too_many_sessions_is_503_with_retry_after() {
     bystander_unharmed(proxy, bystander).await;
 }
 
+#[tokio::test]
+async fn requests_past_a_sessions_in_flight_bound_are_503_and_reach_no_server() {
+    let (proxy, bystander) = with_bystander(|c| c.session.max_inflight = 3).await;
+    // A WebSocket client pipelines without waiting for answers.
+    let mut ws = common::ws::Ws::connect(proxy.addr()).await;
+    let initialized = ws
+        .request(
+            "initialize",
+            json!({ "protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": { "name": "pipeline", "version": "1" } }),
+        )
+        .await;
+    assert!(initialized["result"].is_object(), "{initialized}");
+    for id in 1..=5 {
+        ws.send(json!({ "jsonrpc": "2.0", "id": format!("slow-{id}"), "method": "tools/call",
+                        "params": { "name": "sleep", "arguments": { "ms": 60_000 } } }))
+            .await;
+    }
+    for id in ["slow-4", "slow-5"] {
+        let refused = ws.response_to(json!(id)).await;
+        assert_eq!(refused["error"]["code"], -32603, "{refused}");
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("session.max_inflight"), "{refused}");
+    }
+    assert_eq!(proxy.metric("mcp_proxy_requests_inflight"), 3);
+    assert_eq!(proxy.metric("mcp_proxy_requests_inflight_refused_total"), 2);
+
+    // Over HTTP: 503 with Retry-After, and the session goes on once one is answered.
+    let mut client = proxy.initialized_client("2025-11-25").await;
+    let slow: Vec<_> = (0..3)
+        .map(|_| {
+            let mut client = client.clone();
+            tokio::spawn(async move { client.call_tool("sleep", json!({ "ms": 300 })).await })
+        })
+        .collect();
+    common::until("three more in flight", 6, || async {
+        proxy.metric("mcp_proxy_requests_inflight")
+    })
+    .await;
+    let id = client.next_id();
+    let reply = client
+        .post(&json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+                       "params": { "name": "echo", "arguments": { "text": "one more" } } }))
+        .await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(reply.headers.contains_key("retry-after"));
+    let refused = reply.json().await;
+    assert_eq!(refused["id"], id, "{refused}");
+    for call in slow {
+        assert_eq!(within("a slow call", call).await.unwrap(), "slept 300 ms");
+    }
+    assert_eq!(client.call_tool("echo", json!({ "text": "again" })).await, "again");
+    bystander_unharmed(proxy, bystander).await;
+}
+
+#[tokio::test]
+async fn connections_past_the_bound_are_answered_503_and_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (proxy, bystander) = with_bystander(|c| c.http.max_connections = 2).await;
+    let open = || proxy.metric("mcp_proxy_http_connections_open");
+    common::eventually("the bystander's connections closed", || open() == 0).await;
+    // An upgraded WebSocket connection keeps its place; so does an idle one.
+    let ws = common::ws::Ws::connect(proxy.addr()).await;
+    let idle = tokio::net::TcpStream::connect(proxy.addr()).await.unwrap();
+    common::eventually("two connections open", || open() == 2).await;
+
+    let mut third = tokio::net::TcpStream::connect(proxy.addr()).await.unwrap();
+    third
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    within("the refusal", third.read_to_string(&mut answer))
+        .await
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("retry-after: 1"), "{answer}");
+    assert!(answer.contains("http.max_connections"), "{answer}");
+    assert_eq!(proxy.metric("mcp_proxy_http_connections_refused_total"), 1);
+
+    drop(ws);
+    drop(idle);
+    common::eventually("the places given back", || open() == 0).await;
+    bystander_unharmed(proxy, bystander).await;
+}
+
 /// A command that exists at start-up (so the proxy starts) but cannot be run: its interpreter
 /// is missing.
 fn unrunnable_command() -> std::path::PathBuf {

@@ -1011,6 +1011,41 @@ async fn strangers_count(proxy: &Proxy) -> Value {
 }
 
 #[tokio::test]
+async fn a_stranger_over_the_rate_takes_nothing_from_the_pool() {
+    let proxy = Proxy::start_with(|config| {
+        config.session.anonymous_pool = 2;
+        config.limits.requests_per_second = 0.01;
+    })
+    .await;
+    let metric = |name: &str| proxy.metric(&format!("mcp_proxy_{name}"));
+    assert_eq!(strangers_count(&proxy).await, "1");
+    common::until("the pool to be ready", 2, || async {
+        metric("anonymous_pool_ready")
+    })
+    .await;
+    let (spawns, hits, misses) = (
+        metric("upstream_spawns_total"),
+        metric("anonymous_pool_hits_total"),
+        metric("anonymous_pool_misses_total"),
+    );
+    let stranger = Modern::new(&proxy, None);
+    let (status, answer) = stranger
+        .request(
+            2,
+            "tools/call",
+            json!({ "name": "counter", "arguments": {} }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{answer}");
+    // Refused before a pooled server was lent (or a new one started in its place).
+    assert_eq!(metric("anonymous_pool_ready"), 2);
+    assert_eq!(metric("anonymous_pool_hits_total"), hits);
+    assert_eq!(metric("anonymous_pool_misses_total"), misses);
+    assert_eq!(metric("upstream_spawns_total"), spawns);
+    proxy.stop().await;
+}
+
+#[tokio::test]
 async fn strangers_get_servers_prepared_ahead_and_never_one_another_s_state() {
     let proxy = Proxy::start_with(|config| config.session.anonymous_pool = 3).await;
     let metric = |name: &str| proxy.metric(&format!("mcp_proxy_{name}"));

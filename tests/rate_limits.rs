@@ -66,6 +66,39 @@ async fn a_principal_over_its_rate_gets_429_and_others_keep_theirs() {
 }
 
 #[tokio::test]
+async fn a_request_over_its_rate_starts_no_server_on_any_transport() {
+    let proxy = Proxy::start_with(|config| config.limits.requests_per_second = 0.01).await;
+    let mut alice = proxy.client();
+    alice.authorization = Some("Bearer alice".into());
+    alice.initialize("2025-11-25").await;
+    assert_eq!(proxy.metric("mcp_proxy_upstream_spawns_total"), 1);
+
+    let initialize = json!({ "protocolVersion": "2025-11-25", "capabilities": {},
+                             "clientInfo": { "name": "rate", "version": "1" } });
+    let mut again = proxy.client();
+    again.authorization = alice.authorization.clone();
+    let refused = post(&mut again, "initialize", initialize.clone()).await;
+    assert_limited(&refused, "limits.requests_per_second");
+    let bearer = "Bearer alice";
+    let mut ws = Ws::connect_with(
+        proxy.addr(),
+        "/mcp",
+        &[("sec-websocket-protocol", "mcp"), ("authorization", bearer)],
+    )
+    .await
+    .unwrap();
+    let refused = ws.request("initialize", initialize).await;
+    assert_eq!(refused["error"]["code"], -32029, "{refused}");
+    let protocol_start = ws.request("session/start", json!({})).await;
+    assert_eq!(protocol_start["error"]["code"], -32029, "{protocol_start}");
+    // Refused before anything was started for them: one session, one server.
+    assert_eq!(proxy.metric("mcp_proxy_upstream_spawns_total"), 1);
+    assert_eq!(proxy.metric("mcp_proxy_sessions_created_total"), 1);
+    assert_eq!(proxy.metric("mcp_proxy_rate_limited_requests_total"), 3);
+    proxy.stop().await;
+}
+
+#[tokio::test]
 async fn a_tools_rate_is_its_own_within_the_principals() {
     let proxy = Proxy::start_with(|config| {
         config.limits.tools = [("add".to_owned(), 0.01)].into();

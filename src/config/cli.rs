@@ -296,6 +296,18 @@ pub struct Cli {
     #[arg(long, value_name = "N")]
     pub max_subscriptions: Option<usize>,
 
+    /// Most requests one session may have in flight to its server at once (WebSocket clients
+    /// pipeline without waiting); one more is refused with 503 and Retry-After without
+    /// reaching the server (session.max_inflight) [default: 256].
+    #[arg(long, value_name = "N")]
+    pub max_inflight: Option<usize>,
+
+    /// Most client connections open at once, WebSocket connections and SSE streams included;
+    /// one more is answered 503 with Retry-After and closed (http.max_connections) [default:
+    /// 16384].
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+
     /// Log format [default: text].
     #[arg(long, value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,

@@ -264,6 +264,9 @@ pub struct SessionConfig {
     pub max_session_state_bytes: usize,
     /// Resources one session may be subscribed to at once; one more is refused (-32602).
     pub max_subscriptions: usize,
+    /// Requests one session may have in flight to its server at once; one more is refused
+    /// (503 with `Retry-After`) without reaching the server.
+    pub max_inflight: usize,
 }
 
 /// How a served server's requests are correlated with upstream sessions, beyond data-layer
@@ -296,6 +299,9 @@ pub struct HttpConfig {
     pub allowed_origins: Vec<String>,
     pub allowed_hosts: Vec<String>,
     pub principal_header: Option<String>,
+    /// Client connections open at once (WebSocket connections and SSE streams included); one
+    /// more is answered 503 with `Retry-After` and closed.
+    pub max_connections: usize,
 }
 
 impl Default for Config {
@@ -381,6 +387,7 @@ impl Default for SessionConfig {
             max_data_sessions_per_principal: layer.max_per_principal,
             max_session_state_bytes: layer.max_state_bytes,
             max_subscriptions: session.max_subscriptions,
+            max_inflight: session.max_inflight,
         }
     }
 }
@@ -399,6 +406,7 @@ impl Default for HttpConfig {
             allowed_origins: http.allowed_origins,
             allowed_hosts: http.allowed_hosts,
             principal_header: http.principal_header,
+            max_connections: http.max_connections,
         }
     }
 }

@@ -149,10 +149,12 @@ fn apply_session(session: &mut SessionConfig, cli: &Cli) {
     set(&mut session.window_bytes, &cli.window_bytes);
     set(&mut session.window_age, &cli.window_age);
     set(&mut session.max_subscriptions, &cli.max_subscriptions);
+    set(&mut session.max_inflight, &cli.max_inflight);
 }
 
 fn apply_http(http: &mut HttpConfig, cli: &Cli) {
     set(&mut http.json_wait, &cli.json_wait);
+    set(&mut http.max_connections, &cli.max_connections);
     if !cli.allowed_origins.is_empty() {
         http.allowed_origins = cli.allowed_origins.clone();
     }

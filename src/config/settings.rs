@@ -115,6 +115,7 @@ impl Config {
             allowed_hosts: self.http.allowed_hosts.clone(),
             loopback_hosts_only: self.listen.ip().is_loopback(),
             principal_header: self.http.principal_header.clone(),
+            max_connections: self.http.max_connections,
         }
     }
 }
@@ -203,6 +204,7 @@ impl SessionConfig {
             cache_lists: false,
             request_timeout: UpstreamConfig::default().request_timeout,
             max_subscriptions: self.max_subscriptions,
+            max_inflight: self.max_inflight,
             // Set by the server from the tracing configuration.
             spans: crate::spans::Spans::default(),
             // Set by the server from the server's `[tools]`, `[prompts]`, `[resources]` and

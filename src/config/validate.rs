@@ -30,6 +30,9 @@ impl Config {
                 self.access_log_sample
             );
         }
+        if self.http.max_connections == 0 {
+            bail!("http.max_connections must be at least 1");
+        }
         if self.http.max_body_bytes == 0 {
             bail!("http.max_body_bytes must be at least 1");
         }
@@ -273,6 +276,7 @@ impl SessionConfig {
             ),
             ("max_session_state_bytes", self.max_session_state_bytes),
             ("max_subscriptions", self.max_subscriptions),
+            ("max_inflight", self.max_inflight),
             (
                 "max_sessions_per_principal",
                 self.max_sessions_per_principal,

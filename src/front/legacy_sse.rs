@@ -104,6 +104,11 @@ async fn post(
     .await?;
     let mut message = Message::parse(body)?;
     telemetry.read(&parts.headers, &mut message);
+    let principal = guard::principal(&app.http, &parts.headers, &parts.extensions);
+    app.registry
+        .admit(&principal, &message)
+        .await
+        .map_err(|e| Rejection::session(&e).with_id(message.id()))?;
     telemetry.set("mcp_proxy.era", "legacy");
     telemetry.set("mcp.protocol.version", "2024-11-05");
     telemetry.set_with("mcp.session.id", || {

@@ -4,6 +4,7 @@
 pub mod access;
 pub mod authorization;
 pub mod body;
+pub mod connections;
 pub mod cors;
 pub mod data_layer;
 pub mod event_stream;
@@ -77,6 +78,8 @@ pub struct HttpSettings {
     /// A header set by a trusted authenticating proxy that names the principal; without it,
     /// the principal is a digest of `Authorization`.
     pub principal_header: Option<String>,
+    /// Client connections open at once; one more is answered 503 and closed.
+    pub max_connections: usize,
 }
 
 impl Default for HttpSettings {
@@ -93,6 +96,7 @@ impl Default for HttpSettings {
             allowed_hosts: Vec::new(),
             loopback_hosts_only: true,
             principal_header: None,
+            max_connections: 16_384,
         }
     }
 }
@@ -159,23 +163,33 @@ pub async fn serve(
     closing: CancellationToken,
 ) {
     let connections = TaskTracker::new();
+    let open =
+        connections::Connections::new(router.http.max_connections, router.metrics.http.clone());
     loop {
         let (socket, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
+                    // Out of file descriptors, say: a pause, not a loop that spins on it.
                     warn!(%error, "accept failed");
+                    tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
                     continue;
                 }
             },
             () = stop_accepting.cancelled() => break,
         };
+        let Some(slot) = open.take() else {
+            open.refuse(socket);
+            continue;
+        };
         let _ = socket.set_nodelay(true);
         let router = router.clone();
         let closing = closing.clone();
         connections.spawn(async move {
-            let service = service_fn(move |request: Request<Incoming>| {
+            let service = service_fn(move |mut request: Request<Incoming>| {
                 let router = router.clone();
+                // An upgraded connection takes its slot along.
+                request.extensions_mut().insert(slot.clone());
                 async move {
                     let started = std::time::Instant::now();
                     let asked = access::enabled().then(|| access::Asked::of(&request, peer));
@@ -214,6 +228,9 @@ pub async fn serve(
     connections.close();
     connections.wait().await;
 }
+
+/// How long the listener pauses after a failed accept.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
 
 async fn route(router: &Router, request: Request<Incoming>) -> Response<Body> {
     let path = request.uri().path();

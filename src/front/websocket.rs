@@ -60,6 +60,10 @@ pub fn upgrade(app: Arc<App>, mut request: Request<Incoming>) -> Response<Body> 
             .get::<Admitted>()
             .map(|admitted| Instant::now() + admitted.verified.remaining());
         let on_upgrade = hyper::upgrade::on(&mut request);
+        // The connection's place among those open goes with it (`http.max_connections`).
+        let slot = request
+            .extensions_mut()
+            .remove::<super::connections::Slot>();
         let config = WebSocketConfig::default()
             .max_message_size(Some(app.http.max_body_bytes))
             .max_frame_size(Some(app.http.max_body_bytes));
@@ -78,6 +82,7 @@ pub fn upgrade(app: Arc<App>, mut request: Request<Incoming>) -> Response<Body> 
                         Connection::new(connected, principal, credential, expires)
                             .run(socket)
                             .await;
+                        drop(slot);
                     }
                     Err(error) => debug!(%error, "the WebSocket upgrade did not complete"),
                 }

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use tracing::{debug, Instrument};
 
 use super::error_answer::ErrorAnswer;
-use super::inflight::Inflight;
+use super::inflight::{Counted, Inflight};
 use super::list_cache::{Lookup, Ticket};
 use super::log::StreamKey;
 use super::state::State;
@@ -93,6 +93,11 @@ impl Session {
                 return Ok(self.answer_here(&mut state, n, answer));
             }
         };
+        let limit = self.settings.max_inflight;
+        if state.calls.inflight.len() >= limit {
+            self.metrics.requests_inflight_refused_total.inc();
+            return Err(SessionError::TooManyInFlight(limit));
+        }
         if let Err(refusal) =
             self.follow_subscription(&mut state, named.as_ref(), &method, &client_id)
         {
@@ -122,6 +127,7 @@ impl Session {
                 held_for_input: false,
                 sent: Instant::now(),
                 span,
+                _counted: Counted::new(&self.metrics.requests_inflight),
             },
         );
         self.note_busy(&mut state);
@@ -427,6 +433,7 @@ impl Session {
                     held_for_input: false,
                     sent: Instant::now(),
                     span: None,
+                    _counted: Counted::new(&self.metrics.requests_inflight),
                 },
             );
             id

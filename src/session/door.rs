@@ -59,31 +59,10 @@ impl Registry {
         self.resolve(redis, id, principal, credential).await
     }
 
-    /// Hands a client request to `session`: the stream its answer will be logged on. A
-    /// replica on its way out takes no new request.
+    /// Hands a request to `session` (a client's, admitted at the front door with
+    /// [`Registry::admit`]; or one the proxy makes itself on a client's behalf): the stream its
+    /// answer will be logged on. A replica on its way out takes no new request.
     pub async fn call(
-        &self,
-        session: &Arc<Session>,
-        request: Message,
-    ) -> Result<StreamKey, SessionError> {
-        if self.is_leaving() {
-            return Err(SessionError::ShuttingDown);
-        }
-        if let Err(exceeded) = self.admit(session.principal(), &request).await {
-            let refused = match exceeded {
-                Exceeded::Requests { .. } => &self.metrics.rate_limited_requests_total,
-                Exceeded::Tool { .. } => &self.metrics.rate_limited_tool_calls_total,
-            };
-            refused.inc();
-            return Err(SessionError::RateLimited(exceeded));
-        }
-        self.carry(session, request).await
-    }
-
-    /// [`Registry::call`] for a request the proxy makes itself on a client's behalf (its
-    /// `initialize` of a session for a 2026-07-28 client, a question of its own): it takes
-    /// nothing from the principal's rate.
-    pub(in crate::session) async fn carry(
         &self,
         session: &Arc<Session>,
         request: Message,
@@ -97,10 +76,37 @@ impl Registry {
         .await
     }
 
+    /// Lets a client's request in under its principal's rates, before anything is looked up,
+    /// started or taken for it (a session created, a server started, a pooled session lent):
+    /// over a rate, it is refused (429) having cost nothing but this. Only requests count
+    /// (notifications and answers are not refused).
+    pub async fn admit(
+        &self,
+        principal: &Principal,
+        request: &Message,
+    ) -> Result<(), SessionError> {
+        if request.kind() != Kind::Request {
+            return Ok(());
+        }
+        let Err(exceeded) = self.take_from_buckets(principal, request).await else {
+            return Ok(());
+        };
+        let refused = match exceeded {
+            Exceeded::Requests { .. } => &self.metrics.rate_limited_requests_total,
+            Exceeded::Tool { .. } => &self.metrics.rate_limited_tool_calls_total,
+        };
+        refused.inc();
+        Err(SessionError::RateLimited(exceeded))
+    }
+
     /// Takes `request` out of its principal's rate buckets: with a shared store, the ones every
     /// replica takes from (one round trip); without, or while the store cannot answer, this
     /// replica's own.
-    async fn admit(&self, principal: &Principal, request: &Message) -> Result<(), Exceeded> {
+    async fn take_from_buckets(
+        &self,
+        principal: &Principal,
+        request: &Message,
+    ) -> Result<(), Exceeded> {
         let buckets = self.limiter.buckets(principal, request);
         if buckets.is_empty() {
             return Ok(());

@@ -1,6 +1,7 @@
 //! Client requests the server has not answered yet: where each answer goes, what it waits for
 //! and until when, and the session's part of its state that keeps them.
 
+use prometheus_client::metrics::gauge::Gauge;
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -30,6 +31,26 @@ pub(super) struct Inflight {
     pub(super) sent: Instant,
     /// The span of the exchange with the server (tracing on): ends with the answer.
     pub(super) span: Option<Span>,
+    /// Counted in `mcp_proxy_requests_inflight` while it is kept.
+    pub(super) _counted: Counted,
+}
+
+/// One request counted in a gauge for as long as it lives, however it ends (answered, timed
+/// out, failed with its server, dropped with its session).
+#[derive(Debug)]
+pub(super) struct Counted(Gauge);
+
+impl Counted {
+    pub(super) fn new(gauge: &Gauge) -> Counted {
+        gauge.inc();
+        Counted(gauge.clone())
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 /// The requests in flight: the session's state of its calls.

@@ -80,6 +80,9 @@ pub struct SessionSettings {
     /// their URIs); a `resources/subscribe` to one more is refused (-32602) without reaching the
     /// server.
     pub max_subscriptions: usize,
+    /// Requests one session may have in flight to its server at once; one more is refused
+    /// (`SessionError::TooManyInFlight`) without reaching the server.
+    pub max_inflight: usize,
     /// Where the server's spans go (nowhere unless tracing is on).
     pub spans: crate::spans::Spans,
     /// Which of the server's tools clients see, and under which names.
@@ -98,6 +101,8 @@ pub const DEFAULT_MAX_SESSIONS_PER_PRINCIPAL: usize = 100;
 pub const DEFAULT_MAX_ANONYMOUS_SESSIONS: usize = 256;
 /// `SessionSettings::max_subscriptions` unless configured.
 pub const DEFAULT_MAX_SUBSCRIPTIONS: usize = 1000;
+/// `SessionSettings::max_inflight` unless configured.
+pub const DEFAULT_MAX_INFLIGHT: usize = 256;
 /// The bytes of URIs one session may be subscribed to at once (like the replay window's).
 pub const MAX_SUBSCRIPTION_BYTES: usize = 1 << 20;
 
@@ -113,6 +118,7 @@ impl Default for SessionSettings {
             cache_lists: false,
             request_timeout: Duration::from_secs(60),
             max_subscriptions: DEFAULT_MAX_SUBSCRIPTIONS,
+            max_inflight: DEFAULT_MAX_INFLIGHT,
             spans: crate::spans::Spans::default(),
             tools: Arc::default(),
             prompts: Arc::default(),
@@ -132,6 +138,9 @@ pub enum SessionError {
     TooManyForPrincipal(usize),
     #[error("clients without credentials already hold their limit of {0} open sessions (session.max_anonymous_sessions)")]
     TooManyAnonymous(usize),
+    /// The session has as many requests in flight to its server as it may.
+    #[error("this session already has its limit of {0} requests in flight (session.max_inflight); retry once one is answered")]
+    TooManyInFlight(usize),
     #[error(transparent)]
     SubscriptionRefused(#[from] SubscriptionRefused),
     #[error("the session store (Redis) is unreachable; new sessions are refused until it is back")]
@@ -209,6 +218,7 @@ impl SessionError {
                     | SessionError::StoreBehind(_)
                     | SessionError::ShuttingDown
                     | SessionError::RateLimited(_)
+                    | SessionError::TooManyInFlight(_)
             )
     }
 }

@@ -418,7 +418,7 @@ impl Registry {
         session: &Arc<Session>,
         request: Message,
     ) -> Result<serde_json::Value, SessionError> {
-        let stream = self.carry(session, request).await?;
+        let stream = self.call(session, request).await?;
         let mut reader = session.attach(stream, None);
         while let Some(delivery) = reader.next().await {
             for event in delivery.events {

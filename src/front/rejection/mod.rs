@@ -158,6 +158,7 @@ impl Rejection {
             SessionError::TooManySessions(_)
             | SessionError::TooManyForPrincipal(_)
             | SessionError::TooManyAnonymous(_)
+            | SessionError::TooManyInFlight(_)
             | SessionError::StoreUnavailable
             | SessionError::StoreBehind(_)
             | SessionError::ShuttingDown => unavailable(format!("Service Unavailable: {error}")),
@@ -190,6 +191,21 @@ impl Rejection {
                 StatusCode::TOO_MANY_REQUESTS,
                 RATE_LIMITED,
                 error.to_string(),
+            )
+        }
+    }
+
+    /// A connection over `http.max_connections`: 503 with `Retry-After`, then closed.
+    pub fn too_many_connections(limit: usize) -> Rejection {
+        Rejection {
+            retry_after: Some(1),
+            ..Rejection::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                INTERNAL_ERROR,
+                format!(
+                    "Service Unavailable: the limit of {limit} open connections is reached \
+                     (http.max_connections); retry shortly"
+                ),
             )
         }
     }

@@ -63,6 +63,11 @@ async fn dispatch(
     telemetry: &mut Telemetry<'_>,
 ) -> Result<Response<Body>, Rejection> {
     telemetry.set_with("mcp_proxy.principal", || principal.as_str().to_owned());
+    // Under the principal's rates before anything is started or lent for the request.
+    app.registry
+        .admit(&principal, &message)
+        .await
+        .map_err(|e| Rejection::session(&e).with_id(message.id()))?;
     let session_id = header_str(headers, SESSION_HEADER);
     let protocol_session = header_str(headers, protocol::HTTP_HEADER);
     if session_id.is_none()

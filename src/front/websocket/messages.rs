@@ -28,6 +28,12 @@ impl Connection {
             Ok(message) => message,
             Err(error) => return vec![Rejection::from(error).error_body()],
         };
+        // Under the principal's rates before anything is started for the request.
+        if let Err(error) = self.app.registry.admit(&self.principal, &message).await {
+            return vec![Rejection::session(&error)
+                .with_id(message.id())
+                .error_body()];
+        }
         let outcome = match message.method().filter(|_| message.kind() == Kind::Request) {
             Some(protocol::START) => self.start(&message).await,
             Some(protocol::RESUME) => self.resume(&message).await,
