@@ -97,6 +97,8 @@ pub struct ClusterConfig {
     pub advertise: String,
     /// Authenticates the replicas' internal requests to each other.
     pub secret: String,
+    /// The file holding that secret (its first line), read at start; instead of `secret`.
+    pub secret_file: Option<std::path::PathBuf>,
     /// Prefix of every Redis key.
     pub namespace: String,
     /// How often this replica tells the others it is alive.
@@ -123,6 +125,7 @@ impl Default for ClusterConfig {
             node_id: String::new(),
             advertise: String::new(),
             secret: String::new(),
+            secret_file: None,
             namespace: "mcp-proxy".into(),
             heartbeat: Duration::from_secs(1),
             owner_timeout: Duration::from_secs(3),

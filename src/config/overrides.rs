@@ -47,6 +47,9 @@ fn apply_cluster(cluster: &mut ClusterConfig, cli: &Cli) {
     set(&mut cluster.node_id, &cli.node_id);
     set(&mut cluster.advertise, &cli.advertise);
     set(&mut cluster.secret, &cli.cluster_secret);
+    if cli.cluster_secret_file.is_some() {
+        cluster.secret_file = cli.cluster_secret_file.clone();
+    }
     set(&mut cluster.heartbeat, &cli.heartbeat);
     set(&mut cluster.owner_timeout, &cli.owner_timeout);
     set(&mut cluster.takeover_wait, &cli.takeover_wait);

@@ -147,8 +147,8 @@ impl Config {
         if self.store != "memory" && secret.is_empty() {
             bail!(
                 "cluster.secret: replicas sharing a Redis store need a shared secret \
-                 (--cluster-secret or MCP_PROXY_CLUSTER_SECRET) to authenticate their internal \
-                 requests; make one with `{MAKE_A_SECRET}`"
+                 (MCP_PROXY_CLUSTER_SECRET or --cluster-secret-file) to authenticate their \
+                 internal requests; make one with `{MAKE_A_SECRET}`"
             );
         }
         if !secret.is_empty() && secret.len() < MIN_SECRET_BYTES {
