@@ -2,14 +2,14 @@
 //! before it becomes the demo server: never the proxy's own secrets, however the proxy was
 //! given them (variable, file), the `auto` probe's child included; what configuration sets and
 //! lets through. And what a child can read of the proxy through `/proc` (`tests/servers/
-//! snoop.sh`): neither its environment nor its memory, though it runs as the proxy's user (the
-//! proxy is not dumpable).
+//! snoop.sh`): neither its environment nor its memory, whether it runs as the proxy's user
+//! (the proxy is not dumpable) or as `upstream.user`.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{spawn_proxy_command, spawn_proxy_with_env, Client, DEMO};
+use common::{eventually, spawn_proxy_command, spawn_proxy_with_env, within, Client, DEMO};
 use nix::unistd::{Gid, Uid, User};
 
 const SECRET: &str = "9f0c4b1e8d2a7c3f6e5b4a3928170615f4e3d2c1b0a99887766554433221100f";
@@ -298,4 +298,175 @@ async fn a_child_of_the_proxys_own_user_reads_neither_its_environment_nor_its_me
         assert_eq!(field(report, "parent"), proxy.id().unwrap().to_string());
         assert_read_nothing_of_the_proxy(report);
     }
+}
+
+/// With `upstream.user`, every child runs as that user and its group, without the proxy's
+/// supplementary groups: the `auto` probe's, the warm ones, the sessions'. As `nobody`, a child
+/// of a proxy running as root reads nothing of it.
+#[tokio::test]
+async fn children_run_as_the_configured_user_without_the_proxys_groups() {
+    if !Uid::effective().is_root() {
+        eprintln!("skipped: running children as another user needs root, and this test is not");
+        return;
+    }
+    let (uid, gid) = nobody();
+    let snoop = Snoop::new("as-nobody", (uid, gid));
+    let (_proxy, addr, _logs, _) = spawn_proxy_with_env(
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--stdio",
+            &snoop.command,
+            "--upstream-protocol",
+            "auto",
+            "--warm",
+            "1",
+            "--upstream-user",
+            "nobody",
+        ],
+        &[("MCP_PROXY_CLUSTER_SECRET", SECRET)],
+    )
+    .await;
+    eventually("the probe's child and the warm one", || {
+        snoop.reports().len() >= 2
+    })
+    .await;
+    let mut client = Client::new(addr);
+    client.initialize("2025-11-25").await;
+    assert_eq!(
+        client
+            .call_tool("echo", serde_json::json!({"text": "hi"}))
+            .await,
+        "hi"
+    );
+
+    for report in snoop.reports() {
+        assert_eq!(field(&report, "uid"), uid.to_string(), "{report}");
+        assert_eq!(field(&report, "gid"), gid.to_string(), "{report}");
+        assert_eq!(field(&report, "groups"), gid.to_string(), "{report}");
+        assert_read_nothing_of_the_proxy(&report);
+    }
+}
+
+/// A gateway server's `[servers.<name>.upstream]` names its own user and group, by number.
+#[tokio::test]
+async fn a_gateway_servers_shared_child_runs_as_its_own_user_and_group() {
+    if !Uid::effective().is_root() {
+        eprintln!("skipped: running children as another user needs root, and this test is not");
+        return;
+    }
+    let (uid, gid) = nobody();
+    let snoop = Snoop::new("gateway", (uid, gid));
+    let config = snoop.dir.join("proxy.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.tools.upstream]\nstdio = {}\nisolation = \"shared\"\nuser = \"{uid}\"\n\
+             group = \"{gid}\"\n",
+            // A JSON string is a TOML one.
+            serde_json::Value::from(snoop.command.clone())
+        ),
+    )
+    .unwrap();
+    let (_proxy, addr, _logs, _) = spawn_proxy_with_env(
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+        &[("MCP_PROXY_CLUSTER_SECRET", SECRET)],
+    )
+    .await;
+    let mut client = Client::new(addr);
+    client.path = "/servers/tools/mcp".into();
+    client.initialize("2025-11-25").await;
+    assert_eq!(
+        client
+            .call_tool("echo", serde_json::json!({"text": "hi"}))
+            .await,
+        "hi"
+    );
+
+    let reports = snoop.reports();
+    assert!(!reports.is_empty());
+    for report in reports {
+        assert_eq!(field(&report, "uid"), uid.to_string(), "{report}");
+        assert_eq!(field(&report, "groups"), gid.to_string(), "{report}");
+        assert_read_nothing_of_the_proxy(&report);
+    }
+}
+
+/// The proxy's stderr and whether it failed, when it stops at start.
+async fn refused(mut command: tokio::process::Command, args: &[&str]) -> String {
+    let output = within(
+        "the proxy to refuse",
+        command
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(!output.status.success(), "{args:?} started: {stderr}");
+    stderr
+}
+
+/// Children as another user where the proxy may not switch (neither root nor CAP_SETUID and
+/// CAP_SETGID), as a user or group that does not exist, or for a server that is no child:
+/// start-up stops, naming the key, rather than running children as the proxy's user.
+#[tokio::test]
+async fn another_user_for_children_is_refused_at_start_where_it_cannot_be_had() {
+    use std::os::unix::process::CommandExt;
+    let stderr = refused(
+        tokio::process::Command::new(DEMO),
+        &["--upstream-user", "no-such-user-4f2a"],
+    )
+    .await;
+    assert!(
+        stderr.contains("upstream.user") && stderr.contains("no-such-user-4f2a"),
+        "{stderr}"
+    );
+    let stderr = refused(
+        tokio::process::Command::new(DEMO),
+        &["--upstream-group", "no-such-group-4f2a"],
+    )
+    .await;
+    assert!(
+        stderr.contains("upstream.group") && stderr.contains("no-such-group-4f2a"),
+        "{stderr}"
+    );
+    let stderr = refused(
+        tokio::process::Command::new(DEMO),
+        &[
+            "--http",
+            "http://127.0.0.1:1/mcp",
+            "--upstream-user",
+            "nobody",
+        ],
+    )
+    .await;
+    assert!(
+        stderr.contains("upstream.user") && stderr.contains("stdio"),
+        "{stderr}"
+    );
+
+    // An unprivileged proxy: this test's user, or nobody where it is root.
+    let ids = match Uid::effective().is_root() {
+        true => nobody(),
+        false => myself(),
+    };
+    let snoop = Snoop::new("unprivileged", ids);
+    let mut command = std::process::Command::new(&snoop.binary);
+    command.current_dir(&snoop.dir);
+    if Uid::effective().is_root() {
+        command.uid(ids.0).gid(ids.1);
+    }
+    let stderr = refused(command.into(), &["--upstream-user", "0"]).await;
+    assert!(
+        stderr.contains("upstream.user") && stderr.contains("CAP_SETUID"),
+        "{stderr}"
+    );
 }

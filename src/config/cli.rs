@@ -85,6 +85,16 @@ pub struct Cli {
     #[arg(long, value_name = "NAME")]
     pub env_pass: Vec<String>,
 
+    /// stdio: the user the servers run as, a name or a number; the proxy must be root or hold
+    /// CAP_SETUID and CAP_SETGID [default: the proxy's].
+    #[arg(long, value_name = "USER")]
+    pub upstream_user: Option<String>,
+
+    /// stdio: the group the servers run as, a name or a number; they keep no supplementary
+    /// groups [default: the user's own].
+    #[arg(long, value_name = "GROUP")]
+    pub upstream_group: Option<String>,
+
     /// Answer list requests from a per-server, per-principal cache (true/false) [default: on for
     /// shared isolation, off otherwise].
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]

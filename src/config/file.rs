@@ -212,6 +212,11 @@ pub struct UpstreamConfig {
     /// proxy's own secrets, which a child never gets).
     pub env_clear: bool,
     pub env_pass: Vec<String>,
+    /// stdio: the user children run as, a name or a number ("": the proxy's); needs a proxy
+    /// that may switch users (root, or CAP_SETUID and CAP_SETGID), else start-up stops.
+    pub user: String,
+    /// stdio: their group, a name or a number ("": the user's own); no supplementary groups.
+    pub group: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -354,6 +359,8 @@ impl Default for UpstreamConfig {
             env: BTreeMap::new(),
             env_clear: false,
             env_pass: Vec::new(),
+            user: String::new(),
+            group: String::new(),
         }
     }
 }

@@ -352,6 +352,9 @@ mod tests {
         // Keys whose flag is not their last segment with `-` for `_`.
         let named = |key: &str| match key {
             "cluster.secret" => "cluster-secret".to_owned(),
+            "cluster.secret_file" => "cluster-secret-file".to_owned(),
+            "upstream.user" => "upstream-user".to_owned(),
+            "upstream.group" => "upstream-group".to_owned(),
             "upstream.protocol" => "upstream-protocol".to_owned(),
             "http.allowed_origins" => "allowed-origin".to_owned(),
             "http.allowed_hosts" => "allowed-host".to_owned(),

@@ -85,6 +85,8 @@ fn apply_upstream(upstream: &mut UpstreamConfig, cli: &Cli) {
     if !cli.env_pass.is_empty() {
         upstream.env_pass = cli.env_pass.clone();
     }
+    set(&mut upstream.user, &cli.upstream_user);
+    set(&mut upstream.group, &cli.upstream_group);
     set(&mut upstream.protocol, &cli.upstream_protocol);
     if cli.cache_lists.is_some() {
         upstream.cache_lists = cli.cache_lists;

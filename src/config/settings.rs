@@ -16,6 +16,7 @@ use crate::session::SessionSettings;
 use crate::spans::ExporterSettings;
 use crate::store::redis::RedisSettings;
 use crate::upstream::child_env::{ChildEnv, Secrets};
+use crate::upstream::child_user::ChildUser;
 use crate::upstream::http_client::HttpSpec;
 use crate::upstream::stdio::StdioSpec;
 use crate::upstream::UpstreamSpec;
@@ -194,7 +195,16 @@ impl UpstreamConfig {
             set: self.env.clone(),
             secrets: secrets.clone(),
         };
+        // Checked at start with the server's own key (`server::start`).
+        spec.user = self.child_user("upstream")?;
         Ok(spec)
+    }
+
+    /// Who the stdio children of the server configured at `key` run as; an error names the key
+    /// at fault (`<key>.user` or `<key>.group`).
+    pub fn child_user(&self, key: &str) -> anyhow::Result<Option<ChildUser>> {
+        ChildUser::resolve(&self.user, &self.group)
+            .map_err(|e| anyhow::anyhow!("{key}.{}: {e}", e.field(&self.user)))
     }
 }
 
