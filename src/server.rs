@@ -281,7 +281,15 @@ fn check_commands(config: &Config) -> anyhow::Result<()> {
         .iter()
         .map(|(name, server)| (format!("servers.{name}.upstream.stdio"), &server.upstream));
     for (key, upstream) in default.into_iter().chain(named) {
-        upstream.child_user(key.trim_end_matches(".stdio"))?;
+        let server = key.trim_end_matches(".stdio");
+        if let Some(user) = upstream.child_user(server)? {
+            tracing::info!(
+                server,
+                uid = user.uid,
+                gid = user.gid,
+                "stdio children run as"
+            );
+        }
         let spec = upstream.spec(&config.child_secrets())?;
         if let UpstreamSpec::Stdio(stdio) | UpstreamSpec::SharedStdio(stdio) = spec {
             stdio.locate().with_context(|| key)?;

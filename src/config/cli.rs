@@ -86,7 +86,7 @@ pub struct Cli {
     pub env_pass: Vec<String>,
 
     /// stdio: the user the servers run as, a name or a number; the proxy must be root or hold
-    /// CAP_SETUID and CAP_SETGID [default: the proxy's].
+    /// CAP_SETUID, CAP_SETGID and CAP_KILL [default: the proxy's].
     #[arg(long, value_name = "USER")]
     pub upstream_user: Option<String>,
 

@@ -213,7 +213,8 @@ pub struct UpstreamConfig {
     pub env_clear: bool,
     pub env_pass: Vec<String>,
     /// stdio: the user children run as, a name or a number ("": the proxy's); needs a proxy
-    /// that may switch users (root, or CAP_SETUID and CAP_SETGID), else start-up stops.
+    /// that may switch users (root, or CAP_SETUID, CAP_SETGID and CAP_KILL), else start-up
+    /// stops.
     pub user: String,
     /// stdio: their group, a name or a number ("": the user's own); no supplementary groups.
     pub group: String,

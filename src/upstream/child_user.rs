@@ -1,13 +1,14 @@
 //! The user and group a stdio child runs as (`upstream.user`, `upstream.group`: names or
 //! numeric ids), resolved at start. The child gets that user id, that group id and no
-//! supplementary groups; only a proxy that may switch users (CAP_SETUID and CAP_SETGID, as root
-//! has) runs children so, and one that may not stops at start instead of running them as
-//! itself.
+//! supplementary groups; only a proxy that may switch users and stop what runs as them
+//! (CAP_SETUID, CAP_SETGID and CAP_KILL, as root has) runs children so, and one that may not
+//! stops at start instead of running them as itself.
 
 use nix::unistd::{Group, Uid, User};
 use tokio::process::Command;
 
 /// Capability numbers (linux/capability.h).
+const CAP_KILL: u32 = 5;
 const CAP_SETGID: u32 = 6;
 const CAP_SETUID: u32 = 7;
 
@@ -33,8 +34,8 @@ pub enum ChildUserError {
     Lookup(String, nix::Error),
     #[error(
         "the proxy may not run its children as another user: it runs as user id {uid} without \
-         CAP_SETUID and CAP_SETGID (run it as root or with those two capabilities, or leave \
-         user and group unset)"
+         CAP_SETUID, CAP_SETGID and CAP_KILL (to stop them) (run it as root or with those \
+         capabilities, or leave user and group unset)"
     )]
     NotPermitted { uid: u32 },
     #[error("cannot tell whether the proxy may switch users (/proc/self/status): {0}")]
@@ -104,15 +105,16 @@ fn find_group(name: &str) -> Result<u32, ChildUserError> {
         .ok_or_else(|| ChildUserError::UnknownGroup(name.to_owned()))
 }
 
-/// Whether this process may set a child's user, group and groups: both capabilities held
-/// (root without them, as in a container that dropped them, may not).
+/// Whether this process may set a child's user, group and groups, and signal it once it runs
+/// as another user: the three capabilities held (root without them, as in a container that
+/// dropped them, may not).
 fn may_switch() -> Result<(), ChildUserError> {
     let status = std::fs::read_to_string("/proc/self/status")
         .map_err(|e| ChildUserError::Capabilities(e.to_string()))?;
     let effective = effective_capabilities(&status)
         .ok_or_else(|| ChildUserError::Capabilities("no CapEff line".into()))?;
     let held = |capability: u32| effective & (1 << capability) != 0;
-    match held(CAP_SETUID) && held(CAP_SETGID) {
+    match held(CAP_SETUID) && held(CAP_SETGID) && held(CAP_KILL) {
         true => Ok(()),
         false => Err(ChildUserError::NotPermitted {
             uid: Uid::effective().as_raw(),
@@ -134,9 +136,11 @@ mod tests {
 
     #[test]
     fn the_effective_mask_is_read_from_the_status() {
-        let status = "Name:\tx\nCapInh:\t0000000000000000\nCapEff:\t00000000000000c0\n";
+        let status = "Name:\tx\nCapInh:\t0000000000000000\nCapEff:\t00000000000000e0\n";
         let mask = effective_capabilities(status).unwrap();
-        assert!(mask & (1 << CAP_SETUID) != 0 && mask & (1 << CAP_SETGID) != 0);
+        for capability in [CAP_KILL, CAP_SETGID, CAP_SETUID] {
+            assert!(mask & (1 << capability) != 0, "{capability}");
+        }
         assert_eq!(effective_capabilities("Name:\tx\n"), None);
     }
 
