@@ -192,12 +192,12 @@ class Proc:
     start_new_session, so the demo servers a replica started go with it)."""
 
     def __init__(self, name: str, argv: list[str], log_path: str | None,
-                 stdout_too: bool = False):
+                 stdout_too: bool = False, env: dict[str, str] | None = None):
         self.name = name
         self.argv = argv
         self.log_path = log_path
         log = open(log_path, "ab") if log_path else subprocess.DEVNULL
-        env = dict(os.environ)
+        env = {**os.environ, **(env or {})}
         env.setdefault("RUST_LOG", "info")
         try:
             self.popen = subprocess.Popen(
@@ -295,7 +295,6 @@ class Cluster:
             self.args.proxy,
             "--listen", f"127.0.0.1:{self.ports[i]}",
             "--store", f"redis://127.0.0.1:{self.redis_port}/0",
-            "--cluster-secret", self.secret,
             "--log-format", "json",
         ]
         if self.named:
@@ -303,7 +302,9 @@ class Cluster:
         if self.args.through:
             # The Host clients send through the balancer, and the one of HAProxy's checks.
             argv += ["--allowed-host", "127.0.0.1", "--allowed-host", "mcp.example.com"]
-        self.procs[i] = Proc(f"replica-{i}", argv, log)
+        # The secret in the environment: every local user reads a command line.
+        self.procs[i] = Proc(f"replica-{i}", argv, log,
+                             env={"MCP_PROXY_CLUSTER_SECRET": self.secret})
 
     async def ready(self, i: int, bound: float = 30.0):
         deadline = now() + bound

@@ -1,19 +1,23 @@
 //! Command-line entry: parse options, load configuration, run until SIGINT or SIGTERM.
 
-use clap::Parser;
-use mcp_session_proxy::config::{Cli, Command, Config, LogFormat};
+use mcp_session_proxy::config::{Cli, Command, Config, ExposedSecret, LogFormat};
 use mcp_session_proxy::front::access;
 use mcp_session_proxy::{demo, health_probe, logs, server};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> std::process::ExitCode {
+    // First, before a secret is read or a thread started: a process of the same user (a stdio
+    // child, whatever it runs) cannot read a non-dumpable process's /proc/<pid>/environ or its
+    // memory, nor attach to it, and no core dump holds its secrets. Root and CAP_SYS_PTRACE
+    // still can. A child's execve makes it dumpable again, for itself.
+    let undumpable = nix::sys::prctl::set_dumpable(false);
     // What the log gathered goes out before a panic's message, and at exit.
     let report_panic = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |panic| {
         logs::flush_before_panic();
         report_panic(panic);
     }));
-    let outcome = run_cli();
+    let outcome = run_cli(undumpable);
     logs::flush();
     match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -25,8 +29,8 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-fn run_cli() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+fn run_cli(undumpable: nix::Result<()>) -> anyhow::Result<()> {
+    let (cli, exposed) = Cli::parse_noting_exposed_secrets();
     match cli.command {
         Some(Command::DemoServer {
             protocol: mcp_session_proxy::era::Era::Auto,
@@ -61,7 +65,40 @@ fn run_cli() -> anyhow::Result<()> {
     }
     let config = Config::load(&cli)?;
     mcp_session_proxy::memory::set_release(give_memory_back);
-    runtime(config.workers)?.block_on(run(config))
+    let start = StartNotes {
+        undumpable,
+        exposed,
+    };
+    runtime(config.workers)?.block_on(run(config, start))
+}
+
+/// What start-up learned before the log was set up, said once it is.
+struct StartNotes {
+    undumpable: nix::Result<()>,
+    exposed: Vec<ExposedSecret>,
+}
+
+impl StartNotes {
+    fn log(&self) {
+        match self.undumpable {
+            Ok(()) => tracing::debug!(
+                "not dumpable: processes of this user, the servers it starts included, cannot \
+                 read its environment or memory"
+            ),
+            Err(error) => tracing::warn!(%error,
+                "cannot make this process non-dumpable: processes of its user, the servers it \
+                 starts included, can read its environment and memory in /proc"),
+        }
+        let pid = std::process::id();
+        for secret in &self.exposed {
+            tracing::warn!(
+                option = secret.option,
+                "a secret on the command line: every local user can read it in \
+                 /proc/{pid}/cmdline; give it in {} instead",
+                secret.instead
+            );
+        }
+    }
 }
 
 /// glibc's allocator keeps the memory of freed sessions mapped (10,000 expired sessions left
@@ -94,9 +131,10 @@ fn runtime(workers: usize) -> std::io::Result<tokio::runtime::Runtime> {
     builder.enable_all().build()
 }
 
-async fn run(config: Config) -> anyhow::Result<()> {
+async fn run(config: Config, start: StartNotes) -> anyhow::Result<()> {
     access::set_policy(config.access_log, config.access_log_sample);
     init_logging(config.log_format);
+    start.log();
     let running = server::start(&config).await?;
     tracing::info!(addr = %running.addr, upstream = %config.upstream_spec()?.display(), "listening on http://{}/mcp", running.addr);
     wait_for_signal().await?;

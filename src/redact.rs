@@ -11,15 +11,27 @@ use crate::keys::Key;
 
 /// `url` with the user info of its authority replaced by `***`.
 pub fn url(url: &str) -> Cow<'_, str> {
-    let Some(scheme_end) = url.find("://").map(|at| at + 3) else {
-        return Cow::Borrowed(url);
-    };
-    let rest = &url[scheme_end..];
-    let authority_len = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest[..authority_len].rfind('@') {
-        Some(at) => Cow::Owned(format!("{}***{}", &url[..scheme_end], &rest[at..])),
+    match user_info(url) {
+        Some((start, end)) => Cow::Owned(format!("{}***{}", &url[..start], &url[end..])),
         None => Cow::Borrowed(url),
     }
+}
+
+/// The password in `url`'s user info (`redis://:password@host`), as written; `None` without
+/// one.
+pub fn url_password(url: &str) -> Option<&str> {
+    let (start, end) = user_info(url)?;
+    let (_, password) = url[start..end].split_once(':')?;
+    (!password.is_empty()).then_some(password)
+}
+
+/// Where the user info of `url`'s authority is: from after `://` to its `@` (not included).
+fn user_info(url: &str) -> Option<(usize, usize)> {
+    let start = url.find("://")? + 3;
+    let rest = &url[start..];
+    let authority_len = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let at = rest[..authority_len].rfind('@')?;
+    Some((start, start + at))
 }
 
 /// The key session digests are made with: set once at start (from the cluster secret when
@@ -65,6 +77,16 @@ mod tests {
         assert_eq!(url("redis://127.0.0.1:6379/0"), "redis://127.0.0.1:6379/0");
         assert_eq!(url("http://h/path@x"), "http://h/path@x");
         assert_eq!(url("memory"), "memory");
+    }
+
+    #[test]
+    fn a_password_is_found_in_the_user_info_only() {
+        assert_eq!(url_password("redis://:pw@10.0.0.5:6379/0"), Some("pw"));
+        assert_eq!(url_password("http://user:p%40ss@h/mcp"), Some("p%40ss"));
+        assert_eq!(url_password("http://user@h/mcp"), None);
+        assert_eq!(url_password("http://h/mcp?a=b:c@d"), None);
+        assert_eq!(url_password("redis://:@h:6379/0"), None);
+        assert_eq!(url_password("memory"), None);
     }
 
     #[test]

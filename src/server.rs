@@ -270,8 +270,8 @@ async fn settled(
     Ok(probe::settle(upstream.spec(secrets)?, upstream.request_timeout).await)
 }
 
-/// Every stdio server can be started: a command that does not exist stops start-up with its
-/// key, instead of failing each session's `initialize`.
+/// Every stdio server can be started: a command that does not exist, or a user its children
+/// cannot run as, stops start-up with its key, instead of failing each session's `initialize`.
 fn check_commands(config: &Config) -> anyhow::Result<()> {
     let default = config
         .serves_default()
@@ -281,6 +281,15 @@ fn check_commands(config: &Config) -> anyhow::Result<()> {
         .iter()
         .map(|(name, server)| (format!("servers.{name}.upstream.stdio"), &server.upstream));
     for (key, upstream) in default.into_iter().chain(named) {
+        let server = key.trim_end_matches(".stdio");
+        if let Some(user) = upstream.child_user(server)? {
+            tracing::info!(
+                server,
+                uid = user.uid,
+                gid = user.gid,
+                "stdio children run as"
+            );
+        }
         let spec = upstream.spec(&config.child_secrets())?;
         if let UpstreamSpec::Stdio(stdio) | UpstreamSpec::SharedStdio(stdio) = spec {
             stdio.locate().with_context(|| key)?;

@@ -147,6 +147,119 @@ fn selects(selector: &Value, labels: &Value) -> bool {
     !selector.is_empty() && selector.iter().all(|(k, v)| labels[k] == *v)
 }
 
+/// What the test puts in for a Secret's key: the same for the same Secret and key, at least 32
+/// characters, letters, digits and '-' (a cluster secret, a password in a URL).
+fn test_secret(reference: &Value) -> String {
+    format!(
+        "{TEST_SECRET}-{}-{}",
+        text(&reference["name"]),
+        text(&reference["key"])
+    )
+}
+
+/// `value` with the `$(NAME)` of `values` put in, as Kubernetes does in env values, commands
+/// and args.
+fn expanded(value: &str, values: &BTreeMap<String, String>) -> String {
+    let mut value = value.to_owned();
+    for (name, defined) in values {
+        value = value.replace(name, defined);
+    }
+    value
+}
+
+/// The variables of a container that hold a secret: from a Secret, or made of one (`$(NAME)`
+/// of an earlier such variable in its value).
+fn secret_variables(container: &Value) -> Vec<String> {
+    let mut secret = Vec::new();
+    for variable in container["env"].as_array().into_iter().flatten() {
+        let name = text(&variable["name"]);
+        let from_secret = variable["valueFrom"]["secretKeyRef"].is_object();
+        let made_of_one = variable["value"]
+            .as_str()
+            .is_some_and(|value| secret.iter().any(|s| value.contains(&format!("$({s})"))));
+        if from_secret || made_of_one {
+            secret.push(name.to_owned());
+        }
+    }
+    secret
+}
+
+/// No container's command line holds a secret, which every process of its pod could read
+/// (`/proc/<pid>/cmdline`): no value of a Secret of the build, no `$(NAME)` of a variable that
+/// holds one.
+fn check_no_secret_on_a_command_line(objects: &[Value]) {
+    use base64::Engine;
+    let values: Vec<String> = all(objects, "Secret")
+        .iter()
+        .flat_map(|secret| secret["data"].as_object().cloned().unwrap_or_default())
+        .map(|(_, value)| {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(text(&value))
+                .expect("Secret data is base64");
+            String::from_utf8(bytes).unwrap()
+        })
+        .collect();
+    let mut checked = 0;
+    for workload in objects
+        .iter()
+        .filter(|o| o["kind"] == "Deployment" || o["kind"] == "StatefulSet")
+    {
+        for container in workload["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap()
+        {
+            let what = format!(
+                "{}/{}",
+                text(&workload["metadata"]["name"]),
+                text(&container["name"])
+            );
+            let secret = secret_variables(container);
+            let words = [&container["command"], &container["args"]]
+                .into_iter()
+                .filter_map(Value::as_array)
+                .flatten()
+                .map(text);
+            for word in words {
+                for name in &secret {
+                    assert!(
+                        !word.contains(&format!("$({name})")),
+                        "{what}: the secret {name} on the command line: {word}"
+                    );
+                }
+                for value in &values {
+                    assert!(
+                        !word.contains(value.as_str()),
+                        "{what}: a Secret's value in {word}"
+                    );
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 0);
+}
+
+/// The store's password comes from a Secret built with it: the reference it is read from.
+fn check_store_password(objects: &[Value], deployment: &Value, config: &Config) -> Value {
+    let password = mcp_session_proxy::redact::url_password(&config.store)
+        .unwrap_or_else(|| panic!("the store takes a password: {}", config.store));
+    let container = proxy_container(deployment);
+    let reference = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|variable| &variable["valueFrom"]["secretKeyRef"])
+        .find(|reference| reference.is_object() && test_secret(reference) == password)
+        .expect("the store's password is a Secret's")
+        .clone();
+    let secret = all(objects, "Secret")
+        .into_iter()
+        .find(|s| s["metadata"]["name"] == reference["name"])
+        .expect("the Secret it names is built with it");
+    assert!(secret["data"][text(&reference["key"])].is_string());
+    reference
+}
+
 /// A proxy container as its pod runs it: the configuration it loads, and where from.
 struct Proxy<'a> {
     pod: &'a Value,
@@ -176,16 +289,25 @@ fn proxy_of<'a>(objects: &'a [Value], deployment: &'a Value) -> Proxy<'a> {
         } else if from["fieldRef"]["fieldPath"] == "metadata.name" {
             pod_name.clone()
         } else if from["secretKeyRef"].is_object() {
-            TEST_SECRET.to_owned()
+            test_secret(&from["secretKeyRef"])
         } else {
             panic!("{name}: from where? {variable}")
         };
+        // Kubernetes puts in the variables defined before this one.
+        let value = expanded(&value, &values);
         // What the proxy reads from its environment, given as the flags it stands for (the
         // test's own environment is not the pod's).
         match name {
             "MCP_PROXY_CLUSTER_SECRET" => args.extend(["--cluster-secret".into(), value.clone()]),
             "MCP_PROXY_ALLOWED_HOSTS" => args.extend(["--allowed-host".into(), value.clone()]),
+            "MCP_PROXY_STORE" => args.extend(["--store".into(), value.clone()]),
             _ => {}
+        }
+        if name.starts_with("MCP_PROXY_") {
+            assert!(
+                !value.contains("$("),
+                "{name}={value}: a variable not defined before it"
+            );
         }
         values.insert(format!("$({name})"), value);
     }
@@ -447,6 +569,7 @@ fn the_base_runs_three_replicas_on_its_redis_as_the_proxy_expects() {
     let config = check_proxy(&objects, deployment);
     check_service(&objects, deployment);
     check_security(&objects);
+    check_no_secret_on_a_command_line(&objects);
     let labels = &deployment["spec"]["template"]["metadata"]["labels"];
 
     // The store is the Redis built with it: a Service in front of a StatefulSet with a volume.
@@ -466,6 +589,16 @@ fn the_base_runs_three_replicas_on_its_redis_as_the_proxy_expects() {
         ),
         port
     );
+    // Redis requires a password, the one the replicas give it: the same Secret's.
+    let given = check_store_password(&objects, deployment, &config);
+    let required = redis_container["env"]
+        .as_array()
+        .expect("the password in Redis's environment")
+        .iter()
+        .map(|variable| &variable["valueFrom"]["secretKeyRef"])
+        .find(|reference| reference.is_object())
+        .expect("Redis's password from a Secret");
+    assert_eq!(*required, given);
     let claims = redis["spec"]["volumeClaimTemplates"].as_array().unwrap();
     assert_eq!(claims.len(), 1);
     assert!(redis_container["volumeMounts"]
@@ -513,6 +646,8 @@ fn the_external_redis_overlay_runs_the_replicas_alone_on_another_redis() {
     let config = check_proxy(&objects, deployment);
     check_service(&objects, deployment);
     check_security(&objects);
+    check_no_secret_on_a_command_line(&objects);
+    check_store_password(&objects, deployment, &config);
     let (host, _) = redis_address(&config.store);
     assert!(
         !all(&objects, "Service")
@@ -534,6 +669,7 @@ fn the_sidecar_example_runs_one_proxy_in_front_of_the_server_beside_it() {
     let config = check_proxy(&objects, deployment);
     check_service(&objects, deployment);
     check_security(&objects);
+    check_no_secret_on_a_command_line(&objects);
     assert_eq!(config.store, "memory");
     assert!(all(&objects, "StatefulSet").is_empty());
 
@@ -574,4 +710,120 @@ fn the_sidecar_example_runs_one_proxy_in_front_of_the_server_beside_it() {
         .as_u64()
         .unwrap();
     assert!(Duration::from_secs(grace) > server_stops);
+}
+
+/// A `redis-server` started as the base's Redis container starts it, killed when dropped.
+struct RedisContainer(std::process::Child);
+
+impl Drop for RedisContainer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The first line of a Redis server's reply to each of `commands` (inline), in order.
+fn redis_reply(port: u16, commands: &[&str]) -> Vec<String> {
+    use std::io::{BufRead, Write};
+    let stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+    let mut writer = stream;
+    commands
+        .iter()
+        .map(|command| {
+            writer
+                .write_all(format!("{command}\r\n").as_bytes())
+                .unwrap();
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            line.trim_end().to_owned()
+        })
+        .collect()
+}
+
+/// The base's Redis container, run here as its pod runs it (its command and args, its
+/// environment with the test's secret, a folder for its volume, a loopback port): it answers
+/// only a client that gives the password, which is nowhere on its command line; with the
+/// password the build ships (CHANGE-ME), it does not start.
+#[test]
+fn the_bases_redis_takes_only_clients_that_give_its_password() {
+    let objects = build("");
+    let redis = named(&objects, "StatefulSet", "mcp-proxy-redis");
+    let container = &redis["spec"]["template"]["spec"]["containers"][0];
+    let data = text(&container["volumeMounts"][0]["mountPath"]);
+    let words: Vec<String> = [&container["command"], &container["args"]]
+        .into_iter()
+        .filter_map(Value::as_array)
+        .flatten()
+        .map(|word| text(word).to_owned())
+        .collect();
+    let dir = std::env::temp_dir().join(format!("mcp-kubernetes-redis-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let start = |password: &str| {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut command = Command::new(&words[0]);
+        for word in &words[1..] {
+            command.arg(match word.as_str() {
+                path if path == data => dir.to_str().unwrap(),
+                word => word,
+            });
+        }
+        command
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+        for variable in container["env"].as_array().unwrap() {
+            let name = text(&variable["name"]);
+            assert!(variable["valueFrom"]["secretKeyRef"].is_object(), "{name}");
+            command.env(name, password);
+        }
+        let child = command
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("redis-server runs (scripts/test installs it)");
+        (RedisContainer(child), port)
+    };
+
+    let password = test_secret(&serde_json::json!({"name": "redis", "key": "password"}));
+    let (mut server, port) = start(&password);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(server.0.try_wait().unwrap().is_none(), "Redis exited");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Redis does not listen"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let without = redis_reply(port, &["PING"]);
+    assert!(without[0].starts_with("-NOAUTH"), "{without:?}");
+    let with = redis_reply(port, &[&format!("AUTH {password}"), "PING"]);
+    assert_eq!(with, ["+OK", "+PONG"]);
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", server.0.id())).unwrap();
+    assert!(!String::from_utf8_lossy(&cmdline).contains(&password));
+    drop(server);
+
+    // The password the build ships: too short, so Redis does not start.
+    let shipped = all(&objects, "Secret")
+        .into_iter()
+        .find(|s| s["metadata"]["name"] == container["env"][0]["valueFrom"]["secretKeyRef"]["name"])
+        .unwrap();
+    assert_eq!(shipped["data"]["password"], "Q0hBTkdFLU1F", "CHANGE-ME");
+    let (mut server, _) = start("CHANGE-ME");
+    let status = server.0.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(server.0.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(
+        !status.success() && stderr.contains("at least 32"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

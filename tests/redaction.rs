@@ -1,12 +1,13 @@
 //! What the proxy prints never holds a password: the real binary on a real Redis that takes a
 //! password, in front of an HTTP server named by a URL with user info. Its logs and its error
 //! answers show those URLs as `…://***@host`. (Session ids in logs and spans: `binary.rs` and
-//! `tracing.rs`.)
+//! `tracing.rs`.) And a secret given on the command line, where every local user can read it,
+//! is warned about.
 
 mod common;
 
 use common::cluster::{Redis, SECRET};
-use common::{spawn_proxy, within, Client};
+use common::{spawn_proxy, spawn_proxy_with_env, within, Client};
 use serde_json::{json, Value};
 
 const REDIS_PASSWORD: &str = "redis-pw-7f3a91";
@@ -23,17 +24,28 @@ async fn passwords_in_urls_never_reach_logs_or_answers() {
     drop(vacant);
     let store = redis.url();
     assert!(store.contains(REDIS_PASSWORD), "the store URL holds it");
-    let (mut child, addr, mut logs, mut seen) = spawn_proxy(&[
-        "--listen",
-        "127.0.0.1:0",
-        "--store",
-        &store,
-        "--cluster-secret",
-        SECRET,
-        "--http",
-        &upstream,
-    ])
+    // Each secret where a process's command line would not show it: the upstream's in the
+    // configuration file, the others in the environment.
+    let config = std::env::temp_dir().join(format!("mcp-redaction-{}.toml", std::process::id()));
+    std::fs::write(
+        &config,
+        format!("[upstream]\nhttp = {}\n", Value::from(upstream.clone())),
+    )
+    .unwrap();
+    let (mut child, addr, mut logs, mut seen) = spawn_proxy_with_env(
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+        &[
+            ("MCP_PROXY_STORE", &store),
+            ("MCP_PROXY_CLUSTER_SECRET", SECRET),
+        ],
+    )
     .await;
+    std::fs::remove_file(&config).unwrap();
     let joined = seen
         .iter()
         .find(|entry| {
@@ -79,5 +91,46 @@ async fn passwords_in_urls_never_reach_logs_or_answers() {
         let line = entry.to_string();
         assert!(!line.contains(REDIS_PASSWORD), "{line}");
         assert!(!line.contains(UPSTREAM_PASSWORD), "{line}");
+    }
+    // Given by environment and file: nothing to warn about.
+    assert_eq!(cmdline_warnings(&seen), Vec::<String>::new());
+}
+
+/// The warnings that a secret is readable in `/proc/<pid>/cmdline`.
+fn cmdline_warnings(seen: &[Value]) -> Vec<String> {
+    seen.iter()
+        .filter(|entry| entry["level"] == "WARN")
+        .map(|entry| entry.to_string())
+        .filter(|line| line.contains("/cmdline"))
+        .collect()
+}
+
+/// Every local user can read a process's command line (`/proc/<pid>/cmdline`): the proxy warns
+/// at start of each secret it was given there, without the secret, and starts all the same.
+#[tokio::test]
+async fn secrets_on_the_command_line_are_warned_about() {
+    let redis = Redis::start_with_password(REDIS_PASSWORD).await;
+    let store = redis.url();
+    let (_child, _addr, _logs, seen) = spawn_proxy(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--store",
+        &store,
+        "--cluster-secret",
+        SECRET,
+    ])
+    .await;
+    let warnings = cmdline_warnings(&seen);
+    for flag in ["--cluster-secret", "--store"] {
+        assert!(
+            warnings.iter().any(|line| line.contains(flag)),
+            "{flag}: {warnings:#?}"
+        );
+    }
+    for line in &warnings {
+        assert!(
+            !line.contains(REDIS_PASSWORD) && !line.contains(SECRET),
+            "{line}"
+        );
     }
 }

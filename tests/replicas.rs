@@ -20,8 +20,9 @@ async fn redis_down_at_start_up_is_a_clear_error() {
     let output = within(
         "the proxy to give up",
         tokio::process::Command::new(DEMO)
-            .args(["--listen", "127.0.0.1:0", "--cluster-secret", SECRET])
+            .args(["--listen", "127.0.0.1:0"])
             .args(["--store", &format!("redis://127.0.0.1:{unused}/0")])
+            .env("MCP_PROXY_CLUSTER_SECRET", SECRET)
             .kill_on_drop(true)
             .output(),
     )

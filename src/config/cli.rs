@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
-use clap::{Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use super::duration::parse_duration;
 use super::file::{Isolation, LogFormat};
@@ -83,6 +84,16 @@ pub struct Cli {
     /// (repeatable; never one of the proxy's secrets) [default: none].
     #[arg(long, value_name = "NAME")]
     pub env_pass: Vec<String>,
+
+    /// stdio: the user the servers run as, a name or a number; the proxy must be root or hold
+    /// CAP_SETUID, CAP_SETGID and CAP_KILL [default: the proxy's].
+    #[arg(long, value_name = "USER")]
+    pub upstream_user: Option<String>,
+
+    /// stdio: the group the servers run as, a name or a number; they keep no supplementary
+    /// groups [default: the user's own].
+    #[arg(long, value_name = "GROUP")]
+    pub upstream_group: Option<String>,
 
     /// Answer list requests from a per-server, per-principal cache (true/false) [default: on for
     /// shared isolation, off otherwise].
@@ -333,8 +344,15 @@ pub struct Cli {
     pub drain_delay: Option<Duration>,
 
     /// Where session state lives: `memory` (this process only) or `redis://host:port/db`
-    /// (replicas behind a balancer share sessions) [default: memory].
-    #[arg(long, value_name = "URL")]
+    /// (replicas behind a balancer share sessions); a password (`redis://:PASSWORD@host…`)
+    /// belongs in MCP_PROXY_STORE or the configuration file, not on the command line
+    /// [default: memory].
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "MCP_PROXY_STORE",
+        hide_env_values = true
+    )]
     pub store: Option<String>,
 
     /// With a Redis store: this replica's name [default: a random one].
@@ -347,6 +365,8 @@ pub struct Cli {
     pub advertise: Option<String>,
 
     /// With a Redis store: the secret the replicas share to authenticate their internal requests.
+    /// Give it in MCP_PROXY_CLUSTER_SECRET or --cluster-secret-file: on the command line every
+    /// local user can read it.
     #[arg(
         long,
         value_name = "SECRET",
@@ -354,6 +374,11 @@ pub struct Cli {
         hide_env_values = true
     )]
     pub cluster_secret: Option<String>,
+
+    /// With a Redis store: the file holding that secret (its first line), e.g. a mounted
+    /// Kubernetes or Docker secret.
+    #[arg(long, value_name = "PATH")]
+    pub cluster_secret_file: Option<PathBuf>,
 
     /// With a Redis store: the prefix of every key, so that deployments can share one Redis
     /// [default: mcp-proxy].
@@ -441,6 +466,58 @@ pub enum Command {
         #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration)]
         timeout: Duration,
     },
+}
+
+/// An option whose value held a secret on the command line, where every local user can read it
+/// (`/proc/<pid>/cmdline`), and where the secret belongs instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExposedSecret {
+    pub option: &'static str,
+    pub instead: &'static str,
+}
+
+impl Cli {
+    /// Parses the process's arguments as [`Parser::parse`] does (exiting on an error or
+    /// `--help`), and names the options that gave a secret there.
+    pub fn parse_noting_exposed_secrets() -> (Cli, Vec<ExposedSecret>) {
+        let matches = Cli::command().get_matches();
+        let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        let exposed = cli.exposed_secrets(&matches);
+        (cli, exposed)
+    }
+
+    /// The options of `matches` given on the command line (not by environment) whose value is
+    /// or holds a secret: the cluster secret, a password in a URL.
+    pub fn exposed_secrets(&self, matches: &ArgMatches) -> Vec<ExposedSecret> {
+        let typed = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+        let with_password = |url: &Option<String>| {
+            url.as_deref()
+                .and_then(crate::redact::url_password)
+                .is_some()
+        };
+        let mut exposed = Vec::new();
+        if typed("cluster_secret") {
+            exposed.push(ExposedSecret {
+                option: "--cluster-secret",
+                instead: "MCP_PROXY_CLUSTER_SECRET or --cluster-secret-file",
+            });
+        }
+        if typed("store") && with_password(&self.store) {
+            exposed.push(ExposedSecret {
+                option: "--store",
+                instead: "MCP_PROXY_STORE or `store` in the configuration file",
+            });
+        }
+        for (id, option, url) in [("http", "--http", &self.http), ("sse", "--sse", &self.sse)] {
+            if typed(id) && with_password(url) {
+                exposed.push(ExposedSecret {
+                    option,
+                    instead: "the configuration file's [upstream]",
+                });
+            }
+        }
+        exposed
+    }
 }
 
 /// `--post-response`: auto, sse or json.

@@ -97,6 +97,8 @@ pub struct ClusterConfig {
     pub advertise: String,
     /// Authenticates the replicas' internal requests to each other.
     pub secret: String,
+    /// The file holding that secret (its first line), read at start; instead of `secret`.
+    pub secret_file: Option<std::path::PathBuf>,
     /// Prefix of every Redis key.
     pub namespace: String,
     /// How often this replica tells the others it is alive.
@@ -123,6 +125,7 @@ impl Default for ClusterConfig {
             node_id: String::new(),
             advertise: String::new(),
             secret: String::new(),
+            secret_file: None,
             namespace: "mcp-proxy".into(),
             heartbeat: Duration::from_secs(1),
             owner_timeout: Duration::from_secs(3),
@@ -209,6 +212,12 @@ pub struct UpstreamConfig {
     /// proxy's own secrets, which a child never gets).
     pub env_clear: bool,
     pub env_pass: Vec<String>,
+    /// stdio: the user children run as, a name or a number ("": the proxy's); needs a proxy
+    /// that may switch users (root, or CAP_SETUID, CAP_SETGID and CAP_KILL), else start-up
+    /// stops.
+    pub user: String,
+    /// stdio: their group, a name or a number ("": the user's own); no supplementary groups.
+    pub group: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -357,6 +366,8 @@ impl Default for UpstreamConfig {
             env: BTreeMap::new(),
             env_clear: false,
             env_pass: Vec::new(),
+            user: String::new(),
+            group: String::new(),
         }
     }
 }

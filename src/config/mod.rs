@@ -16,7 +16,7 @@ use std::path::Path;
 use anyhow::Context;
 
 pub use auth::{AuthConfig, SecretSource, UpstreamAuth};
-pub use cli::{Cli, Command};
+pub use cli::{Cli, Command, ExposedSecret};
 pub use duration::parse_duration;
 pub use file::{
     ClusterConfig, Config, Correlation, HttpConfig, Isolation, LogFormat, ServerConfig,
@@ -33,8 +33,24 @@ impl Config {
             None => Config::default(),
         };
         config.apply(cli);
+        config.read_secret_file()?;
         config.validate()?;
         Ok(config)
+    }
+
+    /// `cluster.secret_file` read into `cluster.secret`; both given is an error.
+    fn read_secret_file(&mut self) -> anyhow::Result<()> {
+        let Some(path) = &self.cluster.secret_file else {
+            return Ok(());
+        };
+        if !self.cluster.secret.is_empty() {
+            anyhow::bail!(
+                "cluster.secret_file and cluster.secret (--cluster-secret, \
+                 MCP_PROXY_CLUSTER_SECRET) are both given: give the secret one way"
+            );
+        }
+        self.cluster.secret = SecretSource::File(path.clone()).read("cluster.secret_file")?;
+        Ok(())
     }
 
     pub fn from_file(path: &Path) -> anyhow::Result<Config> {
@@ -244,6 +260,57 @@ mod tests {
     }
 
     #[test]
+    fn the_cluster_secret_comes_from_a_file_or_one_other_way() {
+        let path = std::env::temp_dir().join(format!("mcp-cluster-secret-{}", std::process::id()));
+        let secret = "0123456789abcdef0123456789abcdef";
+        std::fs::write(&path, format!("{secret}\n")).unwrap();
+        let file = path.to_str().unwrap();
+        let cli = Cli::parse_from(["mcp-session-proxy", "--cluster-secret-file", file]);
+        assert_eq!(Config::load(&cli).unwrap().cluster.secret, secret);
+        let cli = Cli::parse_from([
+            "mcp-session-proxy",
+            "--cluster-secret-file",
+            file,
+            "--cluster-secret",
+            secret,
+        ]);
+        let error = format!("{:#}", Config::load(&cli).unwrap_err());
+        assert!(error.contains("cluster.secret_file"), "{error}");
+        std::fs::remove_file(&path).unwrap();
+        let cli = Cli::parse_from(["mcp-session-proxy", "--cluster-secret-file", file]);
+        let error = format!("{:#}", Config::load(&cli).unwrap_err());
+        assert!(error.contains("cannot read"), "{error}");
+    }
+
+    #[test]
+    fn secrets_given_on_the_command_line_are_named_and_those_by_environment_are_not() {
+        use clap::CommandFactory;
+        let exposed = |args: &[&str]| {
+            let matches = Cli::command().get_matches_from(args);
+            let cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap();
+            let options: Vec<&str> = cli
+                .exposed_secrets(&matches)
+                .iter()
+                .map(|e| e.option)
+                .collect();
+            options
+        };
+        assert_eq!(
+            exposed(&[
+                "x",
+                "--cluster-secret",
+                "s",
+                "--store",
+                "redis://:pw@h:6379/0",
+                "--http",
+                "http://u:p@h/mcp",
+            ]),
+            ["--cluster-secret", "--store", "--http"]
+        );
+        assert!(exposed(&["x", "--store", "redis://h:6379/0", "--sse", "http://h/sse"]).is_empty());
+    }
+
+    #[test]
     fn command_line_overrides_the_file() {
         let cli = Cli::parse_from([
             "mcp-session-proxy",
@@ -285,6 +352,9 @@ mod tests {
         // Keys whose flag is not their last segment with `-` for `_`.
         let named = |key: &str| match key {
             "cluster.secret" => "cluster-secret".to_owned(),
+            "cluster.secret_file" => "cluster-secret-file".to_owned(),
+            "upstream.user" => "upstream-user".to_owned(),
+            "upstream.group" => "upstream-group".to_owned(),
             "upstream.protocol" => "upstream-protocol".to_owned(),
             "http.allowed_origins" => "allowed-origin".to_owned(),
             "http.allowed_hosts" => "allowed-host".to_owned(),

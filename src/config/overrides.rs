@@ -63,6 +63,9 @@ fn apply_cluster(cluster: &mut ClusterConfig, cli: &Cli) {
     set(&mut cluster.node_id, &cli.node_id);
     set(&mut cluster.advertise, &cli.advertise);
     set(&mut cluster.secret, &cli.cluster_secret);
+    if cli.cluster_secret_file.is_some() {
+        cluster.secret_file = cli.cluster_secret_file.clone();
+    }
     set(&mut cluster.heartbeat, &cli.heartbeat);
     set(&mut cluster.owner_timeout, &cli.owner_timeout);
     set(&mut cluster.takeover_wait, &cli.takeover_wait);
@@ -98,6 +101,8 @@ fn apply_upstream(upstream: &mut UpstreamConfig, cli: &Cli) {
     if !cli.env_pass.is_empty() {
         upstream.env_pass = cli.env_pass.clone();
     }
+    set(&mut upstream.user, &cli.upstream_user);
+    set(&mut upstream.group, &cli.upstream_group);
     set(&mut upstream.protocol, &cli.upstream_protocol);
     if cli.cache_lists.is_some() {
         upstream.cache_lists = cli.cache_lists;

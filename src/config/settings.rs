@@ -16,6 +16,7 @@ use crate::session::SessionSettings;
 use crate::spans::ExporterSettings;
 use crate::store::redis::RedisSettings;
 use crate::upstream::child_env::{ChildEnv, Secrets};
+use crate::upstream::child_user::ChildUser;
 use crate::upstream::http_client::HttpSpec;
 use crate::upstream::stdio::StdioSpec;
 use crate::upstream::UpstreamSpec;
@@ -58,7 +59,8 @@ impl Config {
         self.upstream.spec(&self.child_secrets())
     }
 
-    /// The proxy's secrets, which no child's environment may hold: the cluster secret and the
+    /// The proxy's secrets, which no child's environment may hold: the cluster secret, the
+    /// passwords in the store's and the servers' URLs, the client and upstream secrets and the
     /// OTLP headers (however they were given).
     pub fn child_secrets(&self) -> Arc<Secrets> {
         let otlp = [
@@ -68,6 +70,16 @@ impl Config {
         .into_iter()
         .filter_map(|name| std::env::var(name).ok());
         let mut values = vec![self.cluster.secret.clone()];
+        // Passwords in URLs: the Redis store's, the HTTP servers'.
+        let servers = std::iter::once(&self.upstream)
+            .chain(self.servers.values().map(|server| &server.upstream))
+            .flat_map(|upstream| [&upstream.http, &upstream.sse])
+            .flatten();
+        let urls = std::iter::once(&self.store).chain(servers);
+        values.extend(
+            urls.filter_map(|url| crate::redact::url_password(url))
+                .flat_map(|password| [password.to_owned(), percent_decoded(password)]),
+        );
         // Read again at start, where a missing one is an error; here only what is there.
         if let Some(secret) = &self.auth.client_secret {
             values.extend(secret.read("auth.client_secret").ok());
@@ -184,7 +196,16 @@ impl UpstreamConfig {
             set: self.env.clone(),
             secrets: secrets.clone(),
         };
+        // Checked at start with the server's own key (`server::start`).
+        spec.user = self.child_user("upstream")?;
         Ok(spec)
+    }
+
+    /// Who the stdio children of the server configured at `key` run as; an error names the key
+    /// at fault (`<key>.user` or `<key>.group`).
+    pub fn child_user(&self, key: &str) -> anyhow::Result<Option<ChildUser>> {
+        ChildUser::resolve(&self.user, &self.group)
+            .map_err(|e| anyhow::anyhow!("{key}.{}: {e}", e.field(&self.user)))
     }
 }
 

@@ -150,8 +150,8 @@ impl Config {
         if self.store != "memory" && secret.is_empty() {
             bail!(
                 "cluster.secret: replicas sharing a Redis store need a shared secret \
-                 (--cluster-secret or MCP_PROXY_CLUSTER_SECRET) to authenticate their internal \
-                 requests; make one with `{MAKE_A_SECRET}`"
+                 (MCP_PROXY_CLUSTER_SECRET or --cluster-secret-file) to authenticate their \
+                 internal requests; make one with `{MAKE_A_SECRET}`"
             );
         }
         if !secret.is_empty() && secret.len() < MIN_SECRET_BYTES {
@@ -242,7 +242,8 @@ impl UpstreamConfig {
 }
 
 impl UpstreamConfig {
-    /// `env`, `env_clear` and `env_pass`: stdio only; names a child's environment can hold.
+    /// `env`, `env_clear`, `env_pass`, `user` and `group`: stdio only; names a child's
+    /// environment can hold.
     fn validate_env(&self, key: &str) -> anyhow::Result<()> {
         let configured = !self.env.is_empty() || self.env_clear || !self.env_pass.is_empty();
         if configured && (self.http.is_some() || self.sse.is_some()) {
@@ -259,6 +260,10 @@ impl UpstreamConfig {
         }
         if self.env.values().any(|value| value.contains('\0')) {
             bail!("{key}.env: a value cannot hold a NUL byte");
+        }
+        let switched = !self.user.is_empty() || !self.group.is_empty();
+        if switched && (self.http.is_some() || self.sse.is_some()) {
+            bail!("{key}.user and {key}.group apply to stdio servers only");
         }
         Ok(())
     }

@@ -5,6 +5,7 @@
 
 pub mod body;
 pub mod child_env;
+pub mod child_user;
 pub mod credential;
 pub mod deferred;
 pub mod driven;

@@ -21,6 +21,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn, Instrument};
 
 use super::child_env::ChildEnv;
+use super::child_user::ChildUser;
 use super::lines::{Line, LineReader};
 use super::{EventSink, UpstreamError, UpstreamEvent};
 use crate::jsonrpc::{self, Message};
@@ -42,10 +43,14 @@ pub struct StdioSpec {
     pub protocol: crate::era::Era,
     /// What the child's environment holds.
     pub env: ChildEnv,
+    /// Who the child runs as (else as the proxy's user).
+    pub user: Option<ChildUser>,
 }
 
 impl StdioSpec {
-    /// The child's command: stdin and stdout piped, its own process group, killed when dropped.
+    /// The child's command: stdin and stdout piped, its own process group, killed when dropped,
+    /// run as the configured user. Every child of a stdio server is started from it: a
+    /// session's, the shared one, the warm ones, the `auto` probe's.
     pub fn command(&self) -> Command {
         let mut command = Command::new(&self.program);
         command
@@ -55,6 +60,9 @@ impl StdioSpec {
             .kill_on_drop(true)
             .process_group(0);
         self.env.apply(&mut command);
+        if let Some(user) = &self.user {
+            user.apply(&mut command);
+        }
         command
     }
 
@@ -74,6 +82,7 @@ impl StdioSpec {
             warm: 0,
             protocol: Default::default(),
             env: ChildEnv::default(),
+            user: None,
         })
     }
 

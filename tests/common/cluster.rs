@@ -10,7 +10,7 @@ use tokio::process::{Child, Command};
 use http::StatusCode;
 use serde_json::json;
 
-use super::{spawn_proxy, until, within, Client};
+use super::{spawn_proxy_with_env, until, within, Client};
 
 pub const SECRET: &str = "4d1c0ffee5e1ec7ed5ec0de0f7e575ec0ffee5e1ec7ed5ec0de0f7e575ec0ffe";
 
@@ -52,19 +52,24 @@ impl Redis {
     }
 
     async fn run(&mut self) {
-        let child = Command::new("redis-server")
+        use tokio::io::AsyncWriteExt;
+        // The password in the configuration it reads from stdin (`-`), not on its command line.
+        let mut child = Command::new("redis-server")
+            .arg("-")
             .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
             .args(["--save", "", "--appendonly", "no"])
-            .args(
-                self.password
-                    .iter()
-                    .flat_map(|password| ["--requirepass", password.as_str()]),
-            )
+            .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)
             .spawn()
             .expect("redis-server starts (scripts/test installs it)");
+        let mut config = child.stdin.take().unwrap();
+        if let Some(password) = &self.password {
+            let line = format!("requirepass \"{password}\"\n");
+            config.write_all(line.as_bytes()).await.unwrap();
+        }
+        drop(config);
         self.child = Some(child);
         let port = self.port;
         until("redis-server to listen", true, || async move {
@@ -145,16 +150,14 @@ impl Replica {
 
     async fn launch(redis: &Redis, listen: &str, args: Vec<String>) -> Replica {
         let url = redis.url();
-        let mut all = vec![
-            "--listen",
-            listen,
-            "--store",
-            &url,
-            "--cluster-secret",
-            SECRET,
-        ];
+        let mut all = vec!["--listen", listen];
         all.extend(args.iter().map(String::as_str));
-        let (child, addr, mut lines, _) = spawn_proxy(&all).await;
+        // Secrets by environment: a command line is readable by every local user.
+        let env = [
+            ("MCP_PROXY_STORE", url.as_str()),
+            ("MCP_PROXY_CLUSTER_SECRET", SECRET),
+        ];
+        let (child, addr, mut lines, _) = spawn_proxy_with_env(&all, &env).await;
         let warnings = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let seen = warnings.clone();
         // Keep reading its logs, so a full pipe never stalls it (and show them all with

@@ -491,13 +491,22 @@ pub async fn spawn_proxy_with_env(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> (tokio::process::Child, SocketAddr, LogLines, Vec<Value>) {
+    spawn_proxy_command(tokio::process::Command::new(DEMO), args, env).await
+}
+
+/// [`spawn_proxy_with_env`], started by `command` (a copy of the binary, another user).
+pub async fn spawn_proxy_command(
+    mut command: tokio::process::Command,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (tokio::process::Child, SocketAddr, LogLines, Vec<Value>) {
     use tokio::io::AsyncBufReadExt;
     // No balancer to wait for, unless the test says how long.
     let drain = match args.iter().any(|a| a.starts_with("--drain-delay")) {
         true => None,
         false => Some("--drain-delay=0s"),
     };
-    let mut child = tokio::process::Command::new(DEMO)
+    let mut child = command
         .args(["--log-format", "json"])
         .args(drain)
         .args(args)
