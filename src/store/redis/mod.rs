@@ -17,6 +17,8 @@
 //! - `ns:<server>:principal:<principal>`: sorted set, the ids of a principal's sessions (the
 //!   principal a digest), for `session.max_sessions_per_principal` across the replicas; living
 //!   as long as the records of its sessions;
+//! - `ns:<server>:spent:<tag>`: string, a 2026-07-28 `requestState` (by its signature) already
+//!   used, expiring with it;
 //! - `ns:<server>:rate:<bucket>`: string, when a rate-limit bucket is full again.
 //!
 //! Here: connecting, health and the key names. `writer` writes the owners' ops, `replicas`
