@@ -613,9 +613,11 @@ async fn requests_past_a_sessions_in_flight_bound_are_503_and_reach_no_server() 
         .await;
     assert!(initialized["result"].is_object(), "{initialized}");
     for id in 1..=5 {
-        ws.send(json!({ "jsonrpc": "2.0", "id": format!("slow-{id}"), "method": "tools/call",
-                        "params": { "name": "sleep", "arguments": { "ms": 60_000 } } }))
-            .await;
+        ws.send(
+            json!({ "jsonrpc": "2.0", "id": format!("slow-{id}"), "method": "tools/call",
+                        "params": { "name": "sleep", "arguments": { "ms": 60_000 } } }),
+        )
+        .await;
     }
     for id in ["slow-4", "slow-5"] {
         let refused = ws.response_to(json!(id)).await;
@@ -650,7 +652,10 @@ async fn requests_past_a_sessions_in_flight_bound_are_503_and_reach_no_server() 
     for call in slow {
         assert_eq!(within("a slow call", call).await.unwrap(), "slept 300 ms");
     }
-    assert_eq!(client.call_tool("echo", json!({ "text": "again" })).await, "again");
+    assert_eq!(
+        client.call_tool("echo", json!({ "text": "again" })).await,
+        "again"
+    );
     bystander_unharmed(proxy, bystander).await;
 }
 

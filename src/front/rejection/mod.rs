@@ -150,10 +150,6 @@ impl Rejection {
     /// served right now (its store or its owning replica cannot say) → 503 with `Retry-After`;
     /// a session gone everywhere → 404; an upstream that could not be reached → 502.
     pub fn session(error: &SessionError) -> Rejection {
-        let unavailable = |message: String| Rejection {
-            retry_after: Some(1),
-            ..Rejection::new(StatusCode::SERVICE_UNAVAILABLE, INTERNAL_ERROR, message)
-        };
         match error {
             SessionError::TooManySessions(_)
             | SessionError::TooManyForPrincipal(_)
@@ -161,9 +157,11 @@ impl Rejection {
             | SessionError::TooManyInFlight(_)
             | SessionError::StoreUnavailable
             | SessionError::StoreBehind(_)
-            | SessionError::ShuttingDown => unavailable(format!("Service Unavailable: {error}")),
+            | SessionError::ShuttingDown => {
+                Rejection::unavailable(format!("Service Unavailable: {error}"))
+            }
             error if error.owner_unavailable() => {
-                unavailable(format!("Service Unavailable: {error}; retry shortly"))
+                Rejection::unavailable(format!("Service Unavailable: {error}; retry shortly"))
             }
             SessionError::Gone => Rejection::session_not_found(),
             SessionError::RateLimited(exceeded) => Rejection::rate_limited(error, exceeded),
@@ -195,36 +193,29 @@ impl Rejection {
         }
     }
 
-    /// A connection over `http.max_connections`: 503 with `Retry-After`, then closed.
-    pub fn too_many_connections(limit: usize) -> Rejection {
+    /// Something the proxy cannot serve right now but may shortly: 503 with `Retry-After`.
+    fn unavailable(message: String) -> Rejection {
         Rejection {
             retry_after: Some(1),
-            ..Rejection::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                INTERNAL_ERROR,
-                format!(
-                    "Service Unavailable: the limit of {limit} open connections is reached \
-                     (http.max_connections); retry shortly"
-                ),
-            )
+            ..Rejection::new(StatusCode::SERVICE_UNAVAILABLE, INTERNAL_ERROR, message)
         }
+    }
+
+    /// A connection over `http.max_connections`: 503 with `Retry-After`, then closed.
+    pub fn too_many_connections(limit: usize) -> Rejection {
+        Rejection::unavailable(format!(
+            "Service Unavailable: the limit of {limit} open connections is reached \
+             (http.max_connections); retry shortly"
+        ))
     }
 
     /// No session of the anonymous pool was ready for a request (all lent, or still being
     /// prepared) for as long as it waits for one: 503 with `Retry-After`.
     pub fn anonymous_pool_busy(size: usize, waited: std::time::Duration) -> Rejection {
-        Rejection {
-            retry_after: Some(1),
-            ..Rejection::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                INTERNAL_ERROR,
-                format!(
-                    "Service Unavailable: none of the {size} server sessions for requests \
-                     without credentials (session.anonymous_pool) was ready within {waited:?}; \
-                     retry shortly"
-                ),
-            )
-        }
+        Rejection::unavailable(format!(
+            "Service Unavailable: none of the {size} server sessions for requests without \
+             credentials (session.anonymous_pool) was ready within {waited:?}; retry shortly"
+        ))
     }
 
     pub fn with_id(mut self, id: Option<&Value>) -> Rejection {
