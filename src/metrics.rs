@@ -296,9 +296,13 @@ process_wide! {
         tokens_cached: Gauge = Gauge::default(), "auth_tokens_cached",
             "Verified tokens kept until they expire, so that reusing one costs no signature check (at most 10,000).";
         tokens_exchanged_kept: Gauge = Gauge::default(), "auth_tokens_exchanged_kept",
-            "Tokens exchanged for a server and kept per principal and server until shortly before they expire (at most 10,000).";
+            "Tokens exchanged for a server and kept per client token (by digest) and server until shortly before they expire (at most 10,000).";
         token_exchanges: Counter = Counter::default(), "auth_token_exchanges",
-            "Tokens exchanged at the issuer (RFC 8693) for an upstream server's audience (kept per principal and server until shortly before they expire).";
+            "Tokens exchanged at the issuer (RFC 8693) for an upstream server's audience (kept per client token and server until shortly before they expire).";
+        token_exchanges_reused: Counter = Counter::default(), "auth_token_exchanges_reused",
+            "Requests whose server got the token already exchanged for the same client token and server, without asking the issuer.";
+        token_exchanges_coalesced: Counter = Counter::default(), "auth_token_exchanges_coalesced",
+            "Requests that waited for the exchange of the same client token another request had begun, instead of asking the issuer again.";
         key_fetches: Counter = Counter::default(), "auth_key_fetches",
             "Fetches of the issuer's keys (JWKS): at first use, after their maximum age, and for a key not yet known at most once per auth.jwks_refetch_interval.";
     }

@@ -1,12 +1,15 @@
 //! The proxy as an OAuth 2.1 resource server (MCP authorization, 2025-06-18 onward): who a
 //! bearer token names, after its signature (`jwt`, `jwk`, the issuer's keys in `keys`, found
 //! by `discovery`) or the issuer's introspection (RFC 7662) says it is genuine, and its
-//! claims that it is current. Verified tokens are kept until they expire (`tokens`). What the
-//! wire sees of it (401, 403, the RFC 9728 metadata) is the front's.
+//! claims that it is current. Verified tokens are kept until they expire (`tokens`), by digest
+//! (`digest`); what the issuer is asked is asked once however many requests wait for it
+//! (`flight`). What the wire sees of it (401, 403, the RFC 9728 metadata) is the front's.
 
+pub mod digest;
 pub mod discovery;
 pub mod exchange;
 pub mod fetch;
+pub mod flight;
 pub mod jwk;
 pub mod jwt;
 pub mod keys;
@@ -20,6 +23,7 @@ use tokio::sync::OnceCell;
 
 use crate::ids::Principal;
 use crate::metrics::AuthMetrics;
+use digest::Digests;
 use discovery::{DiscoveryError, Endpoints};
 use fetch::{ClientCredentials, FetchError, Fetcher};
 use jwk::Algorithm;
@@ -172,6 +176,8 @@ pub struct Authority {
     keys: KeyCache,
     tokens: TokenCache,
     exchanges: exchange::Exchanges,
+    /// What tokens are kept by in the maps above.
+    digests: Digests,
     metrics: AuthMetrics,
 }
 
@@ -184,6 +190,7 @@ impl Authority {
             endpoints: OnceCell::new(),
             tokens: TokenCache::default(),
             exchanges: exchange::Exchanges::default(),
+            digests: Digests::default(),
             metrics,
         }
     }
@@ -191,7 +198,8 @@ impl Authority {
     /// Who `token` names, if it is genuine and current.
     pub async fn verify(&self, token: &str) -> Result<Arc<Verified>, TokenError> {
         let now = unix_now();
-        if let Some(verified) = self.tokens.get(token, now) {
+        let digest = self.digests.of_token(token);
+        if let Some(verified) = self.tokens.get(&digest, now) {
             return Ok(verified);
         }
         let verified = Arc::new(if jwt::looks_like_jwt(token) {
@@ -201,7 +209,7 @@ impl Authority {
             let claims = self.introspected(token).await?;
             self.checked(claims, now, true)?
         });
-        self.tokens.keep(token, verified.clone(), now);
+        self.tokens.keep(digest, verified.clone(), now);
         self.metrics.tokens_cached.set(self.tokens.len() as i64);
         Ok(verified)
     }
