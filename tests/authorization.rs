@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::auth_server::{claims_of, AuthServer};
 use common::cluster::{Redis, Replica};
 use common::ws::Ws;
-use common::{within, Client, Proxy};
+use common::{until, within, Client, Proxy};
 use http::{Method, StatusCode};
 use mcp_session_proxy::config::{Config, SecretSource};
 use serde_json::{json, Value};
@@ -584,21 +584,83 @@ async fn a_session_opened_on_one_replica_is_served_on_another_with_a_refreshed_t
     redis.stop().await;
 }
 
-#[tokio::test]
-async fn an_opaque_token_is_introspected_once_and_kept() {
-    let issuer = AuthServer::start().await;
-    let audience = "http://opaque.example/mcp";
-    let secret =
-        std::env::temp_dir().join(format!("mcp-proxy-client-secret-{}", std::process::id()));
-    std::fs::write(&secret, "proxy-secret\n").unwrap();
+/// A proxy that introspects opaque tokens for `audience`, with `adjust` on top; the secret
+/// file it reads is removed when the handle drops.
+async fn introspecting(
+    issuer: &AuthServer,
+    audience: &str,
+    adjust: impl FnOnce(&mut Config),
+) -> (Proxy, SecretFile) {
+    let secret = SecretFile::new("client-secret", "proxy-secret");
+    let source = secret.source();
     let proxy = Proxy::start_with(|config| {
         config.auth.issuer = issuer.issuer().to_owned();
         config.auth.audience = audience.to_owned();
         config.auth.introspection_endpoint = issuer.introspection_endpoint().to_owned();
         config.auth.client_id = "proxy".into();
-        config.auth.client_secret = Some(SecretSource::File(secret.clone()));
+        config.auth.client_secret = source;
+        adjust(config);
     })
     .await;
+    (proxy, secret)
+}
+
+/// A secret in a file of its own, removed when dropped.
+struct SecretFile(std::path::PathBuf);
+
+impl SecretFile {
+    fn new(name: &str, secret: &str) -> SecretFile {
+        let unique = format!("mcp-proxy-{name}-{}-{}", std::process::id(), random_hex(4));
+        let path = std::env::temp_dir().join(unique);
+        std::fs::write(&path, format!("{secret}\n")).unwrap();
+        SecretFile(path)
+    }
+
+    fn source(&self) -> Option<SecretSource> {
+        Some(SecretSource::File(self.0.clone()))
+    }
+}
+
+impl Drop for SecretFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// `bytes` random bytes, in hex.
+fn random_hex(bytes: usize) -> String {
+    let mut random = vec![0u8; bytes];
+    getrandom::fill(&mut random).unwrap();
+    random.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The statuses `tokens` get for an initialize each, `at_once` at a time, and how long that
+/// took.
+async fn statuses_of(
+    proxy: &Proxy,
+    tokens: Vec<String>,
+    at_once: usize,
+) -> (Vec<StatusCode>, Duration) {
+    use futures_util::StreamExt;
+    let addr = proxy.addr();
+    let started = std::time::Instant::now();
+    let statuses = futures_util::stream::iter(tokens)
+        .map(|token| async move {
+            let mut client = Client::new(addr);
+            client.authorization = bearer(&token);
+            initialize_reply(&client).await.status
+        })
+        .buffer_unordered(at_once)
+        .collect::<Vec<_>>();
+    let statuses = within("every forged token's answer", statuses).await;
+    (statuses, started.elapsed())
+}
+
+#[tokio::test]
+async fn an_opaque_token_is_introspected_once_and_kept() {
+    let issuer = AuthServer::start().await;
+    let audience = "http://opaque.example/mcp";
+    let (proxy, _secret) = introspecting(&issuer, audience, |_| {}).await;
     let opaque = issuer.token("alice", audience, "mcp:tools").await;
     assert!(!opaque.contains('.'), "an opaque token: {opaque}");
     let mut alice = Client::new(proxy.addr());
@@ -613,5 +675,66 @@ async fn an_opaque_token_is_introspected_once_and_kept() {
     assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
     assert!(challenge(&refused.headers).contains("not active"));
     proxy.stop().await;
-    std::fs::remove_file(secret).unwrap();
+}
+
+#[tokio::test]
+async fn random_opaque_tokens_cost_the_issuer_a_bounded_number_of_introspections() {
+    const RATE: f64 = 20.0;
+    let issuer = AuthServer::start().await;
+    let audience = "http://opaque.example/mcp";
+    let (proxy, _secret) = introspecting(&issuer, audience, |config| {
+        config.auth.introspections_per_second = RATE;
+    })
+    .await;
+
+    // One random token, a thousand times; then a thousand distinct ones.
+    let forged = random_hex(24);
+    let (repeated, _) = statuses_of(&proxy, vec![forged; 1000], 50).await;
+    let asked_once = issuer.requests_of("introspection").await;
+    let forged: Vec<String> = (0..1000).map(|_| random_hex(24)).collect();
+    let (distinct, took) = statuses_of(&proxy, forged, 50).await;
+    let asked = issuer.requests_of("introspection").await - asked_once;
+    eprintln!(
+        "introspections: {asked_once} for 1000 requests with one random opaque token, \
+         {asked} for 1000 distinct ones (in {:.2} s)",
+        took.as_secs_f64()
+    );
+
+    // The one token: the issuer is asked once.
+    assert!(repeated.iter().all(|s| *s == StatusCode::UNAUTHORIZED));
+    assert_eq!(asked_once, 1);
+    // The distinct ones: at most a second's worth and the rate after it; the others are told
+    // to come back (503), never let in.
+    assert!(distinct
+        .iter()
+        .all(|s| [StatusCode::UNAUTHORIZED, StatusCode::SERVICE_UNAVAILABLE].contains(s)));
+    let allowed = (RATE * (1.0 + took.as_secs_f64())).ceil() as u64 + 1;
+    assert!(
+        asked <= allowed,
+        "{asked} introspections, {allowed} allowed"
+    );
+    let throttled = distinct
+        .iter()
+        .filter(|s| **s == StatusCode::SERVICE_UNAVAILABLE)
+        .count() as u64;
+    assert_eq!(
+        proxy.metric("mcp_proxy_auth_refused_requests_total{reason=\"throttled\"}"),
+        throttled
+    );
+    assert_eq!(
+        proxy.metric("mcp_proxy_auth_introspections_total"),
+        asked_once + asked
+    );
+
+    // A genuine token gets in once the budget allows.
+    let opaque = issuer.token("alice", audience, "mcp:tools").await;
+    let mut alice = Client::new(proxy.addr());
+    alice.authorization = bearer(&opaque);
+    until(
+        "the genuine token to be introspected",
+        StatusCode::OK,
+        || async { initialize_reply(&alice).await.status },
+    )
+    .await;
+    proxy.stop().await;
 }

@@ -43,6 +43,8 @@ pub struct AuthConfig {
     pub jwks_refetch_interval: Duration,
     #[serde(deserialize_with = "duration")]
     pub jwks_max_age: Duration,
+    /// Introspection requests per second at most (a second's worth at once).
+    pub introspections_per_second: f64,
 }
 
 impl Default for AuthConfig {
@@ -65,6 +67,7 @@ impl Default for AuthConfig {
                 .collect(),
             jwks_refetch_interval: settings.jwks_refetch_interval,
             jwks_max_age: settings.jwks_max_age,
+            introspections_per_second: settings.introspections_per_second,
         }
     }
 }
@@ -141,6 +144,7 @@ impl AuthConfig {
             algorithms,
             jwks_refetch_interval: self.jwks_refetch_interval,
             jwks_max_age: self.jwks_max_age,
+            introspections_per_second: self.introspections_per_second,
         }))
     }
 
@@ -165,6 +169,13 @@ impl AuthConfig {
         }
         for name in &self.algorithms {
             algorithm(name)?;
+        }
+        if !(self.introspections_per_second.is_finite() && self.introspections_per_second > 0.0) {
+            bail!(
+                "auth.introspections_per_second: {} is not a rate above 0 (each new opaque token \
+                 costs the issuer one request: this bounds them)",
+                self.introspections_per_second
+            );
         }
         if self
             .required_scopes
@@ -223,6 +234,9 @@ mod tests {
         assert_eq!(settings.clock_skew, Duration::from_secs(5));
         assert_eq!(settings.algorithms.len(), 3);
         assert!(parsed("issuer = \"ftp://x\"").validate().is_err());
+        let unbounded = parsed("issuer = \"http://a\"\nintrospections_per_second = 0");
+        let error = unbounded.validate().unwrap_err().to_string();
+        assert!(error.contains("auth.introspections_per_second"), "{error}");
     }
 
     #[test]

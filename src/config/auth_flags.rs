@@ -74,6 +74,12 @@ pub struct AuthFlags {
     #[arg(long = "auth-jwks-max-age", value_name = "DURATION", value_parser = parse_duration)]
     pub jwks_max_age: Option<Duration>,
 
+    /// Introspection requests the issuer gets per second at most, on average, with a second's
+    /// worth at once; a new opaque token over it gets 503 (auth.introspections_per_second)
+    /// [default: 100].
+    #[arg(long = "auth-introspections-per-second", value_name = "RATE")]
+    pub introspections_per_second: Option<f64>,
+
     /// What the HTTP server gets to authenticate the proxy's requests: none, static,
     /// passthrough, exchange (upstream.auth) [default: none].
     #[arg(long = "upstream-auth", value_name = "MODE")]
@@ -141,6 +147,10 @@ impl AuthFlags {
         set(&mut auth.clock_skew, &self.clock_skew);
         set(&mut auth.jwks_refetch_interval, &self.jwks_refetch_interval);
         set(&mut auth.jwks_max_age, &self.jwks_max_age);
+        set(
+            &mut auth.introspections_per_second,
+            &self.introspections_per_second,
+        );
         if !self.required_scopes.is_empty() {
             auth.required_scopes = self.required_scopes.clone();
         }
