@@ -310,7 +310,11 @@ process_wide! {
         inactive_tokens_kept: Gauge = Gauge::default(), "auth_inactive_tokens_kept",
             "Opaque tokens the issuer called inactive, remembered for 30 s (at most 10,000).";
         key_fetches: Counter = Counter::default(), "auth_key_fetches",
-            "Fetches of the issuer's keys (JWKS): at first use, after their maximum age, and for a key not yet known at most once per auth.jwks_refetch_interval.";
+            "Fetches of the issuer's keys (JWKS): at first use, after auth.jwks_max_age, and for a key not yet known, at most one per auth.jwks_refetch_floor, and after a failure one per backoff (1 s doubling to 60 s).";
+        key_fetch_failures: Counter = Counter::default(), "auth_key_fetch_failures",
+            "Fetches of the issuer's keys that failed (its metadata or keys unreachable, or not a JWK Set); the next waits a backoff.";
+        keys_stale_served: Counter = Counter::default(), "auth_keys_stale_served",
+            "Tokens verified with keys past auth.jwks_max_age because the issuer could not be reached (within auth.jwks_stale_grace).";
     }
 }
 

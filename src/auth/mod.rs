@@ -35,7 +35,7 @@ use flight::{Flights, Role};
 use inactive::InactiveTokens;
 use jwk::Algorithm;
 use jwt::Claims;
-use keys::{KeyCache, KeyMiss};
+use keys::{KeyCache, KeyMiss, KeyPolicy};
 use tokens::TokenCache;
 
 /// How long an introspected token is believed without asking again, at most: an opaque token
@@ -66,10 +66,13 @@ pub struct AuthSettings {
     /// Tolerance on `exp`, `nbf` and `iat`.
     pub clock_skew: Duration,
     pub algorithms: Vec<Algorithm>,
-    /// Least time between two fetches of the keys for a token naming an unknown key.
-    pub jwks_refetch_interval: Duration,
+    /// Least time between two fetches of the keys: a token naming an unknown key within it
+    /// waits for its end.
+    pub jwks_refetch_floor: Duration,
     /// Keys older than this are fetched again at their next use.
     pub jwks_max_age: Duration,
+    /// How long past `jwks_max_age` the keys stay in use while the issuer cannot be reached.
+    pub jwks_stale_grace: Duration,
     /// Introspection requests the issuer gets per second at most, on average (a second's worth
     /// at once); a new opaque token over it is answered 503.
     pub introspections_per_second: f64,
@@ -87,8 +90,9 @@ impl Default for AuthSettings {
             client: None,
             clock_skew: Duration::from_secs(60),
             algorithms: vec![Algorithm::Rs256, Algorithm::Es256, Algorithm::EdDsa],
-            jwks_refetch_interval: Duration::from_secs(10),
+            jwks_refetch_floor: Duration::from_secs(1),
             jwks_max_age: Duration::from_secs(3600),
+            jwks_stale_grace: Duration::from_secs(6 * 3600),
             introspections_per_second: 100.0,
         }
     }
@@ -209,7 +213,11 @@ pub struct Authority {
 impl Authority {
     pub fn new(settings: AuthSettings, metrics: AuthMetrics) -> Authority {
         Authority {
-            keys: KeyCache::new(settings.jwks_refetch_interval, settings.jwks_max_age),
+            keys: KeyCache::new(KeyPolicy {
+                refetch_floor: settings.jwks_refetch_floor,
+                max_age: settings.jwks_max_age,
+                stale_grace: settings.jwks_stale_grace,
+            }),
             introspection_budget: Budget::per_second(settings.introspections_per_second),
             settings,
             fetcher: Fetcher::default(),
@@ -254,24 +262,13 @@ impl Authority {
         let jws = jwt::parse(token, &self.settings.algorithms)?;
         let fetch = || async {
             self.metrics.key_fetches.inc();
-            let url = match &self.settings.jwks_uri {
-                Some(url) => url.clone(),
-                None => self
-                    .endpoints()
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .jwks_uri
-                    .clone()
-                    .ok_or("the issuer's metadata names no jwks_uri")?,
-            };
-            let set: serde_json::Value = self
-                .fetcher
-                .get_json(&url)
-                .await
-                .map_err(|e: FetchError| e.to_string())?;
-            Ok(set.to_string().into_bytes())
+            let fetched = self.key_set().await;
+            if fetched.is_err() {
+                self.metrics.key_fetch_failures.inc();
+            }
+            fetched
         };
-        match self
+        let verdict = self
             .keys
             .verify(
                 jws.alg,
@@ -280,13 +277,38 @@ impl Authority {
                 &jws.signature,
                 fetch,
             )
-            .await
-        {
-            Ok(true) => Ok(jws.claims),
-            Ok(false) => Err(TokenError::Signature),
+            .await;
+        match verdict {
+            Ok(verdict) if verdict.genuine => {
+                if verdict.stale {
+                    self.metrics.keys_stale_served.inc();
+                }
+                Ok(jws.claims)
+            }
+            Ok(_) => Err(TokenError::Signature),
             Err(KeyMiss::Unknown) => Err(TokenError::UnknownKey),
             Err(KeyMiss::Unavailable(why)) => Err(TokenError::Unavailable(why)),
         }
+    }
+
+    /// The issuer's JWK Set document, from `jwks_uri` or the one its metadata names.
+    async fn key_set(&self) -> Result<Vec<u8>, String> {
+        let url = match &self.settings.jwks_uri {
+            Some(url) => url.clone(),
+            None => self
+                .endpoints()
+                .await
+                .map_err(|e| e.to_string())?
+                .jwks_uri
+                .clone()
+                .ok_or("the issuer's metadata names no jwks_uri")?,
+        };
+        let set: serde_json::Value = self
+            .fetcher
+            .get_json(&url)
+            .await
+            .map_err(|e: FetchError| e.to_string())?;
+        Ok(set.to_string().into_bytes())
     }
 
     /// The claims the issuer's introspection endpoint gives an opaque token (RFC 7662): asked
