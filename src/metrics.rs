@@ -294,15 +294,29 @@ process_wide! {
     /// The resource server's figures (process-wide: one issuer for every server).
     AuthMetrics {
         refused: Family<Vec<(&'static str, &'static str)>, Counter> = Family::default(), "auth_refused_requests",
-            "Requests refused for their bearer token, by reason: missing, invalid (malformed, forged, another issuer's), expired, audience (issued for another resource), scope (step-up needed), unavailable (the authorization server could not be reached).";
+            "Requests refused for their bearer token, by reason: missing, invalid (malformed, forged, another issuer's), expired, audience (issued for another resource), scope (step-up needed), unavailable (the authorization server could not be reached), throttled (more new opaque tokens than auth.introspections_per_second).";
         tokens_cached: Gauge = Gauge::default(), "auth_tokens_cached",
             "Verified tokens kept until they expire, so that reusing one costs no signature check (at most 10,000).";
         tokens_exchanged_kept: Gauge = Gauge::default(), "auth_tokens_exchanged_kept",
-            "Tokens exchanged for a server and kept per principal and server until shortly before they expire (at most 10,000).";
+            "Tokens exchanged for a server and kept per client token (by digest) and server until shortly before they expire (at most 10,000).";
         token_exchanges: Counter = Counter::default(), "auth_token_exchanges",
-            "Tokens exchanged at the issuer (RFC 8693) for an upstream server's audience (kept per principal and server until shortly before they expire).";
+            "Tokens exchanged at the issuer (RFC 8693) for an upstream server's audience (kept per client token and server until shortly before they expire).";
+        token_exchanges_reused: Counter = Counter::default(), "auth_token_exchanges_reused",
+            "Requests whose server got the token already exchanged for the same client token and server, without asking the issuer.";
+        token_exchanges_coalesced: Counter = Counter::default(), "auth_token_exchanges_coalesced",
+            "Requests that waited for the exchange of the same client token another request had begun, instead of asking the issuer again.";
+        introspections: Counter = Counter::default(), "auth_introspections",
+            "Introspection requests (RFC 7662) made to the issuer for opaque tokens not yet known: at most auth.introspections_per_second, a second's worth at once; new tokens over it are refused 503 (auth_refused_requests, reason throttled).";
+        introspections_spared: Counter = Counter::default(), "auth_introspections_spared",
+            "Requests with an opaque token that did not ask the issuer: the token was found inactive less than 30 s before, or its introspection was in flight already.";
+        inactive_tokens_kept: Gauge = Gauge::default(), "auth_inactive_tokens_kept",
+            "Opaque tokens the issuer called inactive, remembered for 30 s (at most 10,000).";
         key_fetches: Counter = Counter::default(), "auth_key_fetches",
-            "Fetches of the issuer's keys (JWKS): at first use, after their maximum age, and for a key not yet known at most once per auth.jwks_refetch_interval.";
+            "Fetches of the issuer's keys (JWKS): at first use, after auth.jwks_max_age, and for a key not yet known, at most one per auth.jwks_refetch_floor, and after a failure one per backoff (1 s doubling to 60 s).";
+        key_fetch_failures: Counter = Counter::default(), "auth_key_fetch_failures",
+            "Fetches of the issuer's keys that failed (its metadata or keys unreachable, or not a JWK Set); the next waits a backoff.";
+        keys_stale_served: Counter = Counter::default(), "auth_keys_stale_served",
+            "Tokens verified with keys past auth.jwks_max_age because the issuer could not be reached (within auth.jwks_stale_grace).";
     }
 }
 

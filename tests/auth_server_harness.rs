@@ -102,6 +102,7 @@ async fn an_exchanged_token_keeps_the_subject_for_the_requested_audience() {
         .await
         .unwrap_err();
     assert_eq!((status, &error["error"]), (400, &json!("invalid_grant")));
+    assert_eq!(server.requests_of("exchange").await, 2);
 }
 
 #[tokio::test]
@@ -152,4 +153,29 @@ async fn both_discovery_documents_name_the_jwks_and_the_grants() {
         assert!(methods.contains(&json!("client_secret_basic")));
         assert!(methods.contains(&json!("client_secret_post")));
     }
+}
+
+#[tokio::test]
+async fn a_server_gone_down_answers_503_everywhere_and_counts_what_it_receives() {
+    let server = AuthServer::start().await;
+    let discovered = server.requests_of("discovery").await;
+    let client = common::Client::new(server.addr());
+    let status = |path: &'static str| {
+        let client = client.clone();
+        async move {
+            common::within(path, client.send_to(path, http::Method::GET, &[], None))
+                .await
+                .status
+        }
+    };
+
+    server.go_down().await;
+
+    assert_eq!(status("/jwks").await, 503);
+    assert_eq!(status("/.well-known/openid-configuration").await, 503);
+    assert_eq!(server.requests_of("jwks").await, 1);
+    assert_eq!(server.requests_of("discovery").await, discovered + 1);
+    server.come_up().await;
+    assert_eq!(status("/jwks").await, 200);
+    assert_eq!(server.requests_of("jwks").await, 2);
 }

@@ -2,8 +2,10 @@
 //! (oidc-provider): a request without a valid token gets 401 naming the resource's metadata,
 //! one without the scopes 403; the principal is the token's issuer and subject, so a refreshed
 //! token keeps its session, its replay and its resume, on any replica, and another subject's
-//! token finds nothing. Keys rotated at the issuer are taken without a restart, and a burst of
-//! unknown keys costs the issuer one fetch.
+//! token finds nothing. Keys rotated at the issuer are taken at once without a restart; what
+//! forged tokens cost the issuer is bounded (one key fetch per floor, introspections per
+//! second, inactive tokens remembered); a failed key fetch is backed off, and while the issuer
+//! is down its known keys serve within a grace.
 
 mod common;
 
@@ -12,7 +14,7 @@ use std::time::Duration;
 use common::auth_server::{claims_of, AuthServer};
 use common::cluster::{Redis, Replica};
 use common::ws::Ws;
-use common::{within, Client, Proxy};
+use common::{until, within, Client, Proxy};
 use http::{Method, StatusCode};
 use mcp_session_proxy::config::{Config, SecretSource};
 use serde_json::{json, Value};
@@ -272,62 +274,176 @@ fn base64_url(text: &str) -> String {
 }
 
 #[tokio::test]
-async fn a_key_rotated_at_the_issuer_is_taken_without_a_restart() {
+async fn a_key_rotated_at_the_issuer_is_taken_at_once_without_a_restart() {
     let issuer = AuthServer::start().await;
-    let proxy = Proxy::start_with(|config| {
-        config.auth.issuer = issuer.issuer().to_owned();
-        config.auth.jwks_refetch_interval = Duration::ZERO;
-    })
-    .await;
+    let proxy = Proxy::start_with(guarded(issuer.issuer())).await;
     let mut alice = initialized(&issuer, &proxy, "alice").await;
-    assert_eq!(issuer.requests().await["jwks"], 1);
+    assert_eq!(issuer.requests_of("jwks").await, 1);
 
+    // Rotated, and a token signed with the new key, while the keys were fetched a moment ago.
     issuer.rotate().await;
     alice.authorization = bearer(&token(&issuer, &proxy, "alice").await);
+    let id = alice.next_id();
+    let reply = alice
+        .post(&json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": { "name": "echo", "arguments": { "text": "new key" } } }))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:?}", reply.headers);
     assert_eq!(
-        alice.call_tool("echo", json!({ "text": "new key" })).await,
-        "new key"
-    );
-    assert_eq!(
-        issuer.requests().await["jwks"],
+        issuer.requests_of("jwks").await,
         2,
         "fetched again for the new key"
     );
     alice.call_tool("echo", json!({ "text": "cached" })).await;
-    assert_eq!(issuer.requests().await["jwks"], 2);
+    assert_eq!(issuer.requests_of("jwks").await, 2);
     proxy.stop().await;
 }
 
+/// A JWT naming `kid`, with a signature no key makes: what anyone can forge.
+fn forged_jwt(claims: &Value, kid: &str) -> String {
+    let header = json!({ "alg": "RS256", "typ": "at+jwt", "kid": kid });
+    let mut signature = [0u8; 256];
+    getrandom::fill(&mut signature).unwrap();
+    let signature = {
+        use base64::Engine;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(signature)
+    };
+    format!(
+        "{}.{}.{signature}",
+        base64_url(&header.to_string()),
+        base64_url(&claims.to_string())
+    )
+}
+
+fn unix_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
 #[tokio::test]
-async fn a_burst_of_unknown_keys_costs_the_issuer_one_fetch() {
+async fn forged_key_ids_cost_the_issuer_one_key_fetch_per_floor() {
     let issuer = AuthServer::start().await;
     let proxy = Proxy::start_with(guarded(issuer.issuer())).await;
     // A first token: the issuer's keys are fetched once.
     initialized(&issuer, &proxy, "alice").await;
-    let fetched = issuer.requests().await["jwks"].as_u64().unwrap();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
+    let fetched = issuer.requests_of("jwks").await;
     let claims = json!({ "iss": issuer.issuer(), "sub": "mallory",
-        "aud": resource(&proxy, "/mcp"), "exp": now + 300 });
-    let mut refused = Vec::new();
-    for n in 0..20 {
-        let forged = issuer
-            .sign_with_kid(claims.clone(), "RS256", Some(&format!("forged-{n}")))
-            .await;
-        let mut client = Client::new(proxy.addr());
-        client.authorization = bearer(&forged);
-        refused.push(async move { initialize_reply(&client).await.status });
-    }
-    let statuses = futures_util::future::join_all(refused).await;
-    assert!(statuses.iter().all(|s| *s == StatusCode::UNAUTHORIZED));
-    let fetched_after = issuer.requests().await["jwks"].as_u64().unwrap();
-    assert!(
-        fetched_after <= fetched + 1,
-        "{} fetches for 20 unknown keys",
-        fetched_after - fetched
+        "aud": resource(&proxy, "/mcp"), "exp": unix_seconds() + 300 });
+    let forged = (0..1000)
+        .map(|_| forged_jwt(&claims, &random_hex(8)))
+        .collect();
+
+    // A request naming an unknown key may wait for the floor's end (a second): many at once.
+    let (statuses, took) = statuses_of(&proxy, forged, 250).await;
+
+    let fetches = issuer.requests_of("jwks").await - fetched;
+    eprintln!(
+        "key fetches: {fetches} for 1000 JWTs naming random key ids (in {:.2} s)",
+        took.as_secs_f64()
     );
+    assert!(statuses.iter().all(|s| *s == StatusCode::UNAUTHORIZED));
+    // One per second (the default floor), and one for the second under way.
+    let allowed = took.as_secs_f64().ceil() as u64 + 1;
+    assert!(fetches <= allowed, "{fetches} fetches, {allowed} allowed");
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn while_the_issuer_is_down_its_known_keys_serve_past_their_age_within_the_grace() {
+    let issuer = AuthServer::start().await;
+    let keeping = |grace: Duration| {
+        let issuer = issuer.issuer().to_owned();
+        move |config: &mut Config| {
+            config.auth.issuer = issuer;
+            // Every use past the maximum age, and nothing between fetches: each new token
+            // wants the keys fetched again.
+            config.auth.jwks_max_age = Duration::ZERO;
+            config.auth.jwks_refetch_floor = Duration::ZERO;
+            config.auth.jwks_stale_grace = grace;
+        }
+    };
+    let kept = Proxy::start_with(keeping(Duration::from_secs(3600))).await;
+    let strict = Proxy::start_with(keeping(Duration::ZERO)).await;
+    for proxy in [&kept, &strict] {
+        initialized(&issuer, proxy, "alice").await;
+    }
+    let fetched = issuer.requests_of("jwks").await;
+    assert_eq!(fetched, 2);
+
+    issuer.go_down().await;
+    let claims = |proxy: &Proxy| {
+        json!({ "iss": issuer.issuer(), "sub": "alice", "aud": resource(proxy, "/mcp"),
+                "exp": unix_seconds() + 300, "scope": "mcp:tools" })
+    };
+    let mut alice = Client::new(kept.addr());
+    alice.authorization = bearer(&issuer.sign(claims(&kept), "RS256").await);
+    alice.initialize("2025-11-25").await;
+    assert_eq!(
+        alice.call_tool("echo", json!({ "text": "kept" })).await,
+        "kept"
+    );
+    assert!(kept.metric("mcp_proxy_auth_keys_stale_served_total") >= 1);
+    assert_eq!(kept.metric("mcp_proxy_auth_key_fetch_failures_total"), 1);
+
+    let mut beyond = Client::new(strict.addr());
+    beyond.authorization = bearer(&issuer.sign(claims(&strict), "RS256").await);
+    let refused = initialize_reply(&beyond).await;
+    assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        issuer.requests_of("jwks").await,
+        fetched + 2,
+        "one try each"
+    );
+    kept.stop().await;
+    strict.stop().await;
+}
+
+#[tokio::test]
+async fn a_failed_key_fetch_is_backed_off_not_tried_again_per_request() {
+    let issuer = AuthServer::start().await;
+    let proxy = Proxy::start_with(guarded(issuer.issuer())).await;
+    issuer.go_down().await;
+    let asked = || async {
+        let requests = issuer.requests().await;
+        requests["discovery"].as_u64().unwrap() + requests["jwks"].as_u64().unwrap()
+    };
+    let before = asked().await;
+    let claims = json!({ "iss": issuer.issuer(), "sub": "alice",
+        "aud": resource(&proxy, "/mcp"), "exp": unix_seconds() + 300 });
+    let token = issuer.sign(claims, "RS256").await;
+
+    let started = std::time::Instant::now();
+    let (statuses, _) = statuses_of(&proxy, vec![token.clone(); 200], 10).await;
+    let took = started.elapsed().as_secs_f64();
+
+    let requests = asked().await - before;
+    let tries = proxy.metric("mcp_proxy_auth_key_fetch_failures_total");
+    eprintln!(
+        "{tries} tries ({requests} requests) at a down issuer for 200 requests in {took:.2} s"
+    );
+    assert!(statuses
+        .iter()
+        .all(|s| *s == StatusCode::SERVICE_UNAVAILABLE));
+    // Tries at 0, 1, 3, 7, … seconds: a backoff doubling from one second; each asks for the
+    // issuer's metadata (two documents) or its keys.
+    let allowed = 1 + (took + 1.0).log2().floor() as u64;
+    assert!(tries <= allowed, "{tries} tries, {allowed} allowed");
+    assert!(
+        requests <= 2 * tries,
+        "{requests} requests in {tries} tries"
+    );
+
+    issuer.come_up().await;
+    let mut alice = Client::new(proxy.addr());
+    alice.authorization = bearer(&token);
+    until(
+        "the keys once the issuer is back",
+        StatusCode::OK,
+        || async { initialize_reply(&alice).await.status },
+    )
+    .await;
     proxy.stop().await;
 }
 
@@ -584,21 +700,83 @@ async fn a_session_opened_on_one_replica_is_served_on_another_with_a_refreshed_t
     redis.stop().await;
 }
 
-#[tokio::test]
-async fn an_opaque_token_is_introspected_once_and_kept() {
-    let issuer = AuthServer::start().await;
-    let audience = "http://opaque.example/mcp";
-    let secret =
-        std::env::temp_dir().join(format!("mcp-proxy-client-secret-{}", std::process::id()));
-    std::fs::write(&secret, "proxy-secret\n").unwrap();
+/// A proxy that introspects opaque tokens for `audience`, with `adjust` on top; the secret
+/// file it reads is removed when the handle drops.
+async fn introspecting(
+    issuer: &AuthServer,
+    audience: &str,
+    adjust: impl FnOnce(&mut Config),
+) -> (Proxy, SecretFile) {
+    let secret = SecretFile::new("client-secret", "proxy-secret");
+    let source = secret.source();
     let proxy = Proxy::start_with(|config| {
         config.auth.issuer = issuer.issuer().to_owned();
         config.auth.audience = audience.to_owned();
         config.auth.introspection_endpoint = issuer.introspection_endpoint().to_owned();
         config.auth.client_id = "proxy".into();
-        config.auth.client_secret = Some(SecretSource::File(secret.clone()));
+        config.auth.client_secret = source;
+        adjust(config);
     })
     .await;
+    (proxy, secret)
+}
+
+/// A secret in a file of its own, removed when dropped.
+struct SecretFile(std::path::PathBuf);
+
+impl SecretFile {
+    fn new(name: &str, secret: &str) -> SecretFile {
+        let unique = format!("mcp-proxy-{name}-{}-{}", std::process::id(), random_hex(4));
+        let path = std::env::temp_dir().join(unique);
+        std::fs::write(&path, format!("{secret}\n")).unwrap();
+        SecretFile(path)
+    }
+
+    fn source(&self) -> Option<SecretSource> {
+        Some(SecretSource::File(self.0.clone()))
+    }
+}
+
+impl Drop for SecretFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// `bytes` random bytes, in hex.
+fn random_hex(bytes: usize) -> String {
+    let mut random = vec![0u8; bytes];
+    getrandom::fill(&mut random).unwrap();
+    random.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The statuses `tokens` get for an initialize each, `at_once` at a time, and how long that
+/// took.
+async fn statuses_of(
+    proxy: &Proxy,
+    tokens: Vec<String>,
+    at_once: usize,
+) -> (Vec<StatusCode>, Duration) {
+    use futures_util::StreamExt;
+    let addr = proxy.addr();
+    let started = std::time::Instant::now();
+    let statuses = futures_util::stream::iter(tokens)
+        .map(|token| async move {
+            let mut client = Client::new(addr);
+            client.authorization = bearer(&token);
+            initialize_reply(&client).await.status
+        })
+        .buffer_unordered(at_once)
+        .collect::<Vec<_>>();
+    let statuses = within("every forged token's answer", statuses).await;
+    (statuses, started.elapsed())
+}
+
+#[tokio::test]
+async fn an_opaque_token_is_introspected_once_and_kept() {
+    let issuer = AuthServer::start().await;
+    let audience = "http://opaque.example/mcp";
+    let (proxy, _secret) = introspecting(&issuer, audience, |_| {}).await;
     let opaque = issuer.token("alice", audience, "mcp:tools").await;
     assert!(!opaque.contains('.'), "an opaque token: {opaque}");
     let mut alice = Client::new(proxy.addr());
@@ -613,5 +791,66 @@ async fn an_opaque_token_is_introspected_once_and_kept() {
     assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
     assert!(challenge(&refused.headers).contains("not active"));
     proxy.stop().await;
-    std::fs::remove_file(secret).unwrap();
+}
+
+#[tokio::test]
+async fn random_opaque_tokens_cost_the_issuer_a_bounded_number_of_introspections() {
+    const RATE: f64 = 20.0;
+    let issuer = AuthServer::start().await;
+    let audience = "http://opaque.example/mcp";
+    let (proxy, _secret) = introspecting(&issuer, audience, |config| {
+        config.auth.introspections_per_second = RATE;
+    })
+    .await;
+
+    // One random token, a thousand times; then a thousand distinct ones.
+    let forged = random_hex(24);
+    let (repeated, _) = statuses_of(&proxy, vec![forged; 1000], 50).await;
+    let asked_once = issuer.requests_of("introspection").await;
+    let forged: Vec<String> = (0..1000).map(|_| random_hex(24)).collect();
+    let (distinct, took) = statuses_of(&proxy, forged, 50).await;
+    let asked = issuer.requests_of("introspection").await - asked_once;
+    eprintln!(
+        "introspections: {asked_once} for 1000 requests with one random opaque token, \
+         {asked} for 1000 distinct ones (in {:.2} s)",
+        took.as_secs_f64()
+    );
+
+    // The one token: the issuer is asked once.
+    assert!(repeated.iter().all(|s| *s == StatusCode::UNAUTHORIZED));
+    assert_eq!(asked_once, 1);
+    // The distinct ones: at most a second's worth and the rate after it; the others are told
+    // to come back (503), never let in.
+    assert!(distinct
+        .iter()
+        .all(|s| [StatusCode::UNAUTHORIZED, StatusCode::SERVICE_UNAVAILABLE].contains(s)));
+    let allowed = (RATE * (1.0 + took.as_secs_f64())).ceil() as u64 + 1;
+    assert!(
+        asked <= allowed,
+        "{asked} introspections, {allowed} allowed"
+    );
+    let throttled = distinct
+        .iter()
+        .filter(|s| **s == StatusCode::SERVICE_UNAVAILABLE)
+        .count() as u64;
+    assert_eq!(
+        proxy.metric("mcp_proxy_auth_refused_requests_total{reason=\"throttled\"}"),
+        throttled
+    );
+    assert_eq!(
+        proxy.metric("mcp_proxy_auth_introspections_total"),
+        asked_once + asked
+    );
+
+    // A genuine token gets in once the budget allows.
+    let opaque = issuer.token("alice", audience, "mcp:tools").await;
+    let mut alice = Client::new(proxy.addr());
+    alice.authorization = bearer(&opaque);
+    until(
+        "the genuine token to be introspected",
+        StatusCode::OK,
+        || async { initialize_reply(&alice).await.status },
+    )
+    .await;
+    proxy.stop().await;
 }

@@ -168,19 +168,42 @@ async fn passthrough_sends_only_a_token_whose_audience_names_the_server() {
     server.stop().await;
 }
 
-#[tokio::test]
-async fn exchange_gets_the_server_a_token_for_its_own_audience_once_per_principal() {
-    let issuer = AuthServer::start().await;
-    let (server, server_url) = guarded_server(&issuer).await;
-    let secret = SecretFile::new("exchange", "proxy-secret");
+/// A front in front of `server_url` that exchanges its clients' tokens for the server.
+async fn exchanging_front(issuer: &AuthServer, server_url: &str, secret: &SecretFile) -> Proxy {
     let issuer_url = issuer.issuer().to_owned();
-    let front = in_front_of(&server_url, |c| {
+    in_front_of(server_url, |c| {
         c.auth.issuer = issuer_url;
         c.auth.client_id = "proxy".into();
         c.auth.client_secret = secret.source();
         c.upstream.auth = UpstreamAuth::Exchange;
     })
-    .await;
+    .await
+}
+
+/// A `tools/call` of echo: its text, or what came back instead.
+async fn echo(client: &mut Client, text: &str) -> Result<String, String> {
+    let id = client.next_id();
+    let reply = client
+        .post(&json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": { "name": "echo", "arguments": { "text": text } } }))
+        .await;
+    let status = reply.status;
+    let answer = match status {
+        StatusCode::OK => reply.response().await,
+        _ => reply.json().await,
+    };
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{status}: {answer}"))
+}
+
+#[tokio::test]
+async fn exchange_gets_the_server_a_token_for_its_own_audience_once_per_client_token() {
+    let issuer = AuthServer::start().await;
+    let (server, server_url) = guarded_server(&issuer).await;
+    let secret = SecretFile::new("exchange", "proxy-secret");
+    let front = exchanging_front(&issuer, &server_url, &secret).await;
     let front_url = format!("http://{}/mcp", front.addr());
     let token = issuer.token("alice", &front_url, "mcp:tools").await;
     assert_eq!(
@@ -198,21 +221,103 @@ async fn exchange_gets_the_server_a_token_for_its_own_audience_once_per_principa
             .await,
         "exchanged"
     );
-    // A refreshed token: the same principal, whose exchanged token is still good.
+    assert_eq!(front.metric("mcp_proxy_auth_token_exchanges_total"), 1);
+    assert!(front.metric("mcp_proxy_auth_token_exchanges_reused_total") >= 1);
+    // A refreshed token is a token of its own: exchanged once more, then reused.
     client.authorization = bearer(&issuer.token("alice", &front_url, "mcp:tools").await);
     assert_eq!(
         client.call_tool("echo", json!({ "text": "again" })).await,
         "again"
     );
-    assert_eq!(front.metric("mcp_proxy_auth_token_exchanges_total"), 1);
+    assert_eq!(
+        client.call_tool("echo", json!({ "text": "kept" })).await,
+        "kept"
+    );
+    assert_eq!(front.metric("mcp_proxy_auth_token_exchanges_total"), 2);
+    assert_eq!(issuer.requests_of("exchange").await, 2);
     assert_eq!(server.metric("mcp_proxy_sessions_created_total"), 1);
 
     // Another principal gets its own.
     let mut bob = front.client();
     bob.authorization = bearer(&issuer.token("bob", &front_url, "mcp:tools").await);
     bob.initialize("2025-11-25").await;
-    assert_eq!(front.metric("mcp_proxy_auth_token_exchanges_total"), 2);
-    assert_eq!(front.metric("mcp_proxy_auth_tokens_exchanged_kept"), 2);
+    assert_eq!(front.metric("mcp_proxy_auth_token_exchanges_total"), 3);
+    assert_eq!(front.metric("mcp_proxy_auth_tokens_exchanged_kept"), 3);
+    front.stop().await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_narrower_token_never_reuses_the_token_exchanged_for_a_broader_one() {
+    let issuer = AuthServer::start().await;
+    // A server that needs mcp:admin: an exchanged token carries the client's token's scopes.
+    let issuer_url = issuer.issuer().to_owned();
+    let server = Proxy::start_with(move |config| {
+        config.auth.issuer = issuer_url;
+        config.auth.required_scopes = vec!["mcp:admin".into()];
+    })
+    .await;
+    let server_url = format!("http://{}/mcp", server.addr());
+    let secret = SecretFile::new("narrower", "proxy-secret");
+    let front = exchanging_front(&issuer, &server_url, &secret).await;
+    let front_url = format!("http://{}/mcp", front.addr());
+    let broad = issuer
+        .token("alice", &front_url, "mcp:tools mcp:admin")
+        .await;
+    let narrow = issuer.token("alice", &front_url, "mcp:tools").await;
+
+    let mut client = front.client();
+    client.authorization = bearer(&broad);
+    client.initialize("2025-11-25").await;
+    assert_eq!(echo(&mut client, "admin").await.as_deref(), Ok("admin"));
+
+    // The same user, down-scoped: the server must see a token without mcp:admin.
+    client.authorization = bearer(&narrow);
+    let refused = echo(&mut client, "narrow").await;
+    assert!(refused.is_err(), "the narrower token did the admin's work");
+    assert_eq!(
+        server.metric("mcp_proxy_auth_refused_requests_total{reason=\"scope\"}"),
+        1,
+        "the server refused the narrower exchanged token"
+    );
+    assert_eq!(issuer.requests_of("exchange").await, 2);
+
+    // The broader token still has its own.
+    client.authorization = bearer(&broad);
+    assert_eq!(echo(&mut client, "back").await.as_deref(), Ok("back"));
+    assert_eq!(issuer.requests_of("exchange").await, 2);
+    front.stop().await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn concurrent_first_requests_with_one_token_make_one_exchange() {
+    const CLIENTS: u64 = 16;
+    let issuer = AuthServer::start().await;
+    let (server, server_url) = guarded_server(&issuer).await;
+    let secret = SecretFile::new("single-flight", "proxy-secret");
+    let front = exchanging_front(&issuer, &server_url, &secret).await;
+    let front_url = format!("http://{}/mcp", front.addr());
+    let token = issuer.token("alice", &front_url, "mcp:tools").await;
+
+    let sessions = (0..CLIENTS).map(|_| {
+        let mut client = front.client();
+        client.authorization = bearer(&token);
+        async move { client.initialize("2025-11-25").await }
+    });
+    within("every session", futures_util::future::join_all(sessions)).await;
+
+    assert_eq!(issuer.requests_of("exchange").await, 1);
+    assert_eq!(front.metric("mcp_proxy_auth_token_exchanges_total"), 1);
+    let waited = front.metric("mcp_proxy_auth_token_exchanges_coalesced_total");
+    let reused = front.metric("mcp_proxy_auth_token_exchanges_reused_total");
+    // Each session's initialize and notifications/initialized: all but the first request
+    // waited for the one exchange or reused it.
+    assert!(
+        waited + reused >= CLIENTS - 1,
+        "{waited} waited, {reused} reused"
+    );
+    assert_eq!(server.metric("mcp_proxy_sessions_created_total"), CLIENTS);
     front.stop().await;
     server.stop().await;
 }

@@ -1,21 +1,30 @@
 //! RFC 8693 token exchange: a client's token, verified for the proxy, traded at the issuer for
 //! a token whose audience is one upstream server, so that a token issued for the proxy never
 //! reaches a server (MCP authorization: no token passthrough). An exchanged token is kept per
-//! principal and server until shortly before it expires: a client's refreshed token reuses it,
-//! and a replica taking a session over exchanges again.
+//! client token (by digest) and server until shortly before it expires, so the same token's
+//! next requests reuse it, and any other token (a narrower, refreshed or revoked one of the
+//! same user) is exchanged for itself: what a server gets never grants more than the token the
+//! request carried. The first requests with one token, however many at once, make one exchange
+//! (single flight); a replica taking a session over exchanges again.
+
+use std::time::Duration;
 
 use dashmap::DashMap;
 use http::HeaderValue;
 use serde::Deserialize;
 
+use super::digest::TokenDigest;
 use super::fetch::ClientCredentials;
+use super::flight::{Flights, Role};
 use super::{unix_now, Authority, Verified};
-use crate::ids::Principal;
 
 /// Exchanged tokens kept at most (the bound on what clients can make the proxy hold).
 pub const MAX_EXCHANGED: usize = 10_000;
 /// An exchanged token is renewed this long before it expires.
 const RENEW_BEFORE: f64 = 30.0;
+/// Longest a request waits for the exchange of its token that another request began (that one
+/// takes at most the issuer's discovery and the exchange, 5 s each).
+const FOLLOW_WAIT: Duration = Duration::from_secs(10);
 
 const GRANT: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 const ACCESS_TOKEN: &str = "urn:ietf:params:oauth:token-type:access_token";
@@ -30,6 +39,18 @@ pub struct ExchangeTarget {
     pub scope: Option<String>,
     /// The issuer's token endpoint; `None`: from its metadata.
     pub token_endpoint: Option<String>,
+}
+
+impl ExchangeTarget {
+    /// What tells two targets apart, for the digest an exchanged token is kept by.
+    fn parts(&self) -> [&str; 4] {
+        [
+            &self.resource,
+            self.audience.as_deref().unwrap_or_default(),
+            self.scope.as_deref().unwrap_or_default(),
+            self.token_endpoint.as_deref().unwrap_or_default(),
+        ]
+    }
 }
 
 /// Why no token could be had for the server.
@@ -49,10 +70,54 @@ struct Exchanged {
     until: f64,
 }
 
-/// Exchanged tokens by principal and server.
-#[derive(Default)]
+/// Exchanged tokens by the digest of the client's token and the server, and the exchanges in
+/// flight. Bounded: past the bound, expired entries are dropped, and if none is, a new
+/// exchanged token is used once instead of kept.
 pub struct Exchanges {
-    kept: DashMap<(Principal, String), Exchanged>,
+    kept: DashMap<TokenDigest, Exchanged>,
+    flights: Flights<TokenDigest, Result<HeaderValue, ExchangeError>>,
+    capacity: usize,
+}
+
+impl Default for Exchanges {
+    fn default() -> Self {
+        Exchanges {
+            kept: DashMap::new(),
+            flights: Flights::default(),
+            capacity: MAX_EXCHANGED,
+        }
+    }
+}
+
+impl Exchanges {
+    /// The token kept for `key`, unless it is due for renewal by `now`.
+    fn get(&self, key: &TokenDigest, now: f64) -> Option<HeaderValue> {
+        let found = self.kept.get(key)?.clone();
+        if found.until > now {
+            return Some(found.authorization);
+        }
+        self.kept.remove(key);
+        None
+    }
+
+    /// Keeps `exchanged` for `key`, if there is room (made by dropping expired ones).
+    fn keep(&self, key: TokenDigest, exchanged: Exchanged, now: f64) {
+        if self.kept.len() >= self.capacity {
+            self.kept.retain(|_, kept| kept.until > now);
+            if self.kept.len() >= self.capacity {
+                return;
+            }
+        }
+        self.kept.insert(key, exchanged);
+    }
+
+    pub fn len(&self) -> usize {
+        self.kept.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.kept.is_empty()
+    }
 }
 
 #[derive(Deserialize)]
@@ -78,10 +143,42 @@ impl Authority {
         token: &str,
         target: &ExchangeTarget,
     ) -> Result<HeaderValue, ExchangeError> {
-        let key = (verified.principal.clone(), target.resource.clone());
-        let now = unix_now();
-        if let Some(kept) = self.exchanges.kept.get(&key).filter(|k| k.until > now) {
-            return Ok(kept.authorization.clone());
+        let key = self.digests.of_exchange(token, &target.parts());
+        if let Some(kept) = self.exchanges.get(&key, unix_now()) {
+            self.metrics.token_exchanges_reused.inc();
+            return Ok(kept);
+        }
+        let flight = self
+            .exchanges
+            .flights
+            .run(key, FOLLOW_WAIT, || {
+                self.exchanged(key, verified, token, target)
+            })
+            .await;
+        match flight {
+            Ok((outcome, Role::Led)) => outcome,
+            Ok((outcome, Role::Followed)) => {
+                self.metrics.token_exchanges_coalesced.inc();
+                outcome
+            }
+            Err(overdue) => Err(ExchangeError::Unavailable(format!(
+                "another request's exchange of the same token: {overdue}"
+            ))),
+        }
+    }
+
+    /// A token for `target`, exchanged at the issuer and kept under `key`.
+    async fn exchanged(
+        &self,
+        key: TokenDigest,
+        verified: &Verified,
+        token: &str,
+        target: &ExchangeTarget,
+    ) -> Result<HeaderValue, ExchangeError> {
+        // A flight that landed between the look-up and this one kept its token.
+        if let Some(kept) = self.exchanges.get(&key, unix_now()) {
+            self.metrics.token_exchanges_reused.inc();
+            return Ok(kept);
         }
         let client = self
             .settings
@@ -104,6 +201,7 @@ impl Authority {
         };
         let exchanged = self.ask(&endpoint, client, token, target).await?;
         self.metrics.token_exchanges.inc();
+        let now = unix_now();
         let until = match exchanged.expires_in {
             Some(seconds) => now + seconds - RENEW_BEFORE,
             None => now + 60.0,
@@ -114,19 +212,15 @@ impl Authority {
                 error: "the exchanged token is not a valid header value".into(),
             })?;
         authorization.set_sensitive(true);
-        if self.exchanges.kept.len() >= MAX_EXCHANGED {
-            self.exchanges.kept.retain(|_, kept| kept.until > now);
-        }
-        if self.exchanges.kept.len() < MAX_EXCHANGED {
-            let kept = Exchanged {
-                authorization: authorization.clone(),
-                until,
-            };
-            self.exchanges.kept.insert(key, kept);
-        }
+        let kept = Exchanged {
+            authorization: authorization.clone(),
+            // Never past the client's own token: it is not accepted after that anyway.
+            until: until.min(verified.valid_until),
+        };
+        self.exchanges.keep(key, kept, now);
         self.metrics
             .tokens_exchanged_kept
-            .set(self.exchanges.kept.len() as i64);
+            .set(self.exchanges.len() as i64);
         Ok(authorization)
     }
 
@@ -178,5 +272,49 @@ impl Authority {
             resource: target.resource.clone(),
             error: "the answer holds no access_token".into(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::digest::Digests;
+
+    fn exchanged(until: f64) -> Exchanged {
+        Exchanged {
+            authorization: HeaderValue::from_static("Bearer exchanged"),
+            until,
+        }
+    }
+
+    #[test]
+    fn each_client_token_has_its_own_and_the_bound_holds() {
+        let digests = Digests::default();
+        let target = |resource: &str| ExchangeTarget {
+            resource: resource.into(),
+            audience: None,
+            scope: None,
+            token_endpoint: None,
+        };
+        let server = target("https://s/mcp");
+        let [broad, narrow] = ["broad", "narrow"].map(|t| digests.of_exchange(t, &server.parts()));
+        let elsewhere = digests.of_exchange("broad", &target("https://t/mcp").parts());
+        let exchanges = Exchanges {
+            capacity: 2,
+            ..Exchanges::default()
+        };
+        exchanges.keep(broad, exchanged(10.0), 0.0);
+        assert!(exchanges.get(&broad, 5.0).is_some());
+        assert!(exchanges.get(&narrow, 5.0).is_none(), "another token's");
+        assert!(exchanges.get(&elsewhere, 5.0).is_none(), "another server's");
+        exchanges.keep(narrow, exchanged(20.0), 0.0);
+        exchanges.keep(elsewhere, exchanged(30.0), 5.0);
+        assert_eq!(exchanges.len(), 2, "no room");
+        exchanges.keep(elsewhere, exchanged(30.0), 15.0);
+        assert!(
+            exchanges.get(&elsewhere, 15.0).is_some(),
+            "an expired one made room"
+        );
+        assert!(exchanges.get(&narrow, 25.0).is_none(), "due for renewal");
     }
 }

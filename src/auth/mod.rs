@@ -1,12 +1,19 @@
 //! The proxy as an OAuth 2.1 resource server (MCP authorization, 2025-06-18 onward): who a
 //! bearer token names, after its signature (`jwt`, `jwk`, the issuer's keys in `keys`, found
 //! by `discovery`) or the issuer's introspection (RFC 7662) says it is genuine, and its
-//! claims that it is current. Verified tokens are kept until they expire (`tokens`). What the
-//! wire sees of it (401, 403, the RFC 9728 metadata) is the front's.
+//! claims that it is current. Verified tokens are kept until they expire (`tokens`), by digest
+//! (`digest`); what the issuer is asked is asked once however many requests wait for it
+//! (`flight`); tokens it called inactive are remembered a while (`inactive`), and new opaque
+//! tokens cost it at most a rate of introspections (`budget`). What the wire sees of it (401,
+//! 403, 503, the RFC 9728 metadata) is the front's.
 
+pub mod budget;
+pub mod digest;
 pub mod discovery;
 pub mod exchange;
 pub mod fetch;
+pub mod flight;
+pub mod inactive;
 pub mod jwk;
 pub mod jwt;
 pub mod keys;
@@ -20,16 +27,23 @@ use tokio::sync::OnceCell;
 
 use crate::ids::Principal;
 use crate::metrics::AuthMetrics;
+use budget::Budget;
+use digest::{Digests, TokenDigest};
 use discovery::{DiscoveryError, Endpoints};
 use fetch::{ClientCredentials, FetchError, Fetcher};
+use flight::{Flights, Role};
+use inactive::InactiveTokens;
 use jwk::Algorithm;
 use jwt::Claims;
-use keys::{KeyCache, KeyMiss};
+use keys::{KeyCache, KeyMiss, KeyPolicy};
 use tokens::TokenCache;
 
 /// How long an introspected token is believed without asking again, at most: an opaque token
 /// is often chosen so that it can be revoked.
 const INTROSPECTION_KEPT: f64 = 60.0;
+/// Longest a request waits for the introspection of its token that another request began (that
+/// one takes at most the fetcher's 5 s).
+const INTROSPECTION_WAIT: Duration = Duration::from_secs(10);
 
 /// The resource server's settings (`[auth]`).
 #[derive(Debug, Clone)]
@@ -52,10 +66,16 @@ pub struct AuthSettings {
     /// Tolerance on `exp`, `nbf` and `iat`.
     pub clock_skew: Duration,
     pub algorithms: Vec<Algorithm>,
-    /// Least time between two fetches of the keys for a token naming an unknown key.
-    pub jwks_refetch_interval: Duration,
+    /// Least time between two fetches of the keys: a token naming an unknown key within it
+    /// waits for its end.
+    pub jwks_refetch_floor: Duration,
     /// Keys older than this are fetched again at their next use.
     pub jwks_max_age: Duration,
+    /// How long past `jwks_max_age` the keys stay in use while the issuer cannot be reached.
+    pub jwks_stale_grace: Duration,
+    /// Introspection requests the issuer gets per second at most, on average (a second's worth
+    /// at once); a new opaque token over it is answered 503.
+    pub introspections_per_second: f64,
 }
 
 impl Default for AuthSettings {
@@ -70,8 +90,10 @@ impl Default for AuthSettings {
             client: None,
             clock_skew: Duration::from_secs(60),
             algorithms: vec![Algorithm::Rs256, Algorithm::Es256, Algorithm::EdDsa],
-            jwks_refetch_interval: Duration::from_secs(10),
+            jwks_refetch_floor: Duration::from_secs(1),
             jwks_max_age: Duration::from_secs(3600),
+            jwks_stale_grace: Duration::from_secs(6 * 3600),
+            introspections_per_second: 100.0,
         }
     }
 }
@@ -150,6 +172,10 @@ pub enum TokenError {
     /// The authorization server could not say: the request may be retried.
     #[error("the authorization server could not be reached to check the token: {0}")]
     Unavailable(String),
+    /// More new opaque tokens than `auth.introspections_per_second` allows: the request may be
+    /// retried.
+    #[error("too many new tokens to check with the authorization server at the moment (auth.introspections_per_second); retry shortly")]
+    Throttled,
 }
 
 impl TokenError {
@@ -159,6 +185,7 @@ impl TokenError {
             TokenError::Expired | TokenError::NotYetValid | TokenError::IssuedInFuture => "expired",
             TokenError::Audience | TokenError::NotForServer(_) => "audience",
             TokenError::Unavailable(_) => "unavailable",
+            TokenError::Throttled => "throttled",
             _ => "invalid",
         }
     }
@@ -172,18 +199,34 @@ pub struct Authority {
     keys: KeyCache,
     tokens: TokenCache,
     exchanges: exchange::Exchanges,
+    /// Opaque tokens the issuer called inactive, remembered a while.
+    inactive: InactiveTokens,
+    /// Introspections in flight, one per token.
+    introspections: Flights<TokenDigest, Result<Claims, TokenError>>,
+    /// What the issuer's introspection endpoint gets at most.
+    introspection_budget: Budget,
+    /// What tokens are kept by in the maps above.
+    digests: Digests,
     metrics: AuthMetrics,
 }
 
 impl Authority {
     pub fn new(settings: AuthSettings, metrics: AuthMetrics) -> Authority {
         Authority {
-            keys: KeyCache::new(settings.jwks_refetch_interval, settings.jwks_max_age),
+            keys: KeyCache::new(KeyPolicy {
+                refetch_floor: settings.jwks_refetch_floor,
+                max_age: settings.jwks_max_age,
+                stale_grace: settings.jwks_stale_grace,
+            }),
+            introspection_budget: Budget::per_second(settings.introspections_per_second),
             settings,
             fetcher: Fetcher::default(),
             endpoints: OnceCell::new(),
             tokens: TokenCache::default(),
             exchanges: exchange::Exchanges::default(),
+            inactive: InactiveTokens::default(),
+            introspections: Flights::default(),
+            digests: Digests::default(),
             metrics,
         }
     }
@@ -191,17 +234,18 @@ impl Authority {
     /// Who `token` names, if it is genuine and current.
     pub async fn verify(&self, token: &str) -> Result<Arc<Verified>, TokenError> {
         let now = unix_now();
-        if let Some(verified) = self.tokens.get(token, now) {
+        let digest = self.digests.of_token(token);
+        if let Some(verified) = self.tokens.get(&digest, now) {
             return Ok(verified);
         }
         let verified = Arc::new(if jwt::looks_like_jwt(token) {
             let claims = self.signed_claims(token).await?;
             self.checked(claims, now, false)?
         } else {
-            let claims = self.introspected(token).await?;
+            let claims = self.introspected(token, digest, now).await?;
             self.checked(claims, now, true)?
         });
-        self.tokens.keep(token, verified.clone(), now);
+        self.tokens.keep(digest, verified.clone(), now);
         self.metrics.tokens_cached.set(self.tokens.len() as i64);
         Ok(verified)
     }
@@ -218,24 +262,13 @@ impl Authority {
         let jws = jwt::parse(token, &self.settings.algorithms)?;
         let fetch = || async {
             self.metrics.key_fetches.inc();
-            let url = match &self.settings.jwks_uri {
-                Some(url) => url.clone(),
-                None => self
-                    .endpoints()
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .jwks_uri
-                    .clone()
-                    .ok_or("the issuer's metadata names no jwks_uri")?,
-            };
-            let set: serde_json::Value = self
-                .fetcher
-                .get_json(&url)
-                .await
-                .map_err(|e: FetchError| e.to_string())?;
-            Ok(set.to_string().into_bytes())
+            let fetched = self.key_set().await;
+            if fetched.is_err() {
+                self.metrics.key_fetch_failures.inc();
+            }
+            fetched
         };
-        match self
+        let verdict = self
             .keys
             .verify(
                 jws.alg,
@@ -244,17 +277,76 @@ impl Authority {
                 &jws.signature,
                 fetch,
             )
-            .await
-        {
-            Ok(true) => Ok(jws.claims),
-            Ok(false) => Err(TokenError::Signature),
+            .await;
+        match verdict {
+            Ok(verdict) if verdict.genuine => {
+                if verdict.stale {
+                    self.metrics.keys_stale_served.inc();
+                }
+                Ok(jws.claims)
+            }
+            Ok(_) => Err(TokenError::Signature),
             Err(KeyMiss::Unknown) => Err(TokenError::UnknownKey),
             Err(KeyMiss::Unavailable(why)) => Err(TokenError::Unavailable(why)),
         }
     }
 
-    /// The claims the issuer's introspection endpoint gives an opaque token (RFC 7662).
-    async fn introspected(&self, token: &str) -> Result<Claims, TokenError> {
+    /// The issuer's JWK Set document, from `jwks_uri` or the one its metadata names.
+    async fn key_set(&self) -> Result<Vec<u8>, String> {
+        let url = match &self.settings.jwks_uri {
+            Some(url) => url.clone(),
+            None => self
+                .endpoints()
+                .await
+                .map_err(|e| e.to_string())?
+                .jwks_uri
+                .clone()
+                .ok_or("the issuer's metadata names no jwks_uri")?,
+        };
+        let set: serde_json::Value = self
+            .fetcher
+            .get_json(&url)
+            .await
+            .map_err(|e: FetchError| e.to_string())?;
+        Ok(set.to_string().into_bytes())
+    }
+
+    /// The claims the issuer's introspection endpoint gives an opaque token (RFC 7662): asked
+    /// once for all the requests with the token at the moment, not at all for a token it
+    /// called inactive a moment ago, and not over the budget.
+    async fn introspected(
+        &self,
+        token: &str,
+        digest: TokenDigest,
+        now: f64,
+    ) -> Result<Claims, TokenError> {
+        if self.settings.introspection_endpoint.is_none() || self.settings.client.is_none() {
+            return Err(TokenError::Malformed);
+        }
+        if self.inactive.contains(&digest, now) {
+            self.metrics.introspections_spared.inc();
+            return Err(TokenError::Inactive);
+        }
+        let flight = self
+            .introspections
+            .run(digest, INTROSPECTION_WAIT, || {
+                self.introspect(token, digest)
+            })
+            .await;
+        match flight {
+            Ok((claims, Role::Led)) => claims,
+            Ok((claims, Role::Followed)) => {
+                self.metrics.introspections_spared.inc();
+                claims
+            }
+            Err(overdue) => Err(TokenError::Unavailable(format!(
+                "another request's introspection of the same token: {overdue}"
+            ))),
+        }
+    }
+
+    /// Asks the introspection endpoint about `token`, budget allowing.
+    async fn introspect(&self, token: &str, digest: TokenDigest) -> Result<Claims, TokenError> {
         let (Some(endpoint), Some(client)) =
             (&self.settings.introspection_endpoint, &self.settings.client)
         else {
@@ -267,6 +359,14 @@ impl Authority {
             #[serde(flatten)]
             claims: Claims,
         }
+        if self
+            .introspection_budget
+            .take(tokio::time::Instant::now())
+            .is_err()
+        {
+            return Err(TokenError::Throttled);
+        }
+        self.metrics.introspections.inc();
         let form = [("token", token), ("token_type_hint", "access_token")];
         let (status, answer) = self
             .fetcher
@@ -278,11 +378,18 @@ impl Authority {
                 "the introspection endpoint answered {status}"
             )));
         }
-        let answer: Introspection =
-            serde_json::from_value(answer).map_err(|_| TokenError::Inactive)?;
-        match answer.active {
-            true => Ok(answer.claims),
-            false => Err(TokenError::Inactive),
+        let answer = serde_json::from_value::<Introspection>(answer)
+            .ok()
+            .filter(|answer| answer.active);
+        match answer {
+            Some(answer) => Ok(answer.claims),
+            None => {
+                self.inactive.remember(digest, unix_now());
+                self.metrics
+                    .inactive_tokens_kept
+                    .set(self.inactive.len() as i64);
+                Err(TokenError::Inactive)
+            }
         }
     }
 

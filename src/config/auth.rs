@@ -18,6 +18,9 @@ use crate::auth::AuthSettings;
 use crate::front::authorization::UpstreamCredentials;
 use crate::upstream::credential::StaticHeader;
 
+/// The longest `auth.jwks_refetch_floor`: a request may wait that long for a key.
+const MAX_REFETCH_FLOOR: Duration = Duration::from_secs(10);
+
 /// As the file spells it.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -39,10 +42,16 @@ pub struct AuthConfig {
     #[serde(deserialize_with = "duration")]
     pub clock_skew: Duration,
     pub algorithms: Vec<String>,
-    #[serde(deserialize_with = "duration")]
-    pub jwks_refetch_interval: Duration,
+    /// Least time between two fetches of the issuer's keys (its former name is still read).
+    #[serde(deserialize_with = "duration", alias = "jwks_refetch_interval")]
+    pub jwks_refetch_floor: Duration,
     #[serde(deserialize_with = "duration")]
     pub jwks_max_age: Duration,
+    /// How long past `jwks_max_age` the keys stay in use while the issuer cannot be reached.
+    #[serde(deserialize_with = "duration")]
+    pub jwks_stale_grace: Duration,
+    /// Introspection requests per second at most (a second's worth at once).
+    pub introspections_per_second: f64,
 }
 
 impl Default for AuthConfig {
@@ -63,8 +72,10 @@ impl Default for AuthConfig {
                 .iter()
                 .map(|a| a.name().into())
                 .collect(),
-            jwks_refetch_interval: settings.jwks_refetch_interval,
+            jwks_refetch_floor: settings.jwks_refetch_floor,
             jwks_max_age: settings.jwks_max_age,
+            jwks_stale_grace: settings.jwks_stale_grace,
+            introspections_per_second: settings.introspections_per_second,
         }
     }
 }
@@ -139,8 +150,10 @@ impl AuthConfig {
             client,
             clock_skew: self.clock_skew,
             algorithms,
-            jwks_refetch_interval: self.jwks_refetch_interval,
+            jwks_refetch_floor: self.jwks_refetch_floor,
             jwks_max_age: self.jwks_max_age,
+            jwks_stale_grace: self.jwks_stale_grace,
+            introspections_per_second: self.introspections_per_second,
         }))
     }
 
@@ -165,6 +178,20 @@ impl AuthConfig {
         }
         for name in &self.algorithms {
             algorithm(name)?;
+        }
+        if self.jwks_refetch_floor > MAX_REFETCH_FLOOR {
+            bail!(
+                "auth.jwks_refetch_floor: {:?} is over {MAX_REFETCH_FLOOR:?} (a token naming a key \
+                 published within it waits for its end)",
+                self.jwks_refetch_floor
+            );
+        }
+        if !(self.introspections_per_second.is_finite() && self.introspections_per_second > 0.0) {
+            bail!(
+                "auth.introspections_per_second: {} is not a rate above 0 (each new opaque token \
+                 costs the issuer one request: this bounds them)",
+                self.introspections_per_second
+            );
         }
         if self
             .required_scopes
@@ -223,6 +250,18 @@ mod tests {
         assert_eq!(settings.clock_skew, Duration::from_secs(5));
         assert_eq!(settings.algorithms.len(), 3);
         assert!(parsed("issuer = \"ftp://x\"").validate().is_err());
+        let former = parsed("issuer = \"http://a\"\njwks_refetch_interval = \"2s\"");
+        assert_eq!(
+            former.jwks_refetch_floor,
+            Duration::from_secs(2),
+            "the former name"
+        );
+        let long = parsed("issuer = \"http://a\"\njwks_refetch_floor = \"1m\"");
+        let error = long.validate().unwrap_err().to_string();
+        assert!(error.contains("auth.jwks_refetch_floor"), "{error}");
+        let unbounded = parsed("issuer = \"http://a\"\nintrospections_per_second = 0");
+        let error = unbounded.validate().unwrap_err().to_string();
+        assert!(error.contains("auth.introspections_per_second"), "{error}");
     }
 
     #[test]

@@ -64,15 +64,27 @@ pub struct AuthFlags {
     #[arg(long = "auth-algorithm", value_name = "ALG")]
     pub algorithms: Vec<String>,
 
-    /// Least time between two fetches of the issuer's keys for a token naming an unknown key
-    /// (auth.jwks_refetch_interval) [default: 10s].
-    #[arg(long = "auth-jwks-refetch-interval", value_name = "DURATION", value_parser = parse_duration)]
-    pub jwks_refetch_interval: Option<Duration>,
+    /// Least time between two fetches of the issuer's keys: a token naming a key not yet known
+    /// fetches them at once, or at the end of this floor when a fetch began within it
+    /// (auth.jwks_refetch_floor, formerly jwks_refetch_interval) [default: 1s, at most 10s].
+    #[arg(long = "auth-jwks-refetch-floor", alias = "auth-jwks-refetch-interval", value_name = "DURATION", value_parser = parse_duration)]
+    pub jwks_refetch_floor: Option<Duration>,
 
     /// Keys older than this are fetched again at their next use (auth.jwks_max_age)
     /// [default: 1h].
     #[arg(long = "auth-jwks-max-age", value_name = "DURATION", value_parser = parse_duration)]
     pub jwks_max_age: Option<Duration>,
+
+    /// How long past their maximum age the keys stay in use while the issuer cannot be reached
+    /// (auth.jwks_stale_grace) [default: 6h].
+    #[arg(long = "auth-jwks-stale-grace", value_name = "DURATION", value_parser = parse_duration)]
+    pub jwks_stale_grace: Option<Duration>,
+
+    /// Introspection requests the issuer gets per second at most, on average, with a second's
+    /// worth at once; a new opaque token over it gets 503 (auth.introspections_per_second)
+    /// [default: 100].
+    #[arg(long = "auth-introspections-per-second", value_name = "RATE")]
+    pub introspections_per_second: Option<f64>,
 
     /// What the HTTP server gets to authenticate the proxy's requests: none, static,
     /// passthrough, exchange (upstream.auth) [default: none].
@@ -139,8 +151,13 @@ impl AuthFlags {
         );
         set(&mut auth.client_id, &self.client_id);
         set(&mut auth.clock_skew, &self.clock_skew);
-        set(&mut auth.jwks_refetch_interval, &self.jwks_refetch_interval);
+        set(&mut auth.jwks_refetch_floor, &self.jwks_refetch_floor);
         set(&mut auth.jwks_max_age, &self.jwks_max_age);
+        set(&mut auth.jwks_stale_grace, &self.jwks_stale_grace);
+        set(
+            &mut auth.introspections_per_second,
+            &self.introspections_per_second,
+        );
         if !self.required_scopes.is_empty() {
             auth.required_scopes = self.required_scopes.clone();
         }

@@ -2,8 +2,9 @@
 //! free loopback port, run by the pinned Node. It issues client-credentials access tokens to the
 //! clients `alice`, `bob` and `proxy` (secret `<id>-secret`) for any http(s) resource, as JWTs
 //! (RS256, `typ: at+jwt`) or, for a resource URL that contains `opaque`, as opaque tokens that
-//! its introspection endpoint knows; it exchanges tokens (RFC 8693), signs arbitrary claims and
-//! rotates its key on request. Killed when the handle drops; it also exits when this process
+//! its introspection endpoint knows; it exchanges tokens (RFC 8693), signs arbitrary claims,
+//! rotates its key, and goes down (503 on every endpoint) and up again on request, counting
+//! every request it receives. Killed when the handle drops; it also exits when this process
 //! dies (its stdin closes).
 
 use std::net::SocketAddr;
@@ -261,9 +262,31 @@ impl AuthServer {
             .to_owned()
     }
 
-    /// How many requests it has served: `{"jwks": n, "introspection": n, "token": n}`.
+    /// How many requests it has received, down or not: `{"discovery": n, "jwks": n,
+    /// "introspection": n, "token": n, "exchange": n}` (`token` counts the exchanges too).
     pub async fn requests(&self) -> Value {
         self.get_json("/test/requests").await
+    }
+
+    /// One of [`AuthServer::requests`]' counts.
+    pub async fn requests_of(&self, kind: &str) -> u64 {
+        let requests = self.requests().await;
+        requests[kind]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no count of {kind} in {requests}"))
+    }
+
+    /// From now on every endpoint but its test controls answers 503, as an issuer that cannot
+    /// serve would (the requests are still counted).
+    pub async fn go_down(&self) {
+        let answer = self.post_json("/test/down", &json!({})).await;
+        assert_eq!(answer["down"], true, "{answer}");
+    }
+
+    /// Serves again after [`AuthServer::go_down`].
+    pub async fn come_up(&self) {
+        let answer = self.post_json("/test/up", &json!({})).await;
+        assert_eq!(answer["down"], false, "{answer}");
     }
 }
 

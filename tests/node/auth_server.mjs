@@ -12,7 +12,11 @@
 //                       -> {"token": "<JWT signed with the current key for alg>"}
 //   POST /test/rotate   a new RS256 signing key, listed first in the JWKS (the old one stays)
 //                       -> {"kid": "<new kid>"}
-//   GET  /test/requests -> {"jwks": n, "introspection": n, "token": n} requests served so far
+//   POST /test/down     every other endpoint answers 503 from now on (still counted), as an
+//                       issuer that cannot serve would -> {"down": true}
+//   POST /test/up       serves again -> {"down": false}
+//   GET  /test/requests -> {"discovery": n, "jwks": n, "introspection": n, "token": n,
+//                           "exchange": n} requests received so far ("token" counts exchanges too)
 //
 // Prints one line, {"issuer":"http://127.0.0.1:<port>"}, once it listens; exits when killed or
 // when its stdin ends. Nothing else goes to stdout.
@@ -204,6 +208,7 @@ function configuration() {
 // acting on behalf of its subject.
 
 async function tokenExchange(ctx) {
+  requests.exchange += 1;
   const { params, client, provider } = ctx.oidc;
   if (!params.subject_token) {
     throw new errors.InvalidRequest('missing required parameter subject_token');
@@ -281,8 +286,19 @@ function newProvider(issuer) {
 // The listener: counts what the proxy asks for, answers /test/*, hands the rest to the current
 // provider.
 
-const requests = { jwks: 0, introspection: 0, token: 0 };
-const counted = { '/jwks': 'jwks', '/token/introspection': 'introspection', '/token': 'token' };
+const requests = {
+  discovery: 0, jwks: 0, introspection: 0, token: 0, exchange: 0,
+};
+const counted = {
+  '/.well-known/oauth-authorization-server': 'discovery',
+  '/.well-known/openid-configuration': 'discovery',
+  '/jwks': 'jwks',
+  '/token/introspection': 'introspection',
+  '/token': 'token',
+};
+
+// While down, every endpoint but /test/* answers 503.
+let down = false;
 
 let issuer;
 let provider;
@@ -315,6 +331,9 @@ async function control(req, res, path) {
     provider = newProvider(issuer);
     handle = provider.callback();
     answer(res, 200, { kid: key.kid });
+  } else if (req.method === 'POST' && (path === '/test/down' || path === '/test/up')) {
+    down = path === '/test/down';
+    answer(res, 200, { down });
   } else if (req.method === 'GET' && path === '/test/requests') {
     answer(res, 200, requests);
   } else {
@@ -330,6 +349,10 @@ const server = http.createServer((req, res) => {
   }
   if (counted[path]) {
     requests[counted[path]] += 1;
+  }
+  if (down) {
+    answer(res, 503, { error: 'temporarily_unavailable' });
+    return;
   }
   handle(req, res);
 });

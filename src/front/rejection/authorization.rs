@@ -27,9 +27,10 @@ impl Rejection {
     }
 
     /// A token that is not genuine, not current or not for this resource: 401
-    /// `invalid_token`; 503 when the issuer could not be reached to tell.
+    /// `invalid_token`; 503 when the issuer could not be reached to tell, or not asked (over
+    /// the introspection budget).
     pub fn invalid_token(metadata_url: &str, error: &TokenError) -> Rejection {
-        if let TokenError::Unavailable(_) = error {
+        if let TokenError::Unavailable(_) | TokenError::Throttled = error {
             return Rejection {
                 retry_after: Some(1),
                 ..Rejection::new(
