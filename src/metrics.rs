@@ -187,6 +187,7 @@ per_server! {
     upstream_exits_total: Counter, "Upstream servers that exited on their own.";
     upstreams_modern: Gauge, "1 when the server speaks 2026-07-28 (configured, found by upstream.protocol = auto, or named by the server when it refused the other revision), bridged for legacy clients.";
     upstream_protocol_switches_total: Counter, "Times the server refused the protocol revision it was sent (-32022) naming the other, which the proxy speaks to it from then on.";
+    upstream_foreign_endpoints_total: Counter, "Endpoints a legacy SSE server's stream announced on another origin than the stream's (scheme, host, port): refused, nothing sent there.";
     requests_timed_out_total: Counter, "Requests failed because their server stayed silent past upstream.request_timeout.";
     input_required_held: Gauge, "Calls held for a 2026-07-28 client's retry after input_required.";
     list_cache_hits_total: Counter, "List requests answered from the list cache.";
