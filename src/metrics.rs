@@ -183,6 +183,7 @@ per_server! {
     websocket_connections: Gauge, "WebSocket connections open.";
     sessions_forwarded_total: Counter, "Client messages forwarded to the replica owning their session.";
     sessions_taken_over_total: Counter, "Sessions taken over from a replica whose heartbeat lapsed.";
+    hop_answers_refused_total: Counter, "Answers of a session's owner to a hop refused here: not signed with the hop key for this very request (altered, or another request's answer), or over their bound.";
     upstream_spawns_total: Counter, "Upstream server processes started.";
     upstream_exits_total: Counter, "Upstream servers that exited on their own.";
     upstreams_modern: Gauge, "1 when the server speaks 2026-07-28 (configured, found by upstream.protocol = auto, or named by the server when it refused the other revision), bridged for legacy clients.";
@@ -312,6 +313,21 @@ impl AuthMetrics {
     }
 }
 
+process_wide! {
+    /// The internal hop's figures as the replica taking hops counts them (process-wide: one
+    /// memory of nonces for every server).
+    HopMetrics {
+        nonces_kept: Gauge = Gauge::default(), "hop_nonces_kept",
+            "Nonces of the hops this replica took that it keeps while their signatures are valid (at most cluster.max_hop_nonces).";
+        replays_refused: Counter = Counter::default(), "hop_replays_refused",
+            "Hops refused (403) because their nonce was taken already: a replay.";
+        nonces_full: Counter = Counter::default(), "hop_nonces_full",
+            "Hops refused (503) because this replica kept cluster.max_hop_nonces nonces already.";
+        too_old_refused: Counter = Counter::default(), "hop_too_old_refused",
+            "Hops refused (503) because they were signed before this replica started (or before the nonces it still keeps, its clock set back): a replay of them could not be told.";
+    }
+}
+
 /// Every figure of the process, and the registry that renders them.
 #[derive(Debug)]
 pub struct Metrics {
@@ -320,6 +336,7 @@ pub struct Metrics {
     pub store: Arc<StoreMetrics>,
     pub spans: SpanMetrics,
     pub auth: AuthMetrics,
+    pub hop: HopMetrics,
 }
 
 impl Default for Metrics {
@@ -329,8 +346,10 @@ impl Default for Metrics {
         let store = Arc::new(StoreMetrics::register(&mut registry));
         let spans = SpanMetrics::register(&mut registry);
         let auth = AuthMetrics::register(&mut registry);
+        let hop = HopMetrics::register(&mut registry);
         Metrics {
             auth,
+            hop,
             registry,
             servers,
             store,
