@@ -3,9 +3,16 @@
 //! (answer: [`Taken`]); `PUT` (body: [`ReadingStreams`]) says clients read the session on
 //! another replica (answer: [`Reading`]); `DELETE` ends it. Every hop names the replica it is
 //! meant for and is signed with the hop key (derived from the cluster secret, which never goes
-//! on the wire): an HMAC over the method, the path, a digest of the body, the time and that
-//! replica, taken only within [`MAX_SKEW`] of the receiver's clock. Every answer names the
-//! replica that gave it.
+//! on the wire): an HMAC over the method, the path, a digest of the body, the time, that
+//! replica and a random nonce, taken only within [`MAX_SKEW`] of the receiver's clock and only
+//! once (the receiver remembers the nonces it took for as long, [`nonces`]). Every answer names
+//! the replica that gave it and is signed with the same key over its status, that replica, a
+//! digest of its body and the request's signature ([`Answer`]): the asker takes no answer that
+//! was not given to its own request, nor one over [`max_answer_bytes`].
+
+mod nonces;
+
+pub use nonces::{NonceRefused, Nonces, DEFAULT_MAX_NONCES};
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -19,13 +26,16 @@ use sha2::{Digest, Sha256};
 use crate::event::{EventId, Logged, StreamKey};
 use crate::keys::Key;
 
-/// The hop's signature: `t=<unix seconds>,v1=<HMAC-SHA256, URL-safe base64>`.
+/// The hop's signature: `t=<unix seconds>,n=<nonce>,v2=<HMAC-SHA256>` (nonce and HMAC in
+/// URL-safe base64).
 pub const SIGNATURE_HEADER: &str = "x-mcp-proxy-signature";
-/// How far a hop's time may be from the receiver's clock: an older hop is refused, so a
-/// captured one cannot be replayed past it.
+/// How far a hop's time may be from the receiver's clock: an older hop is refused, and a
+/// younger one is refused when its nonce was seen, so a captured hop cannot be replayed.
 pub const MAX_SKEW: Duration = Duration::from_secs(30);
 /// The replica that answered a hop.
 pub const NODE_HEADER: &str = "x-mcp-proxy-node";
+/// The answer's signature: `v2=<HMAC-SHA256, URL-safe base64>` ([`Answer`]).
+pub const ANSWER_SIGNATURE_HEADER: &str = "x-mcp-proxy-answer-signature";
 /// The replica a hop is meant for: another one at its address refuses it before doing anything
 /// (421), so a message never runs on a replica the asker did not mean.
 pub const FOR_NODE_HEADER: &str = "x-mcp-proxy-for-node";
@@ -55,6 +65,43 @@ pub fn path(server: &str, session: &str) -> String {
     format!("/internal/{server}/sessions/{session}")
 }
 
+/// The most bytes a hop answer may take, on both sides: a [`Taken`] holds what the owner
+/// logged for one request within its JSON wait, which the owner keeps under this bound (it
+/// always fits one server message, `upstream.max_line_bytes`; what does not fit reaches the
+/// asker through the shared log); a [`Reading`] holds a session's record, whose large parts are
+/// the client's `initialize` params (a request body, at most `http.max_body_bytes`) and its
+/// subscribed URIs (at most 1 MiB), each JSON-escaped in the record (at most twice as long).
+pub fn max_answer_bytes(max_message_bytes: usize, max_body_bytes: usize) -> usize {
+    let record = 2usize
+        .saturating_mul(max_body_bytes.saturating_add(1 << 20))
+        .saturating_add(64 << 10);
+    max_message_bytes.max(record).saturating_add(64 << 10)
+}
+
+/// A hop's nonce: 128 random bits, never used twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Nonce([u8; 16]);
+
+impl Nonce {
+    /// A fresh one, from the operating system's CSPRNG.
+    pub fn minted() -> Nonce {
+        let mut nonce = [0u8; 16];
+        getrandom::fill(&mut nonce).expect("the operating system's random source failed");
+        Nonce(nonce)
+    }
+
+    fn parse(text: &str) -> Option<Nonce> {
+        let bytes = URL_SAFE_NO_PAD.decode(text).ok()?;
+        bytes.try_into().ok().map(Nonce)
+    }
+}
+
+impl std::fmt::Display for Nonce {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&URL_SAFE_NO_PAD.encode(self.0))
+    }
+}
+
 /// What a hop's signature covers.
 pub struct Signed<'a> {
     pub method: &'a str,
@@ -72,44 +119,74 @@ pub enum SignatureError {
     Missing,
     #[error("the hop's signature is malformed")]
     Malformed,
+    /// A `v1` signature, which has no nonce: a replay of it could not be told.
+    #[error("the hop's signature has no nonce (a replica of an older version signed it): refused, as a replay of it could not be told")]
+    NoNonce,
     #[error("the hop was signed {0} s away from this replica's clock (at most {max} s)", max = MAX_SKEW.as_secs())]
     Skewed(u64),
     #[error("the hop's signature does not match (another cluster secret?)")]
     Mismatch,
 }
 
+/// A signature header's fields: when it was made, its nonce, its MAC (still encoded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp<'h> {
+    pub time: u64,
+    pub nonce: Nonce,
+    pub mac: &'h str,
+}
+
 impl Signed<'_> {
-    /// The signature header's value, at `now`.
+    /// The signature header's value, at `now`, with a fresh nonce.
     pub fn sign(&self, key: &Key, now: SystemTime) -> String {
+        self.sign_with(key, now, Nonce::minted())
+    }
+
+    /// The signature header's value, at `now`, with `nonce`.
+    pub fn sign_with(&self, key: &Key, now: SystemTime, nonce: Nonce) -> String {
         let time = unix_seconds(now).to_string();
         let digest = Sha256::digest(self.body);
-        let mac = key.mac(&self.parts(&time, &digest));
-        format!("t={time},v1={}", URL_SAFE_NO_PAD.encode(mac))
+        let mac = key.mac(&self.parts(&time, &nonce, &digest));
+        format!("t={time},n={nonce},v2={}", URL_SAFE_NO_PAD.encode(mac))
     }
 
     /// Checks `header` at `now`: its time (which [`check_time`] can check before the body is
-    /// read), then the MAC, compared in constant time.
-    pub fn check(&self, key: &Key, header: &str, now: SystemTime) -> Result<(), SignatureError> {
-        let (time, mac) = parse(header)?;
-        check_time(time, now)?;
+    /// read), then the MAC, compared in constant time. The stamp is what the receiver
+    /// remembers, so that the hop is taken once.
+    pub fn check<'h>(
+        &self,
+        key: &Key,
+        header: &'h str,
+        now: SystemTime,
+    ) -> Result<Stamp<'h>, SignatureError> {
+        let stamp = parse(header)?;
+        check_time(stamp.time, now)?;
         let mac = URL_SAFE_NO_PAD
-            .decode(mac)
+            .decode(stamp.mac)
             .map_err(|_| SignatureError::Malformed)?;
         let digest = Sha256::digest(self.body);
-        match mac.len() == 32 && key.verify(&self.parts(&time.to_string(), &digest), &mac) {
-            true => Ok(()),
+        let time = stamp.time.to_string();
+        let parts = self.parts(&time, &stamp.nonce, &digest);
+        match mac.len() == 32 && key.verify(&parts, &mac) {
+            true => Ok(stamp),
             false => Err(SignatureError::Mismatch),
         }
     }
 
-    fn parts<'a>(&'a self, time: &'a str, body_digest: &'a [u8]) -> [&'a [u8]; 6] {
+    fn parts<'a>(
+        &'a self,
+        time: &'a str,
+        nonce: &'a Nonce,
+        body_digest: &'a [u8],
+    ) -> [&'a [u8]; 7] {
         [
-            b"mcp-session-proxy hop v1",
+            b"mcp-session-proxy hop v2",
             self.method.as_bytes(),
             self.path.as_bytes(),
             body_digest,
             time.as_bytes(),
             self.node.as_bytes(),
+            &nonce.0,
         ]
     }
 }
@@ -123,24 +200,113 @@ pub fn check_time(time: u64, now: SystemTime) -> Result<(), SignatureError> {
     }
 }
 
-/// `t=<seconds>,v1=<mac>`.
-pub fn parse(header: &str) -> Result<(u64, &str), SignatureError> {
-    let mut time = None;
-    let mut mac = None;
+/// `t=<seconds>,n=<nonce>,v2=<mac>`, each field once, in any order; nothing else. Pure and
+/// bounded by its input: what a fuzzer may feed.
+pub fn parse(header: &str) -> Result<Stamp<'_>, SignatureError> {
+    let (mut time, mut nonce, mut mac, mut v1) = (None, None, None, false);
     for field in header.split(',') {
         match field.trim().split_once('=') {
-            Some(("t", value)) => time = value.parse::<u64>().ok(),
-            Some(("v1", value)) => mac = Some(value),
+            Some(("t", value)) => {
+                vacant(&time)?;
+                time = Some(
+                    value
+                        .parse::<u64>()
+                        .map_err(|_| SignatureError::Malformed)?,
+                );
+            }
+            Some(("n", value)) => {
+                vacant(&nonce)?;
+                nonce = Some(Nonce::parse(value).ok_or(SignatureError::Malformed)?);
+            }
+            Some(("v2", value)) => {
+                vacant(&mac)?;
+                mac = Some(value);
+            }
+            Some(("v1", _)) => v1 = true,
             _ => return Err(SignatureError::Malformed),
         }
     }
-    time.zip(mac).ok_or(SignatureError::Malformed)
+    match (time, nonce, mac) {
+        (Some(time), Some(nonce), Some(mac)) if !v1 => Ok(Stamp { time, nonce, mac }),
+        (Some(_), None, None) if v1 => Err(SignatureError::NoNonce),
+        _ => Err(SignatureError::Malformed),
+    }
 }
 
-fn unix_seconds(now: SystemTime) -> u64 {
+/// A field given twice is ambiguous: refused.
+fn vacant<T>(slot: &Option<T>) -> Result<(), SignatureError> {
+    match slot.is_some() {
+        true => Err(SignatureError::Malformed),
+        false => Ok(()),
+    }
+}
+
+/// The Unix time of `now`, in seconds (what a signature's `t` is).
+pub fn unix_seconds(now: SystemTime) -> u64 {
     now.duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or_default()
+}
+
+/// What an answer's signature covers: the request it answers (its signature header as sent,
+/// which holds that request's nonce and MAC), its status, the replica that gave it and its body.
+pub struct Answer<'a> {
+    pub request_signature: &'a str,
+    pub status: u16,
+    pub node: &'a str,
+    pub body: &'a [u8],
+}
+
+/// Why an answer to a hop is refused by the asker.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnswerRefused {
+    #[error("it carries no answer signature")]
+    Unsigned,
+    #[error("its signature is malformed")]
+    Malformed,
+    #[error("its signature does not match this request (altered, or another request's answer)")]
+    Mismatch,
+    #[error("it exceeded {0} bytes")]
+    TooLarge(usize),
+}
+
+impl Answer<'_> {
+    /// The answer signature header's value.
+    pub fn sign(&self, key: &Key) -> String {
+        let digest = Sha256::digest(self.body);
+        let status = self.status.to_string();
+        format!(
+            "v2={}",
+            URL_SAFE_NO_PAD.encode(key.mac(&self.parts(&status, &digest)))
+        )
+    }
+
+    /// Checks an answer signature header (absent: `None`), in constant time.
+    pub fn check(&self, key: &Key, header: Option<&str>) -> Result<(), AnswerRefused> {
+        let header = header.ok_or(AnswerRefused::Unsigned)?;
+        let mac = header
+            .trim()
+            .strip_prefix("v2=")
+            .and_then(|mac| URL_SAFE_NO_PAD.decode(mac).ok())
+            .filter(|mac| mac.len() == 32)
+            .ok_or(AnswerRefused::Malformed)?;
+        let digest = Sha256::digest(self.body);
+        let status = self.status.to_string();
+        match key.verify(&self.parts(&status, &digest), &mac) {
+            true => Ok(()),
+            false => Err(AnswerRefused::Mismatch),
+        }
+    }
+
+    fn parts<'a>(&'a self, status: &'a str, body_digest: &'a [u8]) -> [&'a [u8]; 5] {
+        [
+            b"mcp-session-proxy hop answer v2",
+            self.request_signature.as_bytes(),
+            status.as_bytes(),
+            self.node.as_bytes(),
+            body_digest,
+        ]
+    }
 }
 
 /// The answer to a `POST`: the stream the request's answer is logged on (none for a
@@ -153,7 +319,8 @@ pub struct Taken {
 }
 
 /// A message the owner logged for the request, byte for byte (an empty payload, the end
-/// marker of a cancelled request: null).
+/// marker of a cancelled request: null). In a [`Taken`] it takes its payload's bytes and at most
+/// [`TakenEvent::FRAMING`] more.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct TakenEvent {
     pub seq: u64,
@@ -162,6 +329,15 @@ pub struct TakenEvent {
 }
 
 impl TakenEvent {
+    /// The most bytes an event takes in a [`Taken`] besides its payload
+    /// (`{"seq":…,"terminal":false,"payload":…},`, with a sequence number of 20 digits).
+    pub const FRAMING: usize = 64;
+
+    /// The bytes an event of `payload` takes in a [`Taken`], at most.
+    pub fn cost(payload: &[u8]) -> usize {
+        payload.len() + TakenEvent::FRAMING
+    }
+
     pub fn new(seq: u64, terminal: bool, payload: &[u8]) -> TakenEvent {
         let payload = String::from_utf8(payload.to_vec())
             .ok()
@@ -263,10 +439,11 @@ mod tests {
         let key = Key::minted();
         let now = SystemTime::now();
         let signature = hop(b"{}").sign(&key, now);
-        assert_eq!(hop(b"{}").check(&key, &signature, now), Ok(()));
+        let stamp = hop(b"{}").check(&key, &signature, now).unwrap();
+        assert_eq!(stamp.time, unix_seconds(now));
         let later = now + MAX_SKEW;
-        assert_eq!(hop(b"{}").check(&key, &signature, later), Ok(()));
-        let other = |signed: Signed<'_>| signed.check(&key, &signature, now);
+        assert!(hop(b"{}").check(&key, &signature, later).is_ok());
+        let other = |signed: Signed<'_>| signed.check(&key, &signature, now).map(|_| ());
         assert_eq!(other(hop(b"{ }")), Err(SignatureError::Mismatch));
         assert_eq!(
             other(Signed {
@@ -298,8 +475,120 @@ mod tests {
             hop(b"{}").check(&Key::minted(), &signature, now),
             Err(SignatureError::Mismatch)
         );
-        for garbled in ["", "t=1", "v1=abc", "t=x,v1=abc", "t=1,v1=abc,z=2"] {
-            assert!(hop(b"{}").check(&key, garbled, now).is_err(), "{garbled}");
+    }
+
+    #[test]
+    fn each_signature_has_a_nonce_of_its_own_which_it_covers() {
+        let key = Key::minted();
+        let now = SystemTime::now();
+        let (one, two) = (hop(b"{}").sign(&key, now), hop(b"{}").sign(&key, now));
+        let (a, b) = (parse(&one).unwrap(), parse(&two).unwrap());
+        assert_ne!(a.nonce, b.nonce);
+        let swapped = format!("t={},n={},v2={}", a.time, b.nonce, a.mac);
+        assert_eq!(
+            hop(b"{}").check(&key, &swapped, now),
+            Err(SignatureError::Mismatch)
+        );
+        let nonce = Nonce::minted();
+        assert_eq!(
+            hop(b"{}").sign_with(&key, now, nonce),
+            hop(b"{}").sign_with(&key, now, nonce),
+            "deterministic given the nonce"
+        );
+    }
+
+    #[test]
+    fn a_signature_header_is_three_fields_each_once() {
+        let nonce = Nonce::minted();
+        let mac = "A".repeat(43);
+        let good = format!("t=1,n={nonce},v2={mac}");
+        assert_eq!(
+            parse(&good),
+            Ok(Stamp {
+                time: 1,
+                nonce,
+                mac: &mac
+            })
+        );
+        let reordered = format!("v2={mac}, n={nonce}, t=1");
+        assert!(parse(&reordered).is_ok());
+        assert_eq!(parse("t=1,v1=abc"), Err(SignatureError::NoNonce));
+        for garbled in [
+            String::new(),
+            "t=1".into(),
+            "v1=abc".into(),
+            "t=x,v1=abc".into(),
+            "t=1,v1=abc,z=2".into(),
+            format!("t=1,n={nonce}"),
+            format!("t=1,t=2,n={nonce},v2={mac}"),
+            format!("t=1,n={nonce},n={nonce},v2={mac}"),
+            format!("t=1,n={nonce},v2={mac},v2={mac}"),
+            format!("t=1,n={nonce},v1={mac},v2={mac}"),
+            format!("t=1,n=short,v2={mac}"),
+            format!("t=-1,n={nonce},v2={mac}"),
+            format!("t=1;n={nonce};v2={mac}"),
+        ] {
+            assert!(parse(&garbled).is_err(), "{garbled}");
         }
+    }
+
+    #[test]
+    fn an_answer_holds_only_for_its_request_status_replica_and_body() {
+        let key = Key::minted();
+        let request = hop(b"{}").sign(&key, SystemTime::now());
+        let answer = |body: &'static [u8]| Answer {
+            request_signature: &request,
+            status: 200,
+            node: "a",
+            body,
+        };
+        let signature = answer(b"{}").sign(&key);
+        assert_eq!(answer(b"{}").check(&key, Some(&signature)), Ok(()));
+        let refused = |answer: Answer<'_>| answer.check(&key, Some(&signature));
+        assert_eq!(refused(answer(b"{ }")), Err(AnswerRefused::Mismatch));
+        assert_eq!(
+            refused(Answer {
+                status: 404,
+                ..answer(b"{}")
+            }),
+            Err(AnswerRefused::Mismatch)
+        );
+        assert_eq!(
+            refused(Answer {
+                node: "b",
+                ..answer(b"{}")
+            }),
+            Err(AnswerRefused::Mismatch)
+        );
+        let another = hop(b"{}").sign(&key, SystemTime::now());
+        assert_eq!(
+            refused(Answer {
+                request_signature: &another,
+                ..answer(b"{}")
+            }),
+            Err(AnswerRefused::Mismatch)
+        );
+        assert_eq!(
+            answer(b"{}").check(&Key::minted(), Some(&signature)),
+            Err(AnswerRefused::Mismatch)
+        );
+        assert_eq!(
+            answer(b"{}").check(&key, None),
+            Err(AnswerRefused::Unsigned)
+        );
+        assert_eq!(
+            answer(b"{}").check(&key, Some("v2=short")),
+            Err(AnswerRefused::Malformed)
+        );
+    }
+
+    #[test]
+    fn an_answer_bound_fits_a_server_message_and_a_record() {
+        assert_eq!(
+            max_answer_bytes(4 << 20, 4 << 20),
+            2 * ((4 << 20) + (1 << 20)) + (128 << 10)
+        );
+        assert_eq!(max_answer_bytes(64 << 20, 1 << 10), (64 << 20) + (64 << 10));
+        assert!(max_answer_bytes(usize::MAX, usize::MAX) == usize::MAX);
     }
 }

@@ -55,8 +55,9 @@
 //!   mirror a 2026-07-28 request's body (`Mcp-Name`, `Mcp-Param-*`), [`sse`] the SSE codec,
 //!   [`trace_context`] W3C trace context from headers into `_meta` and back, [`event`] event
 //!   ids and logged messages, [`ids`] session ids, replica names and principals, [`hop`] the
-//!   replicas' hop on the wire and its signature, [`keys`] one key per purpose derived from the
-//!   cluster secret, [`metrics`] the Prometheus figures per server, [`spans`] spans and their
+//!   replicas' hop on the wire, its signatures and the nonces taken, [`keys`] one key per
+//!   purpose derived from the cluster secret, [`metrics`] the Prometheus figures per
+//!   server, [`spans`] spans and their
 //!   OTLP/HTTP export, [`memory`] freed memory given back, [`clock`] deadlines that never
 //!   overflow, [`redact`] what is printed of URLs and session ids, [`backlog`] the bounded
 //!   write-behind queue's count, which upstream readers wait on, [`auth`] bearer tokens

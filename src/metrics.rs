@@ -183,10 +183,12 @@ per_server! {
     websocket_connections: Gauge, "WebSocket connections open.";
     sessions_forwarded_total: Counter, "Client messages forwarded to the replica owning their session.";
     sessions_taken_over_total: Counter, "Sessions taken over from a replica whose heartbeat lapsed.";
+    hop_answers_refused_total: Counter, "Answers of a session's owner to a hop refused here: not signed with the hop key for this very request (altered, or another request's answer), or over their bound.";
     upstream_spawns_total: Counter, "Upstream server processes started.";
     upstream_exits_total: Counter, "Upstream servers that exited on their own.";
     upstreams_modern: Gauge, "1 when the server speaks 2026-07-28 (configured, found by upstream.protocol = auto, or named by the server when it refused the other revision), bridged for legacy clients.";
     upstream_protocol_switches_total: Counter, "Times the server refused the protocol revision it was sent (-32022) naming the other, which the proxy speaks to it from then on.";
+    upstream_foreign_endpoints_total: Counter, "Endpoints a legacy SSE server's stream announced on another origin than the stream's (scheme, host, port): refused, nothing sent there.";
     requests_timed_out_total: Counter, "Requests failed because their server stayed silent past upstream.request_timeout.";
     input_required_held: Gauge, "Calls held for a 2026-07-28 client's retry after input_required.";
     list_cache_hits_total: Counter, "List requests answered from the list cache.";
@@ -337,6 +339,21 @@ process_wide! {
     }
 }
 
+process_wide! {
+    /// The internal hop's figures as the replica taking hops counts them (process-wide: one
+    /// memory of nonces for every server).
+    HopMetrics {
+        nonces_kept: Gauge = Gauge::default(), "hop_nonces_kept",
+            "Nonces of the hops this replica took that it keeps while their signatures are valid (at most cluster.max_hop_nonces).";
+        replays_refused: Counter = Counter::default(), "hop_replays_refused",
+            "Hops refused (403) because their nonce was taken already: a replay.";
+        nonces_full: Counter = Counter::default(), "hop_nonces_full",
+            "Hops refused (503) because this replica kept cluster.max_hop_nonces nonces already.";
+        too_old_refused: Counter = Counter::default(), "hop_too_old_refused",
+            "Hops refused (503) because they were signed before this replica started (or before the nonces it still keeps, its clock set back): a replay of them could not be told.";
+    }
+}
+
 /// Every figure of the process, and the registry that renders them.
 #[derive(Debug)]
 pub struct Metrics {
@@ -346,6 +363,7 @@ pub struct Metrics {
     pub spans: SpanMetrics,
     pub auth: AuthMetrics,
     pub http: HttpMetrics,
+    pub hop: HopMetrics,
 }
 
 impl Default for Metrics {
@@ -356,9 +374,11 @@ impl Default for Metrics {
         let spans = SpanMetrics::register(&mut registry);
         let auth = AuthMetrics::register(&mut registry);
         let http = HttpMetrics::register(&mut registry);
+        let hop = HopMetrics::register(&mut registry);
         Metrics {
             auth,
             http,
+            hop,
             registry,
             servers,
             store,

@@ -97,7 +97,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         metrics: metrics.clone(),
         draining: CancellationToken::new(),
         shutdown: shutdown.clone(),
-        cluster: Cluster::new(store.clone()),
+        cluster: Cluster::new(store.clone(), config.cluster.max_hop_nonces),
         auth: auth
             .map(|settings| Arc::new(crate::auth::Authority::new(settings, metrics.auth.clone()))),
     });

@@ -411,6 +411,12 @@ pub struct Cli {
     #[arg(long, value_name = "N")]
     pub max_write_queue: Option<usize>,
 
+    /// With a Redis store: nonces of the hops taken from other replicas kept at most, for the
+    /// 30 s a hop's signature is valid, so that none is taken twice; past it, hops are refused
+    /// (503) until older ones expire [default: 1000000].
+    #[arg(long, value_name = "N")]
+    pub max_hop_nonces: Option<usize>,
+
     /// The OTLP/HTTP collector spans are exported to (`http://host:4318`; `/v1/traces` is
     /// added) [default: none: tracing off].
     #[arg(long, value_name = "URL", env = "OTEL_EXPORTER_OTLP_ENDPOINT")]

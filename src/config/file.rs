@@ -117,6 +117,9 @@ pub struct ClusterConfig {
     /// Writes queued for the store and not yet written, at most: past it, new sessions and
     /// requests wait, and so do the servers' messages (their servers are not read meanwhile).
     pub max_write_queue: usize,
+    /// Nonces of the hops taken that this replica keeps, at most, while their signatures are
+    /// valid (a replayed hop is refused): when they are all in use, hops are refused (503).
+    pub max_hop_nonces: usize,
 }
 
 impl Default for ClusterConfig {
@@ -132,6 +135,7 @@ impl Default for ClusterConfig {
             takeover_wait: Duration::from_secs(5),
             write_delay: Duration::from_millis(1),
             max_write_queue: 50_000,
+            max_hop_nonces: crate::hop::DEFAULT_MAX_NONCES,
         }
     }
 }

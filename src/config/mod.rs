@@ -181,6 +181,23 @@ mod tests {
     }
 
     #[test]
+    fn the_hop_nonce_bound_comes_from_the_file_or_the_command_line_and_is_never_zero() {
+        let redis = "store = \"redis://127.0.0.1:6379/0\"\n[cluster]\nsecret = \"0123456789abcdef0123456789abcdef\"\n";
+        let mut config = Config::from_toml(&format!("{redis}max_hop_nonces = 10\n")).unwrap();
+        assert_eq!(config.cluster.max_hop_nonces, 10);
+        config.apply(&Cli::parse_from([
+            "mcp-session-proxy",
+            "--max-hop-nonces",
+            "20",
+        ]));
+        assert_eq!(config.cluster.max_hop_nonces, 20);
+        let error = Config::from_toml(&format!("{redis}max_hop_nonces = 0\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("cluster.max_hop_nonces"), "{error}");
+    }
+
+    #[test]
     fn the_shipped_example_is_valid_and_states_the_defaults() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/proxy.toml");
         let example = Config::from_file(&path).unwrap();

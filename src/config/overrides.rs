@@ -71,6 +71,7 @@ fn apply_cluster(cluster: &mut ClusterConfig, cli: &Cli) {
     set(&mut cluster.takeover_wait, &cli.takeover_wait);
     set(&mut cluster.write_delay, &cli.write_delay);
     set(&mut cluster.max_write_queue, &cli.max_write_queue);
+    set(&mut cluster.max_hop_nonces, &cli.max_hop_nonces);
     set(&mut cluster.namespace, &cli.namespace);
 }
 

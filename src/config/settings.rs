@@ -44,8 +44,22 @@ impl Config {
             takeover_wait: cluster.takeover_wait,
             write_delay: cluster.write_delay,
             max_write_queue: cluster.max_write_queue,
+            max_hop_answer_bytes: crate::hop::max_answer_bytes(
+                self.max_line_bytes(),
+                self.http.max_body_bytes,
+            ),
             idle_ttl: self.session.idle_ttl,
         })
+    }
+
+    /// The largest message any served server may send (`upstream.max_line_bytes`, of the
+    /// top-level server and of each named one).
+    fn max_line_bytes(&self) -> usize {
+        std::iter::once(&self.upstream)
+            .chain(self.servers.values().map(|server| &server.upstream))
+            .map(|upstream| upstream.max_line_bytes)
+            .max()
+            .unwrap_or_default()
     }
 
     /// Whether `/mcp` serves a server of its own: always without named servers; with them, only

@@ -185,6 +185,9 @@ impl Config {
         if self.cluster.max_write_queue == 0 {
             bail!("cluster.max_write_queue must be at least 1");
         }
+        if self.cluster.max_hop_nonces == 0 {
+            bail!("cluster.max_hop_nonces must be at least 1");
+        }
         let node = &self.cluster.node_id;
         if !node.is_empty() && !is_node_name(node) {
             bail!(

@@ -6,14 +6,19 @@
 //! A hop names the replica it is meant for (`x-mcp-proxy-for-node`); another replica at that
 //! address (the owner restarted) refuses it with 421 before doing anything, and every answer
 //! names this replica (`x-mcp-proxy-node`). Only with a Redis store, and only a hop signed
-//! with the hop key (`x-mcp-proxy-signature`, see [`crate::hop`]): anything else gets 403.
+//! with the hop key (`x-mcp-proxy-signature`, see [`crate::hop`]) and not taken before (its
+//! nonce, kept while the signature is valid): anything else gets 403 (503 while the nonces kept
+//! are at their bound). Every answer is signed for the hop it answers
+//! (`x-mcp-proxy-answer-signature`), and a request's stays within the answer bound.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::json;
+use tracing::warn;
 
 use super::body::Body;
 use super::rejection::Rejection;
@@ -21,8 +26,8 @@ use super::request::{header_str, json, read_body};
 use super::{App, Router};
 use crate::event::StreamKey;
 use crate::hop::{
-    self, Reading, ReadingStreams, SignatureError, Signed, Taken, TakenEvent, FOR_NODE_HEADER,
-    NODE_HEADER, PRINCIPAL_HEADER, SIGNATURE_HEADER,
+    self, Answer, NonceRefused, Reading, ReadingStreams, SignatureError, Signed, Taken, TakenEvent,
+    ANSWER_SIGNATURE_HEADER, FOR_NODE_HEADER, NODE_HEADER, PRINCIPAL_HEADER, SIGNATURE_HEADER,
 };
 use crate::jsonrpc::{Kind, Message};
 use crate::session::cluster::Member;
@@ -32,9 +37,31 @@ pub async fn handle(router: &Router, rest: &str, request: Request<Incoming>) -> 
     let Some(member) = router.cluster.member() else {
         return plain(StatusCode::NOT_FOUND, "not found");
     };
+    let asked = header_str(request.headers(), SIGNATURE_HEADER)
+        .unwrap_or_default()
+        .to_owned();
     let mut response = answer(router, rest, request).await;
+    let body = match response.body() {
+        Body::Full(body) => body.clone().unwrap_or_default(),
+        // Every answer here is whole: one that is not could not be signed.
+        Body::Stream(_) => {
+            response = plain(StatusCode::INTERNAL_SERVER_ERROR, "an unsigned answer");
+            Bytes::from_static(b"an unsigned answer\n")
+        }
+    };
+    let signature = Answer {
+        request_signature: &asked,
+        status: response.status().as_u16(),
+        node: member.node_id,
+        body: &body,
+    }
+    .sign(member.hop_key);
+    let headers = response.headers_mut();
     if let Ok(node) = HeaderValue::from_str(member.node_id) {
-        response.headers_mut().insert(NODE_HEADER, node);
+        headers.insert(NODE_HEADER, node);
+    }
+    if let Ok(signature) = HeaderValue::from_str(&signature) {
+        headers.insert(ANSWER_SIGNATURE_HEADER, signature);
     }
     response
 }
@@ -75,9 +102,11 @@ async fn take(
         body: &body,
         node: member.node_id,
     };
-    signed
-        .check(member.hop_key, signature, SystemTime::now())
+    let now = SystemTime::now();
+    let stamp = signed
+        .check(member.hop_key, signature, now)
         .map_err(|error| refused(StatusCode::FORBIDDEN, &error.to_string()))?;
+    take_once(router, member, &stamp, now)?;
     let session = owned(router, app, id).await?;
     // The asker checked the principal against the session's record; a hop naming another one
     // finds nothing, as a client would.
@@ -94,7 +123,7 @@ async fn take(
     }
     app.metrics.sessions_forwarded_total.inc();
     // Streams read through the asker stay live here for a few of its heartbeats.
-    let lease = member.lease;
+    let (lease, max_answer_bytes) = (member.lease, member.max_answer_bytes);
     match parts.method {
         Method::DELETE => {
             app.registry.end_everywhere(id).await;
@@ -119,7 +148,7 @@ async fn take(
                     "this replica is shutting down",
                 ));
             }
-            forward(router, app, &session, message, lease).await
+            forward(router, app, &session, message, lease, max_answer_bytes).await
         }
         _ => Err(refused(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -141,8 +170,46 @@ fn check(headers: &http::HeaderMap, member: Member<'_>) -> Result<(), Refused> {
     let forbidden = |error: SignatureError| refused(StatusCode::FORBIDDEN, &error.to_string());
     let signature =
         header_str(headers, SIGNATURE_HEADER).ok_or_else(|| forbidden(SignatureError::Missing))?;
-    let (time, _) = hop::parse(signature).map_err(forbidden)?;
-    hop::check_time(time, SystemTime::now()).map_err(forbidden)
+    let stamp = hop::parse(signature).map_err(forbidden)?;
+    hop::check_time(stamp.time, SystemTime::now()).map_err(forbidden)
+}
+
+/// Takes the hop's nonce, once: a replay is refused (403); a hop signed before this replica
+/// started, and every hop while the nonces kept are at their bound, with 503 (the message was
+/// not carried out: the asker may send it again, signed anew).
+fn take_once(
+    router: &Router,
+    member: Member<'_>,
+    stamp: &hop::Stamp<'_>,
+    now: SystemTime,
+) -> Result<(), Refused> {
+    let metrics = &router.metrics.hop;
+    match member.take_nonce(stamp, now) {
+        Ok(kept) => {
+            metrics
+                .nonces_kept
+                .set(i64::try_from(kept).unwrap_or(i64::MAX));
+            Ok(())
+        }
+        Err(error) => {
+            let status = match error {
+                NonceRefused::Replayed => {
+                    metrics.replays_refused.inc();
+                    StatusCode::FORBIDDEN
+                }
+                NonceRefused::TooOld => {
+                    metrics.too_old_refused.inc();
+                    StatusCode::SERVICE_UNAVAILABLE
+                }
+                NonceRefused::Full(_) => {
+                    metrics.nonces_full.inc();
+                    StatusCode::SERVICE_UNAVAILABLE
+                }
+            };
+            warn!(%error, "a hop was refused");
+            Err(refused(status, &error.to_string()))
+        }
+    }
 }
 
 /// The served server and session id the path names (`<server>/sessions/<id>`).
@@ -185,6 +252,7 @@ async fn forward(
     session: &Arc<Session>,
     message: Message,
     lease: Duration,
+    max_answer_bytes: usize,
 ) -> Result<Response<Body>, Refused> {
     let delivered = match message.kind() {
         Kind::Request => session.call(message).await.map(Some),
@@ -194,7 +262,8 @@ async fn forward(
         Ok(Some(stream)) => {
             // The asker reads the answer there.
             session.read_elsewhere(&[stream], lease);
-            let events = first_answer(session, stream, app.http.json_wait).await;
+            let room = max_answer_bytes.saturating_sub(1 << 10); // the rest of the answer
+            let events = first_answer(session, stream, app.http.json_wait, room).await;
             Ok(encoded(&Taken::new(Some(stream), events)))
         }
         Ok(None) => Ok(encoded(&Taken::default())),
@@ -208,13 +277,14 @@ async fn forward(
     }
 }
 
-/// What the request's stream holds until its answer, or for at most `wait`: handed back with
-/// the hop, so the asking replica need not wait for it to come through Redis (it comes that way
-/// too, and is recognized by its position).
+/// What the request's stream holds until its answer, or for at most `wait`, in at most `room`
+/// bytes: handed back with the hop, so the asking replica need not wait for it to come through
+/// Redis (it comes that way too, and is recognized by its position, as does what did not fit).
 async fn first_answer(
     session: &Arc<Session>,
     stream: StreamKey,
     wait: Duration,
+    mut room: usize,
 ) -> Vec<TakenEvent> {
     let mut reader = session.attach(stream, None);
     let deadline = crate::clock::from_now(wait);
@@ -222,6 +292,10 @@ async fn first_answer(
     while let Ok(Some(delivery)) = tokio::time::timeout_at(deadline, reader.next()).await {
         let mut ended = false;
         for event in delivery.events {
+            let Some(left) = room.checked_sub(TakenEvent::cost(&event.payload)) else {
+                return events;
+            };
+            room = left;
             ended |= event.terminal;
             events.push(TakenEvent::new(event.seq, event.terminal, &event.payload));
         }
@@ -238,7 +312,6 @@ fn encoded(answer: &impl serde::Serialize) -> Response<Body> {
     json(StatusCode::OK, body.into())
 }
 
-/// Compares secrets in time independent of where they differ.
 /// Why a hop was not carried out: a status and a line of text, or a refused body.
 enum Refused {
     Plain(StatusCode, String),

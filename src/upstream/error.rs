@@ -59,6 +59,13 @@ pub enum UpstreamError {
     StreamEnded,
     #[error("the upstream server's stream did not announce an endpoint within {0:?}")]
     NoEndpoint(Duration),
+    /// A legacy SSE stream named an endpoint on another origin than its own: the origins (no
+    /// path, query or userinfo), and nothing was sent there.
+    #[error(
+        "the upstream server's stream announced an endpoint on another origin ({announced}) \
+         than its own ({expected}): nothing is sent there"
+    )]
+    ForeignEndpoint { announced: String, expected: String },
     /// A legacy SSE server's new session was not initialized within the request timeout.
     #[error("the upstream session was not re-established within {0:?}")]
     NotReestablished(Duration),

@@ -138,6 +138,7 @@ impl UpstreamFactory {
                 self.http_client.clone(),
                 events,
                 credential,
+                self.metrics.clone(),
             )),
         };
         Ok((upstream, binding))

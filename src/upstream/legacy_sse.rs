@@ -1,5 +1,8 @@
 //! The legacy HTTP+SSE upstream (MCP 2024-11-05 as a client): a GET stream whose first event
-//! (`endpoint`, treated as opaque) names where to POST, and on which every answer arrives. A cut
+//! (`endpoint`, treated as opaque) names where to POST, and on which every answer arrives. The
+//! endpoint must be on the stream's own origin (scheme, host and port, as the TypeScript SDK's
+//! client requires): one elsewhere is refused, so a server cannot send the proxy's POSTs, and
+//! the credentials they carry, to another host; its session's messages then fail saying so. A cut
 //! stream is a lost upstream session: the stream is re-opened and the session told
 //! (`SessionLost`), which re-initializes and re-subscribes it while other traffic waits; requests
 //! in flight at the cut get an error (their answers went with the old stream).
@@ -19,6 +22,7 @@ use super::http_client::{self, EventStream, HttpClient, HttpSpec};
 use super::{EventSink, UpstreamError, UpstreamEvent};
 use crate::jsonrpc::{Kind, Message};
 use crate::methods;
+use crate::metrics::ServerMetrics;
 use crate::upstream::credential::Credential;
 
 const RECONNECT: Duration = Duration::from_secs(1);
@@ -35,12 +39,16 @@ struct Inner {
     events: EventSink,
     credential: Credential,
     released: CancellationToken,
-    /// Where to POST: known once the current stream announced it.
-    endpoint: watch::Sender<Option<Uri>>,
+    /// Where to POST: known once the current stream announced it (or why it is refused).
+    endpoint: watch::Sender<Option<Announced>>,
     /// False while the session re-initializes a new stream's session: only `initialize` and
     /// `notifications/initialized` go meanwhile.
     ready: watch::Sender<bool>,
+    metrics: Arc<ServerMetrics>,
 }
+
+/// An endpoint the stream announced: where to POST, or why nothing is posted there.
+type Announced = Result<Uri, UpstreamError>;
 
 impl std::fmt::Debug for Inner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -57,6 +65,7 @@ impl SseUpstream {
         client: HttpClient,
         events: EventSink,
         credential: Credential,
+        metrics: Arc<ServerMetrics>,
     ) -> Self {
         let inner = Arc::new(Inner {
             spec: spec.clone(),
@@ -66,6 +75,7 @@ impl SseUpstream {
             released: CancellationToken::new(),
             endpoint: watch::channel(None).0,
             ready: watch::channel(true).0,
+            metrics,
         });
         tokio::spawn(inner.clone().run().in_current_span());
         SseUpstream { inner }
@@ -143,7 +153,7 @@ impl Inner {
         .ok()
         .flatten()
         .ok_or(UpstreamError::NotReestablished(timeout))?;
-        self.post_to(url, wire).await
+        self.post_to(url?, wire).await
     }
 
     /// Holds the stream; after a cut, re-opens it and re-establishes the session.
@@ -161,7 +171,7 @@ impl Inner {
                             break;
                         };
                         if event.event.as_deref() == Some("endpoint") {
-                            let url = resolve(&self.spec.url, event.data.trim());
+                            let url = self.announced(event.data.trim());
                             if !reestablished && url.is_some() {
                                 // A new upstream session: other traffic waits until the
                                 // session has initialized it.
@@ -214,6 +224,20 @@ impl Inner {
         Ok(response.into_body())
     }
 
+    /// The endpoint an `endpoint` event names, resolved against the stream's URL (`None` when
+    /// it cannot be): refused, logged and counted when it is on another origin.
+    fn announced(&self, reference: &str) -> Option<Announced> {
+        let url = resolve(&self.spec.url, reference)?;
+        match same_origin(&self.spec.url, &url) {
+            Ok(()) => Some(Ok(url)),
+            Err(refused) => {
+                self.metrics.upstream_foreign_endpoints_total.inc();
+                warn!(%refused, "the upstream SSE stream announced an endpoint on another origin; nothing is sent there");
+                Some(Err(refused))
+            }
+        }
+    }
+
     /// A request carrying the forwarded credential, if any.
     fn request(&self, body: Bytes) -> Request<Full<Bytes>> {
         let mut request = Request::new(Full::new(body));
@@ -237,7 +261,7 @@ impl Inner {
         let Some(url) = self.announced_endpoint().await else {
             return Err(UpstreamError::NoEndpoint(self.spec.request_timeout));
         };
-        self.post_to(url, wire).await
+        self.post_to(url?, wire).await
     }
 
     async fn post_to(&self, url: Uri, wire: Bytes) -> Result<(), UpstreamError> {
@@ -263,7 +287,7 @@ impl Inner {
     }
 
     /// The current endpoint, waiting (up to the request timeout) while the stream re-opens.
-    async fn announced_endpoint(&self) -> Option<Uri> {
+    async fn announced_endpoint(&self) -> Option<Announced> {
         let mut endpoint = self.endpoint.subscribe();
         let ready = tokio::time::timeout(
             self.spec.request_timeout,
@@ -294,13 +318,17 @@ impl Inner {
     }
 }
 
-/// The endpoint announced by the stream, resolved against the stream's URL.
+/// The endpoint announced by the stream, resolved against the stream's URL (RFC 3986 §5.2:
+/// an absolute URL, a network-path reference `//host/path`, an absolute or a relative path).
 fn resolve(base: &Uri, reference: &str) -> Option<Uri> {
     if reference.starts_with("http://") || reference.starts_with("https://") {
         return reference.parse().ok();
     }
     let authority = base.authority()?;
     let scheme = base.scheme_str().unwrap_or("http");
+    if reference.starts_with("//") {
+        return format!("{scheme}:{reference}").parse().ok();
+    }
     let path = if reference.starts_with('/') {
         reference.to_owned()
     } else {
@@ -310,9 +338,73 @@ fn resolve(base: &Uri, reference: &str) -> Option<Uri> {
     format!("{scheme}://{authority}{path}").parse().ok()
 }
 
+/// Whether `endpoint` is on the origin of `stream` (RFC 6454: scheme, host and port, a default
+/// port spelled or not): else the error naming both origins (never a path, query or userinfo,
+/// which may hold secrets).
+fn same_origin(stream: &Uri, endpoint: &Uri) -> Result<(), UpstreamError> {
+    let expected = origin(stream);
+    let announced = origin(endpoint);
+    match expected.is_some() && expected == announced {
+        true => Ok(()),
+        false => Err(UpstreamError::ForeignEndpoint {
+            announced: announced.unwrap_or_else(|| "(no origin)".into()),
+            expected: expected.unwrap_or_else(|| "(no origin)".into()),
+        }),
+    }
+}
+
+/// `scheme://host:port`, lower-cased, the port always spelled.
+fn origin(url: &Uri) -> Option<String> {
+    let scheme = url.scheme_str()?.to_ascii_lowercase();
+    let host = url.host()?.to_ascii_lowercase();
+    let port = url.port_u16().or(match scheme.as_str() {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    })?;
+    Some(format!("{scheme}://{host}:{port}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_an_endpoint_on_the_streams_own_origin_is_taken() {
+        let base: Uri = "http://127.0.0.1:3001/sse".parse().unwrap();
+        let taken = |reference: &str| {
+            let url = resolve(&base, reference).unwrap();
+            same_origin(&base, &url).map(|()| url.to_string())
+        };
+        for same in [
+            "/message?sessionId=abc",
+            "messages",
+            "http://127.0.0.1:3001/m",
+            "//127.0.0.1:3001/m",
+        ] {
+            assert!(taken(same).is_ok(), "{same}");
+        }
+        let default_port: Uri = "https://Example.org/sse".parse().unwrap();
+        let url = resolve(&default_port, "https://example.org:443/m").unwrap();
+        assert!(same_origin(&default_port, &url).is_ok());
+        for foreign in [
+            "http://127.0.0.1:3002/steal",
+            "https://127.0.0.1:3001/m",
+            "http://localhost:3001/m",
+            "http://127.0.0.1:3001@10.0.0.1:3001/m",
+            "//10.0.0.1:3001/m",
+        ] {
+            let error = taken(foreign).unwrap_err().to_string();
+            assert!(error.contains("http://127.0.0.1:3001"), "{error}");
+            assert!(!error.contains("/m") && !error.contains("steal"), "{error}");
+        }
+        let error = taken("http://user:secret@10.0.0.1:9/p?token=t").unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "the upstream server's stream announced an endpoint on another origin \
+             (http://10.0.0.1:9) than its own (http://127.0.0.1:3001): nothing is sent there"
+        );
+    }
 
     #[test]
     fn resolves_the_announced_endpoint_against_the_stream_url() {
@@ -327,6 +419,7 @@ mod tests {
                 "http://127.0.0.1:3001/messages?session_id=1",
             ),
             ("http://10.0.0.1:9/m", "http://10.0.0.1:9/m"),
+            ("//10.0.0.1:9/m", "http://10.0.0.1:9/m"),
         ];
         for (reference, expected) in cases {
             assert_eq!(

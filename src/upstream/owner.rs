@@ -1,7 +1,9 @@
 //! The upstream of a session another replica owns: client messages go to the owner over the
-//! internal hop (`<owner>/internal/<server>/sessions/<id>`, signed with the hop key); what the owner's server answers comes back through the shared log (and, for a
+//! internal hop (`<owner>/internal/<server>/sessions/<id>`, signed with the hop key, a nonce
+//! each); what the owner's server answers comes back through the shared log (and, for a
 //! request, with the hop). Every answer names the replica that gave it, so a link that reaches
-//! another replica at the owner's old address (restarted, or replaced) knows it.
+//! another replica at the owner's old address (restarted, or replaced) knows it, and is taken
+//! only within the answer bound and signed with the hop key for this very hop.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -9,16 +11,19 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
+use tracing::warn;
 
+use super::body::{self, BodyError};
 use super::http_client::{error_chain, HttpClient};
 use crate::event::{Logged, StreamKey};
 use crate::hop::{
-    self, Reading, ReadingStreams, Signed, Taken, FOR_NODE_HEADER, NODE_HEADER, PRINCIPAL_HEADER,
-    SIGNATURE_HEADER,
+    self, Answer, AnswerRefused, Reading, ReadingStreams, Signed, Taken, ANSWER_SIGNATURE_HEADER,
+    FOR_NODE_HEADER, NODE_HEADER, PRINCIPAL_HEADER, SIGNATURE_HEADER,
 };
 use crate::jsonrpc::Message;
 use crate::keys::Key;
+use crate::metrics::ServerMetrics;
 
 /// How long the owner has to take a message in (it answers once the message is queued, not
 /// when its server has answered).
@@ -35,6 +40,9 @@ pub struct OwnerLink {
 struct Link {
     client: HttpClient,
     key: Key,
+    /// The most bytes an answer may take.
+    max_answer_bytes: usize,
+    metrics: Arc<ServerMetrics>,
     /// `/internal/<server>/sessions/<id>`.
     path: String,
     /// The session's principal, which every hop names (signed).
@@ -76,12 +84,25 @@ pub enum HopError {
     /// The owner took a request and opened no stream for its answer.
     #[error("the owner opened no stream")]
     NoStream,
+    /// What came back is not the owner's answer to this hop (not signed with the hop key for
+    /// it), or is over the answer bound: the message may or may not have been carried out.
+    #[error("the answer of the replica owning this session was refused: {0}; the message may or may not have been carried out")]
+    AnswerRefused(AnswerRefused),
+}
+
+/// Where a link is and what it may take.
+#[derive(Debug, Clone)]
+pub struct LinkSettings {
+    pub key: Key,
+    /// The most bytes an answer may take ([`hop::max_answer_bytes`]).
+    pub max_answer_bytes: usize,
+    pub metrics: Arc<ServerMetrics>,
 }
 
 impl OwnerLink {
     pub fn new(
         client: HttpClient,
-        key: Key,
+        settings: LinkSettings,
         server: &str,
         session: &str,
         principal: &str,
@@ -90,7 +111,9 @@ impl OwnerLink {
         OwnerLink {
             inner: Arc::new(Link {
                 client,
-                key,
+                key: settings.key,
+                max_answer_bytes: settings.max_answer_bytes,
+                metrics: settings.metrics,
                 principal: principal.to_owned(),
                 path: hop::path(server, session),
                 owner: Mutex::new(owner),
@@ -167,7 +190,7 @@ impl OwnerLink {
             .method(method)
             .uri(format!("{}{}", owner.url, self.inner.path))
             .header(PRINCIPAL_HEADER, principal)
-            .header(SIGNATURE_HEADER, signature)
+            .header(SIGNATURE_HEADER, &signature)
             .header(FOR_NODE_HEADER, &owner.node)
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(Full::new(body))
@@ -193,17 +216,38 @@ impl OwnerLink {
                 false => failed(HopError::Interrupted(error_chain(&e))),
             })?;
         let status = response.status();
-        let answered = response
-            .headers()
-            .get(NODE_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
-        let body = tokio::time::timeout(HOP_TIMEOUT, response.into_body().collect())
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let answered = header(NODE_HEADER).unwrap_or_default();
+        let answer_signature = header(ANSWER_SIGNATURE_HEADER);
+        let max = self.inner.max_answer_bytes;
+        let refuse = |refused: AnswerRefused| {
+            self.inner.metrics.hop_answers_refused_total.inc();
+            warn!(%refused, owner = %owner.node, "an answer to a hop was refused");
+            failed(HopError::AnswerRefused(refused))
+        };
+        let body = body::read(response.into_body(), max, HOP_TIMEOUT)
             .await
-            .map_err(|_| failed(HopError::Interrupted("the answer did not finish".into())))?
-            .map_err(|e| failed(HopError::Interrupted(error_chain(&e))))?
-            .to_bytes();
+            .map_err(|error| match error {
+                BodyError::TooLarge(_) => refuse(AnswerRefused::TooLarge(max)),
+                BodyError::TooSlow(_) => {
+                    failed(HopError::Interrupted("the answer did not finish".into()))
+                }
+                BodyError::Broken(cause) => failed(HopError::Interrupted(cause)),
+            })?;
+        Answer {
+            request_signature: &signature,
+            status: status.as_u16(),
+            node: &answered,
+            body: &body,
+        }
+        .check(&self.inner.key, answer_signature.as_deref())
+        .map_err(refuse)?;
         match status {
             StatusCode::MISDIRECTED_REQUEST => Err(failed(HopError::Moved {
                 expected: owner.node,

@@ -1,8 +1,11 @@
 //! What the fronts know of the replicas sharing sessions: whether the shared store answers, and
-//! this replica's name, hop key and lease for the internal hop. The store itself stays below.
+//! this replica's name, hop key, lease, answer bound and the nonces of the hops it took, for the
+//! internal hop. The store itself stays below.
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
+use crate::hop::{self, NonceRefused, Nonces, Stamp};
 use crate::keys::Key;
 use crate::store::Store;
 
@@ -10,6 +13,8 @@ use crate::store::Store;
 #[derive(Clone, Default)]
 pub struct Cluster {
     store: Store,
+    /// The nonces of the hops this replica took (`cluster.max_hop_nonces` at most).
+    nonces: Arc<Mutex<Nonces>>,
 }
 
 /// This replica, as the internal hop names and authenticates it.
@@ -20,11 +25,30 @@ pub struct Member<'a> {
     pub hop_key: &'a Key,
     /// How long streams read through another replica stay live here without its word.
     pub lease: Duration,
+    /// The most bytes a hop answer may take ([`hop::max_answer_bytes`]).
+    pub max_answer_bytes: usize,
+    nonces: &'a Mutex<Nonces>,
+}
+
+impl Member<'_> {
+    /// Takes the nonce of a hop whose signature checked, once (see [`Nonces::take`]): how many
+    /// nonces are kept then, or why the hop is refused.
+    pub fn take_nonce(&self, stamp: &Stamp<'_>, now: SystemTime) -> Result<usize, NonceRefused> {
+        let mut nonces = self.nonces.lock().unwrap_or_else(|e| e.into_inner());
+        nonces.take(stamp.time, stamp.nonce, hop::unix_seconds(now))?;
+        Ok(nonces.len())
+    }
 }
 
 impl Cluster {
-    pub fn new(store: Store) -> Cluster {
-        Cluster { store }
+    /// `max_hop_nonces`: how many hop nonces this replica keeps at most. It takes no hop
+    /// signed before now.
+    pub fn new(store: Store, max_hop_nonces: usize) -> Cluster {
+        let started = hop::unix_seconds(SystemTime::now());
+        Cluster {
+            store,
+            nonces: Arc::new(Mutex::new(Nonces::new(max_hop_nonces, started))),
+        }
     }
 
     /// Whether new sessions can be created now (the shared store, if any, is reachable).
@@ -38,6 +62,8 @@ impl Cluster {
             node_id: &redis.node_id,
             hop_key: &redis.hop_key,
             lease: redis.owner_timeout,
+            max_answer_bytes: redis.max_hop_answer_bytes,
+            nonces: &self.nonces,
         })
     }
 }

@@ -11,7 +11,7 @@ use super::follow::{renew, tail};
 use crate::ids::{self, Principal};
 use crate::session::{OwnerUnavailable, Registry, Session, SessionError};
 use crate::store::{Record, RedisStore};
-use crate::upstream::owner::{HopError, Owner, OwnerLink};
+use crate::upstream::owner::{HopError, LinkSettings, Owner, OwnerLink};
 
 impl Registry {
     /// Where session `id` lives, from the shared store: a view of it (its owner alive), or this
@@ -126,9 +126,14 @@ impl Registry {
         principal: &Principal,
         owner: Owner,
     ) -> OwnerLink {
+        let settings = LinkSettings {
+            key: redis.hop_key.clone(),
+            max_answer_bytes: redis.max_hop_answer_bytes,
+            metrics: self.metrics.clone(),
+        };
         OwnerLink::new(
             self.upstreams.http_client().clone(),
-            redis.hop_key.clone(),
+            settings,
             &self.server,
             id,
             principal.as_str(),

@@ -75,6 +75,8 @@ pub struct RedisSettings {
     pub write_delay: Duration,
     /// Ops queued for the writer at most before new work, and the servers' messages, wait.
     pub max_write_queue: usize,
+    /// The most bytes an answer to a hop may take (`crate::hop::max_answer_bytes`).
+    pub max_hop_answer_bytes: usize,
 }
 
 pub struct RedisStore {
@@ -84,6 +86,8 @@ pub struct RedisStore {
     /// The base URL the other replicas reach this one at.
     pub advertise: String,
     pub hop_key: Key,
+    /// The most bytes an answer to a hop may take, given or read.
+    pub max_hop_answer_bytes: usize,
     namespace: String,
     pub heartbeat: Duration,
     pub owner_timeout: Duration,
@@ -140,6 +144,7 @@ impl RedisStore {
             node_id: settings.node_id.clone(),
             advertise: settings.advertise.trim_end_matches('/').to_owned(),
             hop_key: settings.hop_key.clone(),
+            max_hop_answer_bytes: settings.max_hop_answer_bytes,
             namespace: settings.namespace.clone(),
             heartbeat: settings.heartbeat,
             owner_timeout: settings.owner_timeout,
