@@ -104,6 +104,9 @@ pub struct Client {
     pub extra_headers: Vec<(String, String)>,
     /// The MCP endpoint: `/mcp`, or `/servers/<name>/mcp` in a gateway.
     pub path: String,
+    /// The loopback address its connections come from (`127.0.0.2`, say); `None`: the
+    /// system's choice (127.0.0.1).
+    pub from: Option<std::net::IpAddr>,
     next_id: u64,
 }
 
@@ -116,6 +119,7 @@ impl Client {
             protocol_version: None,
             extra_headers: Vec::new(),
             path: "/mcp".into(),
+            from: None,
             next_id: 1,
         }
     }
@@ -138,7 +142,7 @@ impl Client {
         headers: &[(&str, &str)],
         body: Option<Bytes>,
     ) -> Reply {
-        let stream = TcpStream::connect(self.addr).await.expect("connect");
+        let stream = self.connect().await;
         let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .expect("handshake");
@@ -163,6 +167,22 @@ impl Client {
             decoder: Decoder::new(1 << 24),
             ended: false,
         }
+    }
+
+    /// A connection to the proxy, from `from` when set.
+    async fn connect(&self) -> TcpStream {
+        let Some(from) = self.from else {
+            return TcpStream::connect(self.addr).await.expect("connect");
+        };
+        let socket = match from {
+            std::net::IpAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
+            std::net::IpAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
+        }
+        .expect("a socket");
+        socket
+            .bind(SocketAddr::new(from, 0))
+            .unwrap_or_else(|e| panic!("cannot connect from {from}: {e}"));
+        socket.connect(self.addr).await.expect("connect")
     }
 
     /// Opens a 2024-11-05 SSE stream at `path` (`/sse`): the stream, and the endpoint its first
