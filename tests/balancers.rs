@@ -127,6 +127,112 @@ async fn clients_through(kind: Kind) {
     );
 }
 
+/// The header config/behind-a-balancer.toml trusts to name the principal.
+const PRINCIPAL: &str = "x-authenticated-user";
+
+/// Replicas run with the shipped config/behind-a-balancer.toml, on loopback: the demo server
+/// in place of the example's, the Host clients dial (127.0.0.1) allowed beside the example's.
+fn behind_a_balancer() -> Vec<String> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let config = root.join("config/behind-a-balancer.toml");
+    let demo = format!("{} demo-server", shell_words::quote(common::DEMO));
+    [
+        "--config",
+        config.to_str().unwrap(),
+        "--stdio",
+        &demo,
+        "--allowed-host",
+        "127.0.0.1",
+        "--allowed-host",
+        "mcp.example.com",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+#[tokio::test]
+async fn a_client_that_names_itself_through_nginx_is_nobody() {
+    a_client_that_names_itself_is_nobody(Kind::Nginx).await;
+}
+
+#[tokio::test]
+async fn a_client_that_names_itself_through_haproxy_is_nobody() {
+    a_client_that_names_itself_is_nobody(Kind::Haproxy).await;
+}
+
+/// Alice, named by the authenticating layer (here: sent from the replica's own host), has a
+/// session and a 2026-07-28 server of her own. Someone who sends the principal header through
+/// the shipped balancer, with alice's name and her session id, reaches neither.
+async fn a_client_that_names_itself_is_nobody(kind: Kind) {
+    let redis = Redis::start().await;
+    let args = behind_a_balancer();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (a, b) = tokio::join!(
+        Replica::start(&redis, "a", &args),
+        Replica::start(&redis, "b", &args),
+    );
+    let balancer = Balancer::start(kind, &[a.addr, b.addr]).await;
+
+    let mut alice = Client::new(a.addr);
+    alice.extra_headers = vec![(PRINCIPAL.into(), "alice".into())];
+    alice.initialize("2025-11-25").await;
+    assert_eq!(alice.call_tool("counter", json!({})).await, "1");
+    assert_eq!(modern_counter(&alice).await, "1");
+
+    let mut mallory = alice.clone();
+    mallory.addr = balancer.addr();
+    // Round-robin: both replicas get her requests.
+    for id in 0..2 {
+        let reply = mallory
+            .post(&json!({ "jsonrpc": "2.0", "id": id, "method": "ping" }))
+            .await;
+        assert_eq!(
+            reply.status,
+            http::StatusCode::NOT_FOUND,
+            "{kind:?} let a client name itself:\n{}",
+            balancer.logs()
+        );
+        assert_eq!(mallory.delete().await, http::StatusCode::NOT_FOUND);
+        // Her 2026-07-28 requests are a stranger's: a fresh server each, never alice's.
+        assert_eq!(modern_counter(&mallory).await, "1");
+    }
+
+    assert_eq!(alice.call_tool("counter", json!({})).await, "2");
+    assert_eq!(modern_counter(&alice).await, "2");
+}
+
+/// A 2026-07-28 `tools/call` of the demo's counter, with `client`'s headers but no session:
+/// its principal's server answers.
+async fn modern_counter(client: &Client) -> String {
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": { "name": "counter", "arguments": {}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": { "name": "balancer-test", "version": "1" },
+        } }
+    });
+    let mut headers = vec![
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "counter"),
+    ];
+    for (name, value) in &client.extra_headers {
+        headers.push((name.as_str(), value.as_str()));
+    }
+    let reply = client
+        .send(http::Method::POST, &headers, Some(body.to_string().into()))
+        .await;
+    assert_eq!(reply.status, http::StatusCode::OK);
+    let answer = reply.response().await;
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{answer}"))
+        .to_owned()
+}
+
 /// The official Python client (tests/python/bearer_client.py, legacy mode, no token).
 async fn python_client(url: &str) -> Value {
     let mut command = python_script("bearer_client.py");
