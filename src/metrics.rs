@@ -336,6 +336,8 @@ process_wide! {
             "Client connections open (WebSocket connections and SSE streams included).";
         connections_refused: Counter = Counter::default(), "http_connections_refused",
             "Client connections answered 503 and closed because http.max_connections were open.";
+        principal_headers_refused: Counter = Counter::default(), "http_principal_headers_refused",
+            "Requests refused because they carried http.principal_header from a peer outside http.trusted_proxies (403), or carried it twice (400).";
     }
 }
 

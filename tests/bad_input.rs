@@ -495,6 +495,54 @@ async fn a_trusted_principal_header_owns_sessions_instead_of_authorization() {
     proxy.stop().await;
 }
 
+#[tokio::test]
+async fn a_principal_header_from_a_peer_that_is_no_trusted_proxy_is_refused() {
+    let proxy = Proxy::start_with(|c| {
+        c.http.principal_header = Some("x-user".into());
+        c.http.trusted_proxies = vec!["127.0.0.2/32".parse().unwrap()];
+    })
+    .await;
+    // The authenticating proxy, at 127.0.0.2, names alice.
+    let mut alice = proxy.client();
+    alice.from = Some([127, 0, 0, 2].into());
+    alice.extra_headers = vec![("x-user".into(), "alice".into())];
+    alice.initialize("2025-11-25").await;
+    assert_eq!(alice.call_tool("counter", json!({})).await, "1");
+
+    // Anyone else who reaches the port and names alice is refused, and counted.
+    let mut mallory = alice.clone();
+    mallory.from = None;
+    let reply = mallory
+        .post(&json!({ "jsonrpc": "2.0", "id": 7, "method": "ping" }))
+        .await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN);
+    let error = reply.json().await["error"].clone();
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("x-user") && message.contains("127.0.0.1"),
+        "{error}"
+    );
+    assert_eq!(
+        proxy.metric("mcp_proxy_http_principal_headers_refused_total"),
+        1
+    );
+    // Without the header, a client that comes directly is nobody in particular.
+    let mut stranger = proxy.client();
+    stranger.initialize("2025-11-25").await;
+    assert_eq!(stranger.call_tool("counter", json!({})).await, "1");
+
+    // Two names from the trusted proxy (one of them the client's, appended) are refused, not
+    // read one way or the other.
+    let mut twice = alice.clone();
+    twice.extra_headers.push(("x-user".into(), "bob".into()));
+    let reply = twice
+        .post(&json!({ "jsonrpc": "2.0", "id": 8, "method": "ping" }))
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(alice.call_tool("counter", json!({})).await, "2");
+    proxy.stop().await;
+}
+
 fn initialize_request() -> Value {
     json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": { "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "x", "version": "1" } } })

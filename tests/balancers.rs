@@ -131,7 +131,8 @@ async fn clients_through(kind: Kind) {
 const PRINCIPAL: &str = "x-authenticated-user";
 
 /// Replicas run with the shipped config/behind-a-balancer.toml, on loopback: the demo server
-/// in place of the example's, the Host clients dial (127.0.0.1) allowed beside the example's.
+/// in place of the example's, the Host clients dial (127.0.0.1) allowed beside the example's,
+/// and the balancer (and the authenticating layer) at 127.0.0.1 the trusted proxy.
 fn behind_a_balancer() -> Vec<String> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let config = root.join("config/behind-a-balancer.toml");
@@ -145,6 +146,8 @@ fn behind_a_balancer() -> Vec<String> {
         "127.0.0.1",
         "--allowed-host",
         "mcp.example.com",
+        "--trusted-proxy",
+        "127.0.0.1/32",
     ]
     .map(String::from)
     .to_vec()

@@ -217,6 +217,47 @@ async fn a_stdio_command_that_does_not_exist_stops_start_up() {
     );
 }
 
+/// An address of TEST-NET-1 (RFC 5737): beyond loopback, and never this machine's, so a
+/// proxy told to listen there never listens anywhere.
+const BEYOND_LOOPBACK: &str = "192.0.2.1:8787";
+
+#[tokio::test]
+async fn a_principal_header_beyond_loopback_needs_the_proxies_it_trusts() {
+    let message = refused_start(
+        Command::new(DEMO)
+            .args(["--listen", BEYOND_LOOPBACK])
+            .args(["--principal-header", "x-authenticated-user"]),
+    )
+    .await;
+    assert!(
+        message.contains("http.principal_header") && message.contains("http.trusted_proxies"),
+        "{message}"
+    );
+    let message = refused_start(
+        Command::new(DEMO)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(["--trusted-proxy", "10.0.0.1/8"]),
+    )
+    .await;
+    assert!(
+        message.contains("10.0.0.1/8") && message.contains("10.0.0.0/8"),
+        "{message}"
+    );
+    // On loopback, only local peers may send it: no list needed.
+    let (mut proxy, addr, _logs, _) = spawn_proxy(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--principal-header",
+        "x-authenticated-user",
+    ])
+    .await;
+    let reply = Client::new(addr)
+        .send_to("/healthz", Method::GET, &[], None)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK);
+    proxy.kill().await.unwrap();
+}
+
 /// The resident memory of process `pid`, in KiB.
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

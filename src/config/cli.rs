@@ -273,6 +273,17 @@ pub struct Cli {
     #[arg(long, value_name = "HEADER")]
     pub principal_header: Option<String>,
 
+    /// A peer (network, CIDR: 10.0.0.0/8, ::1/128) that may send the principal header: a
+    /// balancer or the authenticating gateway; repeatable, or a comma-separated list in
+    /// MCP_PROXY_TRUSTED_PROXIES (http.trusted_proxies) [default: loopback peers only].
+    #[arg(
+        long = "trusted-proxy",
+        value_name = "CIDR",
+        env = "MCP_PROXY_TRUSTED_PROXIES",
+        value_delimiter = ','
+    )]
+    pub trusted_proxies: Vec<crate::front::cidr::Cidr>,
+
     /// Most sessions one principal with a credential (or a trusted principal header) may hold,
     /// on all the replicas sharing a Redis store together; more are refused with 503
     /// [default: 100].

@@ -312,6 +312,10 @@ pub struct HttpConfig {
     pub allowed_origins: Vec<String>,
     pub allowed_hosts: Vec<String>,
     pub principal_header: Option<String>,
+    /// The peers (networks, CIDR) that may send `principal_header`: the balancers or the
+    /// authenticating gateway in front. Empty: loopback peers only, and a listener beyond
+    /// loopback with `principal_header` does not start.
+    pub trusted_proxies: Vec<crate::front::cidr::Cidr>,
     /// Client connections open at once (WebSocket connections and SSE streams included); one
     /// more is answered 503 with `Retry-After` and closed.
     pub max_connections: usize,
@@ -421,6 +425,7 @@ impl Default for HttpConfig {
             allowed_origins: http.allowed_origins,
             allowed_hosts: http.allowed_hosts,
             principal_header: http.principal_header,
+            trusted_proxies: http.trusted_proxies,
             max_connections: http.max_connections,
         }
     }

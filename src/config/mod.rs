@@ -221,6 +221,33 @@ mod tests {
     }
 
     #[test]
+    fn a_principal_header_beyond_loopback_needs_the_proxies_it_trusts() {
+        let open = "listen = \"0.0.0.0:8787\"\n[http]\nprincipal_header = \"x-user\"\n";
+        let error = Config::from_toml(open).unwrap_err().to_string();
+        assert!(
+            error.contains("http.principal_header") && error.contains("http.trusted_proxies"),
+            "{error}"
+        );
+        let listed = format!("{open}trusted_proxies = [\"10.0.0.0/8\", \"::1/128\"]\n");
+        let config = Config::from_toml(&listed).unwrap();
+        assert_eq!(config.http_settings().trusted_proxies.len(), 2);
+        Config::from_toml("[http]\nprincipal_header = \"x-user\"\n").unwrap();
+        let error = Config::from_toml("[http]\ntrusted_proxies = [\"10.0.0.1/8\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("write 10.0.0.0/8") && error.contains("line 2"),
+            "{error}"
+        );
+        let cli = Cli::parse_from(["mcp-session-proxy", "--trusted-proxy", "10.0.0.0/8"]);
+        let config = Config::load(&cli).unwrap();
+        assert_eq!(
+            config.http.trusted_proxies,
+            vec!["10.0.0.0/8".parse().unwrap()]
+        );
+    }
+
+    #[test]
     fn gateway_servers_are_checked_and_named_in_messages() {
         let config = Config::from_toml(
             "[servers.a.upstream]\nhttp = \"http://127.0.0.1:1/mcp\"\n[servers.b.session]\nwindow_events = 3\n",
@@ -375,6 +402,7 @@ mod tests {
             "upstream.protocol" => "upstream-protocol".to_owned(),
             "http.allowed_origins" => "allowed-origin".to_owned(),
             "http.allowed_hosts" => "allowed-host".to_owned(),
+            "http.trusted_proxies" => "trusted-proxy".to_owned(),
             "tools.allow" => "allow-tool".to_owned(),
             "tools.deny" => "deny-tool".to_owned(),
             "resources.allow" => "allow-resource".to_owned(),

@@ -177,6 +177,9 @@ fn apply_http(http: &mut HttpConfig, cli: &Cli) {
     if cli.principal_header.is_some() {
         http.principal_header = cli.principal_header.clone();
     }
+    if !cli.trusted_proxies.is_empty() {
+        http.trusted_proxies = cli.trusted_proxies.clone();
+    }
     set(&mut http.max_body_bytes, &cli.max_body_bytes);
     set(&mut http.body_timeout, &cli.body_timeout);
     set(&mut http.sse_keep_alive, &cli.sse_keep_alive);

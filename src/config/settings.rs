@@ -141,6 +141,7 @@ impl Config {
             allowed_hosts: self.http.allowed_hosts.clone(),
             loopback_hosts_only: self.listen.ip().is_loopback(),
             principal_header: self.http.principal_header.clone(),
+            trusted_proxies: self.http.trusted_proxies.clone(),
             max_connections: self.http.max_connections,
         }
     }

@@ -42,11 +42,7 @@ impl Config {
         if self.http.sse_keep_alive.is_zero() {
             bail!("http.sse_keep_alive must be longer than zero");
         }
-        if let Some(name) = &self.http.principal_header {
-            if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
-                bail!("http.principal_header: {name:?} is not a valid header name");
-            }
-        }
+        self.validate_identity()?;
         for (name, server) in &self.servers {
             let valid = !name.is_empty()
                 && name
@@ -60,6 +56,27 @@ impl Config {
                 .validate(&format!("servers.{name}.upstream"))?;
             if let Some(session) = &server.session {
                 session.validate(&format!("servers.{name}.session"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Who may name a principal: not whoever reaches a port beyond loopback. The principal
+    /// header needs the proxies that set it.
+    fn validate_identity(&self) -> anyhow::Result<()> {
+        let (listen, http) = (self.listen, &self.http);
+        let loopback = listen.ip().is_loopback();
+        if let Some(name) = &http.principal_header {
+            if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                bail!("http.principal_header: {name:?} is not a valid header name");
+            }
+            if !loopback && http.trusted_proxies.is_empty() {
+                bail!(
+                    "http.principal_header = {name:?} on {listen}, beyond loopback, needs \
+                     http.trusted_proxies (--trusted-proxy): the networks (CIDR) of the \
+                     balancers or gateway that set it; without them anyone who reaches the \
+                     port could name any principal"
+                );
             }
         }
         Ok(())

@@ -1,5 +1,8 @@
 //! Who may talk to the proxy, and as whom: the `Origin` and `Host` checks (MCP 2025-11-25,
-//! transports §Security Warning: DNS rebinding) and the principal a request acts for.
+//! transports §Security Warning: DNS rebinding), who may name a principal in a header, and the
+//! principal a request acts for.
+
+use std::net::SocketAddr;
 
 use http::uri::Authority;
 use http::{header, HeaderMap, HeaderName, Uri};
@@ -21,7 +24,11 @@ impl Admitted {
     }
 }
 
-/// Why a request's `Host` or `Origin` is refused.
+/// The address a request's connection came from: `serve` puts it in every request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer(pub SocketAddr);
+
+/// Why a request's `Host`, `Origin` or principal header is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refused {
     /// HTTP/1.1 requires one (RFC 9112 §3.2): without it the name the client used is unknown.
@@ -37,6 +44,16 @@ pub enum Refused {
     Host(String),
     #[error("Origin {0} is not allowed")]
     Origin(String),
+    /// The principal header from a peer that is no trusted proxy: a client naming itself.
+    #[error(
+        "the {header} header names who a request acts for, and is taken only from a trusted \
+         proxy; {peer} is not one (http.trusted_proxies)"
+    )]
+    UntrustedPrincipal { header: String, peer: String },
+    /// Two names (a client's, appended to by a proxy that adds rather than sets, say): neither
+    /// is read.
+    #[error("more than one {0} header")]
+    RepeatedPrincipal(String),
 }
 
 /// Checks the one `Host` header against DNS rebinding: present, single, ASCII, allowed; and a
@@ -122,8 +139,53 @@ pub fn open_to_anyone(settings: &HttpSettings) -> bool {
         && settings.principal_header.is_none()
 }
 
+/// Whether the request's peer may name its principal in `http.principal_header`: an address in
+/// `http.trusted_proxies`, or with none listed, a loopback address (a listener beyond loopback
+/// must list them: the configuration is refused otherwise). An unknown peer is not trusted.
+pub fn from_trusted_proxy(settings: &HttpSettings, extensions: &http::Extensions) -> bool {
+    let Some(Peer(peer)) = extensions.get::<Peer>() else {
+        return false;
+    };
+    let peer = peer.ip().to_canonical();
+    match settings.trusted_proxies.as_slice() {
+        [] => peer.is_loopback(),
+        listed => listed.iter().any(|network| network.contains(peer)),
+    }
+}
+
+/// Refuses a request that carries the principal header from a peer that is no trusted proxy
+/// (403: a client naming itself is refused, not ignored, so that a proxy left out of the list
+/// shows at once), or carries it more than once (400). A request without it passes.
+pub fn check_principal_header(
+    settings: &HttpSettings,
+    headers: &HeaderMap,
+    extensions: &http::Extensions,
+) -> Result<(), Refused> {
+    let Some(name) = &settings.principal_header else {
+        return Ok(());
+    };
+    let mut values = headers.get_all(name.as_str()).iter();
+    if values.next().is_none() {
+        return Ok(());
+    }
+    if !from_trusted_proxy(settings, extensions) {
+        let peer = extensions
+            .get::<Peer>()
+            .map(|Peer(peer)| peer.ip().to_canonical());
+        return Err(Refused::UntrustedPrincipal {
+            header: name.clone(),
+            peer: peer.map_or_else(|| "an unknown peer".to_owned(), |ip| ip.to_string()),
+        });
+    }
+    if values.next().is_some() {
+        return Err(Refused::RepeatedPrincipal(name.clone()));
+    }
+    Ok(())
+}
+
 /// The principal a request acts for: the one its verified token names (with `[auth]`), else
-/// the trusted header when one is configured, else a digest of `Authorization`, else anonymous.
+/// the header a trusted proxy set when one is configured, else a digest of `Authorization`,
+/// else anonymous.
 pub fn principal(
     settings: &HttpSettings,
     headers: &HeaderMap,
@@ -133,7 +195,9 @@ pub fn principal(
         return admitted.principal().clone();
     }
     let credential = match &settings.principal_header {
-        Some(name) => headers.get(name.as_str()),
+        // Never from anyone else: `check_principal_header` refused such a request at the door.
+        Some(name) if from_trusted_proxy(settings, extensions) => headers.get(name.as_str()),
+        Some(_) => None,
         None => headers.get(header::AUTHORIZATION),
     };
     match credential {
@@ -303,14 +367,22 @@ mod tests {
         );
     }
 
+    /// Extensions as `serve` fills them for a connection from `peer`.
+    fn from_peer(peer: &str) -> http::Extensions {
+        let mut extensions = http::Extensions::new();
+        extensions.insert(Peer(peer.parse().unwrap()));
+        extensions
+    }
+
     #[test]
     fn the_trusted_header_names_the_principal_when_configured() {
         let mut headers = HeaderMap::new();
         headers.insert("authorization", "Bearer one".parse().unwrap());
         headers.insert("x-user", "alice".parse().unwrap());
+        let local = from_peer("127.0.0.1:40000");
         let plain = HttpSettings::default();
         assert_eq!(
-            principal(&plain, &headers, &http::Extensions::new()),
+            principal(&plain, &headers, &local),
             Principal::from_credential(b"Bearer one")
         );
         let trusted = HttpSettings {
@@ -318,12 +390,80 @@ mod tests {
             ..HttpSettings::default()
         };
         assert_eq!(
-            principal(&trusted, &headers, &http::Extensions::new()),
+            principal(&trusted, &headers, &local),
             Principal::from_credential(b"alice")
         );
         assert_eq!(
-            principal(&trusted, &HeaderMap::new(), &http::Extensions::new()),
+            principal(&trusted, &HeaderMap::new(), &local),
             Principal::anonymous()
+        );
+        // From a peer that may not send it (or an unknown one), the header names nobody.
+        assert_eq!(
+            principal(&trusted, &headers, &from_peer("10.0.0.7:40000")),
+            Principal::anonymous()
+        );
+        assert_eq!(
+            principal(&trusted, &headers, &http::Extensions::new()),
+            Principal::anonymous()
+        );
+    }
+
+    #[test]
+    fn only_trusted_proxies_may_send_the_principal_header_and_only_once() {
+        let mut named = HeaderMap::new();
+        named.insert("x-user", "alice".parse().unwrap());
+        let listed = HttpSettings {
+            principal_header: Some("x-user".into()),
+            trusted_proxies: vec!["10.0.0.0/8".parse().unwrap()],
+            ..HttpSettings::default()
+        };
+        let check = |settings: &HttpSettings, headers: &HeaderMap, peer: &str| {
+            check_principal_header(settings, headers, &from_peer(peer))
+        };
+        assert_eq!(check(&listed, &named, "10.1.2.3:5000"), Ok(()));
+        assert_eq!(check(&listed, &named, "[::ffff:10.1.2.3]:5000"), Ok(()));
+        assert_eq!(
+            check(&listed, &named, "127.0.0.1:5000"),
+            Err(Refused::UntrustedPrincipal {
+                header: "x-user".into(),
+                peer: "127.0.0.1".into()
+            }),
+            "a list is the whole list"
+        );
+        assert_eq!(
+            check(&listed, &named, "[::ffff:192.0.2.1]:5000"),
+            Err(Refused::UntrustedPrincipal {
+                header: "x-user".into(),
+                peer: "192.0.2.1".into()
+            })
+        );
+        assert_eq!(
+            check_principal_header(&listed, &named, &http::Extensions::new()),
+            Err(Refused::UntrustedPrincipal {
+                header: "x-user".into(),
+                peer: "an unknown peer".into()
+            })
+        );
+        // Without the header, anyone passes.
+        assert_eq!(check(&listed, &HeaderMap::new(), "192.0.2.1:5000"), Ok(()));
+        let mut twice = named.clone();
+        twice.append("x-user", "bob".parse().unwrap());
+        assert_eq!(
+            check(&listed, &twice, "10.1.2.3:5000"),
+            Err(Refused::RepeatedPrincipal("x-user".into()))
+        );
+        // With no list, loopback peers only.
+        let unlisted = HttpSettings {
+            trusted_proxies: Vec::new(),
+            ..listed
+        };
+        assert_eq!(check(&unlisted, &named, "127.0.0.1:5000"), Ok(()));
+        assert_eq!(check(&unlisted, &named, "[::1]:5000"), Ok(()));
+        assert!(check(&unlisted, &named, "10.1.2.3:5000").is_err());
+        // Without a principal header configured, the header means nothing.
+        assert_eq!(
+            check(&HttpSettings::default(), &named, "192.0.2.1:5000"),
+            Ok(())
         );
     }
 }

@@ -4,6 +4,7 @@
 pub mod access;
 pub mod authorization;
 pub mod body;
+pub mod cidr;
 pub mod connections;
 pub mod cors;
 pub mod data_layer;
@@ -78,6 +79,9 @@ pub struct HttpSettings {
     /// A header set by a trusted authenticating proxy that names the principal; without it,
     /// the principal is a digest of `Authorization`.
     pub principal_header: Option<String>,
+    /// The peers that may send `principal_header` (empty: loopback peers only); from anyone
+    /// else it is refused.
+    pub trusted_proxies: Vec<cidr::Cidr>,
     /// Client connections open at once; one more is answered 503 and closed.
     pub max_connections: usize,
 }
@@ -96,6 +100,7 @@ impl Default for HttpSettings {
             allowed_hosts: Vec::new(),
             loopback_hosts_only: true,
             principal_header: None,
+            trusted_proxies: Vec::new(),
             max_connections: 16_384,
         }
     }
@@ -190,6 +195,7 @@ pub async fn serve(
                 let router = router.clone();
                 // An upgraded connection takes its slot along.
                 request.extensions_mut().insert(slot.clone());
+                request.extensions_mut().insert(guard::Peer(peer));
                 async move {
                     let started = std::time::Instant::now();
                     let asked = access::enabled().then(|| access::Asked::of(&request, peer));
@@ -287,6 +293,14 @@ async fn serve_endpoint(router: &Router, mut request: Request<Incoming>) -> Resp
     let Some((app, _)) = router.served(request.uri().path()) else {
         return text(StatusCode::NOT_FOUND, "not found\n".into());
     };
+    if let Err(refused) =
+        guard::check_principal_header(&app.http, request.headers(), request.extensions())
+    {
+        router.metrics.http.principal_headers_refused.inc();
+        let response = Rejection::from(refused).into_response();
+        telemetry::refused(app, request.method(), &response);
+        return response;
+    }
     if let Err(rejection) = authorization::admit(router, app, &mut request).await {
         let response = rejection.into_response();
         telemetry::refused(app, request.method(), &response);

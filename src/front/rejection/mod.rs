@@ -270,14 +270,16 @@ pub fn failed_request(id: &Value, error: &SessionError) -> bytes::Bytes {
     }
 }
 
-/// A missing or repeated `Host` is a malformed request (400, RFC 9112 §3.2); anything else about
-/// `Host` or `Origin` is not allowed (403).
+/// A missing or repeated `Host` is a malformed request (400, RFC 9112 §3.2), and so is a
+/// repeated principal header; anything else about `Host`, `Origin` or who may name a principal
+/// is not allowed (403).
 impl From<Refused> for Rejection {
     fn from(refused: Refused) -> Rejection {
         let status = match refused {
-            Refused::NoHost | Refused::Repeated("Host") | Refused::NotAscii("Host") => {
-                StatusCode::BAD_REQUEST
-            }
+            Refused::NoHost
+            | Refused::Repeated("Host")
+            | Refused::NotAscii("Host")
+            | Refused::RepeatedPrincipal(_) => StatusCode::BAD_REQUEST,
             _ => StatusCode::FORBIDDEN,
         };
         let reason = status.canonical_reason().unwrap_or_default();
