@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::auth_server::{claims_of, AuthServer};
 use common::cluster::{Redis, Replica};
 use common::ws::Ws;
-use common::{until, within, Client, Proxy};
+use common::{spawn_proxy, until, within, Client, Proxy, DEMO};
 use http::{Method, StatusCode};
 use mcp_session_proxy::config::{Config, SecretSource};
 use serde_json::{json, Value};
@@ -853,4 +853,99 @@ async fn random_opaque_tokens_cost_the_issuer_a_bounded_number_of_introspections
     )
     .await;
     proxy.stop().await;
+}
+
+/// Runs the real binary with `args`, expects it to refuse to start, and returns what it said.
+async fn refused_start(args: &[&str]) -> String {
+    let output = within(
+        "the proxy to refuse to start",
+        tokio::process::Command::new(DEMO)
+            .args(args)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap();
+    assert!(!output.status.success(), "started: {output:?}");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[tokio::test]
+async fn the_audience_a_token_must_name_never_follows_the_host() {
+    let issuer = AuthServer::start().await;
+    let iss = issuer.issuer();
+    // Any Host allowed and no public URL: the resource would be whatever a request's Host
+    // says, so a token the victim gave http://evil.example would pass with Host: evil.example.
+    let message = refused_start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--allowed-host",
+        "*",
+        "--auth-issuer",
+        iss,
+    ])
+    .await;
+    assert!(message.contains("auth.public_url"), "{message}");
+    // Beyond loopback (TEST-NET-1, never this machine's: nothing listens) the same.
+    let message = refused_start(&["--listen", "192.0.2.1:8787", "--auth-issuer", iss]).await;
+    assert!(message.contains("auth.public_url"), "{message}");
+
+    // With the URL clients dial configured, a token for another server is refused whatever
+    // Host it comes with, and the metadata names the configured resource. (Its log pipe stays
+    // open: a request that logs to a closed stderr goes unanswered.)
+    let (mut proxy, addr, _logs, _) = spawn_proxy(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--allowed-host",
+        "*",
+        "--auth-issuer",
+        iss,
+        "--auth-public-url",
+        "http://mcp.example",
+    ])
+    .await;
+    let mut client = Client::new(addr);
+    client.extra_headers = vec![("host".into(), "evil.example".into())];
+    let stolen = issuer
+        .token("alice", "http://evil.example/mcp", "mcp:tools")
+        .await;
+    client.authorization = bearer(&stolen);
+    let reply = initialize_reply(&client).await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+    assert!(
+        challenge(&reply.headers).contains(
+            "resource_metadata=\"http://mcp.example/.well-known/oauth-protected-resource/mcp\""
+        ),
+        "{}",
+        challenge(&reply.headers)
+    );
+    let document = client
+        .send_to(
+            "/.well-known/oauth-protected-resource/mcp",
+            Method::GET,
+            &[("host", "evil.example")],
+            None,
+        )
+        .await
+        .json()
+        .await;
+    assert_eq!(document["resource"], "http://mcp.example/mcp");
+    let own = issuer
+        .token("alice", "http://mcp.example/mcp", "mcp:tools")
+        .await;
+    client.authorization = bearer(&own);
+    client.initialize("2025-11-25").await;
+    proxy.kill().await.unwrap();
+
+    // On loopback with loopback Hosts only, the Host can only name this machine: it starts,
+    // and the resource is the URL the client dialled.
+    let (mut proxy, addr, _logs, _) =
+        spawn_proxy(&["--listen", "127.0.0.1:0", "--auth-issuer", iss]).await;
+    let mut client = Client::new(addr);
+    let own = issuer
+        .token("alice", &format!("http://{addr}/mcp"), "mcp:tools")
+        .await;
+    client.authorization = bearer(&own);
+    client.initialize("2025-11-25").await;
+    proxy.kill().await.unwrap();
 }

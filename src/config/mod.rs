@@ -248,6 +248,28 @@ mod tests {
     }
 
     #[test]
+    fn with_auth_the_resource_is_configured_unless_only_loopback_names_reach_it() {
+        let auth = "[auth]\nissuer = \"https://login.example\"\n";
+        let refused = [
+            format!("listen = \"0.0.0.0:8787\"\n{auth}"),
+            format!("[http]\nallowed_hosts = [\"*\"]\n{auth}"),
+            format!("listen = \"[::]:8787\"\n[http]\nallowed_hosts = [\"mcp.example\"]\n{auth}"),
+        ];
+        for text in &refused {
+            let error = Config::from_toml(text).unwrap_err().to_string();
+            assert!(error.contains("auth.public_url"), "{text}: {error}");
+        }
+        Config::from_toml(auth).unwrap();
+        Config::from_toml(&format!("listen = \"[::1]:8787\"\n{auth}")).unwrap();
+        for named in [
+            "public_url = \"https://mcp.example\"\n",
+            "audience = \"https://mcp.example/mcp\"\n",
+        ] {
+            Config::from_toml(&format!("listen = \"0.0.0.0:8787\"\n{auth}{named}")).unwrap();
+        }
+    }
+
+    #[test]
     fn gateway_servers_are_checked_and_named_in_messages() {
         let config = Config::from_toml(
             "[servers.a.upstream]\nhttp = \"http://127.0.0.1:1/mcp\"\n[servers.b.session]\nwindow_events = 3\n",

@@ -61,8 +61,9 @@ impl Config {
         Ok(())
     }
 
-    /// Who may name a principal: not whoever reaches a port beyond loopback. The principal
-    /// header needs the proxies that set it.
+    /// Who may name a principal, and what a token must be issued for: neither is left to
+    /// whoever reaches a port beyond loopback. The principal header needs the proxies that set
+    /// it; with `[auth]`, the resource is configured unless every Host is a loopback name.
     fn validate_identity(&self) -> anyhow::Result<()> {
         let (listen, http) = (self.listen, &self.http);
         let loopback = listen.ip().is_loopback();
@@ -78,6 +79,21 @@ impl Config {
                      port could name any principal"
                 );
             }
+        }
+        let auth = &self.auth;
+        let resource_named = !auth.public_url.trim().is_empty() || !auth.audience.trim().is_empty();
+        if auth.is_on() && !resource_named && !(loopback && http.allowed_hosts.is_empty()) {
+            let hosts = match http.allowed_hosts.is_empty() {
+                true => "any Host".to_owned(),
+                false => format!("the Hosts {:?}", http.allowed_hosts),
+            };
+            bail!(
+                "auth.public_url: with [auth] on {listen} and {hosts}, set the URL clients dial \
+                 (auth.public_url, --auth-public-url; or auth.audience, what every token must \
+                 name): without it the resource follows each request's Host, and a token \
+                 issued for another server would be taken from a client that sends that \
+                 server's name as Host"
+            );
         }
         Ok(())
     }
