@@ -73,7 +73,9 @@ impl Write for Line {
         let mut batch = batch();
         if !self.gathered {
             if batch.is_empty() {
-                return io::stderr().write_all(bytes).map(|()| bytes.len());
+                // A failed write loses the line, as one of a batch is lost (`write_out`).
+                let _ = io::stderr().write_all(bytes);
+                return Ok(bytes.len());
             }
             batch.extend_from_slice(bytes);
             write_out(&mut batch);

@@ -180,7 +180,10 @@ async fn modern_demo_over_http(listen: std::net::SocketAddr) -> anyhow::Result<(
 
 fn init_logging(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // A line that cannot be written (standard error closed: the log reader went away) is lost;
+    // it is never reported on standard error again, which would panic the task logging it.
     let builder = tracing_subscriber::fmt()
+        .log_internal_errors(false)
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(logs::Stderr::batching(access::TARGET));

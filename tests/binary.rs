@@ -161,6 +161,27 @@ async fn refused_start(command: &mut Command) -> String {
 }
 
 #[tokio::test]
+async fn a_proxy_whose_log_reader_went_away_goes_on_serving() {
+    // Its standard error is a pipe nobody reads any more (a log collector that died): every
+    // log line fails to be written, and no request may fail for it.
+    let (mut child, addr, logs, _) = spawn_proxy(&["--listen", "127.0.0.1:0"]).await;
+    drop(logs);
+    let mut client = Client::new(addr);
+    for _ in 0..3 {
+        let mut fresh = Client::new(addr);
+        fresh.initialize("2025-11-25").await;
+        assert_eq!(fresh.call_tool("echo", json!({ "text": "still" })).await, "still");
+        assert_eq!(fresh.delete().await, StatusCode::OK);
+    }
+    client.initialize("2025-11-25").await;
+    assert_eq!(client.call_tool("counter", json!({})).await, "1");
+    assert!(child.try_wait().unwrap().is_none(), "the proxy runs on");
+    kill(Pid::from_raw(child.id().unwrap() as i32), Signal::SIGTERM).unwrap();
+    let status = within("the proxy to stop", child.wait()).await.unwrap();
+    assert!(status.success(), "{status}");
+}
+
+#[tokio::test]
 async fn a_bad_configuration_stops_start_up_with_the_key_and_line() {
     let dir = std::env::temp_dir().join(format!("mcp-proxy-config-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
