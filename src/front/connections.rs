@@ -12,8 +12,9 @@ use tokio::net::TcpStream;
 use super::rejection::Rejection;
 use crate::metrics::HttpMetrics;
 
-/// Refusals being written at once; past this a connection over the bound is closed unanswered
-/// (a flood of connections must not take a file descriptor each for long).
+/// Refusals being written at once; past this a connection over the bound is given what of its
+/// answer fits without waiting and closed (a flood of connections must not take a file
+/// descriptor each for long).
 const MAX_REFUSING: usize = 256;
 /// How long a refusal may take to be written and its connection to close.
 const REFUSAL_TIME: Duration = Duration::from_secs(1);
@@ -72,11 +73,13 @@ impl Connections {
     /// within `REFUSAL_TIME`.
     pub fn refuse(self: &Arc<Self>, mut socket: TcpStream) {
         self.metrics.connections_refused.inc();
+        let answer = refusal(self.limit);
         if self.refusing.fetch_add(1, Ordering::AcqRel) >= MAX_REFUSING {
             self.refusing.fetch_sub(1, Ordering::AcqRel);
-            return; // dropped: closed unanswered
+            // The answer as far as it goes without waiting, then closed.
+            let _ = socket.try_write(&answer);
+            return;
         }
-        let answer = refusal(self.limit);
         let connections = self.clone();
         tokio::spawn(async move {
             let _ = tokio::time::timeout(REFUSAL_TIME, async {
