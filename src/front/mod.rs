@@ -22,6 +22,7 @@ pub mod websocket;
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -150,8 +151,12 @@ impl Router {
 /// Accepts connections until `stop_accepting` (new ones are then refused, which a balancer
 /// retries elsewhere), and lets open ones finish their current exchange once `closing`. From
 /// `draining` on, every answer says `Connection: close`, so a connection carries no request
-/// after its current one; from `shutdown` on, what cannot be taken any more is refused with
-/// 503: a replica asking meanwhile gets a clear answer, never a reset.
+/// after its current one; at `stop_accepting`, before anything is refused, the connections
+/// clients (and balancers) keep idle after a request are closed too, so that none is used for
+/// a request sent after this replica stopped. A connection that carried no request yet (its
+/// first may be on its way) and those other replicas' hops came on stay open until `closing`:
+/// what reaches this replica meanwhile is served, or refused over them with a clear answer,
+/// never a reset.
 pub async fn serve(
     listener: TcpListener,
     router: Arc<Router>,
@@ -173,9 +178,18 @@ pub async fn serve(
         let _ = socket.set_nodelay(true);
         let router = router.clone();
         let closing = closing.clone();
+        let stopped = stop_accepting.clone();
+        // What the connection carried: nothing yet, client requests, or hops.
+        let carried = Arc::new(AtomicU8::new(CARRIED_NOTHING));
+        let carrying = carried.clone();
         connections.spawn(async move {
             let service = service_fn(move |request: Request<Incoming>| {
                 let router = router.clone();
+                let kind = match request.uri().path().starts_with("/internal/") {
+                    true => CARRIED_HOPS,
+                    false => CARRIED_CLIENTS,
+                };
+                carrying.fetch_max(kind, Ordering::AcqRel);
                 async move {
                     let started = std::time::Instant::now();
                     let asked = access::enabled().then(|| access::Asked::of(&request, peer));
@@ -198,9 +212,16 @@ pub async fn serve(
                 .serve_connection(TokioIo::new(socket), service)
                 .with_upgrades();
             tokio::pin!(connection);
+            let closes = async {
+                stopped.cancelled().await;
+                if carried.load(Ordering::Acquire) != CARRIED_CLIENTS {
+                    closing.cancelled().await;
+                }
+            };
             let outcome = tokio::select! {
                 outcome = connection.as_mut() => outcome,
-                () = closing.cancelled() => {
+                () = closes => {
+                    // Closed at once when idle; else after its current exchange.
                     connection.as_mut().graceful_shutdown();
                     connection.await
                 }
@@ -214,6 +235,11 @@ pub async fn serve(
     connections.close();
     connections.wait().await;
 }
+
+/// What a connection carried so far (each a step past the one before).
+const CARRIED_NOTHING: u8 = 0;
+const CARRIED_CLIENTS: u8 = 1;
+const CARRIED_HOPS: u8 = 2;
 
 async fn route(router: &Router, request: Request<Incoming>) -> Response<Body> {
     let path = request.uri().path();

@@ -55,9 +55,8 @@ impl Registry {
                 return Ok(Some(view));
             }
         }
-        if self.is_leaving() {
-            return Err(SessionError::ShuttingDown);
-        }
+        // A replica on its way out takes nothing over, but serves requests that reach it
+        // through views of the sessions' new owners (it hands its own over).
         if !self.store.healthy() {
             return Err(SessionError::StoreUnavailable);
         }
@@ -65,13 +64,14 @@ impl Registry {
     }
 
     /// Hands a client request to `session`: the stream its answer will be logged on. A
-    /// replica on its way out takes no new request.
+    /// replica on its way out takes no new request for a session of its own: with a shared
+    /// store the request follows the session to the replica it is handed to.
     pub async fn call(
         &self,
         session: &Arc<Session>,
         request: Message,
     ) -> Result<StreamKey, SessionError> {
-        if self.is_leaving() {
+        if self.is_leaving() && self.store.redis().is_none() {
             return Err(SessionError::ShuttingDown);
         }
         if let Err(exceeded) = self.admit(session.principal(), &request).await {
@@ -93,7 +93,7 @@ impl Registry {
         session: &Arc<Session>,
         request: Message,
     ) -> Result<StreamKey, SessionError> {
-        if self.is_leaving() {
+        if self.is_leaving() && self.store.redis().is_none() {
             return Err(SessionError::ShuttingDown);
         }
         self.followed(session, request, |session, request| async move {
@@ -154,8 +154,8 @@ impl Registry {
     /// once its owner is known to be dead), for up to `cluster.takeover_wait`: the client waits
     /// for the takeover instead of getting a 503; if the session is gone everywhere, that is
     /// `SessionError::Gone` (404). A session owned here is served here, unless another replica
-    /// took it over meanwhile (this one's lease had lapsed): then the message follows it the
-    /// same way.
+    /// took it over meanwhile (this one's lease had lapsed) or this replica is leaving and hands
+    /// it over: then the message follows it the same way.
     async fn followed<T, F, Delivered>(
         &self,
         session: &Arc<Session>,
@@ -171,7 +171,7 @@ impl Registry {
         let mut current = session.clone();
         loop {
             let view_failed = match current.owner() {
-                None => match self.owned_now(&current).await {
+                None => match self.owned_now(&current, deadline).await {
                     OwnedNow::Serve => return deliver(current, message).await,
                     OwnedNow::Refused(error) => return Err(error),
                     OwnedNow::Moved if Instant::now() >= deadline => {

@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use tokio::time::Instant;
 use tracing::warn;
 
 use crate::session::{Registry, Session, SessionError};
@@ -17,7 +18,7 @@ use crate::store::Deposed;
 pub(in crate::session) enum OwnedNow {
     /// It is served here.
     Serve,
-    /// It is no longer here (another replica owns it): find it again.
+    /// It is no longer here (another replica owns it, or it was handed over): find it again.
     Moved,
     Refused(SessionError),
 }
@@ -81,14 +82,26 @@ impl Registry {
     }
 
     /// What may be done now with `session`, owned here, for a client message: served, unless
-    /// it was taken over meanwhile.
-    pub(in crate::session) async fn owned_now(&self, session: &Arc<Session>) -> OwnedNow {
-        if self.is_leaving() {
+    /// it was taken over meanwhile; while this replica leaves, the message waits (until
+    /// `deadline`) for the session to be handed over and then follows it.
+    pub(in crate::session) async fn owned_now(
+        &self,
+        session: &Arc<Session>,
+        deadline: Instant,
+    ) -> OwnedNow {
+        if !self.is_leaving() {
+            return match self.still_owned(session).await {
+                true => OwnedNow::Serve,
+                false => OwnedNow::Moved,
+            };
+        }
+        if self.store.redis().is_none() {
             return OwnedNow::Refused(SessionError::ShuttingDown);
         }
-        match self.still_owned(session).await {
-            true => OwnedNow::Serve,
-            false => OwnedNow::Moved,
+        let handed_over = tokio::time::timeout_at(deadline, session.ended.cancelled()).await;
+        match handed_over {
+            Ok(()) => OwnedNow::Moved,
+            Err(_) => OwnedNow::Refused(SessionError::ShuttingDown),
         }
     }
 }

@@ -41,7 +41,12 @@ pub(super) const REFUSED: i64 = 0;
 
 /// The script's SHA-1, by which a round trip that loaded it first calls it.
 pub(super) fn sha() -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, SCRIPT.as_bytes());
+    sha1(SCRIPT)
+}
+
+/// A script's SHA-1, as EVALSHA names it.
+pub(super) fn sha1(script: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, script.as_bytes());
     digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 

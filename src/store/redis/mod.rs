@@ -3,6 +3,8 @@
 //!
 //! - `ns:node:<node>`: a replica's internal base URL, expiring `owner_timeout` after its last
 //!   heartbeat;
+//! - `ns:nodes`: set, the names of the replicas taking sessions (a leaving one hands its
+//!   sessions to them), each checked against its `ns:node:<node>`;
 //! - `ns:<server>:session:<id>`: hash, the session record (owner, epoch, confirmed, principal,
 //!   shape, numbered, version, init, next_stream, evicted, upstream), expiring after the idle
 //!   TTL. `epoch` is one more at every claim, in the script that changes `owner`, and every
@@ -108,6 +110,8 @@ pub struct RedisStore {
     leaving: CancellationToken,
     /// Cancelled once that key is deleted.
     left: CancellationToken,
+    /// Set once this replica hands its sessions over: it is no longer among those taking them.
+    handing_over: AtomicBool,
     /// When this replica must confirm it still owns a session before acting on it.
     lease: lease::Lease,
     /// Where sessions refused a write for a stale epoch are told of, per served server.
@@ -166,6 +170,7 @@ impl RedisStore {
             metrics,
             leaving: CancellationToken::new(),
             left: CancellationToken::new(),
+            handing_over: AtomicBool::new(false),
             lease: lease::Lease::new(lease_span(settings.heartbeat, settings.owner_timeout)),
             deposals: Default::default(),
             fenced_sha: fenced::sha(),
@@ -293,6 +298,10 @@ impl RedisStore {
 
     pub(super) fn node_key(&self, node: &str) -> String {
         format!("{}:node:{node}", self.namespace)
+    }
+
+    pub(super) fn nodes_key(&self) -> String {
+        format!("{}:nodes", self.namespace)
     }
 
     /// Deletes session `id`'s keys now (its owner ended it), if `fence` is still current:

@@ -3,6 +3,7 @@
 //! one script, so of several replicas one wins and a replica that confirmed it still owns a
 //! session in between makes every claim read before fail.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,7 +44,8 @@ return 0
 ";
 
 impl RedisStore {
-    /// The heartbeat's commands: this replica's key.
+    /// The heartbeat's commands: this replica's key, and its name among those taking sessions
+    /// unless it is handing its own over.
     fn add_beat(&self, pipe: &mut redis::Pipeline) {
         pipe.cmd("SET")
             .arg(self.node_key(&self.node_id))
@@ -51,6 +53,12 @@ impl RedisStore {
             .arg("PX")
             .arg(self.owner_timeout.as_millis() as u64)
             .ignore();
+        if !self.handing_over.load(Ordering::Acquire) {
+            pipe.cmd("SADD")
+                .arg(self.nodes_key())
+                .arg(&self.node_id)
+                .ignore();
+        }
     }
 
     /// A heartbeat: renews this replica's key, and with it its lease on its sessions.
@@ -77,8 +85,14 @@ impl RedisStore {
             }
         }
         let mut connection = self.timed();
-        let _: RedisResult<()> = redis::cmd("DEL")
+        let _: RedisResult<()> = redis::pipe()
+            .cmd("DEL")
             .arg(self.node_key(&self.node_id))
+            .ignore()
+            .cmd("SREM")
+            .arg(self.nodes_key())
+            .arg(&self.node_id)
+            .ignore()
             .query_async(&mut connection)
             .await;
         self.left.cancel();
@@ -197,5 +211,76 @@ impl RedisStore {
             fence.confirm(term);
         }
         Ok(held == 1)
+    }
+
+    /// From now on this replica is no longer among those that take sessions: it hands its own
+    /// to them.
+    pub async fn stop_taking_sessions(&self) -> StoreResult<()> {
+        self.handing_over.store(true, Ordering::Release);
+        let mut connection = self.timed();
+        redis::cmd("SREM")
+            .arg(self.nodes_key())
+            .arg(&self.node_id)
+            .query_async(&mut connection)
+            .await
+            .map_err(StoreError::from)
+    }
+
+    /// The other live replicas taking sessions (those whose heartbeat key lives); the names of
+    /// replicas whose key is gone are dropped from the set.
+    pub async fn takers(&self) -> StoreResult<Vec<String>> {
+        let mut connection = self.timed();
+        let names: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(self.nodes_key())
+            .query_async(&mut connection)
+            .await?;
+        let names: Vec<String> = names.into_iter().filter(|n| *n != self.node_id).collect();
+        if names.is_empty() {
+            return Ok(names);
+        }
+        let mut get = redis::cmd("MGET");
+        for name in &names {
+            get.arg(self.node_key(name));
+        }
+        let urls: Vec<Option<String>> = get.query_async(&mut connection).await?;
+        let (live, dead): (Vec<_>, Vec<_>) = names
+            .into_iter()
+            .zip(urls)
+            .partition(|(_, url)| url.is_some());
+        if !dead.is_empty() {
+            let mut drop = redis::cmd("SREM");
+            drop.arg(self.nodes_key());
+            for (name, _) in &dead {
+                drop.arg(name);
+            }
+            let _: RedisResult<()> = drop.query_async(&mut connection).await;
+        }
+        Ok(live.into_iter().map(|(name, _)| name).collect())
+    }
+
+    /// Hands each session (id, held by the fence) to its replica, if this replica still owns
+    /// it, in one round trip: whether it did, for each. The replica takes it over at its first
+    /// request.
+    pub async fn hand_to(
+        &self,
+        server: &str,
+        sessions: &[(&str, &Fence, &str)],
+    ) -> StoreResult<Vec<bool>> {
+        let sha = super::fenced::sha1(HAND_OVER);
+        let mut pipe = redis::pipe();
+        pipe.cmd("SCRIPT").arg("LOAD").arg(HAND_OVER).ignore();
+        for (id, fence, to) in sessions {
+            pipe.cmd("EVALSHA")
+                .arg(&sha)
+                .arg(1)
+                .arg(self.session_key(server, id))
+                .arg(&self.node_id)
+                .arg(fence.epoch())
+                .arg("")
+                .arg(to);
+        }
+        let mut connection = self.timed();
+        let epochs: Vec<u64> = pipe.query_async(&mut connection).await?;
+        Ok(epochs.into_iter().map(|epoch| epoch > 0).collect())
     }
 }
