@@ -60,12 +60,13 @@ impl Registry {
     /// its ownership was last confirmed, or Redis confirms it now (renewing the lease in the
     /// same round trip). False when another replica took it over meanwhile: it is dropped.
     /// While Redis cannot answer, the owner goes on serving, as through any outage; its writes
-    /// stay conditional on its epoch all the same.
+    /// stay conditional on its epoch all the same, and once Redis answers again what was taken
+    /// over meanwhile is dropped (`after_outage`).
     pub(in crate::session) async fn still_owned(&self, session: &Arc<Session>) -> bool {
         let (Some(redis), Some(fence)) = (self.store.redis(), session.fence()) else {
             return true;
         };
-        if redis.holds(&fence) {
+        if redis.holds(&fence) || !redis.healthy() {
             return true;
         }
         match redis.confirm(&self.server, session.id(), &fence).await {
@@ -74,10 +75,8 @@ impl Registry {
                 self.drop_deposed(session, "not confirmed after a lapse of the heartbeat");
                 false
             }
-            Err(error) => {
-                warn!(%error, "could not confirm the ownership of a session after a lapse of the heartbeat; serving it");
-                true
-            }
+            // Counted and logged as Redis being unreachable.
+            Err(_) => true,
         }
     }
 

@@ -205,7 +205,8 @@ impl RedisStore {
             .arg(&self.node_id)
             .arg(fence.epoch());
         let sent = Instant::now();
-        let (held,): (i64,) = pipe.query_async(&mut connection).await?;
+        let answer: RedisResult<(i64,)> = pipe.query_async(&mut connection).await;
+        let (held,) = answer.inspect_err(|error| self.failed("ownership confirmation", error))?;
         let term = self.lease.renewed(sent);
         if held == 1 {
             fence.confirm(term);
