@@ -22,6 +22,7 @@ pub mod websocket;
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -149,7 +150,7 @@ impl Router {
 }
 
 /// Accepts connections until `stop_accepting` (new ones are then refused, which a balancer
-/// retries elsewhere), and lets open ones finish their current exchange once `closing`. From
+/// retries elsewhere; those the system had already completed are taken first), and lets open ones finish their current exchange once `closing`. From
 /// `draining` on, every answer says `Connection: close`, so a connection carries no request
 /// after its current one; at `stop_accepting`, before anything is refused, the connections
 /// clients (and balancers) keep idle after a request are closed too, so that none is used for
@@ -164,6 +165,7 @@ pub async fn serve(
     closing: CancellationToken,
 ) {
     let connections = TaskTracker::new();
+    let tokens = (stop_accepting.clone(), closing);
     loop {
         let (socket, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -175,65 +177,80 @@ pub async fn serve(
             },
             () = stop_accepting.cancelled() => break,
         };
-        let _ = socket.set_nodelay(true);
-        let router = router.clone();
-        let closing = closing.clone();
-        let stopped = stop_accepting.clone();
-        // What the connection carried: nothing yet, client requests, or hops.
-        let carried = Arc::new(AtomicU8::new(CARRIED_NOTHING));
-        let carrying = carried.clone();
-        connections.spawn(async move {
-            let service = service_fn(move |request: Request<Incoming>| {
-                let router = router.clone();
-                let kind = match request.uri().path().starts_with("/internal/") {
-                    true => CARRIED_HOPS,
-                    false => CARRIED_CLIENTS,
-                };
-                carrying.fetch_max(kind, Ordering::AcqRel);
-                async move {
-                    let started = std::time::Instant::now();
-                    let asked = access::enabled().then(|| access::Asked::of(&request, peer));
-                    let mut response = route(&router, request).await;
-                    if let Some(asked) = asked {
-                        asked.answered(&response, started.elapsed());
-                    }
-                    let upgrade = response.status() == http::StatusCode::SWITCHING_PROTOCOLS;
-                    if router.draining.is_cancelled() && !upgrade {
-                        let close = http::HeaderValue::from_static("close");
-                        response
-                            .headers_mut()
-                            .insert(http::header::CONNECTION, close);
-                    }
-                    Ok::<_, Infallible>(response)
-                }
-            });
-            let connection = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .serve_connection(TokioIo::new(socket), service)
-                .with_upgrades();
-            tokio::pin!(connection);
-            let closes = async {
-                stopped.cancelled().await;
-                if carried.load(Ordering::Acquire) != CARRIED_CLIENTS {
-                    closing.cancelled().await;
-                }
-            };
-            let outcome = tokio::select! {
-                outcome = connection.as_mut() => outcome,
-                () = closes => {
-                    // Closed at once when idle; else after its current exchange.
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
-                }
-            };
-            if let Err(error) = outcome {
-                debug!(%peer, %error, "connection ended with an error");
-            }
-        });
+        connections.spawn(connection(socket, peer, router.clone(), tokens.clone()));
     }
-    drop(listener);
+    // Connections the system completed and this loop did not take yet would be reset when the
+    // listener closes, their requests perhaps sent: they are taken (and served) first.
+    if let Ok(listener) = listener.into_std() {
+        while let Ok((socket, peer)) = listener.accept() {
+            let taken = socket.set_nonblocking(true).map(|()| socket);
+            if let Ok(socket) = taken.and_then(tokio::net::TcpStream::from_std) {
+                connections.spawn(connection(socket, peer, router.clone(), tokens.clone()));
+            }
+        }
+    }
     connections.close();
     connections.wait().await;
+}
+
+/// Serves one connection until it ends, or until `stop_accepting` when it is idle after client
+/// requests (see `serve`), or `closing`.
+async fn connection(
+    socket: tokio::net::TcpStream,
+    peer: SocketAddr,
+    router: Arc<Router>,
+    (stopped, closing): (CancellationToken, CancellationToken),
+) {
+    let _ = socket.set_nodelay(true);
+    // What the connection carried: nothing yet, client requests, or hops.
+    let carried = Arc::new(AtomicU8::new(CARRIED_NOTHING));
+    let carrying = carried.clone();
+    let service = service_fn(move |request: Request<Incoming>| {
+        let router = router.clone();
+        let kind = match request.uri().path().starts_with("/internal/") {
+            true => CARRIED_HOPS,
+            false => CARRIED_CLIENTS,
+        };
+        carrying.fetch_max(kind, Ordering::AcqRel);
+        async move {
+            let started = std::time::Instant::now();
+            let asked = access::enabled().then(|| access::Asked::of(&request, peer));
+            let mut response = route(&router, request).await;
+            if let Some(asked) = asked {
+                asked.answered(&response, started.elapsed());
+            }
+            let upgrade = response.status() == http::StatusCode::SWITCHING_PROTOCOLS;
+            if router.draining.is_cancelled() && !upgrade {
+                let close = http::HeaderValue::from_static("close");
+                response
+                    .headers_mut()
+                    .insert(http::header::CONNECTION, close);
+            }
+            Ok::<_, Infallible>(response)
+        }
+    });
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .serve_connection(TokioIo::new(socket), service)
+        .with_upgrades();
+    tokio::pin!(connection);
+    let closes = async {
+        stopped.cancelled().await;
+        if carried.load(Ordering::Acquire) != CARRIED_CLIENTS {
+            closing.cancelled().await;
+        }
+    };
+    let outcome = tokio::select! {
+        outcome = connection.as_mut() => outcome,
+        () = closes => {
+            // Closed at once when idle; else after its current exchange.
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    if let Err(error) = outcome {
+        debug!(%peer, %error, "connection ended with an error");
+    }
 }
 
 /// What a connection carried so far (each a step past the one before).
