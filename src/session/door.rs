@@ -167,11 +167,12 @@ impl Registry {
         Delivered: Future<Output = Result<T, SessionError>>,
     {
         let deadline = Instant::now() + self.takeover_wait();
+        let request = message.kind() == Kind::Request;
         let mut pause = HOLD_FIRST_PAUSE;
         let mut current = session.clone();
         loop {
             let view_failed = match current.owner() {
-                None => match self.owned_now(&current, deadline).await {
+                None => match self.owned_now(&current, request, deadline).await {
                     OwnedNow::Serve => return deliver(current, message).await,
                     OwnedNow::Refused(error) => return Err(error),
                     OwnedNow::Moved if Instant::now() >= deadline => {

@@ -81,14 +81,17 @@ impl Registry {
     }
 
     /// What may be done now with `session`, owned here, for a client message: served, unless
-    /// it was taken over meanwhile; while this replica leaves, the message waits (until
-    /// `deadline`) for the session to be handed over and then follows it.
+    /// it was taken over meanwhile. While this replica leaves, a `request` waits (until
+    /// `deadline`) for the session to be handed over and then follows it; answers to the
+    /// server and notifications still reach the requests being drained here.
     pub(in crate::session) async fn owned_now(
         &self,
         session: &Arc<Session>,
+        request: bool,
         deadline: Instant,
     ) -> OwnedNow {
-        if !self.is_leaving() {
+        let handing_over = self.is_leaving() && (request || session.ended.is_cancelled());
+        if !handing_over {
             return match self.still_owned(session).await {
                 true => OwnedNow::Serve,
                 false => OwnedNow::Moved,
