@@ -178,7 +178,7 @@ fn sum(text: &str, name: &str, labels: impl Fn(&str) -> bool) -> u64 {
 /// replica has handed its sessions over and left: the calls that follow are sent on those
 /// connections if the replica left them open.
 #[tokio::test]
-async fn a_rolling_restart_through_nginx_fails_no_call() {
+async fn a_rolling_restart_through_nginx_holding_idle_connections_fails_no_call() {
     const CLIENTS: usize = 8;
     const CALLS: usize = 6;
     let redis = Redis::start().await;
