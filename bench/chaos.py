@@ -22,8 +22,8 @@ broke, or --max-failed or --max-failed-not-in-flight was passed and exceeded):
 
 --kill-owner: kill -9 of the replica owning a random client's session, started again after
 --down seconds, --rounds times; --rolling-restart: SIGTERM to each replica in turn, started again
-once it has exited. Under --clients (8) clients, each with a session calling tools one after
-another (counter, echo, progress over SSE), each call once: the report counts calls and failed
+once it has exited (--passes times over all of them). Under --clients (8) clients, each with a
+session calling tools one after another (counter, echo, progress over SSE), each call once: the report counts calls and failed
 calls by error text, and the time from each kill or SIGTERM to the next successful call of each
 session the replica owned (p50, p99, max). A failed call is "in flight at a kill" when it was
 sent before the killed replica was reaped and answered after the SIGKILL; the others are counted
@@ -1797,20 +1797,25 @@ class Measure:
             await asyncio.sleep(self.args.settle)
 
     async def rolling_restart(self):
-        for i in range(len(self.cluster.ports)):
-            owned = self.owned_by(i)
-            event = f"restart of replica-{i}"
-            since = now()
-            for c in owned:
-                c.waiting = (event, since)
-            self.tally.event(f"SIGTERM replica-{i}, owner of {len(owned)} sessions")
-            await self.cluster.terminate(i)
-            self.tally.event(f"replica-{i} exited after {now() - since:.1f} s; starting it again")
-            self.cluster.spawn(i)
-            await self.cluster.ready(i)
-            self.tally.event(f"replica-{i} ready again, {now() - since:.1f} s after SIGTERM")
-            await self.recovered(owned, event)
-            await asyncio.sleep(self.args.settle)
+        for n in range(self.args.passes):
+            for i in range(len(self.cluster.ports)):
+                await self.restart(i, f"restart {n + 1} of replica-{i}")
+
+    async def restart(self, i: int, event: str):
+        """SIGTERM to replica i, started again once it exited; returns once the sessions it
+        owned have each made a call since (or the bound passed) and --settle more seconds."""
+        owned = self.owned_by(i)
+        since = now()
+        for c in owned:
+            c.waiting = (event, since)
+        self.tally.event(f"SIGTERM replica-{i}, owner of {len(owned)} sessions")
+        await self.cluster.terminate(i)
+        self.tally.event(f"replica-{i} exited after {now() - since:.1f} s; starting it again")
+        self.cluster.spawn(i)
+        await self.cluster.ready(i)
+        self.tally.event(f"replica-{i} ready again, {now() - since:.1f} s after SIGTERM")
+        await self.recovered(owned, event)
+        await asyncio.sleep(self.args.settle)
 
     async def main(self):
         await self.cluster.start()
@@ -2026,6 +2031,8 @@ def main() -> int:
     m.add_argument("--rolling-restart", action="store_true",
                    help="SIGTERM each replica in turn and start it again once it exited")
     m.add_argument("--rounds", type=int, default=5, help="kills of --kill-owner")
+    m.add_argument("--passes", type=int, default=1,
+                   help="times --rolling-restart restarts every replica in turn")
     m.add_argument("--down", type=float, default=1.0,
                    help="seconds a killed replica stays down (owner_timeout is 3 s)")
     m.add_argument("--warmup", type=float, default=3.0, help="seconds before the first fault")

@@ -37,7 +37,7 @@
 //!   replicas, together); `log` is the bounded, coalescing event log; `protocol` numbers a
 //!   protocol-level session's events; `routing` decides which stream a server message belongs
 //!   to; `replica/` is everything about replicas sharing sessions (mirroring, lookup, views,
-//!   following, takeover).
+//!   following, takeover, fencing a deposed owner, handing sessions over when leaving).
 //! - [`upstream`]: server transports only. `factory` builds a session's upstream; `stdio` runs
 //!   one child process per session, `shared` one for all, `streamable_http` and `legacy_sse`
 //!   make the proxy an HTTP client, `modern/` bridges a legacy session to a 2026-07-28 server
@@ -45,8 +45,9 @@
 //!   session's `initialize`, `owner` is the client of the hop to another replica; `error`'s
 //!   `UpstreamError` names every way one fails.
 //! - [`store`]: state beyond the process: `Memory`, or `redis` (records, logs as Redis Streams,
-//!   heartbeats; a write-behind `Mirror` per owned session, a follower per view; the sessions
-//!   of each principal and the rate buckets, counted for every replica).
+//!   heartbeats; a write-behind `Mirror` per owned session, its writes fenced by the owner epoch
+//!   its `Fence` holds, a follower per view; the sessions of each principal and the rate
+//!   buckets, counted for every replica).
 //! - Base modules every layer may use: [`methods`] the method table (every MCP method the proxy
 //!   knows and its properties: era, shape, list cache, caching hints, session need, target,
 //!   client capability, metric label), [`jsonrpc`] the message model, its builders and every

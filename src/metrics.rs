@@ -184,6 +184,8 @@ per_server! {
     sessions_forwarded_total: Counter, "Client messages forwarded to the replica owning their session.";
     sessions_taken_over_total: Counter, "Sessions taken over from a replica whose heartbeat lapsed.";
     hop_answers_refused_total: Counter, "Answers of a session's owner to a hop refused here: not signed with the hop key for this very request (altered, or another request's answer), or over their bound.";
+    sessions_deposed_total: Counter, "Sessions this replica owned that another replica took over meanwhile (a write refused for a stale owner epoch, or ownership not confirmed after a lapse of the heartbeat): dropped here, served from their new owner.";
+    sessions_handed_over_total: Counter, "Sessions this replica handed to another while shutting down.";
     upstream_spawns_total: Counter, "Upstream server processes started.";
     upstream_exits_total: Counter, "Upstream servers that exited on their own.";
     upstreams_modern: Gauge, "1 when the server speaks 2026-07-28 (configured, found by upstream.protocol = auto, or named by the server when it refused the other revision), bridged for legacy clients.";

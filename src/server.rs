@@ -32,8 +32,9 @@ use crate::upstream::child_env::Secrets;
 use crate::upstream::{probe, UpstreamSpec};
 use tracing::warn;
 
-/// The longest a leaving replica goes on answering (503) after its sessions were handed over.
-const LINGER: Duration = Duration::from_millis(500);
+/// The longest a leaving replica keeps the connections other replicas' hops came on open after
+/// it left.
+const LINGER: Duration = Duration::from_secs(2);
 
 /// A proxy that is listening.
 pub struct Running {
@@ -314,19 +315,27 @@ impl Running {
         self.router.servers.get(name).map(|app| &app.registry)
     }
 
-    /// Stops without losing what was taken: stops accepting connections and taking new
-    /// sessions and requests (503, retry elsewhere), tells every session stream when to
+    /// Stops without losing what was taken: stops accepting connections (closing idle ones)
+    /// and taking new sessions (503, retry elsewhere), tells every session stream when to
     /// reconnect (`retry:`) and closes it, lets the requests in flight be answered (for half the
-    /// shutdown timeout at most), ends every session here (with Redis: leaves them, fully
-    /// written, to the other replicas), then closes the open connections and waits until every
-    /// upstream is released (stdin closed, then SIGTERM, then SIGKILL).
+    /// shutdown timeout at most), ends every session here (with Redis: hands each, fully
+    /// written, to another replica as soon as nothing is in flight on it, and a request that
+    /// still comes for it follows it there), then closes the open connections and waits until
+    /// every upstream is released (stdin closed, then SIGTERM, then SIGKILL).
     pub async fn stop(self) {
         // Unready at once, and every connection closed after its current exchange; everything
         // that reaches this replica is served as before while balancers notice.
         self.router.draining.cancel();
         tokio::time::sleep(self.drain_delay).await;
+        // New connections are refused, and idle ones closed, before anything is refused.
         self.stop_accepting.cancel();
         self.shutdown.cancel();
+        if let Some(redis) = self.store.redis() {
+            // The others hand no session to this replica any more; it hands its own to them.
+            if let Err(error) = redis.stop_taking_sessions().await {
+                warn!(%error, "could not leave the replicas taking sessions");
+            }
+        }
         let apps: Vec<&Arc<App>> = self
             .router
             .default
@@ -348,9 +357,11 @@ impl Running {
         }
         if let Some(redis) = self.store.redis() {
             redis.leave().await;
-            // A replica that chose this one just before it left gets a 503 over a connection
+            // The other replicas' views move to the sessions' new owners at their next
+            // heartbeat; a hop that comes before gets its answer (or a 503) over a connection
             // still open, not a reset it could not tell from a lost answer.
-            tokio::time::sleep(redis.heartbeat.min(LINGER)).await;
+            let views_moved = redis.heartbeat + redis.heartbeat / 2;
+            tokio::time::sleep(views_moved.min(LINGER)).await;
         }
         self.closing.cancel();
         for app in &apps {

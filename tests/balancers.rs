@@ -5,7 +5,9 @@
 //! subscription's update and resumes streams the replicas close mid-call (Last-Event-ID); the
 //! Python SDK initializes, lists, calls and follows progress; Node's WebSocket starts a
 //! protocol-level session and resumes it on a new connection. The replicas' figures show that
-//! the requests spread over all three and that sessions crossed them.
+//! the requests spread over all three and that sessions crossed them. A rolling restart behind
+//! nginx (SIGTERM to each replica in turn, started again once it exited) fails no call, also
+//! when nginx held idle connections to the replica as it stopped.
 
 mod common;
 
@@ -13,7 +15,8 @@ use std::net::SocketAddr;
 
 use common::balancer::{Balancer, Kind};
 use common::cluster::{Redis, Replica};
-use common::{python_script, stdout_of, Client};
+use common::{python_script, stdout_of, until, Client};
+use redis::AsyncCommands;
 use serde_json::{json, Value};
 
 /// Replicas on loopback as config/behind-a-balancer.toml has them behind a balancer: the Host
@@ -274,4 +277,100 @@ fn sum(text: &str, name: &str, labels: impl Fn(&str) -> bool) -> u64 {
         })
         .map(|value| value as u64)
         .sum()
+}
+
+/// Clients calling through nginx while each of three replicas in turn gets SIGTERM, drains,
+/// exits and starts again: every call is answered. The drain outlasts nginx's `fail_timeout`
+/// (2 s), as config/nginx.conf asks of a rolling restart: the replica restarted before is
+/// tried again by then. Right before each SIGTERM the clients call at once, so nginx keeps
+/// idle connections to every replica (`keepalive`), and they are quiet until the stopping
+/// replica has handed its sessions over and left: the calls that follow are sent on those
+/// connections if the replica left them open.
+#[tokio::test]
+async fn a_rolling_restart_through_nginx_holding_idle_connections_fails_no_call() {
+    const CLIENTS: usize = 8;
+    const CALLS: usize = 6;
+    let redis = Redis::start().await;
+    let options: Vec<&str> = [REPLICA, &["--drain-delay", "2500ms"]].concat();
+    let (a, b, c) = tokio::join!(
+        Replica::start(&redis, "a", &options),
+        Replica::start(&redis, "b", &options),
+        Replica::start(&redis, "c", &options),
+    );
+    let mut replicas = [a, b, c];
+    let addrs: Vec<SocketAddr> = replicas.iter().map(|r| r.addr).collect();
+    let balancer = Balancer::nginx(&addrs).await;
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        let mut client = Client::new(balancer.addr());
+        client.initialize("2025-11-25").await;
+        clients.push(client);
+    }
+    let connection = redis.connection().await;
+    let mut failed = Vec::new();
+    let mut calls = 0;
+    for replica in replicas.iter_mut() {
+        calls += burst(&clients, CALLS, &mut failed).await;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(replica.pid() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        let key = format!("mcp-proxy:node:{}", replica.name);
+        until(
+            "the stopping replica to have left (its sessions handed over)",
+            false,
+            || {
+                let (mut connection, key) = (connection.clone(), key.clone());
+                async move { connection.exists::<_, bool>(&key).await.unwrap() }
+            },
+        )
+        .await;
+        calls += burst(&clients, CALLS, &mut failed).await;
+        assert!(
+            replica.exited().await.success(),
+            "{} stops cleanly",
+            replica.name
+        );
+        replica.restart(&redis).await;
+        calls += burst(&clients, CALLS, &mut failed).await;
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of {calls} calls failed: {failed:#?}\n{}",
+        failed.len(),
+        balancer.logs()
+    );
+}
+
+/// `calls` echo calls by each client, all clients at once; how many were made. Each failure
+/// is added to `failed`.
+async fn burst(clients: &[Client], calls: usize, failed: &mut Vec<String>) -> usize {
+    let each = clients.iter().enumerate().map(|(n, client)| async move {
+        let mut failures = Vec::new();
+        for call in 0..calls {
+            let text = format!("client {n} call {call}");
+            let reply = client
+                .post(
+                    &json!({ "jsonrpc": "2.0", "id": call + 1, "method": "tools/call",
+                               "params": { "name": "echo", "arguments": { "text": text } } }),
+                )
+                .await;
+            let status = reply.status;
+            if status != http::StatusCode::OK {
+                let body = String::from_utf8_lossy(&reply.bytes().await).into_owned();
+                failures.push(format!("{status}: {body}"));
+                continue;
+            }
+            let answer = reply.response().await;
+            if answer["result"]["content"][0]["text"] != text.as_str() {
+                failures.push(format!("{answer}"));
+            }
+        }
+        failures
+    });
+    for failures in futures_util::future::join_all(each).await {
+        failed.extend(failures);
+    }
+    clients.len() * calls
 }

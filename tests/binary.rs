@@ -170,7 +170,10 @@ async fn a_proxy_whose_log_reader_went_away_goes_on_serving() {
     for _ in 0..3 {
         let mut fresh = Client::new(addr);
         fresh.initialize("2025-11-25").await;
-        assert_eq!(fresh.call_tool("echo", json!({ "text": "still" })).await, "still");
+        assert_eq!(
+            fresh.call_tool("echo", json!({ "text": "still" })).await,
+            "still"
+        );
         assert_eq!(fresh.delete().await, StatusCode::OK);
     }
     client.initialize("2025-11-25").await;

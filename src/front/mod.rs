@@ -24,6 +24,8 @@ pub mod websocket;
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -157,10 +159,14 @@ impl Router {
 }
 
 /// Accepts connections until `stop_accepting` (new ones are then refused, which a balancer
-/// retries elsewhere), and lets open ones finish their current exchange once `closing`. From
+/// retries elsewhere; those the system had already completed are taken first), and lets open ones finish their current exchange once `closing`. From
 /// `draining` on, every answer says `Connection: close`, so a connection carries no request
-/// after its current one; from `shutdown` on, what cannot be taken any more is refused with
-/// 503: a replica asking meanwhile gets a clear answer, never a reset.
+/// after its current one; at `stop_accepting`, before anything is refused, the connections
+/// clients (and balancers) keep idle after a request are closed too, so that none is used for
+/// a request sent after this replica stopped. A connection that carried no request yet (its
+/// first may be on its way) and those other replicas' hops came on stay open until `closing`:
+/// what reaches this replica meanwhile is served, or refused over them with a clear answer,
+/// never a reset.
 pub async fn serve(
     listener: TcpListener,
     router: Arc<Router>,
@@ -170,6 +176,7 @@ pub async fn serve(
     let connections = TaskTracker::new();
     let open =
         connections::Connections::new(router.http.max_connections, router.metrics.http.clone());
+    let tokens = (stop_accepting.clone(), closing);
     loop {
         let (socket, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -187,56 +194,106 @@ pub async fn serve(
             open.refuse(socket);
             continue;
         };
-        let _ = socket.set_nodelay(true);
-        let router = router.clone();
-        let closing = closing.clone();
-        connections.spawn(async move {
-            let service = service_fn(move |mut request: Request<Incoming>| {
-                let router = router.clone();
-                // An upgraded connection takes its slot along.
-                request.extensions_mut().insert(slot.clone());
-                request.extensions_mut().insert(guard::Peer(peer));
-                async move {
-                    let started = std::time::Instant::now();
-                    let asked = access::enabled().then(|| access::Asked::of(&request, peer));
-                    let mut response = route(&router, request).await;
-                    if let Some(asked) = asked {
-                        asked.answered(&response, started.elapsed());
-                    }
-                    let upgrade = response.status() == http::StatusCode::SWITCHING_PROTOCOLS;
-                    if router.draining.is_cancelled() && !upgrade {
-                        let close = http::HeaderValue::from_static("close");
-                        response
-                            .headers_mut()
-                            .insert(http::header::CONNECTION, close);
-                    }
-                    Ok::<_, Infallible>(response)
-                }
-            });
-            let connection = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .serve_connection(TokioIo::new(socket), service)
-                .with_upgrades();
-            tokio::pin!(connection);
-            let outcome = tokio::select! {
-                outcome = connection.as_mut() => outcome,
-                () = closing.cancelled() => {
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
-                }
-            };
-            if let Err(error) = outcome {
-                debug!(%peer, %error, "connection ended with an error");
-            }
-        });
+        connections.spawn(connection(
+            socket,
+            peer,
+            slot,
+            router.clone(),
+            tokens.clone(),
+        ));
     }
-    drop(listener);
+    // Connections the system completed and this loop did not take yet would be reset when the
+    // listener closes, their requests perhaps sent: they are taken (and served) first.
+    if let Ok(listener) = listener.into_std() {
+        while let Ok((socket, peer)) = listener.accept() {
+            let taken = socket.set_nonblocking(true).map(|()| socket);
+            let Ok(socket) = taken.and_then(tokio::net::TcpStream::from_std) else {
+                continue;
+            };
+            match open.take() {
+                Some(slot) => {
+                    let served = connection(socket, peer, slot, router.clone(), tokens.clone());
+                    connections.spawn(served);
+                }
+                None => open.refuse(socket),
+            }
+        }
+    }
     connections.close();
     connections.wait().await;
 }
 
 /// How long the listener pauses after a failed accept.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
+
+/// Serves one connection until it ends, or until `stop_accepting` when it is idle after client
+/// requests (see `serve`), or `closing`. It holds `slot` among the connections open (an
+/// upgraded one takes it along).
+async fn connection(
+    socket: tokio::net::TcpStream,
+    peer: SocketAddr,
+    slot: connections::Slot,
+    router: Arc<Router>,
+    (stopped, closing): (CancellationToken, CancellationToken),
+) {
+    let _ = socket.set_nodelay(true);
+    // What the connection carried: nothing yet, client requests, or hops.
+    let carried = Arc::new(AtomicU8::new(CARRIED_NOTHING));
+    let carrying = carried.clone();
+    let service = service_fn(move |mut request: Request<Incoming>| {
+        let router = router.clone();
+        let kind = match request.uri().path().starts_with("/internal/") {
+            true => CARRIED_HOPS,
+            false => CARRIED_CLIENTS,
+        };
+        carrying.fetch_max(kind, Ordering::AcqRel);
+        request.extensions_mut().insert(slot.clone());
+        request.extensions_mut().insert(guard::Peer(peer));
+        async move {
+            let started = std::time::Instant::now();
+            let asked = access::enabled().then(|| access::Asked::of(&request, peer));
+            let mut response = route(&router, request).await;
+            if let Some(asked) = asked {
+                asked.answered(&response, started.elapsed());
+            }
+            let upgrade = response.status() == http::StatusCode::SWITCHING_PROTOCOLS;
+            if router.draining.is_cancelled() && !upgrade {
+                let close = http::HeaderValue::from_static("close");
+                response
+                    .headers_mut()
+                    .insert(http::header::CONNECTION, close);
+            }
+            Ok::<_, Infallible>(response)
+        }
+    });
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .serve_connection(TokioIo::new(socket), service)
+        .with_upgrades();
+    tokio::pin!(connection);
+    let closes = async {
+        stopped.cancelled().await;
+        if carried.load(Ordering::Acquire) != CARRIED_CLIENTS {
+            closing.cancelled().await;
+        }
+    };
+    let outcome = tokio::select! {
+        outcome = connection.as_mut() => outcome,
+        () = closes => {
+            // Closed at once when idle; else after its current exchange.
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    if let Err(error) = outcome {
+        debug!(%peer, %error, "connection ended with an error");
+    }
+}
+
+/// What a connection carried so far (each a step past the one before).
+const CARRIED_NOTHING: u8 = 0;
+const CARRIED_CLIENTS: u8 = 1;
+const CARRIED_HOPS: u8 = 2;
 
 async fn route(router: &Router, request: Request<Incoming>) -> Response<Body> {
     let path = request.uri().path();

@@ -11,7 +11,8 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use super::rate::Exceeded;
-use super::{Registry, Session, SessionError};
+use super::replica::fencing::OwnedNow;
+use super::{OwnerUnavailable, Registry, Session, SessionError};
 use crate::event::StreamKey;
 use crate::ids::{self, Principal};
 use crate::jsonrpc::{Kind, Message};
@@ -31,8 +32,12 @@ impl Registry {
         credential: Option<&HeaderValue>,
     ) -> Result<Option<Arc<Session>>, SessionError> {
         if let Some(session) = self.get(id, principal) {
-            session.remember_credential(credential);
-            return Ok(Some(session));
+            // Dropped when another replica took it over while this one's lease had lapsed:
+            // then it is looked up where it lives now.
+            if self.still_owned(&session).await {
+                session.remember_credential(credential);
+                return Ok(Some(session));
+            }
         }
         let Some(redis) = self.store.redis() else {
             return Ok(None);
@@ -50,9 +55,8 @@ impl Registry {
                 return Ok(Some(view));
             }
         }
-        if self.is_leaving() {
-            return Err(SessionError::ShuttingDown);
-        }
+        // A replica on its way out takes nothing over, but serves requests that reach it
+        // through views of the sessions' new owners (it hands its own over).
         if !self.store.healthy() {
             return Err(SessionError::StoreUnavailable);
         }
@@ -61,13 +65,15 @@ impl Registry {
 
     /// Hands a request to `session` (a client's, admitted at the front door with
     /// [`Registry::admit`]; or one the proxy makes itself on a client's behalf): the stream its
-    /// answer will be logged on. A replica on its way out takes no new request.
+    /// answer will be logged on. A replica on its way out takes no new request for a session of
+    /// its own: with a shared store the request follows the session to the replica it is
+    /// handed to.
     pub async fn call(
         &self,
         session: &Arc<Session>,
         request: Message,
     ) -> Result<StreamKey, SessionError> {
-        if self.is_leaving() {
+        if self.is_leaving() && self.store.redis().is_none() {
             return Err(SessionError::ShuttingDown);
         }
         self.followed(session, request, |session, request| async move {
@@ -154,7 +160,9 @@ impl Registry {
     /// the session is looked up again and the message goes where it lives now (taken over here,
     /// once its owner is known to be dead), for up to `cluster.takeover_wait`: the client waits
     /// for the takeover instead of getting a 503; if the session is gone everywhere, that is
-    /// `SessionError::Gone` (404).
+    /// `SessionError::Gone` (404). A session owned here is served here, unless another replica
+    /// took it over meanwhile (this one's lease had lapsed) or this replica is leaving and hands
+    /// it over: then the message follows it the same way.
     async fn followed<T, F, Delivered>(
         &self,
         session: &Arc<Session>,
@@ -165,17 +173,30 @@ impl Registry {
         F: Fn(Arc<Session>, Message) -> Delivered,
         Delivered: Future<Output = Result<T, SessionError>>,
     {
-        let Some(wait) = session.owner().is_some().then(|| self.takeover_wait()) else {
-            return deliver(session.clone(), message).await;
-        };
-        let deadline = Instant::now() + wait;
+        let deadline = Instant::now() + self.takeover_wait();
+        let request = message.kind() == Kind::Request;
         let mut pause = HOLD_FIRST_PAUSE;
         let mut current = session.clone();
         loop {
-            let outcome = deliver(current.clone(), message.clone()).await;
-            if !not_carried_out(&outcome) || Instant::now() >= deadline {
-                return outcome;
-            }
+            let view_failed = match current.owner() {
+                None => match self.owned_now(&current, request, deadline).await {
+                    OwnedNow::Serve => return deliver(current, message).await,
+                    OwnedNow::Refused(error) => return Err(error),
+                    OwnedNow::Moved if Instant::now() >= deadline => {
+                        return Err(SessionError::OwnerUnavailable(
+                            OwnerUnavailable::ChangingHands,
+                        ))
+                    }
+                    OwnedNow::Moved => false,
+                },
+                Some(_) => {
+                    let outcome = deliver(current.clone(), message.clone()).await;
+                    if !not_carried_out(&outcome) || Instant::now() >= deadline {
+                        return outcome;
+                    }
+                    true
+                }
+            };
             let credential = session.credential();
             current = loop {
                 match self
@@ -191,7 +212,7 @@ impl Registry {
                     Err(error) => return Err(error),
                 }
             };
-            if current.owner().is_some() {
+            if view_failed && current.owner().is_some() {
                 // Still a view of an owner that failed: give its heartbeat time to lapse.
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(HOLD_MAX_PAUSE);

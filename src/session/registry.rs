@@ -20,7 +20,7 @@ use super::{Reach, Session, SessionError, SessionSettings, Shape};
 use crate::ids::{self, Principal};
 use crate::jsonrpc::Message;
 use crate::metrics::{Refusal, ServerMetrics};
-use crate::store::Store;
+use crate::store::{Store, FIRST_EPOCH};
 use crate::upstream::credential::Credential;
 use crate::upstream::deferred::DeferredUpstream;
 use crate::upstream::factory::{Binding, UpstreamFactory};
@@ -204,9 +204,9 @@ impl Registry {
                 return Err(error.into());
             }
         };
-        let mirror = self
-            .store
-            .mirror(&self.server, &id, self.counted_for(&principal));
+        let mirror =
+            self.store
+                .mirror(&self.server, &id, self.counted_for(&principal), FIRST_EPOCH);
         let session = Session::new(
             id.into(),
             principal,
@@ -272,6 +272,23 @@ impl Registry {
         let Some((_, session)) = self.sessions.remove(id) else {
             return false;
         };
+        self.closed(&session, forget);
+        true
+    }
+
+    /// Closes `session` here (as `close`) if it is the one the registry holds under its id
+    /// (not a newer one, taken over anew); whether it was.
+    pub(in crate::session) fn close_exactly(&self, session: &Arc<Session>, forget: bool) -> bool {
+        let removed = self
+            .sessions
+            .remove_if(session.id(), |_, held| Arc::ptr_eq(held, session));
+        if removed.is_some() {
+            self.closed(session, forget);
+        }
+        removed.is_some()
+    }
+
+    fn closed(&self, session: &Arc<Session>, forget: bool) {
         self.reserved.fetch_sub(1, Ordering::AcqRel);
         self.release_for(session.principal());
         self.metrics.sessions_open.dec();
@@ -280,7 +297,6 @@ impl Registry {
             false => session.end_here(),
         }
         session.span().in_scope(|| info!("session ended"));
-        true
     }
 
     /// Takes an owned session into the registry; the idle sweep looks at it once it could have
@@ -399,6 +415,11 @@ impl Registry {
             Some(redis) => redis.recoveries(),
             None => tokio::sync::watch::channel(0).1,
         };
+        // Sessions whose writes were refused: another replica took them over.
+        let mut deposals = match self.store.redis() {
+            Some(redis) => redis.deposals(&self.server),
+            None => tokio::sync::mpsc::unbounded_channel().1,
+        };
         loop {
             tokio::select! {
                 _ = ticks.tick() => { self.expire_idle(Instant::now()); }
@@ -406,6 +427,7 @@ impl Registry {
                 _ = deadlines.tick() => self.expire_requests(Instant::now()),
                 _ = beats.tick(), if self.store.redis().is_some() => self.check_views().await,
                 Ok(()) = recoveries.changed() => self.after_outage().await,
+                Some(deposed) = deposals.recv() => self.deposed(&deposed),
                 () = shutdown.cancelled() => return,
             }
         }

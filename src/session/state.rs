@@ -207,7 +207,9 @@ mod tests {
     #[test]
     fn upstream_ids_are_reserved_in_the_store_a_block_at_a_time() {
         let (ops, mut written) = tokio::sync::mpsc::unbounded_channel();
-        let mirror = Mirror::new("default", "s", None, ops, Arc::new(Backlog::new(10, None)));
+        let fence = crate::store::Fence::new(crate::store::FIRST_EPOCH, 0);
+        let backlog = Arc::new(Backlog::new(10, None));
+        let mirror = Mirror::new("default", "s", None, fence, ops, backlog);
         let mut state = State::new(Shape::Streams, Window::default(), Some(mirror));
         let ids: Vec<u64> = (0..UPSTREAM_ID_BLOCK + 1)
             .map(|_| state.take_upstream_id())
@@ -222,7 +224,9 @@ mod tests {
 
         // A new owner starts past the ids reserved (`adopt`), and reserves more at once.
         let (ops, mut written) = tokio::sync::mpsc::unbounded_channel();
-        let mirror = Mirror::new("default", "s", None, ops, Arc::new(Backlog::new(10, None)));
+        let fence = crate::store::Fence::new(crate::store::FIRST_EPOCH, 0);
+        let backlog = Arc::new(Backlog::new(10, None));
+        let mirror = Mirror::new("default", "s", None, fence, ops, backlog);
         let mut taken = State::new(Shape::Streams, Window::default(), Some(mirror));
         taken.calls.next_upstream_id = 1 + 2 * UPSTREAM_ID_BLOCK;
         taken.calls.reserved_ids = taken.calls.next_upstream_id;

@@ -3,6 +3,7 @@
 //! sessions: session records, event logs as Redis Streams, replica heartbeats. The session
 //! layer only sees `Mirror` (what an owner writes) and the record and log readers.
 
+mod fence;
 pub mod redis;
 
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use crate::backlog::Backlog;
 use crate::event::Logged;
+pub use fence::{Deposed, Fence, FIRST_EPOCH};
 pub use redis::{LogFollower, RedisStore};
 
 /// The shared store could not answer.
@@ -51,15 +53,18 @@ impl Store {
     }
 
     /// The writer an owned session mirrors itself through, the session counted among
-    /// `counted_for`'s (a principal) for every replica; `None` with the memory store.
+    /// `counted_for`'s (a principal) for every replica, every write conditional on owner epoch
+    /// `epoch` (`FIRST_EPOCH` for a new session, the claim's for one taken over); `None` with
+    /// the memory store.
     pub fn mirror(
         &self,
         server: &str,
         session_id: &str,
         counted_for: Option<&str>,
+        epoch: u64,
     ) -> Option<Mirror> {
         self.redis()
-            .map(|redis| redis.mirror(server, session_id, counted_for))
+            .map(|redis| redis.mirror(server, session_id, counted_for, epoch))
     }
 }
 
@@ -127,6 +132,12 @@ pub struct Record {
     /// JSON array): a replica that goes on in the server's session, without initializing it
     /// again, still knows which lists to invalidate.
     pub lists: Option<String>,
+    /// The owner epoch: one more at every claim (in the script that changes the owner), and
+    /// every write an owner makes is conditional on the one it holds.
+    pub epoch: u64,
+    /// One more each time the owner confirms it still owns the session after its heartbeat may
+    /// have lapsed: a claim made on an earlier reading of the record fails.
+    pub confirmed: u64,
 }
 
 /// An op waiting for the writer.
@@ -136,6 +147,8 @@ pub struct Queued {
     pub session: Arc<str>,
     /// The key of the principal's sessions the session counts in, if any.
     pub counted_in: Option<Arc<str>>,
+    /// The owner's hold on the session: the op is written only while it is current.
+    pub fence: Arc<Fence>,
     pub op: Op,
     pub at: Instant,
 }
@@ -146,17 +159,19 @@ pub struct Mirror {
     session: Arc<str>,
     server: Arc<str>,
     counted_in: Option<Arc<str>>,
+    fence: Arc<Fence>,
     ops: mpsc::UnboundedSender<Queued>,
     backlog: Arc<Backlog>,
 }
 
 impl Mirror {
     /// The way to the store of `server`'s session `session`, counted in the set `counted_in`
-    /// (the key of its principal's sessions) if any.
+    /// (the key of its principal's sessions) if any, written while `fence` is current.
     pub fn new(
         server: &str,
         session: &str,
         counted_in: Option<String>,
+        fence: Arc<Fence>,
         ops: mpsc::UnboundedSender<Queued>,
         backlog: Arc<Backlog>,
     ) -> Mirror {
@@ -164,9 +179,15 @@ impl Mirror {
             session: session.into(),
             server: server.into(),
             counted_in: counted_in.map(Into::into),
+            fence,
             ops,
             backlog,
         }
+    }
+
+    /// The owner's hold on the session, which its writes are conditional on.
+    pub fn fence(&self) -> &Arc<Fence> {
+        &self.fence
     }
 
     pub fn send(&self, op: Op) {
@@ -175,6 +196,7 @@ impl Mirror {
             server: self.server.clone(),
             session: self.session.clone(),
             counted_in: self.counted_in.clone(),
+            fence: self.fence.clone(),
             op,
             at: Instant::now(),
         };

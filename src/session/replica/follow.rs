@@ -16,22 +16,24 @@ use crate::upstream::owner::{Owner, OwnerLink};
 
 impl Registry {
     /// Redis answers again after an outage: sessions another replica took over meanwhile (this
-    /// one's heartbeat lapsed) are not this replica's any more and end here; the others are
-    /// written again, since a restarted Redis may have lost them.
+    /// one's heartbeat lapsed: another owner, or another owner epoch) are not this replica's
+    /// any more and are dropped here; the others are written again, since a restarted Redis may
+    /// have lost them.
     pub(in crate::session) async fn after_outage(&self) {
         let Some(redis) = self.store.redis() else {
             return;
         };
         let sessions: Vec<Arc<Session>> = self.sessions.iter().map(|s| s.value().clone()).collect();
         for session in sessions {
+            let held = session.fence().map_or(0, |fence| fence.epoch());
             match redis.record(&self.server, session.id()).await {
                 // (A record without an owner is a fragment: writes of this replica's that were
                 // in flight across the outage, landing in an emptied Redis.)
-                Ok(Some(record)) if !record.owner.is_empty() && record.owner != redis.node_id => {
-                    session.span().in_scope(|| {
-                        warn!(owner = %record.owner, "taken over while Redis was unreachable; ending it here")
-                    });
-                    self.close(session.id(), false);
+                Ok(Some(record))
+                    if !record.owner.is_empty()
+                        && (record.owner != redis.node_id || record.epoch != held) =>
+                {
+                    self.drop_deposed(&session, "taken over while Redis was unreachable");
                 }
                 Ok(_) => session.rewrite_to_store(),
                 Err(error) => warn!(%error, "could not check a session's owner after an outage"),

@@ -216,10 +216,14 @@ impl Registry {
                 None => false,
             };
         }
+        let fence = self.owned(id).and_then(|session| session.fence());
         let ended = self.end(id);
-        if let (true, Some(redis)) = (ended, self.store.redis()) {
-            if let Err(error) = redis.forget(&self.server, id).await {
-                warn!(%error, "could not delete an ended session from Redis");
+        if let (true, Some(redis), Some(fence)) = (ended, self.store.redis(), fence) {
+            match redis.forget(&self.server, id, &fence).await {
+                Ok(true) => {}
+                Ok(false) => warn!(session = %crate::redact::session(id),
+                    "another replica owns this session now; its keys were left to it"),
+                Err(error) => warn!(%error, "could not delete an ended session from Redis"),
             }
         }
         ended

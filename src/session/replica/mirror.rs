@@ -2,11 +2,24 @@
 
 use tracing::warn;
 
+use std::sync::Arc;
+
 use super::server_side;
 use crate::session::{Session, STORE_PATIENCE};
-use crate::store::{Op, Record};
+use crate::store::{Fence, Op, Record};
 
 impl Session {
+    /// This owner's hold on the session in the shared store (none with the memory store, or
+    /// for a view).
+    pub(crate) fn fence(&self) -> Option<Arc<Fence>> {
+        let state = self.lock();
+        state
+            .replica
+            .mirror
+            .as_deref()
+            .map(|mirror| mirror.fence().clone())
+    }
+
     /// Waits (bounded) until the shared store holds everything this session wrote so far: a
     /// client told of the session (its id, the answer to initialize) may ask any replica next.
     pub async fn store_synced(&self) {

@@ -1,8 +1,9 @@
 //! Replicas sharing sessions through the store: an owned session's record and log mirrored for
 //! the others (`mirror`); finding a session wherever it lives (`lookup`); views of sessions
 //! another replica owns (`view`) and keeping them current (`follow`); a session taken over from
-//! a replica that died (`takeover`); what the fronts know of the replicas (`cluster`); the
-//! sessions serving 2026-07-28 principals, the same on every replica (`correlated`); tokens
+//! a replica that died (`takeover`); an owner that was deposed meanwhile (`fencing`); sessions
+//! handed to the others when this replica leaves (`handover`); what the fronts know of the
+//! replicas (`cluster`); the sessions serving 2026-07-28 principals, the same on every replica (`correlated`); tokens
 //! good for one use, spent once across replicas (`spent`); what the store holds of the server's
 //! side of a session, for a new owner to go on in it (`server_side`). The
 //! hop's wire format is `crate::hop`; its client is `upstream::owner`, its server
@@ -12,7 +13,9 @@ use crate::store::Mirror;
 
 pub mod cluster;
 mod correlated;
+pub(in crate::session) mod fencing;
 mod follow;
+mod handover;
 mod lookup;
 mod mirror;
 pub(in crate::session) mod server_side;

@@ -121,7 +121,7 @@ impl Registry {
     async fn open_claimed(
         &self,
         redis: &RedisStore,
-        record: &Record,
+        (record, epoch): (&Record, u64),
         id: &str,
         principal: &Principal,
         credential: Credential,
@@ -136,7 +136,7 @@ impl Registry {
         if let Err(error) = &opened {
             warn!(session = %crate::redact::session(id), %error,
                   "a session claimed to take over cannot be opened here: given back");
-            if let Err(error) = redis.unclaim(&self.server, id, &record.owner).await {
+            if let Err(error) = redis.unclaim(&self.server, id, epoch, &record.owner).await {
                 warn!(%error, "a claimed session could not be given back");
             }
         }
@@ -147,7 +147,10 @@ impl Registry {
     /// it does not hold (this replica was restarted under the same name) is taken over now.
     pub async fn owned_or_reclaimed(&self, id: &str) -> Result<Option<Arc<Session>>, SessionError> {
         if let Some(session) = self.owned(id) {
-            return Ok(Some(session));
+            // Unless another replica took it over while this one's lease had lapsed.
+            if self.still_owned(&session).await {
+                return Ok(Some(session));
+            }
         }
         let Some(redis) = self.store.redis() else {
             return Ok(None);
@@ -199,7 +202,8 @@ impl Registry {
     }
 
     /// Becomes the owner of a session whose owner is gone: claims it (of several replicas, one
-    /// wins: `None` here when another did), binds a new upstream built with `credential` (the
+    /// wins: `None` here when another did, or the owner confirmed it still owns it; the claim
+    /// makes the session's owner epoch one more, which fences the old owner's writes), binds a new upstream built with `credential` (the
     /// `Authorization` of the request that brought the session here) and going on in the
     /// session its server keeps for it if it can, rebuilds the log from the shared one, brings
     /// the upstream to where the old one was (`restore`), and tells the client what may be lost
@@ -222,16 +226,13 @@ impl Registry {
         if let Some(session) = self.get(id, principal) {
             return Ok(Some(session)); // taken over meanwhile, here
         }
-        if !redis
-            .claim(&self.server, id, &record.owner)
-            .await
-            .map_err(|e| unavailable(&e))?
-        {
+        let claimed = redis.claim(&self.server, id, &record).await;
+        let Some(epoch) = claimed.map_err(|e| unavailable(&e))? else {
             return Ok(None);
-        }
+        };
         let credential = Credential::new(credential);
         let (upstream, binding) = self
-            .open_claimed(redis, &record, id, principal, credential.clone())
+            .open_claimed(redis, (&record, epoch), id, principal, credential.clone())
             .await?;
         let shape = match record.shape.as_str() {
             "single" => Shape::SingleStream,
@@ -247,7 +248,7 @@ impl Registry {
             self.settings.clone(),
             self.metrics.clone(),
             self.store
-                .mirror(&self.server, id, self.counted_for(principal)),
+                .mirror(&self.server, id, self.counted_for(principal), epoch),
             credential,
             self.sweeps.clone(),
         );
@@ -262,7 +263,7 @@ impl Registry {
         self.metrics.sessions_taken_over_total.inc();
         session
             .span()
-            .in_scope(|| info!(from = %record.owner, "session taken over"));
+            .in_scope(|| info!(from = %record.owner, epoch, "session taken over"));
         Ok(Some(session))
     }
 }

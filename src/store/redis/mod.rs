@@ -3,8 +3,12 @@
 //!
 //! - `ns:node:<node>`: a replica's internal base URL, expiring `owner_timeout` after its last
 //!   heartbeat;
-//! - `ns:<server>:session:<id>`: hash, the session record (owner, principal, shape, numbered,
-//!   version, init, next_stream, evicted, upstream), expiring after the idle TTL;
+//! - `ns:nodes`: set, the names of the replicas taking sessions (a leaving one hands its
+//!   sessions to them), each checked against its `ns:node:<node>`;
+//! - `ns:<server>:session:<id>`: hash, the session record (owner, epoch, confirmed, principal,
+//!   shape, numbered, version, init, next_stream, evicted, upstream), expiring after the idle
+//!   TTL. `epoch` is one more at every claim, in the script that changes `owner`, and every
+//!   write an owner makes to the session's keys is a script that first checks it (`fenced`);
 //! - `ns:<server>:subs:<id>`: set, the URIs the session is subscribed to, each added and
 //!   removed as it changes (never the whole set again);
 //! - `ns:<server>:log:<id>`: stream, the event log (entry id `<seq>-0`, fields `k` stream key,
@@ -21,11 +25,13 @@
 //!   used, expiring with it;
 //! - `ns:<server>:rate:<bucket>`: string, when a rate-limit bucket is full again.
 //!
-//! Here: connecting, health and the key names. `writer` writes the owners' ops, `replicas`
-//! keeps this replica's heartbeat and a session's owner, `reads` reads a session back,
+//! Here: connecting, health and the key names. `writer` writes the owners' ops (through the
+//! script of `fenced`), `replicas` keeps this replica's heartbeat and a session's owner,
+//! `lease` says when an owner must confirm it still owns a session, `reads` reads a session back,
 //! `follower` tails its log, `correlation` shares what 2026-07-28 requests need, `principals`
 //! counts each principal's sessions, `rate` takes from the shared rate buckets.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,7 +43,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 mod correlation;
+mod fenced;
 mod follower;
+mod lease;
 mod principals;
 mod rate;
 mod reads;
@@ -47,7 +55,7 @@ mod writer;
 
 pub use follower::LogFollower;
 
-use super::{Backlog, Mirror, Queued, StoreError, StoreResult};
+use super::{Backlog, Deposed, Fence, Mirror, Queued, StoreError, StoreResult};
 use crate::keys::Key;
 use crate::metrics::StoreMetrics;
 
@@ -108,6 +116,14 @@ pub struct RedisStore {
     leaving: CancellationToken,
     /// Cancelled once that key is deleted.
     left: CancellationToken,
+    /// Set once this replica hands its sessions over: it is no longer among those taking them.
+    handing_over: AtomicBool,
+    /// When this replica must confirm it still owns a session before acting on it.
+    lease: lease::Lease,
+    /// Where sessions refused a write for a stale epoch are told of, per served server.
+    deposals: std::sync::Mutex<HashMap<String, mpsc::UnboundedSender<Deposed>>>,
+    /// The SHA-1 of the fenced write script, which every write round trip loads first.
+    fenced_sha: String,
 }
 
 impl RedisStore {
@@ -161,6 +177,10 @@ impl RedisStore {
             metrics,
             leaving: CancellationToken::new(),
             left: CancellationToken::new(),
+            handing_over: AtomicBool::new(false),
+            lease: lease::Lease::new(lease_span(settings.heartbeat, settings.owner_timeout)),
+            deposals: Default::default(),
+            fenced_sha: fenced::sha(),
         });
         store
             .beat()
@@ -216,16 +236,50 @@ impl RedisStore {
     }
 
     /// The way an owned session's ops go to the writer; `counted_for`: the principal whose
-    /// sessions it counts in (`principals`).
-    pub fn mirror(&self, server: &str, session_id: &str, counted_for: Option<&str>) -> Mirror {
+    /// sessions it counts in (`principals`); `epoch`: the owner epoch every write is
+    /// conditional on.
+    pub fn mirror(
+        &self,
+        server: &str,
+        session_id: &str,
+        counted_for: Option<&str>,
+        epoch: u64,
+    ) -> Mirror {
         let counted_in = counted_for.map(|principal| self.principal_key(server, principal));
         Mirror::new(
             server,
             session_id,
             counted_in,
+            Fence::new(epoch, self.lease.term()),
             self.ops.clone(),
             self.backlog.clone(),
         )
+    }
+
+    /// Sessions of `server` whose writes were refused for a stale epoch (another replica took
+    /// each over), as the writer finds them. One receiver per server: a second call replaces
+    /// the first.
+    pub fn deposals(&self, server: &str) -> mpsc::UnboundedReceiver<Deposed> {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        self.deposals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(server.to_owned(), sender);
+        receiver
+    }
+
+    /// Tells `server`'s registry of a deposed session.
+    fn deposed(&self, server: &str, deposed: Deposed) {
+        let deposals = self.deposals.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(sender) = deposals.get(server) {
+            let _ = sender.send(deposed);
+        }
+    }
+
+    /// Whether this replica may act on a session it owns, held by `fence`, without confirming
+    /// first (`confirm`): its lease has held since the hold was last confirmed.
+    pub fn holds(&self, fence: &Fence) -> bool {
+        self.lease.holds(fence.confirmed_in())
     }
 
     /// What the owners queued and the writer has not written yet.
@@ -253,16 +307,30 @@ impl RedisStore {
         format!("{}:node:{node}", self.namespace)
     }
 
-    /// Deletes session `id`'s keys now (its owner ended it).
-    pub async fn forget(&self, server: &str, id: &str) -> StoreResult<()> {
+    pub(super) fn nodes_key(&self) -> String {
+        format!("{}:nodes", self.namespace)
+    }
+
+    /// Deletes session `id`'s keys now (its owner ended it), if `fence` is still current:
+    /// false when another replica owns the session now (nothing is deleted).
+    pub async fn forget(&self, server: &str, id: &str, fence: &Fence) -> StoreResult<bool> {
         let mut connection = self.timed();
-        redis::cmd("DEL")
-            .arg(self.session_key(server, id))
-            .arg(self.log_key(server, id))
-            .arg(self.inflight_key(server, id))
-            .arg(self.subs_key(server, id))
+        let mut writes = fenced::Commands::default();
+        for key in fenced::SessionKey::ALL {
+            writes.push("DEL", key, []);
+        }
+        let answers: Vec<i64> = self
+            .fenced_write(server, id, fence.epoch(), false, &writes)
             .query_async(&mut connection)
             .await
-            .map_err(StoreError::from)
+            .map_err(StoreError::from)?;
+        Ok(answers.first() != Some(&fenced::REFUSED))
     }
+}
+
+/// How long after a heartbeat was sent no other replica may take this one's sessions over: its
+/// key lives `owner_timeout`, but a replica that refuses connections is dead once it missed one
+/// and a half heartbeats.
+fn lease_span(heartbeat: Duration, owner_timeout: Duration) -> Duration {
+    (heartbeat + heartbeat / 2).min(owner_timeout)
 }

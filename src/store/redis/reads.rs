@@ -41,6 +41,8 @@ impl RedisStore {
                 .filter(|v| !v.is_empty())
                 .cloned(),
             lists: fields.get("lists").cloned(),
+            epoch: number("epoch"),
+            confirmed: number("confirmed"),
         }))
     }
 

@@ -1,4 +1,7 @@
-//! The writer: the owners' ops, in order, many per round trip to Redis.
+//! The writer: the owners' ops, in order, many per round trip to Redis. Each session's ops of a
+//! round trip go in one run of the fenced write script (`fenced`): written only while the owner
+//! still holds the session's epoch. A session whose write is refused was taken over: its
+//! registry is told (`RedisStore::deposals`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -6,9 +9,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
+use super::fenced::{arg, Commands, SessionKey, REFUSED};
 use super::RedisStore;
 use crate::event::Logged;
-use crate::store::{Op, Queued, Record};
+use crate::store::{Deposed, Fence, Op, Queued, Record};
 
 /// Ops written per round trip at most.
 const BATCH: usize = 1024;
@@ -23,34 +27,27 @@ impl RedisStore {
             self.gather(&mut queue, &mut batch).await;
             let count = batch.len();
             let oldest = batch[0].at;
-            let mut pipe = redis::pipe();
             let mut flushes = Vec::new();
-            let mut touched: HashMap<(Arc<str>, Arc<str>), Touched> = HashMap::new();
+            let mut writes = Writes::default();
             let mut undone = Undone::of(&batch);
             for queued in batch.drain(..) {
                 if undone.skips(&queued) {
                     continue;
                 }
-                let session = (queued.server.clone(), queued.session.clone());
-                let counted_in = queued.counted_in.as_deref();
                 match queued.op {
                     Op::Flush(done) => flushes.push(done),
-                    Op::End => {
-                        touched.remove(&session);
-                        ttls.forget(&session);
-                        self.encode(&mut pipe, &session, counted_in, Op::End);
-                    }
                     op => {
-                        if let Some(keys) = self.encode(&mut pipe, &session, counted_in, op) {
-                            let touched = touched.entry(session).or_default();
-                            touched.keys |= keys;
-                            touched.counted_in = queued.counted_in.clone();
+                        let session = writes.of(&queued.server, &queued.session, &queued.fence);
+                        if matches!(op, Op::End) {
+                            ttls.forget(&(queued.server.clone(), queued.session.clone()));
                         }
+                        session.counted_in = queued.counted_in.clone();
+                        self.encode(session, op);
                     }
                 }
             }
-            self.encode_ttls(&mut pipe, &mut ttls, &touched);
-            let written = self.write(&pipe, &mut ttls).await;
+            self.encode_ttls(&mut writes, &mut ttls);
+            let written = self.write(&writes, &mut ttls).await;
             for done in flushes {
                 let _ = done.send(written);
             }
@@ -61,47 +58,171 @@ impl RedisStore {
         }
     }
 
-    /// Sets the TTL of the keys of each session the batch touched that are due one (the set of
-    /// its principal's sessions with its record: it lives as long as the longest-lived).
-    fn encode_ttls(
-        &self,
-        pipe: &mut redis::Pipeline,
-        ttls: &mut Ttls,
-        touched: &HashMap<(Arc<str>, Arc<str>), Touched>,
-    ) {
+    /// Sets the TTL of the keys of each session the batch left active that are due one (the
+    /// set of its principal's sessions with its record: it lives as long as the longest-lived).
+    fn encode_ttls(&self, writes: &mut Writes, ttls: &mut Ttls) {
         let now = Instant::now();
-        for ((server, session), touched) in touched {
-            let keys = ttls.due(&(server.clone(), session.clone()), touched.keys, now);
-            let counted_in = touched.counted_in.as_deref().map(str::to_owned);
-            for (key, name) in [
-                (Keys::RECORD, Some(self.session_key(server, session))),
-                (Keys::LOG, Some(self.log_key(server, session))),
-                (Keys::INFLIGHT, Some(self.inflight_key(server, session))),
-                (Keys::SUBS, Some(self.subs_key(server, session))),
-                (Keys::RECORD, counted_in),
+        for session in &mut writes.sessions {
+            let Some(created) = session.active else {
+                continue;
+            };
+            let due = ttls.due(
+                &(session.server.clone(), session.session.clone()),
+                created,
+                now,
+            );
+            for (keys, key) in [
+                (Keys::RECORD, SessionKey::Record),
+                (Keys::LOG, SessionKey::Log),
+                (Keys::INFLIGHT, SessionKey::Inflight),
+                (Keys::SUBS, SessionKey::Subs),
             ] {
-                if let (true, Some(name)) = (keys.contains(key), name) {
-                    pipe.cmd("PEXPIRE").arg(name).arg(ttls.millis).ignore();
+                if due.contains(keys) {
+                    session.commands.push("PEXPIRE", key, [arg(ttls.millis)]);
                 }
             }
+            session.expire_counted_in = due.contains(Keys::RECORD);
         }
     }
 
-    /// One round trip for the batch; whether it was written.
-    async fn write(&self, pipe: &redis::Pipeline, ttls: &mut Ttls) -> bool {
-        let mut connection = self.timed();
-        match pipe.cmd_iter().next().is_none() {
-            true => true, // only flushes: everything before them is written already
-            false => match pipe.query_async::<()>(&mut connection).await {
-                Ok(()) => true,
-                Err(error) => {
-                    self.failed("write", &error);
-                    ttls.clear(); // whatever TTL this batch set may not be set
-                    false
-                }
-            },
+    /// One round trip for the batch: the script run of each session, then what it does to
+    /// the sets of principals' sessions; whether Redis answered. A session whose write was
+    /// refused is reported deposed; an ended one leaves its principal's set after.
+    async fn write(&self, writes: &Writes, ttls: &mut Ttls) -> bool {
+        let scripted: Vec<&SessionWrites> = writes
+            .sessions
+            .iter()
+            .filter(|session| !session.commands.is_empty())
+            .collect();
+        if scripted.is_empty() {
+            return true; // only flushes: everything before them is written already
         }
+        let mut pipe = redis::pipe();
+        self.load_fenced(&mut pipe);
+        for session in &scripted {
+            self.add_fenced(
+                &mut pipe,
+                (&session.server, &session.session),
+                session.fence.epoch(),
+                session.whole_record,
+                &session.commands,
+            );
+        }
+        for session in &scripted {
+            let Some(sessions) = &session.counted_in else {
+                continue;
+            };
+            if session.counts {
+                // Counted from now on by its record (written first), for as long as it lives.
+                let id = session.session.as_ref();
+                pipe.cmd("ZADD")
+                    .arg(sessions.as_ref())
+                    .arg(0)
+                    .arg(id)
+                    .ignore();
+            }
+            if session.expire_counted_in {
+                pipe.cmd("PEXPIRE")
+                    .arg(sessions.as_ref())
+                    .arg(ttls.millis)
+                    .ignore();
+            }
+        }
+        let mut connection = self.timed();
+        let answers: Vec<i64> = match pipe.query_async(&mut connection).await {
+            Ok(answers) => answers,
+            Err(error) => {
+                self.failed("write", &error);
+                ttls.clear(); // whatever TTL this batch set may not be set
+                return false;
+            }
+        };
+        let mut uncounted = redis::pipe();
+        for (session, answer) in scripted.iter().zip(answers) {
+            if answer == REFUSED {
+                if session.fence.retire() {
+                    let deposed = Deposed {
+                        session: session.session.clone(),
+                        fence: session.fence.clone(),
+                    };
+                    self.deposed(&session.server, deposed);
+                }
+                continue;
+            }
+            if let (true, Some(sessions)) = (session.ended, &session.counted_in) {
+                let id = session.session.as_ref();
+                uncounted
+                    .cmd("ZREM")
+                    .arg(sessions.as_ref())
+                    .arg(id)
+                    .ignore();
+            }
+        }
+        if uncounted.cmd_iter().next().is_some() {
+            if let Err(error) = uncounted.query_async::<()>(&mut connection).await {
+                self.failed("write", &error);
+            }
+        }
+        true
     }
+}
+
+/// A batch's writes, per session (and per hold: a session deposed and taken over anew here
+/// within one batch is two), in the order the sessions first come.
+#[derive(Default)]
+struct Writes {
+    sessions: Vec<SessionWrites>,
+    index: HashMap<(Arc<str>, Arc<str>, usize), usize>,
+}
+
+impl Writes {
+    fn of(
+        &mut self,
+        server: &Arc<str>,
+        session: &Arc<str>,
+        fence: &Arc<Fence>,
+    ) -> &mut SessionWrites {
+        let key = (server.clone(), session.clone(), Arc::as_ptr(fence) as usize);
+        let at = *self.index.entry(key).or_insert_with(|| {
+            self.sessions.push(SessionWrites {
+                server: server.clone(),
+                session: session.clone(),
+                fence: fence.clone(),
+                counted_in: None,
+                commands: Commands::default(),
+                whole_record: false,
+                active: None,
+                ended: false,
+                counts: false,
+                expire_counted_in: false,
+            });
+            self.sessions.len() - 1
+        });
+        &mut self.sessions[at]
+    }
+}
+
+/// What a batch writes of one session: the commands of its script run, and what the set of its
+/// principal's sessions gets after it.
+struct SessionWrites {
+    server: Arc<str>,
+    session: Arc<str>,
+    fence: Arc<Fence>,
+    /// The key of the set of its principal's sessions it counts in, if any.
+    counted_in: Option<Arc<str>>,
+    commands: Commands,
+    /// Its record is written whole: a missing record is written (a new session, or one Redis
+    /// lost), not left missing.
+    whole_record: bool,
+    /// `Some` while it is active (its keys live on), with the keys a command may have created,
+    /// whose TTL is set in the same round trip.
+    active: Option<Keys>,
+    /// It ended: it leaves its principal's set once its keys are deleted.
+    ended: bool,
+    /// Its record was written: it counts in its principal's set.
+    counts: bool,
+    /// The set of its principal's sessions gets its TTL again.
+    expire_counted_in: bool,
 }
 
 impl RedisStore {
@@ -123,14 +244,6 @@ impl RedisStore {
             }
         }
     }
-}
-
-/// What a batch did to a session: the keys whose TTL it may need, and the set of its
-/// principal's sessions it counts in.
-#[derive(Default)]
-struct Touched {
-    keys: Keys,
-    counted_in: Option<Arc<str>>,
 }
 
 /// A session's keys, as a set: those whose TTL a round trip sets.
@@ -267,108 +380,94 @@ impl Undone {
 }
 
 impl RedisStore {
-    /// Adds `op` of `session` (server, id) to `pipe`; `counted_in`: the set of its principal's
-    /// sessions, if it counts in one. `Some`: the session is active, its keys live on, and
-    /// those named may have been created by the op (the writer sets their TTL).
-    fn encode(
-        &self,
-        pipe: &mut redis::Pipeline,
-        (server, session): &(Arc<str>, Arc<str>),
-        counted_in: Option<&str>,
-        op: Op,
-    ) -> Option<Keys> {
-        let (server, session) = (server.as_ref(), session.as_ref());
-        let record = self.session_key(server, session);
-        let log = self.log_key(server, session);
-        let inflight = self.inflight_key(server, session);
-        let subs = self.subs_key(server, session);
-        match op {
-            Op::Create(r) => {
-                self.encode_record(pipe, &record, &subs, &r);
-                if let Some(sessions) = counted_in {
-                    // Counted from now on by its record (written first), for as long as it lives.
-                    pipe.cmd("ZADD").arg(sessions).arg(0).arg(session).ignore();
-                }
+    /// Adds `op` to what the batch writes of `session`.
+    fn encode(&self, session: &mut SessionWrites, op: Op) {
+        let commands = &mut session.commands;
+        let created = match op {
+            Op::Create(record) => {
+                self.encode_record(commands, &record, session.fence.epoch());
+                session.whole_record = true;
+                session.counts = true;
                 Some(Keys::ALL)
             }
             Op::Append(logged) => {
-                encode_append(pipe, &log, &logged);
+                encode_append(commands, &logged);
                 Some(Keys::LOG)
             }
             Op::Remove { seq } => {
-                pipe.cmd("XDEL").arg(&log).arg(format!("{seq}-0")).ignore();
+                commands.push("XDEL", SessionKey::Log, [arg(format!("{seq}-0"))]);
                 None
             }
             Op::Evicted { through } => {
-                encode_eviction(pipe, &log, &record, through);
+                encode_eviction(commands, through);
                 None
             }
             Op::Field { name, value } => {
-                pipe.cmd("HSET").arg(&record).arg(name).arg(value).ignore();
+                commands.push("HSET", SessionKey::Record, [arg(name), arg(value)]);
                 Some(Keys::NONE)
             }
             Op::Inflight { stream, client_id } => {
-                pipe.cmd("HSET")
-                    .arg(&inflight)
-                    .arg(stream)
-                    .arg(client_id)
-                    .ignore();
+                commands.push("HSET", SessionKey::Inflight, [arg(stream), arg(client_id)]);
                 Some(Keys::INFLIGHT)
             }
             Op::Answered { stream } => {
-                pipe.cmd("HDEL").arg(&inflight).arg(stream).ignore();
+                commands.push("HDEL", SessionKey::Inflight, [arg(stream)]);
                 None
             }
             Op::Subscribed { uri } => {
-                pipe.cmd("SADD").arg(&subs).arg(uri).ignore();
+                commands.push("SADD", SessionKey::Subs, [arg(uri)]);
                 Some(Keys::SUBS)
             }
             Op::Unsubscribed { uri } => {
-                pipe.cmd("SREM").arg(&subs).arg(uri).ignore();
+                commands.push("SREM", SessionKey::Subs, [arg(uri)]);
                 None
             }
             Op::Touch => Some(Keys::NONE),
             Op::End => {
-                pipe.cmd("DEL")
-                    .arg(&record)
-                    .arg(&log)
-                    .arg(&inflight)
-                    .arg(&subs)
-                    .ignore();
-                if let Some(sessions) = counted_in {
-                    pipe.cmd("ZREM").arg(sessions).arg(session).ignore();
+                for key in SessionKey::ALL {
+                    commands.push("DEL", key, []);
                 }
-                None
+                session.ended = true;
+                session.active = None;
+                return;
             }
             Op::Flush(_) => None, // answered by the writer
+        };
+        // `Some`: the session is active, its keys live on, and those named may have been
+        // created by the op (their TTL is set in the same round trip).
+        if let Some(keys) = created {
+            let active = session.active.get_or_insert(Keys::NONE);
+            *active |= keys;
+            session.ended = false;
         }
     }
 
-    /// A session record: every field it has, the owner this replica unless it names one; its
-    /// subscriptions, when it names them, replace the set (and a `subs` field an earlier
-    /// version of the proxy wrote in the record).
-    fn encode_record(&self, pipe: &mut redis::Pipeline, record: &str, subs: &str, r: &Record) {
+    /// A session record: every field it has, the owner this replica unless it names one, the
+    /// epoch this replica holds; its subscriptions, when it names them, replace the set (and a
+    /// `subs` field an earlier version of the proxy wrote in the record).
+    fn encode_record(&self, commands: &mut Commands, r: &Record, epoch: u64) {
         let owner = match r.owner.as_str() {
             "" => self.node_id.as_str(),
             owner => owner,
         };
-        pipe.cmd("HSET")
-            .arg(record)
-            .arg("owner")
-            .arg(owner)
-            .arg("principal")
-            .arg(&r.principal)
-            .arg("shape")
-            .arg(&r.shape)
-            .arg("numbered")
-            .arg(u8::from(r.numbered))
-            .arg("next_stream")
-            .arg(r.next_stream)
-            .arg("evicted")
-            .arg(r.evicted)
-            .arg("upstream_ids")
-            .arg(r.upstream_ids)
-            .ignore();
+        let mut fields = vec![
+            arg("owner"),
+            arg(owner),
+            arg("epoch"),
+            arg(epoch),
+            arg("principal"),
+            arg(&r.principal),
+            arg("shape"),
+            arg(&r.shape),
+            arg("numbered"),
+            arg(u8::from(r.numbered)),
+            arg("next_stream"),
+            arg(r.next_stream),
+            arg("evicted"),
+            arg(r.evicted),
+            arg("upstream_ids"),
+            arg(r.upstream_ids),
+        ];
         for (name, value) in [
             ("version", &r.version),
             ("init", &r.init),
@@ -376,56 +475,51 @@ impl RedisStore {
             ("lists", &r.lists),
         ] {
             if let Some(value) = value {
-                pipe.cmd("HSET").arg(record).arg(name).arg(value).ignore();
+                fields.extend([arg(name), arg(value)]);
             }
         }
         // Always: a record written again (a takeover) says whether the server keeps a session.
-        pipe.cmd("HSET")
-            .arg(record)
-            .arg("upstream_session")
-            .arg(r.upstream_session.as_deref().unwrap_or_default())
-            .ignore();
+        fields.extend([
+            arg("upstream_session"),
+            arg(r.upstream_session.as_deref().unwrap_or_default()),
+        ]);
+        commands.push("HSET", SessionKey::Record, fields);
         if let Some(uris) = &r.subs {
             let uris: Vec<String> = serde_json::from_str(uris).unwrap_or_default();
-            pipe.cmd("HDEL").arg(record).arg("subs").ignore();
-            pipe.cmd("DEL").arg(subs).ignore();
+            commands.push("HDEL", SessionKey::Record, [arg("subs")]);
+            commands.push("DEL", SessionKey::Subs, []);
             if !uris.is_empty() {
-                pipe.cmd("SADD").arg(subs).arg(uris).ignore();
+                commands.push("SADD", SessionKey::Subs, uris.into_iter().map(arg));
             }
         }
     }
 }
 
 /// A logged message, as entry `<seq>-0` of the session's stream.
-fn encode_append(pipe: &mut redis::Pipeline, log: &str, logged: &Logged) {
-    let add = pipe
-        .cmd("XADD")
-        .arg(log)
-        .arg(format!("{}-0", logged.seq))
-        .arg("k")
-        .arg(logged.stream.to_string())
-        .arg("t")
-        .arg(u8::from(logged.terminal))
-        .arg("p")
-        .arg(logged.payload.as_ref());
+fn encode_append(commands: &mut Commands, logged: &Logged) {
+    let mut args = vec![
+        arg(format!("{}-0", logged.seq)),
+        arg("k"),
+        arg(logged.stream.to_string()),
+        arg("t"),
+        arg(u8::from(logged.terminal)),
+        arg("p"),
+        logged.payload.to_vec(),
+    ];
     if let Some(key) = &logged.coalesce {
-        add.arg("c").arg(key);
+        args.extend([arg("c"), arg(key)]);
     }
-    add.ignore();
+    commands.push("XADD", SessionKey::Log, args);
 }
 
 /// The log trimmed of what the window evicted, through `through`, and the record told so.
-fn encode_eviction(pipe: &mut redis::Pipeline, log: &str, record: &str, through: u64) {
-    pipe.cmd("XTRIM")
-        .arg(log)
-        .arg("MINID")
-        .arg(format!("{}-0", through + 1))
-        .ignore();
-    pipe.cmd("HSET")
-        .arg(record)
-        .arg("evicted")
-        .arg(through)
-        .ignore();
+fn encode_eviction(commands: &mut Commands, through: u64) {
+    commands.push(
+        "XTRIM",
+        SessionKey::Log,
+        [arg("MINID"), arg(format!("{}-0", through + 1))],
+    );
+    commands.push("HSET", SessionKey::Record, [arg("evicted"), arg(through)]);
 }
 
 #[cfg(test)]
@@ -439,6 +533,7 @@ mod tests {
             server: "default".into(),
             session: session.into(),
             counted_in: None,
+            fence: Fence::new(crate::store::FIRST_EPOCH, 0),
             op,
             at: std::time::Instant::now(),
         }
