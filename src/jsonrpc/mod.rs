@@ -107,6 +107,9 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
 impl Message {
     /// Parses one message. A JSON array (a 2025-03-26 batch) is refused as not JSON-RPC, and
     /// so is a message with a duplicated member name at any depth (`ParseError::Duplicate`).
+    /// One whose names cannot all be checked (nesting deeper than 128, a number beyond a
+    /// double, a lone surrogate escape, bytes that are not UTF-8, in a part the proxy would
+    /// otherwise skip unread) is refused as malformed (`ParseError::Json`).
     pub fn parse(bytes: Bytes) -> Result<Message, ParseError> {
         Message::parse_checking(bytes, true, true)
     }
@@ -131,16 +134,17 @@ impl Message {
         version_required: bool,
         unique_members: bool,
     ) -> Result<Message, ParseError> {
-        if let Some(member) = unique_members
-            .then(|| unique::first_duplicate(&bytes))
-            .flatten()
-        {
-            let id = serde_json::from_slice::<IdOnly>(&bytes)
-                .ok()
-                .and_then(|read| read.id)
-                .filter(|id| id.is_string() || id.is_number());
-            return Err(ParseError::Duplicate { member, id });
-        }
+        let unread = match unique_members.then(|| unique::first_duplicate(&bytes)) {
+            Some(Ok(Some(member))) => {
+                let id = serde_json::from_slice::<IdOnly>(&bytes)
+                    .ok()
+                    .and_then(|read| read.id)
+                    .filter(|id| id.is_string() || id.is_number());
+                return Err(ParseError::Duplicate { member, id });
+            }
+            Some(Err(unread)) => Some(unread),
+            Some(Ok(None)) | None => None,
+        };
         let wire: Wire = serde_json::from_slice(&bytes).map_err(|e| match e.classify() {
             serde_json::error::Category::Data => ParseError::NotJsonRpc(
                 if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
@@ -151,6 +155,11 @@ impl Message {
             ),
             _ => ParseError::Json(e.to_string()),
         })?;
+        if let Some(unread) = unread {
+            // The message parses only because what it does not read is skipped unread: a
+            // duplicated name there (or after) went unchecked, and a server may read it.
+            return Err(ParseError::Json(unread.to_string()));
+        }
         if wire.jsonrpc.as_deref() != Some("2.0") && (version_required || wire.jsonrpc.is_some()) {
             return Err(ParseError::NotJsonRpc("\"jsonrpc\" must be \"2.0\"".into()));
         }
@@ -409,6 +418,44 @@ fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the `duplicates` fuzz target (inputs in fuzz/regressions/duplicates/): a
+    /// duplicate placed after what the walk over names could not read went unchecked, while
+    /// the message itself parsed (its params skipped as raw JSON, unknown members ignored).
+    #[test]
+    fn a_duplicate_behind_what_cannot_be_read_is_refused() {
+        let hidden = r#""name":"echo","arguments":{"text":"a","text":"b"}"#;
+        let deep = format!("{}{}", "[".repeat(129), "]".repeat(129));
+        let cases = [
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"big":1e400,{hidden}}}}}"#).into_bytes(),
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"deep":{deep},{hidden}}}}}"#).into_bytes(),
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"odd":"\ud800",{hidden}}}}}"#).into_bytes(),
+            [
+                &br#"{"jsonrpc":"2.0","id":1,"x":""#[..],
+                &[0xff],
+                format!(r#"","method":"tools/call","params":{{{hidden}}}}}"#).as_bytes(),
+            ]
+            .concat(),
+        ];
+        for case in cases {
+            let text = String::from_utf8_lossy(&case).into_owned();
+            for parse in [Message::parse, Message::parse_without_version] {
+                let refused = parse(Bytes::from(case.clone())).expect_err(&text);
+                assert_eq!(refused.code(), PARSE_ERROR, "{text}: {refused}");
+            }
+            // What a server's own check reads is not searched (documented), and takes them.
+            assert!(
+                Message::parse_from_server(Bytes::from(case)).is_ok(),
+                "{text}"
+            );
+        }
+        // Deep or large, but within what every name can be checked in: taken.
+        let nested = format!("{}{}", "[".repeat(100), "]".repeat(100));
+        let fine = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","deep":{nested},"n":1e300}}}}"#
+        );
+        assert!(Message::parse(Bytes::from(fine)).is_ok());
+    }
 
     fn parse(s: &str) -> Result<Message, ParseError> {
         Message::parse(Bytes::from(s.to_owned()))
