@@ -14,7 +14,7 @@ case "$seconds" in
 esac
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root" || exit 2
-targets=(jsonrpc sse_decoder stdio_lines config)
+targets=(jsonrpc sse_decoder stdio_lines config jwt jwk hop_headers request_state data_layer_cookie glob mirrored duplicates)
 
 if ! cargo +nightly fuzz --version > /dev/null 2>&1; then
     echo "fuzz: needs a nightly toolchain and cargo-fuzz (cargo install cargo-fuzz --locked)" >&2
@@ -45,9 +45,9 @@ for target in "${targets[@]}"; do
     rate="$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)"
     cov="$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1)"
     if [ "$status" -eq 0 ]; then
-        printf 'fuzz %-12s ok     %10s executions  %7s exec/s  %s\n' "$target" "${runs:-?}" "${rate:-?}" "$cov"
+        printf 'fuzz %-18s ok     %10s executions  %7s exec/s  %s\n' "$target" "${runs:-?}" "${rate:-?}" "$cov"
     else
-        printf 'fuzz %-12s FAILED (exit %s) after %s executions\n' "$target" "$status" "${runs:-?}"
+        printf 'fuzz %-18s FAILED (exit %s) after %s executions\n' "$target" "$status" "${runs:-?}"
         grep -E -A12 "panicked at|ERROR: (libFuzzer|AddressSanitizer)" "$log" | head -30
         grep -E "Test unit written to|failed to build" "$log"
         failed+=("$target")

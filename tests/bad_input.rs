@@ -841,3 +841,60 @@ async fn an_oversized_server_line_fails_that_request_and_the_session_goes_on() {
     );
     bystander_unharmed(proxy, bystander).await;
 }
+
+/// A duplicated member name placed after something the proxy's reading of names cannot take (a
+/// number beyond a double, nesting deeper than 128, a lone surrogate escape, bytes that are not
+/// UTF-8 in a member the proxy skips) is still refused: a server that reads those would read
+/// one of the two values, unchecked. The message is refused whole as one the proxy cannot read.
+#[tokio::test]
+async fn a_duplicate_behind_what_the_proxy_cannot_read_is_refused_too() {
+    let (proxy, bystander) = with_bystander(|_| {}).await;
+    let hidden = r#""name":"echo","arguments":{"text":"checked","text":"served"}"#;
+    let deep = format!("{}{}", "[".repeat(129), "]".repeat(129));
+    let cases: [(&str, Vec<u8>); 4] = [
+        (
+            "a number beyond a double",
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"big":1e400,{hidden}}}}}"#).into_bytes(),
+        ),
+        (
+            "nesting deeper than 128",
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"deep":{deep},{hidden}}}}}"#).into_bytes(),
+        ),
+        (
+            "a lone surrogate",
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"odd":"\ud800",{hidden}}}}}"#).into_bytes(),
+        ),
+        (
+            "bytes that are not UTF-8 in a skipped member",
+            [
+                &br#"{"jsonrpc":"2.0","id":1,"x":""#[..],
+                &[0xff, 0xfe],
+                format!(r#"","method":"tools/call","params":{{{hidden}}}}}"#).as_bytes(),
+            ]
+            .concat(),
+        ),
+    ];
+    let mut forwarded = Vec::new();
+    for (what, body) in cases {
+        let mut headers = vec![
+            ("content-type", "application/json"),
+            ("accept", JSON_AND_SSE),
+        ];
+        if let Some(session) = &bystander.session {
+            headers.push(("mcp-session-id", session.as_str()));
+        }
+        let reply = bystander
+            .send(Method::POST, &headers, Some(Bytes::from(body)))
+            .await;
+        if reply.status != StatusCode::BAD_REQUEST {
+            // Taken: its answer (if the server gives one) is not waited for.
+            forwarded.push((what, reply.status));
+            continue;
+        }
+        let reply = reply.json().await;
+        assert_eq!(code(&reply), -32700, "{what}: {reply}");
+        assert!(reply.get("result").is_none(), "{what}: served: {reply}");
+    }
+    assert!(forwarded.is_empty(), "taken and forwarded: {forwarded:?}");
+    bystander_unharmed(proxy, bystander).await;
+}

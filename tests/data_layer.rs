@@ -797,3 +797,37 @@ async fn an_idle_messages_listen_carries_keep_alives_at_the_configured_interval(
     // Three at 50 ms come at once; at a fixed 15 s they would take 45 s.
     common::keep_alives(&mut listening, 3).await;
 }
+
+/// A legacy client's cookie is the same cookie however its key is spelled in JSON: with an
+/// escaped `/` (or any escape) it still names its session (and a foreign one is still refused),
+/// and the server never sees it.
+#[tokio::test]
+async fn a_cookie_whose_key_is_written_with_escapes_names_its_session_all_the_same() {
+    let proxy = Proxy::start().await;
+    let mut client = proxy.client();
+    client.initialize("2025-11-25").await;
+    let a = cookie(&client.request("sessions/create", json!({})).await);
+    assert_eq!(count(&mut client, &a).await, "1");
+    let escaped = |id: u64, cookie: &Value| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"counter","_meta":{{"io.modelcontextprotocol\/session":{cookie}}}}}}}"#
+        )
+    };
+    let reply = client.post_text(&escaped(90, &a)).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let answer = reply.response().await;
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "2",
+        "counted in the named session, not the transport session: {answer}"
+    );
+    let unknown = json!({ "sessionId": "sess-nobody" });
+    let reply = client.post_text(&escaped(91, &unknown)).await;
+    let answer = reply.response().await;
+    assert_eq!(answer["error"]["code"], -32043, "{answer}");
+    assert_eq!(
+        client.call_tool("counter", json!({})).await,
+        "1",
+        "the transport session's own counter was never touched"
+    );
+    proxy.stop().await;
+}

@@ -107,6 +107,9 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
 impl Message {
     /// Parses one message. A JSON array (a 2025-03-26 batch) is refused as not JSON-RPC, and
     /// so is a message with a duplicated member name at any depth (`ParseError::Duplicate`).
+    /// One whose names cannot all be checked (nesting deeper than 128, a number beyond a
+    /// double, a lone surrogate escape, bytes that are not UTF-8, in a part the proxy would
+    /// otherwise skip unread) is refused as malformed (`ParseError::Json`).
     pub fn parse(bytes: Bytes) -> Result<Message, ParseError> {
         Message::parse_checking(bytes, true, true)
     }
@@ -131,16 +134,17 @@ impl Message {
         version_required: bool,
         unique_members: bool,
     ) -> Result<Message, ParseError> {
-        if let Some(member) = unique_members
-            .then(|| unique::first_duplicate(&bytes))
-            .flatten()
-        {
-            let id = serde_json::from_slice::<IdOnly>(&bytes)
-                .ok()
-                .and_then(|read| read.id)
-                .filter(|id| id.is_string() || id.is_number());
-            return Err(ParseError::Duplicate { member, id });
-        }
+        let unread = match unique_members.then(|| unique::first_duplicate(&bytes)) {
+            Some(Ok(Some(member))) => {
+                let id = serde_json::from_slice::<IdOnly>(&bytes)
+                    .ok()
+                    .and_then(|read| read.id)
+                    .filter(|id| id.is_string() || id.is_number());
+                return Err(ParseError::Duplicate { member, id });
+            }
+            Some(Err(unread)) => Some(unread),
+            Some(Ok(None)) | None => None,
+        };
         let wire: Wire = serde_json::from_slice(&bytes).map_err(|e| match e.classify() {
             serde_json::error::Category::Data => ParseError::NotJsonRpc(
                 if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
@@ -151,6 +155,11 @@ impl Message {
             ),
             _ => ParseError::Json(e.to_string()),
         })?;
+        if let Some(unread) = unread {
+            // The message parses only because what it does not read is skipped unread: a
+            // duplicated name there (or after) went unchecked, and a server may read it.
+            return Err(ParseError::Json(unread.to_string()));
+        }
         if wire.jsonrpc.as_deref() != Some("2.0") && (version_required || wire.jsonrpc.is_some()) {
             return Err(ParseError::NotJsonRpc("\"jsonrpc\" must be \"2.0\"".into()));
         }

@@ -2,6 +2,44 @@
 
 use super::*;
 
+/// Found by the `duplicates` fuzz target (inputs in fuzz/regressions/duplicates/): a
+/// duplicate placed after what the walk over names could not read went unchecked, while
+/// the message itself parsed (its params skipped as raw JSON, unknown members ignored).
+#[test]
+fn a_duplicate_behind_what_cannot_be_read_is_refused() {
+    let hidden = r#""name":"echo","arguments":{"text":"a","text":"b"}"#;
+    let deep = format!("{}{}", "[".repeat(129), "]".repeat(129));
+    let cases = [
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"big":1e400,{hidden}}}}}"#).into_bytes(),
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"deep":{deep},{hidden}}}}}"#).into_bytes(),
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"odd":"\ud800",{hidden}}}}}"#).into_bytes(),
+        [
+            &br#"{"jsonrpc":"2.0","id":1,"x":""#[..],
+            &[0xff],
+            format!(r#"","method":"tools/call","params":{{{hidden}}}}}"#).as_bytes(),
+        ]
+        .concat(),
+    ];
+    for case in cases {
+        let text = String::from_utf8_lossy(&case).into_owned();
+        for parse in [Message::parse, Message::parse_without_version] {
+            let refused = parse(Bytes::from(case.clone())).expect_err(&text);
+            assert_eq!(refused.code(), PARSE_ERROR, "{text}: {refused}");
+        }
+        // What a server's own check reads is not searched (documented), and takes them.
+        assert!(
+            Message::parse_from_server(Bytes::from(case)).is_ok(),
+            "{text}"
+        );
+    }
+    // Deep or large, but within what every name can be checked in: taken.
+    let nested = format!("{}{}", "[".repeat(100), "]".repeat(100));
+    let fine = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","deep":{nested},"n":1e300}}}}"#
+    );
+    assert!(Message::parse(Bytes::from(fine)).is_ok());
+}
+
 fn parse(s: &str) -> Result<Message, ParseError> {
     Message::parse(Bytes::from(s.to_owned()))
 }

@@ -10,18 +10,25 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
-/// Where the first duplicated member name is: `params.arguments.x`, `id`, `params.items[2].uri`.
-pub fn first_duplicate(bytes: &[u8]) -> Option<String> {
+/// Where the first duplicated member name is (`params.arguments.x`, `id`,
+/// `params.items[2].uri`), or `None` when every name is unique. `Err` when the walk could not
+/// read the value whole: malformed JSON, or JSON it cannot take (nesting deeper than
+/// serde_json's limit, a number beyond a double, a lone surrogate, bytes that are not UTF-8),
+/// where names after that point went unchecked.
+pub fn first_duplicate(bytes: &[u8]) -> Result<Option<String>, serde_json::Error> {
     let mut found = None;
     let mut path = Vec::new();
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    // Malformed JSON is not this check's to report: the message's parse says what is wrong.
-    let _ = Walk {
+    let walked = Walk {
         path: &mut path,
         found: &mut found,
     }
     .deserialize(&mut deserializer);
-    found
+    match (found, walked) {
+        (Some(member), _) => Ok(Some(member)),
+        (None, Err(unread)) => Err(unread),
+        (None, Ok(())) => Ok(None),
+    }
 }
 
 /// One step of the path to a value.
@@ -193,15 +200,43 @@ mod tests {
             ("{not json", None),
         ];
         for (text, path) in cases {
-            assert_eq!(first_duplicate(text.as_bytes()).as_deref(), path, "{text}");
+            let found = first_duplicate(text.as_bytes()).unwrap_or_default();
+            assert_eq!(found.as_deref(), path, "{text}");
         }
+    }
+
+    /// What the walk cannot read it says it could not: the names after it went unchecked.
+    #[test]
+    fn what_cannot_be_walked_whole_is_an_error_not_a_pass() {
+        let after = r#""k":1,"k":2}"#;
+        let deep = format!("{}{}", "[".repeat(129), "]".repeat(129));
+        for unread in [
+            format!(r#"{{"big":1e400,{after}"#).into_bytes(),
+            format!(r#"{{"deep":{deep},{after}"#).into_bytes(),
+            format!(r#"{{"odd":"\ud800",{after}"#).into_bytes(),
+            [
+                &b"{\"x\":\""[..],
+                &[0xff],
+                format!(r#"",{after}"#).as_bytes(),
+            ]
+            .concat(),
+            b"{not json".to_vec(),
+        ] {
+            let text = String::from_utf8_lossy(&unread).into_owned();
+            assert!(first_duplicate(&unread).is_err(), "{text}");
+        }
+        let fine = format!(
+            r#"{{"deep":{},"n":1e300}}"#,
+            "[".repeat(100) + &"]".repeat(100)
+        );
+        assert_eq!(first_duplicate(fine.as_bytes()).unwrap(), None);
     }
 
     #[test]
     fn escapes_do_not_hide_a_duplicate() {
         let text = r#"{"params":{"uri":"a","\u0075ri":"b"}}"#;
         assert_eq!(
-            first_duplicate(text.as_bytes()).as_deref(),
+            first_duplicate(text.as_bytes()).unwrap().as_deref(),
             Some("params.uri")
         );
     }
@@ -210,12 +245,12 @@ mod tests {
     fn maps_with_many_members_are_checked_as_well() {
         let members: Vec<String> = (0..40).map(|n| format!("\"m{n}\":{n}")).collect();
         let unique = format!("{{{}}}", members.join(","));
-        assert_eq!(first_duplicate(unique.as_bytes()), None);
+        assert_eq!(first_duplicate(unique.as_bytes()).unwrap(), None);
         for repeated in [3, 20, 39] {
             let text = format!("{{{},\"m{repeated}\":0}}", members.join(","));
             let expected = format!("m{repeated}");
             assert_eq!(
-                first_duplicate(text.as_bytes()).as_deref(),
+                first_duplicate(text.as_bytes()).unwrap().as_deref(),
                 Some(&*expected)
             );
         }

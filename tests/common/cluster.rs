@@ -103,7 +103,7 @@ impl Redis {
     /// Kills the server (its data is gone: it keeps none on disk).
     pub async fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            child.kill().await.unwrap();
+            within("redis-server to exit", child.kill()).await.unwrap();
         }
     }
 
@@ -113,12 +113,15 @@ impl Redis {
         self.run().await;
     }
 
+    /// A connection of the test's own (bounded: a server that never answers fails the test).
     pub async fn connection(&self) -> redis::aio::MultiplexedConnection {
-        redis::Client::open(self.url())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap()
+        let client = redis::Client::open(self.url()).unwrap();
+        within(
+            "a connection to redis-server",
+            client.get_multiplexed_async_connection(),
+        )
+        .await
+        .unwrap()
     }
 }
 
@@ -190,7 +193,9 @@ impl Replica {
 
     /// `kill -9`: no goodbye to Redis, no cleanup.
     pub async fn kill(&mut self) {
-        self.child.kill().await.unwrap();
+        within("the replica to die", self.child.kill())
+            .await
+            .unwrap();
     }
 
     /// Starts it again with the same options on the same address (after `kill`).

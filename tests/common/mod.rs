@@ -1,5 +1,6 @@
 //! Test harness: a proxy listening on 127.0.0.1:0 in front of the real demo server binary, and
-//! a small HTTP client that speaks Streamable HTTP over real sockets.
+//! a small HTTP client that speaks Streamable HTTP over real sockets. Every helper that waits on
+//! the proxy or a peer is bounded ([`within`]): a proxy that never answers fails the test.
 
 #![allow(dead_code)]
 
@@ -55,7 +56,9 @@ impl Proxy {
         // No balancer to wait for; a test that drains says how long.
         config.drain_delay = Duration::ZERO;
         adjust(&mut config);
-        let running = server::start(&config).await.expect("the proxy starts");
+        let running = within("the proxy to start", server::start(&config))
+            .await
+            .expect("the proxy starts");
         Proxy { running }
     }
 
@@ -89,7 +92,7 @@ impl Proxy {
     }
 
     pub async fn stop(self) {
-        self.running.stop().await;
+        within("the proxy to stop", self.running.stop()).await;
     }
 }
 
@@ -142,8 +145,9 @@ impl Client {
         headers: &[(&str, &str)],
         body: Option<Bytes>,
     ) -> Reply {
-        let stream = self.connect().await;
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        let stream = within("the connection", self.connect()).await;
+        let handshake = hyper::client::conn::http1::handshake(TokioIo::new(stream));
+        let (mut sender, connection) = within("the HTTP handshake", handshake)
             .await
             .expect("handshake");
         tokio::spawn(connection);
@@ -158,7 +162,9 @@ impl Client {
             request = request.header(*name, *value);
         }
         let request = request.body(Full::new(body.unwrap_or_default())).unwrap();
-        let response = sender.send_request(request).await.expect("response");
+        let response = within("the response head", sender.send_request(request))
+            .await
+            .expect("response");
         let (parts, body) = response.into_parts();
         Reply {
             status: parts.status,
@@ -345,8 +351,12 @@ impl Reply {
             .is_some_and(|v| v.to_str().unwrap().starts_with("text/event-stream"))
     }
 
+    /// The whole body (bounded).
     pub async fn bytes(self) -> Bytes {
-        self.body.collect().await.expect("body").to_bytes()
+        within("the whole body", self.body.collect())
+            .await
+            .expect("body")
+            .to_bytes()
     }
 
     pub async fn json(self) -> Value {
@@ -355,17 +365,23 @@ impl Reply {
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&bytes)))
     }
 
-    /// The raw next chunk of the body (`None` at its end).
+    /// The raw next chunk of the body (`None` at its end); fails the test if none comes within
+    /// the usual bound. To see a stream stay silent for a while, bound it more tightly outside
+    /// (`tokio::time::timeout(short, reply.next_chunk())`): the tighter bound ends first.
     pub async fn next_chunk(&mut self) -> Option<Bytes> {
-        loop {
-            let frame = self.body.frame().await?.ok()?;
-            if let Ok(data) = frame.into_data() {
-                return Some(data);
+        within("the next chunk of the body", async {
+            loop {
+                let frame = self.body.frame().await?.ok()?;
+                if let Ok(data) = frame.into_data() {
+                    return Some(data);
+                }
             }
-        }
+        })
+        .await
     }
 
-    /// The next SSE event, priming events included; `None` when the stream ends.
+    /// The next SSE event, priming events included; `None` when the stream ends. Each read is
+    /// bounded ([`Reply::next_chunk`]).
     pub async fn next_event(&mut self) -> Option<sse::Event> {
         loop {
             if let Some(event) = self.decoder.next_event().expect("valid SSE") {
@@ -381,7 +397,8 @@ impl Reply {
         }
     }
 
-    /// The next SSE event that carries a message (priming events skipped).
+    /// The next SSE event that carries a message (priming events skipped); each read is bounded
+    /// ([`Reply::next_chunk`]).
     pub async fn next_message(&mut self) -> Option<Received> {
         loop {
             let event = self.next_event().await?;
@@ -422,17 +439,21 @@ impl Reply {
         .await
     }
 
-    /// The response message: the JSON body, or the response on the SSE stream.
+    /// The response message: the JSON body, or the response on the SSE stream (within the usual
+    /// bound, however many other messages come first).
     pub async fn response(mut self) -> Value {
         if !self.is_sse() {
             return self.json().await;
         }
-        while let Some(received) = self.next_message().await {
-            if received.message.get("method").is_none() {
-                return received.message;
+        within("the response on the SSE stream", async {
+            while let Some(received) = self.next_message().await {
+                if received.message.get("method").is_none() {
+                    return received.message;
+                }
             }
-        }
-        panic!("the SSE stream ended without a response");
+            panic!("the SSE stream ended without a response");
+        })
+        .await
     }
 }
 
@@ -564,11 +585,57 @@ pub async fn until<T: PartialEq, F: std::future::Future<Output = T>>(
     .await
 }
 
-/// Bounds a wait that should finish quickly, so a regression fails instead of hanging.
+/// How long a helper waits for the proxy or a peer before it fails the test.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+tokio::task_local! {
+    /// The bound of [`within`] in this task, where a test sets one ([`with_bound`]).
+    static BOUND: Duration;
+}
+
+/// Runs `future` with every [`within`] it awaits (those of the helpers included) bounded by
+/// `bound` instead of [`WAIT`]: the harness's own tests show a helper gives up without
+/// waiting 20 s for it.
+pub async fn with_bound<T>(bound: Duration, future: impl std::future::Future<Output = T>) -> T {
+    BOUND.scope(bound, future).await
+}
+
+/// Bounds a wait that should finish quickly, so a regression fails instead of hanging: the
+/// test panics ("timed out waiting for `what`") if `future` has not finished after [`WAIT`] of
+/// real time. Real time, not tokio's: on a paused clock tokio's time leaps to its next timer
+/// whenever the runtime waits on a socket or a child, so a bound in tokio's time would run out
+/// at once there.
 pub async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(20), future)
-        .await
-        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+    let bound = BOUND.try_with(|bound| *bound).unwrap_or(WAIT);
+    tokio::select! {
+        biased;
+        done = future => done,
+        () = real_sleep(bound) => panic!("timed out waiting for {what} ({bound:?})"),
+    }
+}
+
+/// Sleeps `duration` of real time, whatever the caller's clock: on a runtime of its own (one
+/// thread for the whole test binary), whose clock nothing pauses.
+async fn real_sleep(duration: Duration) {
+    static CLOCK: std::sync::LazyLock<tokio::runtime::Runtime> = std::sync::LazyLock::new(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("test-clock")
+            .enable_time()
+            .build()
+            .expect("the test clock's runtime starts")
+    });
+    /// Its sleep, cancelled when the wait ends first.
+    struct Sleeping(tokio::task::JoinHandle<()>);
+    impl Drop for Sleeping {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    // The sleep is made on that runtime: one made here would take this runtime's clock.
+    let sleep = async move { tokio::time::sleep(duration).await };
+    let mut sleeping = Sleeping(CLOCK.spawn(sleep));
+    let _ = (&mut sleeping.0).await;
 }
 
 /// The stdout of a child, line by line.

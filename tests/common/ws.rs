@@ -1,4 +1,5 @@
 //! A WebSocket MCP client for tests: one JSON-RPC message per text frame, subprotocol `mcp`.
+//! Every wait on the peer is bounded ([`within`]).
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -58,11 +59,14 @@ impl Ws {
         self.send_frame(Frame::text(message.to_string())).await;
     }
 
+    /// Sends `frame` (bounded: a peer that stops reading fills the socket's buffers).
     pub async fn send_frame(&mut self, frame: Frame) {
-        self.socket.send(frame).await.expect("the frame is sent");
+        within("the frame to be sent", self.socket.send(frame))
+            .await
+            .expect("the frame is sent");
     }
 
-    /// The next message, in arrival order (already read ones first).
+    /// The next message, in arrival order (already read ones first); bounded.
     pub async fn recv(&mut self) -> Value {
         if let Some(message) = self.pending.pop_front() {
             return message;
@@ -77,7 +81,7 @@ impl Ws {
             .and_then(Result::ok)
     }
 
-    /// Reads the next text frame off the socket; `None` once the connection is closed.
+    /// Reads the next text frame off the socket (bounded); `None` once the connection is closed.
     async fn read(&mut self) -> Option<Value> {
         within("a WebSocket message", async {
             loop {
@@ -101,7 +105,8 @@ impl Ws {
         self.response_to(json!(id)).await
     }
 
-    /// Waits for the response with `id`; other messages are kept for `recv`.
+    /// Waits (bounded, however many other messages come first) for the response with `id`;
+    /// other messages are kept for `recv`.
     pub async fn response_to(&mut self, id: Value) -> Value {
         if let Some(at) = self
             .pending
@@ -110,13 +115,16 @@ impl Ws {
         {
             return self.pending.remove(at).unwrap();
         }
-        loop {
-            let message = self.read().await.expect("the connection stays open");
-            if message["id"] == id && message.get("method").is_none() {
-                return message;
+        within("the response", async {
+            loop {
+                let message = self.read().await.expect("the connection stays open");
+                if message["id"] == id && message.get("method").is_none() {
+                    return message;
+                }
+                self.pending.push_back(message);
             }
-            self.pending.push_back(message);
-        }
+        })
+        .await
     }
 
     /// `session/start`: the new session's id.

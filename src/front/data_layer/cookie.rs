@@ -25,9 +25,10 @@ pub struct Cookie {
 }
 
 /// Whether `_meta` (as its JSON text) may hold a cookie: a substring search, so requests without
-/// one are not parsed for it.
+/// one are not parsed for it. A text with an escape may spell a key otherwise
+/// (`"io.modelcontextprotocol\/session"`), so it may hold one too.
 pub fn may_hold(text: &str) -> bool {
-    text.contains(META_KEY) || text.contains(DRAFT_META_KEY)
+    text.contains(META_KEY) || text.contains(DRAFT_META_KEY) || text.contains('\\')
 }
 
 /// The cookie in a request's `_meta`, if any. A `null` cookie is no cookie.
@@ -108,6 +109,23 @@ mod tests {
         assert_eq!((draft.session_id.as_str(), draft.draft), ("sess-b", true));
         let revoked = meta(json!({ META_KEY: null }));
         assert_eq!(read(Some(&revoked), 4096).unwrap(), None);
+    }
+
+    /// Found by the `data_layer_cookie` fuzz target (input in
+    /// fuzz/regressions/data_layer_cookie/): a key spelled with an escape was read as a cookie
+    /// by the parse, but the substring test let the request skip the parse.
+    #[test]
+    fn a_key_spelled_with_escapes_may_hold_a_cookie() {
+        for text in [
+            r#"{"io.modelcontextprotocol\/session":{"sessionId":"a"}}"#,
+            r#"{"\u0069o.modelcontextprotocol/session":{"sessionId":"a"}}"#,
+            r#"{"mcp\/session":{"id":"a"}}"#,
+        ] {
+            let meta: Map<String, Value> = serde_json::from_str(text).unwrap();
+            assert!(read(Some(&meta), 4096).unwrap().is_some(), "{text}");
+            assert!(may_hold(text), "{text}");
+        }
+        assert!(!may_hold(r#"{"progressToken":1}"#));
     }
 
     #[test]

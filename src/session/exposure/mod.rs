@@ -18,6 +18,10 @@ use serde_json::Value;
 
 pub use glob::Glob;
 pub use resources::{ResourceExposure, ResourceList, UriGlob};
+/// The ways a server may read a URI (`uri::readings`): crate-internal, public only for the
+/// `glob` fuzz target (fuzz/), which holds them to their rules.
+#[doc(hidden)]
+pub use uri::readings as uri_readings;
 
 /// As the configuration spells it: `[tools]`, `[prompts]`, `[servers.<name>.tools]`, ….
 #[derive(Debug, Clone, Default, serde::Deserialize)]

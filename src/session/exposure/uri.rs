@@ -57,7 +57,18 @@ fn normalised(uri: &str, escapes: Escapes) -> String {
         out.push_str(&decode(user, escapes));
         out.push_str(&decode(host, escapes).to_ascii_lowercase());
     }
-    out.push_str(&remove_dot_segments(&decode(path, escapes)));
+    let path = remove_dot_segments(&decode(path, escapes));
+    if authority.is_none() && path.starts_with("//") {
+        // Without an authority a path may not begin with `//` (RFC 3986 §3.3): written so, it
+        // would read as one (`a:/..//x` is the path `//x`, not the host `x`). `/.` keeps it a
+        // path, as URL serializers do.
+        out.push_str("/.");
+    } else if scheme.is_empty() && authority.is_none() && first_segment_has_colon(&path) {
+        // Nor may a relative path's first segment hold a `:` (RFC 3986 §4.2): it would read as
+        // a scheme (`./a:b` is the path `a:b`, not the scheme `a`). `./` keeps it a path.
+        out.push_str("./");
+    }
+    out.push_str(&path);
     out.push_str(&decode(tail, escapes));
     out
 }
@@ -73,17 +84,26 @@ fn scheme_end(uri: &str) -> Option<usize> {
     .then_some(colon)
 }
 
+fn first_segment_has_colon(path: &str) -> bool {
+    path.split('/')
+        .next()
+        .is_some_and(|first| first.contains(':'))
+}
+
 fn is_unreserved(byte: u8) -> bool {
     byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~')
 }
 
-/// `text` with its escapes decoded as `escapes` says (a stray `%` is left as it is).
+/// `text` with its escapes decoded as `escapes` says (a stray `%` is left as it is, unless,
+/// when only unreserved ones are decoded, it would start an escape: then it is written `%25`).
 fn decode(text: &str, escapes: Escapes) -> Cow<'_, str> {
     if !text.contains('%') {
         return Cow::Borrowed(text);
     }
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
+    // Where a `%` that starts no escape went in `out`.
+    let mut strays = Vec::new();
     let mut at = 0;
     while at < bytes.len() {
         let escaped = (bytes[at] == b'%')
@@ -101,8 +121,21 @@ fn decode(text: &str, escapes: Escapes) -> Cow<'_, str> {
                 at += 3;
             }
             None => {
+                if bytes[at] == b'%' {
+                    strays.push(out.len());
+                }
                 out.push(bytes[at]);
                 at += 1;
+            }
+        }
+    }
+    if escapes == Escapes::Unreserved {
+        // A stray `%` that now stands before two hex digits (`%4%44` is `%4D` once decoded)
+        // would make an escape the next reading decodes: written `%25`, it stays what it was.
+        for &stray in strays.iter().rev() {
+            let hex = |at: usize| out.get(at).is_some_and(u8::is_ascii_hexdigit);
+            if hex(stray + 1) && hex(stray + 2) {
+                out.splice(stray + 1..stray + 1, *b"25");
             }
         }
     }
@@ -166,6 +199,38 @@ mod tests {
             "demo://x/~user/a%2F%zz"
         );
         assert_eq!(both("demo://x/%7Euser/%61%2f%zz").1, "demo://x/~user/a/%zz");
+    }
+
+    /// Found by the `glob` fuzz target (inputs in fuzz/regressions/glob/): removing dot
+    /// segments (or decoding) could leave a path starting with `//` without an authority, a
+    /// relative path whose first segment has a `:`, or a new escape, which read again is an
+    /// authority, a scheme or another character: the normalised reading was not a fixed point
+    /// (`a:/..//X` gave `a://X`, then `a://x`; `./eN:` gave `eN:`, then `en:`).
+    #[test]
+    fn a_path_that_would_read_as_an_authority_stays_a_path() {
+        assert_eq!(both("a:/..//X").0, "a:/.//X");
+        assert_eq!(both("a:/.//X").0, "a:/.//X");
+        assert_eq!(both("file:/..//etc/passwd").1, "file:/.//etc/passwd");
+        assert_eq!(both("/..//x").0, "/.//x");
+        assert_eq!(
+            both("demo://h/..//x").0,
+            "demo://h//x",
+            "with an authority: as it is"
+        );
+        // Nor, without a scheme, one whose first segment would read as a scheme.
+        assert_eq!(both("./eN:").0, "./eN:");
+        assert_eq!(both("%41b:c").0, "./Ab:c");
+        assert_eq!(both("x/../a:b/c").1, "/a:b/c");
+        assert_eq!(both("./x:%2F").1, "./x:/");
+        assert_eq!(both("a/b:c").0, "a/b:c");
+        // Nor one whose stray `%` and decoded characters make a new escape.
+        assert_eq!(both("x/%4%44E").0, "x/%254DE");
+        assert_eq!(both("x/%254DE").0, "x/%254DE");
+        assert_eq!(
+            both("x/%4%44E").1,
+            "x/%4DE",
+            "decoded once, as a server would"
+        );
     }
 
     #[test]
