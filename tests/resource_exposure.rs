@@ -268,6 +268,8 @@ async fn a_uri_is_held_to_the_rules_however_the_server_reads_it() {
         "test://template/1/data/../../secret/data",
         "test://template/%73ecret/data",
         "test://template/public/..%2Fsecret/data",
+        "test://template//secret/data",
+        "test://template/public//../secret/data",
     ] {
         let refused = client
             .request("resources/read", json!({ "uri": uri }))

@@ -167,6 +167,8 @@ mod tests {
             "file:///public/%2e%2e/secret",
             "file:///public/..%2Fsecret",
             "FILE:///public/../secret",
+            "file:///public//../etc/passwd",
+            "file:///public/%2F../etc/passwd",
         ] {
             assert!(!public.shows(outside), "{outside}");
         }
@@ -185,6 +187,18 @@ mod tests {
             assert!(!internal.shows(hidden), "{hidden}");
         }
         assert!(internal.shows("demo://public/x"));
+        let etc = ResourceExposure {
+            deny: vec!["file:///etc/*".into()],
+            ..ResourceExposure::default()
+        };
+        for hidden in [
+            "file:////etc/passwd",
+            "file:/..//etc/passwd",
+            "file://localhost/etc/passwd",
+        ] {
+            assert!(!etc.shows(hidden), "{hidden}");
+        }
+        assert!(etc.shows("file:///home/etc"));
     }
 
     #[test]

@@ -1,23 +1,65 @@
 //! The ways a server may read a resource URI, so that a rule holds however it reads it. A
 //! server may take the URI as an opaque string (`as sent`), normalise it as RFC 3986 §6.2.2
 //! says (scheme and host in lower case, percent-encoded unreserved characters decoded, hex
-//! digits in upper case, dot segments removed: `normalised`), or decode every escape before
-//! resolving dot segments, as a file server that maps URIs to paths does (`decoded`:
-//! `file:///public/..%2Fsecret` is `/secret` to it). A rule's globs are read the same three
-//! ways; a resource is shown when every reading passes.
+//! digits in upper case, dot segments removed: `normalised`), decode every escape before
+//! resolving dot segments (`decoded`: `file:///public/..%2Fsecret` is `/secret` then), or map
+//! what follows the scheme to a file system path as a file server does (`as a path`): every
+//! escape decoded, `\` read as `/`, runs of `/` as one, `localhost` as no host for `file:`, dot
+//! segments resolved from the root, and where the authority ends and the path begins forgotten
+//! (`file:////etc/passwd`, `file:/..//etc/passwd`, `file://localhost/etc/passwd` and
+//! `file:///public//../etc/passwd` are all `file:etc/passwd` then). A rule's globs are read the
+//! same four ways; a resource is shown when every reading passes.
 
 use std::borrow::Cow;
 
 /// How many readings there are.
-pub const READINGS: usize = 3;
+pub const READINGS: usize = 4;
 
-/// The readings of a URI (or of a glob on URIs): as sent, normalised, decoded.
+/// The readings of a URI (or of a glob on URIs): as sent, normalised, decoded, as a path.
 pub fn readings(uri: &str) -> [Cow<'_, str>; READINGS] {
     [
         Cow::Borrowed(uri),
         Cow::Owned(normalised(uri, Escapes::Unreserved)),
         Cow::Owned(normalised(uri, Escapes::All)),
+        Cow::Owned(as_a_path(uri)),
     ]
+}
+
+/// `scheme:` and what follows it as one path from the root, without its leading `/` (see the
+/// module's doc): the reading that leaves a file server no way around a rule.
+fn as_a_path(uri: &str) -> String {
+    let (scheme, rest) = match scheme_end(uri) {
+        Some(end) => (uri[..=end].to_ascii_lowercase(), &uri[end + 1..]),
+        None => (String::new(), uri),
+    };
+    let tail_at = rest.find(['?', '#']).unwrap_or(rest.len());
+    let (hierarchy, tail) = rest.split_at(tail_at);
+    let decoded = decode(hierarchy, Escapes::All).replace('\\', "/");
+    let mut from_root = String::with_capacity(decoded.len() + 1);
+    for segment in decoded.split('/').filter(|segment| !segment.is_empty()) {
+        from_root.push('/');
+        from_root.push_str(segment);
+    }
+    if decoded.ends_with('/') && !from_root.ends_with('/') {
+        from_root.push('/');
+    }
+    let resolved = remove_dot_segments(&from_root);
+    let resolved = resolved.trim_start_matches('/');
+    // What stands where a host would: without its user, in lower case; none for a local file.
+    let (first, path) = resolved.split_at(resolved.find('/').unwrap_or(resolved.len()));
+    let host = match first.rsplit_once('@') {
+        Some((_, host)) if !matches!(host, "" | "." | "..") => host,
+        _ => first,
+    };
+    let mut out = scheme;
+    if out == "file:" && host.eq_ignore_ascii_case("localhost") {
+        out.push_str(path.trim_start_matches('/'));
+    } else {
+        out.push_str(&host.to_ascii_lowercase());
+        out.push_str(path);
+    }
+    out.push_str(&decode(tail, Escapes::All));
+    out
 }
 
 /// Which percent-escapes are decoded.
@@ -178,8 +220,32 @@ mod tests {
     use super::*;
 
     fn both(uri: &str) -> (String, String) {
-        let [_, normalised, decoded] = readings(uri);
+        let [_, normalised, decoded, _] = readings(uri);
         (normalised.into_owned(), decoded.into_owned())
+    }
+
+    #[test]
+    fn as_a_path_every_spelling_of_a_file_is_one() {
+        for spelling in [
+            "file:///etc/passwd",
+            "FILE:////etc/passwd",
+            "file:/..//etc/passwd",
+            "file://localhost/etc/passwd",
+            "file://LocalHost/etc//passwd",
+            "file:///public//../etc/passwd",
+            "file:///public/%2F../etc/passwd",
+            "file:///public/..%5C..%5Cetc/passwd",
+            "file:etc/passwd",
+        ] {
+            assert_eq!(as_a_path(spelling), "file:etc/passwd", "{spelling}");
+        }
+        assert_eq!(as_a_path("file:///public/*"), "file:public/*");
+        assert_eq!(
+            as_a_path("demo://evil@Internal/x?a=%2F"),
+            "demo:internal/x?a=/"
+        );
+        assert_eq!(as_a_path("demo:/internal/x"), "demo:internal/x");
+        assert_eq!(as_a_path("urn:isbn:0451450523"), "urn:isbn:0451450523");
     }
 
     #[test]
