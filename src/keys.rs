@@ -40,7 +40,9 @@ impl Key {
         Key(key)
     }
 
-    /// The MAC of `parts`, each ended by a zero byte (so no two lists of parts sign alike).
+    /// The MAC of `parts`, each ended by a zero byte, a zero or one byte within a part written
+    /// as two (`01 01`, `01 02`): no two lists of parts sign alike, and a part without either
+    /// signs as its bytes.
     pub fn mac(&self, parts: &[&[u8]]) -> [u8; 32] {
         self.signer(parts).finalize().into_bytes().into()
     }
@@ -69,7 +71,17 @@ impl Key {
     fn signer(&self, parts: &[&[u8]]) -> Signer {
         let mut signer = Signer::new_from_slice(&self.0).expect("HMAC takes a key of any length");
         for part in parts {
-            signer.update(part);
+            if !part.iter().any(|&byte| byte <= 1) {
+                signer.update(part);
+            } else {
+                for &byte in part.iter() {
+                    match byte {
+                        0 => signer.update(&[1, 1]),
+                        1 => signer.update(&[1, 2]),
+                        other => signer.update(&[other]),
+                    }
+                }
+            }
             signer.update(&[0]);
         }
         signer
@@ -160,6 +172,22 @@ mod tests {
         assert!(!key.verify_tag(&["a", "c"], &tag));
         assert!(!key.verify_tag(&["a", "b"], &tag[..10]), "no short tags");
         assert!(!key.verify_tag(&["a", "b"], "not base64!"));
+    }
+
+    /// Found by the `hop_headers` fuzz target: a zero byte within a part read as the end of
+    /// it, so `["a\0", "b"]` signed like `["a", "\0b"]`.
+    #[test]
+    fn parts_holding_zero_or_one_bytes_are_still_delimited() {
+        let key = Keys::derived(SECRET).hop;
+        let sign = |parts: &[&[u8]]| key.mac(parts);
+        assert_ne!(sign(&[b"a\0", b"b"]), sign(&[b"a", b"\0b"]));
+        assert_ne!(sign(&[b"a\x01\x01"]), sign(&[b"a\0"]));
+        assert_ne!(sign(&[b"a\x01\x02"]), sign(&[b"a\x01"]));
+        // A part without either signs as its bytes, as before: what was signed still verifies.
+        let mut plain = Signer::new_from_slice(&key.0).unwrap();
+        plain.update(b"a\0b\0");
+        let plain: [u8; 32] = plain.finalize().into_bytes().into();
+        assert_eq!(sign(&[b"a", b"b"]), plain);
     }
 
     /// RFC 5869 A.1 would need a salt; this checks the construction against HMAC directly.
