@@ -420,38 +420,35 @@ async fn refused(mut command: tokio::process::Command, args: &[&str]) -> String 
 #[tokio::test]
 async fn another_user_for_children_is_refused_at_start_where_it_cannot_be_had() {
     use std::os::unix::process::CommandExt;
-    let stderr = refused(
-        tokio::process::Command::new(DEMO),
-        &["--upstream-user", "no-such-user-4f2a"],
-    )
-    .await;
-    assert!(
-        stderr.contains("upstream.user") && stderr.contains("no-such-user-4f2a"),
-        "{stderr}"
-    );
-    let stderr = refused(
-        tokio::process::Command::new(DEMO),
-        &["--upstream-group", "no-such-group-4f2a"],
-    )
-    .await;
-    assert!(
-        stderr.contains("upstream.group") && stderr.contains("no-such-group-4f2a"),
-        "{stderr}"
-    );
-    let stderr = refused(
-        tokio::process::Command::new(DEMO),
-        &[
-            "--http",
-            "http://127.0.0.1:1/mcp",
-            "--upstream-user",
-            "nobody",
-        ],
-    )
-    .await;
-    assert!(
-        stderr.contains("upstream.user") && stderr.contains("stdio"),
-        "{stderr}"
-    );
+    let cases: [(&[&str], &str, &str); 3] = [
+        (
+            &["--upstream-user", "no-such-user-4f2a"],
+            "upstream.user",
+            "no-such-user-4f2a",
+        ),
+        (
+            &["--upstream-group", "no-such-group-4f2a"],
+            "upstream.group",
+            "no-such-group-4f2a",
+        ),
+        (
+            &[
+                "--http",
+                "http://127.0.0.1:1/mcp",
+                "--upstream-user",
+                "nobody",
+            ],
+            "upstream.user",
+            "stdio",
+        ),
+    ];
+    for (args, key, named) in cases {
+        let stderr = refused(tokio::process::Command::new(DEMO), args).await;
+        assert!(
+            stderr.contains(key) && stderr.contains(named),
+            "{args:?}: {stderr}"
+        );
+    }
 
     // An unprivileged proxy: this test's user, or nobody where it is root.
     let ids = match Uid::effective().is_root() {
