@@ -24,7 +24,7 @@ use base64::Engine;
 use libfuzzer_sys::fuzz_target;
 use mcp_session_proxy::auth::jwk::{self, Algorithm};
 use mcp_session_proxy::auth::jwt;
-use mcp_session_proxy::auth::keys::{KeyCache, KeyMiss};
+use mcp_session_proxy::auth::keys::{KeyCache, KeyMiss, KeyPolicy};
 use mcp_session_proxy::auth::TokenError;
 use ring::signature::{EcdsaKeyPair, Ed25519KeyPair, KeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
 use serde_json::{json, Value};
@@ -46,14 +46,18 @@ fn verify(
     signed: &[u8],
     signature: &[u8],
 ) -> Result<bool, KeyMiss> {
-    let cache = KeyCache::new(Duration::ZERO, Duration::ZERO);
+    let cache = KeyCache::new(KeyPolicy {
+        refetch_floor: Duration::ZERO,
+        max_age: Duration::ZERO,
+        stale_grace: Duration::ZERO,
+    });
     let document = set.to_vec();
     let fetch = move || async move { Ok::<_, String>(document) };
     let check = cache.verify(jws.alg, jws.kid.as_deref(), signed, signature, fetch);
     // Nothing in it waits: the fetch is ready, the lock free.
     let mut check = std::pin::pin!(check);
     match check.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(verified) => verified,
+        Poll::Ready(verdict) => verdict.map(|verdict| verdict.genuine),
         Poll::Pending => panic!("the key check waited on nothing"),
     }
 }
