@@ -143,7 +143,7 @@ def fuzz(args, revision: str) -> str:
     if not rows:
         return f"Not regenerated: `fuzz/run.sh` printed no figures:\n\n```\n{out.stdout}\n```\n"
     note = (f"Each target for {args.fuzz_seconds} s from its committed corpus, optimized, "
-            "without a sanitizer, at `nice 19`.\n\n")
+            "with AddressSanitizer (cargo-fuzz's default), at `nice 19`.\n\n")
     return (heading(revision, [shlex.join(["nice", "-n", "19", *command])]) + "\n" + note +
             table(["target", "executions", "exec/s", "coverage (cov / features)", "crashes"],
                   rows))
