@@ -138,7 +138,9 @@ def fuzz(args, revision: str) -> str:
         if not found:
             continue
         target, status, runs, rate, cov, ft = found.groups()
-        rows.append([f"`{target}`", runs, rate or "–", f"{cov} / {ft}" if cov else "–",
+        grouped = lambda text: f"{int(text):,}" if text and text.isdigit() else (text or "–")
+        rows.append([f"`{target}`", grouped(runs), grouped(rate),
+                     f"{grouped(cov)} / {grouped(ft)}" if cov else "–",
                      "0" if status == "ok" else "**1**"])
     if not rows:
         return f"Not regenerated: `fuzz/run.sh` printed no figures:\n\n```\n{out.stdout}\n```\n"
