@@ -10,8 +10,8 @@ use http::{header, HeaderValue, Method, Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use mcp_session_proxy::session::log::{EventLog, StreamKey, Window};
-use mcp_session_proxy::sse;
 use mcp_session_proxy::upstream::http_client::{self, HttpClient};
+use mcp_session_proxy::wire::sse;
 use serde_json::{json, Value};
 
 #[derive(Parser)]

@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
-use crate::event::{EventId, Logged, StreamKey};
-use crate::keys::Key;
+use crate::base::event::{EventId, Logged, StreamKey};
+use crate::base::keys::Key;
 
 /// The hop's signature: `t=<unix seconds>,n=<nonce>,v2=<HMAC-SHA256>` (nonce and HMAC in
 /// URL-safe base64).

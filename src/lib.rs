@@ -1,8 +1,8 @@
 //! mcp-session-proxy: a session-aware reverse proxy for MCP servers.
 //!
 //! Requests flow front → session → upstream; server messages flow back through the session's
-//! event log. No module imports against that flow, and no two import each other
-//! (`../shared/tools/layers.py --circles`, run in CI).
+//! event log. No module imports against that flow, and no two files or folders import each
+//! other (`scripts/layers.py`, run in CI).
 //!
 //! - [`front`]: client transports. Each serves its wire and hands the session what a client
 //!   sends through the registry's door (`find`, then `call` for a request, `send` for a
@@ -48,22 +48,26 @@
 //!   heartbeats; a write-behind `Mirror` per owned session, its writes fenced by the owner epoch
 //!   its `Fence` holds, a follower per view; the sessions of each principal and the rate
 //!   buckets, counted for every replica).
-//! - Base modules every layer may use: [`methods`] the method table (every MCP method the proxy
-//!   knows and its properties: era, shape, list cache, caching hints, session need, target,
-//!   client capability, metric label), [`jsonrpc`] the message model, its builders and every
-//!   error code (a duplicated member name refused at any depth), [`named`] what a request
-//!   names (tool, prompt, resource, completion reference), read once for every check, [`era`] the names of the 2026-07-28 revision, [`mirrored`] the headers that
-//!   mirror a 2026-07-28 request's body (`Mcp-Name`, `Mcp-Param-*`), [`sse`] the SSE codec,
-//!   [`trace_context`] W3C trace context from headers into `_meta` and back, [`event`] event
-//!   ids and logged messages, [`ids`] session ids, replica names and principals, [`hop`] the
-//!   replicas' hop on the wire, its signatures and the nonces taken, [`keys`] one key per
-//!   purpose derived from the cluster secret, [`metrics`] the Prometheus figures per
-//!   server, [`spans`] spans and their
-//!   OTLP/HTTP export, [`memory`] freed memory given back, [`clock`] deadlines that never
-//!   overflow, [`redact`] what is printed of URLs and session ids, [`backlog`] the bounded
-//!   write-behind queue's count, which upstream readers wait on, [`auth`] bearer tokens
-//!   verified (JWT signatures by the issuer's keys, introspection, the issuer's metadata),
-//!   [`error_chain`] an error and its causes on one line.
+//! - Floors every layer may use, each a folder:
+//!   - [`wire`]: the formats on the wire. `methods` the method table (every MCP method the proxy
+//!     knows and its properties: era, shape, list cache, caching hints, session need, target,
+//!     client capability, metric label), `jsonrpc` the message model, its builders and every
+//!     error code (a duplicated member name refused at any depth), `named` what a request
+//!     names (tool, prompt, resource, completion reference), read once for every check, `era`
+//!     the names of the 2026-07-28 revision, `mirrored` the headers that mirror a 2026-07-28
+//!     request's body (`Mcp-Name`, `Mcp-Param-*`), `sse` the SSE codec.
+//!   - [`telemetry`]: what the proxy tells of itself. `metrics` the Prometheus figures per
+//!     server, `spans` spans and their OTLP/HTTP export, `logs` the log lines,
+//!     `trace_context` W3C trace context from headers into `_meta` and back, `redact` what is
+//!     printed of URLs and session ids.
+//!   - [`base`]: `clock` deadlines that never overflow, `keys` one key per purpose derived
+//!     from the cluster secret, `ids` session ids, replica names and principals, `event` event
+//!     ids and logged messages, `backlog` the bounded write-behind queue's count, which
+//!     upstream readers wait on, `memory` freed memory given back, `error_chain` an error and
+//!     its causes on one line.
+//!   - [`hop`] the replicas' hop on the wire, its signatures and the nonces taken; [`auth`]
+//!     bearer tokens verified (JWT signatures by the issuer's keys, introspection, the
+//!     issuer's metadata).
 //! - Entry: [`config`] options and validation, [`server`] start and stop, [`demo`] the bundled
 //!   server (it names methods from the same table), [`health_probe`] the `health` subcommand
 //!   (a running proxy's `/healthz` asked once).
@@ -71,30 +75,15 @@
 #![forbid(unsafe_code)]
 
 pub mod auth;
-pub mod backlog;
-pub mod clock;
+pub mod base;
 pub mod config;
 pub mod demo;
-pub mod era;
-pub mod error_chain;
-pub mod event;
 pub mod front;
 pub mod health_probe;
 pub mod hop;
-pub mod ids;
-pub mod jsonrpc;
-pub mod keys;
-pub mod logs;
-pub mod memory;
-pub mod methods;
-pub mod metrics;
-pub mod mirrored;
-pub mod named;
-pub mod redact;
 pub mod server;
 pub mod session;
-pub mod spans;
-pub mod sse;
 pub mod store;
-pub mod trace_context;
+pub mod telemetry;
 pub mod upstream;
+pub mod wire;

@@ -2,7 +2,7 @@
 
 use mcp_session_proxy::config::{Cli, Command, Config, ExposedSecret, LogFormat};
 use mcp_session_proxy::front::access;
-use mcp_session_proxy::{demo, health_probe, logs, server};
+use mcp_session_proxy::{demo, health_probe, server, telemetry::logs};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> std::process::ExitCode {
@@ -33,7 +33,7 @@ fn run_cli(undumpable: nix::Result<()>) -> anyhow::Result<()> {
     let (cli, exposed) = Cli::parse_noting_exposed_secrets();
     match cli.command {
         Some(Command::DemoServer {
-            protocol: mcp_session_proxy::era::Era::Auto,
+            protocol: mcp_session_proxy::wire::era::Era::Auto,
             ..
         }) => anyhow::bail!("demo-server --protocol takes legacy or 2026-07-28"),
         Some(Command::DemoServer {
@@ -42,11 +42,11 @@ fn run_cli(undumpable: nix::Result<()>) -> anyhow::Result<()> {
         }) => return runtime(0)?.block_on(demo::run(protocol)),
         Some(Command::DemoServer {
             http: Some(listen),
-            protocol: mcp_session_proxy::era::Era::Legacy,
+            protocol: mcp_session_proxy::wire::era::Era::Legacy,
         }) => return runtime(0)?.block_on(demo_over_http(listen)),
         Some(Command::DemoServer {
             http: Some(listen),
-            protocol: mcp_session_proxy::era::Era::Modern,
+            protocol: mcp_session_proxy::wire::era::Era::Modern,
         }) => return runtime(0)?.block_on(modern_demo_over_http(listen)),
         Some(Command::Health {
             url,
@@ -64,7 +64,7 @@ fn run_cli(undumpable: nix::Result<()>) -> anyhow::Result<()> {
         None => {}
     }
     let config = Config::load(&cli)?;
-    mcp_session_proxy::memory::set_release(give_memory_back);
+    mcp_session_proxy::base::memory::set_release(give_memory_back);
     let start = StartNotes {
         undumpable,
         exposed,

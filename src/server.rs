@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::base::keys::Keys;
 use crate::config::{Config, SessionConfig, UpstreamConfig};
 use crate::front::data_layer::DataLayer;
 use crate::front::modern::envelope::CacheHints;
@@ -21,13 +22,12 @@ use crate::front::modern::pool::AnonymousPool;
 use crate::front::modern::state::StateKey;
 use crate::front::modern::Modern;
 use crate::front::{self, App, Router};
-use crate::keys::Keys;
-use crate::metrics::{Metrics, ServerMetrics};
 use crate::session::cluster::Cluster;
 use crate::session::exposure::{Exposure, ResourceExposure};
 use crate::session::{Registry, SessionSettings};
-use crate::spans::{Exporter, Spans};
 use crate::store::{RedisStore, Store};
+use crate::telemetry::metrics::{Metrics, ServerMetrics};
+use crate::telemetry::spans::{Exporter, Spans};
 use crate::upstream::child_env::Secrets;
 use crate::upstream::{probe, UpstreamSpec};
 use tracing::warn;
@@ -68,7 +68,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
     let metrics = Arc::new(Metrics::default());
     let shutdown = CancellationToken::new();
     let keys = Keys::from_secret(&config.cluster.secret);
-    crate::redact::set_digest_key(keys.log_digest.clone());
+    crate::telemetry::redact::set_digest_key(keys.log_digest.clone());
     let redis = config.redis_settings(addr, &keys);
     let instance = redis
         .as_ref()
@@ -345,7 +345,7 @@ impl Running {
         for app in &apps {
             app.registry.leave();
         }
-        let deadline = crate::clock::from_now(self.drain);
+        let deadline = crate::base::clock::from_now(self.drain);
         for app in &apps {
             let pending = app.registry.drain(deadline).await;
             if pending > 0 {

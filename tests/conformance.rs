@@ -210,7 +210,7 @@ fn in_front_of_the_modern_demo(config: &mut mcp_session_proxy::config::Config) {
         "{} demo-server --protocol 2026-07-28",
         shell_words::quote(common::DEMO)
     ));
-    config.upstream.protocol = mcp_session_proxy::era::Era::Modern;
+    config.upstream.protocol = mcp_session_proxy::wire::era::Era::Modern;
 }
 
 /// The 2026-07-28 requirements in front of the modern demo: the proxy does not break a modern

@@ -16,9 +16,9 @@ use bytes::Bytes;
 use common::cluster::{recording_relay, Redis, Replica, SECRET};
 use common::{until, within, Client, DEMO};
 use http::{Method, StatusCode};
+use mcp_session_proxy::base::ids::Principal;
+use mcp_session_proxy::base::keys::Keys;
 use mcp_session_proxy::hop::{self, Signed, PRINCIPAL_HEADER, SIGNATURE_HEADER};
-use mcp_session_proxy::ids::Principal;
-use mcp_session_proxy::keys::Keys;
 use serde_json::json;
 use tokio::net::TcpListener;
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{eventually, recording_upstream, within, Proxy};
 use http::StatusCode;
-use mcp_session_proxy::ids::Principal;
+use mcp_session_proxy::base::ids::Principal;
 use serde_json::json;
 
 async fn in_front_of(
@@ -19,7 +19,7 @@ async fn in_front_of(
         c.upstream.stdio = None;
         c.upstream.http = Some(url);
         // The legacy Streamable HTTP transport, whatever the server would say to a probe.
-        c.upstream.protocol = mcp_session_proxy::era::Era::Legacy;
+        c.upstream.protocol = mcp_session_proxy::wire::era::Era::Legacy;
         adjust(c);
     })
     .await

@@ -16,9 +16,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use clap::Parser;
+use mcp_session_proxy::base::ids::MAX_NODE_NAME;
 use mcp_session_proxy::config::{Cli, Config};
 use mcp_session_proxy::front::guard::host_allowed;
-use mcp_session_proxy::ids::MAX_NODE_NAME;
 use serde_json::Value;
 
 /// The port the image listens on (docker/Dockerfile) and every manifest names.
@@ -241,7 +241,7 @@ fn check_no_secret_on_a_command_line(objects: &[Value]) {
 
 /// The store's password comes from a Secret built with it: the reference it is read from.
 fn check_store_password(objects: &[Value], deployment: &Value, config: &Config) -> Value {
-    let password = mcp_session_proxy::redact::url_password(&config.store)
+    let password = mcp_session_proxy::telemetry::redact::url_password(&config.store)
         .unwrap_or_else(|| panic!("the store takes a password: {}", config.store));
     let container = proxy_container(deployment);
     let reference = container["env"]

@@ -128,7 +128,7 @@ async fn the_server_starts_at_initialize_not_when_the_stream_opens() {
     let proxy = Proxy::start_with(|c| {
         c.upstream.stdio = Some(command);
         // Known legacy: no probe's child among the counted starts.
-        c.upstream.protocol = mcp_session_proxy::era::Era::Legacy;
+        c.upstream.protocol = mcp_session_proxy::wire::era::Era::Legacy;
     })
     .await;
     let client = proxy.client();

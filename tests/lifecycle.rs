@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use common::Proxy;
 use http::StatusCode;
+use mcp_session_proxy::base::ids::Principal;
 use mcp_session_proxy::config::Isolation;
-use mcp_session_proxy::ids::Principal;
 use mcp_session_proxy::upstream::Upstream;
 use nix::sys::signal::kill;
 use nix::unistd::Pid;

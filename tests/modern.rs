@@ -949,9 +949,9 @@ async fn a_client_that_leaves_while_its_server_initializes_leaves_nothing_behind
     // A server that never answers `initialize`: the session opening for the request waits.
     let proxy = Proxy::start_with(|config| {
         config.upstream.stdio = Some("sleep 3600".into());
-        config.upstream.protocol = mcp_session_proxy::era::Era::Legacy; // nothing to probe
-                                                                        // Each anonymous request opens its own session in its time (the pool has tests of its
-                                                                        // own).
+        config.upstream.protocol = mcp_session_proxy::wire::era::Era::Legacy; // nothing to probe
+                                                                              // Each anonymous request opens its own session in its time (the pool has tests of its
+                                                                              // own).
         config.session.anonymous_pool = 0;
         config.upstream.request_timeout = std::time::Duration::from_secs(3600);
     })

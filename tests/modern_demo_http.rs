@@ -7,7 +7,7 @@ mod common;
 use bytes::Bytes;
 use common::{within, Client, Proxy, Reply};
 use http::{Method, StatusCode};
-use mcp_session_proxy::era::Era;
+use mcp_session_proxy::wire::era::Era;
 use serde_json::{json, Value};
 
 /// A 2026-07-28 request: `_meta` in the body, its headers mirroring it.

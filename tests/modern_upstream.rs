@@ -7,7 +7,7 @@ mod common;
 use common::{serve_the_modern_demo, within, Client, Proxy, DEMO};
 use hyper::StatusCode;
 use mcp_session_proxy::config::Isolation;
-use mcp_session_proxy::era::Era;
+use mcp_session_proxy::wire::era::Era;
 use serde_json::{json, Value};
 
 async fn in_front_of_the_modern_demo() -> Proxy {

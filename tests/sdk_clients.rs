@@ -31,7 +31,7 @@ async fn polling_proxy_in_front_of_a_modern_server() -> Proxy {
             "{} demo-server --protocol 2026-07-28",
             shell_words::quote(common::DEMO)
         ));
-        c.upstream.protocol = mcp_session_proxy::era::Era::Modern;
+        c.upstream.protocol = mcp_session_proxy::wire::era::Era::Modern;
     })
     .await
 }

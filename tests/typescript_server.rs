@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::Proxy;
 use hyper::StatusCode;
-use mcp_session_proxy::era::Era;
+use mcp_session_proxy::wire::era::Era;
 use serde_json::{json, Value};
 use tokio::process::{Child, Command};
 

@@ -575,7 +575,7 @@ async fn in_front_of_stuck_children(children: &Children, shared: bool) -> Proxy 
     Proxy::start_with(|config| {
         config.upstream.stdio = Some(children.command());
         // A legacy server: not probed (it would stop reading at the probe's request).
-        config.upstream.protocol = mcp_session_proxy::era::Era::Legacy;
+        config.upstream.protocol = mcp_session_proxy::wire::era::Era::Legacy;
         config.upstream.request_timeout = Duration::from_secs(1);
         if shared {
             config.upstream.isolation = mcp_session_proxy::config::Isolation::Shared;
@@ -688,7 +688,7 @@ async fn a_session_released_while_a_write_to_its_child_is_stuck_stops_the_child(
     let children = Children::new("released");
     let proxy = Proxy::start_with(|config| {
         config.upstream.stdio = Some(children.command());
-        config.upstream.protocol = mcp_session_proxy::era::Era::Legacy;
+        config.upstream.protocol = mcp_session_proxy::wire::era::Era::Legacy;
         // Far longer than the wait below: only the release can stop the child.
         config.upstream.request_timeout = Duration::from_secs(600);
         // A POST's head comes once its request is queued for the child.

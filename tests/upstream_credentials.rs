@@ -41,7 +41,7 @@ async fn in_front_of(url: &str, adjust: impl FnOnce(&mut Config)) -> Proxy {
     Proxy::start_with(move |config| {
         config.upstream.stdio = None;
         config.upstream.http = Some(url);
-        config.upstream.protocol = mcp_session_proxy::era::Era::Legacy;
+        config.upstream.protocol = mcp_session_proxy::wire::era::Era::Legacy;
         adjust(config);
     })
     .await

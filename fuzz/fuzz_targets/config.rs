@@ -15,13 +15,17 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     if let Ok(config) = Config::from_toml(text) {
-        config.validate().expect("from_toml returned an invalid configuration");
+        config
+            .validate()
+            .expect("from_toml returned an invalid configuration");
         let _ = config.session_settings();
         let _ = config.http_settings();
         let _ = config.serves_default();
         // (Without a named server the spec is this executable's demo server: not looked up.)
         if names_a_server(&config.upstream) {
-            config.upstream_spec().expect("a validated upstream has no spec");
+            config
+                .upstream_spec()
+                .expect("a validated upstream has no spec");
         }
         for (name, server) in &config.servers {
             if names_a_server(&server.upstream) {
@@ -61,7 +65,9 @@ fn check_duration(text: &str) {
 /// `Duration` arithmetic on u64 seconds.
 fn expected_duration(text: &str) -> Option<Result<Duration, ()>> {
     let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
     let Ok(number) = number.parse::<u64>() else {
         return Some(Err(()));

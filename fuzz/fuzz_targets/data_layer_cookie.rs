@@ -11,10 +11,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use mcp_session_proxy::base::keys::Keys;
 use mcp_session_proxy::front::data_layer::cookie::{self, Cookie, DRAFT_META_KEY};
-use mcp_session_proxy::jsonrpc;
-use mcp_session_proxy::keys::Keys;
 use mcp_session_proxy::session::layer::META_KEY;
+use mcp_session_proxy::wire::jsonrpc;
 use serde_json::{Map, Value};
 
 fuzz_target!(|data: &[u8]| {

@@ -12,8 +12,8 @@
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use mcp_session_proxy::jsonrpc::{Message, ParseError};
-use mcp_session_proxy::named::{self, Named};
+use mcp_session_proxy::wire::jsonrpc::{Message, ParseError};
+use mcp_session_proxy::wire::named::{self, Named};
 use serde_json::{Map, Number, Value};
 
 fuzz_target!(|data: &[u8]| {

@@ -15,10 +15,10 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use libfuzzer_sys::fuzz_target;
+use mcp_session_proxy::base::keys::Keys;
 use mcp_session_proxy::hop::{
     self, Answer, AnswerRefused, NonceRefused, Nonces, SignatureError, Signed, MAX_SKEW,
 };
-use mcp_session_proxy::keys::Keys;
 
 fuzz_target!(|data: &[u8]| {
     if data.len() < 27 {
@@ -64,7 +64,9 @@ fuzz_target!(|data: &[u8]| {
     .expect("16 bytes are a nonce")
     .nonce;
     let signature = hop.sign_with(&keys.hop, now, nonce);
-    let stamp = hop.check(&keys.hop, &signature, now).expect("its own signature");
+    let stamp = hop
+        .check(&keys.hop, &signature, now)
+        .expect("its own signature");
     assert_eq!((stamp.time, stamp.nonce), (seconds, nonce));
     assert!(hop.check(&keys.hop, &signature, now + MAX_SKEW).is_ok());
     assert!(hop.check(&keys.hop, &signature, now - MAX_SKEW).is_ok());
@@ -184,7 +186,10 @@ fuzz_target!(|data: &[u8]| {
         hop::checked_principal(&keys.hop, &signature, &named),
         Some(principal.as_ref())
     );
-    assert_eq!(hop::checked_principal(&keys.hop, &other_nonce, &named), None);
+    assert_eq!(
+        hop::checked_principal(&keys.hop, &other_nonce, &named),
+        None
+    );
     assert_eq!(
         hop::checked_principal(&keys.request_state, &signature, &named),
         None

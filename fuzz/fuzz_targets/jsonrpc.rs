@@ -8,7 +8,7 @@
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use mcp_session_proxy::jsonrpc::{self, Kind, Message};
+use mcp_session_proxy::wire::jsonrpc::{self, Kind, Message};
 use serde_json::Value;
 
 fuzz_target!(|data: &[u8]| {
@@ -20,7 +20,9 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(m) = &strict {
         // What the strict parser takes, the lax one takes the same way.
-        let l = lax.as_ref().expect("parse accepted what parse_without_version refused");
+        let l = lax
+            .as_ref()
+            .expect("parse accepted what parse_without_version refused");
         assert_eq!(m.kind(), l.kind());
         assert_eq!(m.id(), l.id());
         assert_eq!(m.method(), l.method());
@@ -63,7 +65,10 @@ fn check_message(data: &[u8], m: &Message) {
         Kind::Response => {
             assert!(m.method().is_none());
             let id = m.id().expect("response without id");
-            assert!(id.is_string() || id.is_number() || id.is_null(), "response id {id}");
+            assert!(
+                id.is_string() || id.is_number() || id.is_null(),
+                "response id {id}"
+            );
             assert!(m.result().is_some() != m.is_error(), "result and error");
         }
     }
@@ -74,7 +79,12 @@ fn check_message(data: &[u8], m: &Message) {
     // The id, as the proxy finds it in the head of an oversized line, is never another one.
     for head in heads(data) {
         if let Some(found) = jsonrpc::top_level_id(head) {
-            assert_eq!(Some(&found), m.id(), "top_level_id of {:?}", String::from_utf8_lossy(head));
+            assert_eq!(
+                Some(&found),
+                m.id(),
+                "top_level_id of {:?}",
+                String::from_utf8_lossy(head)
+            );
         }
     }
     // Without escapes a literal "id" key is found in the whole message.
@@ -109,14 +119,19 @@ fn check_message(data: &[u8], m: &Message) {
     for id in new_ids {
         let mut renumbered = m.clone();
         renumbered.set_id(id.clone());
-        let kind = if m.method().is_some() { Kind::Request } else { Kind::Response };
+        let kind = if m.method().is_some() {
+            Kind::Request
+        } else {
+            Kind::Response
+        };
         check_reencoded(m, &renumbered, kind, Some(&id));
     }
 
     // Answers built by the proxy itself parse as responses.
     let id = m.id().cloned().unwrap_or(Value::Null);
     let text = m.method().unwrap_or("");
-    let error = jsonrpc::error_response(&id, jsonrpc::INTERNAL_ERROR, text, Some(Value::from(text)));
+    let error =
+        jsonrpc::error_response(&id, jsonrpc::INTERNAL_ERROR, text, Some(Value::from(text)));
     let error = Message::parse(error).expect("error_response does not parse");
     assert!(error.kind() == Kind::Response && error.is_error());
     assert_eq!(error.id(), Some(&id));
@@ -127,8 +142,11 @@ fn check_message(data: &[u8], m: &Message) {
         assert_eq!(n.method(), Some(method));
     }
     if !id.is_null() {
-        let r = Message::parse(jsonrpc::result_response(&id, Value::Object(Default::default())))
-            .expect("result_response does not parse");
+        let r = Message::parse(jsonrpc::result_response(
+            &id,
+            Value::Object(Default::default()),
+        ))
+        .expect("result_response does not parse");
         assert_eq!(r.kind(), Kind::Response);
         assert_eq!(r.id(), Some(&id));
     }
@@ -137,14 +155,23 @@ fn check_message(data: &[u8], m: &Message) {
 fn check_reencoded(original: &Message, changed: &Message, kind: Kind, id: Option<&Value>) {
     let bytes = changed.to_bytes();
     let again = Message::parse(bytes.clone()).unwrap_or_else(|e| {
-        panic!("re-encoded message does not parse ({e}): {:?}", String::from_utf8_lossy(&bytes))
+        panic!(
+            "re-encoded message does not parse ({e}): {:?}",
+            String::from_utf8_lossy(&bytes)
+        )
     });
     assert_eq!(again.kind(), kind);
     // (Also a number id: 0.1 or 180446744077709551615 must come back as the same number.)
     assert_eq!(again.id(), id);
     assert_eq!(again.method(), original.method());
-    assert_eq!(again.params().map(|p| p.get()), original.params().map(|p| p.get()));
-    assert_eq!(again.result().map(|p| p.get()), original.result().map(|p| p.get()));
+    assert_eq!(
+        again.params().map(|p| p.get()),
+        original.params().map(|p| p.get())
+    );
+    assert_eq!(
+        again.result().map(|p| p.get()),
+        original.result().map(|p| p.get())
+    );
     assert_eq!(again.is_error(), original.is_error());
     // And it is stable: encoding it again gives the same bytes.
     let mut twice = again.clone();

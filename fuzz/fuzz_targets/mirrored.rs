@@ -11,7 +11,7 @@
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use libfuzzer_sys::fuzz_target;
-use mcp_session_proxy::mirrored::{self, Mirrored};
+use mcp_session_proxy::wire::mirrored::{self, Mirrored};
 use serde_json::{json, Value};
 
 fuzz_target!(|data: &[u8]| {

@@ -11,9 +11,9 @@
 use std::collections::BTreeMap;
 
 use libfuzzer_sys::fuzz_target;
+use mcp_session_proxy::base::ids::Principal;
+use mcp_session_proxy::base::keys::Keys;
 use mcp_session_proxy::front::modern::state::{self, HeldRequest, StateKey};
-use mcp_session_proxy::ids::Principal;
-use mcp_session_proxy::keys::Keys;
 use serde_json::Value;
 
 const SECRET: &str = "a secret the fuzz target's replicas share";

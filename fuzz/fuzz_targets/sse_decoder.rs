@@ -9,7 +9,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcp_session_proxy::sse::{self, DecodeError, Decoder, Event};
+use mcp_session_proxy::wire::sse::{self, DecodeError, Decoder, Event};
 
 fuzz_target!(|data: &[u8]| {
     let [selector, seed, stream @ ..] = data else {
@@ -89,7 +89,10 @@ fn check_bounds(outcome: &Outcome, max: usize) {
         let size = event.data.len()
             + event.id.as_ref().map_or(0, String::len)
             + event.event.as_ref().map_or(0, String::len);
-        assert!(size <= max, "an event of {size} bytes passed a {max}-byte bound: {event:?}");
+        assert!(
+            size <= max,
+            "an event of {size} bytes passed a {max}-byte bound: {event:?}"
+        );
     }
 }
 
@@ -113,13 +116,21 @@ fn decode_one(wire: &[u8]) -> Event {
     assert!(outcome.error.is_none(), "{outcome:?} from {wire:?}");
     let bytewise = decode(wire, 1 << 20, &vec![1; wire.len()]);
     assert_eq!(bytewise.events, outcome.events);
-    assert_eq!(outcome.events.len(), 1, "from {:?}", String::from_utf8_lossy(wire));
+    assert_eq!(
+        outcome.events.len(),
+        1,
+        "from {:?}",
+        String::from_utf8_lossy(wire)
+    );
     outcome.events.into_iter().next().unwrap()
 }
 
 /// The encoders, with the stream's first line as the id and the rest as the data.
 fn round_trip(stream: &[u8]) {
-    let split = stream.iter().position(|b| *b == b'\n').unwrap_or(stream.len());
+    let split = stream
+        .iter()
+        .position(|b| *b == b'\n')
+        .unwrap_or(stream.len());
     let Ok(id) = std::str::from_utf8(&stream[..split]) else {
         return;
     };
@@ -144,7 +155,11 @@ fn round_trip(stream: &[u8]) {
         }
     }
     if id_ok && !id.contains('\0') {
-        let retry = u64::from_le_bytes(data.get(..8).and_then(|b| b.try_into().ok()).unwrap_or([7; 8]));
+        let retry = u64::from_le_bytes(
+            data.get(..8)
+                .and_then(|b| b.try_into().ok())
+                .unwrap_or([7; 8]),
+        );
         for retry in [None, Some(retry)] {
             let event = decode_one(&sse::priming(id, retry));
             assert_eq!(event.id.as_deref(), Some(id));

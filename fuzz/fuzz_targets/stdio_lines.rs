@@ -52,7 +52,11 @@ fuzz_target!(|data: &[u8]| {
                     assert!(head.len() <= HEAD, "a head of {} bytes", head.len());
                     assert!(line.starts_with(head), "head is not a prefix of the line");
                     let least = if max >= HEAD { HEAD } else { max + 1 };
-                    assert!(head.len() >= least.min(line.len()), "a head of {} bytes", head.len());
+                    assert!(
+                        head.len() >= least.min(line.len()),
+                        "a head of {} bytes",
+                        head.len()
+                    );
                 }
                 _ => panic!("capacity {capacity}: {got:?} where {want:?} was due"),
             }
@@ -63,7 +67,9 @@ fuzz_target!(|data: &[u8]| {
     if !input.contains(&b'\r') && expected.iter().all(|l| matches!(l, Line::Text(_))) {
         let mut joined = Vec::with_capacity(input.len());
         for line in &expected {
-            let Line::Text(text) = line else { unreachable!() };
+            let Line::Text(text) = line else {
+                unreachable!()
+            };
             joined.extend_from_slice(text);
             joined.push(b'\n');
         }

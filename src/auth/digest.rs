@@ -2,7 +2,7 @@
 //! start (and never used for anything else), so no map holds a client's token in clear and no
 //! one outside the process can make two tokens share an entry.
 
-use crate::keys::Key;
+use crate::base::keys::Key;
 
 /// A token's digest: equal for equal tokens (and the same purpose), distinct otherwise.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]

@@ -16,7 +16,7 @@ use hyper_util::rt::TokioExecutor;
 
 use tracing::warn;
 
-use crate::error_chain::error_chain;
+use crate::base::error_chain::error_chain;
 
 /// Longest wait for a whole answer.
 const TIMEOUT: Duration = Duration::from_secs(5);

@@ -25,8 +25,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Deserialize;
 use tokio::sync::OnceCell;
 
-use crate::ids::Principal;
-use crate::metrics::AuthMetrics;
+use crate::base::ids::Principal;
+use crate::telemetry::metrics::AuthMetrics;
 use budget::Budget;
 use digest::{Digests, TokenDigest};
 use discovery::{DiscoveryError, Endpoints};

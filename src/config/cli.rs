@@ -52,7 +52,7 @@ pub struct Cli {
     /// The revision the server speaks: legacy (2024-11-05 … 2025-11-25), 2026-07-28 (its
     /// legacy clients are bridged to it) or auto (asked once at start) [default: auto].
     #[arg(long, value_name = "REVISION")]
-    pub upstream_protocol: Option<crate::era::Era>,
+    pub upstream_protocol: Option<crate::wire::era::Era>,
 
     /// How requests without a data-layer session find their server session: principal, or
     /// handle (also offer state handles: tools to open and close one, and a session_handle
@@ -453,7 +453,7 @@ pub enum Command {
         /// `legacy` (2024-11-05 … 2025-11-25, initialized first) or `2026-07-28` (modern only:
         /// no initialize, per-request metadata, subscriptions/listen, input_required).
         #[arg(long, default_value = "legacy")]
-        protocol: crate::era::Era,
+        protocol: crate::wire::era::Era,
     },
     /// Ask a running proxy whether it is alive: GET its /healthz and exit 0 on a 2xx answer, 1
     /// on anything else or none within --timeout (a container's health check).
@@ -509,7 +509,7 @@ impl Cli {
         let typed = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
         let with_password = |url: &Option<String>| {
             url.as_deref()
-                .and_then(crate::redact::url_password)
+                .and_then(crate::telemetry::redact::url_password)
                 .is_some()
         };
         let mut exposed = Vec::new();

@@ -8,7 +8,6 @@ use clap::ValueEnum;
 use serde::{Deserialize, Deserializer};
 
 use super::duration::parse_duration;
-use crate::era::Era;
 use crate::front::access::AccessLog;
 use crate::front::modern::correlation::Anonymous;
 use crate::front::modern::envelope::CacheScope;
@@ -16,6 +15,7 @@ use crate::front::{HttpSettings, PostResponse};
 use crate::session::exposure::{Exposure, ResourceExposure};
 use crate::session::rate::RateLimits;
 use crate::session::SessionSettings;
+use crate::wire::era::Era;
 
 /// How stdio children are shared among sessions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ValueEnum)]

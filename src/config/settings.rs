@@ -8,13 +8,13 @@ use anyhow::Context;
 use super::auth::UpstreamAuth;
 use super::file::{Config, Isolation, SessionConfig, UpstreamConfig};
 use super::validate::parse_http_url;
+use crate::base::ids;
+use crate::base::keys::Keys;
 use crate::front::HttpSettings;
-use crate::ids;
-use crate::keys::Keys;
 use crate::session::log::Window;
 use crate::session::SessionSettings;
-use crate::spans::ExporterSettings;
 use crate::store::redis::RedisSettings;
+use crate::telemetry::spans::ExporterSettings;
 use crate::upstream::child_env::{ChildEnv, Secrets};
 use crate::upstream::child_user::ChildUser;
 use crate::upstream::http_client::HttpSpec;
@@ -91,7 +91,7 @@ impl Config {
             .flatten();
         let urls = std::iter::once(&self.store).chain(servers);
         values.extend(
-            urls.filter_map(|url| crate::redact::url_password(url))
+            urls.filter_map(|url| crate::telemetry::redact::url_password(url))
                 .flat_map(|password| [password.to_owned(), percent_decoded(password)]),
         );
         // Read again at start, where a missing one is an error; here only what is there.
@@ -242,7 +242,7 @@ impl SessionConfig {
             max_subscriptions: self.max_subscriptions,
             max_inflight: self.max_inflight,
             // Set by the server from the tracing configuration.
-            spans: crate::spans::Spans::default(),
+            spans: crate::telemetry::spans::Spans::default(),
             // Set by the server from the server's `[tools]`, `[prompts]`, `[resources]` and
             // from `[limits]`.
             tools: Default::default(),

@@ -6,11 +6,11 @@ use anyhow::bail;
 const MIN_RATE: f64 = 0.001;
 
 use super::file::{Config, Isolation, SessionConfig, UpstreamConfig};
-use crate::clock::MAX_DURATION;
-use crate::era::Era;
-use crate::ids::{is_node_name, MAX_NODE_NAME};
-use crate::keys::{MAKE_A_SECRET, MIN_SECRET_BYTES};
+use crate::base::clock::MAX_DURATION;
+use crate::base::ids::{is_node_name, MAX_NODE_NAME};
+use crate::base::keys::{MAKE_A_SECRET, MIN_SECRET_BYTES};
 use crate::upstream::stdio::StdioSpec;
+use crate::wire::era::Era;
 
 impl Config {
     pub fn validate(&self) -> anyhow::Result<()> {
@@ -205,7 +205,7 @@ impl Config {
         if !self.store.starts_with("redis://") {
             bail!(
                 "store: {:?} is neither \"memory\" nor a redis:// URL",
-                crate::redact::url(&self.store)
+                crate::telemetry::redact::url(&self.store)
             );
         }
         if self.cluster.heartbeat.is_zero() || self.cluster.owner_timeout <= self.cluster.heartbeat
@@ -352,7 +352,7 @@ impl SessionConfig {
 
 /// An `http://` URL with a host (the proxy speaks plain HTTP to its upstreams).
 pub(super) fn parse_http_url(text: &str) -> anyhow::Result<http::Uri> {
-    let url = crate::redact::url(text);
+    let url = crate::telemetry::redact::url(text);
     let uri: http::Uri = text
         .parse()
         .map_err(|e| anyhow::anyhow!("upstream URL {url:?} is not a URL: {e}"))?;

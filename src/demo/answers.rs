@@ -6,8 +6,8 @@ use serde_json::{json, Value};
 use super::{
     conformance, input_fixtures, tools, Demo, INSTRUCTIONS, KNOWN_VERSIONS, PROTOCOL_VERSION,
 };
-use crate::era::Era;
-use crate::methods;
+use crate::wire::era::Era;
+use crate::wire::methods;
 
 impl Demo {
     pub(super) fn serve(&self, message: Value) {

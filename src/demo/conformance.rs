@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::Demo;
-use crate::methods;
+use crate::wire::methods;
 
 /// A 1×1 red PNG.
 const PNG: &str =

@@ -6,8 +6,8 @@
 use serde_json::{json, Value};
 
 use super::Demo;
-use crate::era::INPUT_KEY;
-use crate::methods;
+use crate::wire::era::INPUT_KEY;
+use crate::wire::methods;
 
 fn no_arguments() -> Value {
     json!({ "type": "object", "properties": {} })

@@ -22,9 +22,9 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use crate::era::Era;
-use crate::methods;
 use crate::upstream::lines::{Line, LineReader};
+use crate::wire::era::Era;
+use crate::wire::methods;
 
 pub use modern_http::serve as serve_modern_over_http;
 

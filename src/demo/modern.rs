@@ -17,13 +17,13 @@ use sha2::{Digest, Sha256};
 
 use super::{Demo, Listen};
 
-use crate::era::MODERN_VERSION as VERSION;
-use crate::era::{
+use crate::wire::era::MODERN_VERSION as VERSION;
+use crate::wire::era::{
     capability_object, declares, is_cacheable, removed_in_modern, required_capability,
     CAPABILITIES_KEY, INPUT_KEY, LOG_LEVEL_KEY, MISSING_CAPABILITY, SERVER_INFO_KEY,
     SUBSCRIPTION_ID_KEY, VERSION_KEY,
 };
-use crate::methods;
+use crate::wire::methods;
 
 /// One request being served: what it declared, the answers its retries carried, and the
 /// questions it still has.

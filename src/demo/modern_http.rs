@@ -23,18 +23,18 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use super::{Demo, State};
-use crate::era::{Era, SUBSCRIPTION_ID_KEY};
 use crate::front::body::Body;
 use crate::front::guard;
 use crate::front::modern::checks;
 use crate::front::modern::params::Params;
 use crate::front::rejection::Rejection;
 use crate::front::HttpSettings;
-use crate::jsonrpc::Message;
-use crate::jsonrpc::{INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR};
-use crate::methods;
-use crate::mirrored::ToolMarks;
-use crate::sse;
+use crate::wire::era::{Era, SUBSCRIPTION_ID_KEY};
+use crate::wire::jsonrpc::Message;
+use crate::wire::jsonrpc::{INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR};
+use crate::wire::methods;
+use crate::wire::mirrored::ToolMarks;
+use crate::wire::sse;
 
 /// How often an idle stream (a listen) gets a comment, so a client that left is noticed.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -324,8 +324,8 @@ fn accepted() -> Response<Body> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::era::{CAPABILITIES_KEY, HEADER_MISMATCH, VERSION_KEY};
-    use crate::jsonrpc::INVALID_PARAMS;
+    use crate::wire::era::{CAPABILITIES_KEY, HEADER_MISMATCH, VERSION_KEY};
+    use crate::wire::jsonrpc::INVALID_PARAMS;
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();

@@ -6,8 +6,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::{conformance, input_fixtures, strings, Demo};
-use crate::era::Era;
-use crate::methods;
+use crate::wire::era::Era;
+use crate::wire::methods;
 
 impl Demo {
     pub(super) fn call_tool(&self, id: &Value, params: &Value) {

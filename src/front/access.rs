@@ -13,8 +13,8 @@ use serde::Deserialize;
 use tracing::{info, Level};
 
 use super::request;
-use crate::redact;
-use crate::trace_context;
+use crate::telemetry::redact;
+use crate::telemetry::trace_context;
 
 /// The log target of access lines.
 pub const TARGET: &str = "access";

@@ -10,7 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::rejection::Rejection;
-use crate::metrics::HttpMetrics;
+use crate::telemetry::metrics::HttpMetrics;
 
 /// Refusals being written at once; past this a connection over the bound is given what of its
 /// answer fits without waiting and closed (a flood of connections must not take a file
@@ -120,7 +120,7 @@ mod tests {
 
     #[test]
     fn slots_are_bounded_and_given_back_by_their_last_holder() {
-        let metrics = crate::metrics::Metrics::default().http;
+        let metrics = crate::telemetry::metrics::Metrics::default().http;
         let connections = Connections::new(2, metrics.clone());
         let first = connections.take().unwrap();
         let kept = first.clone();

@@ -11,7 +11,7 @@ use super::body::Body;
 use super::guard;
 use super::rejection::Rejection;
 use super::HttpSettings;
-use crate::mirrored::PARAM_PREFIX;
+use crate::wire::mirrored::PARAM_PREFIX;
 
 /// The request headers MCP clients send (lowercase); `Mcp-Param-*` names are allowed one by one.
 const ALLOWED_HEADERS: &str = "accept, authorization, content-type, last-event-id, \

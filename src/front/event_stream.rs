@@ -17,7 +17,7 @@ use tracing::Instrument;
 use super::body::Body;
 use super::request;
 use super::HttpSettings;
-use crate::sse;
+use crate::wire::sse;
 
 /// What a stream's source has next.
 pub enum Next {
@@ -184,7 +184,7 @@ async fn write_frames<S: Source>(
     let close_at = options
         .close_after
         .filter(|_| options.priming.is_some())
-        .map(crate::clock::from_now);
+        .map(crate::base::clock::from_now);
     let closing = async {
         match close_at {
             Some(at) => tokio::time::sleep_until(at).await,
@@ -237,7 +237,7 @@ struct Schedule {
 impl Schedule {
     fn start(keep_alive: KeepAlive) -> Schedule {
         let next = match keep_alive {
-            KeepAlive::Every(period) => crate::clock::from_now(period),
+            KeepAlive::Every(period) => crate::base::clock::from_now(period),
             _ => Instant::now(),
         };
         Schedule { keep_alive, next }
@@ -246,7 +246,7 @@ impl Schedule {
     fn due(&self) -> Option<Instant> {
         match self.keep_alive {
             KeepAlive::Every(_) => Some(self.next),
-            KeepAlive::AfterSilence(period) => Some(crate::clock::from_now(period)),
+            KeepAlive::AfterSilence(period) => Some(crate::base::clock::from_now(period)),
             KeepAlive::Off => None,
         }
     }
@@ -255,7 +255,7 @@ impl Schedule {
     /// once, as an interval's ticks are).
     fn ticked(&mut self) {
         if let KeepAlive::Every(period) = self.keep_alive {
-            self.next = crate::clock::deadline(self.next, period);
+            self.next = crate::base::clock::deadline(self.next, period);
         }
     }
 }

@@ -9,7 +9,7 @@ use http::{header, HeaderMap, HeaderName, Uri};
 
 use super::HttpSettings;
 use crate::auth::Verified;
-use crate::ids::Principal;
+use crate::base::ids::Principal;
 
 /// A request whose bearer token the resource server verified (`authorization::admit`): who it
 /// acts for, and until when.

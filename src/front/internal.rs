@@ -24,14 +24,14 @@ use super::body::Body;
 use super::rejection::Rejection;
 use super::request::{header_str, json, read_body};
 use super::{App, Router};
-use crate::event::StreamKey;
+use crate::base::event::StreamKey;
 use crate::hop::{
     self, Answer, NonceRefused, Reading, ReadingStreams, SignatureError, Signed, Taken, TakenEvent,
     ANSWER_SIGNATURE_HEADER, FOR_NODE_HEADER, NODE_HEADER, PRINCIPAL_HEADER, SIGNATURE_HEADER,
 };
-use crate::jsonrpc::{Kind, Message};
 use crate::session::cluster::Member;
 use crate::session::Session;
+use crate::wire::jsonrpc::{Kind, Message};
 
 pub async fn handle(router: &Router, rest: &str, request: Request<Incoming>) -> Response<Body> {
     let Some(member) = router.cluster.member() else {
@@ -287,7 +287,7 @@ async fn first_answer(
     mut room: usize,
 ) -> Vec<TakenEvent> {
     let mut reader = session.attach(stream, None);
-    let deadline = crate::clock::from_now(wait);
+    let deadline = crate::base::clock::from_now(wait);
     let mut events = Vec::new();
     while let Ok(Some(delivery)) = tokio::time::timeout_at(deadline, reader.next()).await {
         let mut ended = false;

@@ -16,10 +16,10 @@ use super::request::{accepted, check_origin, media_type_is, query_session, read_
 use super::session_stream::{self, Extras, Framing};
 use super::telemetry::Telemetry;
 use super::App;
-use crate::jsonrpc::Message;
 use crate::session::log::StreamKey;
 use crate::session::{Session, Shape};
-use crate::sse;
+use crate::wire::jsonrpc::Message;
+use crate::wire::sse;
 
 /// `GET …/sse`: a new session and its stream.
 pub async fn open(app: &App, request: Request<Incoming>) -> Response<Body> {
@@ -112,7 +112,7 @@ async fn post(
     telemetry.set("mcp_proxy.era", "legacy");
     telemetry.set("mcp.protocol.version", "2024-11-05");
     telemetry.set_with("mcp.session.id", || {
-        crate::redact::session(session.id()).to_string()
+        crate::telemetry::redact::session(session.id()).to_string()
     });
     match app.registry.deliver(&session, message).await {
         Ok(_) => Ok(accepted()),

@@ -40,9 +40,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
-use crate::metrics::{Metrics, ServerMetrics};
 use crate::session::cluster::Cluster;
 use crate::session::Registry;
+use crate::telemetry::metrics::{Metrics, ServerMetrics};
 use body::Body;
 use rejection::Rejection;
 
@@ -116,7 +116,7 @@ pub struct App {
     pub http: HttpSettings,
     pub metrics: Arc<ServerMetrics>,
     /// Where its spans go (nowhere unless tracing is on).
-    pub spans: crate::spans::Spans,
+    pub spans: crate::telemetry::spans::Spans,
     /// Cancelled when the proxy starts shutting down.
     pub shutdown: CancellationToken,
     /// WebSocket connections (past their HTTP upgrade): shutdown waits for their close frames.

@@ -11,19 +11,19 @@ use serde_json::{json, Value};
 use super::rejection::Rejection;
 use super::traced;
 use super::App;
-use crate::ids::Principal;
-use crate::jsonrpc::{self, Message};
+use crate::base::ids::Principal;
 use crate::session::log::StreamKey;
 use crate::session::protocol::{self, EndParams, ResumeParams};
 use crate::session::{Resumed, Session, Shape};
-use crate::spans::SpanContext;
+use crate::telemetry::spans::SpanContext;
+use crate::wire::jsonrpc::{self, Message};
 
 /// Parses a client message; a `session/*` request may leave out `"jsonrpc"`, as the seed's
 /// examples do (the proxy answers it; it never reaches a server).
-pub fn parse(bytes: Bytes) -> Result<Message, crate::jsonrpc::ParseError> {
+pub fn parse(bytes: Bytes) -> Result<Message, crate::wire::jsonrpc::ParseError> {
     Message::parse(bytes.clone()).or_else(|error| match Message::parse_without_version(bytes) {
         Ok(message)
-            if message.kind() == crate::jsonrpc::Kind::Request
+            if message.kind() == crate::wire::jsonrpc::Kind::Request
                 && message.method().is_some_and(protocol::is_session_method) =>
         {
             Ok(message)

@@ -12,7 +12,7 @@ use super::event_stream::{self, Ended, Next, Options, Source};
 use super::App;
 use crate::session::log::{EventId, StreamKey};
 use crate::session::{Delivery, Reader};
-use crate::sse;
+use crate::wire::sse;
 
 /// How a session stream is framed for its client.
 #[derive(Debug, Clone, Copy)]

@@ -22,7 +22,7 @@ use super::request::{check_origin, header_str};
 use super::session_stream::{self, Extras, Framing};
 use super::telemetry::{self, Telemetry};
 use super::App;
-use crate::ids::Principal;
+use crate::base::ids::Principal;
 use crate::session::log::EventId;
 use crate::session::protocol;
 use crate::session::{Delivery, Reader, Session};
@@ -68,7 +68,7 @@ fn is_modern_without_session(headers: &HeaderMap) -> bool {
 async fn transport_session(
     app: &App,
     session_id: &str,
-    principal: &crate::ids::Principal,
+    principal: &crate::base::ids::Principal,
     headers: &HeaderMap,
 ) -> Result<Arc<Session>, Rejection> {
     let session = app

@@ -13,9 +13,9 @@ use super::body::Body;
 use super::rejection::Rejection;
 use super::traced::RequestSpan;
 use super::App;
-use crate::jsonrpc::Message;
-use crate::metrics;
-use crate::spans;
+use crate::telemetry::metrics;
+use crate::telemetry::spans;
+use crate::wire::jsonrpc::Message;
 
 /// One request's telemetry, from its arrival to its answer.
 #[must_use = "a request's telemetry is ended with its answer"]

@@ -10,9 +10,9 @@ use super::access;
 use super::body::Body;
 use super::rejection::Rejection;
 use super::App;
-use crate::jsonrpc::{self, Kind, Message};
-use crate::spans::{self, Span, SpanContext};
-use crate::trace_context::TraceContext;
+use crate::telemetry::spans::{self, Span, SpanContext};
+use crate::telemetry::trace_context::TraceContext;
+use crate::wire::jsonrpc::{self, Kind, Message};
 
 /// A request's span, if it is recorded.
 #[derive(Debug)]
@@ -126,7 +126,7 @@ pub fn replay_span(app: &App, parent: Option<&SpanContext>, session: &str) -> Op
     let mut span = app.spans.start("replay", spans::Kind::Internal, parent)?;
     span.set(
         "mcp.session.id",
-        crate::redact::session(session).to_string(),
+        crate::telemetry::redact::session(session).to_string(),
     );
     span.set("mcp_proxy.server", app.server.to_string());
     Some(span)

@@ -28,7 +28,7 @@ use super::request::{check_origin, header_str};
 use super::streamable_http::SESSION_HEADER;
 use super::telemetry::Telemetry;
 use super::App;
-use crate::ids::Principal;
+use crate::base::ids::Principal;
 use crate::session::{Reader, Session};
 
 pub const SUBPROTOCOL: &str = "mcp";

@@ -15,14 +15,14 @@ use super::list_cache::{Lookup, Ticket};
 use super::log::StreamKey;
 use super::state::State;
 use super::{protocol, routing, Session, SessionError, SubscriptionRefused, STORE_PATIENCE};
-use crate::jsonrpc::{self, id_key, Kind, Message};
-use crate::methods;
-use crate::named::{self, Named};
-use crate::spans::{self, Span, SpanContext};
 use crate::store::Op;
-use crate::trace_context::TraceContext;
+use crate::telemetry::spans::{self, Span, SpanContext};
+use crate::telemetry::trace_context::TraceContext;
 use crate::upstream::owner::HopError;
 use crate::upstream::UpstreamError;
+use crate::wire::jsonrpc::{self, id_key, Kind, Message};
+use crate::wire::methods;
+use crate::wire::named::{self, Named};
 
 impl Session {
     /// Sends a client request upstream under a fresh upstream id and opens the stream its
@@ -123,7 +123,7 @@ impl Session {
                 progress_token,
                 ticket,
                 internal: None,
-                deadline: Some(crate::clock::from_now(self.settings.request_timeout)),
+                deadline: Some(crate::base::clock::from_now(self.settings.request_timeout)),
                 held_for_input: false,
                 sent: Instant::now(),
                 span,
@@ -150,7 +150,7 @@ impl Session {
         spans::describe(&mut span, request);
         span.set(
             "mcp.session.id",
-            crate::redact::session(&self.id).to_string(),
+            crate::telemetry::redact::session(&self.id).to_string(),
         );
         span.set("mcp_proxy.server", self.metrics.server().to_owned());
         TraceContext {

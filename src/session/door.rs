@@ -13,11 +13,11 @@ use tracing::warn;
 use super::rate::Exceeded;
 use super::replica::fencing::OwnedNow;
 use super::{OwnerUnavailable, Registry, Session, SessionError};
-use crate::event::StreamKey;
-use crate::ids::{self, Principal};
-use crate::jsonrpc::{Kind, Message};
+use crate::base::event::StreamKey;
+use crate::base::ids::{self, Principal};
 use crate::upstream::owner::HopError;
 use crate::upstream::UpstreamError;
+use crate::wire::jsonrpc::{Kind, Message};
 
 impl Registry {
     /// The session `id` if `principal` owns it, here or on another replica (then a view of it,

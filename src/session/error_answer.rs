@@ -5,11 +5,11 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 
 use super::SubscriptionRefused;
-use crate::jsonrpc::{
+use crate::upstream::UpstreamError;
+use crate::wire::jsonrpc::{
     self, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, LEGACY_RESOURCE_NOT_FOUND,
     METHOD_NOT_FOUND,
 };
-use crate::upstream::UpstreamError;
 
 /// Why a session answers a client's request with an error instead of its server.
 #[derive(Debug, thiserror::Error)]
@@ -36,7 +36,7 @@ pub(super) enum ErrorAnswer {
     /// A request whose target (the tool, prompt or resource it names) cannot be read: refused,
     /// since no check could look at it.
     #[error("Invalid params: {0}")]
-    Unreadable(#[from] crate::named::Unreadable),
+    Unreadable(#[from] crate::wire::named::Unreadable),
     /// A subscription past the session's limits.
     #[error(transparent)]
     Subscription(#[from] SubscriptionRefused),

@@ -107,8 +107,8 @@ impl Session {
             Some(layer) => (layer.idle_ttl, Some(layer.deadline)),
         };
         let idle_until = match unused {
-            true => crate::clock::deadline(state.last_active, idle_ttl),
-            false => crate::clock::deadline(now, in_use),
+            true => crate::base::clock::deadline(state.last_active, idle_ttl),
+            false => crate::base::clock::deadline(now, in_use),
         };
         let next = lifetime.map_or(idle_until, |end| end.min(idle_until));
         (next > now).then_some(next)

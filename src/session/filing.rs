@@ -20,10 +20,10 @@ use super::replica::server_side;
 use super::routing::{self, Route};
 use super::state::State;
 use super::{protocol, Session};
-use crate::jsonrpc::{id_key, Kind, Message};
-use crate::methods;
 use crate::store::{Backlog, Op};
 use crate::upstream::{Sink, UpstreamError, UpstreamEvent};
+use crate::wire::jsonrpc::{id_key, Kind, Message};
+use crate::wire::methods;
 
 impl Session {
     /// Files a message from the upstream in the log.

@@ -14,9 +14,9 @@ use serde_json::{json, Value};
 use tracing::{warn, Instrument};
 
 use super::{Registry, Session, SessionError};
-use crate::jsonrpc::Message;
-use crate::methods;
 use crate::upstream::UpstreamError;
+use crate::wire::jsonrpc::Message;
+use crate::wire::methods;
 
 /// The id of the proxy's `initialize` made as a client's.
 const INITIALIZE_ID: &str = "mcp-session-proxy/initialize";

@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use super::lazy_map::LazyMap;
 use super::list_cache::Ticket;
-use crate::spans::Span;
+use crate::telemetry::spans::Span;
 use crate::upstream::UpstreamError;
 
 /// A client request the upstream has not answered yet, keyed by the upstream id.

@@ -12,13 +12,13 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 use super::Session;
-use crate::jsonrpc::Message;
 use crate::store::Op;
+use crate::wire::jsonrpc::Message;
 
 /// Where a data-layer session's metadata travels in `_meta` (the seed's final form).
 pub const META_KEY: &str = "io.modelcontextprotocol/session";
 
-pub use crate::methods::{
+pub use crate::wire::methods::{
     MESSAGES_LISTEN as LISTEN, SESSIONS_CREATE as CREATE, SESSIONS_DELETE as DELETE,
 };
 
@@ -98,7 +98,7 @@ impl Layer {
             kind: recorded.kind,
             state: recorded.state,
             idle_ttl: Duration::from_millis(recorded.idle_ttl_ms),
-            deadline: crate::clock::from_now(Duration::from_millis(left)),
+            deadline: crate::base::clock::from_now(Duration::from_millis(left)),
         })
     }
 
@@ -116,7 +116,7 @@ impl Session {
     /// idle TTL and lifetime may end it before the server's idle TTL would: the idle sweep
     /// looks at it by then.
     pub fn set_layer(&self, layer: Layer) {
-        let first_look = crate::clock::from_now(layer.idle_ttl).min(layer.deadline);
+        let first_look = crate::base::clock::from_now(layer.idle_ttl).min(layer.deadline);
         self.sweeps.schedule(self.shared_id().clone(), first_look);
         let mut state = self.lock();
         let field = layer.to_record();

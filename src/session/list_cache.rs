@@ -10,8 +10,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use serde_json::value::RawValue;
 
-use crate::ids::Principal;
-use crate::methods;
+use crate::base::ids::Principal;
+use crate::wire::methods;
 
 /// Entries kept at most.
 pub const DEFAULT_ENTRIES: usize = 4096;

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use tokio::time::Instant;
 
 use super::lazy_map::LazyMap;
-pub use crate::event::{EventId, Logged, StreamKey};
+pub use crate::base::event::{EventId, Logged, StreamKey};
 
 /// The bounds of a replay window.
 #[derive(Debug, Clone, Copy)]

@@ -38,9 +38,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Span;
 
-use crate::ids::Principal;
-use crate::metrics::ServerMetrics;
+use crate::base::ids::Principal;
 use crate::store::{Backlog, Mirror, Op};
+use crate::telemetry::metrics::ServerMetrics;
 use crate::upstream::credential::Credential;
 use crate::upstream::owner::HopError;
 use crate::upstream::{Upstream, UpstreamError};
@@ -84,7 +84,7 @@ pub struct SessionSettings {
     /// (`SessionError::TooManyInFlight`) without reaching the server.
     pub max_inflight: usize,
     /// Where the server's spans go (nowhere unless tracing is on).
-    pub spans: crate::spans::Spans,
+    pub spans: crate::telemetry::spans::Spans,
     /// Which of the server's tools clients see, and under which names.
     pub tools: Arc<exposure::Exposure>,
     /// Which of the server's prompts clients see, and under which names.
@@ -119,7 +119,7 @@ impl Default for SessionSettings {
             request_timeout: Duration::from_secs(60),
             max_subscriptions: DEFAULT_MAX_SUBSCRIPTIONS,
             max_inflight: DEFAULT_MAX_INFLIGHT,
-            spans: crate::spans::Spans::default(),
+            spans: crate::telemetry::spans::Spans::default(),
             tools: Arc::default(),
             prompts: Arc::default(),
             resources: Arc::default(),
@@ -353,7 +353,7 @@ impl Session {
     /// kept: a span held per session would pin its formatted fields for as long (scattered small
     /// allocations that keep freed memory from going back to the system).
     pub fn span(&self) -> Span {
-        tracing::info_span!("session", id = %crate::redact::session(&self.id))
+        tracing::info_span!("session", id = %crate::telemetry::redact::session(&self.id))
     }
 
     /// The protocol version the server agreed to in `initialize`, once it has answered.

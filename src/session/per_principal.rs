@@ -12,8 +12,8 @@ use std::sync::atomic::Ordering;
 use tracing::{info, warn};
 
 use super::{Registry, SessionError};
-use crate::ids::Principal;
-use crate::metrics::Refusal;
+use crate::base::ids::Principal;
+use crate::telemetry::metrics::Refusal;
 
 impl Registry {
     /// Counts session `id` of `principal` against the principal's limit, or refuses it (the

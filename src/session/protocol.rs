@@ -9,13 +9,15 @@ use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::log::Window;
-use crate::jsonrpc::{Kind, Message};
-use crate::methods;
+use crate::wire::jsonrpc::{Kind, Message};
+use crate::wire::methods;
 
-pub use crate::methods::{SESSION_END as END, SESSION_RESUME as RESUME, SESSION_START as START};
+pub use crate::wire::methods::{
+    SESSION_END as END, SESSION_RESUME as RESUME, SESSION_START as START,
+};
 
 /// The notification a connection gets when its session is resumed on another one.
-pub use crate::methods::SESSION_DETACHED as DETACHED;
+pub use crate::wire::methods::SESSION_DETACHED as DETACHED;
 
 /// The key under `capabilities.experimental` of the `initialize` result.
 pub const CAPABILITY: &str = "sessions";

@@ -15,9 +15,9 @@ use std::time::Duration;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::time::Instant;
 
-use crate::ids::Principal;
-use crate::jsonrpc::Message;
-use crate::named::{self, Named};
+use crate::base::ids::Principal;
+use crate::wire::jsonrpc::Message;
+use crate::wire::named::{self, Named};
 
 /// Buckets kept at most before the full ones are dropped.
 pub const MAX_BUCKETS: usize = 100_000;

@@ -2,9 +2,9 @@
 //! owns the session (this one holds a view of it). The session decides; an `Upstream` is a
 //! transport to a server and nothing else.
 
-use crate::jsonrpc::Message;
 use crate::upstream::owner::OwnerLink;
 use crate::upstream::{Upstream, UpstreamError};
+use crate::wire::jsonrpc::Message;
 
 #[derive(Debug, Clone)]
 pub enum Reach {

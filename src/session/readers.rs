@@ -13,8 +13,8 @@ use super::log::{Event, EventId, StreamKey};
 use super::reading::Attachment;
 use super::state::State;
 use super::{protocol, ReadError, Session};
-use crate::spans::Span;
 use crate::store::Op;
+use crate::telemetry::spans::Span;
 
 /// What a reader takes out of its stream in one go.
 #[derive(Debug)]

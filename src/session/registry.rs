@@ -17,14 +17,14 @@ use super::expiry::Sweeps;
 use super::list_cache::ListCache;
 use super::response_cache::ResponseCache;
 use super::{Reach, Session, SessionError, SessionSettings, Shape};
-use crate::ids::{self, Principal};
-use crate::jsonrpc::Message;
-use crate::metrics::{Refusal, ServerMetrics};
+use crate::base::ids::{self, Principal};
 use crate::store::{Store, FIRST_EPOCH};
+use crate::telemetry::metrics::{Refusal, ServerMetrics};
 use crate::upstream::credential::Credential;
 use crate::upstream::deferred::DeferredUpstream;
 use crate::upstream::factory::{Binding, UpstreamFactory};
 use crate::upstream::{Sink, Upstream, UpstreamError, UpstreamSpec};
+use crate::wire::jsonrpc::Message;
 
 pub struct Registry {
     pub(in crate::session) sessions: DashMap<Arc<str>, Arc<Session>>,
@@ -112,7 +112,7 @@ impl Registry {
     }
 
     /// The parameters the server's tools mirror into `Mcp-Param-*` headers.
-    pub fn tool_marks(&self) -> &Arc<crate::mirrored::ToolMarks> {
+    pub fn tool_marks(&self) -> &Arc<crate::wire::mirrored::ToolMarks> {
         self.upstreams.tool_marks()
     }
 
@@ -355,10 +355,10 @@ impl Registry {
             self.sweeps.prune(|id| self.sessions.contains_key(id));
         }
         // Many sessions gone (or the last of them): their memory goes back to the system.
-        if count >= crate::memory::RELEASE_AFTER || (count > 0 && self.sessions.is_empty()) {
+        if count >= crate::base::memory::RELEASE_AFTER || (count > 0 && self.sessions.is_empty()) {
             self.sessions.shrink_to_fit();
             self.views.shrink_to_fit();
-            crate::memory::release();
+            crate::base::memory::release();
         }
         self.metrics
             .idle_sweep_seconds

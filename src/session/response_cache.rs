@@ -11,8 +11,8 @@ use std::time::Duration;
 use serde_json::value::RawValue;
 use tokio::time::Instant;
 
-use crate::ids::Principal;
-use crate::methods;
+use crate::base::ids::Principal;
+use crate::wire::methods;
 
 /// Entries kept at most (expired ones are swept first when it is reached).
 pub const DEFAULT_ENTRIES: usize = 4096;

@@ -5,8 +5,8 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::jsonrpc::{id_key, Kind, Message};
-use crate::methods;
+use crate::wire::jsonrpc::{id_key, Kind, Message};
+use crate::wire::methods;
 
 /// Where a server message goes.
 #[derive(Debug, PartialEq, Eq)]

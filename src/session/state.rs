@@ -163,7 +163,7 @@ impl State {
             .values_mut()
             .find(|r| r.stream == stream)
         {
-            request.deadline = (!awaiting_client).then(|| crate::clock::from_now(timeout));
+            request.deadline = (!awaiting_client).then(|| crate::base::clock::from_now(timeout));
             request.held_for_input &= awaiting_client;
         }
     }

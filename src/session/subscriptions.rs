@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use bytes::Bytes;
 
 use super::{SubscriptionRefused, MAX_SUBSCRIPTION_BYTES};
-use crate::{jsonrpc, methods};
+use crate::{wire::jsonrpc, wire::methods};
 
 #[derive(Debug, Default)]
 pub(super) struct Subscriptions {

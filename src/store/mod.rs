@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 
-pub use crate::backlog::Backlog;
-use crate::event::Logged;
+pub use crate::base::backlog::Backlog;
+use crate::base::event::Logged;
 pub use fence::{Deposed, Fence, FIRST_EPOCH};
 pub use redis::{LogFollower, RedisStore};
 

@@ -19,11 +19,11 @@ pub enum BodyError {
     Broken(String),
 }
 
-impl From<crate::sse::DecodeError> for BodyError {
-    fn from(error: crate::sse::DecodeError) -> BodyError {
+impl From<crate::wire::sse::DecodeError> for BodyError {
+    fn from(error: crate::wire::sse::DecodeError) -> BodyError {
         match error {
-            crate::sse::DecodeError::TooLarge(max) => BodyError::TooLarge(max),
-            crate::sse::DecodeError::NotUtf8 => BodyError::Broken(error.to_string()),
+            crate::wire::sse::DecodeError::TooLarge(max) => BodyError::TooLarge(max),
+            crate::wire::sse::DecodeError::NotUtf8 => BodyError::Broken(error.to_string()),
         }
     }
 }

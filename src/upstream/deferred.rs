@@ -10,9 +10,9 @@ use tracing::debug;
 
 use super::factory::{Binding, UpstreamFactory};
 use super::{Upstream, UpstreamError};
-use crate::jsonrpc::{Kind, Message};
-use crate::methods;
 use crate::upstream::credential::Credential;
+use crate::wire::jsonrpc::{Kind, Message};
+use crate::wire::methods;
 
 /// A session's upstream until and after its server starts.
 #[derive(Clone)]

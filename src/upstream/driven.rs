@@ -254,7 +254,7 @@ mod tests {
             max_event_bytes: 1 << 20,
             forward_authorization: false,
             static_header: None,
-            protocol: crate::era::Era::Legacy,
+            protocol: crate::wire::era::Era::Legacy,
             trace_headers: true,
         };
         (spec, accepted)

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use serde_json::Value;
 use tracing::warn;
 
-use crate::era::{Era, MODERN_VERSION};
-use crate::jsonrpc::UNSUPPORTED_VERSION;
-use crate::metrics::ServerMetrics;
+use crate::telemetry::metrics::ServerMetrics;
+use crate::wire::era::{Era, MODERN_VERSION};
+use crate::wire::jsonrpc::UNSUPPORTED_VERSION;
 
 /// The revision new upstreams of one served server speak.
 pub struct EraSwitch {
@@ -102,7 +102,7 @@ mod tests {
 
     #[test]
     fn a_switch_counts_changes_only() {
-        let metrics = crate::metrics::Metrics::default().server("s");
+        let metrics = crate::telemetry::metrics::Metrics::default().server("s");
         let switch = EraSwitch::new(Era::Legacy, "s".into(), metrics.clone());
         assert!(!switch.switch_to(Era::Legacy));
         assert!(switch.switch_to(Era::Modern));

@@ -18,11 +18,11 @@ use super::shared::SharedStdio;
 use super::stdio::{StdioSpec, StdioUpstream};
 use super::streamable_http::{HttpUpstream, UpstreamSession};
 use super::{EventSink, Sink, Upstream, UpstreamError, UpstreamEvent, UpstreamSpec};
-use crate::backlog::Backlog;
-use crate::era::Era;
-use crate::metrics::ServerMetrics;
-use crate::mirrored::ToolMarks;
+use crate::base::backlog::Backlog;
+use crate::telemetry::metrics::ServerMetrics;
 use crate::upstream::credential::Credential;
+use crate::wire::era::Era;
+use crate::wire::mirrored::ToolMarks;
 
 /// Builds the upstreams of one served server's sessions.
 pub struct UpstreamFactory {

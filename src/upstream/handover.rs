@@ -9,8 +9,8 @@ use super::http_client::{HttpClient, HttpSpec};
 use super::modern::http::ModernHttp;
 use super::modern::Bridge;
 use super::{EventSink, Upstream};
-use crate::mirrored::ToolMarks;
 use crate::upstream::credential::Credential;
+use crate::wire::mirrored::ToolMarks;
 
 /// Builds the upstream of a session with a 2026-07-28 HTTP server (behind a bridge): for new
 /// sessions once the server speaks it, and for a legacy session's upstream whose `initialize`

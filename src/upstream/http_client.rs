@@ -16,7 +16,7 @@ use tracing::warn;
 
 use super::credential::{Credential, StaticHeader};
 use super::UpstreamError;
-use crate::sse;
+use crate::wire::sse;
 
 /// The pooled HTTP client shared by every HTTP upstream.
 pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
@@ -44,7 +44,7 @@ pub struct HttpSpec {
     /// A header of the operator's for every request (`upstream.auth = "static"`).
     pub static_header: Option<StaticHeader>,
     /// The revision the server speaks.
-    pub protocol: crate::era::Era,
+    pub protocol: crate::wire::era::Era,
     /// Send a request's trace context as `traceparent`/`tracestate` headers too.
     pub trace_headers: bool,
 }
@@ -83,7 +83,7 @@ impl HttpSpec {
     /// Why a request failed when the server could not be reached.
     pub fn unreachable(&self, cause: impl Into<String>) -> UpstreamError {
         UpstreamError::Unreachable {
-            url: crate::redact::url(&self.url.to_string()).into_owned(),
+            url: crate::telemetry::redact::url(&self.url.to_string()).into_owned(),
             cause: cause.into(),
         }
     }
@@ -97,7 +97,7 @@ pub fn is_event_stream<B>(response: &Response<B>) -> bool {
         .is_some_and(|v| v.starts_with("text/event-stream"))
 }
 
-pub use crate::error_chain::error_chain;
+pub use crate::base::error_chain::error_chain;
 
 /// An SSE response body read event by event.
 pub struct EventStream<B = Incoming> {

@@ -20,10 +20,10 @@ use tracing::{debug, warn, Instrument};
 use super::body;
 use super::http_client::{self, EventStream, HttpClient, HttpSpec};
 use super::{EventSink, UpstreamError, UpstreamEvent};
-use crate::jsonrpc::{Kind, Message};
-use crate::methods;
-use crate::metrics::ServerMetrics;
+use crate::telemetry::metrics::ServerMetrics;
 use crate::upstream::credential::Credential;
+use crate::wire::jsonrpc::{Kind, Message};
+use crate::wire::methods;
 
 const RECONNECT: Duration = Duration::from_secs(1);
 const MAX_RECONNECT: Duration = Duration::from_secs(5);
@@ -177,7 +177,7 @@ impl Inner {
                                 // session has initialized it.
                                 // (`ready` went false at the cut.)
                                 reestablished = true;
-                                warn!(url = %crate::redact::url(&self.spec.url.to_string()), "upstream SSE stream was cut; the session re-initializes it");
+                                warn!(url = %crate::telemetry::redact::url(&self.spec.url.to_string()), "upstream SSE stream was cut; the session re-initializes it");
                                 self.events.deliver(UpstreamEvent::SessionLost);
                             }
                             self.endpoint.send_replace(url);

@@ -27,8 +27,8 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::backlog::Backlog;
-use crate::jsonrpc::Message;
+use crate::base::backlog::Backlog;
+use crate::wire::jsonrpc::Message;
 
 pub use error::UpstreamError;
 pub use streamable_http::UpstreamSession;
@@ -110,11 +110,11 @@ pub enum UpstreamSpec {
 
 impl UpstreamSpec {
     /// The revision the server speaks (HTTP and SSE servers: legacy, so far).
-    pub fn era(&self) -> crate::era::Era {
+    pub fn era(&self) -> crate::wire::era::Era {
         match self {
             UpstreamSpec::Stdio(spec) | UpstreamSpec::SharedStdio(spec) => spec.protocol,
             UpstreamSpec::Http(spec) => spec.protocol,
-            UpstreamSpec::Sse(_) => crate::era::Era::Legacy,
+            UpstreamSpec::Sse(_) => crate::wire::era::Era::Legacy,
         }
     }
 
@@ -123,7 +123,7 @@ impl UpstreamSpec {
             UpstreamSpec::Stdio(spec) => spec.display(),
             UpstreamSpec::SharedStdio(spec) => format!("{} (shared)", spec.display()),
             UpstreamSpec::Http(spec) | UpstreamSpec::Sse(spec) => {
-                crate::redact::url(&spec.url.to_string()).into_owned()
+                crate::telemetry::redact::url(&spec.url.to_string()).into_owned()
             }
         }
     }

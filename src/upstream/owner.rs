@@ -16,14 +16,14 @@ use tracing::warn;
 
 use super::body::{self, BodyError};
 use super::http_client::{error_chain, HttpClient};
-use crate::event::{Logged, StreamKey};
+use crate::base::event::{Logged, StreamKey};
+use crate::base::keys::Key;
 use crate::hop::{
     self, Answer, AnswerRefused, Reading, ReadingStreams, Signed, Taken, ANSWER_SIGNATURE_HEADER,
     FOR_NODE_HEADER, NODE_HEADER, PRINCIPAL_HEADER, SIGNATURE_HEADER,
 };
-use crate::jsonrpc::Message;
-use crate::keys::Key;
-use crate::metrics::ServerMetrics;
+use crate::telemetry::metrics::ServerMetrics;
+use crate::wire::jsonrpc::Message;
 
 /// How long the owner has to take a message in (it answers once the message is queued, not
 /// when its server has answered).

@@ -21,8 +21,8 @@ use http_body_util::{BodyExt, Full};
 use super::http_client::{self, HttpSpec};
 use super::stdio::StdioSpec;
 use super::UpstreamSpec;
-use crate::era::{Era, CAPABILITIES_KEY, MODERN_VERSION, VERSION_KEY};
-use crate::methods;
+use crate::wire::era::{Era, CAPABILITIES_KEY, MODERN_VERSION, VERSION_KEY};
+use crate::wire::methods;
 
 /// The id of the probe's `server/discover`.
 const PROBE_ID: &str = "mcp-session-proxy/probe";

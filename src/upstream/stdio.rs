@@ -24,7 +24,7 @@ use super::child_env::ChildEnv;
 use super::child_user::ChildUser;
 use super::lines::{Line, LineReader};
 use super::{EventSink, UpstreamError, UpstreamEvent};
-use crate::jsonrpc::{self, Message};
+use crate::wire::jsonrpc::{self, Message};
 
 /// How to start and stop a stdio server. Comes from configuration only.
 #[derive(Debug, Clone)]
@@ -40,7 +40,7 @@ pub struct StdioSpec {
     /// Children kept started ahead of sessions (per-session isolation).
     pub warm: usize,
     /// The revision the server speaks.
-    pub protocol: crate::era::Era,
+    pub protocol: crate::wire::era::Era,
     /// What the child's environment holds.
     pub env: ChildEnv,
     /// Who the child runs as (else as the proxy's user).

@@ -14,7 +14,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use mcp_session_proxy::config::Config;
 use mcp_session_proxy::server::{self, Running};
-use mcp_session_proxy::sse::{self, Decoder};
+use mcp_session_proxy::wire::sse::{self, Decoder};
 use serde_json::{json, Value};
 use tokio::net::TcpStream;
 
@@ -32,7 +32,7 @@ pub fn serve_the_modern_demo(config: &mut Config) {
         "{} demo-server --protocol 2026-07-28",
         shell_words::quote(DEMO)
     ));
-    config.upstream.protocol = mcp_session_proxy::era::Era::Modern;
+    config.upstream.protocol = mcp_session_proxy::wire::era::Era::Modern;
 }
 
 /// A proxy in front of the demo server. Dropping the runtime kills its children

@@ -139,12 +139,16 @@ mod tests {
             json!({ META_KEY: { "sessionId": "ok", "state": 5 } }),
         ] {
             let refused = read(Some(&meta(garbled.clone())), 4096).unwrap_err();
-            assert_eq!(refused.code, crate::jsonrpc::SESSION_NOT_FOUND, "{garbled}");
+            assert_eq!(
+                refused.code,
+                crate::wire::jsonrpc::SESSION_NOT_FOUND,
+                "{garbled}"
+            );
         }
         let big = meta(json!({ META_KEY: { "sessionId": "ok", "state": "x".repeat(10) } }));
         assert_eq!(
             read(Some(&big), 8).unwrap_err().code,
-            crate::jsonrpc::INVALID_PARAMS
+            crate::wire::jsonrpc::INVALID_PARAMS
         );
     }
 }

@@ -10,11 +10,11 @@ use http::HeaderValue;
 use serde_json::{json, Map, Value};
 
 use super::Named;
+use crate::base::ids::Principal;
 use crate::front::rejection::Rejection;
 use crate::front::App;
-use crate::ids::Principal;
-use crate::jsonrpc::Message;
 use crate::session::layer::LayerKind;
+use crate::wire::jsonrpc::Message;
 
 pub const OPEN_TOOL: &str = "open_session_handle";
 pub const CLOSE_TOOL: &str = "close_session_handle";

@@ -14,13 +14,13 @@ use tokio::sync::mpsc;
 use super::cookie::{self, Cookie};
 use super::handles::{self, Dispatched};
 use super::methods::{self, Verb};
+use crate::base::ids::Principal;
 use crate::front::modern::correlation::ask;
 use crate::front::rejection::failed_request;
 use crate::front::rejection::Rejection;
 use crate::front::App;
-use crate::ids::Principal;
-use crate::jsonrpc::{self, Message};
 use crate::session::Session;
+use crate::wire::jsonrpc::{self, Message};
 
 /// Where a legacy request goes.
 pub enum Routed {
@@ -102,7 +102,7 @@ pub async fn route(
         return Ok(Routed::Transport(message));
     }
     match method.as_str() {
-        crate::methods::TOOLS_CALL => {
+        crate::wire::methods::TOOLS_CALL => {
             let init = || init_params(transport);
             let dispatched = handles::dispatch(app, principal, &message, init, credential()).await;
             match dispatched.map_err(|r| r.with_id(Some(&id)))? {
@@ -111,7 +111,7 @@ pub async fn route(
                 Dispatched::Within(named, within) => Ok(Routed::To(named.session, within)),
             }
         }
-        crate::methods::TOOLS_LIST => Ok(Routed::ToolsList(message)),
+        crate::wire::methods::TOOLS_LIST => Ok(Routed::ToolsList(message)),
         _ => Ok(Routed::Transport(message)),
     }
 }

@@ -16,11 +16,11 @@ use tokio::time::Instant;
 use crate::front::body::Body;
 use crate::front::event_stream::{self, KeepAlive, Next, Options, Source};
 use crate::front::App;
-use crate::jsonrpc;
-use crate::methods;
 use crate::session::layer::META_KEY;
 use crate::session::{Reader, Session};
-use crate::sse;
+use crate::wire::jsonrpc;
+use crate::wire::methods;
+use crate::wire::sse;
 
 /// How a listen's messages are written.
 #[derive(Clone, Copy, PartialEq, Eq)]

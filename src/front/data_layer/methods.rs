@@ -7,9 +7,9 @@ use serde_json::{json, Map, Value};
 use tokio::time::Instant;
 
 use super::cookie::{Cookie, DRAFT_META_KEY};
+use crate::base::ids::Principal;
 use crate::front::rejection::Rejection;
 use crate::front::App;
-use crate::ids::Principal;
 use crate::session::layer::{LayerKind, META_KEY};
 
 pub use crate::session::layer::{CREATE, DELETE, LISTEN};

@@ -23,12 +23,12 @@ use tokio::time::Instant;
 use super::modern::correlation::{initialize_with, EndOnDrop, Initialized};
 use super::rejection::Rejection;
 use super::App;
-use crate::ids::Principal;
-use crate::jsonrpc::Message;
-use crate::keys::Key;
-use crate::methods::{is_session_bound, TOOLS_CALL};
+use crate::base::ids::Principal;
+use crate::base::keys::Key;
 use crate::session::layer::{Layer, LayerKind};
 use crate::session::{Session, Shape};
+use crate::wire::jsonrpc::Message;
+use crate::wire::methods::{is_session_bound, TOOLS_CALL};
 
 /// A served server's settings for sessions named in messages (configuration).
 #[derive(Debug, Clone)]
@@ -130,7 +130,7 @@ impl DataLayer {
             kind,
             state,
             idle_ttl: self.settings.idle_ttl,
-            deadline: crate::clock::from_now(self.settings.lifetime),
+            deadline: crate::base::clock::from_now(self.settings.lifetime),
         });
         app.registry
             .correlate(

@@ -18,13 +18,13 @@ use super::held::HeldCalls;
 use super::input;
 use super::params::Params;
 use super::state;
+use crate::base::ids::Principal;
 use crate::front::traced;
-use crate::ids::Principal;
-use crate::jsonrpc::{self, Message, INTERNAL_ERROR};
-use crate::methods::{MESSAGE, PROGRESS, TOOLS_LIST};
 use crate::session::log::StreamKey;
 use crate::session::{Registry, Session};
-use crate::spans::SpanContext;
+use crate::telemetry::spans::SpanContext;
+use crate::wire::jsonrpc::{self, Message, INTERNAL_ERROR};
+use crate::wire::methods::{MESSAGE, PROGRESS, TOOLS_LIST};
 
 /// One modern call as the client made it: what its answer is translated for.
 pub struct Call {
@@ -62,7 +62,7 @@ impl Call {
             params: request.params().map(ToOwned::to_owned),
             name: params.name(),
             // A retry continues a call: its answer is no one's to reuse.
-            cache_key: (crate::era::is_cacheable(request.method().unwrap_or_default())
+            cache_key: (crate::wire::era::is_cacheable(request.method().unwrap_or_default())
                 && !params.has("requestState")
                 && !params.has("inputResponses"))
             .then(|| params.cache_key()),

@@ -8,16 +8,16 @@ use serde_json::{Map, Value};
 
 use super::params::Params;
 use crate::front::rejection::Rejection;
-use crate::jsonrpc::Message;
-use crate::methods;
-use crate::mirrored::ToolMarks;
+use crate::wire::jsonrpc::Message;
+use crate::wire::methods;
+use crate::wire::mirrored::ToolMarks;
 
-pub use crate::era::{
+pub use crate::wire::era::{
     CAPABILITIES_KEY, CLIENT_INFO_KEY, LOG_LEVEL_KEY, MODERN_VERSION, PER_REQUEST_META,
     SERVER_INFO_KEY, VERSION_KEY,
 };
 
-pub use crate::jsonrpc::{HEADER_MISMATCH, MISSING_CAPABILITY, UNSUPPORTED_VERSION};
+pub use crate::wire::jsonrpc::{HEADER_MISMATCH, MISSING_CAPABILITY, UNSUPPORTED_VERSION};
 
 const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
 const METHOD_HEADER: &str = "mcp-method";
@@ -171,7 +171,7 @@ fn check_params(
         return Ok(());
     }
     let arguments = params.value("arguments").unwrap_or_default();
-    crate::mirrored::check(&marked, &arguments, headers)
+    crate::wire::mirrored::check(&marked, &arguments, headers)
         .map_err(|mismatch| Rejection::header_mismatch(mismatch.to_string()))
 }
 
@@ -189,7 +189,7 @@ fn mirror(
         )));
     };
     let value = match may_be_encoded {
-        true => crate::mirrored::decode(raw.as_bytes())
+        true => crate::wire::mirrored::decode(raw.as_bytes())
             .map_err(|why| Rejection::header_mismatch(format!("the {display} header {why}")))?,
         false => raw
             .to_str()
@@ -217,7 +217,7 @@ fn header_value(headers: &HeaderMap, name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jsonrpc::INVALID_PARAMS;
+    use crate::wire::jsonrpc::INVALID_PARAMS;
     use bytes::Bytes;
     use http::StatusCode;
     use serde_json::json;

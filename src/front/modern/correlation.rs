@@ -15,10 +15,10 @@ use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::checks::RequestMeta;
+use crate::base::ids::Principal;
 use crate::front::rejection::Rejection;
-use crate::ids::Principal;
-use crate::jsonrpc::Message;
 use crate::session::{Registry, Session, Shape};
+use crate::wire::jsonrpc::Message;
 
 /// The legacy revision the proxy speaks to its servers for modern clients.
 const UPSTREAM_VERSION: &str = "2025-11-25";
@@ -365,7 +365,7 @@ fn shared_key(key: &Key) -> String {
         .chain_update([0])
         .chain_update(key.1.as_bytes())
         .finalize();
-    crate::ids::hex(&digest)
+    crate::base::ids::hex(&digest)
 }
 
 /// The `initialize` params that stand for a modern request's client and capabilities.

@@ -10,10 +10,10 @@ use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::checks::{MODERN_VERSION, SERVER_INFO_KEY};
-use crate::era::is_cacheable;
-use crate::jsonrpc::{INVALID_PARAMS, METHOD_NOT_FOUND};
-use crate::methods::{RESOURCES_READ, SERVER_DISCOVER};
 use crate::session::protocol::CAPABILITY as SESSIONS_EXTENSION;
+use crate::wire::era::is_cacheable;
+use crate::wire::jsonrpc::{INVALID_PARAMS, METHOD_NOT_FOUND};
+use crate::wire::methods::{RESOURCES_READ, SERVER_DISCOVER};
 
 /// Who may reuse a cached result: anyone (`public`), or the same credential (`private`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, clap::ValueEnum)]
@@ -59,10 +59,10 @@ pub fn response(
     if code == METHOD_NOT_FOUND {
         return (answer, StatusCode::NOT_FOUND);
     }
-    if code == crate::jsonrpc::MISSING_CAPABILITY {
+    if code == crate::wire::jsonrpc::MISSING_CAPABILITY {
         return (answer, StatusCode::BAD_REQUEST);
     }
-    if method == RESOURCES_READ && code == crate::jsonrpc::LEGACY_RESOURCE_NOT_FOUND {
+    if method == RESOURCES_READ && code == crate::wire::jsonrpc::LEGACY_RESOURCE_NOT_FOUND {
         answer["error"]["code"] = json!(INVALID_PARAMS);
     }
     if method == RESOURCES_READ && answer["error"]["code"] == json!(INVALID_PARAMS) {

@@ -27,11 +27,11 @@ use crate::front::event_stream::{self, Ended, KeepAlive, Options, Source};
 use crate::front::rejection::{failed_request, Rejection};
 use crate::front::request::json;
 use crate::front::App;
-use crate::jsonrpc::Message;
 use crate::session::log::{Event, StreamKey};
 use crate::session::Reader;
-use crate::spans::{Span, Spans};
-use crate::sse;
+use crate::telemetry::spans::{Span, Spans};
+use crate::wire::jsonrpc::Message;
+use crate::wire::sse;
 
 /// Chunks buffered towards a slow client before the writer waits.
 const CHUNKS: usize = 64;
@@ -91,7 +91,7 @@ pub async fn respond(
         round: None,
     };
     let mut pending = Vec::new();
-    let until = crate::clock::from_now(app.http.json_wait);
+    let until = crate::base::clock::from_now(app.http.json_wait);
     loop {
         match relay.next(Some(until)).await {
             Next::Frame(frame) => pending.push(frame),

@@ -14,11 +14,11 @@ use serde_json::{json, Value};
 
 use super::held::HeldCalls;
 use super::state::HeldRequest;
-use crate::era::INPUT_KEY;
-pub use crate::era::{declares, required_capability};
-use crate::jsonrpc::{self, Message, INTERNAL_ERROR};
-use crate::methods::CANCELLED;
 use crate::session::{Registry, Session};
+use crate::wire::era::INPUT_KEY;
+pub use crate::wire::era::{declares, required_capability};
+use crate::wire::jsonrpc::{self, Message, INTERNAL_ERROR};
+use crate::wire::methods::CANCELLED;
 
 /// A server request as an input request: its key, and `{method, params}`.
 pub fn input_request(method: &str, id: &Value, params: &Value) -> (String, Value) {

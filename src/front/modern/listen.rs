@@ -18,15 +18,15 @@ use crate::front::body::Body;
 use crate::front::event_stream::{self, Ended, Next, Options, Source};
 use crate::front::rejection::Rejection;
 use crate::front::App;
-use crate::jsonrpc::{self, Message};
-use crate::methods::{
+use crate::session::{Reader, Registry, Session};
+use crate::wire::jsonrpc::{self, Message};
+use crate::wire::methods::{
     PROMPTS_LIST_CHANGED, RESOURCES_LIST_CHANGED, RESOURCES_SUBSCRIBE, RESOURCES_UNSUBSCRIBE,
     RESOURCES_UPDATED, SUBSCRIPTIONS_ACKNOWLEDGED, SUBSCRIPTIONS_LISTEN, TOOLS_LIST_CHANGED,
 };
-use crate::session::{Reader, Registry, Session};
-use crate::sse;
+use crate::wire::sse;
 
-use crate::era::SUBSCRIPTION_ID_KEY as SUBSCRIPTION_ID;
+use crate::wire::era::SUBSCRIPTION_ID_KEY as SUBSCRIPTION_ID;
 
 /// What a listen asks for, or what the server can send of it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -26,10 +26,10 @@ use super::body::Body;
 use super::rejection::Rejection;
 use super::request::{accepted, json};
 use super::App;
+use crate::base::ids::Principal;
 use crate::front::data_layer::{cookie, methods};
-use crate::ids::Principal;
-use crate::jsonrpc::{self, Kind, Message};
-use crate::methods::{SERVER_DISCOVER, SUBSCRIPTIONS_LISTEN, TOOLS_CALL, TOOLS_LIST};
+use crate::wire::jsonrpc::{self, Kind, Message};
+use crate::wire::methods::{SERVER_DISCOVER, SUBSCRIPTIONS_LISTEN, TOOLS_CALL, TOOLS_LIST};
 use checks::RequestMeta;
 
 pub use checks::is_modern;

@@ -10,6 +10,7 @@ use super::checks::RequestMeta;
 use super::correlation::{ask, initialize_params, Correlated};
 use super::envelope::{self, CacheHints, CacheScope};
 use super::exchange;
+use crate::base::ids::Principal;
 use crate::front::body::Body;
 use crate::front::data_layer::cookie::Cookie;
 use crate::front::data_layer::handles::{self, Dispatched};
@@ -18,8 +19,7 @@ use crate::front::data_layer::{listen, Named};
 use crate::front::rejection::Rejection;
 use crate::front::request::json;
 use crate::front::App;
-use crate::ids::Principal;
-use crate::jsonrpc::{self, Message};
+use crate::wire::jsonrpc::{self, Message};
 
 /// Answers a `sessions/*` or `messages/listen` request.
 #[allow(clippy::too_many_arguments)]

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::era::PER_REQUEST_META;
 use crate::front::rejection::Rejection;
-use crate::jsonrpc::Message;
+use crate::wire::era::PER_REQUEST_META;
+use crate::wire::jsonrpc::Message;
 
 /// The params of one modern request.
 pub struct Params<'a> {

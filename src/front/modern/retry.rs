@@ -15,9 +15,9 @@ use super::state::{self, HeldRequest};
 use crate::front::body::Body;
 use crate::front::rejection::Rejection;
 use crate::front::App;
-use crate::jsonrpc::{self, Message};
 use crate::session::log::StreamKey;
 use crate::session::Session;
+use crate::wire::jsonrpc::{self, Message};
 
 /// A retry: the call's `requestState` and `inputResponses` continue the held request.
 pub async fn resume(

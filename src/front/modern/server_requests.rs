@@ -17,10 +17,10 @@ use super::exchange::{Next, Relay};
 use super::input;
 use super::state::{self, HeldRequest};
 use crate::front::rejection::Rejection;
-use crate::jsonrpc::{self, METHOD_NOT_FOUND};
-use crate::methods::{self, PING};
 use crate::session::log::StreamKey;
-use crate::spans::{self, Span};
+use crate::telemetry::spans::{self, Span};
+use crate::wire::jsonrpc::{self, METHOD_NOT_FOUND};
+use crate::wire::methods::{self, PING};
 
 /// How long after a server request others sent with it are gathered into the same answer.
 const GATHER: Duration = Duration::from_millis(25);
@@ -110,7 +110,7 @@ fn describe_round(round: &mut Span, held: &HeldRequest, call: &Call) {
     round.set("mcp.method.name", call.method.clone());
     round.set(
         "mcp.session.id",
-        crate::redact::session(&held.session).to_string(),
+        crate::telemetry::redact::session(&held.session).to_string(),
     );
     round.set(
         "mcp_proxy.input_required.requests",

@@ -11,9 +11,9 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::base::ids::Principal;
+use crate::base::keys::Key;
 use crate::front::rejection::Rejection;
-use crate::ids::Principal;
-use crate::keys::Key;
 
 /// The key `requestState` is signed with: derived from the cluster secret when replicas share
 /// one (any replica takes any retry), else minted at start.
@@ -119,7 +119,7 @@ pub fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::Keys;
+    use crate::base::keys::Keys;
     use serde_json::json;
 
     fn held(principal: &Principal, ttl: Duration) -> HeldRequest {

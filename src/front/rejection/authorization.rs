@@ -7,7 +7,7 @@ use http::StatusCode;
 use super::Rejection;
 use crate::auth::exchange::ExchangeError;
 use crate::auth::TokenError;
-use crate::jsonrpc::{INTERNAL_ERROR, INVALID_REQUEST};
+use crate::wire::jsonrpc::{INTERNAL_ERROR, INVALID_REQUEST};
 
 impl Rejection {
     /// No bearer token: 401 and where to learn how to get one.

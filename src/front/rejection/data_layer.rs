@@ -7,7 +7,7 @@ use http::StatusCode;
 use serde_json::json;
 
 use super::Rejection;
-use crate::jsonrpc::{INTERNAL_ERROR, SESSION_NOT_FOUND, SESSION_REQUIRED};
+use crate::wire::jsonrpc::{INTERNAL_ERROR, SESSION_NOT_FOUND, SESSION_REQUIRED};
 
 impl Rejection {
     /// A data-layer session that is unknown, expired, deleted or another principal's.

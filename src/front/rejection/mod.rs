@@ -15,12 +15,12 @@ use serde_json::Value;
 
 use super::body::Body;
 use super::guard::Refused;
-use crate::jsonrpc::{
+use crate::session::rate::Exceeded;
+use crate::session::SessionError;
+use crate::wire::jsonrpc::{
     self, ParseError, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, RATE_LIMITED,
     SESSION_NOT_FOUND, TRANSPORT_SESSION_NOT_FOUND,
 };
-use crate::session::rate::Exceeded;
-use crate::session::SessionError;
 
 #[derive(Debug)]
 pub struct Rejection {

@@ -5,8 +5,8 @@ use http::StatusCode;
 use serde_json::json;
 
 use super::Rejection;
-use crate::era::{capability_object, MODERN_VERSION};
-use crate::jsonrpc::{
+use crate::wire::era::{capability_object, MODERN_VERSION};
+use crate::wire::jsonrpc::{
     Message, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
     MISSING_CAPABILITY, UNSUPPORTED_VERSION,
 };

@@ -15,6 +15,7 @@ use super::{
     check_protocol_version, credential, open_stream, set_session_header, transport_session,
     PROTOCOL_VERSION_HEADER, SESSION_HEADER, SUPPORTED_VERSIONS,
 };
+use crate::base::ids::Principal;
 use crate::front::body::Body;
 use crate::front::data_layer::legacy::{self, Routed};
 use crate::front::modern;
@@ -23,11 +24,10 @@ use crate::front::request::{accepted, header_str, json, media_type_is, read_body
 use crate::front::session_methods;
 use crate::front::telemetry::Telemetry;
 use crate::front::{App, PostResponse};
-use crate::ids::Principal;
-use crate::jsonrpc::{Kind, Message};
-use crate::methods;
 use crate::session::protocol::{self, is_session_method};
 use crate::session::{Delivery, Session, Shape};
+use crate::wire::jsonrpc::{Kind, Message};
+use crate::wire::methods;
 
 pub(super) async fn post(
     app: &App,
@@ -74,8 +74,8 @@ async fn dispatch(
         && protocol_session.is_none()
         && modern::is_modern(headers, &message, &SUPPORTED_VERSIONS)
     {
-        telemetry.set("mcp_proxy.era", crate::era::MODERN_VERSION);
-        telemetry.set("mcp.protocol.version", crate::era::MODERN_VERSION);
+        telemetry.set("mcp_proxy.era", crate::wire::era::MODERN_VERSION);
+        telemetry.set("mcp.protocol.version", crate::wire::era::MODERN_VERSION);
         return modern::post(app, headers, message, principal).await;
     }
     telemetry.set("mcp_proxy.era", "legacy");
@@ -83,7 +83,9 @@ async fn dispatch(
         telemetry.set_with("mcp.protocol.version", || version.to_owned());
     }
     if let Some(id) = session_id.or(protocol_session) {
-        telemetry.set_with("mcp.session.id", || crate::redact::session(id).to_string());
+        telemetry.set_with("mcp.session.id", || {
+            crate::telemetry::redact::session(id).to_string()
+        });
     }
     let session_method =
         message.kind() == Kind::Request && message.method().is_some_and(is_session_method);

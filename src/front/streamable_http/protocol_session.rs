@@ -7,6 +7,7 @@ use http::{header, HeaderMap, Response, StatusCode};
 use serde_json::Value;
 
 use super::{check_protocol_version, LAST_EVENT_ID};
+use crate::base::ids::Principal;
 use crate::front::body::Body;
 use crate::front::rejection::Rejection;
 use crate::front::request::{accepted, header_str, json};
@@ -14,10 +15,9 @@ use crate::front::session_methods;
 use crate::front::session_stream::{self, Extras, Framing};
 use crate::front::traced;
 use crate::front::App;
-use crate::ids::Principal;
-use crate::jsonrpc::{Kind, Message};
 use crate::session::protocol::{self, is_session_method};
 use crate::session::{Session, SessionError};
+use crate::wire::jsonrpc::{Kind, Message};
 
 /// A message for a protocol-level session (or a `session/*` method) must not also name a
 /// transport session, nor resume with `Last-Event-ID`.
@@ -53,7 +53,7 @@ pub(super) async fn protocol_post(
     app: &App,
     headers: &HeaderMap,
     message: Message,
-    principal: crate::ids::Principal,
+    principal: crate::base::ids::Principal,
     named: Option<&str>,
 ) -> Result<Response<Body>, Rejection> {
     let id = message.id().cloned().unwrap_or(Value::Null);
@@ -164,7 +164,7 @@ fn open_channel(
         event_ids: false,
     };
     let extras = Extras {
-        prelude: Some(crate::sse::event(
+        prelude: Some(crate::wire::sse::event(
             None,
             &session_methods::resumed(id, resumed.catchup),
         )),

@@ -15,8 +15,8 @@ use tracing::debug;
 use super::{Bound, Connection};
 use crate::front::data_layer::handles;
 use crate::front::session_methods;
-use crate::jsonrpc::{id_key, Kind, Message};
 use crate::session::Delivery;
+use crate::wire::jsonrpc::{id_key, Kind, Message};
 
 /// Close code (private range) for a connection whose session was resumed on another.
 const CLOSE_RESUMED_ELSEWHERE: u16 = 4001;
@@ -53,7 +53,7 @@ impl Connection {
     pub(super) async fn run(mut self, mut socket: Socket) {
         self.app.metrics.websocket_connections.inc();
         let keep_alive = self.app.http.sse_keep_alive;
-        let mut ticks = interval_at(crate::clock::from_now(keep_alive), keep_alive);
+        let mut ticks = interval_at(crate::base::clock::from_now(keep_alive), keep_alive);
         let mut last_heard = Instant::now();
         let shutdown = self.app.shutdown.clone();
         loop {

@@ -16,10 +16,10 @@ use crate::front::rejection::{failed_request, Rejection};
 use crate::front::session_methods;
 use crate::front::telemetry::Telemetry;
 use crate::front::traced;
-use crate::jsonrpc::{id_key, Kind, Message};
 use crate::session::log::StreamKey;
 use crate::session::protocol::{self, is_session_method};
 use crate::session::{Session, Shape};
+use crate::wire::jsonrpc::{id_key, Kind, Message};
 
 impl Connection {
     /// One client message; returns what to send back at once (before any further delivery).
@@ -140,7 +140,7 @@ impl Connection {
         let outcome = self.forward_message(message).await;
         if let Some(bound) = &self.bound {
             telemetry.set_with("mcp.session.id", || {
-                crate::redact::session(bound.session.id()).to_string()
+                crate::telemetry::redact::session(bound.session.id()).to_string()
             });
         }
         telemetry.end_message(&outcome);

@@ -6,10 +6,10 @@
 
 use serde_json::Value;
 
-use crate::jsonrpc::Message;
-use crate::named::Named;
 use crate::session::error_answer::ErrorAnswer;
 use crate::session::Session;
+use crate::wire::jsonrpc::Message;
+use crate::wire::named::Named;
 
 impl Session {
     /// A `tools/call` (`prompts/get`, a completion of a prompt's argument) names the tool

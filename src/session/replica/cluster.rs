@@ -5,8 +5,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use crate::base::keys::Key;
 use crate::hop::{self, NonceRefused, Nonces, Stamp};
-use crate::keys::Key;
 use crate::store::Store;
 
 /// The replicas this proxy belongs to (none with the memory store).

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tracing::warn;
 
 use super::lookup::unavailable;
-use crate::ids::Principal;
+use crate::base::ids::Principal;
 use crate::session::{Registry, Session, SessionError};
 
 impl Registry {

@@ -8,7 +8,7 @@ use http::HeaderValue;
 use tracing::warn;
 
 use super::follow::{renew, tail};
-use crate::ids::{self, Principal};
+use crate::base::ids::{self, Principal};
 use crate::session::{OwnerUnavailable, Registry, Session, SessionError};
 use crate::store::{Record, RedisStore};
 use crate::upstream::owner::{HopError, LinkSettings, Owner, OwnerLink};
@@ -221,7 +221,7 @@ impl Registry {
         if let (true, Some(redis), Some(fence)) = (ended, self.store.redis(), fence) {
             match redis.forget(&self.server, id, &fence).await {
                 Ok(true) => {}
-                Ok(false) => warn!(session = %crate::redact::session(id),
+                Ok(false) => warn!(session = %crate::telemetry::redact::session(id),
                     "another replica owns this session now; its keys were left to it"),
                 Err(error) => warn!(%error, "could not delete an ended session from Redis"),
             }

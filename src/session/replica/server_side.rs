@@ -3,11 +3,11 @@
 //! forgets it) and the lists the server said it may change, so that a replica taking the
 //! session over goes on in the server's session, where the server's state is.
 
-use crate::methods;
 use crate::session::state::State;
 use crate::session::Session;
 use crate::store::Op;
 use crate::upstream::Upstream;
+use crate::wire::methods;
 
 impl Session {
     /// The session its server keeps for it, as the record holds it; `None` without one.

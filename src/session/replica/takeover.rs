@@ -12,7 +12,7 @@ use tracing::{info, warn};
 
 use super::lookup::unavailable;
 use super::server_side;
-use crate::ids::Principal;
+use crate::base::ids::Principal;
 use crate::session::error_answer::ErrorAnswer;
 use crate::session::layer::Layer;
 use crate::session::log::{Logged, StreamKey};
@@ -134,7 +134,7 @@ impl Registry {
             .open_taken(id, principal, credential, upstream_session.as_ref())
             .await;
         if let Err(error) = &opened {
-            warn!(session = %crate::redact::session(id), %error,
+            warn!(session = %crate::telemetry::redact::session(id), %error,
                   "a session claimed to take over cannot be opened here: given back");
             if let Err(error) = redis.unclaim(&self.server, id, epoch, &record.owner).await {
                 warn!(%error, "a claimed session could not be given back");

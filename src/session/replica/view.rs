@@ -7,15 +7,15 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::ids::Principal;
-use crate::jsonrpc::Message;
-use crate::metrics::ServerMetrics;
+use crate::base::ids::Principal;
 use crate::session::layer::Layer;
 use crate::session::log::{Logged, StreamKey};
 use crate::session::Reach;
 use crate::session::{routing, Session, SessionSettings, Shape};
 use crate::store::Record;
+use crate::telemetry::metrics::ServerMetrics;
 use crate::upstream::credential::Credential;
+use crate::wire::jsonrpc::Message;
 
 impl Session {
     /// A view of a session another replica owns, as its record describes it, subscribed to
@@ -136,7 +136,7 @@ impl Session {
             state
                 .reading
                 .remote_readers
-                .insert(*stream, crate::clock::deadline(now, lease));
+                .insert(*stream, crate::base::clock::deadline(now, lease));
         }
         state.log.head()
     }

@@ -8,7 +8,7 @@ use redis::{RedisResult, Value};
 
 use super::reads::parse_entries;
 use super::RedisStore;
-use crate::event::Logged;
+use crate::base::event::Logged;
 use crate::store::StoreResult;
 
 impl RedisStore {

@@ -56,8 +56,9 @@ mod writer;
 pub use follower::LogFollower;
 
 use super::{Backlog, Deposed, Fence, Mirror, Queued, StoreError, StoreResult};
-use crate::keys::Key;
-use crate::metrics::StoreMetrics;
+use crate::base::backlog::BacklogFigures;
+use crate::base::keys::Key;
+use crate::telemetry::metrics::StoreMetrics;
 
 /// What a replica needs to share sessions through Redis.
 #[derive(Debug, Clone)]
@@ -134,7 +135,7 @@ impl RedisStore {
         metrics: Arc<StoreMetrics>,
     ) -> anyhow::Result<Arc<RedisStore>> {
         let url = settings.url.as_str();
-        let shown = crate::redact::url(url);
+        let shown = crate::telemetry::redact::url(url);
         let client = redis::Client::open(url).with_context(|| format!("store: {shown:?}"))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(2)))
@@ -172,7 +173,11 @@ impl RedisStore {
             ops,
             backlog: Arc::new(Backlog::new(
                 settings.max_write_queue,
-                Some(metrics.clone()),
+                Some(BacklogFigures {
+                    queued: metrics.write_queue.clone(),
+                    limit: metrics.write_queue_limit.clone(),
+                    reads_paused: metrics.upstream_reads_paused.clone(),
+                }),
             )),
             metrics,
             leaving: CancellationToken::new(),

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use redis::Value;
 
 use super::RedisStore;
-use crate::event::{EventId, Logged};
+use crate::base::event::{EventId, Logged};
 use crate::store::{Record, StoreResult};
 
 impl RedisStore {

@@ -6,7 +6,7 @@ use std::time::Instant;
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
-use crate::metrics::StoreMetrics;
+use crate::telemetry::metrics::StoreMetrics;
 
 /// The shared connection, timed: a command or a pipeline is one round trip.
 pub(super) struct Timed {

@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use super::fenced::{arg, Commands, SessionKey, REFUSED};
 use super::RedisStore;
-use crate::event::Logged;
+use crate::base::event::Logged;
 use crate::store::{Deposed, Fence, Op, Queued, Record};
 
 /// Ops written per round trip at most.

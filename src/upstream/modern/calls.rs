@@ -11,14 +11,14 @@ use serde_json::{json, Map, Value};
 use tracing::warn;
 
 use super::{Bridge, Call, OWN};
-use crate::era::{
+use crate::upstream::{UpstreamError, UpstreamEvent};
+use crate::wire::era::{
     capability_object, declares, required_capability, HEADER_MISMATCH, INPUT_KEY,
     MISSING_CAPABILITY,
 };
-use crate::jsonrpc::{error_response, id_key, Kind, Message};
-use crate::methods::{self, CANCELLED, TOOLS_CALL, TOOLS_LIST};
-use crate::mirrored::ANNOTATION;
-use crate::upstream::{UpstreamError, UpstreamEvent};
+use crate::wire::jsonrpc::{error_response, id_key, Kind, Message};
+use crate::wire::methods::{self, CANCELLED, TOOLS_CALL, TOOLS_LIST};
+use crate::wire::mirrored::ANNOTATION;
 
 impl Bridge {
     /// A request of the session's, sent on with the session's `_meta`.

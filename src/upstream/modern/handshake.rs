@@ -10,11 +10,11 @@ use tokio::sync::oneshot;
 
 use super::error::AskError;
 use super::Bridge;
-use crate::era::{
+use crate::wire::era::{
     CAPABILITIES_KEY, CLIENT_INFO_KEY, LOG_LEVEL_KEY, MODERN_VERSION, SERVER_INFO_KEY, VERSION_KEY,
 };
-use crate::jsonrpc::Message;
-use crate::methods::SERVER_DISCOVER;
+use crate::wire::jsonrpc::Message;
+use crate::wire::methods::SERVER_DISCOVER;
 
 /// The legacy revisions a client may be answered in; others get the newest.
 const LEGACY_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];

@@ -13,16 +13,16 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::error::ModernHttpError;
-use crate::era::{Era, MODERN_VERSION};
-use crate::jsonrpc::{id_key, Kind, Message};
-use crate::methods::{self, CANCELLED, TOOLS_CALL};
-use crate::mirrored::{self, ToolMarks};
-use crate::trace_context::TraceContext;
+use crate::telemetry::trace_context::TraceContext;
 use crate::upstream::body::{self, BodyError};
 use crate::upstream::credential::Credential;
 use crate::upstream::era_switch::{self, EraSwitch};
 use crate::upstream::http_client::{self, EventStream, HttpClient, HttpSpec};
 use crate::upstream::{EventSink, UpstreamError, UpstreamEvent};
+use crate::wire::era::{Era, MODERN_VERSION};
+use crate::wire::jsonrpc::{id_key, Kind, Message};
+use crate::wire::methods::{self, CANCELLED, TOOLS_CALL};
+use crate::wire::mirrored::{self, ToolMarks};
 
 /// A 2026-07-28 HTTP server, as the bridge sends to it.
 #[derive(Debug, Clone)]

@@ -9,9 +9,9 @@ use tokio::sync::oneshot;
 use tracing::warn;
 
 use super::{Bridge, BridgeState, OWN};
-use crate::era::SUBSCRIPTION_ID_KEY;
-use crate::jsonrpc::{Message, METHOD_NOT_FOUND};
-use crate::methods::{CANCELLED, SUBSCRIPTIONS_ACKNOWLEDGED, SUBSCRIPTIONS_LISTEN};
+use crate::wire::era::SUBSCRIPTION_ID_KEY;
+use crate::wire::jsonrpc::{Message, METHOD_NOT_FOUND};
+use crate::wire::methods::{CANCELLED, SUBSCRIPTIONS_ACKNOWLEDGED, SUBSCRIPTIONS_LISTEN};
 
 /// The pause before a dropped listen is opened again, doubled per failure up to the longest.
 const FIRST_RELISTEN_PAUSE: Duration = Duration::from_millis(250);

@@ -26,14 +26,14 @@ use serde_json::{json, Map, Value};
 use tokio::sync::oneshot;
 
 use super::{EventSink, Sink, Upstream, UpstreamError, UpstreamEvent};
-use crate::backlog::Backlog;
-use crate::jsonrpc::{
+use crate::base::backlog::Backlog;
+use crate::wire::jsonrpc::{
     error_response, id_key, notification, result_response, Kind, Message, INTERNAL_ERROR,
 };
-use crate::methods::{
+use crate::wire::methods::{
     CANCELLED, INITIALIZE, LOGGING_SET_LEVEL, PING, RESOURCES_SUBSCRIBE, RESOURCES_UNSUBSCRIBE,
 };
-use crate::mirrored::ToolMarks;
+use crate::wire::mirrored::ToolMarks;
 
 /// Ids of the bridge's own messages start with this.
 const OWN: &str = "mcp-session-proxy/";

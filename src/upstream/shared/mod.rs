@@ -23,10 +23,10 @@ use tokio_util::task::TaskTracker;
 
 use super::stdio::{StdioSpec, StdioUpstream};
 use super::{EventSink, Sink, UpstreamError, UpstreamEvent};
-use crate::backlog::Backlog;
-use crate::jsonrpc::Message;
-use crate::methods;
-use crate::metrics::ServerMetrics;
+use crate::base::backlog::Backlog;
+use crate::telemetry::metrics::ServerMetrics;
+use crate::wire::jsonrpc::Message;
+use crate::wire::methods;
 use plan::Plan;
 
 /// The one child of a server in `shared` isolation, and the sessions it serves.
@@ -176,7 +176,7 @@ impl SharedStdio {
                 .collect();
             messages.extend(listens.into_iter().map(|global| {
                 let params = json!({ "requestId": global, "reason": "the session ended" });
-                crate::jsonrpc::notification(methods::CANCELLED, params)
+                crate::wire::jsonrpc::notification(methods::CANCELLED, params)
             }));
             (mux.child.clone(), messages)
         };

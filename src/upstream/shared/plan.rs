@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 use tracing::debug;
 
 use super::{Mux, Pending, SharedHandle};
-use crate::jsonrpc::{id_key, Kind, Message};
-use crate::methods;
+use crate::wire::jsonrpc::{id_key, Kind, Message};
+use crate::wire::methods;
 
 /// What to do with one message of a session.
 pub(super) enum Plan {

@@ -8,10 +8,10 @@ use serde_json::value::to_raw_value;
 use serde_json::Value;
 
 use super::{Mux, SharedStdio};
-use crate::era::SUBSCRIPTION_ID_KEY;
-use crate::jsonrpc::{id_key, Kind, Message};
-use crate::methods;
 use crate::upstream::{EventSink, UpstreamEvent};
+use crate::wire::era::SUBSCRIPTION_ID_KEY;
+use crate::wire::jsonrpc::{id_key, Kind, Message};
+use crate::wire::methods;
 
 impl SharedStdio {
     /// Where each child event goes.

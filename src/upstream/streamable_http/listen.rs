@@ -11,9 +11,9 @@ use hyper::body::Incoming;
 use tracing::debug;
 
 use super::Inner;
-use crate::jsonrpc::Message;
 use crate::upstream::http_client::{self, is_event_stream, EventStream};
 use crate::upstream::UpstreamEvent;
+use crate::wire::jsonrpc::Message;
 
 /// Reconnection delay for the GET stream when the server names none.
 pub(super) const DEFAULT_RETRY: Duration = Duration::from_secs(1);
@@ -28,7 +28,7 @@ impl Inner {
         last_id: &mut Option<String>,
         retry: &mut Option<Duration>,
         mut seen: impl FnMut(&Message),
-    ) -> Option<crate::sse::DecodeError> {
+    ) -> Option<crate::wire::sse::DecodeError> {
         let mut events = EventStream::new(body, self.spec.max_event_bytes);
         while crate::upstream::room_to_read_unless(self.events.as_ref(), &self.released).await {
             let Some(event) = events.next(&self.released).await else {

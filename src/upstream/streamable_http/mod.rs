@@ -29,10 +29,10 @@ use super::driven::Connections;
 use super::handover::ModernHttpBuilder;
 use super::http_client::{self, HttpClient, HttpSpec};
 use super::{EventSink, Upstream, UpstreamError, UpstreamEvent};
-use crate::jsonrpc::Message;
-use crate::methods;
-use crate::trace_context::TraceContext;
+use crate::telemetry::trace_context::TraceContext;
 use crate::upstream::credential::Credential;
+use crate::wire::jsonrpc::Message;
+use crate::wire::methods;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -228,7 +228,7 @@ impl Inner {
         if told {
             self.lock().session = None;
             self.stream_settled.send_replace(false);
-            warn!(url = %crate::redact::url(&self.spec.url.to_string()), "upstream session lost; the session re-initializes it");
+            warn!(url = %crate::telemetry::redact::url(&self.spec.url.to_string()), "upstream session lost; the session re-initializes it");
             self.events.deliver(UpstreamEvent::SessionLost);
         }
     }

@@ -12,14 +12,14 @@ use tracing::{warn, Instrument};
 
 use super::listen::{DEFAULT_RETRY, MAX_RETRY};
 use super::Inner;
-use crate::era::Era;
-use crate::jsonrpc::{Kind, Message};
-use crate::methods;
 use crate::upstream::body::{self, BodyError};
 use crate::upstream::driven::DrivenBody;
 use crate::upstream::era_switch;
 use crate::upstream::http_client::is_event_stream;
 use crate::upstream::{UpstreamError, UpstreamEvent};
+use crate::wire::era::Era;
+use crate::wire::jsonrpc::{Kind, Message};
+use crate::wire::methods;
 
 /// Resumptions of one POST stream that broke before its response.
 const POST_RESUMPTIONS: usize = 3;

@@ -40,10 +40,10 @@ use super::checks::RequestMeta;
 use super::correlation::{
     client_params, open_with, usable, Correlated, Correlation, Ending, Initialized, Newest,
 };
+use crate::base::ids::Principal;
 use crate::front::rejection::Rejection;
-use crate::ids::Principal;
-use crate::metrics::{Refusal, ServerMetrics};
 use crate::session::{Registry, Session};
+use crate::telemetry::metrics::{Refusal, ServerMetrics};
 use slots::{Claimed, Slots, Want};
 
 /// `session.anonymous_pool` unless configured.
@@ -277,7 +277,7 @@ impl AnonymousPool {
             registry: registry.clone(),
             newest: correlation.newest_handle(),
         };
-        let deadline = crate::clock::from_now(self.wait);
+        let deadline = crate::base::clock::from_now(self.wait);
         loop {
             let changed = shared.changed.notified();
             tokio::pin!(changed);

@@ -1,7 +1,7 @@
 //! Unit tests of the write-behind: what a batch writes, merges and undoes.
 
 use super::*;
-use crate::event::{Logged, StreamKey};
+use crate::base::event::{Logged, StreamKey};
 
 fn queued(session: &str, op: Op) -> Queued {
     Queued {

@@ -408,7 +408,7 @@ impl Metrics {
 
 /// The label for a JSON-RPC method: its name when the method table counts it, else `other`,
 /// so a client cannot grow the label set.
-pub use crate::methods::metric_label as method_label;
+pub use crate::wire::methods::metric_label as method_label;
 
 #[cfg(test)]
 mod tests {

@@ -2,8 +2,8 @@
 //! MCP conventions where they name one).
 
 use super::Span;
-use crate::jsonrpc::Message;
-use crate::named::{self, Named};
+use crate::wire::jsonrpc::Message;
+use crate::wire::named::{self, Named};
 
 /// `{method} {target}`: the tool or prompt a request names, if any.
 pub fn name_of(message: &Message) -> String {

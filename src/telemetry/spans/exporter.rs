@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, oneshot, Notify};
 use tracing::{info, warn};
 
 use super::{otlp, Finished};
-use crate::metrics::SpanMetrics;
+use crate::telemetry::metrics::SpanMetrics;
 
 /// Where spans go and how they are batched.
 #[derive(Debug, Clone)]
@@ -206,7 +206,7 @@ mod tests {
             delay: Duration::from_secs(3600),
             timeout: Duration::from_secs(1),
         };
-        let metrics = crate::metrics::Metrics::default().spans;
+        let metrics = crate::telemetry::metrics::Metrics::default().spans;
         let exporter = Exporter::start(settings, metrics.clone());
         for _ in 0..5 {
             exporter.submit(Finished::default());

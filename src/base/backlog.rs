@@ -4,30 +4,37 @@
 //! server is read no faster than the queue is written, and nothing is dropped).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::Notify;
 
-use crate::metrics::StoreMetrics;
-
-/// Ops queued and not yet written, bounded by `limit`; its figures in `StoreMetrics`
-/// (`store_write_queue`, `store_write_queue_limit`, `store_upstream_reads_paused`).
+/// Ops queued and not yet written, bounded by `limit`, shown in its `BacklogFigures` if given.
 #[derive(Debug)]
 pub struct Backlog {
     queued: AtomicUsize,
     limit: usize,
     drained: Notify,
-    metrics: Option<Arc<StoreMetrics>>,
+    metrics: Option<BacklogFigures>,
+}
+
+/// Where a backlog shows itself (the store's `store_write_queue`, `store_write_queue_limit`,
+/// `store_upstream_reads_paused`).
+#[derive(Debug, Clone)]
+pub struct BacklogFigures {
+    pub queued: Gauge,
+    pub limit: Gauge,
+    pub reads_paused: Counter,
 }
 
 impl Backlog {
     /// A backlog of at most `limit` ops (a limit of 0 is taken as 1), its figures kept in
     /// `metrics` when given.
-    pub fn new(limit: usize, metrics: Option<Arc<StoreMetrics>>) -> Backlog {
+    pub fn new(limit: usize, metrics: Option<BacklogFigures>) -> Backlog {
         let limit = limit.max(1);
         if let Some(metrics) = &metrics {
-            metrics.write_queue_limit.set(limit as i64);
+            metrics.limit.set(limit as i64);
         }
         Backlog {
             queued: AtomicUsize::new(0),
@@ -69,7 +76,7 @@ impl Backlog {
 
     fn show(&self, queued: usize) {
         if let Some(metrics) = &self.metrics {
-            metrics.write_queue.set(queued as i64);
+            metrics.queued.set(queued as i64);
         }
     }
 
@@ -92,7 +99,7 @@ impl Backlog {
             return;
         }
         if let Some(metrics) = &self.metrics {
-            metrics.upstream_reads_paused.inc();
+            metrics.reads_paused.inc();
         }
         self.drain().await;
     }
@@ -113,6 +120,8 @@ impl Backlog {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
 
     #[tokio::test(start_paused = true)]

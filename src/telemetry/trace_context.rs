@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::jsonrpc::{Kind, Message};
+use crate::wire::jsonrpc::{Kind, Message};
 
 pub const TRACEPARENT: &str = "traceparent";
 pub const TRACESTATE: &str = "tracestate";

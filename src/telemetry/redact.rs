@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::OnceLock;
 
-use crate::keys::Key;
+use crate::base::keys::Key;
 
 /// `url` with the user info of its authority replaced by `***`.
 pub fn url(url: &str) -> Cow<'_, str> {

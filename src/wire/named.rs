@@ -7,8 +7,8 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::jsonrpc::Message;
-use crate::methods;
+use crate::wire::jsonrpc::Message;
+use crate::wire::methods;
 
 /// The one thing a request acts on.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-pub use crate::jsonrpc::{HEADER_MISMATCH, MISSING_CAPABILITY};
+pub use crate::wire::jsonrpc::{HEADER_MISMATCH, MISSING_CAPABILITY};
 
 /// The revision.
 pub const MODERN_VERSION: &str = "2026-07-28";
@@ -51,7 +51,7 @@ pub const PER_REQUEST_META: &str = "io.modelcontextprotocol/";
 
 /// What 2026-07-28 removed, which results it caches, and the capability each question to the
 /// client needs: properties of the methods, in the method table.
-pub use crate::methods::{is_cacheable, removed_in_modern, required_capability};
+pub use crate::wire::methods::{is_cacheable, removed_in_modern, required_capability};
 
 /// Where a legacy server's request to the client may name the `inputRequests` key its
 /// question becomes for a 2026-07-28 client (this proxy's convention; the demo follows it).

@@ -27,7 +27,7 @@ pub struct SpanContext {
 impl SpanContext {
     /// The context of a valid W3C `traceparent`.
     pub fn parse(traceparent: &str) -> Option<SpanContext> {
-        crate::trace_context::trace_id(traceparent)?;
+        crate::telemetry::trace_context::trace_id(traceparent)?;
         let mut parts = traceparent.trim().split('-').skip(1);
         let (trace, parent, flags) = (parts.next()?, parts.next()?, parts.next()?);
         Some(SpanContext {

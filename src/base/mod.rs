@@ -1,0 +1,9 @@
+//! The base every layer stands on: time, keys, ids, the logged event, bounded queues, errors.
+
+pub mod backlog;
+pub mod clock;
+pub mod error_chain;
+pub mod event;
+pub mod ids;
+pub mod keys;
+pub mod memory;

@@ -1,0 +1,9 @@
+//! The wire formats: JSON-RPC messages, the MCP method table, what a message names, SSE, the
+//! 2026-07-28 revision's names and its mirrored headers.
+
+pub mod era;
+pub mod jsonrpc;
+pub mod methods;
+pub mod mirrored;
+pub mod named;
+pub mod sse;
