@@ -108,19 +108,12 @@ async fn take(
         .map_err(|error| refused(StatusCode::FORBIDDEN, &error.to_string()))?;
     take_once(router, member, &stamp, now)?;
     let session = owned(router, app, id).await?;
-    // The asker checked the principal against the session's record; a hop naming another one
-    // finds nothing, as a client would.
-    if let Some(header) = header_str(&parts.headers, PRINCIPAL_HEADER) {
-        let named = hop::checked_principal(member.hop_key, signature, header).ok_or_else(|| {
-            refused(
-                StatusCode::FORBIDDEN,
-                "the hop's principal tag does not match",
-            )
-        })?;
-        if named != session.principal().as_str() {
-            return Err(refused(StatusCode::NOT_FOUND, "not found"));
-        }
-    }
+    check_principal(
+        &parts.headers,
+        member,
+        signature,
+        session.principal().as_str(),
+    )?;
     app.metrics.sessions_forwarded_total.inc();
     // Streams read through the asker stay live here for a few of its heartbeats.
     let (lease, max_answer_bytes) = (member.lease, member.max_answer_bytes);
@@ -154,6 +147,29 @@ async fn take(
             StatusCode::METHOD_NOT_ALLOWED,
             "POST, PUT or DELETE",
         )),
+    }
+}
+
+/// The asker checked the principal against the session's record; a hop naming another one
+/// finds nothing, as a client would, and one whose principal tag is not its own is refused.
+fn check_principal(
+    headers: &http::HeaderMap,
+    member: Member<'_>,
+    signature: &str,
+    principal: &str,
+) -> Result<(), Refused> {
+    let Some(header) = header_str(headers, PRINCIPAL_HEADER) else {
+        return Ok(());
+    };
+    let named = hop::checked_principal(member.hop_key, signature, header).ok_or_else(|| {
+        refused(
+            StatusCode::FORBIDDEN,
+            "the hop's principal tag does not match",
+        )
+    })?;
+    match named == principal {
+        true => Ok(()),
+        false => Err(refused(StatusCode::NOT_FOUND, "not found")),
     }
 }
 

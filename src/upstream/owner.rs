@@ -178,6 +178,62 @@ impl OwnerLink {
 
     async fn hop(&self, method: Method, body: Bytes) -> Result<Bytes, HopError> {
         let owner = self.owner();
+        let (request, signature) = self.signed_request(&owner, method, body)?;
+        // Only a connection never made proves the owner did not get the message.
+        let response = tokio::time::timeout(HOP_TIMEOUT, self.inner.client.request(request))
+            .await
+            .map_err(|_| {
+                self.failed(HopError::Interrupted(format!(
+                    "no answer within {HOP_TIMEOUT:?}"
+                )))
+            })?
+            .map_err(|e| match e.is_connect() {
+                true => self.failed(HopError::Unreachable(error_chain(&e))),
+                false => self.failed(HopError::Interrupted(error_chain(&e))),
+            })?;
+        let status = response.status();
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let answered = header(NODE_HEADER).unwrap_or_default();
+        let answer_signature = header(ANSWER_SIGNATURE_HEADER);
+        let max = self.inner.max_answer_bytes;
+        let refuse = |refused: AnswerRefused| {
+            self.inner.metrics.hop_answers_refused_total.inc();
+            warn!(%refused, owner = %owner.node, "an answer to a hop was refused");
+            self.failed(HopError::AnswerRefused(refused))
+        };
+        let body = body::read(response.into_body(), max, HOP_TIMEOUT)
+            .await
+            .map_err(|error| match error {
+                BodyError::TooLarge(_) => refuse(AnswerRefused::TooLarge(max)),
+                BodyError::TooSlow(_) => {
+                    self.failed(HopError::Interrupted("the answer did not finish".into()))
+                }
+                BodyError::Broken(cause) => self.failed(HopError::Interrupted(cause)),
+            })?;
+        Answer {
+            request_signature: &signature,
+            status: status.as_u16(),
+            node: &answered,
+            body: &body,
+        }
+        .check(&self.inner.key, answer_signature.as_deref())
+        .map_err(refuse)?;
+        self.outcome(status, body, owner.node, answered)
+    }
+
+    /// The hop to `owner`, signed for it, and its signature (its answer is signed over it).
+    fn signed_request(
+        &self,
+        owner: &Owner,
+        method: Method,
+        body: Bytes,
+    ) -> Result<(Request<Full<Bytes>>, String), HopError> {
         let signature = Signed {
             method: method.as_str(),
             path: &self.inner.path,
@@ -195,67 +251,35 @@ impl OwnerLink {
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(Full::new(body))
             .map_err(|e| HopError::Refused(e.to_string()))?;
-        let failed = |error: HopError| {
-            if !matches!(error, HopError::Refused(_)) {
-                self.inner.suspect.store(true, Ordering::Release);
-            }
-            let unreachable = matches!(error, HopError::Unreachable(_));
-            self.inner.unreachable.store(unreachable, Ordering::Release);
-            error
-        };
-        // Only a connection never made proves the owner did not get the message.
-        let response = tokio::time::timeout(HOP_TIMEOUT, self.inner.client.request(request))
-            .await
-            .map_err(|_| {
-                failed(HopError::Interrupted(format!(
-                    "no answer within {HOP_TIMEOUT:?}"
-                )))
-            })?
-            .map_err(|e| match e.is_connect() {
-                true => failed(HopError::Unreachable(error_chain(&e))),
-                false => failed(HopError::Interrupted(error_chain(&e))),
-            })?;
-        let status = response.status();
-        let header = |name: &str| {
-            response
-                .headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-        };
-        let answered = header(NODE_HEADER).unwrap_or_default();
-        let answer_signature = header(ANSWER_SIGNATURE_HEADER);
-        let max = self.inner.max_answer_bytes;
-        let refuse = |refused: AnswerRefused| {
-            self.inner.metrics.hop_answers_refused_total.inc();
-            warn!(%refused, owner = %owner.node, "an answer to a hop was refused");
-            failed(HopError::AnswerRefused(refused))
-        };
-        let body = body::read(response.into_body(), max, HOP_TIMEOUT)
-            .await
-            .map_err(|error| match error {
-                BodyError::TooLarge(_) => refuse(AnswerRefused::TooLarge(max)),
-                BodyError::TooSlow(_) => {
-                    failed(HopError::Interrupted("the answer did not finish".into()))
-                }
-                BodyError::Broken(cause) => failed(HopError::Interrupted(cause)),
-            })?;
-        Answer {
-            request_signature: &signature,
-            status: status.as_u16(),
-            node: &answered,
-            body: &body,
+        Ok((request, signature))
+    }
+
+    /// What a hop that failed says of the owner: anything but a refusal makes it suspect, and
+    /// only an owner that could not be reached is taken as unreachable.
+    fn failed(&self, error: HopError) -> HopError {
+        if !matches!(error, HopError::Refused(_)) {
+            self.inner.suspect.store(true, Ordering::Release);
         }
-        .check(&self.inner.key, answer_signature.as_deref())
-        .map_err(refuse)?;
+        let unreachable = matches!(error, HopError::Unreachable(_));
+        self.inner.unreachable.store(unreachable, Ordering::Release);
+        error
+    }
+
+    /// What an authentic answer's status means.
+    fn outcome(
+        &self,
+        status: StatusCode,
+        body: Bytes,
+        expected: String,
+        answered: String,
+    ) -> Result<Bytes, HopError> {
         match status {
-            StatusCode::MISDIRECTED_REQUEST => Err(failed(HopError::Moved {
-                expected: owner.node,
-                answered,
-            })),
+            StatusCode::MISDIRECTED_REQUEST => {
+                Err(self.failed(HopError::Moved { expected, answered }))
+            }
             StatusCode::OK => Ok(body),
-            StatusCode::NOT_FOUND => Err(failed(HopError::Gone)),
-            StatusCode::SERVICE_UNAVAILABLE => Err(failed(HopError::Unreachable(
+            StatusCode::NOT_FOUND => Err(self.failed(HopError::Gone)),
+            StatusCode::SERVICE_UNAVAILABLE => Err(self.failed(HopError::Unreachable(
                 String::from_utf8_lossy(&body).trim().to_owned(),
             ))),
             _ => Err(HopError::Refused(
