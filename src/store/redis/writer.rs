@@ -3,12 +3,14 @@
 //! still holds the session's epoch. A session whose write is refused was taken over: its
 //! registry is told (`RedisStore::deposals`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio::sync::mpsc;
 
+use self::ttls::{Keys, Ttls};
+use self::undone::Undone;
 use super::fenced::{arg, Commands, SessionKey, REFUSED};
 use super::RedisStore;
 use crate::base::event::Logged;
@@ -246,139 +248,6 @@ impl RedisStore {
     }
 }
 
-/// A session's keys, as a set: those whose TTL a round trip sets.
-#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
-struct Keys(u8);
-
-impl Keys {
-    const NONE: Keys = Keys(0);
-    const RECORD: Keys = Keys(1);
-    const LOG: Keys = Keys(2);
-    const INFLIGHT: Keys = Keys(4);
-    const SUBS: Keys = Keys(8);
-    const ALL: Keys = Keys(15);
-
-    fn contains(self, other: Keys) -> bool {
-        self.0 & other.0 == other.0
-    }
-}
-
-impl std::ops::BitOrAssign for Keys {
-    fn bitor_assign(&mut self, other: Keys) {
-        self.0 |= other.0;
-    }
-}
-
-/// When each session's keys last had their TTL set. A key a write may have created gets its
-/// TTL in the same round trip; the rest of an active session's keys get theirs again at most
-/// once per `every`, not at every write.
-struct Ttls {
-    millis: u64,
-    every: Duration,
-    set: HashMap<(Arc<str>, Arc<str>), Instant>,
-    /// Entries after the last pruning: the map is pruned of stale ones when it doubles.
-    pruned_at: usize,
-}
-
-impl Ttls {
-    fn new(ttl: Duration) -> Ttls {
-        Ttls {
-            millis: ttl.as_millis() as u64,
-            every: (ttl / 4).min(Duration::from_secs(1)),
-            set: HashMap::new(),
-            pruned_at: 1024,
-        }
-    }
-
-    /// The keys of `session` whose TTL is set now: those `created` may have made, or all of
-    /// them when they were last set longer than `every` ago.
-    fn due(&mut self, session: &(Arc<str>, Arc<str>), created: Keys, now: Instant) -> Keys {
-        if self.set.len() > 2 * self.pruned_at {
-            self.set
-                .retain(|_, at| now.duration_since(*at) < self.every);
-            self.pruned_at = self.set.len().max(1024);
-        }
-        match self.set.get(session) {
-            Some(at) if now.duration_since(*at) < self.every => created,
-            _ => {
-                self.set.insert(session.clone(), now);
-                Keys::ALL
-            }
-        }
-    }
-
-    fn forget(&mut self, session: &(Arc<str>, Arc<str>)) {
-        self.set.remove(session);
-    }
-
-    fn clear(&mut self) {
-        self.set.clear();
-    }
-}
-
-/// Ops of one batch that a later op of the same batch undoes: a message logged and removed
-/// again (an answer given as JSON, which no one can resume), a request in flight and answered,
-/// a record field written again. None of them is written.
-#[derive(Default)]
-struct Undone {
-    /// (session, position) of each message the batch removes; (session, stream) of each request
-    /// it answers.
-    removed: HashSet<(Arc<str>, u64)>,
-    answered: HashSet<(Arc<str>, u64)>,
-    /// Those whose first half was skipped: the second is skipped too.
-    skipped_appends: HashSet<(Arc<str>, u64)>,
-    skipped_inflight: HashSet<(Arc<str>, u64)>,
-    /// How many writes of each record field are still to come: all but the last are skipped.
-    fields: HashMap<(Arc<str>, &'static str), usize>,
-}
-
-impl Undone {
-    fn of(batch: &[Queued]) -> Undone {
-        let mut undone = Undone::default();
-        for queued in batch {
-            let session = queued.session.clone();
-            match &queued.op {
-                Op::Remove { seq } => {
-                    undone.removed.insert((session, *seq));
-                }
-                Op::Answered { stream } => {
-                    undone.answered.insert((session, *stream));
-                }
-                Op::Field { name, .. } => {
-                    *undone.fields.entry((session, name)).or_default() += 1;
-                }
-                _ => {}
-            }
-        }
-        undone
-    }
-
-    /// Whether `queued` is left out of the batch.
-    fn skips(&mut self, queued: &Queued) -> bool {
-        let session = &queued.session;
-        match &queued.op {
-            Op::Append(logged) => {
-                let key = (session.clone(), logged.seq);
-                self.removed.contains(&key) && self.skipped_appends.insert(key)
-            }
-            Op::Remove { seq } => self.skipped_appends.contains(&(session.clone(), *seq)),
-            Op::Inflight { stream, .. } => {
-                let key = (session.clone(), *stream);
-                self.answered.contains(&key) && self.skipped_inflight.insert(key)
-            }
-            Op::Answered { stream } => self.skipped_inflight.contains(&(session.clone(), *stream)),
-            Op::Field { name, .. } => match self.fields.get_mut(&(session.clone(), *name)) {
-                Some(to_come) => {
-                    *to_come -= 1;
-                    *to_come > 0
-                }
-                None => false,
-            },
-            _ => false,
-        }
-    }
-}
-
 impl RedisStore {
     /// Adds `op` to what the batch writes of `session`.
     fn encode(&self, session: &mut SessionWrites, op: Op) {
@@ -521,6 +390,9 @@ fn encode_eviction(commands: &mut Commands, through: u64) {
     );
     commands.push("HSET", SessionKey::Record, [arg("evicted"), arg(through)]);
 }
+
+mod ttls;
+mod undone;
 
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,7 @@
 //! Unit tests of the write-behind: what a batch writes, merges and undoes.
 
+use std::time::Duration;
+
 use super::*;
 use crate::base::event::{Logged, StreamKey};
 
