@@ -744,6 +744,19 @@ fn redis_reply(port: u16, commands: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// Polls `condition` until it holds, failing the test if it does not within 20 s (these tests
+/// run child processes without a runtime).
+fn within_real_time(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !condition() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The base's Redis container, run here as its pod runs it (its command and args, its
 /// environment with the test's secret, a folder for its volume, a loopback port): it answers
 /// only a client that gives the password, which is nowhere on its command line; with the
@@ -794,15 +807,10 @@ fn the_bases_redis_takes_only_clients_that_give_its_password() {
 
     let password = test_secret(&serde_json::json!({"name": "redis", "key": "password"}));
     let (mut server, port) = start(&password);
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+    within_real_time("Redis to listen", || {
         assert!(server.0.try_wait().unwrap().is_none(), "Redis exited");
-        assert!(
-            std::time::Instant::now() < deadline,
-            "Redis does not listen"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
     let without = redis_reply(port, &["PING"]);
     assert!(without[0].starts_with("-NOAUTH"), "{without:?}");
     let with = redis_reply(port, &[&format!("AUTH {password}"), "PING"]);
@@ -818,7 +826,12 @@ fn the_bases_redis_takes_only_clients_that_give_its_password() {
         .unwrap();
     assert_eq!(shipped["data"]["password"], "Q0hBTkdFLU1F", "CHANGE-ME");
     let (mut server, _) = start("CHANGE-ME");
-    let status = server.0.wait().unwrap();
+    let mut exited = None;
+    within_real_time("Redis to refuse the shipped password", || {
+        exited = server.0.try_wait().unwrap();
+        exited.is_some()
+    });
+    let status = exited.unwrap();
     let mut stderr = String::new();
     std::io::Read::read_to_string(server.0.stderr.as_mut().unwrap(), &mut stderr).unwrap();
     assert!(
