@@ -14,9 +14,9 @@ use std::time::Duration;
 use common::auth_server::{claims_of, AuthServer};
 use common::cluster::{Redis, Replica};
 use common::ws::Ws;
-use common::{spawn_proxy, until, within, Client, Proxy, DEMO};
+use common::{spawn_proxy, until, within, Client, Proxy, SecretFile, DEMO};
 use http::{Method, StatusCode};
-use mcp_session_proxy::config::{Config, SecretSource};
+use mcp_session_proxy::config::Config;
 use serde_json::{json, Value};
 
 fn guarded(issuer: &str) -> impl FnOnce(&mut Config) + '_ {
@@ -719,28 +719,6 @@ async fn introspecting(
     })
     .await;
     (proxy, secret)
-}
-
-/// A secret in a file of its own, removed when dropped.
-struct SecretFile(std::path::PathBuf);
-
-impl SecretFile {
-    fn new(name: &str, secret: &str) -> SecretFile {
-        let unique = format!("mcp-proxy-{name}-{}-{}", std::process::id(), random_hex(4));
-        let path = std::env::temp_dir().join(unique);
-        std::fs::write(&path, format!("{secret}\n")).unwrap();
-        SecretFile(path)
-    }
-
-    fn source(&self) -> Option<SecretSource> {
-        Some(SecretSource::File(self.0.clone()))
-    }
-}
-
-impl Drop for SecretFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }
 
 /// `bytes` random bytes, in hex.

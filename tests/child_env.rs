@@ -163,6 +163,24 @@ fn myself() -> (u32, u32) {
     (Uid::effective().as_raw(), Gid::effective().as_raw())
 }
 
+/// The proxy binary as a user without privileges: this test's user, or nobody where the test
+/// runs as root (root reads any process's memory), and that user's ids; beside it, the snoop
+/// it runs as its server.
+fn unprivileged_proxy(test: &str) -> (Snoop, std::process::Command, (u32, u32)) {
+    use std::os::unix::process::CommandExt;
+    let ids = match Uid::effective().is_root() {
+        true => nobody(),
+        false => myself(),
+    };
+    let snoop = Snoop::new(test, ids);
+    let mut command = std::process::Command::new(&snoop.binary);
+    command.current_dir(&snoop.dir);
+    if Uid::effective().is_root() {
+        command.uid(ids.0).gid(ids.1);
+    }
+    (snoop, command, ids)
+}
+
 /// Whether the user and group `ids` may run `binary`.
 fn runs_as(binary: &Path, (uid, gid): (u32, u32)) -> bool {
     use std::os::unix::process::CommandExt;
@@ -264,17 +282,7 @@ fn assert_read_nothing_of_the_proxy(report: &str) {
 /// read neither. Root reads any process's, so as root the proxy runs as `nobody` here.
 #[tokio::test]
 async fn a_child_of_the_proxys_own_user_reads_neither_its_environment_nor_its_memory() {
-    use std::os::unix::process::CommandExt;
-    let ids = match Uid::effective().is_root() {
-        true => nobody(),
-        false => myself(),
-    };
-    let snoop = Snoop::new("own-user", ids);
-    let mut command = std::process::Command::new(&snoop.binary);
-    command.current_dir(&snoop.dir);
-    if Uid::effective().is_root() {
-        command.uid(ids.0).gid(ids.1);
-    }
+    let (snoop, command, ids) = unprivileged_proxy("own-user");
     let (proxy, addr, _logs, _) = spawn_proxy_command(
         command.into(),
         &[
@@ -419,7 +427,6 @@ async fn refused(mut command: tokio::process::Command, args: &[&str]) -> String 
 /// start-up stops, naming the key, rather than running children as the proxy's user.
 #[tokio::test]
 async fn another_user_for_children_is_refused_at_start_where_it_cannot_be_had() {
-    use std::os::unix::process::CommandExt;
     let cases: [(&[&str], &str, &str); 3] = [
         (
             &["--upstream-user", "no-such-user-4f2a"],
@@ -451,16 +458,7 @@ async fn another_user_for_children_is_refused_at_start_where_it_cannot_be_had() 
     }
 
     // An unprivileged proxy: this test's user, or nobody where it is root.
-    let ids = match Uid::effective().is_root() {
-        true => nobody(),
-        false => myself(),
-    };
-    let snoop = Snoop::new("unprivileged", ids);
-    let mut command = std::process::Command::new(&snoop.binary);
-    command.current_dir(&snoop.dir);
-    if Uid::effective().is_root() {
-        command.uid(ids.0).gid(ids.1);
-    }
+    let (_snoop, command, _) = unprivileged_proxy("unprivileged");
     let stderr = refused(command.into(), &["--upstream-user", "0"]).await;
     assert!(
         stderr.contains("upstream.user") && stderr.contains("CAP_SETUID"),

@@ -6,34 +6,11 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use common::auth_server::{claims_of, AuthServer};
-use common::{recording_upstream, within, Client, Proxy};
+use common::{recording_upstream, within, Client, Proxy, SecretFile};
 use http::StatusCode;
-use mcp_session_proxy::config::{Config, SecretSource, UpstreamAuth};
+use mcp_session_proxy::config::{Config, UpstreamAuth};
 use serde_json::json;
-
-/// A secret in a file of its own, removed when dropped.
-struct SecretFile(PathBuf);
-
-impl SecretFile {
-    fn new(name: &str, secret: &str) -> SecretFile {
-        let path = std::env::temp_dir().join(format!("mcp-proxy-{name}-{}", std::process::id()));
-        std::fs::write(&path, format!("{secret}\n")).unwrap();
-        SecretFile(path)
-    }
-
-    fn source(&self) -> Option<SecretSource> {
-        Some(SecretSource::File(self.0.clone()))
-    }
-}
-
-impl Drop for SecretFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
 
 /// A proxy in front of the HTTP server at `url`, as the client of that server.
 async fn in_front_of(url: &str, adjust: impl FnOnce(&mut Config)) -> Proxy {

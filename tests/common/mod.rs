@@ -865,3 +865,31 @@ pub async fn recording_upstream() -> (String, tokio::task::JoinHandle<String>) {
     });
     (url, recorded)
 }
+
+/// A secret in a file of its own (the proxy reads secrets from files, never from its command
+/// line), removed when dropped.
+pub struct SecretFile(std::path::PathBuf);
+
+impl SecretFile {
+    pub fn new(name: &str, secret: &str) -> SecretFile {
+        let mut unique = [0u8; 4];
+        getrandom::fill(&mut unique).unwrap();
+        let unique: String = unique.iter().map(|b| format!("{b:02x}")).collect();
+        let file = format!("mcp-proxy-{name}-{}-{unique}", std::process::id());
+        let path = std::env::temp_dir().join(file);
+        std::fs::write(&path, format!("{secret}\n")).unwrap();
+        SecretFile(path)
+    }
+
+    pub fn source(&self) -> Option<mcp_session_proxy::config::SecretSource> {
+        Some(mcp_session_proxy::config::SecretSource::File(
+            self.0.clone(),
+        ))
+    }
+}
+
+impl Drop for SecretFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
