@@ -1,5 +1,5 @@
 """The balancers the project ships a configuration for (config/nginx.conf, config/haproxy.cfg),
-rendered for replicas on loopback ports as tests/common/balancer.rs renders them. Only the
+rendered for replicas on loopback ports as tests/it/harness/balancer.rs renders them. Only the
 standard library: bench/run.py and bench/chaos.py both use it."""
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ def find_balancer(kind: str) -> str:
 def render_balancer_config(kind: str, text: str, listen: str, replicas: list[str],
                            run_dir: str, names: list[str] | None = None) -> str:
     """A shipped balancer configuration for replicas on loopback, rendered as
-    tests/common/balancer.rs does: the lines between `# replicas` and `# end replicas` become one
-    copy of their first line per replica (its address changed, replica-1 numbered on, or
-    renamed after `names`), those between `# listen` and `# end listen` their first line on
+    tests/it/harness/balancer.rs does: the lines between `# replicas` and `# end replicas`
+    become one copy of their first line per replica (its address changed, replica-1 numbered
+    on, or renamed after `names`), those between `# listen` and `# end listen` their first line on
     `listen`, and nginx's paths (under /var/log/nginx/, /var/lib/nginx/, /run/, and its
     temporary files) move to `run_dir`."""
     address = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}:\d+")

@@ -8,9 +8,9 @@ restarted, client streams are cut and load bursts come and go.
 
 With --through nginx or --through haproxy the clients reach the replicas through that balancer,
 running the shipped config/nginx.conf or config/haproxy.cfg (rendered for the loopback ports as
-tests/common/balancer.rs does), instead of each request going to a random replica. A request in
-flight on a killed replica then comes back from the balancer as a 502 (a server error here) or a
-closed connection: the balancers rightly send no POST that reached a replica again.
+tests/it/harness/balancer.rs does), instead of each request going to a random replica. A
+request in flight on a killed replica then comes back from the balancer as a 502 (a server error
+here) or a closed connection: the balancers rightly send no POST that reached a replica again.
 
 Measurements instead of the chaos run, counted rather than judged (exit status 0 unless the run
 broke, or --max-failed or --max-failed-not-in-flight was passed and exceeded):

@@ -1,0 +1,329 @@
+//! What an HTTP server behind the proxy gets to authenticate its requests (`upstream.auth`):
+//! by default nothing of the client's token; a header of the operator's (`static`); the
+//! client's token only when its audience names the server (`passthrough`); or a token the
+//! issuer exchanged for the server's audience (`exchange`, RFC 8693). The servers here are
+//! proxies themselves with `[auth]`, so they refuse what is not issued for them.
+
+use crate::harness::auth_server::{claims_of, AuthServer};
+use crate::harness::{recording_upstream, within, Client, Proxy, SecretFile};
+use http::StatusCode;
+use mcp_session_proxy::config::{Config, UpstreamAuth};
+use serde_json::json;
+
+/// A proxy in front of the HTTP server at `url`, as the client of that server.
+async fn in_front_of(url: &str, adjust: impl FnOnce(&mut Config)) -> Proxy {
+    let url = url.to_owned();
+    Proxy::start_with(move |config| {
+        config.upstream.stdio = None;
+        config.upstream.http = Some(url);
+        config.upstream.protocol = mcp_session_proxy::wire::era::Era::Legacy;
+        adjust(config);
+    })
+    .await
+}
+
+/// The demo behind a proxy of its own that accepts only tokens issued for it.
+async fn guarded_server(issuer: &AuthServer) -> (Proxy, String) {
+    let issuer = issuer.issuer().to_owned();
+    let server = Proxy::start_with(move |config| config.auth.issuer = issuer).await;
+    let url = format!("http://{}/mcp", server.addr());
+    (server, url)
+}
+
+fn bearer(token: &str) -> Option<String> {
+    Some(format!("Bearer {token}"))
+}
+
+async fn initialize_status(client: &Client) -> (StatusCode, String) {
+    let reply = client
+        .post(&json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": { "protocolVersion": "2025-11-25", "capabilities": {},
+                        "clientInfo": { "name": "credentials", "version": "1" } } }))
+        .await;
+    let challenge = reply
+        .headers
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    (reply.status, challenge)
+}
+
+#[tokio::test]
+async fn a_token_issued_for_the_proxy_never_reaches_the_server_unless_configured() {
+    let issuer = AuthServer::start().await;
+    let (url, recorded) = recording_upstream().await;
+    let issuer_url = issuer.issuer().to_owned();
+    let front = in_front_of(&url, |c| c.auth.issuer = issuer_url).await;
+    let mut client = front.client();
+    let token = issuer
+        .token(
+            "alice",
+            &format!("http://{}/mcp", front.addr()),
+            "mcp:tools",
+        )
+        .await;
+    client.authorization = bearer(&token);
+    initialize_status(&client).await;
+    let head = within("the server's request", recorded).await.unwrap();
+    assert!(!head.contains("authorization"), "{head}");
+    assert!(!head.contains(&token.to_lowercase()), "{head}");
+    front.stop().await;
+}
+
+#[tokio::test]
+async fn a_static_credential_of_the_operators_reaches_the_server() {
+    let secret = SecretFile::new("static", "s3cret-api-key");
+    for (header, expected) in [
+        ("X-Api-Key", "x-api-key: s3cret-api-key"),
+        ("Authorization", "authorization: bearer s3cret-api-key"),
+    ] {
+        let (url, recorded) = recording_upstream().await;
+        let front = in_front_of(&url, |c| {
+            c.upstream.auth = UpstreamAuth::Static;
+            c.upstream.auth_header = header.into();
+            c.upstream.auth_secret = secret.source();
+        })
+        .await;
+        let mut client = front.client();
+        client.authorization = Some("Bearer the-clients-own".into());
+        initialize_status(&client).await;
+        let head = within("the server's request", recorded).await.unwrap();
+        assert!(head.contains(expected), "{head}");
+        assert!(!head.contains("the-clients-own"), "{head}");
+        front.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn passthrough_sends_only_a_token_whose_audience_names_the_server() {
+    let issuer = AuthServer::start().await;
+    let (server, server_url) = guarded_server(&issuer).await;
+    let issuer_url = issuer.issuer().to_owned();
+    let front = in_front_of(&server_url, |c| {
+        c.auth.issuer = issuer_url;
+        c.upstream.auth = UpstreamAuth::Passthrough;
+    })
+    .await;
+    let front_url = format!("http://{}/mcp", front.addr());
+
+    let mut client = front.client();
+    client.authorization = bearer(&issuer.token("alice", &front_url, "mcp:tools").await);
+    let (status, challenge) = initialize_status(&client).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(
+        challenge.contains("does not name the server") && challenge.contains(&server_url),
+        "{challenge}"
+    );
+    assert_eq!(
+        server.metric("mcp_proxy_sessions_created_total"),
+        0,
+        "nothing was sent"
+    );
+
+    // A token issued for both the proxy and the server passes, and the server accepts it.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let for_both = issuer
+        .sign(
+            json!({ "iss": issuer.issuer(), "sub": "alice", "aud": [front_url, server_url],
+                    "iat": now, "exp": now + 300 }),
+            "RS256",
+        )
+        .await;
+    client.authorization = bearer(&for_both);
+    client.initialize("2025-11-25").await;
+    assert_eq!(
+        client.call_tool("echo", json!({ "text": "through" })).await,
+        "through"
+    );
+    assert_eq!(server.metric("mcp_proxy_sessions_created_total"), 1);
+    front.stop().await;
+    server.stop().await;
+}
+
+/// A front in front of `server_url` that exchanges its clients' tokens for the server.
+async fn exchanging_front(issuer: &AuthServer, server_url: &str, secret: &SecretFile) -> Proxy {
+    let issuer_url = issuer.issuer().to_owned();
+    in_front_of(server_url, |c| {
+        c.auth.issuer = issuer_url;
+        c.auth.client_id = "proxy".into();
+        c.auth.client_secret = secret.source();
+        c.upstream.auth = UpstreamAuth::Exchange;
+    })
+    .await
+}
+
+/// A `tools/call` of echo: its text, or what came back instead.
+async fn echo(client: &mut Client, text: &str) -> Result<String, String> {
+    let id = client.next_id();
+    let reply = client
+        .post(&json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": { "name": "echo", "arguments": { "text": text } } }))
+        .await;
+    let status = reply.status;
+    let answer = match status {
+        StatusCode::OK => reply.response().await,
+        _ => reply.json().await,
+    };
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{status}: {answer}"))
+}
+
+#[tokio::test]
+async fn exchange_gets_the_server_a_token_for_its_own_audience_once_per_client_token() {
+    let issuer = AuthServer::start().await;
+    let (server, server_url) = guarded_server(&issuer).await;
+    let secret = SecretFile::new("exchange", "proxy-secret");
+    let front = exchanging_front(&issuer, &server_url, &secret).await;
+    let front_url = format!("http://{}/mcp", front.addr());
+    let token = issuer.token("alice", &front_url, "mcp:tools").await;
+    assert_eq!(
+        claims_of(&token)["aud"],
+        front_url,
+        "issued for the proxy only"
+    );
+
+    let mut client = front.client();
+    client.authorization = bearer(&token);
+    client.initialize("2025-11-25").await;
+    assert_eq!(
+        client
+            .call_tool("echo", json!({ "text": "exchanged" }))
+            .await,
+        "exchanged"
+    );
+    assert_eq!(front.metric("mcp_proxy_auth_token_exchanges_total"), 1);
+    assert!(front.metric("mcp_proxy_auth_token_exchanges_reused_total") >= 1);
+    // A refreshed token is a token of its own: exchanged once more, then reused.
+    client.authorization = bearer(&issuer.token("alice", &front_url, "mcp:tools").await);
+    assert_eq!(
+        client.call_tool("echo", json!({ "text": "again" })).await,
+        "again"
+    );
+    assert_eq!(
+        client.call_tool("echo", json!({ "text": "kept" })).await,
+        "kept"
+    );
+    assert_eq!(front.metric("mcp_proxy_auth_token_exchanges_total"), 2);
+    assert_eq!(issuer.requests_of("exchange").await, 2);
+    assert_eq!(server.metric("mcp_proxy_sessions_created_total"), 1);
+
+    // Another principal gets its own.
+    let mut bob = front.client();
+    bob.authorization = bearer(&issuer.token("bob", &front_url, "mcp:tools").await);
+    bob.initialize("2025-11-25").await;
+    assert_eq!(front.metric("mcp_proxy_auth_token_exchanges_total"), 3);
+    assert_eq!(front.metric("mcp_proxy_auth_tokens_exchanged_kept"), 3);
+    front.stop().await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_narrower_token_never_reuses_the_token_exchanged_for_a_broader_one() {
+    let issuer = AuthServer::start().await;
+    // A server that needs mcp:admin: an exchanged token carries the client's token's scopes.
+    let issuer_url = issuer.issuer().to_owned();
+    let server = Proxy::start_with(move |config| {
+        config.auth.issuer = issuer_url;
+        config.auth.required_scopes = vec!["mcp:admin".into()];
+    })
+    .await;
+    let server_url = format!("http://{}/mcp", server.addr());
+    let secret = SecretFile::new("narrower", "proxy-secret");
+    let front = exchanging_front(&issuer, &server_url, &secret).await;
+    let front_url = format!("http://{}/mcp", front.addr());
+    let broad = issuer
+        .token("alice", &front_url, "mcp:tools mcp:admin")
+        .await;
+    let narrow = issuer.token("alice", &front_url, "mcp:tools").await;
+
+    let mut client = front.client();
+    client.authorization = bearer(&broad);
+    client.initialize("2025-11-25").await;
+    assert_eq!(echo(&mut client, "admin").await.as_deref(), Ok("admin"));
+
+    // The same user, down-scoped: the server must see a token without mcp:admin.
+    client.authorization = bearer(&narrow);
+    let refused = echo(&mut client, "narrow").await;
+    assert!(refused.is_err(), "the narrower token did the admin's work");
+    assert_eq!(
+        server.metric("mcp_proxy_auth_refused_requests_total{reason=\"scope\"}"),
+        1,
+        "the server refused the narrower exchanged token"
+    );
+    assert_eq!(issuer.requests_of("exchange").await, 2);
+
+    // The broader token still has its own.
+    client.authorization = bearer(&broad);
+    assert_eq!(echo(&mut client, "back").await.as_deref(), Ok("back"));
+    assert_eq!(issuer.requests_of("exchange").await, 2);
+    front.stop().await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn concurrent_first_requests_with_one_token_make_one_exchange() {
+    const CLIENTS: u64 = 16;
+    let issuer = AuthServer::start().await;
+    let (server, server_url) = guarded_server(&issuer).await;
+    let secret = SecretFile::new("single-flight", "proxy-secret");
+    let front = exchanging_front(&issuer, &server_url, &secret).await;
+    let front_url = format!("http://{}/mcp", front.addr());
+    let token = issuer.token("alice", &front_url, "mcp:tools").await;
+
+    let sessions = (0..CLIENTS).map(|_| {
+        let mut client = front.client();
+        client.authorization = bearer(&token);
+        async move { client.initialize("2025-11-25").await }
+    });
+    within("every session", futures_util::future::join_all(sessions)).await;
+
+    assert_eq!(issuer.requests_of("exchange").await, 1);
+    assert_eq!(front.metric("mcp_proxy_auth_token_exchanges_total"), 1);
+    let waited = front.metric("mcp_proxy_auth_token_exchanges_coalesced_total");
+    let reused = front.metric("mcp_proxy_auth_token_exchanges_reused_total");
+    // Each session's initialize and notifications/initialized: all but the first request
+    // waited for the one exchange or reused it.
+    assert!(
+        waited + reused >= CLIENTS - 1,
+        "{waited} waited, {reused} reused"
+    );
+    assert_eq!(server.metric("mcp_proxy_sessions_created_total"), CLIENTS);
+    front.stop().await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_exchange_the_issuer_refuses_is_403_and_nothing_is_sent() {
+    let issuer = AuthServer::start().await;
+    let (server, server_url) = guarded_server(&issuer).await;
+    let wrong = SecretFile::new("wrong-secret", "not-the-proxys-secret");
+    let issuer_url = issuer.issuer().to_owned();
+    let front = in_front_of(&server_url, |c| {
+        c.auth.issuer = issuer_url;
+        c.auth.client_id = "proxy".into();
+        c.auth.client_secret = wrong.source();
+        c.upstream.auth = UpstreamAuth::Exchange;
+    })
+    .await;
+    let mut client = front.client();
+    let front_url = format!("http://{}/mcp", front.addr());
+    client.authorization = bearer(&issuer.token("alice", &front_url, "mcp:tools").await);
+    let reply = client
+        .post(&json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": { "protocolVersion": "2025-11-25", "capabilities": {},
+                        "clientInfo": { "name": "credentials", "version": "1" } } }))
+        .await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN);
+    let answer = reply.json().await;
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("would not exchange"), "{message}");
+    assert!(!message.contains("not-the-proxys-secret"), "{message}");
+    assert_eq!(server.metric("mcp_proxy_sessions_created_total"), 0);
+    front.stop().await;
+    server.stop().await;
+}

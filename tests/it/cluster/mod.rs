@@ -1,0 +1,14 @@
+//! Replicas sharing Redis: ownership and takeover, faults, fencing, the signed hop, limits across
+//! replicas, balancers, chaos, and the shipped Compose and Kubernetes deployments.
+
+mod balancers;
+mod chaos;
+mod compose;
+mod fencing;
+mod hop_signature;
+mod http_sessions_survive;
+mod kubernetes;
+mod replica_faults;
+mod replicas;
+mod sessions_per_principal;
+mod write_behind;

@@ -1,0 +1,85 @@
+//! The README's client snippets, run as a reader would run them: the TypeScript one on the
+//! pinned SDK, the Python one on the pinned `mcp`, each against the real binary (its URL put in
+//! place of the README's `http://127.0.0.1:8787/mcp`). Each must print the echo and exit on its
+//! own within the usual bound.
+
+use crate::harness::{node_dir, spawn_proxy, within};
+
+const README: &str = include_str!("../../../README.md");
+const README_URL: &str = "http://127.0.0.1:8787/mcp";
+
+/// The first fenced block of `language` after the line that contains `marker`.
+fn snippet(marker: &str, language: &str) -> String {
+    let after = README
+        .find(marker)
+        .unwrap_or_else(|| panic!("the README says {marker:?}"));
+    let fence = format!("```{language}\n");
+    let start = README[after..]
+        .find(&fence)
+        .map(|at| after + at + fence.len())
+        .unwrap_or_else(|| panic!("a {language} block after {marker:?}"));
+    let end = README[start..].find("```").expect("the block ends") + start;
+    let code = README[start..end].to_owned();
+    assert!(code.contains(README_URL), "the snippet names {README_URL}");
+    code
+}
+
+/// Runs `program` on `file` in `dir`; expects it to exit successfully on its own and print the
+/// echo.
+async fn runs_and_exits(what: &str, program: &std::path::Path, dir: &std::path::Path, file: &str) {
+    let run = tokio::process::Command::new(program)
+        .arg(file)
+        .current_dir(dir)
+        .kill_on_drop(true)
+        .output();
+    let output = within(what, run).await.unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{what} failed ({}):\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("hello"), "{what} printed:\n{stdout}");
+}
+
+#[tokio::test]
+async fn the_typescript_snippet_prints_the_echo_and_exits() {
+    let (_proxy, addr, _logs, _) = spawn_proxy(&["--listen", "127.0.0.1:0"]).await;
+    let code = snippet("The official TypeScript SDK", "js")
+        .replace(README_URL, &format!("http://{addr}/mcp"));
+    let dir = node_dir();
+    let file = format!("readme-snippet-{}.mjs", std::process::id());
+    std::fs::write(dir.join(&file), code).unwrap();
+    let node = dir.join("node_modules/.bin/node");
+    let ran = tokio::spawn({
+        let (dir, file) = (dir.clone(), file.clone());
+        async move { runs_and_exits("the TypeScript snippet", &node, &dir, &file).await }
+    })
+    .await;
+    let _ = std::fs::remove_file(dir.join(&file));
+    ran.unwrap();
+}
+
+#[tokio::test]
+async fn the_python_snippet_prints_the_echo_and_exits() {
+    let (_proxy, addr, _logs, _) = spawn_proxy(&["--listen", "127.0.0.1:0"]).await;
+    let code = snippet("The official Python SDK", "python")
+        .replace(README_URL, &format!("http://{addr}/mcp"));
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python");
+    let python = dir.join(".venv/bin/python");
+    assert!(
+        python.exists(),
+        "the Python client is not installed: run scripts/test (it creates tests/python/.venv)"
+    );
+    let scratch = std::env::temp_dir().join(format!("readme-snippet-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    std::fs::write(scratch.join("snippet.py"), code).unwrap();
+    let ran = tokio::spawn({
+        let scratch = scratch.clone();
+        async move { runs_and_exits("the Python snippet", &python, &scratch, "snippet.py").await }
+    })
+    .await;
+    let _ = std::fs::remove_dir_all(&scratch);
+    ran.unwrap();
+}
