@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::harness::auth_server::{claims_of, AuthServer};
 use crate::harness::cluster::{Redis, Replica};
 use crate::harness::ws::Ws;
-use crate::harness::{spawn_proxy, until, within, Client, Proxy, SecretFile, DEMO};
+use crate::harness::{modern_request, spawn_proxy, until, within, Client, Proxy, SecretFile, DEMO};
 use http::{Method, StatusCode};
 use mcp_session_proxy::config::Config;
 use serde_json::{json, Value};
@@ -501,14 +501,7 @@ async fn every_front_needs_a_token_for_its_own_resource() {
 
     // Legacy SSE: the stream and its messages.
     let plain = Client::new(proxy.addr());
-    let refused = plain
-        .send_to(
-            "/sse",
-            Method::GET,
-            &[("accept", "text/event-stream")],
-            None,
-        )
-        .await;
+    let refused = plain.get_sse("/sse").await;
     assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
     assert!(challenge(&refused.headers).contains("/.well-known/oauth-protected-resource/sse\""));
     let mut with_token = Client::new(proxy.addr());
@@ -573,21 +566,12 @@ async fn every_front_needs_a_token_for_its_own_resource() {
     ws.initialize().await;
 
     // A 2026-07-28 request: a token on each.
-    let modern = json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {
-        "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                   "io.modelcontextprotocol/clientCapabilities": {} } } });
-    let headers = [
-        ("content-type", "application/json"),
-        ("accept", "application/json, text/event-stream"),
-        ("mcp-protocol-version", "2026-07-28"),
-        ("mcp-method", "tools/list"),
-    ];
-    let body = Some(bytes::Bytes::from(modern.to_string()));
-    let refused = plain.send(Method::POST, &headers, body.clone()).await;
+    let modern = modern_request(7, "tools/list", json!({}), json!({}));
+    let refused = plain.post_modern(&modern, &[]).await;
     assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
-    let mut with_token_headers = headers.to_vec();
-    with_token_headers.push(("authorization", &authorization));
-    let served = plain.send(Method::POST, &with_token_headers, body).await;
+    let served = plain
+        .post_modern(&modern, &[("authorization", &authorization)])
+        .await;
     assert_eq!(served.status, StatusCode::OK);
 
     // A gateway path is a resource of its own: /mcp's token is not for it.

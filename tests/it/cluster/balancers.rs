@@ -12,9 +12,8 @@
 use std::net::SocketAddr;
 
 use crate::harness::balancer::{Balancer, Kind};
-use crate::harness::cluster::{Redis, Replica};
-use crate::harness::{python_script, stdout_of, until, Client};
-use redis::AsyncCommands;
+use crate::harness::cluster::{until_key, Redis, Replica};
+use crate::harness::{modern_request, python_script, stdout_of, Client};
 use serde_json::{json, Value};
 
 /// Replicas on loopback as config/behind-a-balancer.toml has them behind a balancer: the Host
@@ -208,26 +207,9 @@ async fn a_client_that_names_itself_is_nobody(kind: Kind) {
 /// A 2026-07-28 `tools/call` of the demo's counter, with `client`'s headers but no session:
 /// its principal's server answers.
 async fn modern_counter(client: &Client) -> String {
-    let body = json!({
-        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": { "name": "counter", "arguments": {}, "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": { "name": "balancer-test", "version": "1" },
-        } }
-    });
-    let mut headers = vec![
-        ("content-type", "application/json"),
-        ("accept", "application/json, text/event-stream"),
-        ("mcp-protocol-version", "2026-07-28"),
-        ("mcp-method", "tools/call"),
-        ("mcp-name", "counter"),
-    ];
-    for (name, value) in &client.extra_headers {
-        headers.push((name.as_str(), value.as_str()));
-    }
+    let params = json!({ "name": "counter", "arguments": {} });
     let reply = client
-        .send(http::Method::POST, &headers, Some(body.to_string().into()))
+        .post_modern(&modern_request(1, "tools/call", params, json!({})), &[])
         .await;
     assert_eq!(reply.status, http::StatusCode::OK);
     let answer = reply.response().await;
@@ -315,13 +297,11 @@ async fn a_rolling_restart_through_nginx_holding_idle_connections_fails_no_call(
         )
         .unwrap();
         let key = format!("mcp-proxy:node:{}", replica.name);
-        until(
+        until_key(
             "the stopping replica to have left (its sessions handed over)",
+            &connection,
+            &key,
             false,
-            || {
-                let (mut connection, key) = (connection.clone(), key.clone());
-                async move { connection.exists::<_, bool>(&key).await.unwrap() }
-            },
         )
         .await;
         calls += burst(&clients, CALLS, &mut failed).await;

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use crate::harness::cluster::{metric, through, Redis, Replica};
+use crate::harness::cluster::{metric, through, until_key, Redis, Replica, FAST_TAKEOVER};
 use crate::harness::{until, Client, Proxy};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -21,10 +21,12 @@ fn signal(replica: &Replica, signal: Signal) {
 async fn seen_dead(redis: &Redis, name: &str) {
     let connection = redis.connection().await;
     let key = format!("mcp-proxy:node:{name}");
-    until("the paused replica's heartbeat to lapse", false, || {
-        let (mut connection, key) = (connection.clone(), key.clone());
-        async move { connection.exists::<_, bool>(&key).await.unwrap() }
-    })
+    until_key(
+        "the paused replica's heartbeat to lapse",
+        &connection,
+        &key,
+        false,
+    )
     .await;
 }
 
@@ -60,12 +62,7 @@ async fn an_owner_paused_past_its_timeout_is_deposed_and_its_writes_are_refused(
         ],
     )
     .await;
-    let b = Replica::start(
-        &redis,
-        "b",
-        &["--heartbeat", "100ms", "--owner-timeout", "500ms"],
-    )
-    .await;
+    let b = Replica::start(&redis, "b", &FAST_TAKEOVER).await;
     let mut on_a = Client::new(a.addr);
     on_a.initialize("2025-11-25").await;
     let session = on_a.session.clone().unwrap();
@@ -147,15 +144,10 @@ async fn a_deposed_owner_leaves_the_servers_session_to_the_new_owner() {
     let server = Proxy::start().await;
     let url = format!("http://{}/mcp", server.addr());
     let options = [
-        "--heartbeat",
-        "100ms",
-        "--owner-timeout",
-        "500ms",
-        "--http",
-        &url,
-        "--upstream-protocol",
-        "legacy",
-    ];
+        &FAST_TAKEOVER[..],
+        &["--http", &url, "--upstream-protocol", "legacy"],
+    ]
+    .concat();
     let a = Replica::start(&redis, "a", &options).await;
     let b = Replica::start(&redis, "b", &options).await;
     let mut on_a = Client::new(a.addr);

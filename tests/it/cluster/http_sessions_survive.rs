@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use crate::harness::balancer::{Balancer, Kind};
 use crate::harness::cluster::{
-    call_until_served, metric, recording_relay, through, Redis, Replica,
+    call_until_served, metric, recording_relay, through, Redis, Replica, FAST_TAKEOVER,
 };
 use crate::harness::{until, Client, Proxy};
 use redis::AsyncCommands;
@@ -24,15 +24,10 @@ async fn two_replicas(redis: &Redis, server: &Proxy) -> (Replica, Replica) {
 
 async fn two_replicas_at(redis: &Redis, url: &str) -> (Replica, Replica) {
     let options = [
-        "--heartbeat",
-        "100ms",
-        "--owner-timeout",
-        "500ms",
-        "--http",
-        url,
-        "--upstream-protocol",
-        "legacy",
-    ];
+        &FAST_TAKEOVER[..],
+        &["--http", url, "--upstream-protocol", "legacy"],
+    ]
+    .concat();
     let a = Replica::start(redis, "a", &options).await;
     let b = Replica::start(redis, "b", &options).await;
     (a, b)

@@ -6,9 +6,10 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::harness::cluster::{
-    a_session_on_a, call_until_served, metric, recording_relay, through, Redis, Replica,
+    a_session_on_a, call_until_served, metric, recording_relay, through, until_key, Redis, Replica,
+    FAST_TAKEOVER,
 };
-use crate::harness::{until, within, Client};
+use crate::harness::{free_port, until, within, Client};
 use http::StatusCode;
 use redis::AsyncCommands;
 use serde_json::{json, Value};
@@ -114,10 +115,9 @@ async fn a_get_stream_on_a_replica_that_does_not_own_the_session_receives_every_
 #[tokio::test]
 async fn live_sessions_are_never_404_while_their_owner_restarts_at_the_same_address() {
     let redis = Redis::start().await;
-    let fast = ["--heartbeat", "100ms", "--owner-timeout", "500ms"];
-    let mut a = Replica::start_unnamed(&redis, &fast).await;
-    let b = Replica::start_unnamed(&redis, &fast).await;
-    let c = Replica::start_unnamed(&redis, &fast).await;
+    let mut a = Replica::start_unnamed(&redis, &FAST_TAKEOVER).await;
+    let b = Replica::start_unnamed(&redis, &FAST_TAKEOVER).await;
+    let c = Replica::start_unnamed(&redis, &FAST_TAKEOVER).await;
     let mut on_a = Client::new(a.addr);
     on_a.initialize("2025-11-25").await;
     // b and c each serve the session once: both hold views of it, linked to a.
@@ -188,11 +188,7 @@ async fn a_last_event_id_ahead_of_the_log_is_refused_on_any_replica() {
 
 /// A relay to Redis that holds every chunk `delay_ms` (a slow, far or overloaded link).
 async fn slow_link(redis: &Redis, delay_ms: u64) -> (tokio::process::Child, u16) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let (child, _, _) = crate::harness::spawn_announcing(
         "the relay",
         tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-bench"))
@@ -275,10 +271,14 @@ async fn a_session_redis_does_not_have_yet_is_found_through_the_replica_its_id_n
 #[tokio::test]
 async fn a_request_whose_owner_dies_mid_hop_is_reported_as_maybe_carried_out() {
     let redis = Redis::start().await;
-    let fast = ["--heartbeat", "100ms", "--owner-timeout", "500ms"];
     // a holds the hop open while its server works (the answer comes with the hop).
-    let mut a = Replica::start(&redis, "a", &[&fast[..], &["--json-wait", "10s"]].concat()).await;
-    let b = Replica::start(&redis, "b", &fast).await;
+    let mut a = Replica::start(
+        &redis,
+        "a",
+        &[&FAST_TAKEOVER[..], &["--json-wait", "10s"]].concat(),
+    )
+    .await;
+    let b = Replica::start(&redis, "b", &FAST_TAKEOVER).await;
     let mut on_a = Client::new(a.addr);
     on_a.initialize("2025-11-25").await;
     let session = on_a.session.clone().unwrap();
@@ -291,12 +291,7 @@ async fn a_request_whose_owner_dies_mid_hop_is_reported_as_maybe_carried_out() {
     // The owner has taken the request (it records requests in flight in Redis).
     let connection = redis.connection().await;
     let inflight = format!("mcp-proxy:default:inflight:{session}");
-    until("a to take the request", true, || {
-        let mut c = connection.clone();
-        let key = inflight.clone();
-        async move { c.exists::<_, bool>(&key).await.unwrap() }
-    })
-    .await;
+    until_key("a to take the request", &connection, &inflight, true).await;
     a.kill().await;
     let reply = within("b's answer", call).await.unwrap();
     assert_eq!(
@@ -322,8 +317,7 @@ async fn a_request_whose_owner_dies_mid_hop_is_reported_as_maybe_carried_out() {
 #[tokio::test]
 async fn a_hop_meant_for_a_dead_owner_never_runs_on_its_successor_at_the_same_address() {
     let redis = Redis::start().await;
-    let fast = ["--heartbeat", "100ms", "--owner-timeout", "500ms"];
-    let mut a = Replica::start_unnamed(&redis, &fast).await;
+    let mut a = Replica::start_unnamed(&redis, &FAST_TAKEOVER).await;
     // b checks its views seldom, so the restarted a is the one that takes the session over.
     let b = Replica::start_unnamed(&redis, &["--heartbeat", "5s", "--owner-timeout", "15s"]).await;
     let mut on_a = Client::new(a.addr);
@@ -372,14 +366,10 @@ async fn a_session_taken_over_reaches_its_server_with_the_clients_credential() {
     let target = std::sync::Arc::new(std::sync::Mutex::new(Some(server.addr())));
     let recorded = recording_relay(relay, target);
     let options = [
-        "--heartbeat",
-        "100ms",
-        "--owner-timeout",
-        "500ms",
-        "--http",
-        &url,
-        "--forward-authorization",
-    ];
+        &FAST_TAKEOVER[..],
+        &["--http", &url, "--forward-authorization"],
+    ]
+    .concat();
     let mut a = Replica::start(&redis, "a", &options).await;
     let b = Replica::start(&redis, "b", &options).await;
     let mut on_a = Client::new(a.addr);
@@ -416,15 +406,14 @@ async fn a_session_taken_over_reaches_its_server_with_the_clients_credential() {
 #[tokio::test]
 async fn a_session_claimed_by_a_replica_at_its_limit_is_given_back_and_taken_by_another() {
     let redis = Redis::start().await;
-    let fast = ["--heartbeat", "100ms", "--owner-timeout", "500ms"];
-    let mut a = Replica::start(&redis, "a", &fast).await;
-    let full: Vec<&str> = fast
+    let mut a = Replica::start(&redis, "a", &FAST_TAKEOVER).await;
+    let full: Vec<&str> = FAST_TAKEOVER
         .iter()
         .copied()
         .chain(["--max-sessions", "1"])
         .collect();
     let b = Replica::start(&redis, "b", &full).await;
-    let c = Replica::start(&redis, "c", &fast).await;
+    let c = Replica::start(&redis, "c", &FAST_TAKEOVER).await;
     Client::new(b.addr).initialize("2025-11-25").await; // b is full
     let mut on_a = Client::new(a.addr);
     on_a.initialize("2025-11-25").await;

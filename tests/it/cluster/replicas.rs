@@ -2,9 +2,10 @@
 //! 127.0.0.1: what an owner writes, and Redis trouble.
 
 use crate::harness::cluster::{
-    a_session_on_a, call_until_served, metric, through, Redis, Replica, SECRET,
+    a_session_on_a, call_until_served, metric, through, until_key, Redis, Replica, FAST_TAKEOVER,
+    SECRET,
 };
-use crate::harness::{until, within, Client, DEMO};
+use crate::harness::{free_port, modern_request, until, within, Client, DEMO};
 use http::StatusCode;
 use redis::AsyncCommands;
 use serde_json::json;
@@ -12,11 +13,7 @@ use std::collections::HashMap;
 
 #[tokio::test]
 async fn redis_down_at_start_up_is_a_clear_error() {
-    let unused = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let unused = free_port();
     let output = within(
         "the proxy to give up",
         tokio::process::Command::new(DEMO)
@@ -101,12 +98,7 @@ async fn an_owner_records_its_sessions_and_their_logs_in_redis() {
     assert_eq!(node, format!("http://{}", a.addr));
 
     assert_eq!(client.delete().await, StatusCode::OK);
-    until("the keys to go", false, || {
-        let mut c = redis_connection.clone();
-        let key = record_key.clone();
-        async move { c.exists::<_, bool>(&key).await.unwrap() }
-    })
-    .await;
+    until_key("the keys to go", &redis_connection, &record_key, false).await;
 }
 
 /// Requests answered within the write delay cost Redis nothing: neither their being in flight
@@ -241,10 +233,9 @@ async fn a_client_that_sends_each_request_to_the_next_replica_gets_its_work_done
 #[tokio::test]
 async fn when_the_owner_is_killed_the_client_resumes_elsewhere_with_everything_logged() {
     let redis = Redis::start().await;
-    let fast = ["--heartbeat", "100ms", "--owner-timeout", "500ms"];
-    let mut a = Replica::start(&redis, "a", &fast).await;
-    let b = Replica::start(&redis, "b", &fast).await;
-    let c = Replica::start(&redis, "c", &fast).await;
+    let mut a = Replica::start(&redis, "a", &FAST_TAKEOVER).await;
+    let b = Replica::start(&redis, "b", &FAST_TAKEOVER).await;
+    let c = Replica::start(&redis, "c", &FAST_TAKEOVER).await;
     let mut on_a = Client::new(a.addr);
     on_a.initialize("2025-11-25").await;
     on_a.request("resources/subscribe", json!({ "uri": "demo://counter" }))
@@ -374,9 +365,8 @@ async fn ready(replica: &Replica) -> StatusCode {
 #[tokio::test]
 async fn redis_stopped_and_started_again() {
     let mut redis = Redis::start().await;
-    let fast = ["--heartbeat", "100ms", "--owner-timeout", "500ms"];
-    let a = Replica::start(&redis, "a", &fast).await;
-    let b = Replica::start(&redis, "b", &fast).await;
+    let a = Replica::start(&redis, "a", &FAST_TAKEOVER).await;
+    let b = Replica::start(&redis, "b", &FAST_TAKEOVER).await;
     let mut client = Client::new(a.addr);
     client.initialize("2025-11-25").await;
     assert_eq!(ready(&a).await, StatusCode::OK);
@@ -578,11 +568,7 @@ async fn a_replica_that_stops_leaves_its_sessions_to_the_others() {
 async fn a_replica_cut_off_from_redis_hands_over_and_serves_the_session_as_a_view_when_back() {
     let redis = Redis::start().await;
     // a reaches Redis through a relay the test can cut; b directly.
-    let relay_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let relay_port = free_port();
     let relay = |port: u16| async move {
         crate::harness::spawn_announcing(
             "the relay",
@@ -594,10 +580,9 @@ async fn a_replica_cut_off_from_redis_hands_over_and_serves_the_session_as_a_vie
         .0
     };
     let mut cut = relay(relay_port).await;
-    let fast = ["--heartbeat", "100ms", "--owner-timeout", "500ms"];
     let through_relay = Redis::at(relay_port);
-    let a = Replica::start(&through_relay, "a", &fast).await;
-    let b = Replica::start(&redis, "b", &fast).await;
+    let a = Replica::start(&through_relay, "a", &FAST_TAKEOVER).await;
+    let b = Replica::start(&redis, "b", &FAST_TAKEOVER).await;
     let mut client = Client::new(a.addr);
     client.initialize("2025-11-25").await;
     assert_eq!(client.call_tool("counter", json!({})).await, "1");
@@ -672,31 +657,15 @@ async fn modern_call(
     tool: &str,
     extra: serde_json::Value,
 ) -> serde_json::Value {
-    let mut params = json!({ "name": tool, "arguments": {},
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": { "elicitation": {} },
-            "io.modelcontextprotocol/clientInfo": { "name": "replica-test", "version": "1" },
-        } });
+    let mut params = json!({ "name": tool, "arguments": {} });
     for (key, value) in extra.as_object().cloned().unwrap_or_default() {
         params[key] = value;
     }
-    let body = json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params });
-    let headers = [
-        ("content-type", "application/json"),
-        ("accept", "application/json, text/event-stream"),
-        ("mcp-protocol-version", "2026-07-28"),
-        ("mcp-method", "tools/call"),
-        ("mcp-name", tool),
-        ("authorization", "Bearer alice"),
-    ];
-    let client = Client::new(replica.addr);
+    let body = modern_request(id, "tools/call", params, json!({ "elicitation": {} }));
+    let mut client = Client::new(replica.addr);
+    client.authorization = Some("Bearer alice".into());
     within("a 2026-07-28 call", async {
-        client
-            .send(http::Method::POST, &headers, Some(body.to_string().into()))
-            .await
-            .response()
-            .await
+        client.post_modern(&body, &[]).await.response().await
     })
     .await
 }

@@ -3,7 +3,7 @@
 //! replica killed with sessions holds their places only as long as their records live; a
 //! session taken over counts once; and while Redis cannot count, each replica counts its own.
 
-use crate::harness::cluster::{call_until_served, metric, Redis, Replica};
+use crate::harness::cluster::{call_until_served, metric, Redis, Replica, FAST_TAKEOVER};
 use crate::harness::Client;
 use http::StatusCode;
 use redis::AsyncCommands;
@@ -102,9 +102,8 @@ async fn a_killed_replicas_sessions_count_until_their_records_expire() {
 #[tokio::test]
 async fn a_session_taken_over_counts_once() {
     let mut redis = Redis::start().await;
-    let fast = ["--heartbeat", "100ms", "--owner-timeout", "500ms"];
-    let a = Replica::start(&redis, "a", &[&fast[..], &LIMIT_ONE[..]].concat()).await;
-    let mut b = Replica::start(&redis, "b", &[&fast[..], &LIMIT_ONE[..]].concat()).await;
+    let a = Replica::start(&redis, "a", &[&FAST_TAKEOVER[..], &LIMIT_ONE[..]].concat()).await;
+    let mut b = Replica::start(&redis, "b", &[&FAST_TAKEOVER[..], &LIMIT_ONE[..]].concat()).await;
     let on_b = opened(&b, "alice").await;
     b.kill().await;
 

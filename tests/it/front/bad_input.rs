@@ -1,7 +1,7 @@
 //! Every row of DESIGN's bad-input table over real sockets: the documented status and JSON-RPC
 //! code, no panic, and a bystander session that carries on untouched.
 
-use crate::harness::{within, Client, Proxy};
+use crate::harness::{modern_request, within, Client, Proxy};
 use bytes::Bytes;
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
@@ -525,8 +525,7 @@ async fn a_principal_header_from_a_peer_that_is_no_trusted_proxy_is_refused() {
         1
     );
     // Without the header, a client that comes directly is nobody in particular.
-    let mut stranger = proxy.client();
-    stranger.initialize("2025-11-25").await;
+    let mut stranger = proxy.initialized_client("2025-11-25").await;
     assert_eq!(stranger.call_tool("counter", json!({})).await, "1");
 
     // Two names from the trusted proxy (one of them the client's, appended) are refused, not
@@ -592,31 +591,11 @@ async fn clients_without_credentials_over_their_session_limit_are_503_and_princi
     )
     .await;
     // A legacy SSE stream and a 2026-07-28 request without credentials are refused alike.
-    let stream = stranger
-        .send_to(
-            "/sse",
-            Method::GET,
-            &[("accept", "text/event-stream")],
-            None,
-        )
-        .await;
+    let stream = stranger.get_sse("/sse").await;
     crate::harness::assert_refused_for(stream, "max_anonymous_sessions").await;
-    let modern = json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call",
-        "params": { "name": "echo", "arguments": { "text": "hi" }, "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {} } } });
+    let params = json!({ "name": "echo", "arguments": { "text": "hi" } });
     let reply = stranger
-        .send(
-            Method::POST,
-            &[
-                ("content-type", "application/json"),
-                ("accept", "application/json, text/event-stream"),
-                ("mcp-protocol-version", "2026-07-28"),
-                ("mcp-method", "tools/call"),
-                ("mcp-name", "echo"),
-            ],
-            Some(Bytes::from(modern.to_string())),
-        )
+        .post_modern(&modern_request(5, "tools/call", params, json!({})), &[])
         .await;
     crate::harness::assert_refused_for(reply, "max_anonymous_sessions").await;
     assert_eq!(refused(&proxy, "anonymous"), 3);

@@ -9,14 +9,7 @@ use serde_json::json;
 async fn the_stream_names_its_endpoint_answers_come_on_it_and_the_session_ends_with_it() {
     let proxy = Proxy::start().await;
     let client = proxy.client();
-    let mut stream = client
-        .send_to(
-            "/sse",
-            Method::GET,
-            &[("accept", "text/event-stream")],
-            None,
-        )
-        .await;
+    let mut stream = client.get_sse("/sse").await;
     assert_eq!(stream.status, StatusCode::OK);
     let endpoint = within("the endpoint event", stream.next_event())
         .await

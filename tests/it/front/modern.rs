@@ -3,65 +3,32 @@
 //! session per principal (anonymous requests each their own, prepared ahead in a bounded pool);
 //! every refusal with the code the spec gives it, and legacy sessions beside them untouched.
 
-use crate::harness::{Client, Proxy};
+use crate::harness::{modern_meta, Client, Proxy, MODERN};
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
-
-const VERSION: &str = "2026-07-28";
-
-fn meta(capabilities: Value) -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": VERSION,
-        "io.modelcontextprotocol/clientCapabilities": capabilities,
-        "io.modelcontextprotocol/clientInfo": { "name": "modern-test", "version": "1" },
-    })
-}
 
 /// A modern request: its headers mirror the body, as a conforming client sends them.
 struct Modern {
     client: Client,
-    credential: Option<String>,
 }
 
 impl Modern {
     fn new(proxy: &Proxy, credential: Option<&str>) -> Modern {
-        Modern {
-            client: proxy.client(),
-            credential: credential.map(|c| format!("Bearer {c}")),
-        }
+        Modern::through(proxy.client(), credential)
+    }
+
+    /// Requests sent to `client`'s address and path, with `credential` as their bearer token.
+    fn through(mut client: Client, credential: Option<&str>) -> Modern {
+        client.authorization = credential.map(|c| format!("Bearer {c}"));
+        Modern { client }
     }
 
     async fn send(&self, body: &Value, extra: &[(&str, &str)]) -> crate::harness::Reply {
-        let method = body["method"].as_str().unwrap_or_default().to_owned();
-        let name = body["params"]["name"]
-            .as_str()
-            .or(body["params"]["uri"].as_str())
-            .unwrap_or_default()
-            .to_owned();
-        let mut headers = vec![
-            ("content-type", "application/json"),
-            ("accept", "application/json, text/event-stream"),
-        ];
-        if !extra.iter().any(|(n, _)| *n == "mcp-protocol-version") {
-            headers.push(("mcp-protocol-version", VERSION));
-        }
-        if !extra.iter().any(|(n, _)| *n == "mcp-method") {
-            headers.push(("mcp-method", method.as_str()));
-        }
-        if !name.is_empty() && !extra.iter().any(|(n, _)| *n == "mcp-name") {
-            headers.push(("mcp-name", name.as_str()));
-        }
-        if let Some(credential) = &self.credential {
-            headers.push(("authorization", credential.as_str()));
-        }
-        headers.extend_from_slice(extra);
-        self.client
-            .send(Method::POST, &headers, Some(body.to_string().into()))
-            .await
+        self.client.post_modern(body, extra).await
     }
 
     async fn request(&self, id: u64, method: &str, mut params: Value) -> (StatusCode, Value) {
-        params["_meta"] = meta(json!({}));
+        params["_meta"] = modern_meta(json!({}));
         let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
         let reply = self.send(&body, &[]).await;
         (reply.status, reply.response().await)
@@ -88,7 +55,7 @@ async fn discover_describes_the_legacy_server_in_the_modern_form() {
     assert_eq!(status, StatusCode::OK, "{answer}");
     let result = &answer["result"];
     assert_eq!(result["resultType"], "complete");
-    assert_eq!(result["supportedVersions"], json!([VERSION]));
+    assert_eq!(result["supportedVersions"], json!([MODERN]));
     assert!(result["capabilities"]["tools"].is_object(), "{result}");
     // The protocol-level sessions are the legacy face's; data-layer sessions are both faces'.
     assert_eq!(
@@ -135,7 +102,7 @@ async fn results_carry_their_type_server_and_caching_and_progress_streams_withou
     assert_eq!(read["result"]["cacheScope"], "public");
 
     let mut params = json!({ "name": "progress", "arguments": { "steps": 3, "delay_ms": 50 } });
-    params["_meta"] = meta(json!({}));
+    params["_meta"] = modern_meta(json!({}));
     params["_meta"]["progressToken"] = json!("p-1");
     let body = json!({ "jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params });
     let mut reply = modern.send(&body, &[]).await;
@@ -202,7 +169,7 @@ async fn refusals_have_the_codes_the_spec_gives_them_and_bystanders_go_on() {
     let reply = modern.send(&body, &[]).await;
     let answer = refused(StatusCode::BAD_REQUEST, -32602)((reply.status, reply.json().await));
     assert_eq!(answer["id"], 101);
-    let mut params = json!({ "_meta": meta(json!({})) });
+    let mut params = json!({ "_meta": modern_meta(json!({})) });
     params["_meta"]
         .as_object_mut()
         .unwrap()
@@ -214,7 +181,7 @@ async fn refusals_have_the_codes_the_spec_gives_them_and_bystanders_go_on() {
 
     // Headers that do not mirror the body: -32020.
     let discover = json!({ "jsonrpc": "2.0", "id": 302, "method": "server/discover",
-                           "params": { "_meta": meta(json!({})) } });
+                           "params": { "_meta": modern_meta(json!({})) } });
     for extra in [
         vec![("mcp-method", "tools/list")],
         vec![("mcp-method", "SERVER/DISCOVER")],
@@ -227,7 +194,7 @@ async fn refusals_have_the_codes_the_spec_gives_them_and_bystanders_go_on() {
     let reply = modern.send(&odd, &[]).await;
     refused(StatusCode::BAD_REQUEST, -32020)((reply.status, reply.json().await));
     let call = json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
-        "name": "echo", "arguments": { "text": "x" }, "_meta": meta(json!({})) } });
+        "name": "echo", "arguments": { "text": "x" }, "_meta": modern_meta(json!({})) } });
     let reply = modern.send(&call, &[("mcp-name", "add")]).await;
     refused(StatusCode::BAD_REQUEST, -32020)((reply.status, reply.json().await));
     let reply = modern
@@ -246,7 +213,7 @@ async fn refusals_have_the_codes_the_spec_gives_them_and_bystanders_go_on() {
     let answer = refused(StatusCode::BAD_REQUEST, -32022)((reply.status, reply.json().await));
     assert_eq!(
         answer["error"]["data"],
-        json!({ "supported": [VERSION], "requested": "v999.0.0" })
+        json!({ "supported": [MODERN], "requested": "v999.0.0" })
     );
 
     // Removed and unknown methods: 404, -32601.
@@ -281,7 +248,7 @@ async fn refusals_have_the_codes_the_spec_gives_them_and_bystanders_go_on() {
     for method in [Method::GET, Method::DELETE] {
         let reply = proxy
             .client()
-            .send(method, &[("mcp-protocol-version", VERSION)], None)
+            .send(method, &[("mcp-protocol-version", MODERN)], None)
             .await;
         assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED);
         assert_eq!(reply.headers["allow"], "POST");
@@ -301,7 +268,7 @@ async fn log_messages_reach_only_a_request_that_asked_for_their_level() {
     let modern = Modern::new(&proxy, Some("alice"));
     let logged = |level: Option<&str>| {
         let mut params = json!({ "name": "test_tool_with_logging", "arguments": {} });
-        params["_meta"] = meta(json!({}));
+        params["_meta"] = modern_meta(json!({}));
         if let Some(level) = level {
             params["_meta"]["io.modelcontextprotocol/logLevel"] = json!(level);
         }
@@ -328,7 +295,7 @@ async fn log_messages_reach_only_a_request_that_asked_for_their_level() {
     assert_eq!(logged(Some("info")).await, 3);
     assert_eq!(logged(Some("warning")).await, 0, "info is below warning");
     let mut params = json!({ "name": "echo", "arguments": {} });
-    params["_meta"] = meta(json!({}));
+    params["_meta"] = modern_meta(json!({}));
     params["_meta"]["io.modelcontextprotocol/logLevel"] = json!("loud");
     let body = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params });
     let reply = modern.send(&body, &[]).await;
@@ -345,7 +312,7 @@ impl Modern {
         for (key, value) in extra.as_object().cloned().unwrap_or_default() {
             params[key] = value;
         }
-        params["_meta"] = meta(ALL());
+        params["_meta"] = modern_meta(ALL());
         let body = json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params });
         let reply = self.send(&body, &[]).await;
         (reply.status, reply.response().await)
@@ -527,7 +494,7 @@ async fn a_listen_acknowledges_what_it_can_carry_and_carries_only_that_tagged_wi
     let alice = Modern::new(&proxy, Some("alice"));
     let listen = |id: u64, notifications: Value| {
         let mut params = json!({ "notifications": notifications });
-        params["_meta"] = meta(json!({}));
+        params["_meta"] = modern_meta(json!({}));
         json!({ "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": params })
     };
     let body = listen(
@@ -656,10 +623,7 @@ async fn a_principal_is_served_by_one_server_on_every_replica_and_retries_go_any
     let redis = Redis::start().await;
     let a = Replica::start(&redis, "a", &[]).await;
     let b = Replica::start(&redis, "b", &[]).await;
-    let on = |replica: &Replica| Modern {
-        client: Client::new(replica.addr),
-        credential: Some("Bearer alice".into()),
-    };
+    let on = |replica: &Replica| Modern::through(Client::new(replica.addr), Some("alice"));
     let (via_a, via_b) = (on(&a), on(&b));
     let text = |answer: Value| answer["result"]["content"][0]["text"].clone();
     assert_eq!(text(via_a.call("counter", json!({})).await), "1");
@@ -692,7 +656,7 @@ async fn a_principal_is_served_by_one_server_on_every_replica_and_retries_go_any
 
     // A listen on b hears what a call through a causes.
     let mut params = json!({ "notifications": { "resourceSubscriptions": ["demo://counter"] } });
-    params["_meta"] = meta(json!({}));
+    params["_meta"] = modern_meta(json!({}));
     let listen =
         json!({ "jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen", "params": params });
     let mut updates = via_b.send(&listen, &[]).await;
@@ -723,7 +687,7 @@ async fn a_client_that_closes_its_stream_cancels_the_call_at_the_server() {
     .await;
     let alice = Modern::new(&proxy, Some("alice"));
     let mut params = json!({ "name": "sleep", "arguments": { "ms": 60_000 } });
-    params["_meta"] = meta(json!({}));
+    params["_meta"] = modern_meta(json!({}));
     let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params });
     let reply = alice.send(&body, &[]).await;
     assert!(reply.is_sse());
@@ -748,10 +712,7 @@ async fn every_gateway_server_has_its_modern_face() {
     .await;
     let mut client = proxy.client();
     client.path = "/servers/alpha/mcp".into();
-    let alpha = Modern {
-        client,
-        credential: Some("Bearer alice".into()),
-    };
+    let alpha = Modern::through(client, Some("alice"));
     assert_eq!(
         alpha
             .call("echo", json!({ "text": "through the gateway" }))
@@ -759,7 +720,7 @@ async fn every_gateway_server_has_its_modern_face() {
         "through the gateway"
     );
     let (_, found) = alpha.request(2, "server/discover", json!({})).await;
-    assert_eq!(found["result"]["supportedVersions"], json!([VERSION]));
+    assert_eq!(found["result"]["supportedVersions"], json!([MODERN]));
 }
 
 #[tokio::test]
@@ -813,7 +774,7 @@ async fn marked_tool_parameters_must_travel_in_their_headers() {
     );
     let call = |arguments: Value| {
         let mut params = json!({ "name": "lookup", "arguments": arguments });
-        params["_meta"] = meta(json!({}));
+        params["_meta"] = modern_meta(json!({}));
         json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params })
     };
     let region = json!({ "region": "Hello, 世界", "limit": 3, "text": "hi" });
@@ -959,12 +920,12 @@ async fn a_client_that_leaves_while_its_server_initializes_leaves_nothing_behind
     .await;
     for credential in [Some("Bearer alice"), None] {
         let mut params = json!({ "name": "echo", "arguments": { "text": "hi" } });
-        params["_meta"] = meta(json!({}));
+        params["_meta"] = modern_meta(json!({}));
         let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params })
             .to_string();
         let mut request = format!(
             "POST /mcp HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\
-             accept: application/json, text/event-stream\r\nmcp-protocol-version: {VERSION}\r\n\
+             accept: application/json, text/event-stream\r\nmcp-protocol-version: {MODERN}\r\n\
              mcp-method: tools/call\r\nmcp-name: echo\r\ncontent-length: {}\r\n",
             proxy.addr(),
             body.len()
@@ -989,7 +950,7 @@ async fn a_client_that_leaves_while_its_server_initializes_leaves_nothing_behind
     // The principal that left opens a session again at its next request: nothing stale holds it.
     let alice = Modern::new(&proxy, Some("alice"));
     let mut params = json!({ "name": "echo", "arguments": { "text": "hi" } });
-    params["_meta"] = meta(json!({}));
+    params["_meta"] = modern_meta(json!({}));
     let body = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params });
     let pending = tokio::spawn(async move { alice.send(&body, &[]).await.status });
     crate::harness::until("alice's next session to be opening", 1, || async {
@@ -1002,7 +963,7 @@ async fn a_client_that_leaves_while_its_server_initializes_leaves_nothing_behind
 /// A 2026-07-28 `tools/call` declaring `capabilities`.
 fn call_body(id: u64, tool: &str, arguments: Value, capabilities: Value) -> Value {
     json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
-        "params": { "name": tool, "arguments": arguments, "_meta": meta(capabilities) } })
+        "params": { "name": tool, "arguments": arguments, "_meta": modern_meta(capabilities) } })
 }
 
 /// The counter of the server that serves a stranger's next request.
@@ -1241,7 +1202,7 @@ async fn idle_2026_07_28_streams_carry_keep_alives_at_the_configured_interval() 
     .await;
     let alice = Modern::new(&proxy, Some("alice"));
     let mut params = json!({ "notifications": { "toolsListChanged": true } });
-    params["_meta"] = meta(json!({}));
+    params["_meta"] = modern_meta(json!({}));
     let listen =
         json!({ "jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": params });
     let mut listening = alice.send(&listen, &[]).await;
@@ -1249,7 +1210,7 @@ async fn idle_2026_07_28_streams_carry_keep_alives_at_the_configured_interval() 
     crate::harness::keep_alives(&mut listening, 3).await;
 
     let mut params = json!({ "name": "sleep", "arguments": { "ms": 60_000 } });
-    params["_meta"] = meta(json!({}));
+    params["_meta"] = modern_meta(json!({}));
     let call = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params });
     let mut calling = alice.send(&call, &[]).await;
     assert!(calling.is_sse());
@@ -1318,7 +1279,7 @@ async fn resources_are_shown_to_2026_07_28_clients_as_configured() {
 
     let listen = |id: u64, uris: Value| {
         let mut params = json!({ "notifications": { "resourceSubscriptions": uris } });
-        params["_meta"] = meta(json!({}));
+        params["_meta"] = modern_meta(json!({}));
         json!({ "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": params })
     };
     let refused = alice.send(&listen(3, json!(["demo://counter"])), &[]).await;

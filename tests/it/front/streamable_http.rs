@@ -57,10 +57,8 @@ async fn initialize_list_call_delete_then_the_session_is_gone() {
 #[tokio::test]
 async fn sessions_ids_are_the_proxys_own_and_distinct() {
     let proxy = Proxy::start().await;
-    let mut a = proxy.client();
-    let mut b = proxy.client();
-    a.initialize("2025-06-18").await;
-    b.initialize("2025-06-18").await;
+    let a = proxy.initialized_client("2025-06-18").await;
+    let b = proxy.initialized_client("2025-06-18").await;
     assert_ne!(a.session, b.session);
     proxy.stop().await;
 }

@@ -84,11 +84,6 @@ impl AuthServer {
         self.addr
     }
 
-    /// Its RFC 8414 metadata (`/.well-known/oauth-authorization-server`).
-    pub fn metadata(&self) -> &Value {
-        &self.metadata
-    }
-
     pub fn jwks_uri(&self) -> &str {
         self.endpoint("jwks_uri")
     }

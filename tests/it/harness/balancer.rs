@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
-use super::within;
+use super::{free_port, within};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -53,11 +53,6 @@ impl Balancer {
     /// nginx running config/nginx.conf in front of `replicas`, once it accepts connections.
     pub async fn nginx(replicas: &[SocketAddr]) -> Balancer {
         Balancer::start(Kind::Nginx, replicas).await
-    }
-
-    /// HAProxy running config/haproxy.cfg in front of `replicas`, once it accepts connections.
-    pub async fn haproxy(replicas: &[SocketAddr]) -> Balancer {
-        Balancer::start(Kind::Haproxy, replicas).await
     }
 
     pub async fn start(kind: Kind, replicas: &[SocketAddr]) -> Balancer {
@@ -282,14 +277,6 @@ async fn accepting(child: &mut Child, addr: SocketAddr) -> bool {
         }
     })
     .await
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A new folder for one balancer's configuration, logs and temporary files; readable by

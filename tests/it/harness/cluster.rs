@@ -4,23 +4,20 @@
 use std::net::SocketAddr;
 use std::process::Stdio;
 
+use redis::AsyncCommands;
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
 use http::StatusCode;
 use serde_json::json;
 
-use super::{spawn_proxy_with_env, until, within, Client};
+use super::{free_port, spawn_proxy_with_env, until, within, Client};
 
 pub const SECRET: &str = "4d1c0ffee5e1ec7ed5ec0de0f7e575ec0ffee5e1ec7ed5ec0de0f7e575ec0ffe";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+/// Flags of a replica that finds a silent owner out quickly: a heartbeat every 100 ms, and an
+/// owner's sessions taken over after 500 ms without one.
+pub const FAST_TAKEOVER: [&str; 4] = ["--heartbeat", "100ms", "--owner-timeout", "500ms"];
 
 pub struct Redis {
     child: Option<Child>,
@@ -320,4 +317,19 @@ pub fn recording_relay(
         }
     });
     recorded
+}
+
+/// Waits until `key` is in Redis (`present`) or gone from it (`!present`), bounded like every
+/// wait.
+pub async fn until_key(
+    what: &str,
+    connection: &redis::aio::MultiplexedConnection,
+    key: &str,
+    present: bool,
+) {
+    until(what, present, || {
+        let (mut connection, key) = (connection.clone(), key.to_owned());
+        async move { connection.exists::<_, bool>(&key).await.unwrap() }
+    })
+    .await
 }

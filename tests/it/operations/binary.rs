@@ -3,7 +3,7 @@
 //! the server released, a clean exit in time), on the multi-threaded runtime and on a single
 //! thread.
 
-use crate::harness::{spawn_proxy, until, within, Client, DEMO};
+use crate::harness::{modern_request, spawn_proxy, until, within, Client, DEMO};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use tokio::process::Command;
@@ -543,25 +543,9 @@ async fn in_front_of_a_2026_07_28_http_server_the_defaults_serve_both_eras() {
         "old"
     );
 
-    let call = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-        "name": "echo", "arguments": { "text": "new" },
-        "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                   "io.modelcontextprotocol/clientCapabilities": {},
-                   "io.modelcontextprotocol/clientInfo": { "name": "x", "version": "1" } } } });
-    let reply = Client::new(addr)
-        .send_to(
-            "/mcp",
-            http::Method::POST,
-            &[
-                ("content-type", "application/json"),
-                ("accept", "application/json, text/event-stream"),
-                ("mcp-protocol-version", "2026-07-28"),
-                ("mcp-method", "tools/call"),
-                ("mcp-name", "echo"),
-            ],
-            Some(call.to_string().into()),
-        )
-        .await;
+    let params = json!({ "name": "echo", "arguments": { "text": "new" } });
+    let call = modern_request(2, "tools/call", params, json!({}));
+    let reply = Client::new(addr).post_modern(&call, &[]).await;
     assert_eq!(reply.status, StatusCode::OK);
     let answer = within("the modern answer", reply.response()).await;
     assert_eq!(answer["result"]["content"][0]["text"], "new", "{answer}");

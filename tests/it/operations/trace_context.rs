@@ -2,7 +2,7 @@
 //! `tracestate`) header goes into the request's `params._meta`, where a stdio server reads it;
 //! a context the client put in `_meta` itself wins.
 
-use crate::harness::{within, Client, Proxy};
+use crate::harness::{modern_request, within, Client, Proxy};
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -56,32 +56,12 @@ async fn a_clients_trace_context_header_reaches_a_stdio_server_in_meta() {
 #[tokio::test]
 async fn a_2026_07_28_clients_trace_context_reaches_the_server_too() {
     let proxy = Proxy::start().await;
-    let body = json!({
-        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {
-            "name": "trace_context",
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {},
-                "io.modelcontextprotocol/clientInfo": { "name": "traced", "version": "1" },
-            },
-        },
-    });
+    let params = json!({ "name": "trace_context" });
+    let body = modern_request(1, "tools/call", params, json!({}));
     let parent = traceparent(TRACE);
     let reply = proxy
         .client()
-        .send(
-            Method::POST,
-            &[
-                ("content-type", "application/json"),
-                ("accept", "application/json, text/event-stream"),
-                ("mcp-protocol-version", "2026-07-28"),
-                ("mcp-method", "tools/call"),
-                ("mcp-name", "trace_context"),
-                ("traceparent", parent.as_str()),
-            ],
-            Some(body.to_string().into()),
-        )
+        .post_modern(&body, &[("traceparent", parent.as_str())])
         .await;
     assert_eq!(reply.status, StatusCode::OK);
     let answer = reply.response().await;

@@ -5,7 +5,10 @@
 use std::sync::{Arc, Mutex};
 
 use crate::harness::cluster::{metric, through, Redis, Replica};
-use crate::harness::{python_script, spawn_announcing, spawn_proxy, until, within, Client, Proxy};
+use crate::harness::{
+    free_port, modern_request, python_script, spawn_announcing, spawn_proxy, until, within, Client,
+    Proxy,
+};
 use serde_json::{json, Value};
 
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -264,11 +267,7 @@ async fn with_tracing_off_no_exporter_runs() {
 #[tokio::test]
 async fn a_collector_that_is_down_costs_spans_never_calls() {
     // A port nothing listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let endpoint = format!("http://127.0.0.1:{port}");
     let (_proxy, addr, _logs, seen) =
         spawn_proxy(&["--listen", "127.0.0.1:0", "--otlp-endpoint", &endpoint]).await;
@@ -370,29 +369,14 @@ async fn a_resume_is_a_replay_span_with_the_events_replayed_and_coalesced() {
 
 /// A 2026-07-28 `tools/call` of the demo's `tool` with `extra` params, under `traceparent`.
 async fn modern_call(proxy: &Proxy, tool: &str, extra: Value, traceparent: &str) -> Value {
-    let mut params = json!({ "name": tool, "arguments": {}, "_meta": {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": { "elicitation": {} },
-        "io.modelcontextprotocol/clientInfo": { "name": "traced", "version": "1" },
-    } });
+    let mut params = json!({ "name": tool, "arguments": {} });
     for (key, value) in extra.as_object().cloned().unwrap_or_default() {
         params[key] = value;
     }
-    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params });
+    let body = modern_request(1, "tools/call", params, json!({ "elicitation": {} }));
     proxy
         .client()
-        .send(
-            http::Method::POST,
-            &[
-                ("content-type", "application/json"),
-                ("accept", "application/json, text/event-stream"),
-                ("mcp-protocol-version", "2026-07-28"),
-                ("mcp-method", "tools/call"),
-                ("mcp-name", tool),
-                ("traceparent", traceparent),
-            ],
-            Some(body.to_string().into()),
-        )
+        .post_modern(&body, &[("traceparent", traceparent)])
         .await
         .response()
         .await

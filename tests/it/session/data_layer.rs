@@ -149,8 +149,7 @@ async fn the_seeds_wire_examples_are_answered_as_it_writes_them() {
 #[tokio::test]
 async fn a_legacy_client_holds_several_sessions_on_one_transport_session_none_leaking() {
     let proxy = Proxy::start().await;
-    let mut client = proxy.client();
-    client.initialize("2025-11-25").await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
     let a = cookie(&client.request("sessions/create", json!({})).await);
     let b = cookie(&client.request("sessions/create", json!({})).await);
     assert_ne!(a["sessionId"], b["sessionId"]);
@@ -426,8 +425,7 @@ async fn a_server_that_requires_sessions_refuses_calls_without_one_on_both_eras(
     );
     let a = alice.create().await;
     assert_eq!(alice.count(Some(&a)).await, "1");
-    let mut legacy = proxy.client();
-    legacy.initialize("2025-06-18").await;
+    let mut legacy = proxy.initialized_client("2025-06-18").await;
     let refused = legacy
         .request("resources/read", json!({ "uri": "demo://greeting" }))
         .await;
@@ -466,8 +464,7 @@ async fn a_data_layer_session_expires_unused_or_at_the_end_of_its_lifetime() {
         c.upstream.request_timeout = 4 * TTL;
     })
     .await;
-    let mut client = proxy.client();
-    client.initialize("2025-11-25").await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
     let kept = cookie(&client.request("sessions/create", json!({})).await);
     let lapsing = cookie(&client.request("sessions/create", json!({})).await);
     assert_eq!(count(&mut client, &lapsing).await, "1");
@@ -510,8 +507,7 @@ async fn a_data_layer_session_expires_unused_or_at_the_end_of_its_lifetime() {
 #[tokio::test]
 async fn messages_listen_carries_a_sessions_updates_only_to_that_session() {
     let proxy = Proxy::start().await;
-    let mut client = proxy.client();
-    client.initialize("2025-11-25").await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
     let a = cookie(&client.request("sessions/create", json!({})).await);
     let b = cookie(&client.request("sessions/create", json!({})).await);
     let listen = |cookie: Option<&Value>| {
@@ -592,8 +588,7 @@ async fn state_handles_serve_legacy_clients_and_the_tool_list_is_the_same_for_ev
         c.session.correlation = mcp_session_proxy::config::Correlation::Handle;
     })
     .await;
-    let mut client = proxy.client();
-    client.initialize("2025-06-18").await;
+    let mut client = proxy.initialized_client("2025-06-18").await;
     let legacy_list = client.request("tools/list", json!({})).await;
     let alice = Modern::new(&proxy, "alice");
     let (_, modern_list) = alice.send("tools/list", json!({}), None).await;
@@ -695,8 +690,7 @@ async fn data_layer_sessions_are_served_by_every_replica_and_taken_over_with_the
 #[tokio::test]
 async fn in_front_of_a_2026_07_28_server_each_session_is_a_bridge_of_its_own() {
     let proxy = Proxy::start_with(crate::harness::serve_the_modern_demo).await;
-    let mut client = proxy.client();
-    client.initialize("2025-11-25").await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
     let a = cookie(&client.request("sessions/create", json!({})).await);
     let b = cookie(&client.request("sessions/create", json!({})).await);
     assert_eq!(count(&mut client, &a).await, "1");
@@ -786,8 +780,7 @@ async fn a_websocket_connection_holds_data_layer_sessions_handles_and_listens() 
 #[tokio::test]
 async fn an_idle_messages_listen_carries_keep_alives_at_the_configured_interval() {
     let proxy = Proxy::start_with(|c| c.http.sse_keep_alive = Duration::from_millis(50)).await;
-    let mut client = proxy.client();
-    client.initialize("2025-11-25").await;
+    let client = proxy.initialized_client("2025-11-25").await;
     let mut listening = client
         .post(&json!({ "jsonrpc": "2.0", "id": 40, "method": "messages/listen", "params": {} }))
         .await;
@@ -802,8 +795,7 @@ async fn an_idle_messages_listen_carries_keep_alives_at_the_configured_interval(
 #[tokio::test]
 async fn a_cookie_whose_key_is_written_with_escapes_names_its_session_all_the_same() {
     let proxy = Proxy::start().await;
-    let mut client = proxy.client();
-    client.initialize("2025-11-25").await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
     let a = cookie(&client.request("sessions/create", json!({})).await);
     assert_eq!(count(&mut client, &a).await, "1");
     let escaped = |id: u64, cookie: &Value| {

@@ -203,10 +203,8 @@ async fn resuming_from_an_evicted_position_synthesizes_invalidations() {
 #[tokio::test]
 async fn two_sessions_keep_separate_state_and_separate_events() {
     let proxy = Proxy::start().await;
-    let mut a = proxy.client();
-    let mut b = proxy.client();
-    a.initialize("2025-06-18").await;
-    b.initialize("2025-06-18").await;
+    let mut a = proxy.initialized_client("2025-06-18").await;
+    let mut b = proxy.initialized_client("2025-06-18").await;
     for client in [&mut a, &mut b] {
         client
             .request("resources/subscribe", json!({ "uri": "demo://counter" }))

@@ -72,10 +72,8 @@ async fn ping_goes_both_ways() {
 #[tokio::test]
 async fn each_answer_reaches_the_child_of_its_own_session() {
     let proxy = Proxy::start().await;
-    let mut a = proxy.client();
-    let mut b = proxy.client();
-    a.initialize("2025-06-18").await;
-    b.initialize("2025-06-18").await;
+    let mut a = proxy.initialized_client("2025-06-18").await;
+    let mut b = proxy.initialized_client("2025-06-18").await;
     // Both children number their requests alike ("demo-1"): only the session tells them apart.
     let (a_request, a_text) = call_and_answer(
         &mut a,

@@ -3,7 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use crate::harness::cluster::{call_until_served, through, Redis, Replica};
+use crate::harness::cluster::{
+    call_until_served, through, until_key, Redis, Replica, FAST_TAKEOVER,
+};
 use crate::harness::{until, within, Client, Proxy};
 use redis::AsyncCommands;
 use serde_json::{json, Value};
@@ -155,32 +157,27 @@ async fn each_subscription_change_is_written_to_redis_alone() {
     assert_eq!(changes, expected);
 
     assert_eq!(client.delete().await, http::StatusCode::OK);
-    until("the set to go with the session", false, || {
-        let mut c = connection.clone();
-        let key = subs_key.clone();
-        async move { c.exists::<_, bool>(&key).await.unwrap() }
-    })
+    until_key(
+        "the set to go with the session",
+        &connection,
+        &subs_key,
+        false,
+    )
     .await;
 }
 
 #[tokio::test]
 async fn a_replica_taking_over_subscribes_its_server_to_what_an_earlier_version_recorded() {
     let redis = Redis::start().await;
-    let fast = ["--heartbeat", "100ms", "--owner-timeout", "500ms"];
-    let mut a = Replica::start(&redis, "a", &fast).await;
-    let b = Replica::start(&redis, "b", &fast).await;
+    let mut a = Replica::start(&redis, "a", &FAST_TAKEOVER).await;
+    let b = Replica::start(&redis, "b", &FAST_TAKEOVER).await;
     let mut on_a = Client::new(a.addr);
     on_a.initialize("2025-11-25").await;
     let session = on_a.session.clone().unwrap();
     let record_key = format!("mcp-proxy:default:session:{session}");
     let subs_key = format!("mcp-proxy:default:subs:{session}");
     let mut connection = redis.connection().await;
-    until("the record to be written", true, || {
-        let mut c = connection.clone();
-        let key = record_key.clone();
-        async move { c.exists::<_, bool>(&key).await.unwrap() }
-    })
-    .await;
+    until_key("the record to be written", &connection, &record_key, true).await;
     // An earlier version kept the subscriptions in the record, as a JSON array.
     let _: () = connection
         .hset(&record_key, "subs", r#"["demo://counter"]"#)

@@ -2,29 +2,16 @@
 //! 2026-07-28`): a 2026-07-28 client straight to it, and a legacy client through the proxy in
 //! front of it.
 
-use crate::harness::{within, Client, Proxy, Reply};
+use crate::harness::{modern_request, within, Client, Proxy, Reply};
 use bytes::Bytes;
 use http::{Method, StatusCode};
 use mcp_session_proxy::wire::era::Era;
 use serde_json::{json, Value};
 
 /// A 2026-07-28 request: `_meta` in the body, its headers mirroring it.
-async fn modern(client: &Client, id: Value, method: &str, mut params: Value) -> Reply {
-    params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2026-07-28");
-    params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({});
-    let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-    let mut headers = vec![
-        ("content-type", "application/json"),
-        ("accept", "application/json, text/event-stream"),
-        ("mcp-protocol-version", "2026-07-28"),
-        ("mcp-method", method),
-    ];
-    if let Some(name) = params["name"].as_str() {
-        headers.push(("mcp-name", name));
-    }
-    client
-        .send(Method::POST, &headers, Some(Bytes::from(body.to_string())))
-        .await
+async fn modern(client: &Client, id: Value, method: &str, params: Value) -> Reply {
+    let body = modern_request(id, method, params, json!({}));
+    client.post_modern(&body, &[]).await
 }
 
 #[tokio::test]

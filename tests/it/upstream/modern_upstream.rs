@@ -631,8 +631,7 @@ async fn a_server_upgraded_or_rolled_back_behind_a_running_proxy_keeps_working()
         config.upstream.protocol = Era::Legacy;
     })
     .await;
-    let mut before = proxy.client();
-    before.initialize("2025-11-25").await;
+    let mut before = proxy.initialized_client("2025-11-25").await;
     assert_eq!(
         before.call_tool("echo", json!({ "text": "old" })).await,
         "old"
@@ -658,8 +657,7 @@ async fn a_server_upgraded_or_rolled_back_behind_a_running_proxy_keeps_working()
     );
     assert_eq!(proxy.metric("mcp_proxy_upstreams_modern"), 1);
     // New sessions are bridged from the start.
-    let mut next = proxy.client();
-    next.initialize("2025-11-25").await;
+    let mut next = proxy.initialized_client("2025-11-25").await;
     assert_eq!(
         next.call_tool("echo", json!({ "text": "next" })).await,
         "next"
@@ -682,8 +680,7 @@ async fn a_server_upgraded_or_rolled_back_behind_a_running_proxy_keeps_working()
     );
     assert_eq!(proxy.metric("mcp_proxy_upstreams_modern"), 0);
     address.point_at(legacy.addr());
-    let mut after = proxy.client();
-    after.initialize("2025-11-25").await;
+    let mut after = proxy.initialized_client("2025-11-25").await;
     assert_eq!(
         after.call_tool("echo", json!({ "text": "back" })).await,
         "back"

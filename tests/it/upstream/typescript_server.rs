@@ -248,8 +248,7 @@ async fn an_update_right_after_a_subscribe_is_not_lost_when_the_listen_is_slow()
     let (_server, url) = typescript_server().await;
     let relay = relay_holding_back_listens(&url, Duration::from_millis(300)).await;
     let proxy = proxy_in_front_of(&relay, false).await;
-    let mut client = proxy.client();
-    client.initialize("2025-11-25").await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
     let mut stream = client.get(None).await;
     assert_eq!(stream.status, StatusCode::OK);
     let subscribed = client
