@@ -6,19 +6,14 @@
 //! call, and a kill -9 of a session's owner fails only the calls under way when it died. The
 //! script stops everything it starts, also when this test times out and kills it.
 
-use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::harness::DEMO;
+use crate::harness::{repo_root, DEMO};
 use tokio::process::Command;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 #[tokio::test]
 async fn replicas_keep_their_promises_through_kills_cuts_and_bursts() {
-    let python = root().join("tests/python/.venv/bin/python");
+    let python = repo_root().join("tests/python/.venv/bin/python");
     assert!(
         python.exists(),
         "the tests' Python is not installed: run scripts/test (it creates tests/python/.venv)"
@@ -32,13 +27,13 @@ async fn replicas_keep_their_promises_through_kills_cuts_and_bursts() {
         std::process::id()
     ));
     let run = Command::new(&python)
-        .arg(root().join("bench/chaos.py"))
+        .arg(repo_root().join("bench/chaos.py"))
         .args(["--proxy", DEMO])
         .args(["--bench", env!("CARGO_BIN_EXE_mcp-bench")])
         .args(["--seconds", "60"])
         .arg("--report")
         .arg(&report)
-        .current_dir(root())
+        .current_dir(repo_root())
         .kill_on_drop(true)
         .output();
     let output = tokio::time::timeout(Duration::from_secs(240), run)
@@ -63,12 +58,12 @@ async fn replicas_keep_their_promises_through_kills_cuts_and_bursts() {
 /// A measurement of `bench/chaos.py` through a balancer (`--through …`); its summary on stderr
 /// must contain `expected`.
 async fn measure_through(balancer: &str, measurement: &[&str], expected: &str) {
-    let python = root().join("tests/python/.venv/bin/python");
+    let python = repo_root().join("tests/python/.venv/bin/python");
     let run = Command::new(&python)
-        .arg(root().join("bench/chaos.py"))
+        .arg(repo_root().join("bench/chaos.py"))
         .args(["--proxy", DEMO, "--through", balancer])
         .args(measurement)
-        .current_dir(root())
+        .current_dir(repo_root())
         .kill_on_drop(true)
         .output();
     let output = tokio::time::timeout(Duration::from_secs(240), run)

@@ -4,23 +4,18 @@
 //! The Grafana dashboard is checked against the `/metrics` of a running proxy.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::process::Command;
 
-use crate::harness::Proxy;
+use crate::harness::{repo_root, Proxy};
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
 #[test]
 fn the_compose_file_runs_two_replicas_on_redis_behind_a_non_sticky_balancer() {
-    let python = root().join("tests/python/.venv/bin/python");
+    let python = repo_root().join("tests/python/.venv/bin/python");
     let output = Command::new(&python)
-        .arg(root().join("tests/python/check_compose.py"))
-        .arg(root().join("docker"))
+        .arg(repo_root().join("tests/python/check_compose.py"))
+        .arg(repo_root().join("docker"))
         .output()
         .expect("the tests' Python (scripts/test makes it)");
     assert!(
@@ -113,7 +108,7 @@ fn the_compose_file_runs_two_replicas_on_redis_behind_a_non_sticky_balancer() {
 
     // What the balancer, Prometheus and Grafana mount is in docker/ (compose resolves `./`
     // against the compose file's folder), and lands where each image reads it.
-    let docker = root().join("docker");
+    let docker = repo_root().join("docker");
     let mut mounts = BTreeMap::new();
     for service in ["balancer", "prometheus", "grafana"] {
         let volumes = report["volumes"][service]
@@ -173,7 +168,7 @@ fn the_compose_file_runs_two_replicas_on_redis_behind_a_non_sticky_balancer() {
     } else {
         let config = Command::new("docker")
             .args(["compose", "-f"])
-            .arg(root().join("docker/compose.yaml"))
+            .arg(repo_root().join("docker/compose.yaml"))
             .arg("config")
             .env("MCP_PROXY_CLUSTER_SECRET", "x")
             .output()
@@ -213,7 +208,7 @@ fn image_instructions(dockerfile: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn the_image_runs_as_a_non_root_user_and_checks_its_health_with_the_binary() {
-    let dockerfile = std::fs::read_to_string(root().join("docker/Dockerfile")).unwrap();
+    let dockerfile = std::fs::read_to_string(repo_root().join("docker/Dockerfile")).unwrap();
     let image = image_instructions(&dockerfile);
     let find = |keyword: &str| {
         let found: Vec<&String> = image
@@ -340,7 +335,7 @@ fn family(name: &str, histograms: &BTreeSet<String>) -> String {
 
 #[tokio::test]
 async fn the_dashboard_parses_and_every_metric_it_names_exists() {
-    let path = root().join("docker/grafana/dashboards/mcp-session-proxy.json");
+    let path = repo_root().join("docker/grafana/dashboards/mcp-session-proxy.json");
     let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
         .expect("the dashboard is JSON");
     assert_eq!(dashboard["uid"], "mcp-session-proxy");

@@ -10,7 +10,7 @@
 //! missing, and without it these tests fail, saying so.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -20,6 +20,8 @@ use mcp_session_proxy::base::ids::MAX_NODE_NAME;
 use mcp_session_proxy::config::{Cli, Config};
 use mcp_session_proxy::front::guard::host_allowed;
 use serde_json::Value;
+
+use crate::harness::repo_root;
 
 /// The port the image listens on (docker/Dockerfile) and every manifest names.
 const PORT: u16 = 8787;
@@ -36,10 +38,6 @@ const NO_KUBECTL: &str = "kubectl is not installed: these tests build deploy/kub
     `kubectl kustomize`. Run scripts/test, which installs it (Debian's kubernetes-client), or \
     install kubectl yourself";
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
 /// `kubectl` with no cluster configuration of the user's (nothing here talks to a cluster).
 fn kubectl() -> Command {
     let mut command = Command::new("kubectl");
@@ -52,7 +50,7 @@ fn kubectl() -> Command {
 
 /// The objects `kubectl kustomize deploy/kubernetes/<dir>` makes, as JSON.
 fn build(dir: &str) -> Vec<Value> {
-    let path = root().join("deploy/kubernetes").join(dir);
+    let path = repo_root().join("deploy/kubernetes").join(dir);
     let built = match kubectl().arg("kustomize").arg(&path).output() {
         Ok(output) => output,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => panic!("{NO_KUBECTL}"),

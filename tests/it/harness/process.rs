@@ -149,3 +149,8 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// The repository's root, where Cargo.toml is.
+pub fn repo_root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}

@@ -3,7 +3,7 @@
 //! the server released, a clean exit in time), on the multi-threaded runtime and on a single
 //! thread.
 
-use crate::harness::{modern_request, spawn_proxy, until, within, Client, DEMO};
+use crate::harness::{memory_kib, modern_request, spawn_proxy, until, within, Client, DEMO};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use tokio::process::Command;
@@ -280,16 +280,6 @@ async fn a_principal_header_beyond_loopback_needs_the_proxies_it_trusts() {
     proxy.kill().await.unwrap();
 }
 
-/// The resident memory of process `pid`, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 /// Bodies that declare 4 MB and trickle in a byte at a time: the proxy's memory grows with the
 /// bytes received (a few KiB), not with a transport buffer kept per byte (≈4 KiB a byte before).
 #[tokio::test]
@@ -310,7 +300,7 @@ async fn slow_bodies_cost_memory_by_the_bytes_received() {
         socket.write_all(head.as_bytes()).await.unwrap();
         senders.push(socket);
     }
-    let before = rss_kib(pid);
+    let before = memory_kib(pid, "VmRSS");
     // 300 bytes on each connection, paced like a slow client (the pace is the load, not a wait
     // for anything), so each arrives on its own.
     for _ in 0..300 {
@@ -320,7 +310,7 @@ async fn slow_bodies_cost_memory_by_the_bytes_received() {
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
     let received = 20 * 300;
-    let grown = rss_kib(pid).saturating_sub(before);
+    let grown = memory_kib(pid, "VmRSS").saturating_sub(before);
     assert!(
         grown < 8 * 1024,
         "{received} bytes received on 20 stalled bodies grew the proxy by {grown} KiB"
