@@ -174,7 +174,7 @@ pub struct Cli {
     /// shared by all (shared: only for servers that keep nothing per client) [default:
     /// per-request].
     #[arg(long, value_name = "MODE")]
-    pub anonymous: Option<crate::front::modern::correlation::Anonymous>,
+    pub anonymous: Option<crate::session::correlate::Anonymous>,
 
     /// 2026-07-28 clients: how long a call held for the client's input waits for its retry
     /// [default: 5m].

@@ -9,9 +9,9 @@ use serde::{Deserialize, Deserializer};
 
 use super::duration::parse_duration;
 use crate::front::access::AccessLog;
-use crate::front::modern::correlation::Anonymous;
 use crate::front::modern::envelope::CacheScope;
 use crate::front::{HttpSettings, PostResponse};
+use crate::session::correlate::Anonymous;
 use crate::session::exposure::{Exposure, ResourceExposure};
 use crate::session::rate::RateLimits;
 use crate::session::SessionSettings;
@@ -383,14 +383,14 @@ impl Default for UpstreamConfig {
 impl Default for SessionConfig {
     fn default() -> Self {
         let session = SessionSettings::default();
-        let layer = crate::front::data_layer::DataLayerSettings::default();
+        let layer = crate::session::correlate::named::DataLayerSettings::default();
         SessionConfig {
             idle_ttl: session.idle_ttl,
             max_sessions: session.max_sessions,
             max_sessions_per_principal: session.max_sessions_per_principal,
             max_anonymous_sessions: session.max_anonymous_sessions,
-            anonymous_pool: crate::front::modern::pool::DEFAULT_SIZE,
-            anonymous_pool_wait: crate::front::modern::pool::DEFAULT_WAIT,
+            anonymous_pool: crate::session::correlate::pool::DEFAULT_SIZE,
+            anonymous_pool_wait: crate::session::correlate::pool::DEFAULT_WAIT,
             anonymous_pool_reuse: false,
             window_events: session.window.max_events,
             window_bytes: session.window.max_bytes,
@@ -398,7 +398,7 @@ impl Default for SessionConfig {
             coalesce_progress: session.coalesce_progress,
             anonymous: Anonymous::PerRequest,
             input_ttl: Duration::from_secs(300),
-            max_held_per_principal: crate::front::modern::held::DEFAULT_LIMIT,
+            max_held_per_principal: crate::session::correlate::held::DEFAULT_LIMIT,
             correlation: Correlation::Principal,
             require_session: false,
             data_session_idle_ttl: layer.idle_ttl,

@@ -607,7 +607,7 @@ mod tests {
         );
         assert_eq!(
             config.session.anonymous,
-            crate::front::modern::correlation::Anonymous::Shared
+            crate::session::correlate::Anonymous::Shared
         );
         assert_eq!(config.session.input_ttl, Duration::from_secs(120));
         assert_eq!(config.session.max_held_per_principal, 3);

@@ -253,8 +253,8 @@ impl SessionConfig {
     }
 
     /// The settings of sessions named in messages (data-layer sessions, state handles).
-    pub fn data_layer_settings(&self) -> crate::front::data_layer::DataLayerSettings {
-        crate::front::data_layer::DataLayerSettings {
+    pub fn data_layer_settings(&self) -> crate::session::correlate::named::DataLayerSettings {
+        crate::session::correlate::named::DataLayerSettings {
             require_session: self.require_session,
             handles: self.correlation == super::file::Correlation::Handle,
             idle_ttl: self.data_session_idle_ttl,

@@ -124,7 +124,7 @@ pub struct App {
     /// The 2026-07-28 face: its settings and the upstream sessions serving it.
     pub modern: modern::Modern,
     /// Sessions clients name in their messages: data-layer sessions and state handles.
-    pub data_layer: data_layer::DataLayer,
+    pub data_layer: crate::session::correlate::named::DataLayer,
     /// With `[auth]`: what its server gets of a client's token.
     pub upstream_credentials: authorization::UpstreamCredentials,
 }

@@ -6,6 +6,7 @@
 //! (creating, finding and expiring sessions).
 
 mod calls;
+pub mod correlate;
 mod door;
 mod error_answer;
 mod expiry;
@@ -161,6 +162,18 @@ pub enum SessionError {
     /// The principal is over a rate limit: the request reached no session.
     #[error("Too Many Requests: {}", rate_limited(.0))]
     RateLimited(rate::Exceeded),
+    /// No session prepared for requests without credentials was ready in time.
+    #[error(
+        "none of the {size} server sessions for requests without credentials \
+         (session.anonymous_pool) was ready within {waited:?}"
+    )]
+    AnonymousPoolBusy { size: usize, waited: Duration },
+    /// The principal holds as many sessions named in messages as it may.
+    #[error("this principal holds its limit of {0} named sessions")]
+    TooManyNamed(usize),
+    /// The session a message names is unknown, another principal's, expired or ended.
+    #[error("session {0} is unknown, expired or deleted")]
+    NamedNotFound(String),
 }
 
 /// Why the replica owning a session cannot serve it right now.

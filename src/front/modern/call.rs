@@ -12,14 +12,14 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::checks::{self, RequestMeta};
-use super::correlation::Initialized;
 use super::envelope::{self, CacheHints};
-use super::held::HeldCalls;
 use super::input;
 use super::params::Params;
 use super::state;
 use crate::base::ids::Principal;
 use crate::front::traced;
+use crate::session::correlate::held::HeldCalls;
+use crate::session::correlate::Initialized;
 use crate::session::log::StreamKey;
 use crate::session::{Registry, Session};
 use crate::telemetry::spans::SpanContext;

@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use super::params::Params;
 use crate::front::rejection::Rejection;
+use crate::session::correlate::Declared;
 use crate::wire::jsonrpc::Message;
 use crate::wire::methods;
 use crate::wire::mirrored::ToolMarks;
@@ -30,6 +31,16 @@ pub struct RequestMeta {
     pub capabilities: Map<String, Value>,
     pub client_info: Option<Value>,
     pub log_level: Option<String>,
+}
+
+impl RequestMeta {
+    /// What the request declares of its client, as the session layer reads it.
+    pub fn declared(&self) -> Declared<'_> {
+        Declared {
+            capabilities: &self.capabilities,
+            client_info: self.client_info.as_ref(),
+        }
+    }
 }
 
 /// Whether a request without a session header is of the 2026-07-28 era: its `_meta` names a

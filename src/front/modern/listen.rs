@@ -13,11 +13,12 @@ use dashmap::DashMap;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use super::correlation::{ask, Correlated};
 use crate::front::body::Body;
 use crate::front::event_stream::{self, Ended, Next, Options, Source};
 use crate::front::rejection::Rejection;
+use crate::front::request::ask;
 use crate::front::App;
+use crate::session::correlate::Correlated;
 use crate::session::{Reader, Registry, Session};
 use crate::wire::jsonrpc::{self, Message};
 use crate::wire::methods::{

@@ -50,7 +50,10 @@ impl Relay {
     /// retry; refused instead when the principal has too many calls held already.
     pub(super) async fn hand_over(&mut self) -> Next {
         let (answer, held) = self.input_required();
-        let taken = self.translation.held_calls.hold(&held);
+        let taken = self
+            .translation
+            .held_calls
+            .hold(&held.principal, held.round());
         if let Some(mut round) = self.round.take() {
             describe_round(&mut round, &held, &self.translation.call);
             if !taken {

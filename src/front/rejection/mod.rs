@@ -164,6 +164,11 @@ impl Rejection {
                 Rejection::unavailable(format!("Service Unavailable: {error}; retry shortly"))
             }
             SessionError::Gone => Rejection::session_not_found(),
+            SessionError::AnonymousPoolBusy { size, waited } => {
+                Rejection::anonymous_pool_busy(*size, *waited)
+            }
+            SessionError::TooManyNamed(limit) => Rejection::too_many_data_sessions(*limit),
+            SessionError::NamedNotFound(id) => Rejection::data_session_not_found(id),
             SessionError::RateLimited(exceeded) => Rejection::rate_limited(error, exceeded),
             SessionError::SubscriptionRefused(refused) => {
                 Rejection::new(StatusCode::BAD_REQUEST, INVALID_PARAMS, refused.to_string())

@@ -166,7 +166,10 @@ async fn to_transport_session(
         Kind::Response if !message.id().is_some_and(|id| session.awaits_answer(id)) => {
             // An answer to a server request of one of the client's named sessions.
             let id = message.id().cloned().unwrap_or(Value::Null);
-            let named = app.data_layer.awaiting_answer(app, principal, &id).await;
+            let named = app
+                .data_layer
+                .awaiting_answer(&app.registry, principal, &id)
+                .await;
             app.registry
                 .send(named.as_ref().unwrap_or(&session), message)
                 .await
