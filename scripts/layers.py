@@ -58,7 +58,7 @@ KNOWN_CROSSINGS = {
     for target in ("front/body.rs", "front/guard.rs", "front/mod.rs", "front/modern/checks.rs",
                    "front/modern/params.rs", "front/rejection/mod.rs")
 }
-KNOWN_CIRCLES = {("session/replica", "session/state")}
+KNOWN_CIRCLES: set = set()
 
 
 def layer(top: str) -> str | None:

@@ -16,7 +16,6 @@ use super::exposure::ResourceList;
 use super::inflight::Inflight;
 use super::layer::{self, LayerKind};
 use super::log::{Logged, StreamKey};
-use super::replica::server_side;
 use super::routing::{self, Route};
 use super::state::State;
 use super::{protocol, Session};
@@ -52,7 +51,7 @@ impl Session {
                 }
             }
             UpstreamEvent::SessionLost => {
-                self.mirror_upstream_session(&state);
+                state.mirror_upstream_session(|| self.upstream_session_record());
                 self.reestablish();
             }
             UpstreamEvent::Exited(cause) => {
@@ -174,7 +173,7 @@ impl Session {
     /// mirrored), and the result advertises what the proxy adds for a protocol-level session.
     fn file_initialize(&self, state: &mut State, message: &mut Message) {
         record_initialize(state, message);
-        self.mirror_upstream_session(state);
+        state.mirror_upstream_session(|| self.upstream_session_record());
         if let Some(version) = state.protocol_version.clone() {
             state.mirror(|| Op::Field {
                 name: "version",
@@ -326,7 +325,7 @@ fn record_initialize(state: &mut State, response: &Message) {
         .filter(|(capability, _)| result.capabilities[capability]["listChanged"] == true)
         .map(|(_, method)| method)
         .collect();
-    server_side::mirror_lists(state);
+    state.mirror_lists();
 }
 
 /// Where the session's upstream delivers what its server sends.

@@ -55,7 +55,8 @@ impl Way<'_> {
                 let initialized = session.internal_request(methods::INITIALIZE, params).await;
                 session.upstream.reestablished(initialized.clone());
                 if initialized.is_ok() {
-                    session.mirror_upstream_session(&session.lock());
+                    let record = || session.upstream_session_record();
+                    session.lock().mirror_upstream_session(record);
                 }
                 Ok(initialized.map(|()| None)?)
             }

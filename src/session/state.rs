@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use super::inflight::{Calls, Inflight};
 use super::log::{EventLog, StreamKey, Window};
 use super::reading::Reading;
-use super::replica::Replicated;
+use super::replica::{server_side, Replicated};
 use super::subscriptions::Subscriptions;
 use super::{Shape, SubscriptionRefused};
 use crate::store::{Mirror, Op};
@@ -106,6 +106,24 @@ impl State {
         if let Some(mirror) = &self.replica.mirror {
             mirror.send(op());
         }
+    }
+
+    /// Writes to the shared store which session the server keeps for this one now (`record`,
+    /// read only when there is a store; none clears it): after `initialize`, and when the
+    /// server forgot it.
+    pub(super) fn mirror_upstream_session(&self, record: impl FnOnce() -> Option<String>) {
+        self.mirror(|| Op::Field {
+            name: "upstream_session",
+            value: record().unwrap_or_default(),
+        });
+    }
+
+    /// Writes the lists the server said it may change to the shared store.
+    pub(super) fn mirror_lists(&self) {
+        self.mirror(|| Op::Field {
+            name: "lists",
+            value: server_side::lists_to_record(&self.subscriptions.changeable_lists),
+        });
     }
 
     /// Records a subscription to `uri` and writes it to the store, unless the session already
