@@ -56,9 +56,12 @@
 //!     knows and its properties: era, shape, list cache, caching hints, session need, target,
 //!     client capability, metric label), `jsonrpc` the message model, its builders and every
 //!     error code (a duplicated member name refused at any depth), `named` what a request
-//!     names (tool, prompt, resource, completion reference), read once for every check, `era`
-//!     the names of the 2026-07-28 revision, `mirrored` the headers that mirror a 2026-07-28
-//!     request's body (`Mcp-Name`, `Mcp-Param-*`), `sse` the SSE codec.
+//!     names (tool, prompt, resource, completion reference), read once for every check, `era/`
+//!     the names of the 2026-07-28 revision, its params read once and what a request must
+//!     carry (checked alike by the proxy's face and the demo server), `mirrored` the headers
+//!     that mirror a 2026-07-28 request's body (`Mcp-Name`, `Mcp-Param-*`), `sse` the SSE
+//!     codec, `http_body` the response body handed to hyper, `loopback` the loopback names
+//!     a listener on loopback answers to.
 //!   - [`telemetry`]: what the proxy tells of itself. `metrics` the Prometheus figures per
 //!     server, `spans` spans and their OTLP/HTTP export, `logs` the log lines,
 //!     `trace_context` W3C trace context from headers into `_meta` and back, `redact` what is

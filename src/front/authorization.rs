@@ -9,12 +9,12 @@ use std::sync::Arc;
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use serde_json::json;
 
-use super::body::Body;
 use super::guard::Admitted;
 use super::rejection::Rejection;
 use super::{App, Router};
 use crate::auth::exchange::ExchangeTarget;
 use crate::auth::{Authority, TokenError, Verified};
+use crate::wire::http_body::Body;
 
 /// What a served server gets of a verified client's token, in place of its `Authorization`.
 #[derive(Debug, Clone, Default)]

@@ -3,7 +3,6 @@
 
 pub mod access;
 pub mod authorization;
-pub mod body;
 pub mod cidr;
 pub mod connections;
 pub mod cors;
@@ -43,7 +42,7 @@ use tracing::{debug, warn};
 use crate::session::cluster::Cluster;
 use crate::session::Registry;
 use crate::telemetry::metrics::{Metrics, ServerMetrics};
-use body::Body;
+use crate::wire::http_body::Body;
 use rejection::Rejection;
 
 /// How a POST that carries a request is answered.

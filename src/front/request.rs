@@ -7,11 +7,11 @@ use http::{header, HeaderMap, HeaderValue, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use super::body::Body;
 use super::guard;
 use super::rejection::Rejection;
 use super::App;
 use crate::session::{Registry, Session};
+use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::Message;
 use std::sync::Arc;
 

@@ -15,8 +15,7 @@ use super::Session;
 use crate::store::Op;
 use crate::wire::jsonrpc::Message;
 
-/// Where a data-layer session's metadata travels in `_meta` (the seed's final form).
-pub const META_KEY: &str = "io.modelcontextprotocol/session";
+pub use crate::wire::era::SESSION_META_KEY as META_KEY;
 
 pub use crate::wire::methods::{
     MESSAGES_LISTEN as LISTEN, SESSIONS_CREATE as CREATE, SESSIONS_DELETE as DELETE,

@@ -10,7 +10,7 @@ use crate::session::correlate::named::NamedBy;
 use crate::session::layer::META_KEY;
 
 /// The earlier drafts' key.
-pub const DRAFT_META_KEY: &str = "mcp/session";
+pub use crate::wire::era::DRAFT_SESSION_META_KEY as DRAFT_META_KEY;
 
 /// The longest session id taken (the proxy's own are far shorter).
 const MAX_ID_BYTES: usize = 256;

@@ -21,7 +21,6 @@ use tokio::time::Instant;
 use super::call::{Call, Outcome, Translation};
 use super::input;
 use super::state::HeldRequest;
-use crate::front::body::Body;
 use crate::front::event_stream::{self, Ended, KeepAlive, Options, Source};
 use crate::front::rejection::{failed_request, Rejection};
 use crate::front::request::json;
@@ -30,6 +29,7 @@ use crate::session::correlate::{Correlated, Ending};
 use crate::session::log::{Event, StreamKey};
 use crate::session::Reader;
 use crate::telemetry::spans::{Span, Spans};
+use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::Message;
 use crate::wire::sse;
 

@@ -4,13 +4,11 @@
 //! `session::correlate` finds for it), `envelope` (results as modern clients read them).
 
 mod call;
-pub mod checks;
 pub mod envelope;
 mod exchange;
 mod input;
 mod listen;
 pub mod named;
-pub mod params;
 mod retry;
 mod server_requests;
 pub mod state;
@@ -18,7 +16,6 @@ pub mod state;
 use http::{header, HeaderMap, Response, StatusCode};
 use serde_json::Value;
 
-use super::body::Body;
 use super::rejection::Rejection;
 use super::request::{accepted, json};
 use super::App;
@@ -26,12 +23,14 @@ use crate::base::ids::Principal;
 use crate::front::data_layer::{self, cookie, methods};
 use crate::session::correlate::held::HeldCalls;
 use crate::session::correlate::pool::{self, AnonymousPool};
-use crate::session::correlate::{Anonymous, Correlated, Correlation};
+use crate::session::correlate::{Anonymous, Correlated, Correlation, Declared};
+use crate::wire::era::params::Params;
+use crate::wire::era::request::{self, RequestMeta};
+use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::{self, Kind, Message};
 use crate::wire::methods::{SERVER_DISCOVER, SUBSCRIPTIONS_LISTEN, TOOLS_CALL, TOOLS_LIST};
-use checks::RequestMeta;
 
-pub use checks::is_modern;
+pub use crate::wire::era::request::is_modern;
 
 /// A modern POST (already parsed, Origin checked).
 pub async fn post(
@@ -45,8 +44,14 @@ pub async fn post(
         // closing its response stream. Taken and dropped.
         return Ok(accepted());
     }
-    let params = params::Params::read(&message);
-    let meta = checks::check(headers, &message, &params, app.registry.tool_marks())?;
+    let params = Params::read(&message);
+    let meta = request::check(headers, &message, &params, app.registry.tool_marks())
+        .map_err(|unfit| Rejection::from(unfit).with_id(message.id()))?;
+    let legacy = || {
+        params
+            .legacy_request(&message)
+            .map_err(|e| Rejection::bad_request(e.to_string()).with_id(message.id()))
+    };
     let id = message.id().cloned().unwrap_or(Value::Null);
     let method = message.method().unwrap_or_default();
     let max_state = app.data_layer.settings.max_state_bytes;
@@ -76,19 +81,19 @@ pub async fn post(
         _ => {
             let mut call = call::Call::new(&message, &params, meta, principal.clone());
             if let Some(cookie) = &cookie {
-                let forwarded = params.legacy_request(&message)?;
+                let forwarded = legacy()?;
                 return named::within_session(app, &message, forwarded, call, cookie).await;
             }
             let handles = app.data_layer.settings.handles;
             if handles && method == TOOLS_CALL {
-                let forwarded = params.legacy_request(&message)?;
+                let forwarded = legacy()?;
                 call = match named::handle_call(app, headers, &forwarded, call).await {
                     named::Handled::Answered(answered) => return answered,
                     named::Handled::Plain(plain) => *plain,
                 };
             }
             if handles && method == TOOLS_LIST {
-                let forwarded = params.legacy_request(&message)?;
+                let forwarded = legacy()?;
                 let correlated =
                     correlate(app, headers, principal, &call.meta, Lend::OneRequest).await?;
                 return named::tools_list(app, correlated, &forwarded, &call).await;
@@ -102,7 +107,7 @@ pub async fn post(
                 }
                 app.metrics.response_cache_misses_total.inc();
             }
-            let forwarded = params.legacy_request(&message)?;
+            let forwarded = legacy()?;
             let correlated =
                 correlate(app, headers, principal, &call.meta, Lend::OneRequest).await?;
             exchange::exchange(app, correlated, forwarded, call).await
@@ -150,7 +155,7 @@ async fn correlate(
                 &modern.correlation,
                 &app.registry,
                 &app.metrics,
-                meta.declared(),
+                Declared::from(meta),
             )
             .await
             .map_err(|e| Rejection::session(&e));
@@ -160,7 +165,7 @@ async fn correlate(
         .session(
             &app.registry,
             principal,
-            meta.declared(),
+            Declared::from(meta),
             credential,
             app.modern.anonymous,
         )

@@ -6,11 +6,9 @@ use http::{header, HeaderMap, Response, StatusCode};
 use serde_json::{json, Value};
 
 use super::call::Call;
-use super::checks::RequestMeta;
 use super::envelope::{self, CacheHints, CacheScope};
 use super::exchange;
 use crate::base::ids::Principal;
-use crate::front::body::Body;
 use crate::front::data_layer::cookie::Cookie;
 use crate::front::data_layer::handles::{self, Dispatched};
 use crate::front::data_layer::methods::{self, Verb};
@@ -21,6 +19,9 @@ use crate::front::request::json;
 use crate::front::App;
 use crate::session::correlate::named::Named;
 use crate::session::correlate::Correlated;
+use crate::session::correlate::Declared;
+use crate::wire::era::request::RequestMeta;
+use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::{self, Message};
 
 /// Answers a `sessions/*` or `messages/listen` request.
@@ -42,7 +43,7 @@ pub async fn verb(
             if cookie.is_some() {
                 return Err(Rejection::cookie_on_create(method).with_id(Some(&id)));
             }
-            let init = meta.declared().initialize_params();
+            let init = Declared::from(meta).initialize_params();
             methods::create(app, principal, draft, init, credential).await
         }
         Verb::Delete => {
@@ -98,7 +99,7 @@ pub async fn handle_call(
     call: Call,
 ) -> Handled {
     let credential = headers.get(header::AUTHORIZATION).cloned();
-    let init = || call.meta.declared().initialize_params();
+    let init = || Declared::from(&call.meta).initialize_params();
     let dispatched = handles::dispatch(app, &call.principal, forwarded, init, credential).await;
     match dispatched {
         Ok(Dispatched::Plain) => Handled::Plain(Box::new(call)),

@@ -11,12 +11,12 @@ use super::call::Call;
 use super::exchange::respond;
 use super::input;
 use super::state::{self, HeldRequest};
-use crate::front::body::Body;
 use crate::front::rejection::Rejection;
 use crate::front::App;
-use crate::session::correlate::{Correlated, EndOnDrop};
+use crate::session::correlate::{Correlated, Declared, EndOnDrop};
 use crate::session::log::StreamKey;
 use crate::session::Session;
+use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::{self, Message};
 
 /// A retry: the call's `requestState` and `inputResponses` continue the held request.
@@ -109,7 +109,7 @@ async fn continued(
             &app.registry,
             &session,
             &call.principal,
-            call.meta.declared(),
+            Declared::from(&call.meta),
         )
         .await;
     Correlated {

@@ -12,13 +12,13 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use super::call::{Call, Outcome, Translation};
-use super::checks::SERVER_INFO_KEY;
 use super::exchange::{Next, Relay};
 use super::input;
 use super::state::{self, HeldRequest};
 use crate::front::rejection::Rejection;
 use crate::session::log::StreamKey;
 use crate::telemetry::spans::{self, Span};
+use crate::wire::era::SERVER_INFO_KEY;
 use crate::wire::jsonrpc::{self, METHOD_NOT_FOUND};
 use crate::wire::methods::{self, PING};
 

@@ -13,10 +13,10 @@ mod modern;
 use http::{header, HeaderValue, Response, StatusCode};
 use serde_json::Value;
 
-use super::body::Body;
 use super::guard::Refused;
 use crate::session::rate::Exceeded;
 use crate::session::SessionError;
+use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::{
     self, ParseError, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, RATE_LIMITED,
     SESSION_NOT_FOUND, TRANSPORT_SESSION_NOT_FOUND,

@@ -16,6 +16,7 @@ use serde_json::{json, Map, Value};
 
 use super::{Registry, Session, SessionError, Shape};
 use crate::base::ids::Principal;
+use crate::wire::era::request::RequestMeta;
 
 pub use by_principal::{Anonymous, Correlation};
 
@@ -28,6 +29,15 @@ const UPSTREAM_VERSION: &str = "2025-11-25";
 pub struct Declared<'a> {
     pub capabilities: &'a Map<String, Value>,
     pub client_info: Option<&'a Value>,
+}
+
+impl<'a> From<&'a RequestMeta> for Declared<'a> {
+    fn from(meta: &'a RequestMeta) -> Declared<'a> {
+        Declared {
+            capabilities: &meta.capabilities,
+            client_info: meta.client_info.as_ref(),
+        }
+    }
 }
 
 impl Declared<'_> {
