@@ -93,7 +93,7 @@ impl Session {
 
     /// Initializes a new session's server with `params` as its client would (the shared store,
     /// if any, has the session once this returns); the server's `initialize` result.
-    pub async fn initialize_as_client(
+    pub(in crate::session) async fn initialize_as_client(
         self: &Arc<Self>,
         registry: &Registry,
         params: Option<Box<RawValue>>,
@@ -105,7 +105,7 @@ impl Session {
 
     /// Re-initializes the session's upstream (a no-op for a session never initialized: the
     /// client will).
-    pub(crate) async fn reinitialize(
+    pub(in crate::session) async fn reinitialize(
         self: &Arc<Self>,
         init: Option<&str>,
     ) -> Result<(), SessionError> {

@@ -114,7 +114,7 @@ impl Session {
     /// Makes this a session named in messages (set once, right after it is created). Its own
     /// idle TTL and lifetime may end it before the server's idle TTL would: the idle sweep
     /// looks at it by then.
-    pub fn set_layer(&self, layer: Layer) {
+    pub(in crate::session) fn set_layer(&self, layer: Layer) {
         let first_look = crate::base::clock::from_now(layer.idle_ttl).min(layer.deadline);
         self.sweeps.schedule(self.shared_id().clone(), first_look);
         let mut state = self.lock();
@@ -143,7 +143,7 @@ impl Session {
 
     /// Whether the session is over at `now`: idle for `idle_ttl` (a session named in messages:
     /// its own idle TTL), or past its lifetime.
-    pub(crate) fn expired(&self, now: Instant, idle_ttl: Duration) -> bool {
+    pub(in crate::session) fn expired(&self, now: Instant, idle_ttl: Duration) -> bool {
         // A session in use is not over before its lifetime: any later look will do.
         self.next_expiry(now, idle_ttl, Duration::MAX).is_none()
     }
