@@ -5,7 +5,9 @@ Every relative link must name a file or folder of the repository, and a `#anchor
 heading of its Markdown page (its id computed as mdBook computes it, which GitHub's agrees
 with for these pages), or a line (`#L12`) of another file. External links are not fetched:
 they must only be well formed. Every page under docs/src must be listed in SUMMARY.md, or the
-book leaves it out. Prints each broken link with its file and line, and exits 1 if any.
+book leaves it out. Where the book is built (docs/book, by `mdbook build docs`), the links of
+its HTML pages are checked too, as a browser follows them. Prints each broken link with its
+file and line, and exits 1 if any.
 
 Usage: python3 scripts/check_links.py  (from anywhere; standard library only)
 """
@@ -17,6 +19,7 @@ from urllib.parse import unquote, urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK_SOURCE = ROOT / "docs" / "src"
+BOOK_OUTPUT = ROOT / "docs" / "book"
 TOP_LEVEL = ["README.md", "BENCHMARKS.md", "RELIABILITY.md"]
 
 FENCE = re.compile(r"^\s*(```|~~~)")
@@ -96,15 +99,14 @@ def anchors(path, cache={}):
 
 
 def links(path):
-    """(line number, target, written in Markdown rather than HTML) of every link of a page."""
+    """(line number, target) of every link of a page."""
     for number, line in prose_lines(path.read_text(encoding="utf-8")):
-        for match in INLINE_LINK.finditer(line):
-            yield number, match.group(1), True
-        for match in HTML_ATTRIBUTE.finditer(line):
-            yield number, match.group(1), False
+        for pattern in (INLINE_LINK, HTML_ATTRIBUTE):
+            for match in pattern.finditer(line):
+                yield number, match.group(1)
         definition = REFERENCE_DEFINITION.match(line)
         if definition:
-            yield number, definition.group(1), True
+            yield number, definition.group(1)
 
 
 def external_problem(target):
@@ -118,7 +120,7 @@ def external_problem(target):
     return f"unknown scheme {parts.scheme!r}"
 
 
-def relative_problem(page, target, markdown):
+def relative_problem(page, target):
     """What is wrong with a relative link from `page`, or None."""
     path_part, _, anchor = target.partition("#")
     destination = page if not path_part else (page.parent / unquote(path_part)).resolve()
@@ -128,9 +130,10 @@ def relative_problem(page, target, markdown):
         return f"no such file: {destination.relative_to(ROOT)}"
     in_book = BOOK_SOURCE in page.resolve().parents
     outside_book = BOOK_SOURCE not in destination.parents
-    if in_book and markdown and destination.suffix == ".md" and outside_book:
-        # mdBook turns every `.md` link into `.html`, which exists only for the book's pages.
-        return "a Markdown page outside the book: link it with <a href=...> (mdBook makes it .html)"
+    if in_book and path_part.endswith(".md") and outside_book:
+        # mdBook makes every `.md` link `.html` (HTML ones too), which exists only for the
+        # book's own pages; `%2E` for the dot reads the same to a browser and to GitHub.
+        return "a Markdown file outside the book: write its dot as %2E (mdBook makes .md .html)"
     if not anchor:
         return None
     if destination.suffix == ".md":
@@ -149,7 +152,7 @@ def unlisted_pages():
         return []
     listed = {
         (summary.parent / unquote(target.partition("#")[0])).resolve()
-        for _, target, _ in links(summary)
+        for _, target in links(summary)
         if "://" not in target
     }
     return [
@@ -159,25 +162,55 @@ def unlisted_pages():
     ]
 
 
+def built_book_problems():
+    """The broken relative links of the built book (docs/book, when `mdbook build docs` made
+    it): each page's own content, its target file and `#anchor` as the browser would find them."""
+    problems, checked = [], 0
+    if not BOOK_OUTPUT.is_dir():
+        return problems, checked
+    for html in sorted(BOOK_OUTPUT.rglob("*.html")):
+        text = html.read_text(encoding="utf-8")
+        content = text[text.find("<main>") : text.find("</main>")]
+        for target in re.findall(r'href="([^"]+)"', content):
+            if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", target):
+                continue
+            checked += 1
+            path_part, _, anchor = target.partition("#")
+            destination = html if not path_part else (html.parent / unquote(path_part)).resolve()
+            where = f"{html.relative_to(ROOT)}: {target}"
+            if not destination.exists():
+                problems.append(f"{where}: no such file in the built book")
+            elif anchor and destination.suffix == ".html":
+                if f'id="{anchor}"' not in destination.read_text(encoding="utf-8"):
+                    problems.append(f"{where}: no #{anchor} there")
+    return problems, checked
+
+
 def main():
     broken, checked = [], 0
     for page in pages():
-        for number, target, markdown in links(page):
+        for number, target in links(page):
             checked += 1
             if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", target):
                 problem = external_problem(target)
             else:
-                problem = relative_problem(page, target, markdown)
+                problem = relative_problem(page, target)
             if problem:
                 broken.append(f"{page.relative_to(ROOT)}:{number}: {target}: {problem}")
     for page in unlisted_pages():
         broken.append(f"{page.relative_to(ROOT)}: not listed in docs/src/SUMMARY.md")
+    built_broken, built_checked = built_book_problems()
+    broken += built_broken
+    checked += built_checked
     if broken:
         print(f"{len(broken)} broken link(s) of {checked}:", file=sys.stderr)
         for line in broken:
             print(f"  {line}", file=sys.stderr)
         return 1
-    print(f"{checked} links checked in {len(pages())} pages: none broken")
+    print(
+        f"{checked} links checked in {len(pages())} pages"
+        f" ({built_checked} of them in the built book): none broken"
+    )
     return 0
 
 
