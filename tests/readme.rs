@@ -114,10 +114,24 @@ async fn the_curl_session_prints_the_echo(page: &str, what: &str) {
     .await;
     let _ = std::fs::remove_dir_all(&scratch);
     let stdout = ran.unwrap();
+    let stated = stated_result(page);
     assert!(
-        stdout.contains(r#""text":"hello""#),
-        "the echo's result, printed:\n{stdout}"
+        stdout.contains(stated),
+        "{what} says it prints {stated}; it printed:\n{stdout}"
     );
+}
+
+/// The result a page says its curl session prints: the code span after "The last line prints
+/// the result:".
+fn stated_result(page: &str) -> &str {
+    let marker = "The last line prints the result:";
+    let after = page
+        .find(marker)
+        .expect("the page says what the session prints")
+        + marker.len();
+    let start = page[after..].find('`').expect("the result in backticks") + after + 1;
+    let end = page[start..].find('`').expect("the backtick closes") + start;
+    &page[start..end]
 }
 
 #[tokio::test]
