@@ -464,7 +464,7 @@ enum Opened {
 /// Tells the shared store (if any) of a request in flight on the session's n-th stream, and
 /// keeps the params of `initialize` for a replica that takes the session over.
 fn mirror_call(state: &mut State, request: &Message, n: u64) {
-    if state.replica.mirror.is_none() {
+    if !state.replica.shared() {
         return;
     }
     let client_id = request.id().cloned().unwrap_or(Value::Null).to_string();

@@ -80,7 +80,7 @@ impl State {
     /// takes the session over and goes on in the server's session sends none the server has
     /// seen in it (MCP: an id is never used twice in a session).
     pub(super) fn take_upstream_id(&mut self) -> u64 {
-        let shared = self.replica.mirror.is_some();
+        let shared = self.replica.shared();
         let (id, reserved) = self.calls.take_upstream_id(shared, UPSTREAM_ID_BLOCK);
         if let Some(reserved) = reserved {
             self.mirror(|| Op::Field {
@@ -93,9 +93,7 @@ impl State {
 
     /// Records an op in the shared store, if there is one (built only then).
     pub(super) fn mirror(&self, op: impl FnOnce() -> Op) {
-        if let Some(mirror) = &self.replica.mirror {
-            mirror.send(op());
-        }
+        self.replica.record(op);
     }
 
     /// Writes to the shared store which session the server keeps for this one now (`record`,

@@ -61,7 +61,7 @@ impl Session {
     pub(in crate::session) fn rewrite_to_store(&self) {
         let record = self.record();
         let state = self.lock();
-        if state.replica.mirror.is_none() {
+        if !state.replica.shared() {
             return;
         }
         state.mirror(|| Op::Create(Box::new(record)));
