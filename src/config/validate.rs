@@ -5,7 +5,8 @@ use anyhow::bail;
 /// The slowest rate a limit may have: one request per 1000 s.
 const MIN_RATE: f64 = 0.001;
 
-use super::file::{Config, Isolation, SessionConfig, UpstreamConfig};
+use super::file::{Config, Isolation};
+use super::{SessionConfig, UpstreamConfig};
 use crate::base::clock::MAX_DURATION;
 use crate::base::ids::{is_node_name, MAX_NODE_NAME};
 use crate::base::keys::{MAKE_A_SECRET, MIN_SECRET_BYTES};

@@ -13,7 +13,6 @@ pub mod methods;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use dashmap::DashMap;
 use http::HeaderValue;
@@ -30,35 +29,7 @@ use crate::session::{Session, Shape};
 use crate::wire::jsonrpc::Message;
 use crate::wire::methods::{is_session_bound, TOOLS_CALL};
 
-/// A served server's settings for sessions named in messages (configuration).
-#[derive(Debug, Clone)]
-pub struct DataLayerSettings {
-    /// Requests that reach the server's state must name a data-layer session (-32044).
-    pub require_session: bool,
-    /// Offer state handles: the handle tools, and a handle argument on every tool.
-    pub handles: bool,
-    /// A named session ends after this long unused.
-    pub idle_ttl: Duration,
-    /// And at the latest this long after it was opened.
-    pub lifetime: Duration,
-    /// Named sessions one principal may hold on one replica.
-    pub max_per_principal: usize,
-    /// The longest `state` a cookie may carry.
-    pub max_state_bytes: usize,
-}
-
-impl Default for DataLayerSettings {
-    fn default() -> DataLayerSettings {
-        DataLayerSettings {
-            require_session: false,
-            handles: false,
-            idle_ttl: Duration::from_secs(1800),
-            lifetime: Duration::from_secs(24 * 3600),
-            max_per_principal: 32,
-            max_state_bytes: 4096,
-        }
-    }
-}
+pub use crate::session::settings::DataLayerSettings;
 
 /// The named sessions of a served server, as this replica knows them.
 #[derive(Default)]

@@ -23,16 +23,7 @@ use crate::wire::jsonrpc::Message;
 /// The legacy revision the proxy speaks to its servers for modern clients.
 const UPSTREAM_VERSION: &str = "2025-11-25";
 
-/// What anonymous requests (no credential, no trusted principal header) share.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum Anonymous {
-    /// Each gets an upstream session of its own, ended with it.
-    #[default]
-    PerRequest,
-    /// They share one, like any principal's requests.
-    Shared,
-}
+pub use crate::session::settings::Anonymous;
 
 /// The upstream sessions modern requests are served by.
 #[derive(Default)]

@@ -65,8 +65,7 @@ impl Default for HeldCalls {
     }
 }
 
-/// Calls one principal may have waiting for input by default.
-pub const DEFAULT_LIMIT: usize = 32;
+pub use crate::session::settings::MAX_HELD_PER_PRINCIPAL as DEFAULT_LIMIT;
 
 /// One round of one held call: its session and the server requests it waits on.
 fn tag(held: &HeldRequest) -> String {

@@ -46,10 +46,9 @@ use crate::session::{Registry, Session};
 use crate::telemetry::metrics::{Refusal, ServerMetrics};
 use slots::{Claimed, Slots, Want};
 
-/// `session.anonymous_pool` unless configured.
-pub const DEFAULT_SIZE: usize = 4;
-/// `session.anonymous_pool_wait` unless configured.
-pub const DEFAULT_WAIT: Duration = Duration::from_secs(5);
+pub use crate::session::settings::{
+    ANONYMOUS_POOL_SIZE as DEFAULT_SIZE, ANONYMOUS_POOL_WAIT as DEFAULT_WAIT,
+};
 
 /// A session in the pool.
 struct Pooled {
