@@ -44,12 +44,14 @@ settings! {
         /// With a Redis store: how often this replica tells the others it is alive [default: 1s].
         #[serde(deserialize_with = "duration")]
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[check(bounded)]
         pub heartbeat: Duration = Duration::from_secs(1), set;
 
         /// With a Redis store: how long a silent replica has until its sessions are taken over
         /// [default: 3s].
         #[serde(deserialize_with = "duration")]
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[check(bounded)]
         pub owner_timeout: Duration = Duration::from_secs(3), set;
 
         /// With a Redis store: how long a request for a session whose owner cannot be reached is
@@ -57,12 +59,14 @@ settings! {
         /// [default: 5s].
         #[serde(deserialize_with = "duration")]
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[check(bounded)]
         pub takeover_wait: Duration = Duration::from_secs(5), set;
 
         /// With a Redis store: how long this replica's writes wait to go to Redis together; what a
         /// later write undoes within it is never sent (0: each write at once) [default: 1ms].
         #[serde(deserialize_with = "duration")]
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[check(bounded)]
         pub write_delay: Duration = Duration::from_millis(1), set;
 
         /// With a Redis store: writes queued for Redis at most; past it, new sessions and requests

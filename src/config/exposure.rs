@@ -2,6 +2,7 @@
 //! session layer (`Exposure`, `ResourceExposure`, `RateLimits`); their keys are described here,
 //! with the flags that set them.
 
+use super::keys::check::Checked;
 use super::keys::merge::Section;
 use super::keys::{Declared, Key};
 use crate::session::exposure::{Exposure, ResourceExposure};
@@ -35,6 +36,7 @@ const fn key(
         doc,
         flag_id,
         flags: None,
+        checks: &[],
         nested: None,
     }
 }
@@ -201,3 +203,16 @@ fn replace_globs<G: for<'a> From<&'a str>>(globs: &mut Vec<G>, given: &[String])
         *globs = given.iter().map(|glob| glob.as_str().into()).collect();
     }
 }
+
+/// Their values are checked as they are read (a glob, a rate of `[limits]` in `validate`).
+macro_rules! checked_when_read {
+    ($($table:ty),*) => {$(
+        impl Checked for $table {
+            fn check_keys(&self, _: &str) -> anyhow::Result<()> {
+                Ok(())
+            }
+        }
+    )*};
+}
+
+checked_when_read!(Exposure, ResourceExposure, RateLimits);

@@ -63,12 +63,14 @@ settings! {
         /// their current exchange, before handing sessions over [default: 5s].
         #[serde(deserialize_with = "duration")]
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[check(bounded)]
         pub drain_delay: Duration = Duration::from_secs(5), set;
 
         /// On SIGTERM or SIGINT: the longest the proxy takes to stop (requests in flight get half of
         /// it to be answered), release every server and exit [default: 10s].
         #[serde(deserialize_with = "duration")]
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[check(bounded)]
         pub shutdown_timeout: Duration = Duration::from_secs(10), set;
 
         /// Threads serving connections: 0 = one per CPU; 1 = a single-threaded runtime, the least

@@ -15,31 +15,37 @@ settings! {
         /// one more is answered 503 with Retry-After and closed (http.max_connections) [default:
         /// 16384].
         #[arg(long, value_name = "N")]
+        #[check(positive)]
         pub max_connections: usize = HttpSettings::default().max_connections, set;
 
         /// Largest POST body accepted; larger ones get 413 [default: 4194304].
         #[arg(long, value_name = "BYTES")]
+        #[check(positive)]
         pub max_body_bytes: usize = HttpSettings::default().max_body_bytes, set;
 
         /// Longest a request body may take to arrive; a slower one gets 408 [default: 10s].
         #[serde(deserialize_with = "duration")]
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[check(bounded, positive)]
         pub body_timeout: Duration = HttpSettings::default().body_timeout, set;
 
         /// Interval of SSE keep-alive comments on idle streams [default: 15s].
         #[serde(deserialize_with = "duration")]
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[check(bounded, positive)]
         pub sse_keep_alive: Duration = HttpSettings::default().sse_keep_alive, set;
 
         /// Reconnection delay announced to 2025-11-25 clients with `retry:` [default: 1s].
         #[serde(deserialize_with = "duration")]
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[check(bounded)]
         pub sse_retry: Duration = HttpSettings::default().sse_retry, set;
 
         /// Close the SSE streams of 2025-11-25 clients after this long; they resume with
         /// Last-Event-ID (0s: never) [default: 0s].
         #[serde(deserialize_with = "duration")]
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[check(bounded)]
         pub sse_close_after: Duration = HttpSettings::default().sse_close_after, set;
 
         /// How a POSTed request is answered: auto (JSON if the response is ready first, else SSE),
@@ -51,6 +57,7 @@ settings! {
         /// stream instead of JSON [default: 1s].
         #[serde(deserialize_with = "duration")]
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[check(bounded)]
         pub json_wait: Duration = HttpSettings::default().json_wait, set;
 
         /// An Origin to allow besides loopback ones (exact, or `*`); repeatable [default: none].

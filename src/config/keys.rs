@@ -21,6 +21,8 @@ pub struct Key {
     pub flag_id: Option<&'static str>,
     /// Flags of their own that set it (a secret by where it is: `…-env`, `…-file`).
     pub flags: Option<fn(clap::Command) -> clap::Command>,
+    /// The checks it declares (`bounded`, `positive`: functions of [`check`]).
+    pub checks: &'static [&'static str],
     /// A section (a table of keys of its own): its keys.
     pub nested: Option<fn() -> Vec<Key>>,
 }
@@ -73,6 +75,85 @@ macro_rules! own_flags {
     ($kind:ident, $($flag:tt)*) => {
         None
     };
+}
+
+/// The checks a key may declare (`#[check(bounded, positive)]`), each refusing a value with a
+/// message naming the key.
+pub mod check {
+    use std::time::Duration;
+
+    use anyhow::bail;
+
+    use crate::base::clock::MAX_DURATION;
+
+    /// A table whose keys declare checks.
+    pub trait Checked {
+        /// Every declared check of its keys; `prefix` names the table in messages.
+        fn check_keys(&self, prefix: &str) -> anyhow::Result<()>;
+    }
+
+    impl<T: Checked> Checked for Option<T> {
+        fn check_keys(&self, prefix: &str) -> anyhow::Result<()> {
+            self.as_ref()
+                .map_or(Ok(()), |table| table.check_keys(prefix))
+        }
+    }
+
+    /// `prefix.name`, or `name` at the top level.
+    pub fn path(prefix: &str, name: &str) -> String {
+        match prefix {
+            "" => name.to_owned(),
+            prefix => format!("{prefix}.{name}"),
+        }
+    }
+
+    /// At most [`MAX_DURATION`]: a deadline must fit the clock.
+    pub fn bounded(value: &Duration, key: &str) -> anyhow::Result<()> {
+        if *value > MAX_DURATION {
+            bail!(
+                "{key} is {}s; a duration may be at most {}s (366 days)",
+                value.as_secs(),
+                MAX_DURATION.as_secs()
+            );
+        }
+        Ok(())
+    }
+
+    /// A count of at least 1, a duration longer than zero.
+    pub fn positive<T: Positive>(value: &T, key: &str) -> anyhow::Result<()> {
+        value.positive(key)
+    }
+
+    /// What `positive` means for a type.
+    pub trait Positive {
+        fn positive(&self, key: &str) -> anyhow::Result<()>;
+    }
+
+    impl Positive for usize {
+        fn positive(&self, key: &str) -> anyhow::Result<()> {
+            if *self == 0 {
+                bail!("{key} must be at least 1");
+            }
+            Ok(())
+        }
+    }
+
+    impl Positive for Duration {
+        fn positive(&self, key: &str) -> anyhow::Result<()> {
+            if self.is_zero() {
+                bail!("{key} must be longer than zero");
+            }
+            Ok(())
+        }
+    }
+}
+
+/// A nested section's own checks, for kind `section`.
+macro_rules! check_nested {
+    (section, $value:expr, $key:expr) => {
+        $crate::config::keys::check::Checked::check_keys($value, $key)?
+    };
+    ($kind:ident, $value:expr, $key:expr) => {};
 }
 
 /// Declares a section of the configuration, one entry per key:
@@ -129,6 +210,7 @@ macro_rules! settings {
             $(#[serde($($serde:tt)*)])*
             $(#[arg($($arg:tt)*)])*
             $(#[command($($cmd:tt)*)])*
+            $(#[check($($check:ident),*)])?
             pub $field:ident: $ty:ty = $default:expr, $kind:ident($($flag:tt)*);
         )*
     ) => {
@@ -168,6 +250,26 @@ macro_rules! settings {
             }
         }
 
+        impl $crate::config::keys::check::Checked for $name {
+            // A table without checks names neither.
+            #[allow(unused_variables, unused_imports)]
+            fn check_keys(&self, prefix: &str) -> anyhow::Result<()> {
+                use $crate::config::keys::check::path;
+                $(
+                    $($(
+                        $crate::config::keys::check::$check(
+                            &self.$field,
+                            &path(prefix, stringify!($field)),
+                        )?;
+                    )*)?
+                    $crate::config::keys::check_nested!(
+                        $kind, &self.$field, &path(prefix, stringify!($field))
+                    );
+                )*
+                Ok(())
+            }
+        }
+
         impl $crate::config::keys::merge::Section<$name> for $flags {
             fn apply_to(&self, config: &mut $name) {
                 self.apply(config);
@@ -186,6 +288,7 @@ macro_rules! settings {
                             _ => Some(stringify!($field)),
                         },
                         flags: $crate::config::keys::own_flags!($kind, $($flag)*),
+                        checks: &[$($(stringify!($check)),*)?],
                         nested: $crate::config::keys::nested_keys!($kind, $($flag)*),
                     },
                 )*]
@@ -194,7 +297,7 @@ macro_rules! settings {
     };
 }
 
-pub(crate) use {nested_keys, own_flags, settings};
+pub(crate) use {check_nested, nested_keys, own_flags, settings};
 
 /// How a flag merges over the file's value, by the kind its key declares.
 pub mod merge {

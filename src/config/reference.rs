@@ -31,6 +31,8 @@ pub struct Entry {
     /// Its TOML path: `listen`, `session.idle_ttl`.
     pub path: String,
     pub ty: String,
+    /// The checks it declares (`bounded`, `positive`).
+    pub checks: Vec<&'static str>,
     pub default: String,
     /// Its flags (`--idle-ttl`), and the environment variables standing for them.
     pub flags: Vec<String>,
@@ -96,14 +98,22 @@ fn entry(command: &clap::Command, path: &str, key: &Key) -> Entry {
         .flat_map(|arg| arg.get_possible_values())
         .map(|value| format!("`\"{}\"`", value.get_name()))
         .collect();
-    let ty = match type_name(key.ty) {
+    let mut ty = match type_name(key.ty) {
         Some(ty) => ty.to_owned(),
         None if !values.is_empty() => format!("string: {}", values.join(", ")),
         None => "string".to_owned(),
     };
+    for check in key.checks {
+        ty.push_str(match (*check, key.ty) {
+            ("positive", "Duration") => ", longer than zero",
+            ("positive", _) => ", at least 1",
+            _ => ", at most 366 days",
+        });
+    }
     Entry {
         path: path.to_owned(),
         ty,
+        checks: key.checks.to_vec(),
         default: default.unwrap_or_default(),
         flags: args
             .iter()
@@ -234,6 +244,26 @@ mod tests {
             assert!(
                 listed.contains(&&flag),
                 "{flag} is in --help but sets no key of the reference"
+            );
+        }
+    }
+
+    #[test]
+    fn every_duration_is_bounded_but_those_that_never_were() {
+        // Durations the configuration has never held to the bound; every new one is.
+        let unbounded = [
+            "session.anonymous_pool_wait",
+            "auth.clock_skew",
+            "auth.jwks_refetch_floor",
+            "auth.jwks_max_age",
+            "auth.jwks_stale_grace",
+        ];
+        for entry in entries().iter().filter(|e| e.ty.starts_with("duration")) {
+            let bounded = entry.checks.contains(&"bounded");
+            assert!(
+                bounded != unbounded.contains(&entry.path.as_str()),
+                "{}: declare #[check(bounded)] (at most 366 days)",
+                entry.path
             );
         }
     }

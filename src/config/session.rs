@@ -32,46 +32,55 @@ settings! {
         /// End a session after this long without requests or attached streams [default: 10m].
         #[serde(deserialize_with = "duration")]
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[check(bounded, positive)]
         pub idle_ttl: Duration = SessionSettings::default().idle_ttl, set;
 
         /// Most sessions open at once; more are refused with 503 [default: 10000].
         #[arg(long, value_name = "N")]
+        #[check(positive)]
         pub max_sessions: usize = SessionSettings::default().max_sessions, set;
 
         /// Most sessions one principal with a credential (or a trusted principal header) may hold,
         /// on all the replicas sharing a Redis store together; more are refused with 503
         /// [default: 100].
         #[arg(long, value_name = "N")]
+        #[check(positive)]
         pub max_sessions_per_principal: usize =
             SessionSettings::default().max_sessions_per_principal, set;
 
         /// Most sessions clients without a credential may hold together (they are one principal,
         /// the anonymous one), on each replica; more are refused with 503 [default: 256].
         #[arg(long, value_name = "N")]
+        #[check(positive)]
         pub max_anonymous_sessions: usize = SessionSettings::default().max_anonymous_sessions, set;
 
         /// Replay window: most messages kept per session [default: 1024].
         #[arg(long, value_name = "N")]
+        #[check(positive)]
         pub window_events: usize = SessionSettings::default().window.max_events, set;
 
         /// Replay window: most bytes kept per session [default: 1048576].
         #[arg(long, value_name = "BYTES")]
+        #[check(positive)]
         pub window_bytes: usize = SessionSettings::default().window.max_bytes, set;
 
         /// Replay window: oldest message kept [default: 10m].
         #[serde(deserialize_with = "duration")]
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[check(bounded, positive)]
         pub window_age: Duration = SessionSettings::default().window.max_age, set;
 
         /// Most resources one session may be subscribed to at once (and 1 MiB of their URIs); a
         /// resources/subscribe to one more is refused with -32602 [default: 1000].
         #[arg(long, value_name = "N")]
+        #[check(positive)]
         pub max_subscriptions: usize = SessionSettings::default().max_subscriptions, set;
 
         /// Most requests one session may have in flight to its server at once (WebSocket clients
         /// pipeline without waiting); one more is refused with 503 and Retry-After without
         /// reaching the server (session.max_inflight) [default: 256].
         #[arg(long, value_name = "N")]
+        #[check(positive)]
         pub max_inflight: usize = SessionSettings::default().max_inflight, set;
 
         /// Let a newer progress notification replace an undelivered older one of the same token
@@ -95,6 +104,7 @@ settings! {
         /// Retry-After [default: 5s].
         #[serde(deserialize_with = "duration")]
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[check(positive)]
         pub anonymous_pool_wait: Duration = ANONYMOUS_POOL_WAIT, set;
 
         /// Pooled sessions go back to the pool after their request and serve the next ones
@@ -108,11 +118,13 @@ settings! {
         /// [default: 5m].
         #[serde(deserialize_with = "duration")]
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[check(bounded, positive)]
         pub input_ttl: Duration = Duration::from_secs(300), set;
 
         /// 2026-07-28 clients: calls one principal may have waiting for its input at once; more are
         /// refused (429) [default: 32].
         #[arg(long, value_name = "N")]
+        #[check(positive)]
         pub max_held_per_principal: usize = MAX_HELD_PER_PRINCIPAL, set;
 
         /// How requests without a data-layer session find their server session: principal, or
@@ -129,20 +141,24 @@ settings! {
         /// A data-layer session or handle ends after this long unused [default: 30m].
         #[serde(deserialize_with = "duration")]
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[check(bounded, positive)]
         pub data_session_idle_ttl: Duration = DataLayerSettings::default().idle_ttl, set;
 
         /// And at the latest this long after it was created [default: 24h].
         #[serde(deserialize_with = "duration")]
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[check(bounded, positive)]
         pub data_session_lifetime: Duration = DataLayerSettings::default().lifetime, set;
 
         /// Data-layer sessions and handles one principal may hold (per replica) [default: 32].
         #[arg(long, value_name = "N")]
+        #[check(positive)]
         pub max_data_sessions_per_principal: usize =
             DataLayerSettings::default().max_per_principal, set;
 
         /// The longest state a data-layer session's cookie may carry, in bytes [default: 4096].
         #[arg(long, value_name = "N")]
+        #[check(positive)]
         pub max_session_state_bytes: usize = DataLayerSettings::default().max_state_bytes, set;
     }
 }

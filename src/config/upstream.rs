@@ -38,6 +38,7 @@ settings! {
         /// stdio: for a write to the child's stdin (one that stops reading is killed) [default: 60s].
         #[serde(deserialize_with = "duration")]
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[check(bounded, positive)]
         pub request_timeout: Duration = SessionSettings::default().request_timeout, set;
 
         /// With --http or --sse: send the session creator's Authorization to the server
@@ -101,12 +102,14 @@ settings! {
         /// Largest message accepted from a server: a stdio line, an SSE event, an HTTP answer's body
         /// [default: 4194304].
         #[arg(long, value_name = "BYTES")]
+        #[check(positive)]
         pub max_line_bytes: usize = 4 << 20, set;
 
         /// On release of a stdio server: close stdin, wait this long, SIGTERM, wait again, SIGKILL
         /// [default: 2s].
         #[serde(deserialize_with = "duration")]
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[check(bounded)]
         pub shutdown_grace: Duration = Duration::from_secs(2), set;
 
         /// stdio: the child inherits only the variables --env-pass names (true/false) [default:
@@ -138,6 +141,7 @@ settings! {
         /// [default: 0s].
         #[serde(deserialize_with = "duration")]
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[check(bounded)]
         pub cache_ttl: Duration = Duration::ZERO, set;
 
         /// 2026-07-28 clients: who may reuse them: private (one credential) or public (anyone: only
