@@ -1,8 +1,8 @@
 //! One declaration per configuration key: [`settings!`] takes each key's doc (the flag's help
 //! and the reference text, ending in `[default: …]`), type, default, serde and clap attributes,
-//! and how its flag merges over the file; it writes the section as the file spells it, its
-//! defaults, its flags (`clap::Args`), the merge, and the description the reference is
-//! rendered from.
+//! checks, and how its flag merges over the file; it writes the section as the file spells it,
+//! its defaults, its flags (`clap::Args`), the merge, the checks, and the description the
+//! reference is rendered from.
 
 use std::collections::BTreeMap;
 
@@ -364,5 +364,54 @@ pub mod merge {
     /// The flags of a nested section.
     pub trait Section<T> {
         fn apply_to(&self, config: &mut T);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_doc_reads_as_the_help_does_with_its_default_apart() {
+        let key = Key {
+            name: "idle_ttl",
+            ty: "Duration",
+            doc: &[" End a session after this long", " unused [default: 10m]."],
+            flag_id: Some("idle_ttl"),
+            flags: None,
+            checks: &[],
+            nested: None,
+        };
+        assert_eq!(
+            key.text(),
+            "End a session after this long unused [default: 10m]"
+        );
+        let (doc, default) = key.doc_and_default();
+        assert_eq!(doc, "End a session after this long unused");
+        assert_eq!(default.as_deref(), Some("10m"));
+    }
+
+    #[test]
+    fn flags_replace_what_they_give_and_leave_the_rest() {
+        let mut hosts = vec!["file.example".to_owned()];
+        merge::trimmed(&mut hosts, &[" ".to_owned()]);
+        assert_eq!(
+            hosts,
+            ["file.example"],
+            "a variable set empty names no host"
+        );
+        merge::trimmed(
+            &mut hosts,
+            &[" a.example".to_owned(), "b.example ".to_owned()],
+        );
+        assert_eq!(hosts, ["a.example", "b.example"]);
+        let mut limit = 5;
+        merge::set(&mut limit, &None);
+        assert_eq!(limit, 5);
+        merge::set(&mut limit, &Some(7));
+        assert_eq!(limit, 7);
+        let mut env = BTreeMap::from([("A".to_owned(), "1".to_owned())]);
+        merge::extend(&mut env, &[("B".to_owned(), "2".to_owned())]);
+        assert_eq!(env.len(), 2, "--env adds to the file's table");
     }
 }
