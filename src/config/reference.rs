@@ -22,7 +22,8 @@ the file; where a key also has an environment variable, the variable stands for 
 A boolean flag takes a value to turn an option off as well as on (`--trace-headers=false`);
 alone, it means `true`. A duration is written `250ms`, `15s`, `10m` or `1h` (a bare number is
 seconds). An unknown key, a wrong type or an impossible value stops start-up with a message
-naming the key and line.
+naming the key and line. How the file, the flags and the environment combine:
+[Configuration](../configuration/index.md).
 ";
 
 /// A key as the reference lists it.

@@ -9,11 +9,11 @@ use std::sync::Arc;
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use serde_json::json;
 
-use super::body::Body;
 use super::guard::Admitted;
 use super::rejection::Rejection;
 use super::{App, Router};
 use crate::auth::{Authority, TokenError, Verified};
+use crate::wire::http_body::Body;
 
 pub use super::settings::UpstreamCredentials;
 

@@ -3,7 +3,6 @@
 
 pub mod access;
 pub mod authorization;
-pub mod body;
 pub mod cidr;
 pub mod connections;
 pub mod cors;
@@ -43,7 +42,7 @@ use tracing::{debug, warn};
 use crate::session::cluster::Cluster;
 use crate::session::Registry;
 use crate::telemetry::metrics::{Metrics, ServerMetrics};
-use body::Body;
+use crate::wire::http_body::Body;
 use rejection::Rejection;
 
 pub use settings::{HttpSettings, PostResponse};
@@ -64,7 +63,7 @@ pub struct App {
     /// The 2026-07-28 face: its settings and the upstream sessions serving it.
     pub modern: modern::Modern,
     /// Sessions clients name in their messages: data-layer sessions and state handles.
-    pub data_layer: data_layer::DataLayer,
+    pub data_layer: crate::session::correlate::named::DataLayer,
     /// With `[auth]`: what its server gets of a client's token.
     pub upstream_credentials: authorization::UpstreamCredentials,
 }

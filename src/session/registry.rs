@@ -457,3 +457,62 @@ impl Registry {
         Err(SessionError::Gone)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::session::testing::{initialized, principal, registry};
+    use crate::session::{SessionError, SessionSettings, Shape};
+
+    #[tokio::test]
+    async fn a_session_is_found_for_its_principal_alone() {
+        let registry = registry(SessionSettings::default());
+        let session = initialized(&registry, principal("alice")).await;
+        let id = session.id();
+        let found = registry.find(id, &principal("alice"), None).await.unwrap();
+        assert!(found.is_some_and(|found| found.id() == id));
+        let other = registry
+            .find(id, &principal("mallory"), None)
+            .await
+            .unwrap();
+        assert!(
+            other.is_none(),
+            "another principal's is not found, nor told apart"
+        );
+        assert!(registry.holds(id) && registry.len() == 1);
+    }
+
+    #[tokio::test]
+    async fn an_ended_session_is_gone_and_ends_once() {
+        let registry = registry(SessionSettings::default());
+        let session = initialized(&registry, principal("alice")).await;
+        assert!(registry.end(session.id()));
+        assert!(!registry.end(session.id()), "once");
+        assert!(session.ended.is_cancelled());
+        let found = registry.find(session.id(), &principal("alice"), None).await;
+        assert!(found.unwrap().is_none());
+        assert!(registry.is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_limits_refuse_one_session_more_and_count_each_principal_apart() {
+        let settings = SessionSettings {
+            max_sessions: 3,
+            max_sessions_per_principal: 2,
+            ..SessionSettings::default()
+        };
+        let registry = registry(settings);
+        let create = |name: &str| registry.create(principal(name), Shape::Streams, None);
+        create("alice").await.unwrap();
+        let second = create("alice").await.unwrap();
+        let third = create("alice").await.map(|_| ()).unwrap_err();
+        assert!(
+            matches!(third, SessionError::TooManyForPrincipal(2)),
+            "{third}"
+        );
+        create("bob").await.unwrap();
+        let over = create("carol").await.map(|_| ()).unwrap_err();
+        assert!(matches!(over, SessionError::TooManySessions(3)), "{over}");
+        registry.end(second.id());
+        create("alice").await.expect("a place freed is a place");
+    }
+}
