@@ -246,7 +246,7 @@ impl Registry {
     }
 
     /// A session this replica owns, whoever asks (the internal hop, already authenticated).
-    pub fn owned(&self, id: &str) -> Option<Arc<Session>> {
+    pub(in crate::session) fn owned(&self, id: &str) -> Option<Arc<Session>> {
         self.sessions.get(id).map(|s| s.value().clone())
     }
 
@@ -318,7 +318,7 @@ impl Registry {
 
     /// Ends every session due whose idle TTL (or lifetime) has passed, and schedules the others
     /// again; returns how many ended. Looks only at the sessions due, not at every one open.
-    pub fn expire_idle(&self, now: Instant) -> usize {
+    pub(in crate::session) fn expire_idle(&self, now: Instant) -> usize {
         let started = std::time::Instant::now();
         let (ttl, in_use) = (self.settings.idle_ttl, self.in_use_period());
         let shared = self.store.redis().is_some();
@@ -368,7 +368,7 @@ impl Registry {
 
     /// Fails the requests whose server stayed silent too long, of the sessions that had
     /// requests in flight since the last sweep (those still busy are looked at again).
-    pub fn expire_requests(&self, now: Instant) {
+    pub(in crate::session) fn expire_requests(&self, now: Instant) {
         let busy = self.sweeps.take_busy();
         self.metrics
             .deadline_sweep_looks_total

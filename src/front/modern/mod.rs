@@ -47,11 +47,7 @@ pub async fn post(
     let params = Params::read(&message);
     let meta = request::check(headers, &message, &params, app.registry.tool_marks())
         .map_err(|unfit| Rejection::from(unfit).with_id(message.id()))?;
-    let legacy = || {
-        params
-            .legacy_request(&message)
-            .map_err(|e| Rejection::bad_request(e.to_string()).with_id(message.id()))
-    };
+    let legacy = || legacy_request(&params, &message);
     let id = message.id().cloned().unwrap_or(Value::Null);
     let method = message.method().unwrap_or_default();
     let max_state = app.data_layer.settings.max_state_bytes;
@@ -113,6 +109,13 @@ pub async fn post(
             exchange::exchange(app, correlated, forwarded, call).await
         }
     }
+}
+
+/// The request as the legacy server takes it (`Params::legacy_request`).
+fn legacy_request(params: &Params, message: &Message) -> Result<Message, Rejection> {
+    params
+        .legacy_request(message)
+        .map_err(|e| Rejection::bad_request(e.to_string()).with_id(message.id()))
 }
 
 /// A response around a cached result.
