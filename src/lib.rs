@@ -22,7 +22,9 @@
 //!     `http.sse_keep_alive`, close-after, `retry:` at shutdown), fed by `session_stream` and
 //!     each listen; `telemetry`, the one wrapper around a request (its metrics, its span from
 //!     `traced`, what its `access` line names); `rejection/`, the one place where refused
-//!     input or a session's error becomes an HTTP status and a JSON-RPC error.
+//!     input or a session's error becomes an HTTP status and a JSON-RPC error. `settings`
+//!     holds the values the configuration gives the front (the configuration names them
+//!     there, not in the front's workings).
 //! - [`session`]: what a session is. The handle (`mod.rs`) decides where its messages go
 //!   (`reach`: its upstream here, or the replica that owns it); `door` is the registry's front
 //!   door; one file per job: `calls` (client messages in, in flight under upstream ids),
@@ -40,7 +42,8 @@
 //!   the proxy's (which session serves a principal, sessions prepared ahead for requests
 //!   without one, sessions named in messages, calls held for the client's input); `replica/`
 //!   is everything about replicas sharing sessions (mirroring, lookup, views, following,
-//!   takeover, fencing a deposed owner, handing sessions over when leaving).
+//!   takeover, fencing a deposed owner, handing sessions over when leaving); `settings` names
+//!   the values the configuration gives sessions.
 //! - [`upstream`]: server transports only. `factory` builds a session's upstream; `stdio` runs
 //!   one child process per session, `shared` one for all, `streamable_http` and `legacy_sse`
 //!   make the proxy an HTTP client, `modern/` bridges a legacy session to a 2026-07-28 server
@@ -74,7 +77,8 @@
 //!   - [`hop`] the replicas' hop on the wire, its signatures and the nonces taken; [`auth`]
 //!     bearer tokens verified (JWT signatures by the issuer's keys, introspection, the
 //!     issuer's metadata).
-//! - Entry: [`config`] options and validation, [`server`] start and stop, [`demo`] the bundled
+//! - Entry: [`config`] every key declared once (type, default, flag, doc, checks), validation
+//!   and the rendered reference, [`server`] start and stop, [`demo`] the bundled
 //!   server (it names methods from the same table), [`health_probe`] the `health` subcommand
 //!   (a running proxy's `/healthz` asked once).
 

@@ -29,6 +29,7 @@ pub mod registry;
 pub mod replica;
 pub mod response_cache;
 pub mod routing;
+pub mod settings;
 mod state;
 mod subscriptions;
 #[cfg(test)]
