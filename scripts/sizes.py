@@ -19,6 +19,11 @@ def strip_tests(lines):
             i = j; continue
         out.append(lines[i]); i += 1
     return out
+# Braces inside string and char literals are not the code's: left out when counting.
+LITERAL = re.compile(r'r(#*)".*?"\1|"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])\'')
+def braces(line):
+    code = LITERAL.sub('""', line)
+    return code.count('{') - code.count('}'), '{' in code
 sizes = {}; fns = []
 for d, _, files in os.walk(root):
     for f in files:
@@ -33,9 +38,10 @@ for d, _, files in os.walk(root):
             depth = 0; started = False; j = i
             while j < len(lines):
                 s = lines[j]
-                if not started and ';' in s and '{' not in s: break
-                depth += s.count('{') - s.count('}')
-                if '{' in s: started = True
+                change, opens = braces(s)
+                if not started and ';' in s and not opens: break
+                depth += change
+                if opens: started = True
                 if started and depth <= 0: break
                 j += 1
             if started: fns.append((j - i + 1, p, m.group(6)))

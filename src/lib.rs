@@ -12,9 +12,9 @@
 //!     handshake, the connection's loop, what each message does), `legacy_sse` the 2024-11-05
 //!     pair, `internal` the other replicas' hop, `session_methods` `session/start|resume|end`.
 //!   - `modern/` is the 2026-07-28 face in front of legacy servers: the checks of a request,
-//!     the session it is served in (`correlation`, `pool`), the call and its stream (`call`,
-//!     `exchange`), what the server asks of the client (`server_requests`, `retry`), listens;
-//!     `data_layer/` serves sessions named in messages and state handles.
+//!     the call and its stream (`call`, `exchange`), what the server asks of the client
+//!     (`server_requests`, `retry`), listens; `data_layer/` reads the sessions a client names
+//!     in its messages and serves state handles. Both ask `session::correlate` for a session.
 //!   - `authorization` makes the proxy an OAuth 2.1 resource server in front of every path
 //!     (401/403 with their challenges, the RFC 9728 metadata); `guard` says who a request
 //!     acts for.
@@ -22,7 +22,9 @@
 //!     `http.sse_keep_alive`, close-after, `retry:` at shutdown), fed by `session_stream` and
 //!     each listen; `telemetry`, the one wrapper around a request (its metrics, its span from
 //!     `traced`, what its `access` line names); `rejection/`, the one place where refused
-//!     input or a session's error becomes an HTTP status and a JSON-RPC error.
+//!     input or a session's error becomes an HTTP status and a JSON-RPC error. `settings`
+//!     holds the values the configuration gives the front (the configuration names them
+//!     there, not in the front's workings).
 //! - [`session`]: what a session is. The handle (`mod.rs`) decides where its messages go
 //!   (`reach`: its upstream here, or the replica that owns it); `door` is the registry's front
 //!   door; one file per job: `calls` (client messages in, in flight under upstream ids),
@@ -36,8 +38,12 @@
 //!   finds (per principal) and expires sessions, `per_principal` counts each principal's (with
 //!   replicas, together); `log` is the bounded, coalescing event log; `protocol` numbers a
 //!   protocol-level session's events; `routing` decides which stream a server message belongs
-//!   to; `replica/` is everything about replicas sharing sessions (mirroring, lookup, views,
-//!   following, takeover, fencing a deposed owner, handing sessions over when leaving).
+//!   to; `correlate/` holds the server-wide tables of sessions for requests that name none of
+//!   the proxy's (which session serves a principal, sessions prepared ahead for requests
+//!   without one, sessions named in messages, calls held for the client's input); `replica/`
+//!   is everything about replicas sharing sessions (mirroring, lookup, views, following,
+//!   takeover, fencing a deposed owner, handing sessions over when leaving); `settings` names
+//!   the values the configuration gives sessions.
 //! - [`upstream`]: server transports only. `factory` builds a session's upstream; `stdio` runs
 //!   one child process per session, `shared` one for all, `streamable_http` and `legacy_sse`
 //!   make the proxy an HTTP client, `modern/` bridges a legacy session to a 2026-07-28 server
@@ -53,9 +59,12 @@
 //!     knows and its properties: era, shape, list cache, caching hints, session need, target,
 //!     client capability, metric label), `jsonrpc` the message model, its builders and every
 //!     error code (a duplicated member name refused at any depth), `named` what a request
-//!     names (tool, prompt, resource, completion reference), read once for every check, `era`
-//!     the names of the 2026-07-28 revision, `mirrored` the headers that mirror a 2026-07-28
-//!     request's body (`Mcp-Name`, `Mcp-Param-*`), `sse` the SSE codec.
+//!     names (tool, prompt, resource, completion reference), read once for every check, `era/`
+//!     the names of the 2026-07-28 revision, its params read once and what a request must
+//!     carry (checked alike by the proxy's face and the demo server), `mirrored` the headers
+//!     that mirror a 2026-07-28 request's body (`Mcp-Name`, `Mcp-Param-*`), `sse` the SSE
+//!     codec, `http_body` the response body handed to hyper, `loopback` the loopback names
+//!     a listener on loopback answers to.
 //!   - [`telemetry`]: what the proxy tells of itself. `metrics` the Prometheus figures per
 //!     server, `spans` spans and their OTLP/HTTP export, `logs` the log lines,
 //!     `trace_context` W3C trace context from headers into `_meta` and back, `redact` what is
@@ -68,7 +77,8 @@
 //!   - [`hop`] the replicas' hop on the wire, its signatures and the nonces taken; [`auth`]
 //!     bearer tokens verified (JWT signatures by the issuer's keys, introspection, the
 //!     issuer's metadata).
-//! - Entry: [`config`] options and validation, [`server`] start and stop, [`demo`] the bundled
+//! - Entry: [`config`] every key declared once (type, default, flag, doc, checks), validation
+//!   and the rendered reference, [`server`] start and stop, [`demo`] the bundled
 //!   server (it names methods from the same table), [`health_probe`] the `health` subcommand
 //!   (a running proxy's `/healthz` asked once).
 

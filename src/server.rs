@@ -15,14 +15,14 @@ use tokio_util::task::TaskTracker;
 
 use crate::base::keys::Keys;
 use crate::config::{Config, SessionConfig, UpstreamConfig};
-use crate::front::data_layer::DataLayer;
 use crate::front::modern::envelope::CacheHints;
-use crate::front::modern::held::HeldCalls;
-use crate::front::modern::pool::AnonymousPool;
 use crate::front::modern::state::StateKey;
 use crate::front::modern::Modern;
 use crate::front::{self, App, Router};
 use crate::session::cluster::Cluster;
+use crate::session::correlate::held::HeldCalls;
+use crate::session::correlate::named::DataLayer;
+use crate::session::correlate::pool::AnonymousPool;
 use crate::session::exposure::{Exposure, ResourceExposure};
 use crate::session::{Registry, SessionSettings};
 use crate::store::{RedisStore, Store};

@@ -8,75 +8,126 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use serde::Deserialize;
 
-use http::{HeaderName, HeaderValue};
-
-use super::file::{duration, Config, UpstreamConfig};
-use crate::auth::exchange::ExchangeTarget;
+use super::duration::parse_duration;
+use super::file::duration;
+use super::keys::merge::SecretFlags;
+use super::keys::settings;
 use crate::auth::fetch::ClientCredentials;
 use crate::auth::jwk::Algorithm;
 use crate::auth::AuthSettings;
-use crate::front::authorization::UpstreamCredentials;
-use crate::upstream::credential::StaticHeader;
 
 /// The longest `auth.jwks_refetch_floor`: a request may wait that long for a key.
 const MAX_REFETCH_FLOOR: Duration = Duration::from_secs(10);
 
-/// As the file spells it.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct AuthConfig {
-    /// The authorization server whose tokens are accepted ("": no authorization).
-    pub issuer: String,
-    /// What a token's `aud` must name ("": the resource URL the client dialled).
-    pub audience: String,
-    /// The URL clients dial, e.g. `https://mcp.example.com` ("": `http://` and the `Host`).
-    pub public_url: String,
-    /// The issuer's JWK Set ("": from the issuer's metadata).
-    pub jwks_uri: String,
-    pub required_scopes: Vec<String>,
-    /// RFC 7662 introspection of opaque tokens ("": only JWTs are accepted).
-    pub introspection_endpoint: String,
-    /// The proxy's own client at the issuer, for introspection and token exchange.
-    pub client_id: String,
-    pub client_secret: Option<SecretSource>,
-    #[serde(deserialize_with = "duration")]
-    pub clock_skew: Duration,
-    pub algorithms: Vec<String>,
-    /// Least time between two fetches of the issuer's keys (its former name is still read).
-    #[serde(deserialize_with = "duration", alias = "jwks_refetch_interval")]
-    pub jwks_refetch_floor: Duration,
-    #[serde(deserialize_with = "duration")]
-    pub jwks_max_age: Duration,
-    /// How long past `jwks_max_age` the keys stay in use while the issuer cannot be reached.
-    #[serde(deserialize_with = "duration")]
-    pub jwks_stale_grace: Duration,
-    /// Introspection requests per second at most (a second's worth at once).
-    pub introspections_per_second: f64,
+settings! {
+    /// The proxy as an OAuth 2.1 resource server, off unless an issuer is named.
+    pub struct AuthConfig, flags AuthFlags {
+        /// Accept only bearer tokens from this OAuth issuer on every served path: the proxy is then
+        /// an OAuth 2.1 resource server, and a token's issuer and subject name its principal
+        /// (auth.issuer) [default: none, no authorization].
+        #[arg(long = "auth-issuer", value_name = "URL")]
+        pub issuer: String = String::new(), set;
+
+        /// What a token's audience must name (auth.audience) [default: the resource URL the
+        /// client dialled, e.g. https://host/mcp].
+        #[arg(long = "auth-audience", value_name = "URI")]
+        pub audience: String = String::new(), set;
+
+        /// The URL clients dial, behind a balancer (auth.public_url) [default: http:// and the
+        /// request's Host].
+        #[arg(long = "auth-public-url", value_name = "URL")]
+        pub public_url: String = String::new(), set;
+
+        /// The issuer's JWK Set (auth.jwks_uri) [default: from the issuer's metadata].
+        #[arg(long = "auth-jwks-uri", value_name = "URL")]
+        pub jwks_uri: String = String::new(), set;
+
+        /// A scope every token must grant; repeatable (auth.required_scopes) [default: none].
+        #[arg(long = "auth-required-scope", value_name = "SCOPE")]
+        pub required_scopes: Vec<String> = Vec::new(), list(Vec<String>);
+
+        /// RFC 7662 introspection of tokens that are not JWTs (auth.introspection_endpoint)
+        /// [default: none, only JWTs].
+        #[arg(long = "auth-introspection-endpoint", value_name = "URL")]
+        pub introspection_endpoint: String = String::new(), set;
+
+        /// The proxy's own client at the issuer, for introspection and token exchange
+        /// (auth.client_id) [default: none].
+        #[arg(long = "auth-client-id", value_name = "ID")]
+        pub client_id: String = String::new(), set;
+
+        /// That client's secret, by where it is: `{ env = "NAME" }` or `{ file = "/path" }`
+        /// (--auth-client-secret-env NAME or --auth-client-secret-file PATH) [default: none].
+        #[command(flatten)]
+        pub client_secret: Option<SecretSource> = None, secret(ClientSecretFlags);
+
+        /// Introspection requests the issuer gets per second at most, on average, with a second's
+        /// worth at once; a new opaque token over it gets 503 (auth.introspections_per_second)
+        /// [default: 100].
+        #[arg(long = "auth-introspections-per-second", value_name = "RATE")]
+        pub introspections_per_second: f64 = AuthSettings::default().introspections_per_second, set;
+
+        /// Tolerance on a token's exp, nbf and iat (auth.clock_skew) [default: 60s].
+        #[serde(deserialize_with = "duration")]
+        #[arg(long = "auth-clock-skew", value_name = "DURATION", value_parser = parse_duration)]
+        pub clock_skew: Duration = AuthSettings::default().clock_skew, set;
+
+        /// A signature algorithm accepted; repeatable (auth.algorithms) [default: RS256, ES256,
+        /// EdDSA; never none or HS*].
+        #[arg(long = "auth-algorithm", value_name = "ALG")]
+        pub algorithms: Vec<String> = default_algorithms(), list(Vec<String>);
+
+        /// Least time between two fetches of the issuer's keys: a token naming a key not yet known
+        /// fetches them at once, or at the end of this floor when a fetch began within it
+        /// (auth.jwks_refetch_floor, formerly jwks_refetch_interval) [default: 1s, at most 10s].
+        #[serde(deserialize_with = "duration", alias = "jwks_refetch_interval")]
+        #[arg(
+            long = "auth-jwks-refetch-floor",
+            alias = "auth-jwks-refetch-interval",
+            value_name = "DURATION",
+            value_parser = parse_duration
+        )]
+        pub jwks_refetch_floor: Duration = AuthSettings::default().jwks_refetch_floor, set;
+
+        /// Keys older than this are fetched again at their next use (auth.jwks_max_age)
+        /// [default: 1h].
+        #[serde(deserialize_with = "duration")]
+        #[arg(long = "auth-jwks-max-age", value_name = "DURATION", value_parser = parse_duration)]
+        pub jwks_max_age: Duration = AuthSettings::default().jwks_max_age, set;
+
+        /// How long past their maximum age the keys stay in use while the issuer cannot be reached
+        /// (auth.jwks_stale_grace) [default: 6h].
+        #[serde(deserialize_with = "duration")]
+        #[arg(long = "auth-jwks-stale-grace", value_name = "DURATION", value_parser = parse_duration)]
+        pub jwks_stale_grace: Duration = AuthSettings::default().jwks_stale_grace, set;
+    }
 }
 
-impl Default for AuthConfig {
-    fn default() -> Self {
-        let settings = AuthSettings::default();
-        AuthConfig {
-            issuer: String::new(),
-            audience: String::new(),
-            public_url: String::new(),
-            jwks_uri: String::new(),
-            required_scopes: Vec::new(),
-            introspection_endpoint: String::new(),
-            client_id: String::new(),
-            client_secret: None,
-            clock_skew: settings.clock_skew,
-            algorithms: settings
-                .algorithms
-                .iter()
-                .map(|a| a.name().into())
-                .collect(),
-            jwks_refetch_floor: settings.jwks_refetch_floor,
-            jwks_max_age: settings.jwks_max_age,
-            jwks_stale_grace: settings.jwks_stale_grace,
-            introspections_per_second: settings.introspections_per_second,
-        }
+/// The algorithms accepted unless the configuration names others.
+fn default_algorithms() -> Vec<String> {
+    let settings = AuthSettings::default();
+    settings
+        .algorithms
+        .iter()
+        .map(|a| a.name().into())
+        .collect()
+}
+
+/// `auth.client_secret` by where it is.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ClientSecretFlags {
+    /// The environment variable holding that client's secret (auth.client_secret = { env }).
+    #[arg(long = "auth-client-secret-env", value_name = "NAME")]
+    pub client_secret_env: Option<String>,
+
+    /// The file holding that client's secret (auth.client_secret = { file }).
+    #[arg(long = "auth-client-secret-file", value_name = "PATH")]
+    pub client_secret_file: Option<PathBuf>,
+}
+
+impl SecretFlags for ClientSecretFlags {
+    fn source(&self) -> Option<SecretSource> {
+        SecretSource::given(&self.client_secret_env, &self.client_secret_file)
     }
 }
 
@@ -89,6 +140,15 @@ pub enum SecretSource {
 }
 
 impl SecretSource {
+    /// Where a secret is, from the `…-env` or `…-file` flag given (the variable first).
+    pub fn given(env: &Option<String>, file: &Option<PathBuf>) -> Option<SecretSource> {
+        match (env, file) {
+            (Some(name), _) => Some(SecretSource::Env(name.clone())),
+            (None, Some(path)) => Some(SecretSource::File(path.clone())),
+            (None, None) => None,
+        }
+    }
+
     /// The secret's value; `key` names the setting in the error.
     pub fn read(&self, key: &str) -> anyhow::Result<String> {
         let value = match self {
@@ -223,7 +283,7 @@ fn algorithm(name: &str) -> anyhow::Result<Algorithm> {
     })
 }
 
-fn check_url(key: &str, value: &str) -> anyhow::Result<()> {
+pub(super) fn check_url(key: &str, value: &str) -> anyhow::Result<()> {
     let uri: http::Uri = value
         .trim()
         .parse()
@@ -287,134 +347,5 @@ mod tests {
         let source = SecretSource::File(file.clone());
         assert_eq!(source.read("k").unwrap(), "s3cret");
         std::fs::remove_file(file).unwrap();
-    }
-}
-
-/// What an HTTP server gets to authenticate the proxy's requests (`upstream.auth`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum UpstreamAuth {
-    /// Nothing: the client's token never leaves the proxy.
-    #[default]
-    None,
-    /// A header of the operator's (`auth_header`, its value from `auth_secret`).
-    Static,
-    /// The client's token, only when its audience names the server (else 401).
-    Passthrough,
-    /// A token for the server, exchanged at the issuer for the client's (RFC 8693).
-    Exchange,
-}
-
-impl UpstreamConfig {
-    /// `static`: the header every request to the server carries.
-    pub(super) fn static_header(&self) -> anyhow::Result<Option<StaticHeader>> {
-        let Some(secret) = self
-            .auth_secret
-            .as_ref()
-            .filter(|_| self.auth == UpstreamAuth::Static)
-        else {
-            return Ok(None);
-        };
-        let name = HeaderName::from_bytes(self.auth_header.as_bytes())
-            .with_context(|| format!("auth_header {:?} is not a header name", self.auth_header))?;
-        let secret = secret.read("auth_secret")?;
-        let text = match name == http::header::AUTHORIZATION {
-            true => format!("Bearer {secret}"),
-            false => secret,
-        };
-        let mut value =
-            HeaderValue::try_from(text).context("auth_secret is not a valid header value")?;
-        value.set_sensitive(true);
-        Ok(Some(StaticHeader { name, value }))
-    }
-
-    /// `passthrough` and `exchange`: the server's resource and how a token is had for it.
-    pub fn upstream_credentials(&self) -> UpstreamCredentials {
-        let resource = match self.auth_resource.trim() {
-            "" => self
-                .http
-                .clone()
-                .or_else(|| self.sse.clone())
-                .unwrap_or_default(),
-            resource => resource.to_owned(),
-        };
-        let optional = |text: &str| Some(text.trim().to_owned()).filter(|t| !t.is_empty());
-        match self.auth {
-            UpstreamAuth::None | UpstreamAuth::Static => UpstreamCredentials::Withheld,
-            UpstreamAuth::Passthrough => UpstreamCredentials::Passthrough { resource },
-            UpstreamAuth::Exchange => UpstreamCredentials::Exchange(ExchangeTarget {
-                resource,
-                audience: optional(&self.auth_audience),
-                scope: optional(&self.auth_scope),
-                token_endpoint: optional(&self.auth_token_endpoint),
-            }),
-        }
-    }
-
-    /// `{key}.auth` and its settings: HTTP and SSE servers only, each mode with what it needs.
-    pub(super) fn validate_auth(&self, key: &str) -> anyhow::Result<()> {
-        let http = self.http.is_some() || self.sse.is_some();
-        if self.auth != UpstreamAuth::None && !http {
-            bail!(
-                "{key}.auth applies to http and sse servers only (a stdio server takes its \
-                 credentials from its environment: {key}.env)"
-            );
-        }
-        if self.auth == UpstreamAuth::Static {
-            if self.auth_secret.is_none() {
-                bail!("{key}.auth = \"static\" needs {key}.auth_secret = {{ env = \"NAME\" }} or {{ file = \"/path\" }}");
-            }
-            HeaderName::from_bytes(self.auth_header.as_bytes()).map_err(|_| {
-                anyhow::anyhow!(
-                    "{key}.auth_header {:?} is not a header name",
-                    self.auth_header
-                )
-            })?;
-        }
-        if self.forward_authorization && self.auth != UpstreamAuth::None {
-            bail!("{key}.forward_authorization and {key}.auth are exclusive: use {key}.auth");
-        }
-        for (name, value) in [
-            ("auth_resource", &self.auth_resource),
-            ("auth_token_endpoint", &self.auth_token_endpoint),
-        ] {
-            if !value.trim().is_empty() {
-                check_url(&format!("{key}.{name}"), value)?;
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Config {
-    /// Passing a client's token on, or exchanging it, needs the token verified (`[auth]`), and
-    /// an exchange the proxy's own client; and with `[auth]`, a token issued for the proxy is
-    /// never forwarded unchecked.
-    pub(super) fn validate_upstream_auth(&self) -> anyhow::Result<()> {
-        let upstreams = std::iter::once(("upstream".to_owned(), &self.upstream)).chain(
-            self.servers
-                .iter()
-                .map(|(name, server)| (format!("servers.{name}.upstream"), &server.upstream)),
-        );
-        for (key, upstream) in upstreams {
-            let needs_auth = matches!(
-                upstream.auth,
-                UpstreamAuth::Passthrough | UpstreamAuth::Exchange
-            );
-            if needs_auth && !self.auth.is_on() {
-                bail!("{key}.auth = \"{:?}\" needs [auth] (the client's token must be verified first)", upstream.auth);
-            }
-            if upstream.auth == UpstreamAuth::Exchange && self.auth.client_id.is_empty() {
-                bail!("{key}.auth = \"exchange\" needs the proxy's client at the issuer: auth.client_id and auth.client_secret");
-            }
-            if upstream.forward_authorization && self.auth.is_on() {
-                bail!(
-                    "{key}.forward_authorization would send a token issued for the proxy to the \
-                     server; with [auth], use {key}.auth = \"passthrough\" (checks the token's \
-                     audience) or \"exchange\""
-                );
-            }
-        }
-        Ok(())
     }
 }

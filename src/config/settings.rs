@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-use super::auth::UpstreamAuth;
-use super::file::{Config, Isolation, SessionConfig, UpstreamConfig};
+use super::file::{Config, Isolation};
 use super::validate::parse_http_url;
+use super::{Correlation, SessionConfig, UpstreamAuth, UpstreamConfig};
 use crate::base::ids;
 use crate::base::keys::Keys;
-use crate::front::HttpSettings;
+use crate::front::settings::HttpSettings;
 use crate::session::log::Window;
 use crate::session::SessionSettings;
 use crate::store::redis::RedisSettings;
@@ -253,10 +253,10 @@ impl SessionConfig {
     }
 
     /// The settings of sessions named in messages (data-layer sessions, state handles).
-    pub fn data_layer_settings(&self) -> crate::front::data_layer::DataLayerSettings {
-        crate::front::data_layer::DataLayerSettings {
+    pub fn data_layer_settings(&self) -> crate::session::settings::DataLayerSettings {
+        crate::session::settings::DataLayerSettings {
             require_session: self.require_session,
-            handles: self.correlation == super::file::Correlation::Handle,
+            handles: self.correlation == Correlation::Handle,
             idle_ttl: self.data_session_idle_ttl,
             lifetime: self.data_session_lifetime,
             max_per_principal: self.max_data_sessions_per_principal,

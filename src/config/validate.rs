@@ -5,8 +5,9 @@ use anyhow::bail;
 /// The slowest rate a limit may have: one request per 1000 s.
 const MIN_RATE: f64 = 0.001;
 
-use super::file::{Config, Isolation, SessionConfig, UpstreamConfig};
-use crate::base::clock::MAX_DURATION;
+use super::file::{Config, Isolation};
+use super::keys::check::Checked;
+use super::UpstreamConfig;
 use crate::base::ids::{is_node_name, MAX_NODE_NAME};
 use crate::base::keys::{MAKE_A_SECRET, MIN_SECRET_BYTES};
 use crate::upstream::stdio::StdioSpec;
@@ -14,8 +15,15 @@ use crate::wire::era::Era;
 
 impl Config {
     pub fn validate(&self) -> anyhow::Result<()> {
-        self.validate_durations()?;
-        self.session.validate("session")?;
+        // What each key declares (`#[check(…)]`), at the top level and in every named server.
+        self.check_keys("")?;
+        for (name, server) in &self.servers {
+            let upstream = format!("servers.{name}.upstream");
+            server.upstream.check_keys(&upstream)?;
+            server
+                .session
+                .check_keys(&format!("servers.{name}.session"))?;
+        }
         self.upstream.validate("upstream")?;
         self.validate_store()?;
         self.validate_limits()?;
@@ -30,18 +38,6 @@ impl Config {
                 self.access_log_sample
             );
         }
-        if self.http.max_connections == 0 {
-            bail!("http.max_connections must be at least 1");
-        }
-        if self.http.max_body_bytes == 0 {
-            bail!("http.max_body_bytes must be at least 1");
-        }
-        if self.http.body_timeout.is_zero() {
-            bail!("http.body_timeout must be longer than zero");
-        }
-        if self.http.sse_keep_alive.is_zero() {
-            bail!("http.sse_keep_alive must be longer than zero");
-        }
         self.validate_identity()?;
         for (name, server) in &self.servers {
             let valid = !name.is_empty()
@@ -54,9 +50,6 @@ impl Config {
             server
                 .upstream
                 .validate(&format!("servers.{name}.upstream"))?;
-            if let Some(session) = &server.session {
-                session.validate(&format!("servers.{name}.session"))?;
-            }
         }
         Ok(())
     }
@@ -94,64 +87,6 @@ impl Config {
                  issued for another server would be taken from a client that sends that \
                  server's name as Host"
             );
-        }
-        Ok(())
-    }
-
-    /// Every duration at most [`MAX_DURATION`] (a deadline must fit the clock).
-    fn validate_durations(&self) -> anyhow::Result<()> {
-        let (cluster, http) = (&self.cluster, &self.http);
-        let mut durations = vec![
-            ("shutdown_timeout".to_owned(), self.shutdown_timeout),
-            ("drain_delay".into(), self.drain_delay),
-            ("cluster.heartbeat".into(), cluster.heartbeat),
-            ("cluster.owner_timeout".into(), cluster.owner_timeout),
-            ("cluster.takeover_wait".into(), cluster.takeover_wait),
-            ("cluster.write_delay".into(), cluster.write_delay),
-            ("http.body_timeout".into(), http.body_timeout),
-            ("http.sse_keep_alive".into(), http.sse_keep_alive),
-            ("http.sse_retry".into(), http.sse_retry),
-            ("http.sse_close_after".into(), http.sse_close_after),
-            ("http.json_wait".into(), http.json_wait),
-        ];
-        let mut served = vec![("upstream".to_owned(), &self.upstream, &self.session)];
-        for (name, server) in &self.servers {
-            let session = server.session.as_ref().unwrap_or(&self.session);
-            served.push((
-                format!("servers.{name}.upstream"),
-                &server.upstream,
-                session,
-            ));
-        }
-        for (key, upstream, _) in &served {
-            durations.push((format!("{key}.request_timeout"), upstream.request_timeout));
-            durations.push((format!("{key}.shutdown_grace"), upstream.shutdown_grace));
-            durations.push((format!("{key}.cache_ttl"), upstream.cache_ttl));
-        }
-        let sessions = std::iter::once(("session".to_owned(), &self.session)).chain(
-            self.servers.iter().filter_map(|(name, server)| {
-                Some((format!("servers.{name}.session"), server.session.as_ref()?))
-            }),
-        );
-        for (key, session) in sessions {
-            for (name, value) in [
-                ("idle_ttl", session.idle_ttl),
-                ("window_age", session.window_age),
-                ("input_ttl", session.input_ttl),
-                ("data_session_idle_ttl", session.data_session_idle_ttl),
-                ("data_session_lifetime", session.data_session_lifetime),
-            ] {
-                durations.push((format!("{key}.{name}"), value));
-            }
-        }
-        for (key, value) in durations {
-            if value > MAX_DURATION {
-                bail!(
-                    "{key} is {}s; a duration may be at most {}s (366 days)",
-                    value.as_secs(),
-                    MAX_DURATION.as_secs()
-                );
-            }
         }
         Ok(())
     }
@@ -239,12 +174,6 @@ impl Config {
 
 impl UpstreamConfig {
     fn validate(&self, key: &str) -> anyhow::Result<()> {
-        if self.max_line_bytes == 0 {
-            bail!("{key}.max_line_bytes must be at least 1");
-        }
-        if self.request_timeout.is_zero() {
-            bail!("{key}.request_timeout must be longer than zero");
-        }
         if let Some(command) = &self.stdio {
             StdioSpec::parse(command).map_err(|e| anyhow::anyhow!("{key}.stdio: {e}"))?;
         }
@@ -300,51 +229,6 @@ impl UpstreamConfig {
         let switched = !self.user.is_empty() || !self.group.is_empty();
         if switched && (self.http.is_some() || self.sse.is_some()) {
             bail!("{key}.user and {key}.group apply to stdio servers only");
-        }
-        Ok(())
-    }
-}
-
-impl SessionConfig {
-    fn validate(&self, key: &str) -> anyhow::Result<()> {
-        let positive = [
-            ("max_sessions", self.max_sessions),
-            ("window_events", self.window_events),
-            ("window_bytes", self.window_bytes),
-            (
-                "max_data_sessions_per_principal",
-                self.max_data_sessions_per_principal,
-            ),
-            ("max_session_state_bytes", self.max_session_state_bytes),
-            ("max_subscriptions", self.max_subscriptions),
-            ("max_inflight", self.max_inflight),
-            (
-                "max_sessions_per_principal",
-                self.max_sessions_per_principal,
-            ),
-            ("max_anonymous_sessions", self.max_anonymous_sessions),
-        ];
-        for (name, value) in positive {
-            if value == 0 {
-                bail!("{key}.{name} must be at least 1");
-            }
-        }
-
-        let positive = [
-            ("idle_ttl", self.idle_ttl),
-            ("window_age", self.window_age),
-            ("input_ttl", self.input_ttl),
-            ("anonymous_pool_wait", self.anonymous_pool_wait),
-            ("data_session_idle_ttl", self.data_session_idle_ttl),
-            ("data_session_lifetime", self.data_session_lifetime),
-        ];
-        for (name, value) in positive {
-            if value.is_zero() {
-                bail!("{key}.{name} must be longer than zero");
-            }
-        }
-        if self.max_held_per_principal == 0 {
-            bail!("{key}.max_held_per_principal must be at least 1");
         }
         Ok(())
     }

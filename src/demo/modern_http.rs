@@ -23,15 +23,15 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use super::{Demo, State};
-use crate::front::body::Body;
-use crate::front::guard;
-use crate::front::modern::checks;
-use crate::front::modern::params::Params;
-use crate::front::rejection::Rejection;
-use crate::front::HttpSettings;
+use crate::wire::era::params::Params;
+use crate::wire::era::request::{self, Unfit};
 use crate::wire::era::{Era, SUBSCRIPTION_ID_KEY};
-use crate::wire::jsonrpc::Message;
-use crate::wire::jsonrpc::{INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR};
+use crate::wire::http_body::Body;
+use crate::wire::jsonrpc::{self, Message};
+use crate::wire::jsonrpc::{
+    INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, UNSUPPORTED_VERSION,
+};
+use crate::wire::loopback::{is_loopback_authority, is_loopback_origin};
 use crate::wire::methods;
 use crate::wire::mirrored::ToolMarks;
 use crate::wire::sse;
@@ -39,11 +39,65 @@ use crate::wire::sse;
 /// How often an idle stream (a listen) gets a comment, so a client that left is noticed.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// What every request shares: the demo's state and the HTTP limits.
+/// The largest request body taken.
+const MAX_BODY_BYTES: usize = 4 << 20;
+
+/// What every request shares: the demo's state, and whether it listens on loopback (then it
+/// answers loopback names only).
 struct Server {
     state: Arc<Mutex<State>>,
-    settings: HttpSettings,
+    loopback: bool,
     next_id: AtomicU64,
+}
+
+/// A request refused before it is served: its status and JSON-RPC error (and for a method not
+/// served, the one that is).
+struct Refusal {
+    status: StatusCode,
+    code: i64,
+    message: String,
+    data: Option<Value>,
+    allow: Option<&'static str>,
+}
+
+impl Refusal {
+    fn new(status: StatusCode, code: i64, message: impl Into<String>) -> Refusal {
+        Refusal {
+            status,
+            code,
+            message: message.into(),
+            data: None,
+            allow: None,
+        }
+    }
+
+    fn bad_request(message: impl Into<String>) -> Refusal {
+        Refusal::new(StatusCode::BAD_REQUEST, INVALID_REQUEST, message)
+    }
+
+    fn response(self, id: &Value) -> Response<Body> {
+        let body = jsonrpc::error_response(id, self.code, &self.message, self.data);
+        let mut response = Response::new(Body::full(body));
+        *response.status_mut() = self.status;
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if let Some(allow) = self.allow {
+            headers.insert(header::ALLOW, HeaderValue::from_static(allow));
+        }
+        response
+    }
+}
+
+impl From<Unfit> for Refusal {
+    fn from(unfit: Unfit) -> Refusal {
+        Refusal {
+            data: unfit.data(),
+            ..Refusal::new(unfit.status(), unfit.code(), unfit.to_string())
+        }
+    }
 }
 
 /// Serves the modern demo on `listener` at `/mcp` until the process ends.
@@ -51,10 +105,7 @@ pub async fn serve(listener: TcpListener) {
     let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
     let server = Arc::new(Server {
         state: Arc::default(),
-        settings: HttpSettings {
-            loopback_hosts_only: loopback,
-            ..HttpSettings::default()
-        },
+        loopback,
         next_id: AtomicU64::new(1),
     });
     loop {
@@ -85,55 +136,60 @@ pub async fn serve(listener: TcpListener) {
 
 impl Server {
     async fn answer(&self, request: Request<Incoming>) -> Response<Body> {
-        let headers = request.headers();
-        let allowed = guard::check_host(&self.settings, request.uri(), headers)
-            .and_then(|()| guard::check_origin(&self.settings, headers));
-        if let Err(refused) = allowed {
-            return Rejection::from(refused).into_response();
+        match self.read(request).await {
+            Ok((headers, body, message)) => self.serve(&headers, &body, message).await,
+            Err(refused) => refused.response(&Value::Null),
         }
+    }
+
+    /// The request's headers, body and message, once it is one this server takes.
+    async fn read(&self, request: Request<Incoming>) -> Result<(HeaderMap, Bytes, Value), Refusal> {
+        admitted(request.headers(), request.uri(), self.loopback)?;
         if request.uri().path() != "/mcp" {
-            return Rejection::new(
+            let not_found = "Not Found: use /mcp";
+            return Err(Refusal::new(
                 StatusCode::NOT_FOUND,
                 INVALID_REQUEST,
-                "Not Found: use /mcp",
-            )
-            .into_response();
+                not_found,
+            ));
         }
         if request.method() != Method::POST {
-            return Rejection {
+            return Err(Refusal {
                 allow: Some("POST"),
-                ..Rejection::new(
+                ..Refusal::new(
                     StatusCode::METHOD_NOT_ALLOWED,
                     INVALID_REQUEST,
                     "Method Not Allowed: a 2026-07-28 server takes POST only",
                 )
-            }
-            .into_response();
+            });
         }
         let (parts, body) = request.into_parts();
-        let limit = self.settings.max_body_bytes;
-        let body = match Limited::new(body, limit).collect().await {
+        let body = match Limited::new(body, MAX_BODY_BYTES).collect().await {
             Ok(body) => body.to_bytes(),
             Err(error) if error.is::<LengthLimitError>() => {
-                return Rejection::too_large(limit).into_response()
+                return Err(Refusal::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    INVALID_REQUEST,
+                    format!("Payload Too Large: the body exceeds {MAX_BODY_BYTES} bytes"),
+                ))
             }
-            Err(_) => return Rejection::bad_request("the body could not be read").into_response(),
+            Err(_) => return Err(Refusal::bad_request("the body could not be read")),
         };
-        let message = match serde_json::from_slice::<Value>(&body) {
-            Ok(message @ Value::Object(_)) => message,
-            Ok(_) => {
-                return Rejection::bad_request("Invalid Request: one JSON-RPC message per POST")
-                    .into_response()
-            }
-            Err(error) => {
-                return Rejection::new(
-                    StatusCode::BAD_REQUEST,
-                    PARSE_ERROR,
-                    format!("Parse error: {error}"),
-                )
-                .into_response()
-            }
-        };
+        match serde_json::from_slice::<Value>(&body) {
+            Ok(message @ Value::Object(_)) => Ok((parts.headers, body, message)),
+            Ok(_) => Err(Refusal::bad_request(
+                "Invalid Request: one JSON-RPC message per POST",
+            )),
+            Err(error) => Err(Refusal::new(
+                StatusCode::BAD_REQUEST,
+                PARSE_ERROR,
+                format!("Parse error: {error}"),
+            )),
+        }
+    }
+
+    /// Serves one JSON-RPC message the server took.
+    async fn serve(&self, headers: &HeaderMap, body: &Bytes, message: Value) -> Response<Body> {
         // A notification (a closed stream is the cancellation here), or a response (this
         // server asks the client nothing): taken, with nothing to answer.
         let (Some(id), true) = (message.get("id").cloned(), message["method"].is_string()) else {
@@ -145,8 +201,8 @@ impl Server {
             let refused = json!({ "jsonrpc": "2.0", "id": id, "error": error });
             return json_response(StatusCode::BAD_REQUEST, &refused);
         }
-        if let Err(refused) = check(&parts.headers, &body) {
-            return refused.with_id(Some(&id)).into_response();
+        if let Err(refused) = check(headers, body) {
+            return refused.response(&id);
         }
         self.exchange(id, message).await
     }
@@ -219,13 +275,12 @@ impl InFlight {
     }
 
     fn unanswered(&self) -> Response<Body> {
-        Rejection::new(
+        Refusal::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             INTERNAL_ERROR,
             "the request ended without an answer",
         )
-        .with_id(Some(&self.asked_as))
-        .into_response()
+        .response(&self.asked_as)
     }
 
     /// The request's messages as SSE events, up to its response (a listen: until the client
@@ -283,23 +338,64 @@ impl Drop for InFlight {
 
 /// What a 2026-07-28 request must carry, checked as the proxy's own 2026-07-28 face checks it
 /// (`_meta` fields, the headers mirroring the body, the version, the methods removed).
-fn check(headers: &HeaderMap, body: &Bytes) -> Result<(), Rejection> {
-    let message =
-        Message::parse(body.clone()).map_err(|e| Rejection::bad_request(e.to_string()))?;
-    checks::check(
+fn check(headers: &HeaderMap, body: &Bytes) -> Result<(), Refusal> {
+    let message = Message::parse(body.clone()).map_err(|e| Refusal::bad_request(e.to_string()))?;
+    request::check(
         headers,
         &message,
         &Params::read(&message),
         &ToolMarks::default(),
     )
     .map(drop)
+    .map_err(Refusal::from)
+}
+
+/// What a page on another site could send is refused (DNS rebinding): one `Host` (and the
+/// request target's authority), a loopback name when the server listens on loopback; an
+/// `Origin`, if any, only from loopback.
+fn admitted(headers: &HeaderMap, target: &http::Uri, loopback: bool) -> Result<(), Refusal> {
+    let one = |name: header::HeaderName, label: &str| {
+        let mut values = headers.get_all(name).iter();
+        match (values.next(), values.next()) {
+            (None, _) => Ok(None),
+            (Some(value), None) => value.to_str().map(Some).map_err(|_| {
+                Refusal::bad_request(format!(
+                    "Bad Request: the {label} header is not visible ASCII"
+                ))
+            }),
+            (Some(_), Some(_)) => Err(Refusal::bad_request(format!(
+                "Bad Request: more than one {label} header"
+            ))),
+        }
+    };
+    let forbidden = |what: String| {
+        Refusal::new(
+            StatusCode::FORBIDDEN,
+            INVALID_REQUEST,
+            format!("Forbidden: {what}"),
+        )
+    };
+    let host = one(header::HOST, "Host")?
+        .ok_or_else(|| Refusal::bad_request("Bad Request: the Host header is missing"))?;
+    let named = target.authority().map(http::uri::Authority::as_str);
+    for authority in std::iter::once(host).chain(named) {
+        if loopback && !is_loopback_authority(authority) {
+            return Err(forbidden(format!("Host {authority} is not allowed")));
+        }
+    }
+    match one(header::ORIGIN, "Origin")? {
+        Some(origin) if !is_loopback_origin(origin) => {
+            Err(forbidden(format!("Origin {origin} is not allowed")))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// A response's status: 400 for a version this server does not speak, 404 for a method it does
 /// not know (as the proxy's own 2026-07-28 face answers), 200 otherwise.
 fn status_of(response: &Value) -> StatusCode {
     match response["error"]["code"].as_i64() {
-        Some(checks::UNSUPPORTED_VERSION) => StatusCode::BAD_REQUEST,
+        Some(UNSUPPORTED_VERSION) => StatusCode::BAD_REQUEST,
         Some(METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
         _ => StatusCode::OK,
     }
@@ -340,7 +436,7 @@ mod tests {
             "_meta": { VERSION_KEY: version, CAPABILITIES_KEY: {} } } })
     }
 
-    fn check(headers: &HeaderMap, message: &Value) -> Result<(), Rejection> {
+    fn check(headers: &HeaderMap, message: &Value) -> Result<(), Refusal> {
         super::check(headers, &Bytes::from(message.to_string()))
     }
 
@@ -381,7 +477,7 @@ mod tests {
         ]);
         assert_eq!(
             check(&odd, &call("v9")).unwrap_err().code,
-            checks::UNSUPPORTED_VERSION
+            UNSUPPORTED_VERSION
         );
         let mut bare = call("2026-07-28");
         bare["params"]["_meta"] = json!({});
@@ -405,7 +501,7 @@ mod tests {
         let response = json!({ "jsonrpc": "2.0", "id": "http-7", "result": {} });
         assert!(request.is_response(&response));
         assert_eq!(request.restore(response)["id"], 3);
-        let unsupported = json!({ "error": { "code": checks::UNSUPPORTED_VERSION } });
+        let unsupported = json!({ "error": { "code": UNSUPPORTED_VERSION } });
         assert_eq!(status_of(&unsupported), StatusCode::BAD_REQUEST);
     }
 }

@@ -9,7 +9,6 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue, Method, Request, Response, Uri};
-use serde::Deserialize;
 use tracing::{info, Level};
 
 use super::request;
@@ -19,18 +18,7 @@ use crate::telemetry::trace_context;
 /// The log target of access lines.
 pub const TARGET: &str = "access";
 
-/// Which requests get an access line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum AccessLog {
-    /// Every request (of the share `access_log_sample` keeps; every refused one).
-    #[default]
-    All,
-    /// Requests answered with a status of 400 or more.
-    Errors,
-    /// None.
-    Off,
-}
+pub use super::settings::AccessLog;
 
 /// Which requests get a line, set once at start (`access_log`, `access_log_sample`).
 static POLICY: OnceLock<Policy> = OnceLock::new();

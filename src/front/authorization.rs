@@ -9,24 +9,13 @@ use std::sync::Arc;
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use serde_json::json;
 
-use super::body::Body;
 use super::guard::Admitted;
 use super::rejection::Rejection;
 use super::{App, Router};
-use crate::auth::exchange::ExchangeTarget;
 use crate::auth::{Authority, TokenError, Verified};
+use crate::wire::http_body::Body;
 
-/// What a served server gets of a verified client's token, in place of its `Authorization`.
-#[derive(Debug, Clone, Default)]
-pub enum UpstreamCredentials {
-    /// Nothing (the server may get a header of the operator's instead).
-    #[default]
-    Withheld,
-    /// The token itself, when its audience names the server's resource (else 401).
-    Passthrough { resource: String },
-    /// A token for the server, exchanged for the client's at the issuer.
-    Exchange(ExchangeTarget),
-}
+pub use super::settings::UpstreamCredentials;
 
 /// Where every resource's metadata is, with the resource's path appended.
 pub const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";

@@ -7,10 +7,10 @@
 use http::header::{self, HeaderName};
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 
-use super::body::Body;
 use super::guard;
 use super::rejection::Rejection;
 use super::HttpSettings;
+use crate::wire::http_body::Body;
 use crate::wire::mirrored::PARAM_PREFIX;
 
 /// The request headers MCP clients send (lowercase); `Mcp-Param-*` names are allowed one by one.

@@ -14,9 +14,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::body::Body;
 use super::request;
 use super::HttpSettings;
+use crate::wire::http_body::Body;
 use crate::wire::sse;
 
 /// What a stream's source has next.

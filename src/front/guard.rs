@@ -10,6 +10,7 @@ use http::{header, HeaderMap, HeaderName, Uri};
 use super::HttpSettings;
 use crate::auth::Verified;
 use crate::base::ids::Principal;
+use crate::wire::loopback::{host_name, is_loopback_authority, is_loopback_origin};
 
 /// A request whose bearer token the resource server verified (`authorization::admit`): who it
 /// acts for, and until when.
@@ -112,10 +113,7 @@ pub fn origin_allowed(settings: &HttpSettings, origin: &str) -> bool {
     {
         return true;
     }
-    origin
-        .strip_prefix("http://")
-        .or_else(|| origin.strip_prefix("https://"))
-        .is_some_and(is_loopback_authority)
+    is_loopback_origin(origin)
 }
 
 /// Configured hosts (host or host:port); with none configured, any host unless the proxy
@@ -207,18 +205,6 @@ pub fn principal(
 }
 
 /// `host[:port]` → host, keeping the brackets of an IPv6 literal.
-fn host_name(authority: &str) -> &str {
-    if authority.starts_with('[') {
-        authority.split_inclusive(']').next().unwrap_or_default()
-    } else {
-        authority.split(':').next().unwrap_or_default()
-    }
-}
-
-fn is_loopback_authority(authority: &str) -> bool {
-    matches!(host_name(authority), "localhost" | "127.0.0.1" | "[::1]")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

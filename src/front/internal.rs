@@ -20,7 +20,6 @@ use hyper::body::Incoming;
 use serde_json::json;
 use tracing::warn;
 
-use super::body::Body;
 use super::rejection::Rejection;
 use super::request::{header_str, json, read_body};
 use super::{App, Router};
@@ -31,6 +30,7 @@ use crate::hop::{
 };
 use crate::session::cluster::Member;
 use crate::session::Session;
+use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::{Kind, Message};
 
 pub async fn handle(router: &Router, rest: &str, request: Request<Incoming>) -> Response<Body> {

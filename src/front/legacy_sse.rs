@@ -9,7 +9,6 @@ use std::sync::Arc;
 use http::{header, Method, Request, Response};
 use hyper::body::Incoming;
 
-use super::body::Body;
 use super::guard;
 use super::rejection::Rejection;
 use super::request::{accepted, check_origin, media_type_is, query_session, read_body};
@@ -18,6 +17,7 @@ use super::telemetry::Telemetry;
 use super::App;
 use crate::session::log::StreamKey;
 use crate::session::{Session, Shape};
+use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::Message;
 use crate::wire::sse;
 

@@ -3,7 +3,6 @@
 
 pub mod access;
 pub mod authorization;
-pub mod body;
 pub mod cidr;
 pub mod connections;
 pub mod cors;
@@ -17,6 +16,7 @@ pub mod rejection;
 pub mod request;
 pub mod session_methods;
 pub mod session_stream;
+pub mod settings;
 pub mod streamable_http;
 pub mod telemetry;
 pub mod traced;
@@ -34,7 +34,6 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use serde::Deserialize;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -43,70 +42,10 @@ use tracing::{debug, warn};
 use crate::session::cluster::Cluster;
 use crate::session::Registry;
 use crate::telemetry::metrics::{Metrics, ServerMetrics};
-use body::Body;
+use crate::wire::http_body::Body;
 use rejection::Rejection;
 
-/// How a POST that carries a request is answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PostResponse {
-    /// JSON when the response is the first thing ready within `json_wait`, else SSE.
-    Auto,
-    /// Always an SSE stream.
-    Sse,
-    /// Always waits for the response and answers JSON (server messages before it wait in the
-    /// log for a GET stream resume).
-    Json,
-}
-
-/// HTTP-facing settings.
-#[derive(Debug, Clone)]
-pub struct HttpSettings {
-    pub max_body_bytes: usize,
-    /// Longest a request body may take to arrive; then 408.
-    pub body_timeout: Duration,
-    pub sse_keep_alive: Duration,
-    pub sse_retry: Duration,
-    /// Close streams of 2025-11-25 clients after this long (zero: never).
-    pub sse_close_after: Duration,
-    pub post_response: PostResponse,
-    pub json_wait: Duration,
-    /// Extra allowed `Origin` values (exact, or `*`); loopback origins are always allowed.
-    pub allowed_origins: Vec<String>,
-    /// Allowed `Host` values (host or host:port, or `*`); empty: see `loopback_hosts_only`.
-    pub allowed_hosts: Vec<String>,
-    /// With no `allowed_hosts`: accept only loopback Host names (set when listening on a
-    /// loopback address, against DNS rebinding).
-    pub loopback_hosts_only: bool,
-    /// A header set by a trusted authenticating proxy that names the principal; without it,
-    /// the principal is a digest of `Authorization`.
-    pub principal_header: Option<String>,
-    /// The peers that may send `principal_header` (empty: loopback peers only); from anyone
-    /// else it is refused.
-    pub trusted_proxies: Vec<cidr::Cidr>,
-    /// Client connections open at once; one more is answered 503 and closed.
-    pub max_connections: usize,
-}
-
-impl Default for HttpSettings {
-    fn default() -> Self {
-        HttpSettings {
-            max_body_bytes: 4 << 20,
-            body_timeout: Duration::from_secs(10),
-            sse_keep_alive: Duration::from_secs(15),
-            sse_retry: Duration::from_secs(1),
-            sse_close_after: Duration::ZERO,
-            post_response: PostResponse::Auto,
-            json_wait: Duration::from_secs(1),
-            allowed_origins: Vec::new(),
-            allowed_hosts: Vec::new(),
-            loopback_hosts_only: true,
-            principal_header: None,
-            trusted_proxies: Vec::new(),
-            max_connections: 16_384,
-        }
-    }
-}
+pub use settings::{HttpSettings, PostResponse};
 
 /// One MCP server as served to clients: its sessions and the settings every handler shares.
 pub struct App {
@@ -124,7 +63,7 @@ pub struct App {
     /// The 2026-07-28 face: its settings and the upstream sessions serving it.
     pub modern: modern::Modern,
     /// Sessions clients name in their messages: data-layer sessions and state handles.
-    pub data_layer: data_layer::DataLayer,
+    pub data_layer: crate::session::correlate::named::DataLayer,
     /// With `[auth]`: what its server gets of a client's token.
     pub upstream_credentials: authorization::UpstreamCredentials,
 }

@@ -7,10 +7,13 @@ use http::{header, HeaderMap, HeaderValue, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use super::body::Body;
 use super::guard;
 use super::rejection::Rejection;
 use super::App;
+use crate::session::{Registry, Session};
+use crate::wire::http_body::Body;
+use crate::wire::jsonrpc::Message;
+use std::sync::Arc;
 
 pub fn json(status: StatusCode, body: Bytes) -> Response<Body> {
     let mut response = Response::new(Body::full(body));
@@ -140,4 +143,18 @@ pub fn query_session(query: &str) -> Option<&str> {
         pair.strip_prefix("sessionId=")
             .or_else(|| pair.strip_prefix("session_id="))
     })
+}
+
+/// Sends a request of the proxy's own through `session` and waits for its answer.
+pub async fn ask(
+    registry: &Registry,
+    session: &Arc<Session>,
+    request: serde_json::Value,
+) -> Result<serde_json::Value, Rejection> {
+    let message = Message::parse(Bytes::from(request.to_string()))
+        .map_err(|e| Rejection::bad_request(e.to_string()))?;
+    registry
+        .ask(session, message)
+        .await
+        .map_err(|e| Rejection::session(&e))
 }

@@ -7,11 +7,11 @@ use bytes::{Bytes, BytesMut};
 use http::Response;
 use tokio::time::Instant;
 
-use super::body::Body;
 use super::event_stream::{self, Ended, Next, Options, Source};
 use super::App;
 use crate::session::log::{EventId, StreamKey};
 use crate::session::{Delivery, Reader};
+use crate::wire::http_body::Body;
 use crate::wire::sse;
 
 /// How a session stream is framed for its client.

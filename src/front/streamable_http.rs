@@ -15,7 +15,6 @@ use std::sync::Arc;
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response};
 use hyper::body::Incoming;
 
-use super::body::Body;
 use super::guard;
 use super::rejection::Rejection;
 use super::request::{check_origin, header_str};
@@ -26,6 +25,7 @@ use crate::base::ids::Principal;
 use crate::session::log::EventId;
 use crate::session::protocol;
 use crate::session::{Delivery, Reader, Session};
+use crate::wire::http_body::Body;
 use get::get;
 use post::post;
 

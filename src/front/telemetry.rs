@@ -9,12 +9,12 @@ use bytes::Bytes;
 use http::{Method, Response};
 
 use super::access;
-use super::body::Body;
 use super::rejection::Rejection;
 use super::traced::RequestSpan;
 use super::App;
 use crate::telemetry::metrics;
 use crate::telemetry::spans;
+use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::Message;
 
 /// One request's telemetry, from its arrival to its answer.

@@ -7,11 +7,11 @@ use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
 
 use super::access;
-use super::body::Body;
 use super::rejection::Rejection;
 use super::App;
 use crate::telemetry::spans::{self, Span, SpanContext};
 use crate::telemetry::trace_context::TraceContext;
+use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::{self, Kind, Message};
 
 /// A request's span, if it is recorded.

@@ -21,7 +21,6 @@ use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, Instrument};
 
-use super::body::Body;
 use super::guard::{self, Admitted};
 use super::rejection::Rejection;
 use super::request::{check_origin, header_str};
@@ -30,6 +29,7 @@ use super::telemetry::Telemetry;
 use super::App;
 use crate::base::ids::Principal;
 use crate::session::{Reader, Session};
+use crate::wire::http_body::Body;
 
 pub const SUBPROTOCOL: &str = "mcp";
 

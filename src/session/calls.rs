@@ -305,14 +305,14 @@ impl Session {
 
     /// Nothing of a client's is under way: no request in flight, no request of the server's
     /// waiting for the client's answer.
-    pub fn quiet(&self) -> bool {
+    pub(in crate::session) fn quiet(&self) -> bool {
         let state = self.lock();
         state.calls.inflight.is_empty() && state.calls.asked.is_empty()
     }
 
     /// How many client requests were given up before their server answered (cancelled, or
     /// past the request timeout) since the session began.
-    pub fn abandoned_requests(&self) -> u64 {
+    pub(in crate::session) fn abandoned_requests(&self) -> u64 {
         self.lock().calls.abandoned
     }
 
@@ -347,7 +347,7 @@ impl Session {
     /// Fails each request whose server stayed silent past its deadline, ending its stream with
     /// an error, and tells the server to cancel it. Returns how many, and whether requests are
     /// still in flight (the sweep looks again).
-    pub(crate) fn expire_requests(&self, now: Instant) -> (usize, bool) {
+    pub(in crate::session) fn expire_requests(&self, now: Instant) -> (usize, bool) {
         let timeout = self.settings.request_timeout;
         let (overdue, busy): (Vec<u64>, bool) = {
             let mut state = self.lock();
@@ -464,7 +464,7 @@ enum Opened {
 /// Tells the shared store (if any) of a request in flight on the session's n-th stream, and
 /// keeps the params of `initialize` for a replica that takes the session over.
 fn mirror_call(state: &mut State, request: &Message, n: u64) {
-    if state.replica.mirror.is_none() {
+    if !state.replica.shared() {
         return;
     }
     let client_id = request.id().cloned().unwrap_or(Value::Null).to_string();
@@ -482,5 +482,90 @@ fn mirror_call(state: &mut State, request: &Message, n: u64) {
             name: "init",
             value: init,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::session::testing::{call, initialized, principal, read_all, read_from, registry};
+    use crate::session::{SessionError, SessionSettings};
+    use crate::wire::jsonrpc::Message;
+
+    #[tokio::test]
+    async fn each_answer_comes_back_on_its_own_stream_under_its_clients_id() {
+        let registry = registry(SessionSettings::default());
+        let session = initialized(&registry, principal("alice")).await;
+        let first = session.call(call(json!(1), "echo")).await.unwrap();
+        let again = session.call(call(json!(1), "chatty")).await.unwrap();
+        assert_ne!(first, again, "a stream per request");
+        let answered = read_all(&session, first).await;
+        assert_eq!(answered.len(), 1);
+        assert_eq!(answered[0]["id"], 1);
+        assert_eq!(answered[0]["result"]["content"][0]["text"], "hello");
+        let chatty = read_all(&session, again).await;
+        assert_eq!(
+            chatty[0]["method"], "notifications/message",
+            "the log line first"
+        );
+        assert_eq!((&chatty[1]["id"], chatty.len()), (&json!(1), 2));
+        assert!(session.quiet(), "nothing left in flight");
+    }
+
+    #[tokio::test]
+    async fn one_request_beyond_the_inflight_limit_is_refused_without_reaching_the_server() {
+        let settings = SessionSettings {
+            max_inflight: 1,
+            ..SessionSettings::default()
+        };
+        let registry = registry(settings);
+        let session = initialized(&registry, principal("alice")).await;
+        session.call(call(json!("a"), "never")).await.unwrap();
+        let refused = session.call(call(json!("b"), "echo")).await.unwrap_err();
+        assert!(
+            matches!(refused, SessionError::TooManyInFlight(1)),
+            "{refused}"
+        );
+        assert!(!session.quiet(), "the first is still in flight");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_its_server_never_answers_fails_at_its_deadline() {
+        let settings = SessionSettings {
+            request_timeout: std::time::Duration::from_secs(2),
+            ..SessionSettings::default()
+        };
+        let registry = registry(settings);
+        let session = initialized(&registry, principal("alice")).await;
+        let stream = session.call(call(json!(7), "never")).await.unwrap();
+        let early = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
+        assert_eq!(session.expire_requests(early), (0, true), "not yet due");
+        let late = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
+        assert_eq!(session.expire_requests(late), (1, false));
+        let failed = read_all(&session, stream).await;
+        assert_eq!(failed.len(), 1);
+        assert_eq!(failed[0]["id"], 7);
+        assert!(failed[0]["error"]["message"].is_string(), "{}", failed[0]);
+        assert_eq!(session.abandoned_requests(), 1);
+    }
+
+    #[tokio::test]
+    async fn the_servers_question_reaches_the_calls_stream_and_the_answer_goes_back() {
+        let registry = registry(SessionSettings::default());
+        let session = initialized(&registry, principal("alice")).await;
+        let stream = session.call(call(json!(3), "ask")).await.unwrap();
+        let asked = read_from(&session, stream, None, 1).await;
+        let (position, question) = &asked[0];
+        assert_eq!(question["method"], "roots/list");
+        assert!(session.awaits_answer(&question["id"]));
+        let answer = json!({ "jsonrpc": "2.0", "id": question["id"], "result": { "roots": [] } });
+        let answer = Message::parse(answer.to_string().into()).unwrap();
+        session.answer(answer).await.unwrap();
+        let rest = read_from(&session, stream, Some(*position), usize::MAX).await;
+        assert_eq!(rest.len(), 1);
+        assert_eq!(rest[0].1["id"], 3);
+        assert_eq!(rest[0].1["result"]["content"][0]["text"], "roots received");
+        assert!(session.quiet());
     }
 }

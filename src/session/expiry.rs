@@ -92,16 +92,14 @@ impl Session {
     /// `idle_ttl`, or for a session named in messages its own TTL, or past its lifetime). A
     /// session in use (a stream attached, a request in flight) is looked at again after
     /// `in_use`.
-    pub(crate) fn next_expiry(
+    pub(in crate::session) fn next_expiry(
         &self,
         now: Instant,
         idle_ttl: Duration,
         in_use: Duration,
     ) -> Option<Instant> {
         let state = self.lock();
-        let unused = state.reading.attachments.is_empty()
-            && state.calls.inflight.is_empty()
-            && state.reading.taps == 0;
+        let unused = state.reading.unread() && state.calls.inflight.is_empty();
         let (idle_ttl, lifetime) = match &state.layer {
             None => (idle_ttl, None),
             Some(layer) => (layer.idle_ttl, Some(layer.deadline)),

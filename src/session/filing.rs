@@ -16,7 +16,6 @@ use super::exposure::ResourceList;
 use super::inflight::Inflight;
 use super::layer::{self, LayerKind};
 use super::log::{Logged, StreamKey};
-use super::replica::server_side;
 use super::routing::{self, Route};
 use super::state::State;
 use super::{protocol, Session};
@@ -27,7 +26,7 @@ use crate::wire::methods;
 
 impl Session {
     /// Files a message from the upstream in the log.
-    pub(crate) fn on_upstream(&self, event: UpstreamEvent) {
+    pub(in crate::session) fn on_upstream(&self, event: UpstreamEvent) {
         let mut state = self.lock();
         match event {
             UpstreamEvent::Message(message) => self.file(&mut state, *message),
@@ -52,7 +51,7 @@ impl Session {
                 }
             }
             UpstreamEvent::SessionLost => {
-                self.mirror_upstream_session(&state);
+                state.mirror_upstream_session(|| self.upstream_session_record());
                 self.reestablish();
             }
             UpstreamEvent::Exited(cause) => {
@@ -174,7 +173,7 @@ impl Session {
     /// mirrored), and the result advertises what the proxy adds for a protocol-level session.
     fn file_initialize(&self, state: &mut State, message: &mut Message) {
         record_initialize(state, message);
-        self.mirror_upstream_session(state);
+        state.mirror_upstream_session(|| self.upstream_session_record());
         if let Some(version) = state.protocol_version.clone() {
             state.mirror(|| Op::Field {
                 name: "version",
@@ -276,7 +275,7 @@ impl Session {
             .mirror
             .is_some()
             .then(|| (payload.clone(), coalesce.clone()));
-        let live = state.read_live(stream, now);
+        let live = state.reading.read_live(stream, now);
         let appended = state
             .log
             .append(stream, payload, terminal, coalesce, live, now);
@@ -326,7 +325,7 @@ fn record_initialize(state: &mut State, response: &Message) {
         .filter(|(capability, _)| result.capabilities[capability]["listChanged"] == true)
         .map(|(_, method)| method)
         .collect();
-    server_side::mirror_lists(state);
+    state.mirror_lists();
 }
 
 /// Where the session's upstream delivers what its server sends.
@@ -338,5 +337,44 @@ impl Sink for Session {
     /// With a shared store: its write-behind queue, which every message delivered adds to.
     fn backlog(&self) -> Option<Arc<Backlog>> {
         self.backlog.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::session::log::StreamKey;
+    use crate::session::testing::{call, initialized, principal, read_all, read_from, registry};
+    use crate::session::SessionSettings;
+
+    #[tokio::test(start_paused = true)]
+    async fn session_wide_news_goes_to_the_standalone_stream_once_however_often_it_is_said() {
+        let registry = registry(SessionSettings::default());
+        let session = initialized(&registry, principal("alice")).await;
+        let stream = session.call(call(json!(1), "announce")).await.unwrap();
+        let answer = read_all(&session, stream).await;
+        assert_eq!(answer.len(), 1, "only the answer on the request's stream");
+        assert_eq!(answer[0]["id"], 1);
+        let standalone = read_from(&session, StreamKey::Standalone, None, 1).await;
+        assert_eq!(
+            standalone[0].1["method"],
+            "notifications/tools/list_changed"
+        );
+        let more = read_from(&session, StreamKey::Standalone, Some(standalone[0].0), 1);
+        // The clock is paused: the wait ends at once when nothing more is logged.
+        let more = tokio::time::timeout(std::time::Duration::from_secs(1), more).await;
+        assert!(
+            more.is_err(),
+            "the second said the same: coalesced into the first"
+        );
+    }
+
+    #[tokio::test]
+    async fn what_the_server_said_at_initialize_is_recorded_for_the_session() {
+        let registry = registry(SessionSettings::default());
+        let session = initialized(&registry, principal("alice")).await;
+        assert_eq!(session.protocol_version().as_deref(), Some("2025-11-25"));
+        assert!(!session.upstream_failed());
     }
 }

@@ -55,7 +55,8 @@ impl Way<'_> {
                 let initialized = session.internal_request(methods::INITIALIZE, params).await;
                 session.upstream.reestablished(initialized.clone());
                 if initialized.is_ok() {
-                    session.mirror_upstream_session(&session.lock());
+                    let record = || session.upstream_session_record();
+                    session.lock().mirror_upstream_session(record);
                 }
                 Ok(initialized.map(|()| None)?)
             }
@@ -92,7 +93,7 @@ impl Session {
 
     /// Initializes a new session's server with `params` as its client would (the shared store,
     /// if any, has the session once this returns); the server's `initialize` result.
-    pub async fn initialize_as_client(
+    pub(in crate::session) async fn initialize_as_client(
         self: &Arc<Self>,
         registry: &Registry,
         params: Option<Box<RawValue>>,
@@ -104,7 +105,7 @@ impl Session {
 
     /// Re-initializes the session's upstream (a no-op for a session never initialized: the
     /// client will).
-    pub(crate) async fn reinitialize(
+    pub(in crate::session) async fn reinitialize(
         self: &Arc<Self>,
         init: Option<&str>,
     ) -> Result<(), SessionError> {

@@ -72,6 +72,57 @@ pub(super) struct Calls {
     pub(super) listed: bool,
 }
 
+impl Calls {
+    /// Takes the request answered under `upstream_id` out of flight, with its progress token
+    /// and the server's requests it caused.
+    pub(super) fn finish(&mut self, upstream_id: u64) -> Option<Inflight> {
+        let request = self.inflight.remove(&upstream_id)?;
+        if let Some(token) = &request.progress_token {
+            self.progress.remove(token);
+        }
+        if !self.asked.is_empty() {
+            self.asked.retain(|_, stream| *stream != request.stream);
+        }
+        Some(request)
+    }
+
+    /// The upstream id of the next request, and with a `shared` store the new end of the ids
+    /// reserved there when the last block is used up (then reserved `block` ahead).
+    pub(super) fn take_upstream_id(&mut self, shared: bool, block: u64) -> (u64, Option<u64>) {
+        let id = self.next_upstream_id;
+        self.next_upstream_id += 1;
+        if id >= self.reserved_ids && shared {
+            self.reserved_ids = id + block;
+            return (id, Some(self.reserved_ids));
+        }
+        (id, None)
+    }
+
+    /// Whether a request on request stream `stream` is in flight.
+    pub(super) fn serves(&self, stream: u64) -> bool {
+        self.inflight.values().any(|r| r.stream == stream)
+    }
+
+    /// The server spoke of the request on request stream `stream`: it fails at `deadline`, or
+    /// (`None`) waits while the client owes the server an answer (then it is no longer held
+    /// for a 2026-07-28 client's input).
+    pub(super) fn heard_of(&mut self, stream: u64, deadline: Option<Instant>) {
+        if let Some(request) = self.inflight.values_mut().find(|r| r.stream == stream) {
+            request.held_for_input &= deadline.is_none();
+            request.deadline = deadline;
+        }
+    }
+
+    /// The request stream of the newest client request in flight (not the proxy's own).
+    pub(super) fn newest_clients(&self) -> Option<u64> {
+        self.inflight
+            .values()
+            .filter(|r| r.internal.is_none())
+            .map(|r| r.stream)
+            .max()
+    }
+}
+
 impl Default for Calls {
     fn default() -> Calls {
         Calls {
@@ -83,5 +134,92 @@ impl Default for Calls {
             asked: LazyMap::new(),
             listed: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(calls: &mut Calls, upstream_id: u64, stream: u64, gauge: &Gauge) {
+        let request = Inflight {
+            client_id: Value::from(stream),
+            stream,
+            method: "tools/call".into(),
+            progress_token: Some(format!("token-{stream}")),
+            ticket: None,
+            internal: None,
+            deadline: None,
+            held_for_input: true,
+            sent: Instant::now(),
+            span: None,
+            _counted: Counted::new(gauge),
+        };
+        calls.progress.insert(format!("token-{stream}"), stream);
+        calls.inflight.insert(upstream_id, request);
+    }
+
+    #[test]
+    fn a_finished_request_takes_its_progress_token_and_the_questions_it_caused_along() {
+        let gauge = Gauge::default();
+        let mut calls = Calls::default();
+        request(&mut calls, 10, 1, &gauge);
+        request(&mut calls, 11, 2, &gauge);
+        calls.asked.insert("q1".into(), 1);
+        calls.asked.insert("q2".into(), 2);
+        assert_eq!(gauge.get(), 2);
+        let finished = calls.finish(10).expect("in flight");
+        assert_eq!(finished.stream, 1);
+        drop(finished);
+        assert_eq!(gauge.get(), 1, "counted while it lives");
+        assert!(calls.finish(10).is_none(), "once");
+        assert!(!calls.serves(1) && calls.serves(2));
+        assert_eq!(calls.progress.keys().collect::<Vec<_>>(), ["token-2"]);
+        assert_eq!(calls.asked.keys().collect::<Vec<_>>(), ["q2"]);
+    }
+
+    #[test]
+    fn upstream_ids_are_reserved_a_block_ahead_only_with_a_shared_store() {
+        let mut alone = Calls::default();
+        assert_eq!(alone.take_upstream_id(false, 4), (1, None));
+        let mut shared = Calls::default();
+        let taken: Vec<_> = (0..6).map(|_| shared.take_upstream_id(true, 4)).collect();
+        assert_eq!(
+            taken,
+            [
+                (1, Some(5)),
+                (2, None),
+                (3, None),
+                (4, None),
+                (5, Some(9)),
+                (6, None)
+            ]
+        );
+    }
+
+    #[test]
+    fn the_newest_clients_request_is_the_one_news_of_the_server_belongs_to() {
+        let gauge = Gauge::default();
+        let mut calls = Calls::default();
+        assert_eq!(calls.newest_clients(), None);
+        request(&mut calls, 1, 3, &gauge);
+        request(&mut calls, 2, 5, &gauge);
+        let (sender, _receiver) = tokio::sync::oneshot::channel();
+        calls.inflight.get_mut(&2).unwrap().internal = Some(sender);
+        assert_eq!(calls.newest_clients(), Some(3), "not the proxy's own");
+    }
+
+    #[test]
+    fn news_of_a_request_sets_its_deadline_and_a_question_pauses_it() {
+        let gauge = Gauge::default();
+        let mut calls = Calls::default();
+        request(&mut calls, 1, 1, &gauge);
+        let at = Instant::now();
+        calls.heard_of(1, Some(at));
+        let request = &calls.inflight.get(&1).unwrap();
+        assert_eq!(request.deadline, Some(at));
+        assert!(!request.held_for_input, "spoken of again: no longer held");
+        calls.heard_of(1, None);
+        assert_eq!(calls.inflight.get(&1).unwrap().deadline, None);
     }
 }

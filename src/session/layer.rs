@@ -15,8 +15,7 @@ use super::Session;
 use crate::store::Op;
 use crate::wire::jsonrpc::Message;
 
-/// Where a data-layer session's metadata travels in `_meta` (the seed's final form).
-pub const META_KEY: &str = "io.modelcontextprotocol/session";
+pub use crate::wire::era::SESSION_META_KEY as META_KEY;
 
 pub use crate::wire::methods::{
     MESSAGES_LISTEN as LISTEN, SESSIONS_CREATE as CREATE, SESSIONS_DELETE as DELETE,
@@ -115,7 +114,7 @@ impl Session {
     /// Makes this a session named in messages (set once, right after it is created). Its own
     /// idle TTL and lifetime may end it before the server's idle TTL would: the idle sweep
     /// looks at it by then.
-    pub fn set_layer(&self, layer: Layer) {
+    pub(in crate::session) fn set_layer(&self, layer: Layer) {
         let first_look = crate::base::clock::from_now(layer.idle_ttl).min(layer.deadline);
         self.sweeps.schedule(self.shared_id().clone(), first_look);
         let mut state = self.lock();
@@ -144,7 +143,7 @@ impl Session {
 
     /// Whether the session is over at `now`: idle for `idle_ttl` (a session named in messages:
     /// its own idle TTL), or past its lifetime.
-    pub(crate) fn expired(&self, now: Instant, idle_ttl: Duration) -> bool {
+    pub(in crate::session) fn expired(&self, now: Instant, idle_ttl: Duration) -> bool {
         // A session in use is not over before its lifetime: any later look will do.
         self.next_expiry(now, idle_ttl, Duration::MAX).is_none()
     }

@@ -6,6 +6,7 @@
 //! (creating, finding and expiring sessions).
 
 mod calls;
+pub mod correlate;
 mod door;
 mod error_answer;
 mod expiry;
@@ -28,8 +29,11 @@ pub mod registry;
 pub mod replica;
 pub mod response_cache;
 pub mod routing;
+pub mod settings;
 mod state;
 mod subscriptions;
+#[cfg(test)]
+mod testing;
 
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
@@ -161,6 +165,18 @@ pub enum SessionError {
     /// The principal is over a rate limit: the request reached no session.
     #[error("Too Many Requests: {}", rate_limited(.0))]
     RateLimited(rate::Exceeded),
+    /// No session prepared for requests without credentials was ready in time.
+    #[error(
+        "none of the {size} server sessions for requests without credentials \
+         (session.anonymous_pool) was ready within {waited:?}"
+    )]
+    AnonymousPoolBusy { size: usize, waited: Duration },
+    /// The principal holds as many sessions named in messages as it may.
+    #[error("this principal holds its limit of {0} named sessions")]
+    TooManyNamed(usize),
+    /// The session a message names is unknown, another principal's, expired or ended.
+    #[error("session {0} is unknown, expired or deleted")]
+    NamedNotFound(String),
 }
 
 /// Why the replica owning a session cannot serve it right now.
@@ -330,12 +346,12 @@ impl Session {
     }
 
     /// Its id, shared (the registry's key).
-    pub(crate) fn shared_id(&self) -> &Arc<str> {
+    pub(in crate::session) fn shared_id(&self) -> &Arc<str> {
         &self.id
     }
 
     /// Takes the credential of a request that reached the session (the newest one stays).
-    pub(crate) fn remember_credential(&self, credential: Option<&http::HeaderValue>) {
+    pub(in crate::session) fn remember_credential(&self, credential: Option<&http::HeaderValue>) {
         self.credential.renew(credential);
     }
 
@@ -345,14 +361,14 @@ impl Session {
 
     /// Its upstream failed for good (its server exited, or could not be started): nothing more
     /// will be served in this session.
-    pub fn upstream_failed(&self) -> bool {
+    pub(in crate::session) fn upstream_failed(&self) -> bool {
         self.lock().upstream_failure.is_some()
     }
 
     /// The span its log lines are written in, carrying its id. Made when a line is logged, not
     /// kept: a span held per session would pin its formatted fields for as long (scattered small
     /// allocations that keep freed memory from going back to the system).
-    pub fn span(&self) -> Span {
+    pub(in crate::session) fn span(&self) -> Span {
         tracing::info_span!("session", id = %crate::telemetry::redact::session(&self.id))
     }
 
@@ -388,11 +404,9 @@ impl Session {
     }
 
     /// Since when the session has been idle: no stream attached, nothing in flight.
-    pub(crate) fn idle_since(&self) -> Option<Instant> {
+    pub(in crate::session) fn idle_since(&self) -> Option<Instant> {
         let state = self.lock();
-        let unused = state.reading.attachments.is_empty()
-            && state.calls.inflight.is_empty()
-            && state.reading.taps == 0;
+        let unused = state.reading.unread() && state.calls.inflight.is_empty();
         unused.then_some(state.last_active)
     }
 
@@ -406,7 +420,7 @@ impl Session {
     /// Ends the session on this replica only: readers stop, the upstream is let go without
     /// ending the server's session (`Upstream::detach`), and what the shared store holds stays
     /// for another replica to take over, and go on in that server's session.
-    pub(crate) fn end_here(&self) {
+    pub(in crate::session) fn end_here(&self) {
         self.ended.cancel();
         self.upstream.detach();
     }

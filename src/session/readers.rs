@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use super::log::{Event, EventId, StreamKey};
-use super::reading::Attachment;
+use super::reading::Attached;
 use super::state::State;
 use super::{protocol, ReadError, Session};
 use crate::store::Op;
@@ -58,19 +58,10 @@ impl Session {
     }
 
     fn attach_at(self: &Arc<Self>, state: &mut State, stream: StreamKey, cursor: u64) -> Reader {
-        let generation = state.reading.next_generation;
-        state.reading.next_generation += 1;
-        let detached = CancellationToken::new();
-        let previous = state.reading.attachments.insert(
-            stream,
-            Attachment {
-                generation,
-                detached: detached.clone(),
-            },
-        );
-        if let Some(previous) = previous {
-            previous.detached.cancel();
-        }
+        let Attached {
+            generation,
+            detached,
+        } = state.reading.attach(stream);
         self.readers.notify_waiters();
         Reader {
             session: self.clone(),
@@ -88,7 +79,7 @@ impl Session {
     /// is in use while one reads.
     pub fn tap(self: &Arc<Self>) -> Reader {
         let mut state = self.lock();
-        state.reading.taps += 1;
+        state.reading.tap();
         self.readers.notify_waiters(); // a view follows its log while read
         let head = state.log.head();
         Reader {
@@ -169,9 +160,7 @@ impl Session {
 
     fn detach(&self, stream: StreamKey, generation: u64) {
         let mut state = self.lock();
-        if state.reading.attachments.get(&stream).map(|a| a.generation) == Some(generation) {
-            state.reading.attachments.remove(&stream);
-        }
+        state.reading.detach(stream, generation);
         state.last_active = Instant::now();
     }
 
@@ -206,23 +195,23 @@ impl Session {
     }
 
     /// Whether a tap reads the session's own messages here.
-    pub(crate) fn tapped(&self) -> bool {
-        self.lock().reading.taps > 0
+    pub(in crate::session) fn tapped(&self) -> bool {
+        self.lock().reading.tapped()
     }
 
     /// The streams clients read here (a view renews them with its owner).
-    pub(crate) fn attached_streams(&self) -> Vec<StreamKey> {
-        self.lock().reading.attachments.keys().copied().collect()
+    pub(in crate::session) fn attached_streams(&self) -> Vec<StreamKey> {
+        self.lock().reading.attached().collect()
     }
 
     /// Whether a reader here waits for more than this log holds: a tap or one on the
     /// standalone stream, or one on a request stream whose answer has not arrived.
-    pub(crate) fn has_readers(&self) -> bool {
+    pub(in crate::session) fn has_readers(&self) -> bool {
         let state = self.lock();
-        state.reading.taps > 0
-            || state.reading.attachments.keys().any(|stream| match stream {
+        state.reading.tapped()
+            || state.reading.attached().any(|stream| match stream {
                 StreamKey::Standalone => true,
-                StreamKey::Request(_) => !state.log.holds_end_of(*stream),
+                StreamKey::Request(_) => !state.log.holds_end_of(stream),
             })
     }
 }
@@ -368,7 +357,7 @@ impl Reader {
 impl Drop for Reader {
     fn drop(&mut self) {
         match self.generation {
-            TAP => self.session.lock().reading.taps -= 1,
+            TAP => self.session.lock().reading.untap(),
             generation => self.session.detach(self.stream, generation),
         }
     }
@@ -376,3 +365,55 @@ impl Drop for Reader {
 
 /// The generation of a tap: never one of an attachment.
 const TAP: u64 = u64::MAX;
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{ResumeError, StreamKey};
+    use crate::session::testing::{call, initialized, principal, read_from, registry};
+    use crate::session::SessionSettings;
+
+    #[tokio::test]
+    async fn a_reader_attached_after_an_event_gets_exactly_what_followed_it() {
+        let registry = registry(SessionSettings::default());
+        let session = initialized(&registry, principal("alice")).await;
+        let stream = session.call(call(json!(1), "chatty")).await.unwrap();
+        let whole = read_from(&session, stream, None, usize::MAX).await;
+        assert_eq!(whole.len(), 2);
+        let after_the_log_line = read_from(&session, stream, Some(whole[0].0), usize::MAX).await;
+        assert_eq!(
+            after_the_log_line,
+            whole[1..].to_vec(),
+            "the answer alone, again"
+        );
+        let after_the_end = read_from(&session, stream, Some(whole[1].0), usize::MAX).await;
+        assert!(
+            after_the_end.is_empty(),
+            "a finished stream has nothing more"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_newer_reader_of_a_stream_replaces_the_older_one() {
+        let registry = registry(SessionSettings::default());
+        let session = initialized(&registry, principal("alice")).await;
+        let stream = session.call(call(json!(1), "never")).await.unwrap();
+        let mut older = session.attach(stream, None);
+        let newer = session.attach(stream, None);
+        assert!(older.next().await.is_none(), "the older one ends");
+        assert!(older.replaced() && !newer.replaced());
+        assert_eq!(session.attached_streams(), vec![stream]);
+    }
+
+    #[tokio::test]
+    async fn a_resume_from_beyond_the_newest_event_is_refused() {
+        let registry = registry(SessionSettings::default());
+        let session = initialized(&registry, principal("alice")).await;
+        let ahead = session.resume(Some(1_000)).map(|_| ()).unwrap_err();
+        assert!(matches!(ahead, ResumeError::Ahead { .. }), "{ahead}");
+        let resumed = session.resume(None).unwrap();
+        assert_eq!(resumed.reader.stream(), StreamKey::Standalone);
+        assert!(!resumed.catchup && resumed.first.is_none());
+    }
+}

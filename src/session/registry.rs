@@ -246,7 +246,7 @@ impl Registry {
     }
 
     /// A session this replica owns, whoever asks (the internal hop, already authenticated).
-    pub fn owned(&self, id: &str) -> Option<Arc<Session>> {
+    pub(in crate::session) fn owned(&self, id: &str) -> Option<Arc<Session>> {
         self.sessions.get(id).map(|s| s.value().clone())
     }
 
@@ -318,7 +318,7 @@ impl Registry {
 
     /// Ends every session due whose idle TTL (or lifetime) has passed, and schedules the others
     /// again; returns how many ended. Looks only at the sessions due, not at every one open.
-    pub fn expire_idle(&self, now: Instant) -> usize {
+    pub(in crate::session) fn expire_idle(&self, now: Instant) -> usize {
         let started = std::time::Instant::now();
         let (ttl, in_use) = (self.settings.idle_ttl, self.in_use_period());
         let shared = self.store.redis().is_some();
@@ -368,7 +368,7 @@ impl Registry {
 
     /// Fails the requests whose server stayed silent too long, of the sessions that had
     /// requests in flight since the last sweep (those still busy are looked at again).
-    pub fn expire_requests(&self, now: Instant) {
+    pub(in crate::session) fn expire_requests(&self, now: Instant) {
         let busy = self.sweeps.take_busy();
         self.metrics
             .deadline_sweep_looks_total
@@ -455,5 +455,64 @@ impl Registry {
             }
         }
         Err(SessionError::Gone)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::session::testing::{initialized, principal, registry};
+    use crate::session::{SessionError, SessionSettings, Shape};
+
+    #[tokio::test]
+    async fn a_session_is_found_for_its_principal_alone() {
+        let registry = registry(SessionSettings::default());
+        let session = initialized(&registry, principal("alice")).await;
+        let id = session.id();
+        let found = registry.find(id, &principal("alice"), None).await.unwrap();
+        assert!(found.is_some_and(|found| found.id() == id));
+        let other = registry
+            .find(id, &principal("mallory"), None)
+            .await
+            .unwrap();
+        assert!(
+            other.is_none(),
+            "another principal's is not found, nor told apart"
+        );
+        assert!(registry.holds(id) && registry.len() == 1);
+    }
+
+    #[tokio::test]
+    async fn an_ended_session_is_gone_and_ends_once() {
+        let registry = registry(SessionSettings::default());
+        let session = initialized(&registry, principal("alice")).await;
+        assert!(registry.end(session.id()));
+        assert!(!registry.end(session.id()), "once");
+        assert!(session.ended.is_cancelled());
+        let found = registry.find(session.id(), &principal("alice"), None).await;
+        assert!(found.unwrap().is_none());
+        assert!(registry.is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_limits_refuse_one_session_more_and_count_each_principal_apart() {
+        let settings = SessionSettings {
+            max_sessions: 3,
+            max_sessions_per_principal: 2,
+            ..SessionSettings::default()
+        };
+        let registry = registry(settings);
+        let create = |name: &str| registry.create(principal(name), Shape::Streams, None);
+        create("alice").await.unwrap();
+        let second = create("alice").await.unwrap();
+        let third = create("alice").await.map(|_| ()).unwrap_err();
+        assert!(
+            matches!(third, SessionError::TooManyForPrincipal(2)),
+            "{third}"
+        );
+        create("bob").await.unwrap();
+        let over = create("carol").await.map(|_| ()).unwrap_err();
+        assert!(matches!(over, SessionError::TooManySessions(3)), "{over}");
+        registry.end(second.id());
+        create("alice").await.expect("a place freed is a place");
     }
 }

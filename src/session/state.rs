@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use super::inflight::{Calls, Inflight};
 use super::log::{EventLog, StreamKey, Window};
 use super::reading::Reading;
-use super::replica::Replicated;
+use super::replica::{server_side, Replicated};
 use super::subscriptions::Subscriptions;
 use super::{Shape, SubscriptionRefused};
 use crate::store::{Mirror, Op};
@@ -68,15 +68,7 @@ impl State {
 
     /// Takes a request out of flight, with its progress token.
     pub(super) fn finish(&mut self, upstream_id: u64) -> Option<Inflight> {
-        let request = self.calls.inflight.remove(&upstream_id)?;
-        if let Some(token) = &request.progress_token {
-            self.calls.progress.remove(token);
-        }
-        if !self.calls.asked.is_empty() {
-            self.calls
-                .asked
-                .retain(|_, stream| *stream != request.stream);
-        }
+        let request = self.calls.finish(upstream_id)?;
         self.mirror(|| Op::Answered {
             stream: request.stream,
         });
@@ -88,11 +80,9 @@ impl State {
     /// takes the session over and goes on in the server's session sends none the server has
     /// seen in it (MCP: an id is never used twice in a session).
     pub(super) fn take_upstream_id(&mut self) -> u64 {
-        let id = self.calls.next_upstream_id;
-        self.calls.next_upstream_id += 1;
-        if id >= self.calls.reserved_ids && self.replica.mirror.is_some() {
-            let reserved = id + UPSTREAM_ID_BLOCK;
-            self.calls.reserved_ids = reserved;
+        let shared = self.replica.shared();
+        let (id, reserved) = self.calls.take_upstream_id(shared, UPSTREAM_ID_BLOCK);
+        if let Some(reserved) = reserved {
             self.mirror(|| Op::Field {
                 name: "upstream_ids",
                 value: reserved.to_string(),
@@ -103,9 +93,25 @@ impl State {
 
     /// Records an op in the shared store, if there is one (built only then).
     pub(super) fn mirror(&self, op: impl FnOnce() -> Op) {
-        if let Some(mirror) = &self.replica.mirror {
-            mirror.send(op());
-        }
+        self.replica.record(op);
+    }
+
+    /// Writes to the shared store which session the server keeps for this one now (`record`,
+    /// read only when there is a store; none clears it): after `initialize`, and when the
+    /// server forgot it.
+    pub(super) fn mirror_upstream_session(&self, record: impl FnOnce() -> Option<String>) {
+        self.mirror(|| Op::Field {
+            name: "upstream_session",
+            value: record().unwrap_or_default(),
+        });
+    }
+
+    /// Writes the lists the server said it may change to the shared store.
+    pub(super) fn mirror_lists(&self) {
+        self.mirror(|| Op::Field {
+            name: "lists",
+            value: server_side::lists_to_record(&self.subscriptions.changeable_lists),
+        });
     }
 
     /// Records a subscription to `uri` and writes it to the store, unless the session already
@@ -139,44 +145,21 @@ impl State {
     pub(super) fn is_open(&self, stream: u64) -> bool {
         match self.replica.view {
             true => !self.log.holds_end_of(StreamKey::Request(stream)),
-            false => self.calls.inflight.values().any(|r| r.stream == stream),
+            false => self.calls.serves(stream),
         }
-    }
-
-    /// Whether a reader, here or through another replica, takes `stream` as it comes.
-    pub(super) fn read_live(&self, stream: StreamKey, now: Instant) -> bool {
-        self.reading.attachments.contains_key(&stream)
-            || (stream == StreamKey::Standalone && self.reading.taps > 0)
-            || self
-                .reading
-                .remote_readers
-                .get(&stream)
-                .is_some_and(|until| *until > now)
     }
 
     /// The server spoke of the request on request stream `stream`: its wait starts again, or
     /// pauses while the client owes the server an answer.
     pub(super) fn heard_of(&mut self, stream: u64, timeout: Duration, awaiting_client: bool) {
-        if let Some(request) = self
-            .calls
-            .inflight
-            .values_mut()
-            .find(|r| r.stream == stream)
-        {
-            request.deadline = (!awaiting_client).then(|| crate::base::clock::from_now(timeout));
-            request.held_for_input &= awaiting_client;
-        }
+        let deadline = (!awaiting_client).then(|| crate::base::clock::from_now(timeout));
+        self.calls.heard_of(stream, deadline);
     }
 
     /// The most recent client request still in flight (SEP-2260: the request that caused a
     /// server request or log message): its messages go on its stream, else on the standalone.
     pub(super) fn related_request(&self) -> Option<u64> {
-        self.calls
-            .inflight
-            .values()
-            .filter(|r| r.internal.is_none())
-            .map(|r| r.stream)
-            .max()
+        self.calls.newest_clients()
     }
 }
 

@@ -13,6 +13,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+mod reference;
+pub use reference::reference_markdown;
+
 /// Upper bounds of the latency buckets, in seconds.
 const LATENCY_BOUNDS: [f64; 16] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
@@ -298,7 +301,7 @@ process_wide! {
     /// The resource server's figures (process-wide: one issuer for every server).
     AuthMetrics {
         refused: Family<Vec<(&'static str, &'static str)>, Counter> = Family::default(), "auth_refused_requests",
-            "Requests refused for their bearer token, by reason: missing, invalid (malformed, forged, another issuer's), expired, audience (issued for another resource), scope (step-up needed), unavailable (the authorization server could not be reached), throttled (more new opaque tokens than auth.introspections_per_second).";
+            "Requests refused for their bearer token, by reason: missing, invalid (malformed, forged, another issuer's), expired, audience (issued for another resource), scope (step-up needed), unavailable (the authorization server could not be reached), exchange (the token could not be exchanged for its server's: the issuer refused, or could not be reached), throttled (more new opaque tokens than auth.introspections_per_second).";
         tokens_cached: Gauge = Gauge::default(), "auth_tokens_cached",
             "Verified tokens kept until they expire, so that reusing one costs no signature check (at most 10,000).";
         tokens_exchanged_kept: Gauge = Gauge::default(), "auth_tokens_exchanged_kept",

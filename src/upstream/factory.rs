@@ -12,6 +12,7 @@ use tracing::warn;
 use super::era_switch::EraSwitch;
 use super::handover::ModernHttpBuilder;
 use super::http_client::{self, HttpClient, HttpSpec};
+use super::in_process::InProcessUpstream;
 use super::legacy_sse::SseUpstream;
 use super::modern::Bridge;
 use super::shared::SharedStdio;
@@ -132,6 +133,9 @@ impl UpstreamFactory {
                         Some(modern_http),
                     )),
                 }
+            }
+            (UpstreamSpec::InProcess(spec), None) => {
+                Upstream::InProcess(InProcessUpstream::start(spec, events))
             }
             (UpstreamSpec::Sse(spec), None) => Upstream::Sse(SseUpstream::start(
                 spec,

@@ -14,6 +14,7 @@ mod error;
 pub mod factory;
 pub mod handover;
 pub mod http_client;
+pub mod in_process;
 pub mod legacy_sse;
 pub mod lines;
 pub mod modern;
@@ -106,6 +107,8 @@ pub enum UpstreamSpec {
     Http(http_client::HttpSpec),
     /// A legacy HTTP+SSE server: the URL of its SSE endpoint.
     Sse(http_client::HttpSpec),
+    /// A server in this process (tests of the session layer).
+    InProcess(in_process::InProcessSpec),
 }
 
 impl UpstreamSpec {
@@ -114,7 +117,7 @@ impl UpstreamSpec {
         match self {
             UpstreamSpec::Stdio(spec) | UpstreamSpec::SharedStdio(spec) => spec.protocol,
             UpstreamSpec::Http(spec) => spec.protocol,
-            UpstreamSpec::Sse(_) => crate::wire::era::Era::Legacy,
+            UpstreamSpec::Sse(_) | UpstreamSpec::InProcess(_) => crate::wire::era::Era::Legacy,
         }
     }
 
@@ -125,6 +128,7 @@ impl UpstreamSpec {
             UpstreamSpec::Http(spec) | UpstreamSpec::Sse(spec) => {
                 crate::telemetry::redact::url(&spec.url.to_string()).into_owned()
             }
+            UpstreamSpec::InProcess(_) => "in-process".to_owned(),
         }
     }
 }
@@ -143,6 +147,7 @@ pub enum Upstream {
     ModernHttp(modern::http::ModernHttp),
     /// Any of these, started at the session's `initialize`.
     Deferred(deferred::DeferredUpstream),
+    InProcess(in_process::InProcessUpstream),
 }
 
 impl Upstream {
@@ -156,6 +161,7 @@ impl Upstream {
             Upstream::Modern(modern) => Box::pin(modern.send(message)).await,
             Upstream::ModernHttp(http) => http.send(message).await,
             Upstream::Deferred(deferred) => deferred.send(message).await,
+            Upstream::InProcess(server) => server.send(message).await,
         }
     }
 
@@ -179,7 +185,8 @@ impl Upstream {
             Upstream::Stdio(_)
             | Upstream::Shared(_)
             | Upstream::Modern(_)
-            | Upstream::ModernHttp(_) => {}
+            | Upstream::ModernHttp(_)
+            | Upstream::InProcess(_) => {}
         }
     }
 
@@ -229,6 +236,7 @@ impl Upstream {
             Upstream::Modern(modern) => modern.release(),
             Upstream::ModernHttp(http) => http.release(),
             Upstream::Deferred(deferred) => deferred.release(),
+            Upstream::InProcess(server) => server.release(),
         }
     }
 }

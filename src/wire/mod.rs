@@ -2,7 +2,9 @@
 //! 2026-07-28 revision's names and its mirrored headers.
 
 pub mod era;
+pub mod http_body;
 pub mod jsonrpc;
+pub mod loopback;
 pub mod methods;
 pub mod mirrored;
 pub mod named;

@@ -1,6 +1,6 @@
-"""Reads docker/compose.yaml and docker/nginx.conf and prints what tests/compose.rs checks:
-the services, each replica's command line and environment, each service's volumes, and the
-balancer's configuration."""
+"""Reads docker/compose.yaml and docker/nginx.conf and prints what tests/it/cluster/compose.rs
+checks: the services, each replica's command line and environment, each service's volumes, and
+the balancer's configuration."""
 
 import json
 import sys

@@ -6,10 +6,11 @@
 use serde_json::{Map, Value};
 
 use crate::front::rejection::Rejection;
+use crate::session::correlate::named::NamedBy;
 use crate::session::layer::META_KEY;
 
 /// The earlier drafts' key.
-pub const DRAFT_META_KEY: &str = "mcp/session";
+pub use crate::wire::era::DRAFT_SESSION_META_KEY as DRAFT_META_KEY;
 
 /// The longest session id taken (the proxy's own are far shorter).
 const MAX_ID_BYTES: usize = 256;
@@ -22,6 +23,17 @@ pub struct Cookie {
     pub state: Option<String>,
     /// The earlier drafts' form, which carries no `state`.
     pub draft: bool,
+}
+
+impl Cookie {
+    /// The session this cookie names, as the table of named sessions reads it.
+    pub fn named(&self) -> NamedBy<'_> {
+        NamedBy {
+            session_id: &self.session_id,
+            state: self.state.as_deref(),
+            draft: self.draft,
+        }
+    }
 }
 
 /// Whether `_meta` (as its JSON text) may hold a cookie: a substring search, so requests without

@@ -9,10 +9,10 @@ use bytes::Bytes;
 use http::HeaderValue;
 use serde_json::{json, Map, Value};
 
-use super::Named;
 use crate::base::ids::Principal;
 use crate::front::rejection::Rejection;
 use crate::front::App;
+use crate::session::correlate::named::Named;
 use crate::session::layer::LayerKind;
 use crate::wire::jsonrpc::Message;
 
@@ -173,10 +173,7 @@ pub async fn dispatch(
         }
         HandleCall::Close(handle) => Dispatched::Answered(close(app, principal, handle).await),
         HandleCall::Within(handle, within) => {
-            let named = app
-                .data_layer
-                .resolve(app, principal, &handle, None, LayerKind::Handle)
-                .await;
+            let named = super::resolve_id(app, principal, &handle, LayerKind::Handle).await;
             match named {
                 Ok(named) => Dispatched::Within(named, within),
                 Err(_) => Dispatched::Answered(unknown(&handle)),
@@ -192,10 +189,7 @@ async fn open(
     init: Value,
     credential: Option<HeaderValue>,
 ) -> Result<Value, Rejection> {
-    let named = app
-        .data_layer
-        .open(app, principal, LayerKind::Handle, init, credential)
-        .await?;
+    let named = super::open(app, principal, LayerKind::Handle, init, credential).await?;
     let handle = named.session.id();
     Ok(json!({
         "content": [{ "type": "text", "text": format!(
@@ -212,11 +206,8 @@ async fn close(app: &App, principal: &Principal, handle: Option<String>) -> Valu
             "{CLOSE_TOOL} needs the handle to close, as {ARGUMENT}"
         ));
     };
-    let found = app
-        .data_layer
-        .resolve(app, principal, &handle, None, LayerKind::Handle)
-        .await;
-    match found.map(|named| app.data_layer.close(app, named)) {
+    let found = super::resolve_id(app, principal, &handle, LayerKind::Handle).await;
+    match found.map(|named| app.data_layer.close(&app.registry, named)) {
         Ok(()) => json!({
             "content": [{ "type": "text", "text": format!("Closed session handle {handle}.") }],
             "isError": false,

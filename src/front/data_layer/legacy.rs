@@ -15,9 +15,9 @@ use super::cookie::{self, Cookie};
 use super::handles::{self, Dispatched};
 use super::methods::{self, Verb};
 use crate::base::ids::Principal;
-use crate::front::modern::correlation::ask;
 use crate::front::rejection::failed_request;
 use crate::front::rejection::Rejection;
+use crate::front::request::ask;
 use crate::front::App;
 use crate::session::Session;
 use crate::wire::jsonrpc::{self, Message};
@@ -79,7 +79,7 @@ pub async fn route(
             Verb::Listen => {
                 let (session, scope) = match &cookie {
                     Some(cookie) => {
-                        let named = app.data_layer.resolve_cookie(app, principal, cookie).await;
+                        let named = super::resolve(app, principal, cookie).await;
                         let named = named.map_err(|r| r.with_id(Some(&id)))?;
                         (named.session, Some(cookie.session_id.clone()))
                     }
@@ -91,11 +91,11 @@ pub async fn route(
         };
     }
     if let Some(cookie) = &cookie {
-        let named = app.data_layer.resolve_cookie(app, principal, cookie).await;
+        let named = super::resolve(app, principal, cookie).await;
         let named = named.map_err(|r| r.with_id(Some(&id)))?;
         return Ok(Routed::To(named.session, stripped.unwrap_or(message)));
     }
-    if app.data_layer.requires_session(&message) {
+    if super::requires_session(&app.data_layer.settings, &message) {
         return Err(Rejection::data_session_required(&method).with_id(Some(&id)));
     }
     if !app.data_layer.settings.handles {

@@ -13,11 +13,11 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::front::body::Body;
 use crate::front::event_stream::{self, KeepAlive, Next, Options, Source};
 use crate::front::App;
 use crate::session::layer::META_KEY;
 use crate::session::{Reader, Session};
+use crate::wire::http_body::Body;
 use crate::wire::jsonrpc;
 use crate::wire::methods;
 use crate::wire::sse;

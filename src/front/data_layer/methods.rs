@@ -43,10 +43,7 @@ pub async fn create(
     init: Value,
     credential: Option<HeaderValue>,
 ) -> Result<Value, Rejection> {
-    let named = app
-        .data_layer
-        .open(app, principal, LayerKind::Session, init, credential)
-        .await?;
+    let named = super::open(app, principal, LayerKind::Session, init, credential).await?;
     let layer = named.session.layer().expect("just set");
     let expires_at = layer.expires_at(Instant::now());
     let metadata = json!({
@@ -74,19 +71,11 @@ pub async fn delete(
     params: &Value,
 ) -> Result<Value, Rejection> {
     let named = match (&cookie, params.get("id").and_then(Value::as_str)) {
-        (Some(cookie), _) => {
-            app.data_layer
-                .resolve_cookie(app, principal, cookie)
-                .await?
-        }
+        (Some(cookie), _) => super::resolve(app, principal, cookie).await?,
         // The earlier drafts name the session in the params.
-        (None, Some(id)) => {
-            app.data_layer
-                .resolve(app, principal, id, None, LayerKind::Session)
-                .await?
-        }
+        (None, Some(id)) => super::resolve_id(app, principal, id, LayerKind::Session).await?,
         (None, None) => return Err(Rejection::data_session_not_found("")),
     };
-    app.data_layer.close(app, named);
+    app.data_layer.close(&app.registry, named);
     Ok(json!({ "_meta": { META_KEY: null } }))
 }

@@ -11,18 +11,18 @@ use http::StatusCode;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::checks::{self, RequestMeta};
-use super::correlation::Initialized;
 use super::envelope::{self, CacheHints};
-use super::held::HeldCalls;
 use super::input;
-use super::params::Params;
 use super::state;
 use crate::base::ids::Principal;
 use crate::front::traced;
+use crate::session::correlate::held::HeldCalls;
+use crate::session::correlate::Initialized;
 use crate::session::log::StreamKey;
 use crate::session::{Registry, Session};
 use crate::telemetry::spans::SpanContext;
+use crate::wire::era::params::Params;
+use crate::wire::era::request::{self as checks, RequestMeta};
 use crate::wire::jsonrpc::{self, Message, INTERNAL_ERROR};
 use crate::wire::methods::{MESSAGE, PROGRESS, TOOLS_LIST};
 

@@ -9,20 +9,13 @@ use http::StatusCode;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
-use super::checks::{MODERN_VERSION, SERVER_INFO_KEY};
 use crate::session::protocol::CAPABILITY as SESSIONS_EXTENSION;
 use crate::wire::era::is_cacheable;
+use crate::wire::era::{MODERN_VERSION, SERVER_INFO_KEY};
 use crate::wire::jsonrpc::{INVALID_PARAMS, METHOD_NOT_FOUND};
 use crate::wire::methods::{RESOURCES_READ, SERVER_DISCOVER};
 
-/// Who may reuse a cached result: anyone (`public`), or the same credential (`private`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum CacheScope {
-    Public,
-    #[default]
-    Private,
-}
+pub use crate::front::settings::CacheScope;
 
 impl CacheScope {
     fn name(self) -> &'static str {

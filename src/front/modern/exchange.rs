@@ -19,17 +19,17 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::call::{Call, Outcome, Translation};
-use super::correlation::{Correlated, Ending};
 use super::input;
 use super::state::HeldRequest;
-use crate::front::body::Body;
 use crate::front::event_stream::{self, Ended, KeepAlive, Options, Source};
 use crate::front::rejection::{failed_request, Rejection};
 use crate::front::request::json;
 use crate::front::App;
+use crate::session::correlate::{Correlated, Ending};
 use crate::session::log::{Event, StreamKey};
 use crate::session::Reader;
 use crate::telemetry::spans::{Span, Spans};
+use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::Message;
 use crate::wire::sse;
 

@@ -12,8 +12,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::{json, Value};
 
-use super::held::HeldCalls;
 use super::state::HeldRequest;
+use crate::session::correlate::held::HeldCalls;
 use crate::session::{Registry, Session};
 use crate::wire::era::INPUT_KEY;
 pub use crate::wire::era::{declares, required_capability};
@@ -68,7 +68,7 @@ pub fn release_later(
     let session = Arc::downgrade(&session);
     tokio::spawn(async move {
         tokio::time::sleep(ttl).await;
-        held_calls.release(&held);
+        held_calls.release(&held.principal, &held.round());
         let Some(session) = session.upgrade() else {
             return;
         };

@@ -13,12 +13,14 @@ use dashmap::DashMap;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use super::correlation::{ask, Correlated};
-use crate::front::body::Body;
 use crate::front::event_stream::{self, Ended, Next, Options, Source};
 use crate::front::rejection::Rejection;
+use crate::front::request::ask;
 use crate::front::App;
+use crate::session::correlate::Correlated;
 use crate::session::{Reader, Registry, Session};
+use crate::wire::era::request::Unfit;
+use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::{self, Message};
 use crate::wire::methods::{
     PROMPTS_LIST_CHANGED, RESOURCES_LIST_CHANGED, RESOURCES_SUBSCRIBE, RESOURCES_UNSUBSCRIBE,
@@ -154,7 +156,8 @@ pub async fn open(
         .map_err(|refused| Rejection::invalid_params(refused.to_string()).with_id(Some(&id)))?;
     let capabilities = &correlated.initialized.result["capabilities"];
     if !server_notifies(capabilities) {
-        return Err(Rejection::modern_method_not_found(SUBSCRIPTIONS_LISTEN).with_id(Some(&id)));
+        let removed = Unfit::MethodRemoved(SUBSCRIPTIONS_LISTEN.to_owned());
+        return Err(Rejection::from(removed).with_id(Some(&id)));
     }
     let honoured = asked.honoured(capabilities);
     let resources = &app.registry.settings().resources;

@@ -1,20 +1,14 @@
 //! The 2026-07-28 face of a served server, beside the legacy one on the same URL: requests
 //! that carry their protocol version, capabilities and client in `_meta`, no session, POST
-//! only. `checks` (what a request must carry), `correlation` (which upstream session serves
-//! it), `pool` (sessions prepared for anonymous requests), `exchange` (the request through it),
-//! `envelope` (results as modern clients read them).
+//! only. `checks` (what a request must carry), `exchange` (the request through the session
+//! `session::correlate` finds for it), `envelope` (results as modern clients read them).
 
 mod call;
-pub mod checks;
-pub mod correlation;
 pub mod envelope;
 mod exchange;
-pub mod held;
 mod input;
 mod listen;
 pub mod named;
-pub mod params;
-pub mod pool;
 mod retry;
 mod server_requests;
 pub mod state;
@@ -22,17 +16,21 @@ pub mod state;
 use http::{header, HeaderMap, Response, StatusCode};
 use serde_json::Value;
 
-use super::body::Body;
 use super::rejection::Rejection;
 use super::request::{accepted, json};
 use super::App;
 use crate::base::ids::Principal;
-use crate::front::data_layer::{cookie, methods};
+use crate::front::data_layer::{self, cookie, methods};
+use crate::session::correlate::held::HeldCalls;
+use crate::session::correlate::pool::{self, AnonymousPool};
+use crate::session::correlate::{Anonymous, Correlated, Correlation, Declared};
+use crate::wire::era::params::Params;
+use crate::wire::era::request::{self, RequestMeta};
+use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::{self, Kind, Message};
 use crate::wire::methods::{SERVER_DISCOVER, SUBSCRIPTIONS_LISTEN, TOOLS_CALL, TOOLS_LIST};
-use checks::RequestMeta;
 
-pub use checks::is_modern;
+pub use crate::wire::era::request::is_modern;
 
 /// A modern POST (already parsed, Origin checked).
 pub async fn post(
@@ -46,8 +44,10 @@ pub async fn post(
         // closing its response stream. Taken and dropped.
         return Ok(accepted());
     }
-    let params = params::Params::read(&message);
-    let meta = checks::check(headers, &message, &params, app.registry.tool_marks())?;
+    let params = Params::read(&message);
+    let meta = request::check(headers, &message, &params, app.registry.tool_marks())
+        .map_err(|unfit| Rejection::from(unfit).with_id(message.id()))?;
+    let legacy = || legacy_request(&params, &message);
     let id = message.id().cloned().unwrap_or(Value::Null);
     let method = message.method().unwrap_or_default();
     let max_state = app.data_layer.settings.max_state_bytes;
@@ -55,18 +55,16 @@ pub async fn post(
     if let Some(verb) = methods::verb(method) {
         return named::verb(app, headers, verb, cookie, &message, &meta, principal).await;
     }
-    if cookie.is_none() && app.data_layer.requires_session(&message) {
+    if cookie.is_none() && data_layer::requires_session(&app.data_layer.settings, &message) {
         return Err(Rejection::data_session_required(method).with_id(Some(&id)));
     }
     match method {
         SERVER_DISCOVER => discover(app, headers, principal, &meta, &id).await,
         SUBSCRIPTIONS_LISTEN => {
             let correlated = match &cookie {
-                Some(cookie) => named::correlated(
-                    app.data_layer
-                        .resolve_cookie(app, &principal, cookie)
-                        .await?,
-                ),
+                Some(cookie) => {
+                    named::correlated(data_layer::resolve(app, &principal, cookie).await?)
+                }
                 // A listen lasts and subscribes its session: never a lent one.
                 None => correlate(app, headers, principal, &meta, Lend::Never).await?,
             };
@@ -79,19 +77,19 @@ pub async fn post(
         _ => {
             let mut call = call::Call::new(&message, &params, meta, principal.clone());
             if let Some(cookie) = &cookie {
-                let forwarded = params.legacy_request(&message)?;
+                let forwarded = legacy()?;
                 return named::within_session(app, &message, forwarded, call, cookie).await;
             }
             let handles = app.data_layer.settings.handles;
             if handles && method == TOOLS_CALL {
-                let forwarded = params.legacy_request(&message)?;
+                let forwarded = legacy()?;
                 call = match named::handle_call(app, headers, &forwarded, call).await {
                     named::Handled::Answered(answered) => return answered,
                     named::Handled::Plain(plain) => *plain,
                 };
             }
             if handles && method == TOOLS_LIST {
-                let forwarded = params.legacy_request(&message)?;
+                let forwarded = legacy()?;
                 let correlated =
                     correlate(app, headers, principal, &call.meta, Lend::OneRequest).await?;
                 return named::tools_list(app, correlated, &forwarded, &call).await;
@@ -105,12 +103,19 @@ pub async fn post(
                 }
                 app.metrics.response_cache_misses_total.inc();
             }
-            let forwarded = params.legacy_request(&message)?;
+            let forwarded = legacy()?;
             let correlated =
                 correlate(app, headers, principal, &call.meta, Lend::OneRequest).await?;
             exchange::exchange(app, correlated, forwarded, call).await
         }
     }
+}
+
+/// The request as the legacy server takes it (`Params::legacy_request`).
+fn legacy_request(params: &Params, message: &Message) -> Result<Message, Rejection> {
+    params
+        .legacy_request(message)
+        .map_err(|e| Rejection::bad_request(e.to_string()).with_id(message.id()))
 }
 
 /// A response around a cached result.
@@ -139,29 +144,36 @@ async fn correlate(
     principal: Principal,
     meta: &RequestMeta,
     lend: Lend,
-) -> Result<correlation::Correlated, Rejection> {
+) -> Result<Correlated, Rejection> {
     let credential = headers.get(header::AUTHORIZATION).cloned();
     let modern = &app.modern;
     if lend == Lend::OneRequest
         && modern.pool.lends()
-        && modern.anonymous == correlation::Anonymous::PerRequest
+        && modern.anonymous == Anonymous::PerRequest
         && principal == Principal::anonymous()
     {
         return modern
             .pool
-            .borrow(&modern.correlation, &app.registry, &app.metrics, meta)
-            .await;
+            .borrow(
+                &modern.correlation,
+                &app.registry,
+                &app.metrics,
+                Declared::from(meta),
+            )
+            .await
+            .map_err(|e| Rejection::session(&e));
     }
     app.modern
         .correlation
         .session(
             &app.registry,
             principal,
-            meta,
+            Declared::from(meta),
             credential,
             app.modern.anonymous,
         )
         .await
+        .map_err(|e| Rejection::session(&e))
 }
 
 /// `server/discover`: what the server said at its newest `initialize`, in the modern form (a
@@ -191,9 +203,9 @@ async fn discover(
 
 /// A served server's modern settings and its upstream sessions for modern clients.
 pub struct Modern {
-    pub correlation: correlation::Correlation,
+    pub correlation: Correlation,
     pub hints: envelope::CacheHints,
-    pub anonymous: correlation::Anonymous,
+    pub anonymous: Anonymous,
     /// Signs `requestState`.
     pub state_key: state::StateKey,
     /// How long a request held for the client's input waits for its retry.
@@ -201,23 +213,23 @@ pub struct Modern {
     /// Upstream resource subscriptions of the listens.
     pub subscriptions: std::sync::Arc<listen::Subscriptions>,
     /// The calls each principal has waiting for its input, bounded.
-    pub held_calls: std::sync::Arc<held::HeldCalls>,
+    pub held_calls: std::sync::Arc<HeldCalls>,
     /// Sessions prepared for anonymous requests (`session.anonymous_pool`; none unless each
     /// session starts a legacy child of its own).
-    pub pool: pool::AnonymousPool,
+    pub pool: AnonymousPool,
 }
 
 impl Default for Modern {
     fn default() -> Modern {
         Modern {
-            correlation: correlation::Correlation::default(),
+            correlation: Correlation::default(),
             hints: envelope::CacheHints::default(),
-            anonymous: correlation::Anonymous::default(),
+            anonymous: Anonymous::default(),
             state_key: state::StateKey::minted(),
             input_ttl: std::time::Duration::from_secs(300),
             subscriptions: Default::default(),
             held_calls: Default::default(),
-            pool: pool::AnonymousPool::new(0, pool::DEFAULT_WAIT, false, Default::default()),
+            pool: AnonymousPool::new(0, pool::DEFAULT_WAIT, false, Default::default()),
         }
     }
 }

@@ -6,19 +6,22 @@ use http::{header, HeaderMap, Response, StatusCode};
 use serde_json::{json, Value};
 
 use super::call::Call;
-use super::checks::RequestMeta;
-use super::correlation::{ask, initialize_params, Correlated};
 use super::envelope::{self, CacheHints, CacheScope};
 use super::exchange;
 use crate::base::ids::Principal;
-use crate::front::body::Body;
 use crate::front::data_layer::cookie::Cookie;
 use crate::front::data_layer::handles::{self, Dispatched};
 use crate::front::data_layer::methods::{self, Verb};
-use crate::front::data_layer::{listen, Named};
+use crate::front::data_layer::{self, listen};
 use crate::front::rejection::Rejection;
+use crate::front::request::ask;
 use crate::front::request::json;
 use crate::front::App;
+use crate::session::correlate::named::Named;
+use crate::session::correlate::Correlated;
+use crate::session::correlate::Declared;
+use crate::wire::era::request::RequestMeta;
+use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::{self, Message};
 
 /// Answers a `sessions/*` or `messages/listen` request.
@@ -40,7 +43,7 @@ pub async fn verb(
             if cookie.is_some() {
                 return Err(Rejection::cookie_on_create(method).with_id(Some(&id)));
             }
-            let init = initialize_params(meta);
+            let init = Declared::from(meta).initialize_params();
             methods::create(app, principal, draft, init, credential).await
         }
         Verb::Delete => {
@@ -50,10 +53,7 @@ pub async fn verb(
         Verb::Listen => {
             return match cookie {
                 Some(cookie) => {
-                    let named = app
-                        .data_layer
-                        .resolve_cookie(app, &principal, &cookie)
-                        .await;
+                    let named = data_layer::resolve(app, &principal, &cookie).await;
                     let named = named.map_err(|r| r.with_id(Some(&id)))?;
                     let scope = Some(cookie.session_id);
                     Ok(listen::open(app, named.session, id, scope, ()))
@@ -99,7 +99,7 @@ pub async fn handle_call(
     call: Call,
 ) -> Handled {
     let credential = headers.get(header::AUTHORIZATION).cloned();
-    let init = || initialize_params(&call.meta);
+    let init = || Declared::from(&call.meta).initialize_params();
     let dispatched = handles::dispatch(app, &call.principal, forwarded, init, credential).await;
     match dispatched {
         Ok(Dispatched::Plain) => Handled::Plain(Box::new(call)),
@@ -125,9 +125,7 @@ pub async fn within_session(
     cookie: &Cookie,
 ) -> Result<Response<Body>, Rejection> {
     call.cache_key = None;
-    let named = app
-        .data_layer
-        .resolve_cookie(app, &call.principal, cookie)
+    let named = data_layer::resolve(app, &call.principal, cookie)
         .await
         .map_err(|r| r.with_id(message.id()))?;
     exchange::exchange(app, correlated(named), forwarded, call).await

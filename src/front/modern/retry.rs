@@ -8,15 +8,15 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::call::Call;
-use super::correlation::{Correlated, EndOnDrop};
 use super::exchange::respond;
 use super::input;
 use super::state::{self, HeldRequest};
-use crate::front::body::Body;
 use crate::front::rejection::Rejection;
 use crate::front::App;
+use crate::session::correlate::{Correlated, Declared, EndOnDrop};
 use crate::session::log::StreamKey;
 use crate::session::Session;
+use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::{self, Message};
 
 /// A retry: the call's `requestState` and `inputResponses` continue the held request.
@@ -61,7 +61,9 @@ pub async fn resume(
         .await
         .map_err(|e| Rejection::session(&e).with_id(Some(&id)))?;
     let Some(session) = found else {
-        app.modern.held_calls.release(&held);
+        app.modern
+            .held_calls
+            .release(&held.principal, &held.round());
         return Err(refused(
             "the request this requestState continues is over; call again without it".into(),
         ));
@@ -82,7 +84,9 @@ pub async fn resume(
         .await;
     }
     // Its answers are in: it no longer waits (a new round is counted anew).
-    app.modern.held_calls.release(&held);
+    app.modern
+        .held_calls
+        .release(&held.principal, &held.round());
     call.in_flight_id = held.request_id.clone();
     let stream = StreamKey::Request(held.stream);
     let reader = session.attach(stream, Some(held.after));
@@ -101,7 +105,12 @@ async fn continued(
     let initialized = app
         .modern
         .correlation
-        .initialized_of(&app.registry, &session, &call.principal, &call.meta)
+        .initialized_of(
+            &app.registry,
+            &session,
+            &call.principal,
+            Declared::from(&call.meta),
+        )
         .await;
     Correlated {
         initialized,

@@ -12,13 +12,13 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use super::call::{Call, Outcome, Translation};
-use super::checks::SERVER_INFO_KEY;
 use super::exchange::{Next, Relay};
 use super::input;
 use super::state::{self, HeldRequest};
 use crate::front::rejection::Rejection;
 use crate::session::log::StreamKey;
 use crate::telemetry::spans::{self, Span};
+use crate::wire::era::SERVER_INFO_KEY;
 use crate::wire::jsonrpc::{self, METHOD_NOT_FOUND};
 use crate::wire::methods::{self, PING};
 
@@ -50,7 +50,10 @@ impl Relay {
     /// retry; refused instead when the principal has too many calls held already.
     pub(super) async fn hand_over(&mut self) -> Next {
         let (answer, held) = self.input_required();
-        let taken = self.translation.held_calls.hold(&held);
+        let taken = self
+            .translation
+            .held_calls
+            .hold(&held.principal, held.round());
         if let Some(mut round) = self.round.take() {
             describe_round(&mut round, &held, &self.translation.call);
             if !taken {

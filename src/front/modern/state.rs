@@ -59,6 +59,16 @@ pub struct HeldRequest {
 }
 
 impl HeldRequest {
+    /// One round of this held call, as the table of held calls counts it: its session and the
+    /// server requests it waits on.
+    pub fn round(&self) -> String {
+        format!(
+            "{} {}",
+            self.session,
+            serde_json::to_string(&self.waiting).unwrap_or_default()
+        )
+    }
+
     pub fn sign(&self, key: &StateKey) -> String {
         let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(self).unwrap_or_default());
         let tag = URL_SAFE_NO_PAD.encode(key.0.mac(&[payload.as_bytes()]));

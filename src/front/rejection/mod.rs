@@ -13,10 +13,10 @@ mod modern;
 use http::{header, HeaderValue, Response, StatusCode};
 use serde_json::Value;
 
-use super::body::Body;
 use super::guard::Refused;
 use crate::session::rate::Exceeded;
 use crate::session::SessionError;
+use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::{
     self, ParseError, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, RATE_LIMITED,
     SESSION_NOT_FOUND, TRANSPORT_SESSION_NOT_FOUND,
@@ -164,6 +164,11 @@ impl Rejection {
                 Rejection::unavailable(format!("Service Unavailable: {error}; retry shortly"))
             }
             SessionError::Gone => Rejection::session_not_found(),
+            SessionError::AnonymousPoolBusy { size, waited } => {
+                Rejection::anonymous_pool_busy(*size, *waited)
+            }
+            SessionError::TooManyNamed(limit) => Rejection::too_many_data_sessions(*limit),
+            SessionError::NamedNotFound(id) => Rejection::data_session_not_found(id),
             SessionError::RateLimited(exceeded) => Rejection::rate_limited(error, exceeded),
             SessionError::SubscriptionRefused(refused) => {
                 Rejection::new(StatusCode::BAD_REQUEST, INVALID_PARAMS, refused.to_string())

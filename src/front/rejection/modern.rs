@@ -5,11 +5,22 @@ use http::StatusCode;
 use serde_json::json;
 
 use super::Rejection;
-use crate::wire::era::{capability_object, MODERN_VERSION};
+use crate::wire::era::capability_object;
+use crate::wire::era::request::Unfit;
 use crate::wire::jsonrpc::{
-    Message, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
-    MISSING_CAPABILITY, UNSUPPORTED_VERSION,
+    Message, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, MISSING_CAPABILITY,
 };
+
+/// A 2026-07-28 request refused before anything serves it, with the status, code and `data`
+/// the revision gives each refusal.
+impl From<Unfit> for Rejection {
+    fn from(unfit: Unfit) -> Rejection {
+        Rejection {
+            data: unfit.data().map(Box::new),
+            ..Rejection::new(unfit.status(), unfit.code(), unfit.to_string())
+        }
+    }
+}
 
 impl Rejection {
     /// A `session/*` method the proxy does not know.
@@ -25,32 +36,6 @@ impl Rejection {
         .with_id(message.id())
     }
 
-    /// -32601 as a modern server answers it: 404.
-    pub fn modern_method_not_found(method: &str) -> Rejection {
-        Rejection::new(
-            StatusCode::NOT_FOUND,
-            METHOD_NOT_FOUND,
-            format!("Method not found: {method} (not part of protocol version {MODERN_VERSION})"),
-        )
-    }
-
-    /// A 2026-07-28 request naming another protocol version.
-    pub fn unsupported_version(requested: &str) -> Rejection {
-        Rejection {
-            data: Some(Box::new(json!({
-                "supported": [MODERN_VERSION],
-                "requested": requested,
-            }))),
-            ..Rejection::new(
-                StatusCode::BAD_REQUEST,
-                UNSUPPORTED_VERSION,
-                format!(
-                    "Unsupported protocol version {requested:?}; this server speaks {MODERN_VERSION}"
-                ),
-            )
-        }
-    }
-
     /// A resource clients do not see (`[resources]`) named in a `subscriptions/listen`: refused
     /// as 2026-07-28 refuses a resource the server does not have (-32602, `data: {uri}`).
     pub fn resource_not_found(uri: &str) -> Rejection {
@@ -62,15 +47,6 @@ impl Rejection {
                 format!("Resource not found: {uri}"),
             )
         }
-    }
-
-    /// A header that does not mirror the body as 2026-07-28 requires (-32020).
-    pub fn header_mismatch(message: String) -> Rejection {
-        Rejection::new(
-            StatusCode::BAD_REQUEST,
-            HEADER_MISMATCH,
-            format!("Header mismatch: {message}"),
-        )
     }
 
     /// A server asked, during a call, for a client capability the call did not declare

@@ -7,13 +7,13 @@ use super::{
     check_protocol_version, find_session, open_stream, refuse_protocol_header, LAST_EVENT_ID,
 };
 use crate::base::ids::Principal;
-use crate::front::body::Body;
 use crate::front::rejection::Rejection;
 use crate::front::request::{header_str, require_accept};
 use crate::front::traced;
 use crate::front::App;
 use crate::session::log::{EventId, StreamKey};
 use crate::session::ReadError;
+use crate::wire::http_body::Body;
 
 pub(super) async fn get(
     app: &App,

@@ -16,7 +16,6 @@ use super::{
     PROTOCOL_VERSION_HEADER, SESSION_HEADER, SUPPORTED_VERSIONS,
 };
 use crate::base::ids::Principal;
-use crate::front::body::Body;
 use crate::front::data_layer::legacy::{self, Routed};
 use crate::front::modern;
 use crate::front::rejection::{failed_request, Rejection};
@@ -26,6 +25,7 @@ use crate::front::telemetry::Telemetry;
 use crate::front::{App, PostResponse};
 use crate::session::protocol::{self, is_session_method};
 use crate::session::{Delivery, Session, Shape};
+use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::{Kind, Message};
 use crate::wire::methods;
 
@@ -166,7 +166,10 @@ async fn to_transport_session(
         Kind::Response if !message.id().is_some_and(|id| session.awaits_answer(id)) => {
             // An answer to a server request of one of the client's named sessions.
             let id = message.id().cloned().unwrap_or(Value::Null);
-            let named = app.data_layer.awaiting_answer(app, principal, &id).await;
+            let named = app
+                .data_layer
+                .awaiting_answer(&app.registry, principal, &id)
+                .await;
             app.registry
                 .send(named.as_ref().unwrap_or(&session), message)
                 .await

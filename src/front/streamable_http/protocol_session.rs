@@ -8,7 +8,6 @@ use serde_json::Value;
 
 use super::{check_protocol_version, LAST_EVENT_ID};
 use crate::base::ids::Principal;
-use crate::front::body::Body;
 use crate::front::rejection::Rejection;
 use crate::front::request::{accepted, header_str, json};
 use crate::front::session_methods;
@@ -17,6 +16,7 @@ use crate::front::traced;
 use crate::front::App;
 use crate::session::protocol::{self, is_session_method};
 use crate::session::{Session, SessionError};
+use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::{Kind, Message};
 
 /// A message for a protocol-level session (or a `session/*` method) must not also name a

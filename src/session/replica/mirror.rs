@@ -11,7 +11,7 @@ use crate::store::{Fence, Op, Record};
 impl Session {
     /// This owner's hold on the session in the shared store (none with the memory store, or
     /// for a view).
-    pub(crate) fn fence(&self) -> Option<Arc<Fence>> {
+    pub(in crate::session) fn fence(&self) -> Option<Arc<Fence>> {
         let state = self.lock();
         state
             .replica
@@ -58,10 +58,10 @@ impl Session {
 
     /// Writes the whole session to the shared store again (after a Redis outage, which a
     /// restarted Redis may have forgotten it in): record, retained log, requests in flight.
-    pub(crate) fn rewrite_to_store(&self) {
+    pub(in crate::session) fn rewrite_to_store(&self) {
         let record = self.record();
         let state = self.lock();
-        if state.replica.mirror.is_none() {
+        if !state.replica.shared() {
             return;
         }
         state.mirror(|| Op::Create(Box::new(record)));
@@ -82,7 +82,7 @@ impl Session {
     }
 
     /// Records a new session in the shared store, bound to `upstream` (for operators).
-    pub(crate) fn record_created(&self, upstream: String) {
+    pub(in crate::session) fn record_created(&self, upstream: String) {
         let state = self.lock();
         state.mirror(|| {
             Op::Create(Box::new(Record {
@@ -96,7 +96,7 @@ impl Session {
     }
 
     /// Tells the shared store the session is alive (its keys' TTLs start again).
-    pub(crate) fn touch_store(&self) {
+    pub(in crate::session) fn touch_store(&self) {
         self.lock().mirror(|| Op::Touch);
     }
 }

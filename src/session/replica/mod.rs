@@ -3,13 +3,13 @@
 //! another replica owns (`view`) and keeping them current (`follow`); a session taken over from
 //! a replica that died (`takeover`); an owner that was deposed meanwhile (`fencing`); sessions
 //! handed to the others when this replica leaves (`handover`); what the fronts know of the
-//! replicas (`cluster`); the sessions serving 2026-07-28 principals, the same on every replica (`correlated`); tokens
-//! good for one use, spent once across replicas (`spent`); what the store holds of the server's
-//! side of a session, for a new owner to go on in it (`server_side`). The
-//! hop's wire format is `crate::hop`; its client is `upstream::owner`, its server
-//! `front::internal`.
+//! replicas (`cluster`); the sessions serving 2026-07-28 principals, the same on every replica
+//! (`correlated`); tokens good for one use, spent once across replicas (`spent`); what the
+//! store holds of the server's side of a session, for a new owner to go on in it
+//! (`server_side`). The hop's wire format is `crate::hop`; its client is `upstream::owner`,
+//! its server `front::internal`.
 
-use crate::store::Mirror;
+use crate::store::{Mirror, Op};
 
 pub mod cluster;
 mod correlated;
@@ -34,4 +34,18 @@ pub(super) struct Replicated {
     pub(super) owner_head: u64,
     /// A view: how far the shared log has been read (what came with hops may be further).
     pub(super) followed_through: u64,
+}
+
+impl Replicated {
+    /// Records an op in the shared store, if there is one (the op is built only then).
+    pub(super) fn record(&self, op: impl FnOnce() -> Op) {
+        if let Some(mirror) = &self.mirror {
+            mirror.send(op());
+        }
+    }
+
+    /// Whether the session is written to a shared store.
+    pub(super) fn shared(&self) -> bool {
+        self.mirror.is_some()
+    }
 }

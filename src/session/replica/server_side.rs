@@ -3,9 +3,7 @@
 //! forgets it) and the lists the server said it may change, so that a replica taking the
 //! session over goes on in the server's session, where the server's state is.
 
-use crate::session::state::State;
 use crate::session::Session;
-use crate::store::Op;
 use crate::upstream::Upstream;
 use crate::wire::methods;
 
@@ -16,27 +14,6 @@ impl Session {
             .and_then(Upstream::upstream_session)
             .map(|session| session.to_record())
     }
-
-    /// Writes to the shared store which session the server keeps for this one now (none
-    /// clears it): after `initialize`, and when the server forgot it.
-    pub(in crate::session) fn mirror_upstream_session(&self, state: &State) {
-        if state.replica.mirror.is_none() {
-            return;
-        }
-        let value = self.upstream_session_record().unwrap_or_default();
-        state.mirror(|| Op::Field {
-            name: "upstream_session",
-            value,
-        });
-    }
-}
-
-/// Writes the lists the server said it may change to the shared store.
-pub(in crate::session) fn mirror_lists(state: &State) {
-    state.mirror(|| Op::Field {
-        name: "lists",
-        value: lists_to_record(&state.subscriptions.changeable_lists),
-    });
 }
 
 /// The lists a server said it may change, as the record holds them.

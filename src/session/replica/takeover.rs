@@ -27,7 +27,7 @@ impl Session {
     /// record, its subscriptions and its log. The caller then re-initializes the new upstream
     /// (`reinitialize`) unless it goes on in the server's session, and closes the gap
     /// (`close_gap`).
-    pub(crate) fn adopt(
+    pub(in crate::session) fn adopt(
         &self,
         record: &Record,
         subscriptions: BTreeSet<String>,
@@ -74,7 +74,7 @@ impl Session {
     /// owner had in flight gets an error (it may or may not have been carried out), and every
     /// subscription and changeable list an invalidation, since whatever the old server said
     /// after the last logged message is unknown.
-    pub(crate) fn close_gap(&self, inflight: HashMap<u64, String>) {
+    pub(in crate::session) fn close_gap(&self, inflight: HashMap<u64, String>) {
         let mut state = self.lock();
         for (stream, client_id) in inflight {
             let client_id: Value = serde_json::from_str(&client_id).unwrap_or(Value::Null);

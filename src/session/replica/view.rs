@@ -20,7 +20,7 @@ use crate::wire::jsonrpc::Message;
 impl Session {
     /// A view of a session another replica owns, as its record describes it, subscribed to
     /// `subscriptions`; its log is filled with `absorb`.
-    pub(crate) fn view(
+    pub(in crate::session) fn view(
         id: String,
         principal: Principal,
         record: &Record,
@@ -68,7 +68,7 @@ impl Session {
 
     /// Files in a view's log what was read from the shared log, which is then followed from
     /// the newest of it on.
-    pub(crate) fn absorb_followed(&self, logged: Vec<Logged>) {
+    pub(in crate::session) fn absorb_followed(&self, logged: Vec<Logged>) {
         if let Some(last) = logged.iter().map(|entry| entry.seq).max() {
             let mut state = self.lock();
             state.replica.followed_through = state.replica.followed_through.max(last);
@@ -79,12 +79,12 @@ impl Session {
     /// Where a view follows the shared log from: after what it read there, not after what
     /// came with hops (a request's answer may come that way before the messages logged ahead
     /// of it come through the shared log).
-    pub(crate) fn followed_through(&self) -> u64 {
+    pub(in crate::session) fn followed_through(&self) -> u64 {
         self.lock().replica.followed_through
     }
 
     /// Files in a view's log what the owner logged.
-    pub(crate) fn absorb(&self, logged: Vec<Logged>) {
+    pub(in crate::session) fn absorb(&self, logged: Vec<Logged>) {
         let mut state = self.lock();
         let now = Instant::now();
         let mut newest = None;
@@ -110,7 +110,7 @@ impl Session {
         }
     }
 
-    pub(crate) fn readers_signal(&self) -> Arc<tokio::sync::Notify> {
+    pub(in crate::session) fn readers_signal(&self) -> Arc<tokio::sync::Notify> {
         self.readers.clone()
     }
 
@@ -131,18 +131,12 @@ impl Session {
         let mut state = self.lock();
         let now = Instant::now();
         state.last_active = now;
-        state.reading.remote_readers.retain(|_, until| *until > now);
-        for stream in streams {
-            state
-                .reading
-                .remote_readers
-                .insert(*stream, crate::base::clock::deadline(now, lease));
-        }
+        state.reading.read_elsewhere(streams, now, lease);
         state.log.head()
     }
 
     /// True the first time it is asked: the caller starts the task following a view's log.
-    pub(crate) fn claim_following(&self) -> bool {
+    pub(in crate::session) fn claim_following(&self) -> bool {
         !self
             .following
             .swap(true, std::sync::atomic::Ordering::AcqRel)
@@ -150,7 +144,7 @@ impl Session {
 
     /// This replica took the session over: the view ends, and its readers read on in
     /// `successor` from where they were (the log positions are the shared log's).
-    pub(crate) fn succeeded_by(&self, successor: &Arc<Session>) {
+    pub(in crate::session) fn succeeded_by(&self, successor: &Arc<Session>) {
         let _ = self.successor.set(successor.clone());
         self.end();
     }
@@ -161,7 +155,7 @@ impl Session {
     }
 
     /// The session this view's readers read on in, once it ended.
-    pub(crate) fn successor(&self) -> Option<Arc<Session>> {
+    pub(in crate::session) fn successor(&self) -> Option<Arc<Session>> {
         self.successor.get().cloned()
     }
 }

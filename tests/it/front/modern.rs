@@ -139,7 +139,7 @@ async fn each_principal_has_its_own_server_and_anonymous_requests_share_none() {
     assert_eq!(text(stranger.call("counter", json!({})).await), "1");
     assert_eq!(text(stranger.call("counter", json!({})).await), "1");
     // Theirs ended with them; the pool holds fresh ones for the next strangers.
-    let pooled = mcp_session_proxy::front::modern::pool::DEFAULT_SIZE as u64;
+    let pooled = mcp_session_proxy::session::correlate::pool::DEFAULT_SIZE as u64;
     crate::harness::until("the strangers' sessions to end", 2 + pooled, || async {
         proxy.metric("mcp_proxy_sessions_open")
     })
@@ -463,7 +463,7 @@ async fn a_request_state_that_is_tampered_foreign_or_expired_is_refused_and_noth
     let stranger = Modern::new(&proxy, None);
     let (_, asked) = stranger.call_with(4, tool, json!({})).await;
     let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
-    let pooled = mcp_session_proxy::front::modern::pool::DEFAULT_SIZE as u64;
+    let pooled = mcp_session_proxy::session::correlate::pool::DEFAULT_SIZE as u64;
     crate::harness::until(
         "the stranger's held call to be released",
         1 + pooled,

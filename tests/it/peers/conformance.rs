@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use crate::harness::Proxy;
-use mcp_session_proxy::front::modern::correlation::Anonymous;
+use mcp_session_proxy::session::correlate::Anonymous;
 use serde_json::Value;
 use tokio::process::Command;
 

@@ -15,7 +15,7 @@ async fn in_front_of_the_modern_demo() -> Proxy {
 /// A 2026-07-28 server over HTTP: another proxy's modern face in front of the modern demo
 /// (anonymous requests sharing one server, so the demo's counter persists between requests).
 async fn modern_http_server() -> Proxy {
-    use mcp_session_proxy::front::modern::correlation::Anonymous;
+    use mcp_session_proxy::session::correlate::Anonymous;
     Proxy::start_with(|config| {
         serve_the_modern_demo(config);
         config.session.anonymous = Anonymous::Shared;

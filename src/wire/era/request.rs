@@ -6,18 +6,17 @@
 use http::HeaderMap;
 use serde_json::{Map, Value};
 
+use http::StatusCode;
+
 use super::params::Params;
-use crate::front::rejection::Rejection;
-use crate::wire::jsonrpc::Message;
+use super::{
+    CAPABILITIES_KEY, CLIENT_INFO_KEY, LOG_LEVEL_KEY, MODERN_VERSION, SESSION_META_KEY, VERSION_KEY,
+};
+use crate::wire::jsonrpc::{
+    Message, HEADER_MISMATCH, INVALID_PARAMS, METHOD_NOT_FOUND, UNSUPPORTED_VERSION,
+};
 use crate::wire::methods;
 use crate::wire::mirrored::ToolMarks;
-
-pub use crate::wire::era::{
-    CAPABILITIES_KEY, CLIENT_INFO_KEY, LOG_LEVEL_KEY, MODERN_VERSION, PER_REQUEST_META,
-    SERVER_INFO_KEY, VERSION_KEY,
-};
-
-pub use crate::wire::jsonrpc::{HEADER_MISMATCH, MISSING_CAPABILITY, UNSUPPORTED_VERSION};
 
 const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
 const METHOD_HEADER: &str = "mcp-method";
@@ -30,6 +29,56 @@ pub struct RequestMeta {
     pub capabilities: Map<String, Value>,
     pub client_info: Option<Value>,
     pub log_level: Option<String>,
+}
+
+/// Why a 2026-07-28 request is refused before anything serves it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unfit {
+    /// A required `_meta` field is missing or not of its type (-32602).
+    #[error("Invalid params: _meta[\"{0}\"] is required on every request")]
+    MissingMeta(&'static str),
+    #[error("Invalid params: invalid log level {0}")]
+    LogLevel(String),
+    /// A header that mirrors the body is missing, repeated or says otherwise (-32020).
+    #[error("Header mismatch: {0}")]
+    HeaderMismatch(String),
+    /// Another protocol version (-32022, with the supported ones in `data`).
+    #[error("Unsupported protocol version {0:?}; this server speaks {MODERN_VERSION}")]
+    UnsupportedVersion(String),
+    /// A method the revision removed (-32601, 404).
+    #[error("Method not found: {0} (not part of protocol version {MODERN_VERSION})")]
+    MethodRemoved(String),
+}
+
+impl Unfit {
+    /// The HTTP status it is answered with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Unfit::MethodRemoved(_) => StatusCode::NOT_FOUND,
+            _ => StatusCode::BAD_REQUEST,
+        }
+    }
+
+    /// Its JSON-RPC error code.
+    pub fn code(&self) -> i64 {
+        match self {
+            Unfit::MissingMeta(_) | Unfit::LogLevel(_) => INVALID_PARAMS,
+            Unfit::HeaderMismatch(_) => HEADER_MISMATCH,
+            Unfit::UnsupportedVersion(_) => UNSUPPORTED_VERSION,
+            Unfit::MethodRemoved(_) => METHOD_NOT_FOUND,
+        }
+    }
+
+    /// The error's `data`: the versions spoken, for another version.
+    pub fn data(&self) -> Option<Value> {
+        match self {
+            Unfit::UnsupportedVersion(requested) => Some(serde_json::json!({
+                "supported": [MODERN_VERSION],
+                "requested": requested,
+            })),
+            _ => None,
+        }
+    }
 }
 
 /// Whether a request without a session header is of the 2026-07-28 era: its `_meta` names a
@@ -55,23 +104,22 @@ pub fn check(
     message: &Message,
     params: &Params,
     tool_marks: &ToolMarks,
-) -> Result<RequestMeta, Rejection> {
-    let id = message.id();
-    let fields = required_meta(params.meta.as_ref()).map_err(|r| r.with_id(id))?;
-    check_headers(headers, message, params, &fields.version).map_err(|r| r.with_id(id))?;
-    check_params(headers, message, params, tool_marks).map_err(|r| r.with_id(id))?;
+) -> Result<RequestMeta, Unfit> {
+    let fields = required_meta(params.meta.as_ref())?;
+    check_headers(headers, message, params, &fields.version)?;
+    check_params(headers, message, params, tool_marks)?;
     if fields.version != MODERN_VERSION {
-        return Err(Rejection::unsupported_version(&fields.version).with_id(id));
+        return Err(Unfit::UnsupportedVersion(fields.version));
     }
     let method = message.method().unwrap_or_default();
     // Seed `002` subscribes to a resource within a data-layer session: kept for those.
     let within_session = method.starts_with("resources/")
-        && params.meta.as_ref().is_some_and(|meta| {
-            meta.get(crate::session::layer::META_KEY)
-                .is_some_and(|c| !c.is_null())
-        });
+        && params
+            .meta
+            .as_ref()
+            .is_some_and(|meta| meta.get(SESSION_META_KEY).is_some_and(|c| !c.is_null()));
     if methods::removed_in_modern(method) && !within_session {
-        return Err(Rejection::modern_method_not_found(method).with_id(id));
+        return Err(Unfit::MethodRemoved(method.to_owned()));
     }
     Ok(fields)
 }
@@ -83,11 +131,9 @@ fn meta(params: &Value) -> Option<&Map<String, Value>> {
     }
 }
 
-fn required_meta(meta: Option<&Map<String, Value>>) -> Result<RequestMeta, Rejection> {
-    let missing = |what: &str| {
-        Rejection::invalid_params(format!("_meta[\"{what}\"] is required on every request"))
-    };
-    let meta = meta.ok_or_else(|| missing(VERSION_KEY))?;
+fn required_meta(meta: Option<&Map<String, Value>>) -> Result<RequestMeta, Unfit> {
+    let missing = Unfit::MissingMeta;
+    let meta = meta.ok_or(missing(VERSION_KEY))?;
     let version = match meta.get(VERSION_KEY) {
         Some(Value::String(version)) => version.clone(),
         _ => return Err(missing(VERSION_KEY)),
@@ -99,11 +145,7 @@ fn required_meta(meta: Option<&Map<String, Value>>) -> Result<RequestMeta, Rejec
     let log_level = match meta.get(LOG_LEVEL_KEY) {
         None => None,
         Some(Value::String(level)) if level_rank(level).is_some() => Some(level.clone()),
-        Some(other) => {
-            return Err(Rejection::invalid_params(format!(
-                "invalid log level {other}"
-            )))
-        }
+        Some(other) => return Err(Unfit::LogLevel(other.to_string())),
     };
     Ok(RequestMeta {
         version,
@@ -135,7 +177,7 @@ fn check_headers(
     message: &Message,
     params: &Params,
     version: &str,
-) -> Result<(), Rejection> {
+) -> Result<(), Unfit> {
     let method = message.method().unwrap_or_default();
     mirror(
         headers,
@@ -160,7 +202,7 @@ fn check_params(
     message: &Message,
     params: &Params,
     tool_marks: &ToolMarks,
-) -> Result<(), Rejection> {
+) -> Result<(), Unfit> {
     if message.method() != Some(methods::TOOLS_CALL) || !tool_marks.any() {
         return Ok(());
     }
@@ -172,7 +214,7 @@ fn check_params(
     }
     let arguments = params.value("arguments").unwrap_or_default();
     crate::wire::mirrored::check(&marked, &arguments, headers)
-        .map_err(|mismatch| Rejection::header_mismatch(mismatch.to_string()))
+        .map_err(|mismatch| Unfit::HeaderMismatch(mismatch.to_string()))
 }
 
 fn mirror(
@@ -181,27 +223,27 @@ fn mirror(
     display: &str,
     body: &str,
     may_be_encoded: bool,
-) -> Result<(), Rejection> {
+) -> Result<(), Unfit> {
     let mut values = headers.get_all(name).iter();
     let (Some(raw), None) = (values.next(), values.next()) else {
-        return Err(Rejection::header_mismatch(format!(
+        return Err(Unfit::HeaderMismatch(format!(
             "exactly one {display} header is required"
         )));
     };
     let value = match may_be_encoded {
         true => crate::wire::mirrored::decode(raw.as_bytes())
-            .map_err(|why| Rejection::header_mismatch(format!("the {display} header {why}")))?,
+            .map_err(|why| Unfit::HeaderMismatch(format!("the {display} header {why}")))?,
         false => raw
             .to_str()
             .map_err(|_| {
-                Rejection::header_mismatch(format!("the {display} header has invalid characters"))
+                Unfit::HeaderMismatch(format!("the {display} header has invalid characters"))
             })?
             .trim_matches(|c| c == ' ' || c == '\t')
             .to_owned(),
     };
     match value == body {
         true => Ok(()),
-        false => Err(Rejection::header_mismatch(format!(
+        false => Err(Unfit::HeaderMismatch(format!(
             "the {display} header value {value:?} does not match the body value {body:?}"
         ))),
     }
@@ -217,9 +259,7 @@ fn header_value(headers: &HeaderMap, name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::jsonrpc::INVALID_PARAMS;
     use bytes::Bytes;
-    use http::StatusCode;
     use serde_json::json;
 
     fn message(body: Value) -> Message {
@@ -234,7 +274,7 @@ mod tests {
         map
     }
 
-    fn checked(headers: &HeaderMap, message: &Message) -> Result<RequestMeta, Rejection> {
+    fn checked(headers: &HeaderMap, message: &Message) -> Result<RequestMeta, Unfit> {
         check(
             headers,
             message,
@@ -267,11 +307,11 @@ mod tests {
         assert!(checked(&encoded, &call("Hello, 世界")).is_ok());
         for bad in ["=?base64?SGVsbG8?=", "=?base64?SGVs!!!bG8=?=", "other"] {
             let refused = checked(&with_name(bad), &call("Hello")).unwrap_err();
-            assert_eq!(refused.code, HEADER_MISMATCH, "{bad}");
-            assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+            assert_eq!(refused.code(), HEADER_MISMATCH, "{bad}");
+            assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
         }
         let missing = checked(&headers(&standard), &call("hi")).unwrap_err();
-        assert_eq!(missing.code, HEADER_MISMATCH);
+        assert_eq!(missing.code(), HEADER_MISMATCH);
     }
 
     #[test]
@@ -287,13 +327,11 @@ mod tests {
             ("mcp-method", "server/discover"),
         ]);
         let refused = checked(&modern, &discover(json!({ CAPABILITIES_KEY: {} }))).unwrap_err();
-        assert_eq!(
-            (refused.code, refused.id.clone()),
-            (INVALID_PARAMS, json!(9))
-        );
+        assert_eq!(refused, Unfit::MissingMeta(VERSION_KEY));
+        assert_eq!(refused.code(), INVALID_PARAMS);
         let odd = json!({ VERSION_KEY: "v999.0.0", CAPABILITIES_KEY: {} });
         assert_eq!(
-            checked(&modern, &discover(odd.clone())).unwrap_err().code,
+            checked(&modern, &discover(odd.clone())).unwrap_err().code(),
             HEADER_MISMATCH
         );
         let both_odd = headers(&[
@@ -301,7 +339,7 @@ mod tests {
             ("mcp-method", "server/discover"),
         ]);
         let refused = checked(&both_odd, &discover(odd)).unwrap_err();
-        assert_eq!(refused.code, UNSUPPORTED_VERSION);
-        assert_eq!(refused.data.unwrap()["requested"], "v999.0.0");
+        assert_eq!(refused.code(), UNSUPPORTED_VERSION);
+        assert_eq!(refused.data().unwrap()["requested"], "v999.0.0");
     }
 }

@@ -36,13 +36,12 @@ use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{oneshot, Notify};
 use tracing::debug;
 
-use super::checks::RequestMeta;
-use super::correlation::{
-    client_params, open_with, usable, Correlated, Correlation, Ending, Initialized, Newest,
+use super::{
+    client_params, open_with, usable, Correlated, Correlation, Declared, Ending, Initialized,
+    Newest,
 };
 use crate::base::ids::Principal;
-use crate::front::rejection::Rejection;
-use crate::session::{Registry, Session};
+use crate::session::{Registry, Session, SessionError};
 use crate::telemetry::metrics::{Refusal, ServerMetrics};
 use slots::{Claimed, Slots, Want};
 
@@ -67,7 +66,7 @@ struct Opener {
 impl Opener {
     /// A session of the anonymous principal, initialized for `want` with the proxy's own
     /// `clientInfo`.
-    async fn open(&self, want: &Want) -> Result<Pooled, Rejection> {
+    async fn open(&self, want: &Want) -> Result<Pooled, SessionError> {
         let params = client_params(&want.capabilities, None);
         let (session, initialized) = open_with(
             &self.registry,
@@ -134,7 +133,7 @@ impl Shared {
         self: &Arc<Self>,
         opener: &Opener,
         want: Want,
-        report: Option<oneshot::Sender<Rejection>>,
+        report: Option<oneshot::Sender<SessionError>>,
     ) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             self.slots().failed(&want.key);
@@ -150,16 +149,15 @@ impl Shared {
                     shared.slots().prepared(want, pooled);
                     shared.watch(ended, id);
                 }
-                Err(rejection) => {
+                Err(error) => {
                     // Under the lock: a borrower that finds the place free finds why too.
                     let mut slots = shared.slots();
                     slots.failed(&want.key);
                     match report {
                         Some(report) => {
-                            let _ = report.send(rejection);
+                            let _ = report.send(error);
                         }
                         None => {
-                            let error = rejection.message;
                             debug!(%error, "a pooled session could not be prepared");
                         }
                     }
@@ -216,7 +214,7 @@ struct Borrower {
     /// Counted as waiting (from its first miss on).
     waiting: Option<Waiting>,
     /// The failure of the preparation this request asked for, if one is under way.
-    report: Option<oneshot::Receiver<Rejection>>,
+    report: Option<oneshot::Receiver<SessionError>>,
 }
 
 /// What one look at the slots found for a borrower.
@@ -258,18 +256,18 @@ impl AnonymousPool {
         self.size > 0
     }
 
-    /// A session for one anonymous request declaring `meta`'s capabilities: one ready for
+    /// A session for one anonymous request declaring `declared` capabilities: one ready for
     /// them, else the next one prepared (or given back) for them within `wait`.
     pub async fn borrow(
         &self,
         correlation: &Correlation,
         registry: &Arc<Registry>,
         metrics: &ServerMetrics,
-        meta: &RequestMeta,
-    ) -> Result<Correlated, Rejection> {
+        declared: Declared<'_>,
+    ) -> Result<Correlated, SessionError> {
         let shared = &self.shared;
         let mut borrower = Borrower {
-            want: Want::new(&meta.capabilities),
+            want: Want::new(declared.capabilities),
             waiting: None,
             report: None,
         };
@@ -326,9 +324,12 @@ impl AnonymousPool {
             match outcome {
                 Err(_) => {
                     metrics.session_refused(Refusal::AnonymousPool);
-                    return Err(Rejection::anonymous_pool_busy(self.size, self.wait));
+                    return Err(SessionError::AnonymousPoolBusy {
+                        size: self.size,
+                        waited: self.wait,
+                    });
                 }
-                Ok(Some(Some(rejection))) => return Err(rejection),
+                Ok(Some(Some(error))) => return Err(error),
                 // Prepared: it is ready (unless another waiter took it first).
                 Ok(Some(None)) => borrower.report = None,
                 Ok(None) => {}
@@ -340,7 +341,7 @@ impl AnonymousPool {
     /// waiting and claims a place for one to be prepared for it, unless one it asked for is
     /// under way (whose failure, if reported meanwhile, is the answer). Without reuse, the
     /// free places are taken to be prepared as well.
-    fn look(&self, borrower: &mut Borrower, metrics: &ServerMetrics) -> Result<Look, Rejection> {
+    fn look(&self, borrower: &mut Borrower, metrics: &ServerMetrics) -> Result<Look, SessionError> {
         let shared = &self.shared;
         let want = &borrower.want;
         let mut slots = shared.slots();
@@ -352,7 +353,7 @@ impl AnonymousPool {
         if look.taken.is_none() {
             if let Some(receiver) = borrower.report.as_mut() {
                 match receiver.try_recv() {
-                    Ok(rejection) => return Err(rejection),
+                    Ok(error) => return Err(error),
                     Err(oneshot::error::TryRecvError::Closed) => borrower.report = None,
                     Err(oneshot::error::TryRecvError::Empty) => {}
                 }

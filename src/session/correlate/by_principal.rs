@@ -1,27 +1,19 @@
-//! Which upstream session serves a 2026-07-28 request (no client names one): by default one per
-//! (principal, declared client capabilities), opened on first use with an `initialize` built
-//! from the request's `clientInfo` and capabilities, idle-expired like any session and opened
-//! again when it is gone. A request with no principal gets a session of its own that ends with
-//! it (before a stdio server with a child per session, one prepared ahead in `pool`), unless
-//! anonymous requests are configured to share one.
+//! Which upstream session serves a request that names none (a 2026-07-28 request): by default
+//! one per (principal, declared client capabilities), opened on first use with an `initialize`
+//! built from the request's `clientInfo` and capabilities, idle-expired like any session and
+//! opened again when it is gone. A request with no principal gets a session of its own that
+//! ends with it (before a stdio server with a child per session, one prepared ahead in
+//! `pool`), unless anonymous requests are configured to share one.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use bytes::Bytes;
 use dashmap::DashMap;
 use http::HeaderValue;
-use serde_json::value::RawValue;
-use serde_json::{json, Map, Value};
 
-use super::checks::RequestMeta;
+use super::{canonical, open_with, usable, Correlated, Declared, EndOnDrop, Initialized, Newest};
 use crate::base::ids::Principal;
-use crate::front::rejection::Rejection;
-use crate::session::{Registry, Session, Shape};
-use crate::wire::jsonrpc::Message;
-
-/// The legacy revision the proxy speaks to its servers for modern clients.
-const UPSTREAM_VERSION: &str = "2025-11-25";
+use crate::session::{Registry, Session, SessionError};
 
 /// What anonymous requests (no credential, no trusted principal header) share.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, clap::ValueEnum)]
@@ -51,95 +43,25 @@ const SWEEP_FLOOR: usize = 256;
 
 type Key = (Principal, String);
 
-/// The newest `initialize` result of a server, shared with what opens sessions for it.
-pub type Newest = Arc<Mutex<Option<Arc<Initialized>>>>;
-
 #[derive(Clone)]
 struct Entry {
     session_id: String,
     initialized: Arc<Initialized>,
 }
 
-/// What a server said at `initialize`, with its identity ready to be written into results.
-#[derive(Default)]
-pub struct Initialized {
-    pub result: Value,
-    /// `serverInfo`, as text.
-    pub server_info: Option<Box<RawValue>>,
-}
-
-impl Initialized {
-    pub fn new(result: Value) -> Initialized {
-        let server_info = result
-            .get("serverInfo")
-            .and_then(|info| serde_json::value::to_raw_value(info).ok());
-        Initialized {
-            result,
-            server_info,
-        }
-    }
-}
-
-/// A session serving a modern request, with the server's `initialize` result.
-pub struct Correlated {
-    pub session: Arc<Session>,
-    pub initialized: Arc<Initialized>,
-    /// What becomes of a session serving this request alone once it is over (when dropped).
-    pub ending: Option<Box<dyn Ending>>,
-}
-
-/// What becomes of a session serving one request alone: done when dropped, once the request is
-/// over (it ends, or goes back to the pool it was lent from).
-pub trait Ending: Send + Sync {
-    /// The request goes on past this response (it waits for the client's input): the session
-    /// is ended by whatever finishes it.
-    fn disarm(self: Box<Self>);
-}
-
-/// Ends a per-request session once its request is over.
-pub struct EndOnDrop {
-    registry: Arc<Registry>,
-    session_id: String,
-    armed: bool,
-}
-
-impl EndOnDrop {
-    /// Ends session `session_id` when dropped, unless disarmed.
-    pub fn armed(registry: Arc<Registry>, session_id: String) -> Box<dyn Ending> {
-        Box::new(EndOnDrop {
-            registry,
-            session_id,
-            armed: true,
-        })
-    }
-}
-
-impl Ending for EndOnDrop {
-    fn disarm(mut self: Box<Self>) {
-        self.armed = false;
-    }
-}
-
-impl Drop for EndOnDrop {
-    fn drop(&mut self) {
-        if self.armed {
-            self.registry.end(&self.session_id);
-        }
-    }
-}
-
 impl Correlation {
-    /// The session that serves a request of `principal` declaring `meta`'s capabilities.
+    /// The session that serves a request of `principal` declaring `declared` capabilities.
     pub async fn session(
         &self,
         registry: &Arc<Registry>,
         principal: Principal,
-        meta: &RequestMeta,
+        declared: Declared<'_>,
         credential: Option<HeaderValue>,
         anonymous: Anonymous,
-    ) -> Result<Correlated, Rejection> {
+    ) -> Result<Correlated, SessionError> {
         if principal == Principal::anonymous() && anonymous == Anonymous::PerRequest {
-            let (session, initialized) = self.open(registry, principal, meta, credential).await?;
+            let (session, initialized) =
+                self.open(registry, principal, declared, credential).await?;
             let ending = Some(EndOnDrop::armed(registry.clone(), session.id().to_owned()));
             return Ok(Correlated {
                 session,
@@ -147,7 +69,7 @@ impl Correlation {
                 ending,
             });
         }
-        let key = (principal.clone(), canonical(&meta.capabilities));
+        let key = (principal.clone(), canonical(declared.capabilities));
         if let Some(found) = self.live(registry, &key, credential.as_ref()).await? {
             return Ok(found);
         }
@@ -159,7 +81,9 @@ impl Correlation {
             key: &key,
         };
         let _one_at_a_time = gate.lock().await;
-        let opened = self.live_or_open(registry, &key, meta, credential).await;
+        let opened = self
+            .live_or_open(registry, &key, declared, credential)
+            .await;
         if let Ok((session, initialized)) = &opened {
             self.remember(registry, key.clone(), session, initialized);
         }
@@ -177,9 +101,9 @@ impl Correlation {
         &self,
         registry: &Arc<Registry>,
         key: &Key,
-        meta: &RequestMeta,
+        declared: Declared<'_>,
         credential: Option<HeaderValue>,
-    ) -> Result<(Arc<Session>, Arc<Initialized>), Rejection> {
+    ) -> Result<(Arc<Session>, Arc<Initialized>), SessionError> {
         if let Some(found) = self.live(registry, key, credential.as_ref()).await? {
             return Ok((found.session, found.initialized));
         }
@@ -187,14 +111,12 @@ impl Correlation {
         let shared = shared_key(key);
         let recorded = registry
             .correlated(&shared, principal, credential.as_ref())
-            .await
-            .map_err(|e| Rejection::session(&e))?;
+            .await?;
         if let Some((session, initialized)) = recorded.filter(|(session, _)| usable(session)) {
-            let initialized = serde_json::from_str(&initialized).unwrap_or_default();
-            return Ok((session, Arc::new(Initialized::new(initialized))));
+            return Ok((session, Initialized::recorded(&initialized)));
         }
         let (session, initialized) = self
-            .open(registry, principal.clone(), meta, credential)
+            .open(registry, principal.clone(), declared, credential)
             .await?;
         registry
             .correlate(&shared, &session, &initialized.result.to_string())
@@ -251,7 +173,7 @@ impl Correlation {
         registry: &Registry,
         session: &Session,
         principal: &Principal,
-        meta: &RequestMeta,
+        declared: Declared<'_>,
     ) -> Arc<Initialized> {
         let here = self
             .by_key
@@ -261,13 +183,12 @@ impl Correlation {
         if let Some(initialized) = here {
             return initialized;
         }
-        let shared = shared_key(&(principal.clone(), canonical(&meta.capabilities)));
+        let shared = shared_key(&(principal.clone(), canonical(declared.capabilities)));
         if let Ok(Some((recorded, initialized))) =
             registry.correlated(&shared, principal, None).await
         {
             if recorded.id() == session.id() {
-                let initialized = serde_json::from_str(&initialized).unwrap_or_default();
-                return Arc::new(Initialized::new(initialized));
+                return Initialized::recorded(&initialized);
             }
         }
         self.newest().unwrap_or_default()
@@ -279,14 +200,11 @@ impl Correlation {
         registry: &Registry,
         key: &Key,
         credential: Option<&HeaderValue>,
-    ) -> Result<Option<Correlated>, Rejection> {
+    ) -> Result<Option<Correlated>, SessionError> {
         let Some(entry) = self.by_key.get(key).map(|e| e.clone()) else {
             return Ok(None);
         };
-        let found = registry
-            .find(&entry.session_id, &key.0, credential)
-            .await
-            .map_err(|e| Rejection::session(&e))?;
+        let found = registry.find(&entry.session_id, &key.0, credential).await?;
         match found {
             Some(session) if usable(&session) => Ok(Some(Correlated {
                 session,
@@ -305,39 +223,16 @@ impl Correlation {
     }
 
     /// Creates a session and initializes its server as a legacy client would.
-    pub(super) async fn open(
+    async fn open(
         &self,
         registry: &Arc<Registry>,
         principal: Principal,
-        meta: &RequestMeta,
+        declared: Declared<'_>,
         credential: Option<HeaderValue>,
-    ) -> Result<(Arc<Session>, Arc<Initialized>), Rejection> {
-        let params = initialize_params(meta);
+    ) -> Result<(Arc<Session>, Arc<Initialized>), SessionError> {
+        let params = declared.initialize_params();
         open_with(registry, &self.newest, principal, params, credential).await
     }
-}
-
-/// Creates a session, initializes its server with `params` as a legacy client would, then
-/// records the result as the server's newest. The session is ended unless its server is
-/// initialized: a refusal, or the client gone meanwhile.
-pub(super) async fn open_with(
-    registry: &Arc<Registry>,
-    newest: &Newest,
-    principal: Principal,
-    params: Value,
-    credential: Option<HeaderValue>,
-) -> Result<(Arc<Session>, Arc<Initialized>), Rejection> {
-    let session = registry
-        .create(principal, Shape::Streams, credential)
-        .await
-        .map_err(|e| Rejection::session(&e))?;
-    let unopened = EndOnDrop::armed(registry.clone(), session.id().to_owned());
-    let initialized = Arc::new(Initialized::new(
-        initialize_with(registry, &session, params).await?,
-    ));
-    unopened.disarm();
-    *newest.lock().unwrap_or_else(|e| e.into_inner()) = Some(initialized.clone());
-    Ok((session, initialized))
 }
 
 /// Takes a key's opening gate from the table when dropped.
@@ -352,11 +247,6 @@ impl Drop for Ungate<'_> {
     }
 }
 
-/// Whether a found session can serve: not ended, its server alive.
-pub(super) fn usable(session: &Session) -> bool {
-    !session.ended.is_cancelled() && !session.upstream_failed()
-}
-
 /// The correlation key as the shared store names it: a digest, so it holds no credential.
 fn shared_key(key: &Key) -> String {
     use sha2::{Digest, Sha256};
@@ -368,70 +258,9 @@ fn shared_key(key: &Key) -> String {
     crate::base::ids::hex(&digest)
 }
 
-/// The `initialize` params that stand for a modern request's client and capabilities.
-pub fn initialize_params(meta: &RequestMeta) -> Value {
-    client_params(&meta.capabilities, meta.client_info.as_ref())
-}
-
-/// The `initialize` params of a client declaring `capabilities`: `client_info`, else the
-/// proxy's own.
-pub fn client_params(capabilities: &Map<String, Value>, client_info: Option<&Value>) -> Value {
-    let client_info = client_info.cloned().unwrap_or_else(
-        || json!({ "name": "mcp-session-proxy", "version": env!("CARGO_PKG_VERSION") }),
-    );
-    json!({
-        "protocolVersion": UPSTREAM_VERSION,
-        "capabilities": capabilities,
-        "clientInfo": client_info,
-    })
-}
-
-/// `initialize` with `params`, then `initialized`: the session's handshake, made as its
-/// client would; the result.
-pub async fn initialize_with(
-    registry: &Registry,
-    session: &Arc<Session>,
-    params: Value,
-) -> Result<Value, Rejection> {
-    let params = serde_json::value::to_raw_value(&params).ok();
-    session
-        .initialize_as_client(registry, params)
-        .await
-        .map_err(|e| Rejection::session(&e))
-}
-
-/// Sends a request of the proxy's own through the session and waits for its answer.
-pub async fn ask(
-    registry: &Registry,
-    session: &Arc<Session>,
-    request: Value,
-) -> Result<Value, Rejection> {
-    let message = Message::parse(Bytes::from(request.to_string()))
-        .map_err(|e| Rejection::bad_request(e.to_string()))?;
-    registry
-        .ask(session, message)
-        .await
-        .map_err(|e| Rejection::session(&e))
-}
-
-/// Capabilities as one string, the same however the client ordered them (a JSON object's keys
-/// come out sorted).
-pub(super) fn canonical(capabilities: &Map<String, Value>) -> String {
-    serde_json::to_string(capabilities).unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn capabilities_in_any_order_are_one_key() {
-        let a: Map<String, Value> =
-            serde_json::from_str(r#"{"sampling":{},"elicitation":{"form":{},"url":{}}}"#).unwrap();
-        let b: Map<String, Value> =
-            serde_json::from_str(r#"{"elicitation":{"url":{},"form":{}},"sampling":{}}"#).unwrap();
-        assert_eq!(canonical(&a), canonical(&b));
-    }
 
     #[test]
     fn bindings_of_sessions_gone_are_dropped_once_the_table_doubles() {

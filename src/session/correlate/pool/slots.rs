@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::front::modern::correlation::canonical;
+use super::super::canonical;
 
 /// The client capabilities a session is initialized with; equal when their canonical forms
 /// are.

@@ -1,6 +1,10 @@
 //! Names of the 2026-07-28 revision that the proxy's fronts and upstreams and the demo server
 //! all use: the `_meta` keys, the legacy methods it removed, the results it caches, the client
-//! capability each question to the client needs.
+//! capability each question to the client needs. `params` reads a request's params once,
+//! `request` checks what a request must carry (the proxy's face and the demo server alike).
+
+pub mod params;
+pub mod request;
 
 use serde_json::Value;
 
@@ -46,6 +50,10 @@ pub const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
 pub const LOG_LEVEL_KEY: &str = "io.modelcontextprotocol/logLevel";
 pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
 pub const SUBSCRIPTION_ID_KEY: &str = "io.modelcontextprotocol/subscriptionId";
+/// Where a data-layer session's metadata travels in `_meta` (the seed's final form).
+pub const SESSION_META_KEY: &str = "io.modelcontextprotocol/session";
+/// The same in the seed's earlier drafts.
+pub const DRAFT_SESSION_META_KEY: &str = "mcp/session";
 /// The prefix of the `_meta` fields that describe the request itself (not for the server).
 pub const PER_REQUEST_META: &str = "io.modelcontextprotocol/";
 

@@ -7,8 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::front::rejection::Rejection;
-use crate::wire::era::PER_REQUEST_META;
+use super::{DRAFT_SESSION_META_KEY, PER_REQUEST_META};
 use crate::wire::jsonrpc::Message;
 
 /// The params of one modern request.
@@ -70,23 +69,20 @@ impl<'a> Params<'a> {
     /// The request as the legacy server takes it: the per-request fields of `_meta` and the
     /// answers to the front's own questions (`inputResponses`, `requestState`) left out, every
     /// other member copied as sent.
-    pub fn legacy_request(&self, request: &Message) -> Result<Message, Rejection> {
-        let refused =
-            |e: serde_json::Error| Rejection::bad_request(e.to_string()).with_id(request.id());
+    pub fn legacy_request(&self, request: &Message) -> Result<Message, serde_json::Error> {
         let kept_meta = match &self.meta {
             None => None,
             Some(meta) => {
                 let kept: Map<String, Value> = meta
                     .iter()
                     .filter(|(key, _)| {
-                        !key.starts_with(PER_REQUEST_META)
-                            && key.as_str() != crate::front::data_layer::cookie::DRAFT_META_KEY
+                        !key.starts_with(PER_REQUEST_META) && key.as_str() != DRAFT_SESSION_META_KEY
                     })
                     .map(|(key, value)| (key.clone(), value.clone()))
                     .collect();
                 match kept.is_empty() {
                     true => None,
-                    false => Some(serde_json::value::to_raw_value(&kept).map_err(refused)?),
+                    false => Some(serde_json::value::to_raw_value(&kept)?),
                 }
             }
         };
@@ -100,7 +96,7 @@ impl<'a> Params<'a> {
             None => {}
         }
         let mut forwarded = request.clone();
-        forwarded.set_params(serde_json::value::to_raw_value(&members).map_err(refused)?);
+        forwarded.set_params(serde_json::value::to_raw_value(&members)?);
         Ok(forwarded)
     }
 }

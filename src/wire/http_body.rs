@@ -1,4 +1,5 @@
-//! The response body the fronts hand to hyper: a whole buffer, or a stream fed by a task.
+//! The HTTP response body handed to hyper (by the fronts and the demo server): a whole buffer, or
+//! a stream fed by a task.
 
 use std::convert::Infallible;
 use std::pin::Pin;

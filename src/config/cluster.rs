@@ -1,0 +1,99 @@
+//! `[cluster]`: replicas sharing sessions through a Redis store; and `[tracing]`: spans
+//! exported over OTLP/HTTP.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::duration::parse_duration;
+use super::file::duration;
+use super::keys::settings;
+
+settings! {
+    /// Replicas sharing sessions through a Redis store.
+    pub struct ClusterConfig, flags ClusterFlags {
+        /// With a Redis store: this replica's name [default: a random one].
+        #[arg(long, value_name = "NAME")]
+        pub node_id: String = String::new(), set;
+
+        /// With a Redis store: the base URL the other replicas reach this one at [default:
+        /// http://<listen>].
+        #[arg(long, value_name = "URL")]
+        pub advertise: String = String::new(), set;
+
+        /// With a Redis store: the secret the replicas share to authenticate their internal requests.
+        /// Give it in MCP_PROXY_CLUSTER_SECRET or --cluster-secret-file: on the command line every
+        /// local user can read it [default: none].
+        #[arg(
+            long = "cluster-secret",
+            value_name = "SECRET",
+            env = "MCP_PROXY_CLUSTER_SECRET",
+            hide_env_values = true
+        )]
+        pub secret: String = String::new(), set;
+
+        /// With a Redis store: the file holding that secret (its first line), e.g. a mounted
+        /// Kubernetes or Docker secret [default: none].
+        #[arg(long = "cluster-secret-file", value_name = "PATH")]
+        pub secret_file: Option<PathBuf> = None, some(Option<PathBuf>);
+
+        /// With a Redis store: the prefix of every key, so that deployments can share one Redis
+        /// [default: mcp-proxy].
+        #[arg(long, value_name = "PREFIX")]
+        pub namespace: String = "mcp-proxy".into(), set;
+
+        /// With a Redis store: how often this replica tells the others it is alive [default: 1s].
+        #[serde(deserialize_with = "duration")]
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[check(bounded)]
+        pub heartbeat: Duration = Duration::from_secs(1), set;
+
+        /// With a Redis store: how long a silent replica has until its sessions are taken over
+        /// [default: 3s].
+        #[serde(deserialize_with = "duration")]
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[check(bounded)]
+        pub owner_timeout: Duration = Duration::from_secs(3), set;
+
+        /// With a Redis store: how long a request for a session whose owner cannot be reached is
+        /// held while the owner is found dead and the session taken over, instead of a 503
+        /// [default: 5s].
+        #[serde(deserialize_with = "duration")]
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[check(bounded)]
+        pub takeover_wait: Duration = Duration::from_secs(5), set;
+
+        /// With a Redis store: how long this replica's writes wait to go to Redis together; what a
+        /// later write undoes within it is never sent (0: each write at once) [default: 1ms].
+        #[serde(deserialize_with = "duration")]
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[check(bounded)]
+        pub write_delay: Duration = Duration::from_millis(1), set;
+
+        /// With a Redis store: writes queued for Redis at most; past it, new sessions and requests
+        /// wait, and the servers whose messages are queued are not read until there is room
+        /// [default: 50000].
+        #[arg(long, value_name = "N")]
+        pub max_write_queue: usize = 50_000, set;
+
+        /// With a Redis store: nonces of the hops taken from other replicas kept at most, for the
+        /// 30 s a hop's signature is valid, so that none is taken twice; past it, hops are refused
+        /// (503) until older ones expire [default: 1000000].
+        #[arg(long, value_name = "N")]
+        pub max_hop_nonces: usize = crate::hop::DEFAULT_MAX_NONCES, set;
+    }
+}
+
+settings! {
+    /// Spans exported over OTLP/HTTP (protobuf). Off unless a collector is named here or in
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` / `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`.
+    pub struct TracingConfig, flags TracingFlags {
+        /// The OTLP/HTTP collector spans are exported to (`http://host:4318`; `/v1/traces` is
+        /// added) [default: none: tracing off].
+        #[arg(long, value_name = "URL", env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+        pub otlp_endpoint: String = String::new(), set;
+
+        /// service.name of every span [default: OTEL_SERVICE_NAME, else mcp-session-proxy].
+        #[arg(long, value_name = "NAME")]
+        pub service_name: String = String::new(), set;
+    }
+}

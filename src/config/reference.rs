@@ -1,0 +1,279 @@
+//! The configuration reference (`docs/src/reference/configuration.md`), rendered from the
+//! declarations: every key with its TOML path, type, default, flag, environment variable and
+//! doc. A test holds the checked-in page to the rendering.
+
+use clap::{Arg, CommandFactory};
+
+use super::keys::{Declared, Key};
+use super::{Cli, ConfigFlags};
+
+/// Where the reference is checked in, from the crate's root.
+pub const REFERENCE_PATH: &str = "docs/src/reference/configuration.md";
+
+const HEADER: &str = "\
+# Configuration reference
+
+<!-- Rendered from the declarations in src/config/ by `UPDATE_REFERENCE=1 cargo test --lib \
+config::reference`; do not edit by hand. -->
+
+Every key is optional. A key can be set in the TOML file named by `--config FILE` (see
+`config/proxy.toml`, every key with its default, commented) and by its flag, which wins over
+the file; where a key also has an environment variable, the variable stands for the flag.
+A boolean flag takes a value to turn an option off as well as on (`--trace-headers=false`);
+alone, it means `true`. A duration is written `250ms`, `15s`, `10m` or `1h` (a bare number is
+seconds). An unknown key, a wrong type or an impossible value stops start-up with a message
+naming the key and line. How the file, the flags and the environment combine:
+[Configuration](../configuration/index.md).
+";
+
+/// A key as the reference lists it.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// Its TOML path: `listen`, `session.idle_ttl`.
+    pub path: String,
+    pub ty: String,
+    /// The checks it declares (`bounded`, `positive`).
+    pub checks: Vec<&'static str>,
+    pub default: String,
+    /// Its flags (`--idle-ttl`), and the environment variables standing for them.
+    pub flags: Vec<String>,
+    pub env: Vec<String>,
+    pub doc: String,
+}
+
+/// A table of keys: the top level (`""`) or a section.
+struct Table {
+    name: String,
+    doc: String,
+    entries: Vec<Entry>,
+}
+
+/// Every key of the file, walked through the declarations, in order.
+pub fn entries() -> Vec<Entry> {
+    tables()
+        .into_iter()
+        .flat_map(|table| table.entries)
+        .collect()
+}
+
+fn tables() -> Vec<Table> {
+    let command = Cli::command();
+    let mut top = Table {
+        name: String::new(),
+        doc: String::new(),
+        entries: Vec::new(),
+    };
+    let mut sections = Vec::new();
+    for key in ConfigFlags::keys() {
+        match key.nested {
+            Some(nested) => sections.push(Table {
+                name: key.name.to_owned(),
+                doc: key.text(),
+                entries: nested()
+                    .iter()
+                    .map(|inner| entry(&command, &format!("{}.{}", key.name, inner.name), inner))
+                    .collect(),
+            }),
+            None => top.entries.push(entry(&command, key.name, &key)),
+        }
+    }
+    std::iter::once(top).chain(sections).collect()
+}
+
+fn entry(command: &clap::Command, path: &str, key: &Key) -> Entry {
+    let args: Vec<Arg> = match (key.flag_id, key.flags) {
+        (Some(id), _) => command
+            .get_arguments()
+            .filter(|arg| arg.get_id() == id)
+            .cloned()
+            .collect(),
+        (None, Some(augment)) => augment(clap::Command::new("flags"))
+            .get_arguments()
+            .cloned()
+            .collect(),
+        (None, None) => Vec::new(),
+    };
+    let (doc, default) = key.doc_and_default();
+    let values: Vec<String> = args
+        .iter()
+        .flat_map(|arg| arg.get_possible_values())
+        .map(|value| format!("`\"{}\"`", value.get_name()))
+        .collect();
+    let mut ty = match type_name(key.ty) {
+        Some(ty) => ty.to_owned(),
+        None if !values.is_empty() => format!("string: {}", values.join(", ")),
+        None => "string".to_owned(),
+    };
+    for check in key.checks {
+        ty.push_str(match (*check, key.ty) {
+            ("positive", "Duration") => ", longer than zero",
+            ("positive", _) => ", at least 1",
+            _ => ", at most 366 days",
+        });
+    }
+    Entry {
+        path: path.to_owned(),
+        ty,
+        checks: key.checks.to_vec(),
+        default: default.unwrap_or_default(),
+        flags: args
+            .iter()
+            .filter_map(|arg| arg.get_long().map(|long| format!("--{long}")))
+            .collect(),
+        env: args
+            .iter()
+            .filter_map(|arg| arg.get_env().map(|env| env.to_string_lossy().into_owned()))
+            .collect(),
+        doc,
+    }
+}
+
+/// The type as an operator writes it in the file; `None` for a string of named values.
+fn type_name(ty: &str) -> Option<&'static str> {
+    let ty = ty.replace(' ', "");
+    let inner = ty
+        .strip_prefix("Option<")
+        .and_then(|t| t.strip_suffix('>'))
+        .unwrap_or(&ty);
+    match inner {
+        "Duration" => Some("duration"),
+        "usize" => Some("integer"),
+        "f64" => Some("number"),
+        "bool" => Some("boolean"),
+        "String" | "PathBuf" => Some("string"),
+        "SocketAddr" => Some("address (host:port)"),
+        "Vec<String>" | "Vec<Glob>" | "Vec<UriGlob>" | "Vec<Cidr>" => Some("list of strings"),
+        "SecretSource" => Some("table (`{ env = \"NAME\" }` or `{ file = \"/path\" }`)"),
+        "BTreeMap<String,String>" => Some("table of strings"),
+        "BTreeMap<String,f64>" => Some("table of numbers"),
+        "BTreeMap<String,ServerConfig>" => Some("table of servers"),
+        _ => None,
+    }
+}
+
+/// The reference page.
+pub fn render_reference() -> String {
+    let mut page = String::from(HEADER);
+    for table in tables() {
+        match table.name.as_str() {
+            "" => page.push_str("\n## Top-level keys\n\n"),
+            name => page.push_str(&format!("\n## `[{name}]`\n\n{}.\n\n", table.doc)),
+        }
+        page.push_str("| Key | Type | Default | Flag | Environment | Description |\n");
+        page.push_str("|---|---|---|---|---|---|\n");
+        for entry in &table.entries {
+            page.push_str(&row(entry));
+        }
+    }
+    page
+}
+
+fn row(entry: &Entry) -> String {
+    let code = |items: &[String]| {
+        items
+            .iter()
+            .map(|item| format!("`{item}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let cell = |text: &str| {
+        // `<` and `>` outside code spans would read as HTML.
+        let parts = text.replace('|', "\\|");
+        let parts = parts.split('`').enumerate().map(|(i, part)| match i % 2 {
+            0 => part.replace('<', "&lt;").replace('>', "&gt;"),
+            _ => part.to_owned(),
+        });
+        parts.collect::<Vec<_>>().join("`")
+    };
+    format!(
+        "| `{}` | {} | {} | {} | {} | {} |\n",
+        entry.path,
+        cell(&entry.ty),
+        cell(&entry.default),
+        code(&entry.flags),
+        code(&entry.env),
+        cell(&entry.doc),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_checked_in_reference_is_the_rendering() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(REFERENCE_PATH);
+        let rendered = render_reference();
+        if std::env::var_os("UPDATE_REFERENCE").is_some_and(|v| v == "1") {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &rendered).unwrap();
+        }
+        let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            checked_in == rendered,
+            "{REFERENCE_PATH} differs from the declarations in src/config/: render it again with \
+             `UPDATE_REFERENCE=1 cargo test --lib config::reference` and commit it"
+        );
+    }
+
+    #[test]
+    fn the_reference_names_every_key_and_every_flag_of_the_help() {
+        let page = render_reference();
+        let entries = entries();
+        assert!(entries.len() >= 90, "{} keys", entries.len());
+        for entry in &entries {
+            let named = format!("| `{}` |", entry.path);
+            assert!(
+                page.contains(&named),
+                "{} is not in the reference",
+                entry.path
+            );
+        }
+        let listed: Vec<&String> = entries.iter().flat_map(|e| &e.flags).collect();
+        let help = Cli::command().render_long_help().to_string();
+        for arg in Cli::command().get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            let flag = format!("--{long}");
+            if matches!(long, "config" | "help" | "version") {
+                continue;
+            }
+            assert!(help.contains(&flag), "{flag} is not in --help");
+            assert!(
+                listed.contains(&&flag),
+                "{flag} is in --help but sets no key of the reference"
+            );
+        }
+    }
+
+    #[test]
+    fn every_duration_is_bounded_but_those_that_never_were() {
+        // Durations the configuration has never held to the bound; every new one is.
+        let unbounded = [
+            "session.anonymous_pool_wait",
+            "auth.clock_skew",
+            "auth.jwks_refetch_floor",
+            "auth.jwks_max_age",
+            "auth.jwks_stale_grace",
+        ];
+        for entry in entries().iter().filter(|e| e.ty.starts_with("duration")) {
+            let bounded = entry.checks.contains(&"bounded");
+            assert!(
+                bounded != unbounded.contains(&entry.path.as_str()),
+                "{}: declare #[check(bounded)] (at most 366 days)",
+                entry.path
+            );
+        }
+    }
+
+    #[test]
+    fn every_key_states_its_default_and_its_type() {
+        for entry in entries() {
+            assert!(!entry.default.is_empty(), "{}: no [default: …]", entry.path);
+            assert!(!entry.doc.is_empty(), "{}: no doc", entry.path);
+        }
+    }
+}
