@@ -18,7 +18,7 @@ use crate::telemetry::trace_context;
 /// The log target of access lines.
 pub const TARGET: &str = "access";
 
-pub use super::settings::AccessLog;
+use super::settings::AccessLog;
 
 /// Which requests get a line, set once at start (`access_log`, `access_log_sample`).
 static POLICY: OnceLock<Policy> = OnceLock::new();

@@ -15,7 +15,7 @@ use super::{App, Router};
 use crate::auth::{Authority, TokenError, Verified};
 use crate::wire::http_body::Body;
 
-pub use super::settings::UpstreamCredentials;
+use super::settings::UpstreamCredentials;
 
 /// Where every resource's metadata is, with the resource's path appended.
 pub const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";

@@ -9,7 +9,7 @@ use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 
 use super::guard;
 use super::rejection::Rejection;
-use super::HttpSettings;
+use super::settings::HttpSettings;
 use crate::wire::http_body::Body;
 use crate::wire::mirrored::PARAM_PREFIX;
 

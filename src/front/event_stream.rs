@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::request;
-use super::HttpSettings;
+use super::settings::HttpSettings;
 use crate::wire::http_body::Body;
 use crate::wire::sse;
 

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use http::uri::Authority;
 use http::{header, HeaderMap, HeaderName, Uri};
 
-use super::HttpSettings;
+use super::settings::HttpSettings;
 use crate::auth::Verified;
 use crate::base::ids::Principal;
 use crate::wire::loopback::{host_name, is_loopback_authority, is_loopback_origin};

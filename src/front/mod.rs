@@ -45,7 +45,7 @@ use crate::telemetry::metrics::{Metrics, ServerMetrics};
 use crate::wire::http_body::Body;
 use rejection::Rejection;
 
-pub use settings::{HttpSettings, PostResponse};
+use settings::HttpSettings;
 
 /// One MCP server as served to clients: its sessions and the settings every handler shares.
 pub struct App {
@@ -65,7 +65,7 @@ pub struct App {
     /// Sessions clients name in their messages: data-layer sessions and state handles.
     pub data_layer: crate::session::correlate::named::DataLayer,
     /// With `[auth]`: what its server gets of a client's token.
-    pub upstream_credentials: authorization::UpstreamCredentials,
+    pub upstream_credentials: settings::UpstreamCredentials,
 }
 
 /// Every served server: `/mcp` (the single-server form) and `/servers/<name>/…` (a gateway).

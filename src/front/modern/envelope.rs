@@ -15,7 +15,7 @@ use crate::wire::era::{MODERN_VERSION, SERVER_INFO_KEY};
 use crate::wire::jsonrpc::{INVALID_PARAMS, METHOD_NOT_FOUND};
 use crate::wire::methods::{RESOURCES_READ, SERVER_DISCOVER};
 
-pub use crate::front::settings::CacheScope;
+use crate::front::settings::CacheScope;
 
 impl CacheScope {
     fn name(self) -> &'static str {

@@ -6,7 +6,7 @@ use http::{header, HeaderMap, Response, StatusCode};
 use serde_json::{json, Value};
 
 use super::call::Call;
-use super::envelope::{self, CacheHints, CacheScope};
+use super::envelope::{self, CacheHints};
 use super::exchange;
 use crate::base::ids::Principal;
 use crate::front::data_layer::cookie::Cookie;
@@ -16,6 +16,7 @@ use crate::front::data_layer::{self, listen};
 use crate::front::rejection::Rejection;
 use crate::front::request::ask;
 use crate::front::request::json;
+use crate::front::settings::CacheScope;
 use crate::front::App;
 use crate::session::correlate::named::Named;
 use crate::session::correlate::Correlated;

@@ -80,8 +80,7 @@ async fn discover_describes_the_legacy_server_in_the_modern_form() {
 async fn results_carry_their_type_server_and_caching_and_progress_streams_without_ids() {
     let proxy = Proxy::start_with(|config| {
         config.upstream.cache_ttl = std::time::Duration::from_secs(30);
-        config.upstream.cache_scope =
-            mcp_session_proxy::front::modern::envelope::CacheScope::Public;
+        config.upstream.cache_scope = mcp_session_proxy::front::settings::CacheScope::Public;
     })
     .await;
     let modern = Modern::new(&proxy, Some("alice"));
@@ -842,8 +841,7 @@ async fn results_marked_reusable_are_answered_from_the_cache_for_whom_their_scop
     // Private for an hour, as configured for a legacy server that gives no hints itself.
     let proxy = Proxy::start_with(|config| {
         config.upstream.cache_ttl = std::time::Duration::from_secs(3600);
-        config.upstream.cache_scope =
-            mcp_session_proxy::front::modern::envelope::CacheScope::Private;
+        config.upstream.cache_scope = mcp_session_proxy::front::settings::CacheScope::Private;
     })
     .await;
     let (alice, bob) = (

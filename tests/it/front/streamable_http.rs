@@ -226,7 +226,7 @@ async fn health_and_metrics_endpoints_answer() {
 async fn sse_close_after_closes_primed_streams_and_the_client_resumes_them() {
     let proxy = Proxy::start_with(|c| {
         c.http.sse_close_after = Duration::from_millis(200);
-        c.http.post_response = mcp_session_proxy::front::PostResponse::Sse;
+        c.http.post_response = mcp_session_proxy::front::settings::PostResponse::Sse;
     })
     .await;
     let client = proxy.initialized_client("2025-11-25").await;

@@ -163,9 +163,10 @@ async fn an_unreachable_upstream_is_a_clear_error_and_no_session() {
 
 #[tokio::test]
 async fn a_slow_upstream_is_an_error_within_the_request_timeout() {
-    let upstream =
-        Proxy::start_with(|c| c.http.post_response = mcp_session_proxy::front::PostResponse::Json)
-            .await;
+    let upstream = Proxy::start_with(|c| {
+        c.http.post_response = mcp_session_proxy::front::settings::PostResponse::Json
+    })
+    .await;
     let front = in_front_of(url_of(&upstream), |c| {
         c.upstream.request_timeout = Duration::from_millis(300)
     })

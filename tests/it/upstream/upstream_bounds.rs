@@ -690,7 +690,7 @@ async fn a_session_released_while_a_write_to_its_child_is_stuck_stops_the_child(
         // Far longer than the wait below: only the release can stop the child.
         config.upstream.request_timeout = Duration::from_secs(600);
         // A POST's head comes once its request is queued for the child.
-        config.http.post_response = mcp_session_proxy::front::PostResponse::Sse;
+        config.http.post_response = mcp_session_proxy::front::settings::PostResponse::Sse;
     })
     .await;
     let client = proxy.initialized_client("2025-06-18").await;
