@@ -36,7 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import PROXY, ROOT, Target, bench, free_port  # noqa: E402
+from processes import PROXY, ROOT, Target, bench, free_port  # noqa: E402
 
 AUDIENCE = "http://bench.example/mcp"
 

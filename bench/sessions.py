@@ -28,7 +28,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import CLUSTER_SECRET, PROXY, Target, bench, ensure_redis, free_port, log, start_redis, wait_for_port  # noqa: E402
+from processes import CLUSTER_SECRET, PROXY, Target, bench, ensure_redis, free_port, log, start_redis, wait_for_port  # noqa: E402
 
 STEPS = [10_000, 100_000, 1_000_000]
 # Idle CPU is read over this long at each step.
