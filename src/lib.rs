@@ -48,9 +48,9 @@
 //!   one child process per session, `shared` one for all, `streamable_http` and `legacy_sse`
 //!   make the proxy an HTTP client, `modern/` bridges a legacy session to a 2026-07-28 server
 //!   (handshake, listen, calls, its HTTP transport), `deferred` starts any of them at the
-//!   session's `initialize`, `owner` is the client of the hop to another replica, `in_process` a server in this
-//!   process (how the session layer is tested without sockets); `error`'s
-//!   `UpstreamError` names every way one fails.
+//!   session's `initialize`, `owner` is the client of the hop to another replica,
+//!   `in_process` a server in this process (how the session layer is tested without
+//!   sockets); `error`'s `UpstreamError` names every way one fails.
 //! - [`store`]: state beyond the process: `Memory`, or `redis` (records, logs as Redis Streams,
 //!   heartbeats; a write-behind `Mirror` per owned session, its writes fenced by the owner epoch
 //!   its `Fence` holds, a follower per view; the sessions of each principal and the rate
