@@ -11,8 +11,9 @@ Layers, top to bottom, and what each may use besides itself:
     upstream   upstream/    server transports           every floor
     store      store/       state beyond a process      every floor
   the floors every layer stands on:
-    shared     hop.rs (the replicas' hop), auth/ (tokens verified)   telemetry, wire, base
-    telemetry  telemetry/   metrics, spans, logs, trace context     wire, base
+    shared     hop.rs (the replicas' hop), auth/ (tokens verified)   telemetry, tls, wire, base
+    telemetry  telemetry/   metrics, spans, logs, trace context     tls, wire, base
+    tls        tls/         certificates, keys, TLS configurations  base
     wire       wire/        JSON-RPC, methods, SSE, what is named   base
     base       base/        clock, keys, ids, events, backlog       nothing
 
@@ -33,17 +34,18 @@ LAYER_OF_TOP = {
     "main": "entry", "lib": "entry", "server": "entry", "health_probe": "entry",
     "config": "entry", "demo": "entry",
     "front": "front", "session": "session", "upstream": "upstream", "store": "store",
-    "hop": "shared", "auth": "shared", "telemetry": "telemetry", "wire": "wire", "base": "base",
+    "hop": "shared", "auth": "shared", "telemetry": "telemetry", "tls": "tls", "wire": "wire", "base": "base",
 }
-FLOORS = {"shared", "telemetry", "wire", "base"}
+FLOORS = {"shared", "telemetry", "tls", "wire", "base"}
 ALLOWED = {
     "entry": {"entry", "front", "session", "upstream", "store"} | FLOORS,
     "front": {"front", "session"} | FLOORS,
     "session": {"session", "upstream", "store"} | FLOORS,
     "upstream": {"upstream"} | FLOORS,
     "store": {"store"} | FLOORS,
-    "shared": {"shared", "telemetry", "wire", "base"},
-    "telemetry": {"telemetry", "wire", "base"},
+    "shared": {"shared", "telemetry", "tls", "wire", "base"},
+    "telemetry": {"telemetry", "tls", "wire", "base"},
+    "tls": {"tls", "base"},
     "wire": {"wire", "base"},
     "base": {"base"},
 }

@@ -96,5 +96,6 @@ pub mod server;
 pub mod session;
 pub mod store;
 pub mod telemetry;
+pub mod tls;
 pub mod upstream;
 pub mod wire;

@@ -15,6 +15,7 @@ mod parsers;
 mod reference;
 mod session;
 mod settings;
+mod tls;
 mod upstream;
 mod upstream_auth;
 mod validate;

@@ -58,26 +58,49 @@ pub fn entries() -> Vec<Entry> {
 
 fn tables() -> Vec<Table> {
     let command = Cli::command();
-    let mut top = Table {
-        name: String::new(),
-        doc: String::new(),
+    let mut tables = Vec::new();
+    collect(
+        &command,
+        "",
+        String::new(),
+        ConfigFlags::keys(),
+        &mut tables,
+    );
+    tables
+}
+
+/// The table `name` of `keys`, then its sections (`upstream`, then `upstream.tls`), each after
+/// the table that holds it.
+fn collect(
+    command: &clap::Command,
+    name: &str,
+    doc: String,
+    keys: Vec<Key>,
+    tables: &mut Vec<Table>,
+) {
+    let at = tables.len();
+    tables.push(Table {
+        name: name.to_owned(),
+        doc,
         entries: Vec::new(),
+    });
+    let path = |key: &str| match name {
+        "" => key.to_owned(),
+        table => format!("{table}.{key}"),
     };
     let mut sections = Vec::new();
-    for key in ConfigFlags::keys() {
+    for key in keys {
         match key.nested {
-            Some(nested) => sections.push(Table {
-                name: key.name.to_owned(),
-                doc: key.text(),
-                entries: nested()
-                    .iter()
-                    .map(|inner| entry(&command, &format!("{}.{}", key.name, inner.name), inner))
-                    .collect(),
-            }),
-            None => top.entries.push(entry(&command, key.name, &key)),
+            Some(nested) => sections.push((path(key.name), key.text(), nested())),
+            None => {
+                let entry = entry(command, &path(key.name), &key);
+                tables[at].entries.push(entry);
+            }
         }
     }
-    std::iter::once(top).chain(sections).collect()
+    for (name, doc, keys) in sections {
+        collect(command, &name, doc, keys, tables);
+    }
 }
 
 fn entry(command: &clap::Command, path: &str, key: &Key) -> Entry {

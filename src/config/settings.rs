@@ -163,8 +163,15 @@ impl UpstreamConfig {
     /// demo server.
     pub fn spec(&self, secrets: &Arc<Secrets>) -> anyhow::Result<UpstreamSpec> {
         let http = |url: &str| -> anyhow::Result<HttpSpec> {
+            let url = parse_http_url(url)?;
+            let tls = self.tls.client_tls();
+            if url.scheme_str() == Some("https") {
+                // Read now, so that a file missing or wrong stops the start, naming it.
+                tls.config()
+                    .map_err(|e| anyhow::anyhow!("upstream.tls: {e}"))?;
+            }
             Ok(HttpSpec {
-                url: parse_http_url(url)?,
+                url,
                 request_timeout: self.request_timeout,
                 max_event_bytes: self.max_line_bytes,
                 forward_authorization: self.forward_authorization
@@ -175,6 +182,7 @@ impl UpstreamConfig {
                 static_header: self.static_header()?,
                 protocol: self.protocol,
                 trace_headers: self.trace_headers,
+                tls,
             })
         };
         match (&self.http, &self.sse) {

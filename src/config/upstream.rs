@@ -9,6 +9,7 @@ use super::file::{duration, Isolation};
 use super::keys::merge::SecretFlags;
 use super::keys::settings;
 use super::parsers::parse_env_pair;
+use super::tls::{UpstreamTlsConfig, UpstreamTlsFlags};
 use super::{SecretSource, UpstreamAuth};
 use crate::front::settings::CacheScope;
 use crate::session::SessionSettings;
@@ -78,6 +79,10 @@ settings! {
         /// its metadata].
         #[arg(long = "upstream-auth-token-endpoint", value_name = "URL")]
         pub auth_token_endpoint: String = String::new(), set;
+
+        /// How https:// servers are verified, and the certificate the proxy shows them.
+        #[command(flatten)]
+        pub tls: UpstreamTlsConfig = UpstreamTlsConfig::default(), section(UpstreamTlsFlags);
 
         /// stdio: per-session (a child each) or shared (one child for all sessions, for servers that
         /// keep no per-client state) [default: per-session].

@@ -234,14 +234,14 @@ impl UpstreamConfig {
     }
 }
 
-/// An `http://` URL with a host (the proxy speaks plain HTTP to its upstreams).
+/// An `http://` or `https://` URL with a host.
 pub(super) fn parse_http_url(text: &str) -> anyhow::Result<http::Uri> {
     let url = crate::telemetry::redact::url(text);
     let uri: http::Uri = text
         .parse()
         .map_err(|e| anyhow::anyhow!("upstream URL {url:?} is not a URL: {e}"))?;
-    if uri.scheme_str() != Some("http") || uri.host().is_none() {
-        bail!("upstream URL {url:?} must be an http:// URL with a host");
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+        bail!("upstream URL {url:?} must be an http:// or https:// URL with a host");
     }
     Ok(uri)
 }

@@ -20,9 +20,10 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use super::http_client::{error_chain, HttpSpec};
+use super::tls_stream::{Stream, TlsDialer};
 use super::UpstreamError;
 
-type Driver = Pin<Box<http1::Connection<TokioIo<TcpStream>, Full<Bytes>>>>;
+type Driver = Pin<Box<http1::Connection<TokioIo<Stream>, Full<Bytes>>>>;
 
 /// Idle connections kept at most, per server: as many as requests were in flight at once, up
 /// to this (fewer, and every burst above it opened and closed connections by the hundred).
@@ -32,6 +33,8 @@ const MAX_IDLE: usize = 1024;
 #[derive(Default)]
 pub struct Connections {
     idle: Mutex<Vec<Conn>>,
+    /// How `https://` connections are made (none: only `http://` servers are reached).
+    tls: Option<TlsDialer>,
 }
 
 struct Conn {
@@ -40,6 +43,14 @@ struct Conn {
 }
 
 impl Connections {
+    /// Connections made over TLS as `tls` says for `https://` servers.
+    pub fn with_tls(tls: TlsDialer) -> Connections {
+        Connections {
+            idle: Mutex::default(),
+            tls: Some(tls),
+        }
+    }
+
     /// Sends `request`, waiting at most the request timeout for its answer to begin.
     pub async fn send(
         self: &Arc<Self>,
@@ -63,7 +74,7 @@ impl Connections {
             let fresh = reused.is_none();
             let mut conn = match reused.take() {
                 Some(conn) => conn,
-                None => connect(spec).await?,
+                None => connect(spec, self.tls.as_ref()).await?,
             };
             if !conn.ready().await {
                 if fresh {
@@ -162,16 +173,26 @@ fn origin_form(request: &mut Request<Full<Bytes>>) {
 }
 
 /// A new connection to the server; why it is unreachable if none could be made.
-async fn connect(spec: &HttpSpec) -> Result<Conn, UpstreamError> {
+async fn connect(spec: &HttpSpec, tls: Option<&TlsDialer>) -> Result<Conn, UpstreamError> {
+    let https = spec.url.scheme_str() == Some("https");
     let host = spec.url.host().unwrap_or("127.0.0.1");
-    let port = spec.url.port_u16().unwrap_or(80);
+    let port = spec.url.port_u16().unwrap_or(if https { 443 } else { 80 });
     let host = host.trim_start_matches('[').trim_end_matches(']');
-    let stream = TcpStream::connect((host, port))
+    let tcp = TcpStream::connect((host, port))
         .await
         .map_err(|e| spec.unreachable(e.to_string()))?;
-    stream
-        .set_nodelay(true)
+    tcp.set_nodelay(true)
         .map_err(|e| spec.unreachable(e.to_string()))?;
+    let stream = match (https, tls) {
+        (false, _) => Stream::Plain(tcp),
+        (true, Some(tls)) => tls
+            .handshake(host, tcp)
+            .await
+            .map_err(|e| spec.failed_to_connect(&e))?,
+        (true, None) => {
+            return Err(spec.unreachable("https:// with no TLS settings for this server"))
+        }
+    };
     let (sender, driver) = http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| spec.unreachable(error_chain(&e)))?;
@@ -256,6 +277,7 @@ mod tests {
             static_header: None,
             protocol: crate::wire::era::Era::Legacy,
             trace_headers: true,
+            tls: Default::default(),
         };
         (spec, accepted)
     }

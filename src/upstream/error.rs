@@ -19,6 +19,12 @@ pub enum UpstreamError {
     },
     #[error("the upstream server is gone")]
     Gone,
+    /// The TLS handshake with an https:// server failed.
+    #[error("TLS with the upstream server {url} failed: {failure}")]
+    Tls {
+        url: String,
+        failure: crate::tls::TlsFailure,
+    },
     /// A request before `initialize` on a session whose server starts at `initialize`.
     #[error("the server of this session starts at initialize: send initialize first")]
     NotStarted,

@@ -58,11 +58,20 @@ impl UpstreamFactory {
             _ => None,
         };
         let era = EraSwitch::new(spec.era(), spec.display(), metrics.clone());
+        let (http_client, connections) = match &spec {
+            UpstreamSpec::Http(http) | UpstreamSpec::Sse(http) => (
+                http_client::client_or_none(&http.tls),
+                Arc::new(super::driven::Connections::with_tls(
+                    http_client::dialer_or_none(&http.tls),
+                )),
+            ),
+            _ => (http_client::plain_client(), Arc::default()),
+        };
         UpstreamFactory {
             spec,
             era,
-            http_client: http_client::client(),
-            connections: Arc::default(),
+            http_client,
+            connections,
             shared,
             tasks,
             warm: Mutex::new(VecDeque::new()),

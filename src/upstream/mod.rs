@@ -23,6 +23,7 @@ pub mod probe;
 pub mod shared;
 pub mod stdio;
 pub mod streamable_http;
+pub mod tls_stream;
 
 use std::sync::Arc;
 

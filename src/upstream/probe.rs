@@ -69,7 +69,7 @@ pub async fn http_verdict(spec: &HttpSpec) -> Era {
     let Ok(request) = request else {
         return Era::Legacy;
     };
-    let client = http_client::client();
+    let client = http_client::client_or_none(&spec.tls);
     let Ok(response) = http_client::send(&client, spec, request).await else {
         return Era::Legacy;
     };

@@ -252,7 +252,7 @@ fn moved_paths(line: &str, dir: &str) -> String {
 }
 
 /// `program` on the PATH or in /usr/sbin (Debian's place, off a user's PATH).
-fn installed(program: &str) -> PathBuf {
+pub(super) fn installed(program: &str) -> PathBuf {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/local/sbin")])
@@ -264,7 +264,7 @@ fn installed(program: &str) -> PathBuf {
 }
 
 /// Waits (bounded) until `child` accepts connections on `addr`: false if it exited first.
-async fn accepting(child: &mut Child, addr: SocketAddr) -> bool {
+pub(super) async fn accepting(child: &mut Child, addr: SocketAddr) -> bool {
     within("the balancer to accept connections", async {
         loop {
             if child.try_wait().unwrap().is_some() {
@@ -281,7 +281,7 @@ async fn accepting(child: &mut Child, addr: SocketAddr) -> bool {
 
 /// A new folder for one balancer's configuration, logs and temporary files; readable by
 /// nginx's workers, which run as www-data when the tests run as root.
-fn fresh_dir(program: &str) -> PathBuf {
+pub(super) fn fresh_dir(program: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     static COUNT: AtomicUsize = AtomicUsize::new(0);
     let nanos = SystemTime::now()

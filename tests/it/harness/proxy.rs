@@ -26,6 +26,21 @@ pub struct Proxy {
 }
 
 impl Proxy {
+    /// A proxy in front of the Streamable HTTP server at `url`, spoken to in the legacy
+    /// revisions whatever a probe would find, its configuration adjusted.
+    pub async fn in_front_of(
+        url: String,
+        adjust: impl FnOnce(&mut mcp_session_proxy::config::Config),
+    ) -> Proxy {
+        Proxy::start_with(|c| {
+            c.upstream.stdio = None;
+            c.upstream.http = Some(url);
+            c.upstream.protocol = mcp_session_proxy::wire::era::Era::Legacy;
+            adjust(c);
+        })
+        .await
+    }
+
     pub async fn start() -> Proxy {
         Proxy::start_with(|_| {}).await
     }

@@ -9,20 +9,6 @@ use http::StatusCode;
 use mcp_session_proxy::base::ids::Principal;
 use serde_json::json;
 
-async fn in_front_of(
-    url: String,
-    adjust: impl FnOnce(&mut mcp_session_proxy::config::Config),
-) -> Proxy {
-    Proxy::start_with(|c| {
-        c.upstream.stdio = None;
-        c.upstream.http = Some(url);
-        // The legacy Streamable HTTP transport, whatever the server would say to a probe.
-        c.upstream.protocol = mcp_session_proxy::wire::era::Era::Legacy;
-        adjust(c);
-    })
-    .await
-}
-
 fn url_of(proxy: &Proxy) -> String {
     format!("http://{}/mcp", proxy.addr())
 }
@@ -30,7 +16,7 @@ fn url_of(proxy: &Proxy) -> String {
 #[tokio::test]
 async fn sessions_calls_and_notifications_go_through_an_http_upstream() {
     let upstream = Proxy::start().await; // the demo over Streamable HTTP
-    let front = in_front_of(url_of(&upstream), |_| {}).await;
+    let front = Proxy::in_front_of(url_of(&upstream), |_| {}).await;
     let mut a = front.initialized_client("2025-11-25").await;
     let mut b = front.initialized_client("2025-11-25").await;
     assert_eq!(
@@ -79,7 +65,7 @@ async fn sessions_calls_and_notifications_go_through_an_http_upstream() {
 #[tokio::test]
 async fn a_cut_stream_through_an_http_upstream_resumes_with_nothing_lost() {
     let upstream = Proxy::start().await;
-    let front = in_front_of(url_of(&upstream), |_| {}).await;
+    let front = Proxy::in_front_of(url_of(&upstream), |_| {}).await;
     let client = front.initialized_client("2025-11-25").await;
     let mut call = client
         .post(&json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call",
@@ -103,7 +89,7 @@ async fn a_cut_stream_through_an_http_upstream_resumes_with_nothing_lost() {
 async fn a_restarted_upstream_is_re_initialized_and_re_subscribed_transparently() {
     let upstream = Proxy::start().await;
     let addr = upstream.addr();
-    let front = in_front_of(url_of(&upstream), |_| {}).await;
+    let front = Proxy::in_front_of(url_of(&upstream), |_| {}).await;
     let mut client = front.initialized_client("2025-06-18").await;
     client
         .request("resources/subscribe", json!({ "uri": "demo://counter" }))
@@ -141,7 +127,7 @@ async fn an_unreachable_upstream_is_a_clear_error_and_no_session() {
     let vacant = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/mcp", vacant.local_addr().unwrap());
     drop(vacant);
-    let front = in_front_of(url, |_| {}).await;
+    let front = Proxy::in_front_of(url, |_| {}).await;
     let reply = front
         .client()
         .post(&json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -167,7 +153,7 @@ async fn a_slow_upstream_is_an_error_within_the_request_timeout() {
         c.http.post_response = mcp_session_proxy::front::settings::PostResponse::Json
     })
     .await;
-    let front = in_front_of(url_of(&upstream), |c| {
+    let front = Proxy::in_front_of(url_of(&upstream), |c| {
         c.upstream.request_timeout = Duration::from_millis(300)
     })
     .await;
@@ -199,7 +185,7 @@ async fn a_slow_upstream_is_an_error_within_the_request_timeout() {
 #[tokio::test]
 async fn typescript_sdk_client_through_the_proxy_to_server_everything_over_http() {
     let (mut server, port) = crate::harness::server_everything("streamableHttp").await;
-    let front = in_front_of(format!("http://127.0.0.1:{port}/mcp"), |_| {}).await;
+    let front = Proxy::in_front_of(format!("http://127.0.0.1:{port}/mcp"), |_| {}).await;
     let report = crate::harness::sdk_client(&url_of(&front), &["everything"]).await;
     assert_eq!(report["echoed"], "Echo: hi");
     front.stop().await;
@@ -210,7 +196,7 @@ async fn typescript_sdk_client_through_the_proxy_to_server_everything_over_http(
 async fn client_credentials_reach_an_http_upstream_only_when_configured() {
     for forward in [false, true] {
         let (url, recorded) = recording_upstream().await;
-        let front = in_front_of(url, |c| c.upstream.forward_authorization = forward).await;
+        let front = Proxy::in_front_of(url, |c| c.upstream.forward_authorization = forward).await;
         let mut client = front.client();
         client.authorization = Some("Bearer secret-token".into());
         let reply = client
@@ -236,7 +222,7 @@ async fn upstream_head_of_initialize(
     adjust: impl FnOnce(&mut mcp_session_proxy::config::Config),
 ) -> String {
     let (url, recorded) = recording_upstream().await;
-    let front = in_front_of(url, adjust).await;
+    let front = Proxy::in_front_of(url, adjust).await;
     let mut client = front.client();
     client.extra_headers = headers
         .iter()
@@ -395,7 +381,7 @@ mod dropping_server {
 #[tokio::test]
 async fn what_a_call_causes_on_the_upstream_get_stream_is_not_lost_while_it_opens() {
     let upstream = dropping_server::start().await;
-    let front = in_front_of(upstream, |_| {}).await;
+    let front = Proxy::in_front_of(upstream, |_| {}).await;
     let mut client = front.initialized_client("2025-06-18").await;
     let mut events = client.get(None).await;
     // Sent right after initialization, while the proxy's upstream GET stream is still opening.
@@ -478,7 +464,7 @@ async fn forgetful_upstream() -> String {
 
 #[tokio::test]
 async fn a_lost_upstream_session_that_cannot_be_re_established_is_a_clear_error() {
-    let front = in_front_of(forgetful_upstream().await, |_| {}).await;
+    let front = Proxy::in_front_of(forgetful_upstream().await, |_| {}).await;
     let mut client = front.initialized_client("2025-06-18").await;
     let reply = within(
         "the answer",

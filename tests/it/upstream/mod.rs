@@ -4,6 +4,7 @@
 mod child_env;
 mod demo_server;
 mod http_upstream;
+mod https_upstream;
 mod modern_demo_http;
 mod modern_upstream;
 mod sse_upstream;

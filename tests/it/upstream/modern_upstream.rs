@@ -305,6 +305,7 @@ async fn auto_asks_an_http_server_and_bridges_only_one_that_refuses_initialize()
         static_header: None,
         protocol: Era::Auto,
         trace_headers: true,
+        tls: Default::default(),
     };
     // A 2026-07-28-only server: bridged.
     let (_demo, demo) = crate::harness::modern_demo_over_http().await;

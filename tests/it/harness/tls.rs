@@ -1,0 +1,230 @@
+//! TLS for tests, made at test time with the `openssl` command: a CA, a server certificate for
+//! `localhost` and `127.0.0.1` and a client certificate it signed, and a second CA nobody
+//! trusts; and nginx terminating TLS (optionally asking for a client certificate from the CA)
+//! in front of a plain HTTP server. Everything lives in a folder of its own, removed when the
+//! test passes; nginx is stopped by its own handle.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use tokio::process::{Child, Command};
+
+use super::balancer::{accepting, fresh_dir, installed};
+use super::free_port;
+
+/// Certificates and keys in PEM files.
+pub struct Certificates {
+    pub dir: PathBuf,
+}
+
+impl Certificates {
+    /// A CA; `server.pem` for localhost and 127.0.0.1 and `client.pem` signed by it; and
+    /// `other-ca.pem`, a CA that signed nothing here.
+    pub fn make() -> Certificates {
+        let dir = fresh_dir("tls");
+        let certificates = Certificates { dir };
+        certificates.ca("ca");
+        certificates.ca("other-ca");
+        certificates.leaf(
+            "server",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth",
+        );
+        certificates.leaf("client", "extendedKeyUsage=clientAuth");
+        certificates
+    }
+
+    /// The path of a file made here (`ca.pem`, `server-key.pem`, …).
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    fn ca(&self, name: &str) {
+        self.openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            &format!("/CN=test {name}"),
+            "-keyout",
+            &format!("{name}-key.pem"),
+            "-out",
+            &format!("{name}.pem"),
+        ]);
+    }
+
+    fn leaf(&self, name: &str, extensions: &str) {
+        let extensions_file = format!("{name}.ext");
+        std::fs::write(
+            self.dir.join(&extensions_file),
+            format!("basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n{extensions}\n"),
+        )
+        .unwrap();
+        self.openssl(&[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-subj",
+            &format!("/CN={name}"),
+            "-keyout",
+            &format!("{name}-key.pem"),
+            "-out",
+            &format!("{name}.csr"),
+        ]);
+        self.openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &format!("{name}.csr"),
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca-key.pem",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            &extensions_file,
+            "-out",
+            &format!("{name}.pem"),
+        ]);
+    }
+
+    fn openssl(&self, args: &[&str]) {
+        let output = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(&self.dir)
+            .output()
+            .expect("openssl runs (scripts/test installs it)");
+        assert!(
+            output.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+impl Drop for Certificates {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// nginx terminating TLS on 127.0.0.1 in front of a plain HTTP server.
+pub struct TlsFront {
+    child: Option<Child>,
+    pub addr: SocketAddr,
+    dir: PathBuf,
+}
+
+impl TlsFront {
+    /// nginx serving `server.pem` in front of `upstream`; with `verify_client` it refuses
+    /// clients without a certificate from `ca.pem`.
+    pub async fn start(
+        certificates: &Certificates,
+        upstream: SocketAddr,
+        verify_client: bool,
+    ) -> TlsFront {
+        let program = installed("nginx");
+        let dir = fresh_dir("nginx-tls");
+        for _ in 0..3 {
+            let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+            let config = dir.join("nginx.conf");
+            std::fs::write(
+                &config,
+                config_text(certificates, &dir, addr, upstream, verify_client),
+            )
+            .unwrap();
+            let output = std::fs::File::create(dir.join("output.log")).unwrap();
+            let mut child = Command::new(&program)
+                .arg("-c")
+                .arg(&config)
+                .arg("-p")
+                .arg(format!("{}/", dir.display()))
+                .args(["-e", "stderr", "-g", "daemon off;"])
+                .stdin(Stdio::null())
+                .stdout(output.try_clone().unwrap())
+                .stderr(output)
+                .kill_on_drop(true)
+                .spawn()
+                .expect("nginx starts");
+            if accepting(&mut child, addr).await {
+                return TlsFront {
+                    child: Some(child),
+                    addr,
+                    dir,
+                };
+            }
+        }
+        panic!(
+            "nginx did not start:\n{}",
+            std::fs::read_to_string(dir.join("output.log")).unwrap_or_default()
+        );
+    }
+
+    /// Its MCP endpoint, as `https://127.0.0.1:<port>/mcp`.
+    pub fn url(&self) -> String {
+        format!("https://{}/mcp", self.addr)
+    }
+}
+
+impl Drop for TlsFront {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            if let Some(pid) = child.id() {
+                // SIGTERM: the master stops its workers before it exits.
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid as i32),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+                while matches!(child.try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            }
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+fn config_text(
+    certificates: &Certificates,
+    dir: &Path,
+    addr: SocketAddr,
+    upstream: SocketAddr,
+    verify_client: bool,
+) -> String {
+    let file = |name: &str| certificates.path(name).display().to_string();
+    let dir = dir.display();
+    let verify = match verify_client {
+        true => format!(
+            "ssl_client_certificate {};\n        ssl_verify_client on;",
+            file("ca.pem")
+        ),
+        false => String::new(),
+    };
+    format!(
+        "worker_processes 1;\npid {dir}/nginx.pid;\nerror_log {dir}/error.log;\n\
+         events {{ worker_connections 256; }}\n\
+         http {{\n    access_log off;\n    client_body_temp_path {dir}/body;\n    proxy_temp_path {dir}/proxy;\n\
+             fastcgi_temp_path {dir}/fastcgi;\n    uwsgi_temp_path {dir}/uwsgi;\n    scgi_temp_path {dir}/scgi;\n\
+             server {{\n        listen {addr} ssl;\n        ssl_certificate {};\n        ssl_certificate_key {};\n        {verify}\n\
+                 location / {{\n            proxy_pass http://{upstream};\n            proxy_http_version 1.1;\n\
+                     proxy_set_header Connection \"\";\n            proxy_buffering off;\n            proxy_read_timeout 1h;\n        }}\n    }}\n}}\n",
+        file("server.pem"),
+        file("server-key.pem"),
+    )
+}

@@ -1,0 +1,115 @@
+//! https:// servers behind the proxy: a real TLS server (nginx terminating TLS with
+//! certificates made at test time) in front of a real MCP server (the demo over HTTP). Trusted
+//! through a private CA, reached under another name, with a client certificate; an untrusted
+//! issuer, a wrong name and a missing client certificate each refused in words that say which.
+
+use serde_json::{json, Value};
+
+use crate::harness::tls::{Certificates, TlsFront};
+use crate::harness::{Client, Proxy};
+
+/// What a client is answered when it opens a session: the whole body, as text.
+async fn initialize_answer(proxy: &Proxy) -> (http::StatusCode, String) {
+    let reply = Client::new(proxy.addr())
+        .post(
+            &json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": { "name": "tls-test", "version": "1" } } }),
+        )
+        .await;
+    let status = reply.status;
+    let body: Value = reply.response().await;
+    (status, body.to_string())
+}
+
+#[tokio::test]
+async fn an_https_server_signed_by_a_private_ca_serves_sessions() {
+    let certificates = Certificates::make();
+    let server = Proxy::start().await; // the demo over plain HTTP, behind the TLS server
+    let front = TlsFront::start(&certificates, server.addr(), false).await;
+    let proxy = Proxy::in_front_of(front.url(), |c| {
+        c.upstream.tls.ca_file = Some(certificates.path("ca.pem"));
+        c.upstream.tls.platform_roots = false;
+    })
+    .await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
+    assert_eq!(
+        client
+            .call_tool("echo", json!({ "text": "over tls" }))
+            .await,
+        "over tls"
+    );
+    assert_eq!(client.call_tool("counter", json!({})).await, "1");
+    assert_eq!(client.call_tool("counter", json!({})).await, "2");
+}
+
+#[tokio::test]
+async fn a_server_whose_issuer_is_not_trusted_is_refused_saying_so() {
+    let certificates = Certificates::make();
+    let server = Proxy::start().await;
+    let front = TlsFront::start(&certificates, server.addr(), false).await;
+    let proxy = Proxy::in_front_of(front.url(), |c| {
+        c.upstream.tls.ca_file = Some(certificates.path("other-ca.pem"));
+        c.upstream.tls.platform_roots = false;
+    })
+    .await;
+    let (_, answer) = initialize_answer(&proxy).await;
+    assert!(answer.contains("does not trust"), "{answer}");
+    assert_eq!(
+        server.metric("mcp_proxy_sessions_open"),
+        0,
+        "nothing reached it"
+    );
+}
+
+#[tokio::test]
+async fn a_certificate_for_another_name_is_refused_saying_so() {
+    let certificates = Certificates::make();
+    let server = Proxy::start().await;
+    let front = TlsFront::start(&certificates, server.addr(), false).await;
+    let proxy = Proxy::in_front_of(front.url(), |c| {
+        c.upstream.tls.ca_file = Some(certificates.path("ca.pem"));
+        c.upstream.tls.server_name = Some("elsewhere.example".into());
+    })
+    .await;
+    let (_, answer) = initialize_answer(&proxy).await;
+    assert!(answer.contains("not valid for the name"), "{answer}");
+    // The same certificate under the name it was made for: verified.
+    let named = Proxy::in_front_of(front.url(), |c| {
+        c.upstream.tls.ca_file = Some(certificates.path("ca.pem"));
+        c.upstream.tls.server_name = Some("localhost".into());
+    })
+    .await;
+    let mut client = named.initialized_client("2025-11-25").await;
+    assert_eq!(
+        client.call_tool("echo", json!({ "text": "named" })).await,
+        "named"
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_wants_a_client_certificate_gets_one_when_configured() {
+    let certificates = Certificates::make();
+    let server = Proxy::start().await;
+    let front = TlsFront::start(&certificates, server.addr(), true).await;
+    let without = Proxy::in_front_of(front.url(), |c| {
+        c.upstream.tls.ca_file = Some(certificates.path("ca.pem"));
+    })
+    .await;
+    let (_, answer) = initialize_answer(&without).await;
+    assert!(
+        answer.contains("400"),
+        "nginx refuses the request without one: {answer}"
+    );
+    let with = Proxy::in_front_of(front.url(), |c| {
+        c.upstream.tls.ca_file = Some(certificates.path("ca.pem"));
+        c.upstream.tls.client_cert_file = Some(certificates.path("client.pem"));
+        c.upstream.tls.client_key_file = Some(certificates.path("client-key.pem"));
+    })
+    .await;
+    let mut client = with.initialized_client("2025-11-25").await;
+    assert_eq!(
+        client.call_tool("echo", json!({ "text": "mutual" })).await,
+        "mutual"
+    );
+}
