@@ -472,7 +472,7 @@ async fn calls_bench(
         anonymous,
         authorization,
     } = shape;
-    let client = http_client::client();
+    let client = http_client::plain_client();
     let mut opened = Vec::with_capacity(sessions);
     for n in 0..sessions {
         let mut session = match modern {
@@ -548,7 +548,7 @@ async fn calls_bench(
 }
 
 async fn idle(url: &str, sessions: usize, concurrency: usize) -> Result<Value, String> {
-    let client = http_client::client();
+    let client = http_client::plain_client();
     let started = Instant::now();
     let concurrency = concurrency.clamp(1, sessions.max(1));
     let openers = (0..concurrency).map(|n| {
@@ -642,7 +642,7 @@ fn log_bench(events: usize) -> Value {
 }
 
 async fn resume(url: &str, missed: usize) -> Result<Value, String> {
-    let client = http_client::client();
+    let client = http_client::plain_client();
     let mut session = Session::open(&client, url, "2025-11-25", None).await?;
     // Note the GET stream's position, then let `missed` distinct updates pile up.
     let position = {
