@@ -291,3 +291,28 @@ fn the_shipped_example_shows_every_declared_key_and_each_has_a_flag() {
         );
     }
 }
+
+#[test]
+fn a_credential_for_an_https_resource_never_goes_over_plain_http_unless_said() {
+    let clear = "[upstream]\nhttp = \"http://tickets.internal/mcp\"\nauth = \"static\"\n\
+                 auth_secret = { env = \"TICKETS_KEY\" }\n\
+                 auth_resource = \"https://tickets.example/mcp\"\n";
+    let error = Config::from_toml(clear).unwrap_err().to_string();
+    assert!(
+        error.contains("clear text") && error.contains("upstream.credentials_over_http"),
+        "{error}"
+    );
+    Config::from_toml(&format!("{clear}credentials_over_http = true\n")).unwrap();
+    let secure = clear.replace("http://tickets.internal", "https://tickets.internal");
+    Config::from_toml(&secure).unwrap();
+    let cli = Cli::parse_from([
+        "mcp-session-proxy",
+        "--http",
+        "http://tickets.internal/mcp",
+        "--forward-authorization",
+        "--upstream-auth-resource",
+        "https://tickets.example/mcp",
+    ]);
+    let error = Config::load(&cli).unwrap_err().to_string();
+    assert!(error.contains("clear text"), "{error}");
+}

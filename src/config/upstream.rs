@@ -80,6 +80,12 @@ settings! {
         #[arg(long = "upstream-auth-token-endpoint", value_name = "URL")]
         pub auth_token_endpoint: String = String::new(), set;
 
+        /// Send credentials (forward_authorization, auth) over a plain http:// URL to a server
+        /// whose auth_resource is https:// (true/false): only where the network between them is
+        /// trusted [default: false: such a configuration is refused at start].
+        #[arg(long = "upstream-credentials-over-http", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+        pub credentials_over_http: bool = false, set;
+
         /// How https:// servers are verified, and the certificate the proxy shows them.
         #[command(flatten)]
         pub tls: UpstreamTlsConfig = UpstreamTlsConfig::default(), section(UpstreamTlsFlags);

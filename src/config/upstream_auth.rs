@@ -103,6 +103,31 @@ impl UpstreamConfig {
                 check_url(&format!("{key}.{name}"), value)?;
             }
         }
+        self.validate_credentials_in_clear(key)
+    }
+
+    /// A credential for a resource named `https://` does not go to its server over plain
+    /// `http://` (anyone on the way reads it) unless the operator says so.
+    fn validate_credentials_in_clear(&self, key: &str) -> anyhow::Result<()> {
+        let url = self
+            .http
+            .as_deref()
+            .or(self.sse.as_deref())
+            .unwrap_or_default();
+        let sends_credentials = self.forward_authorization || self.auth != UpstreamAuth::None;
+        let secure_resource = self.auth_resource.trim().starts_with("https://");
+        if sends_credentials
+            && secure_resource
+            && url.starts_with("http://")
+            && !self.credentials_over_http
+        {
+            bail!(
+                "{key}: the server's resource is https:// ({key}.auth_resource) but its URL is \
+                 http://: its credentials would cross the network in clear text; reach it over \
+                 https://, or set {key}.credentials_over_http = true where the network between \
+                 them is trusted"
+            );
+        }
         Ok(())
     }
 }

@@ -53,6 +53,7 @@ impl Session {
         };
         if let Err(error) = self.upstream.send(outgoing).await {
             self.lock().finish(upstream_id);
+            self.note_failure(&error);
             return Err(error.into());
         }
         Ok(self.lock().stream_of(stream))

@@ -76,12 +76,23 @@ impl Session {
         if let Some(span) = &mut request.span {
             span.fail(cause.to_string());
         }
+        self.note_failure(cause);
         if request.internal.is_some() {
             return;
         }
         let error = ErrorAnswer::Upstream(cause.clone()).to_response(&request.client_id);
         let stream = state.stream_of(request.stream);
         self.append(state, stream, error, true, None);
+    }
+
+    /// Counts and logs what an operator must act on in a server's failure: its TLS.
+    pub(in crate::session) fn note_failure(&self, cause: &UpstreamError) {
+        if let UpstreamError::Tls { failure, .. } = cause {
+            self.metrics.upstream_tls_failures_total.inc();
+            let reason = failure.reason();
+            self.span()
+                .in_scope(|| tracing::warn!(reason, error = %cause, "TLS with the server failed"));
+        }
     }
 
     pub(in crate::session) fn file(&self, state: &mut State, mut message: Message) {

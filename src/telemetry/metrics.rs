@@ -191,6 +191,7 @@ per_server! {
     sessions_handed_over_total: Counter, "Sessions this replica handed to another while shutting down.";
     upstream_spawns_total: Counter, "Upstream server processes started.";
     upstream_exits_total: Counter, "Upstream servers that exited on their own.";
+    upstream_tls_failures_total: Counter, "TLS handshakes with an https:// server that failed: an untrusted issuer, a certificate for another name, expired or not yet valid, a client certificate wanted or refused (the warning logged names which).";
     upstreams_modern: Gauge, "1 when the server speaks 2026-07-28 (configured, found by upstream.protocol = auto, or named by the server when it refused the other revision), bridged for legacy clients.";
     upstream_protocol_switches_total: Counter, "Times the server refused the protocol revision it was sent (-32022) naming the other, which the proxy speaks to it from then on.";
     upstream_foreign_endpoints_total: Counter, "Endpoints a legacy SSE server's stream announced on another origin than the stream's (scheme, host, port): refused, nothing sent there.";

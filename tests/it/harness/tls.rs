@@ -173,6 +173,18 @@ impl TlsFront {
         );
     }
 
+    /// How many connections (each a TLS handshake) the requests it served came on.
+    pub fn connections_used(&self) -> usize {
+        let log = std::fs::read_to_string(self.dir.join("access.log")).unwrap_or_default();
+        log.lines().collect::<std::collections::HashSet<_>>().len()
+    }
+
+    /// How many requests it served.
+    pub fn requests_served(&self) -> usize {
+        let log = std::fs::read_to_string(self.dir.join("access.log")).unwrap_or_default();
+        log.lines().count()
+    }
+
     /// Its MCP endpoint, as `https://127.0.0.1:<port>/mcp`.
     pub fn url(&self) -> String {
         format!("https://{}/mcp", self.addr)
@@ -219,7 +231,7 @@ fn config_text(
     format!(
         "worker_processes 1;\npid {dir}/nginx.pid;\nerror_log {dir}/error.log;\n\
          events {{ worker_connections 256; }}\n\
-         http {{\n    access_log off;\n    client_body_temp_path {dir}/body;\n    proxy_temp_path {dir}/proxy;\n\
+         http {{\n    log_format connections '$connection';\n    access_log {dir}/access.log connections;\n    client_body_temp_path {dir}/body;\n    proxy_temp_path {dir}/proxy;\n\
              fastcgi_temp_path {dir}/fastcgi;\n    uwsgi_temp_path {dir}/uwsgi;\n    scgi_temp_path {dir}/scgi;\n\
              server {{\n        listen {addr} ssl;\n        ssl_certificate {};\n        ssl_certificate_key {};\n        {verify}\n\
                  location / {{\n            proxy_pass http://{upstream};\n            proxy_http_version 1.1;\n\

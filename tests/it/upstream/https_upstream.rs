@@ -23,7 +23,7 @@ async fn initialize_answer(proxy: &Proxy) -> (http::StatusCode, String) {
 }
 
 #[tokio::test]
-async fn an_https_server_signed_by_a_private_ca_serves_sessions() {
+async fn an_https_server_signed_by_a_private_ca_serves_sessions_on_reused_connections() {
     let certificates = Certificates::make();
     let server = Proxy::start().await; // the demo over plain HTTP, behind the TLS server
     let front = TlsFront::start(&certificates, server.addr(), false).await;
@@ -39,8 +39,16 @@ async fn an_https_server_signed_by_a_private_ca_serves_sessions() {
             .await,
         "over tls"
     );
-    assert_eq!(client.call_tool("counter", json!({})).await, "1");
-    assert_eq!(client.call_tool("counter", json!({})).await, "2");
+    for n in 1..=20 {
+        assert_eq!(client.call_tool("counter", json!({})).await, n.to_string());
+    }
+    // Connections, and so handshakes, are reused: not one per call.
+    let (served, connections) = (front.requests_served(), front.connections_used());
+    assert!(served >= 22, "{served} requests");
+    assert!(
+        connections <= 4,
+        "{connections} connections for {served} requests"
+    );
 }
 
 #[tokio::test]
@@ -74,6 +82,10 @@ async fn a_certificate_for_another_name_is_refused_saying_so() {
     .await;
     let (_, answer) = initialize_answer(&proxy).await;
     assert!(answer.contains("not valid for the name"), "{answer}");
+    assert!(
+        proxy.metric("mcp_proxy_upstream_tls_failures_total") >= 1,
+        "counted"
+    );
     // The same certificate under the name it was made for: verified.
     let named = Proxy::in_front_of(front.url(), |c| {
         c.upstream.tls.ca_file = Some(certificates.path("ca.pem"));
