@@ -19,18 +19,18 @@ pub struct Certificates {
 }
 
 impl Certificates {
-    /// A CA; `server.pem` for localhost and 127.0.0.1 and `client.pem` signed by it; and
-    /// `other-ca.pem`, a CA that signed nothing here.
+    /// A CA; `server.pem` for localhost and 127.0.0.1, `expired.pem` the same but expired
+    /// since yesterday, and `client.pem`, signed by it; and `other-ca.pem`, a CA that signed
+    /// nothing here.
     pub fn make() -> Certificates {
         let dir = fresh_dir("tls");
         let certificates = Certificates { dir };
         certificates.ca("ca");
         certificates.ca("other-ca");
-        certificates.leaf(
-            "server",
-            "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth",
-        );
-        certificates.leaf("client", "extendedKeyUsage=clientAuth");
+        let server = "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth";
+        certificates.leaf("server", server, "2");
+        certificates.leaf("expired", server, "-1");
+        certificates.leaf("client", "extendedKeyUsage=clientAuth", "2");
         certificates
     }
 
@@ -59,7 +59,8 @@ impl Certificates {
         ]);
     }
 
-    fn leaf(&self, name: &str, extensions: &str) {
+    /// A certificate signed by the CA, valid `days` from now (`-1`: it ended yesterday).
+    fn leaf(&self, name: &str, extensions: &str, days: &str) {
         let extensions_file = format!("{name}.ext");
         std::fs::write(
             self.dir.join(&extensions_file),
@@ -91,7 +92,7 @@ impl Certificates {
             "ca-key.pem",
             "-CAcreateserial",
             "-days",
-            "2",
+            days,
             "-extfile",
             &extensions_file,
             "-out",
@@ -136,6 +137,16 @@ impl TlsFront {
         upstream: SocketAddr,
         verify_client: bool,
     ) -> TlsFront {
+        TlsFront::serving(certificates, "server", upstream, verify_client).await
+    }
+
+    /// nginx serving the certificate `leaf` (`server`, `expired`) in front of `upstream`.
+    pub async fn serving(
+        certificates: &Certificates,
+        leaf: &str,
+        upstream: SocketAddr,
+        verify_client: bool,
+    ) -> TlsFront {
         let program = installed("nginx");
         let dir = fresh_dir("nginx-tls");
         for _ in 0..3 {
@@ -143,7 +154,7 @@ impl TlsFront {
             let config = dir.join("nginx.conf");
             std::fs::write(
                 &config,
-                config_text(certificates, &dir, addr, upstream, verify_client),
+                config_text(certificates, leaf, &dir, addr, upstream, verify_client),
             )
             .unwrap();
             let output = std::fs::File::create(dir.join("output.log")).unwrap();
@@ -214,6 +225,7 @@ impl Drop for TlsFront {
 
 fn config_text(
     certificates: &Certificates,
+    leaf: &str,
     dir: &Path,
     addr: SocketAddr,
     upstream: SocketAddr,
@@ -236,7 +248,7 @@ fn config_text(
              server {{\n        listen {addr} ssl;\n        ssl_certificate {};\n        ssl_certificate_key {};\n        {verify}\n\
                  location / {{\n            proxy_pass http://{upstream};\n            proxy_http_version 1.1;\n\
                      proxy_set_header Connection \"\";\n            proxy_buffering off;\n            proxy_read_timeout 1h;\n        }}\n    }}\n}}\n",
-        file("server.pem"),
-        file("server-key.pem"),
+        file(&format!("{leaf}.pem")),
+        file(&format!("{leaf}-key.pem")),
     )
 }

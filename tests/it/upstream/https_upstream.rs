@@ -125,3 +125,83 @@ async fn a_server_that_wants_a_client_certificate_gets_one_when_configured() {
         "mutual"
     );
 }
+
+#[tokio::test]
+async fn an_expired_certificate_is_refused_saying_so() {
+    let certificates = Certificates::make();
+    let server = Proxy::start().await;
+    let front = TlsFront::serving(&certificates, "expired", server.addr(), false).await;
+    let proxy = Proxy::in_front_of(front.url(), |c| {
+        c.upstream.tls.ca_file = Some(certificates.path("ca.pem"));
+    })
+    .await;
+    let (_, answer) = initialize_answer(&proxy).await;
+    assert!(answer.contains("has expired"), "{answer}");
+}
+
+#[tokio::test]
+async fn the_revision_of_an_https_server_is_probed_over_tls() {
+    let certificates = Certificates::make();
+    let server = Proxy::start().await;
+    let front = TlsFront::start(&certificates, server.addr(), false).await;
+    let url = front.url();
+    let proxy = Proxy::start_with(|c| {
+        c.upstream.stdio = None;
+        c.upstream.http = Some(url);
+        c.upstream.protocol = mcp_session_proxy::wire::era::Era::Auto;
+        c.upstream.tls.ca_file = Some(certificates.path("ca.pem"));
+    })
+    .await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
+    assert_eq!(
+        client.call_tool("echo", json!({ "text": "probed" })).await,
+        "probed"
+    );
+}
+
+#[tokio::test]
+async fn a_legacy_sse_server_over_https_streams_and_takes_posts() {
+    let certificates = Certificates::make();
+    let server = Proxy::start().await; // its legacy front at /sse
+    let front = TlsFront::start(&certificates, server.addr(), false).await;
+    let url = format!("https://{}/sse", front.addr);
+    let proxy = Proxy::start_with(|c| {
+        c.upstream.stdio = None;
+        c.upstream.sse = Some(url);
+        c.upstream.tls.ca_file = Some(certificates.path("ca.pem"));
+    })
+    .await;
+    let mut client = proxy.initialized_client("2025-11-25").await;
+    assert_eq!(client.call_tool("counter", json!({})).await, "1");
+    assert_eq!(client.call_tool("counter", json!({})).await, "2");
+}
+
+#[tokio::test]
+async fn a_gateway_server_has_tls_settings_of_its_own() {
+    let certificates = Certificates::make();
+    let server = Proxy::start().await;
+    let front = TlsFront::start(&certificates, server.addr(), true).await;
+    let mut tickets = mcp_session_proxy::config::ServerConfig::default();
+    tickets.upstream.http = Some(front.url());
+    tickets.upstream.protocol = mcp_session_proxy::wire::era::Era::Legacy;
+    tickets.upstream.tls.ca_file = Some(certificates.path("ca.pem"));
+    tickets.upstream.tls.client_cert_file = Some(certificates.path("client.pem"));
+    tickets.upstream.tls.client_key_file = Some(certificates.path("client-key.pem"));
+    let proxy = Proxy::start_with(|c| {
+        c.servers.insert("tickets".into(), tickets);
+    })
+    .await;
+    let mut client = proxy.client();
+    client.path = "/servers/tickets/mcp".into();
+    client.initialize("2025-11-25").await;
+    assert_eq!(
+        client.call_tool("echo", json!({ "text": "gateway" })).await,
+        "gateway"
+    );
+    // The default server's settings are its own: the demo over stdio, no TLS.
+    let mut default = proxy.initialized_client("2025-11-25").await;
+    assert_eq!(
+        default.call_tool("echo", json!({ "text": "stdio" })).await,
+        "stdio"
+    );
+}
