@@ -90,6 +90,13 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         shutdown: &shutdown,
     };
     let auth = config.auth.settings()?;
+    let tls = match config.tls.server_tls()? {
+        None => None,
+        Some(tls) => {
+            let acceptor = tls.config().with_context(|| "tls")?;
+            Some(tokio_rustls::TlsAcceptor::from(acceptor))
+        }
+    };
     let (default, servers) = shared.serve_every_server().await?;
     let router = Arc::new(Router {
         default,
@@ -101,6 +108,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         cluster: Cluster::new(store.clone(), config.cluster.max_hop_nonces),
         auth: auth
             .map(|settings| Arc::new(crate::auth::Authority::new(settings, metrics.auth.clone()))),
+        tls,
     });
     let closing = CancellationToken::new();
     let stop_accepting = CancellationToken::new();

@@ -12,6 +12,7 @@ use super::duration::parse_duration;
 use super::exposure::{LimitsFlags, PromptsFlags, ResourcesFlags, ToolsFlags};
 use super::keys::settings;
 use super::parsers::access_log;
+use super::tls::{ListenerTlsConfig, ListenerTlsFlags};
 use super::{
     AuthConfig, AuthFlags, ClusterConfig, ClusterFlags, HttpConfig, HttpFlags, SessionConfig,
     SessionFlags, TracingConfig, TracingFlags, UpstreamConfig, UpstreamFlags,
@@ -84,6 +85,11 @@ settings! {
         /// [default: memory].
         #[arg(long, value_name = "URL", env = "MCP_PROXY_STORE", hide_env_values = true)]
         pub store: String = "memory".into(), set;
+
+        /// The listener over TLS: its certificate, and the CA clients' certificates must come
+        /// from (mutual TLS).
+        #[command(flatten)]
+        pub tls: ListenerTlsConfig = ListenerTlsConfig::default(), section(ListenerTlsFlags);
 
         /// Replicas sharing sessions through a Redis store.
         #[command(flatten)]

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::keys::settings;
-use crate::tls::ClientTls;
+use crate::tls::{ClientTls, ServerTls};
 
 settings! {
     /// How https:// servers are verified, and the certificate the proxy shows them.
@@ -45,6 +45,45 @@ impl UpstreamTlsConfig {
             client_cert_file: self.client_cert_file.clone(),
             client_key_file: self.client_key_file.clone(),
             server_name: self.server_name.clone(),
+        }
+    }
+}
+
+settings! {
+    /// The listener over TLS: its certificate, and the CA clients' certificates must come
+    /// from (mutual TLS).
+    pub struct ListenerTlsConfig, flags ListenerTlsFlags {
+        /// The listener's certificate chain, the leaf first (PEM): with it the listener speaks
+        /// TLS only (https://, wss://) [default: none: plain HTTP].
+        #[arg(long = "tls-cert", value_name = "PATH")]
+        pub cert_file: Option<PathBuf> = None, some(Option<PathBuf>);
+
+        /// The private key of the listener's certificate (PEM) [default: none].
+        #[arg(long = "tls-key", value_name = "PATH")]
+        pub key_file: Option<PathBuf> = None, some(Option<PathBuf>);
+
+        /// A CA (PEM): clients without a certificate it signed are refused at the handshake
+        /// (mutual TLS) [default: none: no client certificate asked for].
+        #[arg(long = "tls-client-ca", value_name = "PATH")]
+        pub client_ca_file: Option<PathBuf> = None, some(Option<PathBuf>);
+    }
+}
+
+impl ListenerTlsConfig {
+    /// The settings as the TLS layer takes them: none for plain HTTP; a certificate without
+    /// its key (or the other way round), or a client CA without either, is refused.
+    pub fn server_tls(&self) -> anyhow::Result<Option<ServerTls>> {
+        match (&self.cert_file, &self.key_file) {
+            (Some(cert_file), Some(key_file)) => Ok(Some(ServerTls {
+                cert_file: cert_file.clone(),
+                key_file: key_file.clone(),
+                client_ca_file: self.client_ca_file.clone(),
+            })),
+            (None, None) if self.client_ca_file.is_none() => Ok(None),
+            _ => anyhow::bail!(
+                "tls: cert_file and key_file go together (--tls-cert, --tls-key), and \
+                 client_ca_file needs them"
+            ),
         }
     }
 }

@@ -82,6 +82,8 @@ pub struct Router {
     pub cluster: Cluster,
     /// The resource server, with `[auth]`: every served path needs a token it verifies.
     pub auth: Option<Arc<crate::auth::Authority>>,
+    /// With `[tls]`: every connection is TLS, its handshake first (bounded).
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 impl Router {
@@ -165,17 +167,47 @@ pub async fn serve(
 /// How long the listener pauses after a failed accept.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
 
-/// Serves one connection until it ends, or until `stop_accepting` when it is idle after client
-/// requests (see `serve`), or `closing`. It holds `slot` among the connections open (an
-/// upgraded one takes it along).
+/// The longest a client may take over its TLS handshake.
+const TLS_HANDSHAKE: Duration = Duration::from_secs(10);
+
+/// Serves one connection: over TLS first when the listener speaks it (a client that does not
+/// complete its handshake, within `TLS_HANDSHAKE`, is dropped and counted).
 async fn connection(
     socket: tokio::net::TcpStream,
     peer: SocketAddr,
     slot: connections::Slot,
     router: Arc<Router>,
-    (stopped, closing): (CancellationToken, CancellationToken),
+    tokens: (CancellationToken, CancellationToken),
 ) {
     let _ = socket.set_nodelay(true);
+    let Some(tls) = router.tls.clone() else {
+        return serve_connection(socket, peer, slot, router, tokens).await;
+    };
+    match tokio::time::timeout(TLS_HANDSHAKE, tls.accept(socket)).await {
+        Ok(Ok(stream)) => serve_connection(stream, peer, slot, router, tokens).await,
+        Ok(Err(error)) => {
+            router.metrics.http.tls_handshakes_failed.inc();
+            debug!(%peer, %error, "a client's TLS handshake failed");
+        }
+        Err(_) => {
+            router.metrics.http.tls_handshakes_failed.inc();
+            debug!(%peer, "a client's TLS handshake did not finish in time");
+        }
+    }
+}
+
+/// Serves one connection until it ends, or until `stop_accepting` when it is idle after client
+/// requests (see `serve`), or `closing`. It holds `slot` among the connections open (an
+/// upgraded one takes it along).
+async fn serve_connection<IO>(
+    socket: IO,
+    peer: SocketAddr,
+    slot: connections::Slot,
+    router: Arc<Router>,
+    (stopped, closing): (CancellationToken, CancellationToken),
+) where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     // What the connection carried: nothing yet, client requests, or hops.
     let carried = Arc::new(AtomicU8::new(CARRIED_NOTHING));
     let carrying = carried.clone();

@@ -344,6 +344,8 @@ process_wide! {
             "Client connections answered 503 and closed because http.max_connections were open.";
         principal_headers_refused: Counter = Counter::default(), "http_principal_headers_refused",
             "Requests refused because they carried http.principal_header from a peer outside http.trusted_proxies (403), or carried it twice (400).";
+        tls_handshakes_failed: Counter = Counter::default(), "http_tls_handshakes_failed",
+            "Client connections dropped because their TLS handshake failed (no certificate from tls.client_ca_file, a CA the client does not trust, not TLS at all) or did not finish within 10 s.";
     }
 }
 

@@ -7,4 +7,5 @@ mod grid;
 mod legacy_sse;
 mod modern;
 mod streamable_http;
+mod tls_listener;
 mod websocket;

@@ -1,0 +1,115 @@
+//! The listener over TLS, with certificates made at test time and curl as the client: sessions
+//! over https://, plain HTTP refused, and with a clients' CA, a client without a certificate
+//! it signed refused at the handshake.
+
+use std::process::Output;
+
+use crate::harness::tls::Certificates;
+use crate::harness::Proxy;
+
+/// `curl` POSTing an `initialize` to `url` with `args` (its TLS options), bounded.
+async fn curl_initialize(url: &str, args: &[&str]) -> Output {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}"#;
+    let command = tokio::process::Command::new("curl")
+        .args(["-s", "-S", "-i", "--max-time", "10", url])
+        .args(["-H", "content-type: application/json"])
+        .args(["-H", "accept: application/json, text/event-stream"])
+        .args(["-d", body])
+        .args(args)
+        .kill_on_drop(true)
+        .output();
+    crate::harness::within("curl", command)
+        .await
+        .expect("curl runs")
+}
+
+async fn tls_proxy(certificates: &Certificates, client_ca: bool) -> Proxy {
+    let (cert, key, ca) = (
+        certificates.path("server.pem"),
+        certificates.path("server-key.pem"),
+        certificates.path("ca.pem"),
+    );
+    Proxy::start_with(|c| {
+        c.tls.cert_file = Some(cert);
+        c.tls.key_file = Some(key);
+        c.tls.client_ca_file = client_ca.then_some(ca);
+    })
+    .await
+}
+
+#[tokio::test]
+async fn sessions_are_served_over_https_and_plain_http_is_refused() {
+    let certificates = Certificates::make();
+    let proxy = tls_proxy(&certificates, false).await;
+    let url = format!("https://127.0.0.1:{}/mcp", proxy.addr().port());
+    let ca = certificates.path("ca.pem");
+    let answered = curl_initialize(&url, &["--cacert", ca.to_str().unwrap()]).await;
+    let text = String::from_utf8_lossy(&answered.stdout);
+    assert!(
+        answered.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&answered.stderr)
+    );
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(
+        text.to_ascii_lowercase().contains("mcp-session-id:"),
+        "{text}"
+    );
+    assert!(text.contains("\"serverInfo\""), "{text}");
+
+    let untrusting = curl_initialize(&url, &[]).await;
+    assert!(
+        !untrusting.status.success(),
+        "a client that does not trust the CA stops"
+    );
+    let plain = curl_initialize(
+        &format!("http://127.0.0.1:{}/mcp", proxy.addr().port()),
+        &[],
+    )
+    .await;
+    assert!(
+        !String::from_utf8_lossy(&plain.stdout).contains("200 OK"),
+        "no plain HTTP"
+    );
+    assert!(
+        proxy.metric("mcp_proxy_http_tls_handshakes_failed_total") >= 2,
+        "both counted"
+    );
+}
+
+#[tokio::test]
+async fn with_a_clients_ca_a_client_without_its_certificate_is_refused_at_the_handshake() {
+    let certificates = Certificates::make();
+    let proxy = tls_proxy(&certificates, true).await;
+    let url = format!("https://127.0.0.1:{}/mcp", proxy.addr().port());
+    let ca = certificates.path("ca.pem");
+    let ca = ca.to_str().unwrap();
+    let without = curl_initialize(&url, &["--cacert", ca]).await;
+    assert!(!without.status.success(), "refused");
+    assert!(
+        !String::from_utf8_lossy(&without.stdout).contains("HTTP/1.1"),
+        "nothing answered at the HTTP level: the handshake refused it"
+    );
+    let (cert, key) = (
+        certificates.path("client.pem"),
+        certificates.path("client-key.pem"),
+    );
+    let with = curl_initialize(
+        &url,
+        &[
+            "--cacert",
+            ca,
+            "--cert",
+            cert.to_str().unwrap(),
+            "--key",
+            key.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let text = String::from_utf8_lossy(&with.stdout);
+    assert!(
+        text.starts_with("HTTP/1.1 200"),
+        "{text}{}",
+        String::from_utf8_lossy(&with.stderr)
+    );
+}
