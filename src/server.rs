@@ -92,10 +92,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
     let auth = config.auth.settings()?;
     let tls = match config.tls.server_tls()? {
         None => None,
-        Some(tls) => {
-            let acceptor = tls.config().with_context(|| "tls")?;
-            Some(tokio_rustls::TlsAcceptor::from(acceptor))
-        }
+        Some(tls) => Some(crate::tls::Rotating::new(tls).with_context(|| "tls")?),
     };
     let (default, servers) = shared.serve_every_server().await?;
     let router = Arc::new(Router {

@@ -82,8 +82,9 @@ pub struct Router {
     pub cluster: Cluster,
     /// The resource server, with `[auth]`: every served path needs a token it verifies.
     pub auth: Option<Arc<crate::auth::Authority>>,
-    /// With `[tls]`: every connection is TLS, its handshake first (bounded).
-    pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// With `[tls]`: every connection is TLS, its handshake first (bounded), with the newest
+    /// certificate its files hold.
+    pub tls: Option<crate::tls::Rotating>,
 }
 
 impl Router {
@@ -170,6 +171,24 @@ const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
 /// The longest a client may take over its TLS handshake.
 const TLS_HANDSHAKE: Duration = Duration::from_secs(10);
 
+/// The TLS acceptor for a new connection, if the listener speaks TLS; a reload of its files
+/// (they changed) is counted and logged.
+fn acceptor(router: &Router) -> Option<tokio_rustls::TlsAcceptor> {
+    let (acceptor, reload) = router.tls.as_ref()?.acceptor();
+    match reload {
+        None => {}
+        Some(crate::tls::Reload::Done) => {
+            router.metrics.http.tls_reloads.inc();
+            tracing::info!("the listener's certificate files changed: new connections get them");
+        }
+        Some(crate::tls::Reload::Failed(error)) => {
+            router.metrics.http.tls_reload_failures.inc();
+            warn!(%error, "the listener's certificate files changed but cannot be used: the previous certificate stays");
+        }
+    }
+    Some(acceptor)
+}
+
 /// Serves one connection: over TLS first when the listener speaks it (a client that does not
 /// complete its handshake, within `TLS_HANDSHAKE`, is dropped and counted).
 async fn connection(
@@ -180,7 +199,7 @@ async fn connection(
     tokens: (CancellationToken, CancellationToken),
 ) {
     let _ = socket.set_nodelay(true);
-    let Some(tls) = router.tls.clone() else {
+    let Some(tls) = acceptor(&router) else {
         return serve_connection(socket, peer, slot, router, tokens).await;
     };
     match tokio::time::timeout(TLS_HANDSHAKE, tls.accept(socket)).await {

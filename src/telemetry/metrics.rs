@@ -344,6 +344,10 @@ process_wide! {
             "Client connections answered 503 and closed because http.max_connections were open.";
         principal_headers_refused: Counter = Counter::default(), "http_principal_headers_refused",
             "Requests refused because they carried http.principal_header from a peer outside http.trusted_proxies (403), or carried it twice (400).";
+        tls_reloads: Counter = Counter::default(), "http_tls_reloads",
+            "Times the listener's certificate files changed and were read again (new connections get the new certificate; open ones keep theirs).";
+        tls_reload_failures: Counter = Counter::default(), "http_tls_reload_failures",
+            "Times the listener's certificate files changed but could not be used (the previous certificate stays; the warning logged says why).";
         tls_handshakes_failed: Counter = Counter::default(), "http_tls_handshakes_failed",
             "Client connections dropped because their TLS handshake failed (no certificate from tls.client_ca_file, a CA the client does not trust, not TLS at all) or did not finish within 10 s.";
     }

@@ -11,4 +11,4 @@ pub mod server;
 
 pub use client::{ClientTls, ClientTlsError};
 pub use failure::TlsFailure;
-pub use server::{ServerTls, ServerTlsError};
+pub use server::{Reload, Rotating, ServerTls, ServerTlsError};

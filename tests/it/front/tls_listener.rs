@@ -7,9 +7,15 @@ use std::process::Output;
 use crate::harness::tls::Certificates;
 use crate::harness::Proxy;
 
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}"#;
+
 /// `curl` POSTing an `initialize` to `url` with `args` (its TLS options), bounded.
 async fn curl_initialize(url: &str, args: &[&str]) -> Output {
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}"#;
+    curl_post(url, INITIALIZE, args).await
+}
+
+/// `curl` POSTing `body` to `url` with `args` (TLS options, headers), bounded.
+async fn curl_post(url: &str, body: &str, args: &[&str]) -> Output {
     let command = tokio::process::Command::new("curl")
         .args(["-s", "-S", "-i", "--max-time", "10", url])
         .args(["-H", "content-type: application/json"])
@@ -111,5 +117,72 @@ async fn with_a_clients_ca_a_client_without_its_certificate_is_refused_at_the_ha
         text.starts_with("HTTP/1.1 200"),
         "{text}{}",
         String::from_utf8_lossy(&with.stderr)
+    );
+}
+
+#[tokio::test]
+async fn new_certificate_files_are_taken_for_new_connections_and_sessions_go_on() {
+    let certificates = Certificates::make();
+    let dir = certificates.path("mounted");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mount = |cert: &str, key: &str| {
+        // As a Secret is rotated: the new files written beside, then renamed over the old.
+        for (from, to) in [(cert, "tls.crt"), (key, "tls.key")] {
+            let staged = dir.join(format!("{to}.new"));
+            std::fs::copy(certificates.path(from), &staged).unwrap();
+            std::fs::rename(&staged, dir.join(to)).unwrap();
+        }
+    };
+    mount("server.pem", "server-key.pem");
+    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    let proxy = Proxy::start_with(|c| {
+        c.tls.cert_file = Some(cert);
+        c.tls.key_file = Some(key);
+    })
+    .await;
+    let url = format!("https://127.0.0.1:{}/mcp", proxy.addr().port());
+    let (first_ca, rotated_ca) = (
+        certificates.path("ca.pem"),
+        certificates.path("other-ca.pem"),
+    );
+    let (first_ca, rotated_ca) = (first_ca.to_str().unwrap(), rotated_ca.to_str().unwrap());
+    let opened = curl_initialize(&url, &["--cacert", first_ca]).await;
+    let text = String::from_utf8_lossy(&opened.stdout).to_string();
+    let session = text
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| value.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("a session: {text}"));
+
+    mount("rotated.pem", "rotated-key.pem");
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"rotated"}}}"#;
+    let session_header = format!("mcp-session-id: {session}");
+    let headers = [
+        "-H",
+        &session_header,
+        "-H",
+        "mcp-protocol-version: 2025-11-25",
+    ];
+    let mut args = vec!["--cacert", rotated_ca];
+    args.extend(headers);
+    // The new certificate is taken within a second of the change: asked until it is.
+    crate::harness::until("the rotated certificate", true, || async {
+        curl_post(&url, call, &args).await.status.success()
+    })
+    .await;
+    let answered = curl_post(&url, call, &args).await;
+    let text = String::from_utf8_lossy(&answered.stdout);
+    assert!(text.contains("\"rotated\""), "the session goes on: {text}");
+    let old = curl_initialize(&url, &["--cacert", first_ca]).await;
+    assert!(
+        !old.status.success(),
+        "the old certificate is no longer shown"
+    );
+    assert!(
+        proxy.metric("mcp_proxy_http_tls_reloads_total") >= 1,
+        "counted"
     );
 }

@@ -21,7 +21,7 @@ pub struct Certificates {
 impl Certificates {
     /// A CA; `server.pem` for localhost and 127.0.0.1, `expired.pem` the same but expired
     /// since yesterday, and `client.pem`, signed by it; and `other-ca.pem`, a CA that signed
-    /// nothing here.
+    /// only `rotated.pem` (a server certificate like `server.pem`).
     pub fn make() -> Certificates {
         let dir = fresh_dir("tls");
         let certificates = Certificates { dir };
@@ -31,6 +31,7 @@ impl Certificates {
         certificates.leaf("server", server, "2");
         certificates.leaf("expired", server, "-1");
         certificates.leaf("client", "extendedKeyUsage=clientAuth", "2");
+        certificates.leaf_of("other-ca", "rotated", server, "2");
         certificates
     }
 
@@ -61,6 +62,11 @@ impl Certificates {
 
     /// A certificate signed by the CA, valid `days` from now (`-1`: it ended yesterday).
     fn leaf(&self, name: &str, extensions: &str, days: &str) {
+        self.leaf_of("ca", name, extensions, days)
+    }
+
+    /// A certificate signed by the CA `ca` (`ca`, `other-ca`).
+    fn leaf_of(&self, ca: &str, name: &str, extensions: &str, days: &str) {
         let extensions_file = format!("{name}.ext");
         std::fs::write(
             self.dir.join(&extensions_file),
@@ -87,9 +93,9 @@ impl Certificates {
             "-in",
             &format!("{name}.csr"),
             "-CA",
-            "ca.pem",
+            &format!("{ca}.pem"),
             "-CAkey",
-            "ca-key.pem",
+            &format!("{ca}-key.pem"),
             "-CAcreateserial",
             "-days",
             days,
