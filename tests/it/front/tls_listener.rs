@@ -186,3 +186,26 @@ async fn new_certificate_files_are_taken_for_new_connections_and_sessions_go_on(
         "counted"
     );
 }
+
+#[tokio::test]
+async fn the_official_clients_work_over_the_tls_listener_with_their_own_ways_to_trust_a_ca() {
+    let certificates = Certificates::make();
+    let proxy = tls_proxy(&certificates, false).await;
+    let url = format!("https://127.0.0.1:{}/mcp", proxy.addr().port());
+    let ca = certificates.path("ca.pem");
+    // TypeScript: tools, a subscription's update, a stream resumed with Last-Event-ID.
+    let report = crate::harness::sdk_client_with_env(
+        &url,
+        &["demo", "resume"],
+        &[("NODE_EXTRA_CA_CERTS", &ca)],
+    )
+    .await;
+    assert_eq!(report["ok"], true, "{report}");
+    // Python: the same, trusting the CA through SSL_CERT_FILE.
+    let mut python = crate::harness::python_script("client.py");
+    python.arg(&url).env("SSL_CERT_FILE", &ca);
+    let output = crate::harness::stdout_of("the Python client over TLS", &mut python).await;
+    let report: serde_json::Value = serde_json::from_slice(&output).expect("a JSON report");
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["resumed"], "Reconnection test completed", "{report}");
+}

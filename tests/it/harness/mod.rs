@@ -19,7 +19,7 @@ pub use client::Client;
 pub use modern::{modern_meta, modern_request, MODERN};
 pub use peers::{
     modern_demo_over_http, node_dir, pinned_node_client, recording_upstream, sdk_client,
-    server_everything,
+    sdk_client_with_env, server_everything,
 };
 pub use process::{
     free_port, memory_kib, python_script, repo_root, spawn_announcing, spawn_proxy,

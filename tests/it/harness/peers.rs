@@ -44,13 +44,22 @@ pub async fn server_everything(mode: &str) -> (tokio::process::Child, u16) {
 /// Runs the official TypeScript SDK client script (tests/node/sdk_client.mjs) against `url` and
 /// returns the JSON line it printed; fails the test with its output if it fails.
 pub async fn sdk_client(url: &str, args: &[&str]) -> serde_json::Value {
-    node_client("node", "sdk_client.mjs", url, args).await
+    node_client("node", "sdk_client.mjs", url, args, &[]).await
+}
+
+/// [`sdk_client`] with variables of its own in its environment (`NODE_EXTRA_CA_CERTS`).
+pub async fn sdk_client_with_env(
+    url: &str,
+    args: &[&str],
+    env: &[(&str, &std::path::Path)],
+) -> serde_json::Value {
+    node_client("node", "sdk_client.mjs", url, args, env).await
 }
 
 /// Runs `script` (in tests/node) with the pinned Node 22 against `url`, returning its report.
 pub async fn pinned_node_client(script: &str, url: &str, args: &[&str]) -> serde_json::Value {
     let node = node_dir().join("node_modules/.bin/node");
-    node_client(&node.to_string_lossy(), script, url, args).await
+    node_client(&node.to_string_lossy(), script, url, args, &[]).await
 }
 
 async fn node_client(
@@ -58,12 +67,14 @@ async fn node_client(
     script: &str,
     url: &str,
     args: &[&str],
+    env: &[(&str, &std::path::Path)],
 ) -> serde_json::Value {
     let node = node_dir();
     let run = tokio::process::Command::new(node_binary)
         .arg(node.join(script))
         .arg(url)
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(&node)
         .kill_on_drop(true)
         .output();
