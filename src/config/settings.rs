@@ -307,7 +307,9 @@ impl Config {
             .map(|list| otlp_headers(&list))
             .transpose()?
             .unwrap_or_default();
+        let tls = collector_tls(env)?;
         Ok(Some(ExporterSettings {
+            tls,
             endpoint,
             headers,
             service_name: match self.tracing.service_name.as_str() {
@@ -323,19 +325,40 @@ impl Config {
     }
 }
 
-/// The collector's URL: plain HTTP (the proxy carries no TLS client; a local collector or
-/// agent forwards over TLS).
+/// The collector's URL: http:// or https:// with a host.
 fn parse_collector_url(url: &str) -> anyhow::Result<http::Uri> {
     let uri: http::Uri = url
         .parse()
         .map_err(|e| anyhow::anyhow!("tracing.otlp_endpoint: {url:?} is not a URL: {e}"))?;
-    if uri.scheme_str() != Some("http") || uri.host().is_none() {
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
         anyhow::bail!(
-            "tracing.otlp_endpoint: {url:?} must be an http:// URL with a host (spans go to a \
-             local collector or agent in plain HTTP; it forwards them over TLS)"
+            "tracing.otlp_endpoint: {url:?} must be an http:// or https:// URL with a host"
         );
     }
     Ok(uri)
+}
+
+/// How an https:// collector is verified and what the proxy shows it, from the standard
+/// variables (the traces-only ones first), read now so that a wrong file stops the start.
+fn collector_tls(env: impl Fn(&str) -> Option<String>) -> anyhow::Result<crate::tls::ClientTls> {
+    let file = |name: &str| {
+        env(&format!("OTEL_EXPORTER_OTLP_TRACES_{name}"))
+            .or_else(|| env(&format!("OTEL_EXPORTER_OTLP_{name}")))
+            .map(std::path::PathBuf::from)
+    };
+    let tls = crate::tls::ClientTls {
+        ca_file: file("CERTIFICATE"),
+        client_cert_file: file("CLIENT_CERTIFICATE"),
+        client_key_file: file("CLIENT_KEY"),
+        ..crate::tls::ClientTls::default()
+    };
+    tls.config().map_err(|e| {
+        anyhow::anyhow!(
+            "the collector's TLS (OTEL_EXPORTER_OTLP_CERTIFICATE, \
+             OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE, OTEL_EXPORTER_OTLP_CLIENT_KEY): {e}"
+        )
+    })?;
+    Ok(tls)
 }
 
 /// `OTEL_EXPORTER_OTLP_HEADERS`: `key=value` pairs separated by commas, values URL-encoded.
@@ -399,7 +422,7 @@ mod tests {
     }
 
     #[test]
-    fn the_collector_is_a_plain_http_url_with_v1_traces_added() {
+    fn the_collector_is_an_http_or_https_url_with_v1_traces_added() {
         let mut config = Config::default();
         assert!(
             config.exporter_settings("a").unwrap().is_none(),
@@ -410,6 +433,9 @@ mod tests {
         assert_eq!(settings.endpoint, "http://127.0.0.1:4318/v1/traces");
         assert_eq!(settings.instance, "a");
         config.tracing.otlp_endpoint = "https://collector:4318".into();
+        let settings = config.exporter_settings("a").unwrap().unwrap();
+        assert_eq!(settings.endpoint, "https://collector:4318/v1/traces");
+        config.tracing.otlp_endpoint = "ftp://collector:4318".into();
         let error = config.exporter_settings("a").unwrap_err().to_string();
         assert!(error.contains("tracing.otlp_endpoint"), "{error}");
     }

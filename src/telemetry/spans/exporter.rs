@@ -8,6 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{header, HeaderName, HeaderValue, Request, Uri};
 use http_body_util::{BodyExt, Full};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -22,6 +23,9 @@ use crate::telemetry::metrics::SpanMetrics;
 pub struct ExporterSettings {
     /// The collector's traces URL (`…/v1/traces`).
     pub endpoint: Uri,
+    /// How an https:// collector is verified and what the proxy shows it
+    /// (`OTEL_EXPORTER_OTLP_CERTIFICATE`, `…_CLIENT_CERTIFICATE`, `…_CLIENT_KEY`).
+    pub tls: crate::tls::ClientTls,
     /// Sent with every export (`OTEL_EXPORTER_OTLP_HEADERS`: an API key, say).
     pub headers: Vec<(HeaderName, HeaderValue)>,
     /// `service.name` of every span.
@@ -57,7 +61,8 @@ struct Queue {
 }
 
 impl Exporter {
-    /// Starts the export task (on the current runtime).
+    /// Starts the export task (on the current runtime). Its TLS settings were read at start;
+    /// ones that cannot be used now trust no collector (the exports fail, counted).
     pub fn start(settings: ExporterSettings, metrics: SpanMetrics) -> Exporter {
         let queue = Arc::new(Queue {
             spans: Mutex::new(Vec::new()),
@@ -68,9 +73,9 @@ impl Exporter {
         let (flushes, flushed) = mpsc::channel(4);
         info!(endpoint = %settings.endpoint, "exporting spans over OTLP/HTTP");
         let task = Task {
+            client: client(&settings.tls),
             settings,
             metrics: metrics.clone(),
-            client: Client::builder(TokioExecutor::new()).build(HttpConnector::new()),
             failing: false,
         };
         tokio::spawn(task.run(queue.clone(), flushed));
@@ -109,7 +114,7 @@ impl Exporter {
 struct Task {
     settings: ExporterSettings,
     metrics: SpanMetrics,
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     /// Whether the last export failed: a failure is logged once, not at every batch.
     failing: bool,
 }
@@ -198,6 +203,7 @@ mod tests {
     async fn a_full_queue_drops_and_counts_new_spans() {
         let settings = ExporterSettings {
             endpoint: "http://127.0.0.1:9/v1/traces".parse().unwrap(),
+            tls: Default::default(),
             headers: Vec::new(),
             service_name: "test".into(),
             instance: "test".into(),
@@ -214,4 +220,20 @@ mod tests {
         assert_eq!(metrics.dropped.get(), 3);
         assert_eq!(exporter.queue.spans.lock().unwrap().len(), 2);
     }
+}
+
+/// The client exports go through: http://, or https:// verified as `tls` says.
+fn client(tls: &crate::tls::ClientTls) -> Client<HttpsConnector<HttpConnector>, Full<Bytes>> {
+    let config = tls.config().unwrap_or_else(|error| {
+        warn!(%error, "the collector's TLS settings cannot be used: no https:// collector is trusted");
+        crate::tls::client::trusting_nothing()
+    });
+    let mut connector = HttpConnector::new();
+    connector.enforce_http(false);
+    let connector = HttpsConnectorBuilder::new()
+        .with_tls_config(Arc::unwrap_or_clone(config))
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(connector);
+    Client::builder(TokioExecutor::new()).build(connector)
 }

@@ -306,14 +306,28 @@ async fn a_collector_that_is_down_costs_spans_never_calls() {
 }
 
 #[tokio::test]
-async fn an_https_collector_is_refused_at_start_with_its_key() {
+async fn an_https_collector_is_reached_trusting_the_ca_the_standard_variable_names() {
+    let receiver = Receiver::start().await;
+    let certificates = crate::harness::tls::Certificates::make();
+    let collector = ([127, 0, 0, 1], receiver.port).into();
+    let front = crate::harness::tls::TlsFront::start(&certificates, collector, false).await;
+    let endpoint = format!("https://{}", front.addr);
+    let ca = certificates.path("ca.pem");
+    let (_proxy, addr, _logs, _) = crate::harness::spawn_proxy_with_env(
+        &["--listen", "127.0.0.1:0", "--otlp-endpoint", &endpoint],
+        &[("OTEL_EXPORTER_OTLP_CERTIFICATE", ca.to_str().unwrap())],
+    )
+    .await;
+    let mut client = Client::new(addr);
+    client.extra_headers = vec![("traceparent".into(), traceparent(TRACE, "01"))];
+    client.initialize("2025-11-25").await;
+    let spans = receiver.trace(TRACE, 1).await;
+    assert!(!spans.is_empty(), "exported over TLS");
+
+    // A CA file that is not there stops the start, naming the variable.
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-session-proxy"))
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--otlp-endpoint",
-            "https://collector.example:4318",
-        ])
+        .args(["--listen", "127.0.0.1:0", "--otlp-endpoint", &endpoint])
+        .env("OTEL_EXPORTER_OTLP_CERTIFICATE", "/nonexistent/ca.pem")
         .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         .kill_on_drop(true)
         .output();
@@ -321,7 +335,7 @@ async fn an_https_collector_is_refused_at_start_with_its_key() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("tracing.otlp_endpoint") && stderr.contains("http://"),
+        stderr.contains("OTEL_EXPORTER_OTLP_CERTIFICATE") && stderr.contains("/nonexistent/ca.pem"),
         "{stderr}"
     );
 }
