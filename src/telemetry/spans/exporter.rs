@@ -195,6 +195,22 @@ enum ExportFailed {
     Silent(std::time::Duration),
 }
 
+/// The client exports go through: http://, or https:// verified as `tls` says.
+fn client(tls: &crate::tls::ClientTls) -> Client<HttpsConnector<HttpConnector>, Full<Bytes>> {
+    let config = tls.config().unwrap_or_else(|error| {
+        warn!(%error, "the collector's TLS settings cannot be used: no https:// collector is trusted");
+        crate::tls::client::trusting_nothing()
+    });
+    let mut connector = HttpConnector::new();
+    connector.enforce_http(false);
+    let connector = HttpsConnectorBuilder::new()
+        .with_tls_config(Arc::unwrap_or_clone(config))
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(connector);
+    Client::builder(TokioExecutor::new()).build(connector)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,20 +236,4 @@ mod tests {
         assert_eq!(metrics.dropped.get(), 3);
         assert_eq!(exporter.queue.spans.lock().unwrap().len(), 2);
     }
-}
-
-/// The client exports go through: http://, or https:// verified as `tls` says.
-fn client(tls: &crate::tls::ClientTls) -> Client<HttpsConnector<HttpConnector>, Full<Bytes>> {
-    let config = tls.config().unwrap_or_else(|error| {
-        warn!(%error, "the collector's TLS settings cannot be used: no https:// collector is trusted");
-        crate::tls::client::trusting_nothing()
-    });
-    let mut connector = HttpConnector::new();
-    connector.enforce_http(false);
-    let connector = HttpsConnectorBuilder::new()
-        .with_tls_config(Arc::unwrap_or_clone(config))
-        .https_or_http()
-        .enable_http1()
-        .wrap_connector(connector);
-    Client::builder(TokioExecutor::new()).build(connector)
 }
