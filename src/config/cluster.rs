@@ -15,10 +15,17 @@ settings! {
         #[arg(long, value_name = "NAME")]
         pub node_id: String = String::new(), set;
 
-        /// With a Redis store: the base URL the other replicas reach this one at [default:
-        /// http://<listen>].
+        /// With a Redis store: the base URL the other replicas reach this one at; https:// with
+        /// the listener over TLS ([tls]) [default: http://<listen>, https://<listen> with [tls]].
         #[arg(long, value_name = "URL")]
         pub advertise: String = String::new(), set;
+
+        /// With a Redis store and replicas reached over https://: the CA (PEM) their certificates
+        /// come from, trusted alone for the hop; the replica shows its own listener's certificate
+        /// to one that asks [default: none: the platform's roots].
+        #[arg(id = "cluster_ca_file", long = "cluster-ca-file", value_name = "PATH")]
+        #[flag_id = "cluster_ca_file"]
+        pub ca_file: Option<PathBuf> = None, some(Option<PathBuf>);
 
         /// With a Redis store: the secret the replicas share to authenticate their internal requests.
         /// Give it in MCP_PROXY_CLUSTER_SECRET or --cluster-secret-file: on the command line every

@@ -167,7 +167,9 @@ macro_rules! check_nested {
 ///
 /// The last word is how the flag merges over the file (a function of [`merge`]), optionally
 /// with the flag's type (`list(Vec<String>)`; `Option<T>` when absent). `none(())` with
-/// `#[arg(skip)]` is a key without a flag; `section(FooFlags)` with `#[command(flatten)]` a
+/// `#[arg(skip)]` is a key without a flag; `#[flag_id = "…"]` (last, before the key) names
+/// its flag's id where its name is another table's key's too (with `#[arg(id = "…")]`);
+/// `section(FooFlags)` with `#[command(flatten)]` a
 /// table of keys declared on their own; `secret(FooFlags)` a secret's `…-env` and `…-file`.
 macro_rules! settings {
     // Each key's flag type made explicit (`Option<T>` unless given), as clap reads it.
@@ -211,6 +213,7 @@ macro_rules! settings {
             $(#[arg($($arg:tt)*)])*
             $(#[command($($cmd:tt)*)])*
             $(#[check($($check:ident),*)])?
+            $(#[flag_id = $fid:literal])?
             pub $field:ident: $ty:ty = $default:expr, $kind:ident($($flag:tt)*);
         )*
     ) => {
@@ -285,7 +288,7 @@ macro_rules! settings {
                         doc: &[$($doc),*],
                         flag_id: match stringify!($kind) {
                             "none" | "section" | "secret" => None,
-                            _ => Some(stringify!($field)),
+                            _ => Some($crate::config::keys::first!($($fid,)? stringify!($field))),
                         },
                         flags: $crate::config::keys::own_flags!($kind, $($flag)*),
                         checks: &[$($(stringify!($check)),*)?],
@@ -297,7 +300,15 @@ macro_rules! settings {
     };
 }
 
-pub(crate) use {check_nested, nested_keys, own_flags, settings};
+/// The first of its arguments: a key's flag id as declared (`#[flag_id = "…"]`, the id its
+/// `#[arg(id = …)]` gives it where its name is another key's too), else its name.
+macro_rules! first {
+    ($first:expr $(, $rest:expr)*) => {
+        $first
+    };
+}
+
+pub(crate) use {check_nested, first, nested_keys, own_flags, settings};
 
 /// How a flag merges over the file's value, by the kind its key declares.
 pub mod merge {

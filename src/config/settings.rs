@@ -33,9 +33,17 @@ impl Config {
                 "" => ids::mint_node(),
                 name => name.to_owned(),
             },
-            advertise: match cluster.advertise.as_str() {
-                "" => format!("http://{listen}"),
-                url => url.to_owned(),
+            advertise: match (cluster.advertise.as_str(), &self.tls.cert_file) {
+                ("", None) => format!("http://{listen}"),
+                ("", Some(_)) => format!("https://{listen}"),
+                (url, _) => url.to_owned(),
+            },
+            hop_tls: crate::tls::ClientTls {
+                ca_file: cluster.ca_file.clone(),
+                platform_roots: cluster.ca_file.is_none(),
+                client_cert_file: self.tls.cert_file.clone(),
+                client_key_file: self.tls.key_file.clone(),
+                server_name: None,
             },
             hop_key: keys.hop.clone(),
             namespace: cluster.namespace.clone(),

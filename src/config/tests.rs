@@ -316,3 +316,9 @@ fn a_credential_for_an_https_resource_never_goes_over_plain_http_unless_said() {
     let error = Config::load(&cli).unwrap_err().to_string();
     assert!(error.contains("clear text"), "{error}");
 }
+
+#[test]
+fn the_command_line_is_well_formed_every_flag_with_an_id_of_its_own() {
+    use clap::CommandFactory;
+    Cli::command().debug_assert();
+}

@@ -168,6 +168,19 @@ impl Config {
             parse_http_url(&self.cluster.advertise)
                 .map_err(|e| anyhow::anyhow!("cluster.advertise: {e}"))?;
         }
+        let https = self.cluster.advertise.starts_with("https://");
+        if https && self.tls.cert_file.is_none() {
+            bail!("cluster.advertise is https:// but the listener speaks plain HTTP: give it [tls] cert_file and key_file");
+        }
+        if let Some(ca_file) = &self.cluster.ca_file {
+            let hop = crate::tls::ClientTls {
+                ca_file: Some(ca_file.clone()),
+                platform_roots: false,
+                ..crate::tls::ClientTls::default()
+            };
+            hop.config()
+                .map_err(|e| anyhow::anyhow!("cluster.ca_file: {e}"))?;
+        }
         Ok(())
     }
 }

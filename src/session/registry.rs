@@ -43,6 +43,8 @@ pub struct Registry {
     pub(in crate::session) shared_count_failing: AtomicBool,
     /// Builds the sessions' upstreams.
     pub(in crate::session) upstreams: Arc<UpstreamFactory>,
+    /// The client of the hop to other replicas (https:// as `cluster.ca_file` says).
+    pub(in crate::session) hop_client: crate::upstream::http_client::HttpClient,
     pub(in crate::session) settings: Arc<SessionSettings>,
     pub(in crate::session) metrics: Arc<ServerMetrics>,
     pub(in crate::session) list_cache: Option<Arc<ListCache>>,
@@ -88,6 +90,10 @@ impl Registry {
             per_principal: DashMap::new(),
             shared_count_failing: AtomicBool::new(false),
             upstreams: Arc::new(UpstreamFactory::new(upstream, metrics.clone())),
+            hop_client: match store.redis() {
+                Some(redis) => crate::upstream::http_client::client_or_none(&redis.hop_tls),
+                None => crate::upstream::http_client::plain_client(),
+            },
             leaving: AtomicBool::new(false),
             settings: Arc::new(settings),
             metrics,

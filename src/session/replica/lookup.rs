@@ -132,7 +132,7 @@ impl Registry {
             metrics: self.metrics.clone(),
         };
         OwnerLink::new(
-            self.upstreams.http_client().clone(),
+            self.hop_client.clone(),
             settings,
             &self.server,
             id,

@@ -69,6 +69,8 @@ pub struct RedisSettings {
     pub node_id: String,
     /// The base URL the other replicas reach this one at.
     pub advertise: String,
+    /// How the other replicas are verified over https://, and what this one shows them.
+    pub hop_tls: crate::tls::ClientTls,
     /// Signs and checks the replicas' internal requests to each other.
     pub hop_key: Key,
     /// Prefix of every Redis key.
@@ -94,6 +96,8 @@ pub struct RedisStore {
     pub node_id: String,
     /// The base URL the other replicas reach this one at.
     pub advertise: String,
+    /// How the other replicas are verified over https://, and what this one shows them.
+    pub hop_tls: crate::tls::ClientTls,
     pub hop_key: Key,
     /// The most bytes an answer to a hop may take, given or read.
     pub max_hop_answer_bytes: usize,
@@ -160,6 +164,7 @@ impl RedisStore {
             connection,
             node_id: settings.node_id.clone(),
             advertise: settings.advertise.trim_end_matches('/').to_owned(),
+            hop_tls: settings.hop_tls.clone(),
             hop_key: settings.hop_key.clone(),
             max_hop_answer_bytes: settings.max_hop_answer_bytes,
             namespace: settings.namespace.clone(),

@@ -6,6 +6,7 @@ mod chaos;
 mod compose;
 mod fencing;
 mod hop_signature;
+mod hop_tls;
 mod http_sessions_survive;
 mod kubernetes;
 mod replica_faults;

@@ -2,32 +2,10 @@
 //! over https://, plain HTTP refused, and with a clients' CA, a client without a certificate
 //! it signed refused at the handshake.
 
-use std::process::Output;
-
 use crate::harness::tls::Certificates;
 use crate::harness::Proxy;
 
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}"#;
-
-/// `curl` POSTing an `initialize` to `url` with `args` (its TLS options), bounded.
-async fn curl_initialize(url: &str, args: &[&str]) -> Output {
-    curl_post(url, INITIALIZE, args).await
-}
-
-/// `curl` POSTing `body` to `url` with `args` (TLS options, headers), bounded.
-async fn curl_post(url: &str, body: &str, args: &[&str]) -> Output {
-    let command = tokio::process::Command::new("curl")
-        .args(["-s", "-S", "-i", "--max-time", "10", url])
-        .args(["-H", "content-type: application/json"])
-        .args(["-H", "accept: application/json, text/event-stream"])
-        .args(["-d", body])
-        .args(args)
-        .kill_on_drop(true)
-        .output();
-    crate::harness::within("curl", command)
-        .await
-        .expect("curl runs")
-}
+use crate::harness::tls::{curl_initialize, curl_post, session_of};
 
 async fn tls_proxy(certificates: &Certificates, client_ca: bool) -> Proxy {
     let (cert, key, ca) = (
@@ -148,14 +126,7 @@ async fn new_certificate_files_are_taken_for_new_connections_and_sessions_go_on(
     let (first_ca, rotated_ca) = (first_ca.to_str().unwrap(), rotated_ca.to_str().unwrap());
     let opened = curl_initialize(&url, &["--cacert", first_ca]).await;
     let text = String::from_utf8_lossy(&opened.stdout).to_string();
-    let session = text
-        .lines()
-        .find_map(|line| {
-            let (name, value) = line.split_once(':')?;
-            name.eq_ignore_ascii_case("mcp-session-id")
-                .then(|| value.trim().to_owned())
-        })
-        .unwrap_or_else(|| panic!("a session: {text}"));
+    let session = session_of(&text);
 
     mount("rotated.pem", "rotated-key.pem");
     let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"rotated"}}}"#;

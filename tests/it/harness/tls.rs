@@ -6,7 +6,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Output, Stdio};
 
 use tokio::process::{Child, Command};
 
@@ -257,4 +257,38 @@ fn config_text(
         file(&format!("{leaf}.pem")),
         file(&format!("{leaf}-key.pem")),
     )
+}
+
+pub const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}"#;
+
+/// `curl` POSTing an `initialize` to `url` with `args` (its TLS options), bounded.
+pub async fn curl_initialize(url: &str, args: &[&str]) -> Output {
+    curl_post(url, INITIALIZE, args).await
+}
+
+/// `curl` POSTing `body` to `url` with `args` (TLS options, headers), bounded.
+pub async fn curl_post(url: &str, body: &str, args: &[&str]) -> Output {
+    let command = tokio::process::Command::new("curl")
+        .args(["-s", "-S", "-i", "--max-time", "10", url])
+        .args(["-H", "content-type: application/json"])
+        .args(["-H", "accept: application/json, text/event-stream"])
+        .args(["-d", body])
+        .args(args)
+        .kill_on_drop(true)
+        .output();
+    crate::harness::within("curl", command)
+        .await
+        .expect("curl runs")
+}
+
+/// The `Mcp-Session-Id` of an answer curl printed with `-i`.
+pub fn session_of(answer: &str) -> String {
+    answer
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| value.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("a session: {answer}"))
 }
