@@ -139,22 +139,10 @@ impl Balancer {
 
 impl Drop for Balancer {
     fn drop(&mut self) {
-        let Some(mut child) = self.child.take() else {
+        let Some(child) = self.child.take() else {
             return;
         };
-        // SIGTERM: nginx's master stops its workers before it exits (a SIGKILL would leave
-        // them serving); HAProxy stops at once.
-        if let Some(pid) = child.id() {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid as i32),
-                nix::sys::signal::Signal::SIGTERM,
-            );
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        }
-        drop(child);
+        terminate(child);
         if std::thread::panicking() {
             eprintln!(
                 "{:?} in {} kept for a look:\n{}",
@@ -164,6 +152,22 @@ impl Drop for Balancer {
             );
         } else {
             let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Stops `child` (nginx, HAProxy) by its own PID: SIGTERM, for nginx's master stops its
+/// workers before it exits (a SIGKILL would leave them serving), then its exit awaited (up to
+/// 5 s; `kill_on_drop` sends SIGKILL after that).
+pub(super) fn terminate(mut child: Child) {
+    if let Some(pid) = child.id() {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
         }
     }
 }

@@ -10,7 +10,7 @@ use std::process::{Output, Stdio};
 
 use tokio::process::{Child, Command};
 
-use super::balancer::{accepting, fresh_dir, installed};
+use super::balancer::{accepting, fresh_dir, installed, terminate};
 use super::free_port;
 
 /// Certificates and keys in PEM files.
@@ -210,18 +210,8 @@ impl TlsFront {
 
 impl Drop for TlsFront {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            if let Some(pid) = child.id() {
-                // SIGTERM: the master stops its workers before it exits.
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid as i32),
-                    nix::sys::signal::Signal::SIGTERM,
-                );
-                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-                while matches!(child.try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                }
-            }
+        if let Some(child) = self.child.take() {
+            terminate(child);
         }
         if !std::thread::panicking() {
             let _ = std::fs::remove_dir_all(&self.dir);

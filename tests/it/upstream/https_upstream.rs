@@ -110,7 +110,7 @@ async fn a_server_that_wants_a_client_certificate_gets_one_when_configured() {
     .await;
     let (_, answer) = initialize_answer(&without).await;
     assert!(
-        answer.contains("400"),
+        answer.contains("answered HTTP 400"),
         "nginx refuses the request without one: {answer}"
     );
     let with = Proxy::in_front_of(front.url(), |c| {
