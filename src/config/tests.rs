@@ -305,6 +305,12 @@ fn a_credential_for_an_https_resource_never_goes_over_plain_http_unless_said() {
     Config::from_toml(&format!("{clear}credentials_over_http = true\n")).unwrap();
     let secure = clear.replace("http://tickets.internal", "https://tickets.internal");
     Config::from_toml(&secure).unwrap();
+    // A scheme's case changes nothing: both are read as URLs, not as text.
+    let shouting = clear
+        .replace("https://tickets.example", "HTTPS://tickets.example")
+        .replace("http://tickets.internal", "HTTP://tickets.internal");
+    let error = Config::from_toml(&shouting).unwrap_err().to_string();
+    assert!(error.contains("clear text"), "{error}");
     let cli = Cli::parse_from([
         "mcp-session-proxy",
         "--http",
@@ -321,4 +327,18 @@ fn a_credential_for_an_https_resource_never_goes_over_plain_http_unless_said() {
 fn the_command_line_is_well_formed_every_flag_with_an_id_of_its_own() {
     use clap::CommandFactory;
     Cli::command().debug_assert();
+}
+
+#[test]
+fn an_https_advertise_needs_the_listener_over_tls() {
+    let replica = "store = \"redis://127.0.0.1:6379/0\"\n";
+    let cluster = format!("[cluster]\nsecret = \"{}\"\n", "0".repeat(64));
+    let plain = format!("{replica}{cluster}advertise = \"HTTPS://10.0.0.1:8787\"\n");
+    let error = Config::from_toml(&plain).unwrap_err().to_string();
+    assert!(error.contains("cluster.advertise is https://"), "{error}");
+    let over_tls = format!(
+        "{replica}[tls]\ncert_file = \"/c.pem\"\nkey_file = \"/k.pem\"\n\
+         {cluster}advertise = \"https://10.0.0.1:8787\"\n"
+    );
+    Config::from_toml(&over_tls).expect("https:// with the listener over TLS");
 }

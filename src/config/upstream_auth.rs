@@ -115,10 +115,10 @@ impl UpstreamConfig {
             .or(self.sse.as_deref())
             .unwrap_or_default();
         let sends_credentials = self.forward_authorization || self.auth != UpstreamAuth::None;
-        let secure_resource = self.auth_resource.trim().starts_with("https://");
+        let secure_resource = scheme_of(&self.auth_resource).as_deref() == Some("https");
         if sends_credentials
             && secure_resource
-            && url.starts_with("http://")
+            && scheme_of(url).as_deref() == Some("http")
             && !self.credentials_over_http
         {
             bail!(
@@ -163,4 +163,10 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// A URL's scheme as a URL reads it (`HTTPS://` is https), if it is one.
+fn scheme_of(url: &str) -> Option<String> {
+    let uri = url.trim().parse::<http::Uri>().ok()?;
+    uri.scheme_str().map(str::to_ascii_lowercase)
 }

@@ -168,7 +168,8 @@ impl Config {
             parse_http_url(&self.cluster.advertise)
                 .map_err(|e| anyhow::anyhow!("cluster.advertise: {e}"))?;
         }
-        let https = self.cluster.advertise.starts_with("https://");
+        let advertised = self.cluster.advertise.trim().parse::<http::Uri>().ok();
+        let https = advertised.is_some_and(|url| url.scheme() == Some(&http::uri::Scheme::HTTPS));
         if https && self.tls.cert_file.is_none() {
             bail!("cluster.advertise is https:// but the listener speaks plain HTTP: give it [tls] cert_file and key_file");
         }
