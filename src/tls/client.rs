@@ -94,11 +94,15 @@ impl ClientTls {
     }
 }
 
-/// The platform's roots (certificates rustls cannot parse are skipped, as browsers do).
+/// The platform's roots (certificates rustls cannot parse are skipped, as browsers do), read
+/// from the system once for every client the process makes.
 fn platform_roots() -> RootCertStore {
-    let mut roots = RootCertStore::empty();
-    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
-    roots
+    static ROOTS: std::sync::LazyLock<RootCertStore> = std::sync::LazyLock::new(|| {
+        let mut roots = RootCertStore::empty();
+        roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+        roots
+    });
+    ROOTS.clone()
 }
 
 /// A client that trusts the platform's roots and shows no certificate.
