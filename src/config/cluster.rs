@@ -27,6 +27,14 @@ settings! {
         #[flag_id = "cluster_ca_file"]
         pub ca_file: Option<PathBuf> = None, some(Option<PathBuf>);
 
+        /// With replicas reached over https://: the name their certificates are verified
+        /// against (and sent as SNI) instead of the advertised URL's host, for replicas that
+        /// advertise their pods' addresses and share one certificate naming their Service
+        /// [default: the advertised URL's host].
+        #[arg(id = "cluster_server_name", long = "cluster-server-name", value_name = "NAME")]
+        #[flag_id = "cluster_server_name"]
+        pub server_name: Option<String> = None, some(Option<String>);
+
         /// With a Redis store: the secret the replicas share to authenticate their internal requests.
         /// Give it in MCP_PROXY_CLUSTER_SECRET or --cluster-secret-file: on the command line every
         /// local user can read it [default: none].

@@ -43,7 +43,7 @@ impl Config {
                 platform_roots: cluster.ca_file.is_none(),
                 client_cert_file: self.tls.cert_file.clone(),
                 client_key_file: self.tls.key_file.clone(),
-                server_name: None,
+                server_name: cluster.server_name.clone(),
             },
             hop_key: keys.hop.clone(),
             namespace: cluster.namespace.clone(),

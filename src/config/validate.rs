@@ -182,6 +182,13 @@ impl Config {
             hop.config()
                 .map_err(|e| anyhow::anyhow!("cluster.ca_file: {e}"))?;
         }
+        let hop_name = crate::tls::ClientTls {
+            server_name: self.cluster.server_name.clone(),
+            ..crate::tls::ClientTls::default()
+        };
+        hop_name
+            .server_name()
+            .map_err(|e| anyhow::anyhow!("cluster.server_name: {e}"))?;
         Ok(())
     }
 }

@@ -7,12 +7,16 @@
 //! protocol-level session and resumes it on a new connection. The replicas' figures show that
 //! the requests spread over all three and that sessions crossed them. A rolling restart behind
 //! nginx (SIGTERM to each replica in turn, started again once it exited) fails no call, also
-//! when nginx held idle connections to the replica as it stopped.
+//! when nginx held idle connections to the replica as it stopped. The TLS forms of both,
+//! config/nginx-tls.conf and config/haproxy-tls.cfg, serve the same clients over https:// and
+//! wss:// and re-encrypt to replicas whose listeners speak TLS, verified by the name of the
+//! certificate they share (which the replicas' hop verifies too).
 
 use std::net::SocketAddr;
 
 use crate::harness::balancer::{Balancer, Kind};
 use crate::harness::cluster::{until_key, Redis, Replica};
+use crate::harness::tls::Certificates;
 use crate::harness::{modern_request, python_script, stdout_of, Client};
 use serde_json::{json, Value};
 
@@ -41,23 +45,54 @@ async fn official_clients_through_haproxy_are_served_by_every_replica() {
     clients_through(Kind::Haproxy).await;
 }
 
+#[tokio::test]
+async fn official_clients_through_nginx_over_tls_are_served_by_every_replica_over_tls() {
+    clients_through(Kind::NginxTls).await;
+}
+
+#[tokio::test]
+async fn official_clients_through_haproxy_over_tls_are_served_by_every_replica_over_tls() {
+    clients_through(Kind::HaproxyTls).await;
+}
+
 async fn clients_through(kind: Kind) {
     let redis = Redis::start().await;
+    let certificates = kind.tls().then(Certificates::make);
+    // Over TLS: the certificate the replicas share, naming their Service (mcp-proxy), by which
+    // the balancer and the replicas' hop verify it.
+    let tls = certificates
+        .as_ref()
+        .map(Certificates::replica_flags)
+        .unwrap_or_default();
+    let tls: Vec<&str> = tls.iter().map(String::as_str).collect();
+    let options = [REPLICA, &tls].concat();
+    let ca = certificates.as_ref().map(|made| made.path("ca.pem"));
     let (a, b, c) = tokio::join!(
-        Replica::start(&redis, "a", REPLICA),
-        Replica::start(&redis, "b", REPLICA),
-        Replica::start(&redis, "c", REPLICA),
+        Replica::start(&redis, "a", &options),
+        Replica::start(&redis, "b", &options),
+        Replica::start(&redis, "c", &options),
     );
     let replicas = [a, b, c];
     let addrs: Vec<SocketAddr> = replicas.iter().map(|r| r.addr).collect();
-    let balancer = Balancer::start(kind, &addrs).await;
+    let balancer = match &certificates {
+        Some(made) => Balancer::start_tls(kind, &addrs, &made.dir).await,
+        None => Balancer::start(kind, &addrs).await,
+    };
     let url = balancer.url();
-    let ws_url = url.replacen("http://", "ws://", 1);
+    let ws_url = url.replacen("http", "ws", 1);
+    // The clients trust the balancer's CA: Node through NODE_EXTRA_CA_CERTS, Python through
+    // SSL_CERT_FILE.
+    let trusting = |variable| {
+        ca.iter()
+            .map(|ca| (variable, ca.as_path()))
+            .collect::<Vec<_>>()
+    };
+    let (node_env, python_env) = (trusting("NODE_EXTRA_CA_CERTS"), trusting("SSL_CERT_FILE"));
 
     let (typescript, python, websocket) = tokio::join!(
-        crate::harness::sdk_client(&url, &["demo", "resume,progress"]),
-        python_client(&url),
-        websocket_client(&ws_url),
+        crate::harness::sdk_client_with_env(&url, &["demo", "resume,progress"], &node_env),
+        python_client(&url, &python_env),
+        websocket_client(&ws_url, &node_env),
     );
 
     // TypeScript SDK: tools, a subscription's update, progress on a stream it had to resume,
@@ -98,7 +133,7 @@ async fn clients_through(kind: Kind) {
     let mut forwarded = 0;
     let mut replays = 0;
     for replica in &replicas {
-        let text = metrics(replica).await;
+        let text = metrics(replica, kind.tls()).await;
         let requests = sum(&text, "mcp_proxy_requests_total", |_| true);
         assert!(
             requests > 0,
@@ -124,6 +159,42 @@ async fn clients_through(kind: Kind) {
     assert!(
         replays >= 2,
         "the SDK's resumptions were replayed: {replays}"
+    );
+}
+
+/// A replica showing a certificate of a CA the balancers do not trust (a stolen address, a
+/// misissued certificate) is sent nothing: nginx answers 502, HAProxy's checks mark it down
+/// and it answers 503; neither forwards the client's request to it.
+#[tokio::test]
+async fn the_tls_balancers_send_nothing_to_a_replica_they_cannot_verify() {
+    let certificates = Certificates::make();
+    let redis = Redis::start().await;
+    let (cert, key) = (
+        certificates.arg("rotated.pem"),
+        certificates.arg("rotated-key.pem"),
+    );
+    let options = [REPLICA, &["--tls-cert", &cert, "--tls-key", &key]].concat();
+    let impostor = Replica::start(&redis, "a", &options).await;
+    for (kind, status) in [(Kind::NginxTls, "502"), (Kind::HaproxyTls, "503")] {
+        let balancer = Balancer::start_tls(kind, &[impostor.addr], &certificates.dir).await;
+        let answer = crate::harness::tls::curl_initialize(
+            &balancer.url(),
+            &["--cacert", &certificates.arg("ca.pem")],
+        )
+        .await;
+        let answer = String::from_utf8_lossy(&answer.stdout);
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")),
+            "{kind:?}: {answer}\n{}",
+            balancer.logs()
+        );
+        assert!(!balancer.complaints().is_empty(), "{kind:?} says why");
+    }
+    let served = metrics(&impostor, true).await;
+    assert_eq!(
+        sum(&served, "mcp_proxy_requests_total", |_| true),
+        0,
+        "{served}"
     );
 }
 
@@ -220,24 +291,35 @@ async fn modern_counter(client: &Client) -> String {
 }
 
 /// The official Python client (tests/python/bearer_client.py, legacy mode, no token).
-async fn python_client(url: &str) -> Value {
+async fn python_client(url: &str, env: &[(&str, &std::path::Path)]) -> Value {
     let mut command = python_script("bearer_client.py");
-    command.arg(url).arg("legacy");
+    command.arg(url).arg("legacy").envs(env.iter().copied());
     let stdout = stdout_of("the Python SDK client", &mut command).await;
     serde_json::from_slice(&stdout).expect("a JSON report")
 }
 
 /// Node 22's built-in WebSocket (tests/node/ws_client.mjs).
-async fn websocket_client(url: &str) -> Value {
+async fn websocket_client(url: &str, env: &[(&str, &std::path::Path)]) -> Value {
     let node = crate::harness::node_dir();
     let mut command = tokio::process::Command::new(node.join("node_modules/.bin/node"));
-    command.arg(node.join("ws_client.mjs")).arg(url);
+    command
+        .arg(node.join("ws_client.mjs"))
+        .arg(url)
+        .envs(env.iter().copied());
     let stdout = stdout_of("the Node WebSocket client", &mut command).await;
     serde_json::from_slice(&stdout).expect("a JSON report")
 }
 
-/// A replica's /metrics text.
-async fn metrics(replica: &Replica) -> String {
+/// A replica's /metrics text (over TLS where its listener speaks it: what is read is the
+/// figures, not the certificate, checked elsewhere).
+async fn metrics(replica: &Replica, tls: bool) -> String {
+    if tls {
+        let url = format!("https://{}/metrics", replica.addr);
+        let mut command = tokio::process::Command::new("curl");
+        command.args(["-s", "-S", "--insecure", "--max-time", "10", &url]);
+        let stdout = stdout_of("curl of /metrics", &mut command).await;
+        return String::from_utf8_lossy(&stdout).into_owned();
+    }
     let reply = Client::new(replica.addr)
         .send_to("/metrics", http::Method::GET, &[], None)
         .await;

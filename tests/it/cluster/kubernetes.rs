@@ -1,10 +1,12 @@
 //! `deploy/kubernetes`: what kustomize builds of the base (three replicas on Redis), the
-//! external-Redis overlay and the sidecar example, held to the proxy it runs. Each is built by
+//! external-Redis and TLS overlays and the sidecar example, held to the proxy it runs. Each is
+//! built by
 //! the real `kubectl kustomize` and read back as JSON (`kubectl annotate --local` converts
 //! offline, with no cluster); each proxy container's command line and mounted `proxy.toml` are
 //! loaded as the pod would load them (`Config::load`, every key validated, the pod's values put
-//! in for `$(POD_IP)` and the like); then its ports, probes, Host names, secret, stop time and
-//! security context are checked against that configuration.
+//! in for `$(POD_IP)` and the like, certificates made here for a mounted Secret's); then its
+//! ports, probes, Host names, secret, stop time and security context are checked against that
+//! configuration.
 //!
 //! kubectl must be installed: scripts/test installs Debian's `kubernetes-client` where it is
 //! missing, and without it these tests fail, saying so.
@@ -22,6 +24,7 @@ use mcp_session_proxy::front::guard::host_allowed;
 use serde_json::Value;
 
 use crate::harness::repo_root;
+use crate::harness::tls::Certificates;
 
 /// The port the image listens on (docker/Dockerfile) and every manifest names.
 const PORT: u16 = 8787;
@@ -355,6 +358,22 @@ fn proxy_of<'a>(objects: &'a [Value], deployment: &'a Value) -> Proxy<'a> {
     ));
     std::fs::write(&local, contents).unwrap();
 
+    // Files of mounted Secrets (a certificate, its key and CA, as cert-manager writes them):
+    // certificates made here, in their place.
+    let secret_mounts: Vec<&str> = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|mount| {
+            pod["volumes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|v| v["name"] == mount["name"] && v["secret"].is_object())
+        })
+        .map(|mount| text(&mount["mountPath"]))
+        .collect();
+    let certificates = (!secret_mounts.is_empty()).then(Certificates::make);
     for (i, arg) in written.iter().enumerate() {
         if i == at + 1 {
             args.push(local.to_str().unwrap().to_owned());
@@ -363,6 +382,9 @@ fn proxy_of<'a>(objects: &'a [Value], deployment: &'a Value) -> Proxy<'a> {
         let mut arg = arg.clone();
         for (name, value) in &values {
             arg = arg.replace(name, value);
+        }
+        if let Some(certificates) = &certificates {
+            arg = in_place_of_a_mounted_secret(&arg, &secret_mounts, certificates);
         }
         assert!(
             !arg.contains("$("),
@@ -380,6 +402,25 @@ fn proxy_of<'a>(objects: &'a [Value], deployment: &'a Value) -> Proxy<'a> {
         config,
         file,
     }
+}
+
+/// `arg`, a file of a Secret mounted at one of `mounts` (`tls.crt`, `tls.key`, `ca.crt`),
+/// as the path of a certificate made for the test: one for both server and client use, its
+/// key, its CA.
+fn in_place_of_a_mounted_secret(arg: &str, mounts: &[&str], certificates: &Certificates) -> String {
+    let Some(file) = mounts
+        .iter()
+        .find_map(|mount| arg.strip_prefix(mount)?.strip_prefix('/'))
+    else {
+        return arg.to_owned();
+    };
+    let made = match file {
+        "tls.crt" => "replica.pem",
+        "tls.key" => "replica-key.pem",
+        "ca.crt" => "ca.pem",
+        other => panic!("{arg}: {other} is not a file cert-manager writes"),
+    };
+    certificates.path(made).to_str().unwrap().to_owned()
 }
 
 /// What every proxy pod must hold, whatever runs beside it.
@@ -400,6 +441,10 @@ fn check_proxy(objects: &[Value], deployment: &Value) -> Config {
         let get = &container[probe]["httpGet"];
         assert_eq!(get["path"], path, "{probe}");
         assert_eq!(port_of(container, &get["port"]), PORT, "{probe}");
+        // Over TLS where the listener speaks it.
+        let scheme = get["scheme"].as_str().unwrap_or("HTTP");
+        let tls = config.tls.cert_file.is_some();
+        assert_eq!(scheme, if tls { "HTTPS" } else { "HTTP" }, "{probe}");
         // The kubelet sends the pod's IP as Host unless told otherwise; the proxy refuses a
         // Host it does not allow, on its health endpoints too.
         let host = get["httpHeaders"]
@@ -441,9 +486,13 @@ fn check_proxy(objects: &[Value], deployment: &Value) -> Config {
             .expect("the Secret it names is built with it");
         assert!(secret["data"][text(&reference["key"])].is_string());
         // The other replicas reach this one at its own address, on the port it listens on.
+        let scheme = match config.tls.cert_file {
+            Some(_) => "https",
+            None => "http",
+        };
         assert_eq!(
             config.cluster.advertise,
-            format!("http://{POD_IP}:{PORT}"),
+            format!("{scheme}://{POD_IP}:{PORT}"),
             "--advertise: the pod's IP"
         );
         let longest_pod_name =
@@ -633,6 +682,18 @@ fn the_base_runs_three_replicas_on_its_redis_as_the_proxy_expects() {
     assert!(selects(&spread["labelSelector"]["matchLabels"], labels));
 }
 
+/// What every build of the replicas on Redis must hold: the proxy, its Service, the security
+/// contexts, no secret on a command line, the store's password from its Secret.
+fn check_replicas(objects: &[Value]) -> Config {
+    let deployment = named(objects, "Deployment", "mcp-proxy");
+    let config = check_proxy(objects, deployment);
+    check_service(objects, deployment);
+    check_security(objects);
+    check_no_secret_on_a_command_line(objects);
+    check_store_password(objects, deployment, &config);
+    config
+}
+
 #[test]
 fn the_external_redis_overlay_runs_the_replicas_alone_on_another_redis() {
     let objects = build("overlays/external-redis");
@@ -640,12 +701,7 @@ fn the_external_redis_overlay_runs_the_replicas_alone_on_another_redis() {
         all(&objects, "StatefulSet").is_empty(),
         "no Redis of its own"
     );
-    let deployment = named(&objects, "Deployment", "mcp-proxy");
-    let config = check_proxy(&objects, deployment);
-    check_service(&objects, deployment);
-    check_security(&objects);
-    check_no_secret_on_a_command_line(&objects);
-    check_store_password(&objects, deployment, &config);
+    let config = check_replicas(&objects);
     let (host, _) = redis_address(&config.store);
     assert!(
         !all(&objects, "Service")
@@ -657,6 +713,86 @@ fn the_external_redis_overlay_runs_the_replicas_alone_on_another_redis() {
     let base = build("");
     let base = check_proxy(&base, named(&base, "Deployment", "mcp-proxy"));
     assert_ne!(config.store, base.store);
+}
+
+#[test]
+fn the_tls_overlay_serves_and_hops_over_tls_with_a_mounted_certificate() {
+    let objects = build("overlays/tls");
+    let config = check_replicas(&objects);
+    let deployment = named(&objects, "Deployment", "mcp-proxy");
+
+    // The listener and the hop use the certificate cert-manager writes into the Secret the pod
+    // mounts: the listener shows it, and the hop trusts its CA alone.
+    let certificate = named(&objects, "Certificate", "mcp-proxy-tls");
+    assert_eq!(certificate["apiVersion"], "cert-manager.io/v1");
+    let secret = text(&certificate["spec"]["secretName"]);
+    let pod = &deployment["spec"]["template"]["spec"];
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["secret"]["secretName"] == secret)
+        .expect("the certificate's Secret is mounted");
+    let mount = proxy_container(deployment)["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == volume["name"])
+        .expect("into the proxy's container");
+    let args: Vec<&str> = proxy_container(deployment)["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(text)
+        .collect();
+    let given = |flag: &str| {
+        let at = args
+            .iter()
+            .position(|a| *a == flag)
+            .unwrap_or_else(|| panic!("{flag}"));
+        args[at + 1]
+    };
+    let dir = text(&mount["mountPath"]);
+    assert_eq!(given("--tls-cert"), format!("{dir}/tls.crt"));
+    assert_eq!(given("--tls-key"), format!("{dir}/tls.key"));
+    assert_eq!(given("--cluster-ca-file"), format!("{dir}/ca.crt"));
+    // Readable by the proxy's user through the pod's group, by nobody else.
+    assert_eq!(volume["secret"]["defaultMode"], 0o440);
+    assert_eq!(pod["securityContext"]["fsGroup"], IMAGE_UID);
+
+    // One certificate for every replica: clients verify it by the names they dial, the hop by
+    // the Service's name (pods' addresses are in no certificate); a replica shows it to another.
+    let names: Vec<&str> = certificate["spec"]["dnsNames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(text)
+        .collect();
+    let hop_name = config
+        .cluster
+        .server_name
+        .as_deref()
+        .expect("--cluster-server-name");
+    assert!(names.contains(&hop_name), "{hop_name} in {names:?}");
+    let service = all(&objects, "Service")
+        .into_iter()
+        .find(|s| s["metadata"]["name"] == hop_name)
+        .expect("the name verified is the Service's");
+    assert!(selects(
+        &service["spec"]["selector"],
+        &deployment["spec"]["template"]["metadata"]["labels"]
+    ));
+    let settings = config.http_settings();
+    for name in &names {
+        assert!(
+            host_allowed(&settings, name),
+            "clients dial {name}: allowed_hosts"
+        );
+    }
+    let usages = certificate["spec"]["usages"].as_array().unwrap();
+    for usage in ["server auth", "client auth"] {
+        assert!(usages.iter().any(|u| u == usage), "{usage}: {usages:?}");
+    }
 }
 
 #[test]

@@ -1,10 +1,12 @@
 //! Real balancers for tests: nginx and HAProxy (Debian packages, installed by scripts/test)
-//! running the configurations the project ships, config/nginx.conf and config/haproxy.cfg,
-//! rendered for replicas on 127.0.0.1: the lines between `# replicas` and `# end replicas`
+//! running the configurations the project ships, config/nginx.conf and config/haproxy.cfg (and
+//! their TLS forms, config/nginx-tls.conf and config/haproxy-tls.cfg), rendered for replicas on
+//! 127.0.0.1: the lines between `# replicas` and `# end replicas`
 //! become one copy of their first line per replica (its address changed, `replica-1` numbered
 //! on), the lines between `# listen` and `# end listen` their first line listening on a free
 //! loopback port, and nginx's paths (under /var/log/nginx/, /var/lib/nginx/, /run/, and its
-//! temporary files) move to a folder of the balancer's own. Each is stopped by its own handle,
+//! temporary files) and the certificates' (under /etc/mcp-session-proxy/tls/) move to a folder of
+//! the balancer's own. Each is stopped by its own handle,
 //! also when a test fails.
 //! bench/chaos.py renders them the same way.
 
@@ -23,13 +25,17 @@ use super::{free_port, within};
 pub enum Kind {
     Nginx,
     Haproxy,
+    /// nginx over TLS to clients and to the replicas.
+    NginxTls,
+    /// HAProxy over TLS to clients and to the replicas.
+    HaproxyTls,
 }
 
 impl Kind {
     fn program(self) -> &'static str {
         match self {
-            Kind::Nginx => "nginx",
-            Kind::Haproxy => "haproxy",
+            Kind::Nginx | Kind::NginxTls => "nginx",
+            Kind::Haproxy | Kind::HaproxyTls => "haproxy",
         }
     }
 
@@ -37,7 +43,17 @@ impl Kind {
         match self {
             Kind::Nginx => "config/nginx.conf",
             Kind::Haproxy => "config/haproxy.cfg",
+            Kind::NginxTls => "config/nginx-tls.conf",
+            Kind::HaproxyTls => "config/haproxy-tls.cfg",
         }
+    }
+
+    pub fn tls(self) -> bool {
+        matches!(self, Kind::NginxTls | Kind::HaproxyTls)
+    }
+
+    fn nginx(self) -> bool {
+        self.program() == "nginx"
     }
 }
 
@@ -56,10 +72,33 @@ impl Balancer {
     }
 
     pub async fn start(kind: Kind, replicas: &[SocketAddr]) -> Balancer {
+        assert!(
+            !kind.tls(),
+            "{kind:?} needs certificates: Balancer::start_tls"
+        );
+        Balancer::launch(kind, replicas, fresh_dir(kind.program())).await
+    }
+
+    /// A balancer of a TLS kind, showing clients `server.pem` of `certificates` (for
+    /// 127.0.0.1 and localhost) and trusting their `ca.pem` alone for the replicas.
+    pub async fn start_tls(kind: Kind, replicas: &[SocketAddr], certificates: &Path) -> Balancer {
+        assert!(kind.tls(), "{kind:?} speaks no TLS: Balancer::start");
+        let dir = fresh_dir(kind.program());
+        let tls = dir.join("tls");
+        std::fs::create_dir(&tls).unwrap();
+        let read = |name: &str| std::fs::read(certificates.join(name)).unwrap();
+        let (cert, key) = (read("server.pem"), read("server-key.pem"));
+        std::fs::write(tls.join("balancer.crt"), &cert).unwrap();
+        std::fs::write(tls.join("balancer.key"), &key).unwrap();
+        std::fs::write(tls.join("balancer.pem"), [cert, key].concat()).unwrap();
+        std::fs::write(tls.join("replicas-ca.crt"), read("ca.pem")).unwrap();
+        Balancer::launch(kind, replicas, dir).await
+    }
+
+    async fn launch(kind: Kind, replicas: &[SocketAddr], dir: PathBuf) -> Balancer {
         let program = installed(kind.program());
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         let shipped = std::fs::read_to_string(root.join(kind.shipped())).unwrap();
-        let dir = fresh_dir(kind.program());
         // A port another test takes between our look and the balancer's bind: try another.
         let mut tries = 0;
         loop {
@@ -69,14 +108,14 @@ impl Balancer {
             std::fs::write(&config, render(kind, &shipped, addr, replicas, &dir)).unwrap();
             let output = std::fs::File::create(dir.join("output.log")).unwrap();
             let mut command = Command::new(&program);
-            match kind {
-                Kind::Nginx => command
+            match kind.program() {
+                "nginx" => command
                     .arg("-c")
                     .arg(&config)
                     .arg("-p")
                     .arg(format!("{}/", dir.display()))
                     .args(["-e", "stderr", "-g", "daemon off;"]),
-                Kind::Haproxy => command.arg("-f").arg(&config).arg("-db"),
+                _ => command.arg("-f").arg(&config).arg("-db"),
             };
             let mut child = command
                 .stdin(Stdio::null())
@@ -107,16 +146,17 @@ impl Balancer {
         self.addr
     }
 
-    /// Its MCP endpoint: `http://127.0.0.1:<port>/mcp`.
+    /// Its MCP endpoint: `http://127.0.0.1:<port>/mcp` (https:// over TLS).
     pub fn url(&self) -> String {
-        format!("http://{}/mcp", self.addr)
+        let scheme = if self.kind.tls() { "https" } else { "http" };
+        format!("{scheme}://{}/mcp", self.addr)
     }
 
     /// What it logged of trouble: a replica marked down, an upstream error, any alert.
     pub fn complaints(&self) -> Vec<String> {
-        let marks: &[&str] = match self.kind {
-            Kind::Nginx => &["[error]", "[crit]", "[alert]", "[emerg]"],
-            Kind::Haproxy => &["[ALERT]", "[WARNING]", " is DOWN"],
+        let marks: &[&str] = match self.kind.nginx() {
+            true => &["[error]", "[crit]", "[alert]", "[emerg]"],
+            false => &["[ALERT]", "[WARNING]", " is DOWN"],
         };
         self.logs()
             .lines()
@@ -199,7 +239,7 @@ pub fn render(
                         out.push(line.replace("replica-1", &format!("replica-{}", n + 1)));
                     }
                 } else {
-                    out.push(listening_on(first, listen));
+                    out.push(moved_paths(&listening_on(first, listen), &dir));
                 }
                 out.push(line.to_owned());
                 block = None;
@@ -210,7 +250,7 @@ pub fn render(
             Some(_) => {}
             None => {
                 out.push(moved_paths(line, &dir));
-                if kind == Kind::Nginx && mark == "http {" {
+                if kind.nginx() && mark == "http {" {
                     for temp in ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"] {
                         out.push(format!("    {temp}_temp_path {dir}/{temp};"));
                     }
@@ -234,24 +274,28 @@ fn replace_address(line: &str, address: &str) -> String {
     line.replacen(word, address, 1)
 }
 
-/// `listen 80;` or `bind :80`: the same directive on `addr`.
+/// `listen 80;`, `listen 443 ssl;` or `bind :80`: the same directive on `addr`, with what
+/// followed the address.
 fn listening_on(line: &str, addr: SocketAddr) -> String {
     let indent = &line[..line.len() - line.trim_start().len()];
-    let directive = line.split_whitespace().next().unwrap();
-    let end = if line.trim_end().ends_with(';') {
-        ";"
-    } else {
-        ""
-    };
-    format!("{indent}{directive} {addr}{end}")
+    let mut words = line.split_whitespace();
+    let directive = words.next().unwrap();
+    let address = words.next().unwrap();
+    let rest: Vec<&str> = words.collect();
+    match (rest.is_empty(), address.ends_with(';')) {
+        (true, true) => format!("{indent}{directive} {addr};"),
+        (true, false) => format!("{indent}{directive} {addr}"),
+        (false, _) => format!("{indent}{directive} {addr} {}", rest.join(" ")),
+    }
 }
 
-/// Paths under nginx's folders and /run/, moved to `dir`.
+/// Paths under nginx's folders, /run/ and the certificates' folder, moved to `dir`.
 fn moved_paths(line: &str, dir: &str) -> String {
     let mut line = line.to_owned();
     for prefix in [" /var/log/nginx/", " /var/lib/nginx/", " /run/"] {
         line = line.replace(prefix, &format!(" {dir}/"));
     }
+    line = line.replace(" /etc/mcp-session-proxy/tls/", &format!(" {dir}/tls/"));
     line
 }
 

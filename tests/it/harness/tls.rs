@@ -20,8 +20,10 @@ pub struct Certificates {
 
 impl Certificates {
     /// A CA; `server.pem` for localhost and 127.0.0.1, `expired.pem` the same but expired
-    /// since yesterday, and `client.pem`, signed by it; and `other-ca.pem`, a CA that signed
-    /// only `rotated.pem` (a server certificate like `server.pem`).
+    /// since yesterday, `client.pem`, and `replica.pem` naming only `mcp-proxy` (a Service's
+    /// name, for servers and clients both, as replicas share one), signed by it; and
+    /// `other-ca.pem`, a CA that signed only `rotated.pem` (a server certificate like
+    /// `server.pem`).
     pub fn make() -> Certificates {
         let dir = fresh_dir("tls");
         let certificates = Certificates { dir };
@@ -31,6 +33,8 @@ impl Certificates {
         certificates.leaf("server", server, "2");
         certificates.leaf("expired", server, "-1");
         certificates.leaf("client", "extendedKeyUsage=clientAuth", "2");
+        let replica = "subjectAltName=DNS:mcp-proxy\nextendedKeyUsage=serverAuth,clientAuth";
+        certificates.leaf("replica", replica, "2");
         certificates.leaf_of("other-ca", "rotated", server, "2");
         certificates
     }
@@ -38,6 +42,27 @@ impl Certificates {
     /// The path of a file made here (`ca.pem`, `server-key.pem`, …).
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.join(name)
+    }
+
+    /// [`Certificates::path`] as a string, for a command line.
+    pub fn arg(&self, name: &str) -> String {
+        self.path(name).to_str().unwrap().to_owned()
+    }
+
+    /// A replica's flags as Kubernetes runs replicas over TLS: the listener shows `replica.pem`
+    /// (naming the Service, `mcp-proxy`), and the hop trusts the CA alone and verifies the
+    /// others by that name.
+    pub fn replica_flags(&self) -> Vec<String> {
+        vec![
+            "--tls-cert".into(),
+            self.arg("replica.pem"),
+            "--tls-key".into(),
+            self.arg("replica-key.pem"),
+            "--cluster-ca-file".into(),
+            self.arg("ca.pem"),
+            "--cluster-server-name".into(),
+            "mcp-proxy".into(),
+        ]
     }
 
     fn ca(&self, name: &str) {
