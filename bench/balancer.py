@@ -28,8 +28,9 @@ def render_balancer_config(kind: str, text: str, listen: str, replicas: list[str
     tests/it/harness/balancer.rs does: the lines between `# replicas` and `# end replicas`
     become one copy of their first line per replica (its address changed, replica-1 numbered
     on, or renamed after `names`), those between `# listen` and `# end listen` their first line on
-    `listen`, and nginx's paths (under /var/log/nginx/, /var/lib/nginx/, /run/, and its
-    temporary files) move to `run_dir`."""
+    `listen` (with what followed its address: `ssl`, `crt …`), and nginx's paths (under
+    /var/log/nginx/, /var/lib/nginx/, /run/, and its temporary files) move to `run_dir`, the
+    certificates' (under /etc/mcp-session-proxy/tls/) to `run_dir`/tls."""
     address = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}:\d+")
     out, block, first = [], None, None
     for line in text.splitlines():
@@ -46,19 +47,28 @@ def render_balancer_config(kind: str, text: str, listen: str, replicas: list[str
                     out.append(address.sub(replica, first, count=1).replace("replica-1", name))
             else:
                 indent = first[:len(first) - len(first.lstrip())]
-                end = ";" if first.rstrip().endswith(";") else ""
-                out.append(f"{indent}{first.split()[0]} {listen}{end}")
+                directive, bound, *rest = first.split()
+                if rest:
+                    rendered = f"{indent}{directive} {listen} {' '.join(rest)}"
+                else:
+                    rendered = f"{indent}{directive} {listen}{';' if bound.endswith(';') else ''}"
+                out.append(moved(rendered, run_dir))
             out.append(line)
             block = None
         elif block is not None:
             if first is None and mark and not mark.startswith("#"):
                 first = line
         else:
-            for prefix in (" /var/log/nginx/", " /var/lib/nginx/", " /run/"):
-                line = line.replace(prefix, f" {run_dir}/")
-            out.append(line)
+            out.append(moved(line, run_dir))
             if kind == "nginx" and mark == "http {":
                 out.extend(f"    {t}_temp_path {run_dir}/{t};" for t in NGINX_TEMP_PATHS)
     if block is not None:
         raise ValueError(f"'# {block}' without '# end {block}'")
     return "\n".join(out) + "\n"
+
+
+def moved(line: str, run_dir: str) -> str:
+    """`line` with nginx's paths and /run/ in `run_dir`, and the certificates' in its tls/."""
+    for prefix in (" /var/log/nginx/", " /var/lib/nginx/", " /run/"):
+        line = line.replace(prefix, f" {run_dir}/")
+    return line.replace(" /etc/mcp-session-proxy/tls/", f" {run_dir}/tls/")

@@ -10,6 +10,7 @@ use http::{header, HeaderValue, Method, Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use mcp_session_proxy::session::log::{EventLog, StreamKey, Window};
+use mcp_session_proxy::tls::ClientTls;
 use mcp_session_proxy::upstream::http_client::{self, HttpClient};
 use mcp_session_proxy::wire::sse;
 use serde_json::{json, Value};
@@ -57,6 +58,9 @@ enum Command {
         /// `[auth]`); legacy sessions then all belong to its principal.
         #[arg(long)]
         authorization: Option<String>,
+        /// Trust this CA (PEM) alone for an https:// URL: a proxy whose listener speaks TLS.
+        #[arg(long)]
+        ca_file: Option<std::path::PathBuf>,
     },
     /// Opens sessions and leaves them idle (the caller measures the proxy's memory): how many,
     /// in how long, and how many per second.
@@ -126,6 +130,7 @@ async fn run(command: Command) -> Result<(), String> {
             call_url,
             era,
             authorization,
+            ca_file,
         } => {
             let arguments: Value = serde_json::from_str(&arguments).map_err(|e| e.to_string())?;
             let call_url = call_url.as_deref().unwrap_or(&url);
@@ -151,6 +156,15 @@ async fn run(command: Command) -> Result<(), String> {
                 authorization: authorization
                     .map(|value| HeaderValue::from_str(&value).map_err(|e| e.to_string()))
                     .transpose()?,
+                client: match ca_file {
+                    None => http_client::plain_client(),
+                    Some(ca_file) => http_client::client(&ClientTls {
+                        ca_file: Some(ca_file),
+                        platform_roots: false,
+                        ..ClientTls::default()
+                    })
+                    .map_err(|e| e.to_string())?,
+                },
             };
             calls_bench(&url, &call_url, shape, &tool, arguments).await?
         }
@@ -256,6 +270,8 @@ struct Shape {
     anonymous: bool,
     /// The credential of every request, instead of one per session.
     authorization: Option<HeaderValue>,
+    /// The client the sessions share: plain, or trusting a CA for https://.
+    client: HttpClient,
 }
 
 impl Session {
@@ -471,8 +487,8 @@ async fn calls_bench(
         data_layer,
         anonymous,
         authorization,
+        client,
     } = shape;
-    let client = http_client::plain_client();
     let mut opened = Vec::with_capacity(sessions);
     for n in 0..sessions {
         let mut session = match modern {

@@ -25,6 +25,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tls_cost import measure_tls, tls_json, tls_table  # noqa: E402
 from processes import (  # noqa: E402
     BENCH, CLUSTER_SECRET, PROXY, RELEASE, ROOT, Target, bench, cpu_of, descendants, ensure_redis, free_port, log, rss_of, run, start_redis, wait_for_port)
 
@@ -57,7 +58,7 @@ def contextforge_python():
 
 
 # The parts of a run (`--sections`), in the order they are run.
-SECTIONS = ["tables", "idle", "log", "replicas", "cut", "eras", "bridge", "balanced"]
+SECTIONS = ["tables", "idle", "log", "replicas", "cut", "eras", "bridge", "balanced", "tls"]
 # Whether the Node peers and server-everything are in this run (`--without-node`).
 WITH_NODE = [True]
 
@@ -1044,6 +1045,11 @@ def main():
         log("legacy clients in front of a 2026-07-28 server, interleaved rounds")
         bridge = measure_bridge(calls // 2)
         report += bridge_table(bridge)
+    tls = None
+    if "tls" in sections:
+        log("TLS against plain, upstream and listener, interleaved rounds")
+        tls = measure_tls(calls)
+        report += tls_table(tls)
     report += targets(series, added, idle, micro, replicas, eras, redis_bytes, balanced)
     many_cores = ROOT / "bench" / "manycore.md"
     if drawn and many_cores.exists():
@@ -1059,7 +1065,7 @@ def main():
          "replicas": {f"{name} / {sessions}": f for (name, sessions), f in (replicas or {}).items()},
          "eras": {f"{era} / {sessions}": f for (era, sessions), f in (eras or {}).items()},
          "bridge": {f"{name} / {sessions}": f for (name, sessions), f in (bridge or {}).items()},
-         "balanced": balanced},
+         "balanced": balanced, "tls": tls_json(tls or {})},
         indent=1, default=str))
     log(f"wrote {args.output}")
 

@@ -14,7 +14,7 @@ case "$seconds" in
 esac
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root" || exit 2
-targets=(jsonrpc sse_decoder stdio_lines config jwt jwk hop_headers request_state data_layer_cookie glob mirrored duplicates)
+targets=(jsonrpc sse_decoder stdio_lines config jwt jwk hop_headers request_state data_layer_cookie glob mirrored duplicates certificate_subject)
 
 if ! cargo +nightly fuzz --version > /dev/null 2>&1; then
     echo "fuzz: needs a nightly toolchain and cargo-fuzz (cargo install cargo-fuzz --locked)" >&2

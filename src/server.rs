@@ -106,6 +106,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         auth: auth
             .map(|settings| Arc::new(crate::auth::Authority::new(settings, metrics.auth.clone()))),
         tls,
+        principal_from_client_cert: config.tls.principal_from_client_cert,
     });
     let closing = CancellationToken::new();
     let stop_accepting = CancellationToken::new();

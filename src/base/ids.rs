@@ -96,6 +96,16 @@ impl Principal {
         Principal(format!("sub:{}", hex(&digest[..16])))
     }
 
+    /// The principal a client certificate names: its subject (RFC 4514), which the CA of the
+    /// listener's client certificates vouches for.
+    pub fn from_certificate(subject: &str) -> Principal {
+        let digest = Sha256::new()
+            .chain_update(b"x509 subject\0")
+            .chain_update(subject.as_bytes())
+            .finalize();
+        Principal(format!("x509:{}", hex(&digest[..16])))
+    }
+
     /// A principal as the shared store and the internal hop carry it (`as_str`).
     pub fn from_stored(stored: &str) -> Principal {
         Principal(stored.to_owned())

@@ -342,3 +342,29 @@ fn an_https_advertise_needs_the_listener_over_tls() {
     );
     Config::from_toml(&over_tls).expect("https:// with the listener over TLS");
 }
+
+#[test]
+fn a_client_certificate_names_principals_only_from_the_clients_ca_and_alone() {
+    let listener = "[tls]\ncert_file = \"/c.pem\"\nkey_file = \"/k.pem\"\n\
+                    principal_from_client_cert = true\n";
+    let error = Config::from_toml(listener).unwrap_err().to_string();
+    assert!(error.contains("needs tls.client_ca_file"), "{error}");
+    let with_ca = format!("{listener}client_ca_file = \"/ca.pem\"\n");
+    let config = Config::from_toml(&with_ca).expect("certificates of the clients' CA");
+    assert!(config.tls.principal_from_client_cert);
+    let two_sources = format!("{with_ca}[http]\nprincipal_header = \"x-user\"\n");
+    let error = Config::from_toml(&two_sources).unwrap_err().to_string();
+    assert!(
+        error.contains("a principal comes from one place"),
+        "{error}"
+    );
+}
+
+#[test]
+fn the_hops_server_name_is_a_dns_name_or_an_address() {
+    Config::from_toml("[cluster]\nserver_name = \"mcp-proxy\"\n").unwrap();
+    let error = Config::from_toml("[cluster]\nserver_name = \"not a name\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("cluster.server_name"), "{error}");
+}

@@ -66,6 +66,12 @@ settings! {
         /// (mutual TLS) [default: none: no client certificate asked for].
         #[arg(long = "tls-client-ca", value_name = "PATH")]
         pub client_ca_file: Option<PathBuf> = None, some(Option<PathBuf>);
+
+        /// With client_ca_file: the subject of a client's certificate (RFC 4514, `CN=…,O=…`)
+        /// is the principal its requests act for, as a mesh that authenticates by certificate
+        /// has it (true/false); not with [auth] or http.principal_header [default: false].
+        #[arg(long = "tls-principal-from-client-cert", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+        pub principal_from_client_cert: bool = false, set;
     }
 }
 

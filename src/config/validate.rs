@@ -26,6 +26,7 @@ impl Config {
         }
         self.upstream.validate("upstream")?;
         self.validate_store()?;
+        self.validate_tls()?;
         self.validate_limits()?;
         self.auth.validate()?;
         self.validate_upstream_auth()?;
@@ -132,6 +133,27 @@ impl Config {
         Ok(())
     }
 
+    /// A client certificate names principals only where the clients' CA vouches for them
+    /// and nothing else names them; the hop's server name is one rustls can verify.
+    fn validate_tls(&self) -> anyhow::Result<()> {
+        if self.tls.principal_from_client_cert {
+            if self.tls.client_ca_file.is_none() {
+                bail!("tls.principal_from_client_cert needs tls.client_ca_file: only certificates of that CA name principals");
+            }
+            if self.auth.is_on() || self.http.principal_header.is_some() {
+                bail!("tls.principal_from_client_cert: a principal comes from one place, and [auth] or http.principal_header names it already");
+            }
+        }
+        let hop_name = crate::tls::ClientTls {
+            server_name: self.cluster.server_name.clone(),
+            ..crate::tls::ClientTls::default()
+        };
+        hop_name
+            .server_name()
+            .map_err(|e| anyhow::anyhow!("cluster.server_name: {e}"))?;
+        Ok(())
+    }
+
     fn validate_store(&self) -> anyhow::Result<()> {
         self.validate_secret()?;
         if self.store == "memory" {
@@ -182,13 +204,6 @@ impl Config {
             hop.config()
                 .map_err(|e| anyhow::anyhow!("cluster.ca_file: {e}"))?;
         }
-        let hop_name = crate::tls::ClientTls {
-            server_name: self.cluster.server_name.clone(),
-            ..crate::tls::ClientTls::default()
-        };
-        hop_name
-            .server_name()
-            .map_err(|e| anyhow::anyhow!("cluster.server_name: {e}"))?;
         Ok(())
     }
 }

@@ -181,9 +181,15 @@ pub fn check_principal_header(
     Ok(())
 }
 
+/// The principal a client certificate named (`tls.principal_from_client_cert`), for every
+/// request of its connection.
+#[derive(Debug, Clone)]
+pub struct Certified(pub Principal);
+
 /// The principal a request acts for: the one its verified token names (with `[auth]`), else
-/// the header a trusted proxy set when one is configured, else a digest of `Authorization`,
-/// else anonymous.
+/// its connection's client certificate's (with `tls.principal_from_client_cert`), else the
+/// header a trusted proxy set when one is configured, else a digest of `Authorization`, else
+/// anonymous.
 pub fn principal(
     settings: &HttpSettings,
     headers: &HeaderMap,
@@ -191,6 +197,9 @@ pub fn principal(
 ) -> Principal {
     if let Some(admitted) = extensions.get::<Admitted>() {
         return admitted.principal().clone();
+    }
+    if let Some(Certified(principal)) = extensions.get::<Certified>() {
+        return principal.clone();
     }
     let credential = match &settings.principal_header {
         // Never from anyone else: `check_principal_header` refused such a request at the door.

@@ -39,6 +39,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
+use crate::base::ids::Principal;
 use crate::session::cluster::Cluster;
 use crate::session::Registry;
 use crate::telemetry::metrics::{Metrics, ServerMetrics};
@@ -85,6 +86,9 @@ pub struct Router {
     /// With `[tls]`: every connection is TLS, its handshake first (bounded), with the newest
     /// certificate its files hold.
     pub tls: Option<crate::tls::Rotating>,
+    /// With `tls.principal_from_client_cert`: a client certificate's subject names the
+    /// principal of every request on its connection.
+    pub principal_from_client_cert: bool,
 }
 
 impl Router {
@@ -200,10 +204,33 @@ async fn connection(
 ) {
     let _ = socket.set_nodelay(true);
     let Some(tls) = acceptor(&router) else {
-        return serve_connection(socket, peer, slot, router, tokens).await;
+        return serve_connection(socket, peer, slot, router, tokens, None).await;
     };
     match tokio::time::timeout(TLS_HANDSHAKE, tls.accept(socket)).await {
-        Ok(Ok(stream)) => serve_connection(stream, peer, slot, router, tokens).await,
+        Ok(Ok(stream)) if router.principal_from_client_cert => {
+            let certificate = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(<[_]>::first);
+            match certificate.map(|certificate| crate::tls::subject_of(certificate)) {
+                Some(Ok(subject)) => {
+                    let certified = guard::Certified(Principal::from_certificate(&subject));
+                    serve_connection(stream, peer, slot, router, tokens, Some(certified)).await
+                }
+                // The CA's client certificates name every principal: one that names none
+                // (or that cannot be read) is served nothing, rather than as nobody.
+                Some(Err(error)) => {
+                    router.metrics.http.tls_handshakes_failed.inc();
+                    warn!(%peer, %error, "a client certificate names no principal: the connection is closed");
+                }
+                None => {
+                    router.metrics.http.tls_handshakes_failed.inc();
+                    warn!(%peer, "a client without a certificate, which names principals here: the connection is closed");
+                }
+            }
+        }
+        Ok(Ok(stream)) => serve_connection(stream, peer, slot, router, tokens, None).await,
         Ok(Err(error)) => {
             router.metrics.http.tls_handshakes_failed.inc();
             debug!(%peer, %error, "a client's TLS handshake failed");
@@ -224,6 +251,7 @@ async fn serve_connection<IO>(
     slot: connections::Slot,
     router: Arc<Router>,
     (stopped, closing): (CancellationToken, CancellationToken),
+    certified: Option<guard::Certified>,
 ) where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -239,6 +267,9 @@ async fn serve_connection<IO>(
         carrying.fetch_max(kind, Ordering::AcqRel);
         request.extensions_mut().insert(slot.clone());
         request.extensions_mut().insert(guard::Peer(peer));
+        if let Some(certified) = &certified {
+            request.extensions_mut().insert(certified.clone());
+        }
         async move {
             let started = std::time::Instant::now();
             let asked = access::enabled().then(|| access::Asked::of(&request, peer));

@@ -180,3 +180,78 @@ async fn the_official_clients_work_over_the_tls_listener_with_their_own_ways_to_
     assert_eq!(report["ok"], true, "{report}");
     assert_eq!(report["resumed"], "Reconnection test completed", "{report}");
 }
+
+/// With `principal_from_client_cert`, a client certificate's subject is who its requests act
+/// for: a session opened with one certificate is found again with it, on a new connection, and
+/// is no one's with another certificate of the same CA; a request naming a principal in a
+/// header changes nothing.
+#[tokio::test]
+async fn a_client_certificates_subject_is_the_principal_its_sessions_belong_to() {
+    let certificates = Certificates::make();
+    let (cert, key, ca) = (
+        certificates.path("server.pem"),
+        certificates.path("server-key.pem"),
+        certificates.path("ca.pem"),
+    );
+    let proxy = Proxy::start_with(|c| {
+        c.tls.cert_file = Some(cert);
+        c.tls.key_file = Some(key);
+        c.tls.client_ca_file = Some(ca);
+        c.tls.principal_from_client_cert = true;
+    })
+    .await;
+    let url = format!("https://127.0.0.1:{}/mcp", proxy.addr().port());
+    let ca = certificates.arg("ca.pem");
+    let shown = |name: &str| {
+        vec![
+            "--cacert".to_owned(),
+            ca.clone(),
+            "--cert".to_owned(),
+            certificates.arg(&format!("{name}.pem")),
+            "--key".to_owned(),
+            certificates.arg(&format!("{name}-key.pem")),
+        ]
+    };
+    let opened = curl_initialize(&url, &as_args(&shown("client"))).await;
+    let session = session_of(&String::from_utf8_lossy(&opened.stdout));
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"mine"}}}"#;
+    let in_session = |name: &str, extra: &[&str]| {
+        let mut args = shown(name);
+        args.extend(["-H".to_owned(), format!("mcp-session-id: {session}")]);
+        args.extend([
+            "-H".to_owned(),
+            "mcp-protocol-version: 2025-11-25".to_owned(),
+        ]);
+        args.extend(extra.iter().map(|a| a.to_string()));
+        args
+    };
+
+    // The same certificate, a new connection: the session is its own.
+    let again = curl_post(&url, call, &as_args(&in_session("client", &[]))).await;
+    let again = String::from_utf8_lossy(&again.stdout);
+    assert!(
+        again.starts_with("HTTP/1.1 200") && again.contains("\"mine\""),
+        "{again}"
+    );
+
+    // Another certificate of the same CA, whatever its requests say: not its session.
+    let claims = [
+        "-H",
+        "x-authenticated-user: CN=client",
+        "-H",
+        "authorization: Bearer x",
+    ];
+    for extra in [&[][..], &claims] {
+        let bob = curl_post(&url, call, &as_args(&in_session("bob", extra))).await;
+        let bob = String::from_utf8_lossy(&bob.stdout);
+        assert!(bob.starts_with("HTTP/1.1 404"), "{bob}");
+    }
+    // Nor does a header change the first certificate's principal.
+    let first = curl_post(&url, call, &as_args(&in_session("client", &claims))).await;
+    let first = String::from_utf8_lossy(&first.stdout);
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+}
+
+fn as_args(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}

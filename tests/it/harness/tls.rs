@@ -20,7 +20,8 @@ pub struct Certificates {
 
 impl Certificates {
     /// A CA; `server.pem` for localhost and 127.0.0.1, `expired.pem` the same but expired
-    /// since yesterday, `client.pem`, and `replica.pem` naming only `mcp-proxy` (a Service's
+    /// since yesterday, `client.pem` (`CN=client`) and `bob.pem` (`CN=bob`), and `replica.pem`
+    /// naming only `mcp-proxy` (a Service's
     /// name, for servers and clients both, as replicas share one), signed by it; and
     /// `other-ca.pem`, a CA that signed only `rotated.pem` (a server certificate like
     /// `server.pem`).
@@ -33,6 +34,7 @@ impl Certificates {
         certificates.leaf("server", server, "2");
         certificates.leaf("expired", server, "-1");
         certificates.leaf("client", "extendedKeyUsage=clientAuth", "2");
+        certificates.leaf("bob", "extendedKeyUsage=clientAuth", "2");
         let replica = "subjectAltName=DNS:mcp-proxy\nextendedKeyUsage=serverAuth,clientAuth";
         certificates.leaf("replica", replica, "2");
         certificates.leaf_of("other-ca", "rotated", server, "2");

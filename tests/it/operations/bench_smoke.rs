@@ -98,3 +98,34 @@ async fn every_measurement_runs_in_smoke_mode() {
     assert!(log["append_per_second"].as_f64().unwrap() > 0.0);
     proxy.stop().await;
 }
+
+/// `mcp-bench calls --ca-file` against a proxy whose listener speaks TLS (bench/tls_cost.py's
+/// listener over https://): the calls made over TLS, trusting the CA given alone.
+#[tokio::test]
+async fn the_load_generator_calls_over_tls_trusting_the_ca_it_is_given() {
+    let certificates = crate::harness::tls::Certificates::make();
+    let (cert, key) = (
+        certificates.path("server.pem"),
+        certificates.path("server-key.pem"),
+    );
+    let proxy = Proxy::start_with(|c| {
+        c.tls.cert_file = Some(cert);
+        c.tls.key_file = Some(key);
+    })
+    .await;
+    let url = format!("https://{}/mcp", proxy.addr());
+    let ca = certificates.arg("ca.pem");
+    let args = ["calls", "--url", &url, "--calls", "10", "--warmup", "1"];
+    let calls = bench(&[&args[..], &["--ca-file", &ca]].concat()).await;
+    assert_eq!(calls["calls"], 10);
+    assert_eq!(calls["errors"], 0);
+    // Another CA's certificate is not trusted: the load generator says so and stops.
+    let other = certificates.arg("other-ca.pem");
+    let refused = Command::new(env!("CARGO_BIN_EXE_mcp-bench"))
+        .args([&args[..], &["--ca-file", &other]].concat())
+        .output()
+        .await
+        .unwrap();
+    assert!(!refused.status.success());
+    proxy.stop().await;
+}
