@@ -14,12 +14,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::base::keys::Keys;
-use crate::config::{Config, SessionConfig, UpstreamConfig};
+use crate::config::{Config, SessionConfig, UpstreamConfig, VirtualConfig};
 use crate::front::modern::envelope::CacheHints;
 use crate::front::modern::state::StateKey;
 use crate::front::modern::Modern;
 use crate::front::{self, App, Router};
 use crate::session::cluster::Cluster;
+use crate::session::compose::{Composer, Member, MemberNames};
 use crate::session::correlate::held::HeldCalls;
 use crate::session::correlate::named::DataLayer;
 use crate::session::correlate::pool::AnonymousPool;
@@ -152,14 +153,67 @@ impl Shared<'_> {
             false => None,
         };
         let mut servers = BTreeMap::new();
+        let mut members = BTreeMap::new();
         for (name, server) in &config.servers {
             let session = server.session.as_ref().unwrap_or(&config.session);
             let spec = settled(&server.upstream, &secrets).await?;
             let exposure = (&server.tools, &server.prompts, &server.resources);
             let app = self.serve(name, &server.upstream, session, exposure, spec);
+            members.insert(name.as_str(), app.clone());
+            if server.serve {
+                servers.insert(name.clone(), app);
+            }
+        }
+        let mut default = default;
+        for (name, composed) in &config.r#virtual {
+            let app = self.serve_virtual(name, composed, &members);
+            if composed.default {
+                default = Some(app.clone());
+            }
             servers.insert(name.clone(), app);
         }
         Ok((default, servers))
+    }
+
+    /// The `App` of virtual server `name`: its sessions each hold an upstream per member,
+    /// built by the member's own factory.
+    fn serve_virtual(
+        &self,
+        name: &str,
+        composed: &VirtualConfig,
+        apps: &BTreeMap<&str, Arc<App>>,
+    ) -> Arc<App> {
+        let config = self.config;
+        let members: Vec<Member> = composed
+            .servers
+            .iter()
+            .map(|member| {
+                let server = &config.servers[member];
+                Member {
+                    names: MemberNames {
+                        name: member.clone(),
+                        tools: server.tools.clone(),
+                        prompts: server.prompts.clone(),
+                        resources: server.resources.clone(),
+                    },
+                    factory: apps[member.as_str()].registry.upstream_factory(),
+                }
+            })
+            .collect();
+        // A member's own timeout bounds its requests; the virtual server's, the longest.
+        let request_timeout = composed
+            .servers
+            .iter()
+            .map(|member| config.servers[member].upstream.request_timeout)
+            .max()
+            .unwrap_or(config.upstream.request_timeout);
+        let upstream = UpstreamConfig {
+            request_timeout,
+            ..UpstreamConfig::default()
+        };
+        let spec = Composer::new(name, &composed.separator, members, request_timeout).spec();
+        let exposure = (&composed.tools, &composed.prompts, &composed.resources);
+        self.serve(name, &upstream, &config.session, exposure, spec)
     }
 }
 

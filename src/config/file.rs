@@ -137,13 +137,55 @@ settings! {
         /// `resources` keys as at the top level [default: none].
         #[arg(skip)]
         pub servers: BTreeMap<String, ServerConfig> = BTreeMap::new(), none(());
+
+        /// Virtual servers: each one endpoint at `/servers/<name>/mcp` composing several named
+        /// servers (`servers`, names of `[servers.<name>]`) with one session, their tools and
+        /// prompts seen as `<member><separator><name>`; `separator` (default `__`), `default`
+        /// (true: also at `/mcp`), and `tools`, `prompts` and `resources` tables on the composed
+        /// names [default: none].
+        #[arg(skip)]
+        pub r#virtual: BTreeMap<String, VirtualConfig> = BTreeMap::new(), none(());
+    }
+}
+
+/// One virtual server: named servers composed into one endpoint.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VirtualConfig {
+    /// Its members, names of `[servers.<name>]`, in order: the first wins a name two offer.
+    pub servers: Vec<String>,
+    /// Between a member's name and its tools' and prompts' names.
+    pub separator: String,
+    /// Also served at `/mcp`.
+    pub default: bool,
+    /// Which composed tools clients see, and under which names (after the members' own rules).
+    pub tools: Exposure,
+    /// Which composed prompts clients see, and under which names.
+    pub prompts: Exposure,
+    /// Which resources clients see, by URI.
+    pub resources: ResourceExposure,
+}
+
+impl Default for VirtualConfig {
+    fn default() -> VirtualConfig {
+        VirtualConfig {
+            servers: Vec::new(),
+            separator: "__".to_owned(),
+            default: false,
+            tools: Exposure::default(),
+            prompts: Exposure::default(),
+            resources: ResourceExposure::default(),
+        }
     }
 }
 
 /// One named server of a gateway.
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
+    /// Served at its own path (`/servers/<name>/mcp`); false: only as a member of virtual
+    /// servers.
+    pub serve: bool,
     pub upstream: UpstreamConfig,
     /// Its own session limits and window; absent: the top-level `[session]`.
     pub session: Option<SessionConfig>,
@@ -153,6 +195,19 @@ pub struct ServerConfig {
     pub prompts: Exposure,
     /// Which of its resources clients see, by URI.
     pub resources: ResourceExposure,
+}
+
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig {
+            serve: true,
+            upstream: UpstreamConfig::default(),
+            session: None,
+            tools: Exposure::default(),
+            prompts: Exposure::default(),
+            resources: ResourceExposure::default(),
+        }
+    }
 }
 
 pub(super) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {

@@ -101,6 +101,7 @@ pub mod check {
 
     /// `prefix.name`, or `name` at the top level.
     pub fn path(prefix: &str, name: &str) -> String {
+        let name = name.strip_prefix("r#").unwrap_or(name);
         match prefix {
             "" => name.to_owned(),
             prefix => format!("{prefix}.{name}"),
@@ -283,7 +284,7 @@ macro_rules! settings {
             fn keys() -> Vec<$crate::config::keys::Key> {
                 vec![$(
                     $crate::config::keys::Key {
-                        name: stringify!($field),
+                        name: $crate::config::keys::key_name(stringify!($field)),
                         ty: stringify!($ty),
                         doc: &[$($doc),*],
                         flag_id: match stringify!($kind) {
@@ -298,6 +299,12 @@ macro_rules! settings {
             }
         }
     };
+}
+
+/// A key's name as the file spells it: its field's, without the `r#` of a field named after
+/// a Rust keyword (`virtual`).
+pub fn key_name(field: &'static str) -> &'static str {
+    field.strip_prefix("r#").unwrap_or(field)
 }
 
 /// The first of its arguments: a key's flag id as declared (`#[flag_id = "…"]`, the id its

@@ -28,7 +28,7 @@ pub use auth::{AuthConfig, AuthFlags, ClientSecretFlags, SecretSource};
 pub use cli::{Cli, Command, ExposedSecret};
 pub use cluster::{ClusterConfig, ClusterFlags, TracingConfig, TracingFlags};
 pub use duration::parse_duration;
-pub use file::{Config, ConfigFlags, Isolation, LogFormat, ServerConfig};
+pub use file::{Config, ConfigFlags, Isolation, LogFormat, ServerConfig, VirtualConfig};
 pub use http::{HttpConfig, HttpFlags};
 pub use reference::{entries, render_reference, Entry, REFERENCE_PATH};
 pub use session::{Correlation, SessionConfig, SessionFlags};

@@ -170,6 +170,7 @@ fn type_name(ty: &str) -> Option<&'static str> {
         "BTreeMap<String,String>" => Some("table of strings"),
         "BTreeMap<String,f64>" => Some("table of numbers"),
         "BTreeMap<String,ServerConfig>" => Some("table of servers"),
+        "BTreeMap<String,VirtualConfig>" => Some("table of virtual servers"),
         _ => None,
     }
 }

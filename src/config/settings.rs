@@ -163,7 +163,7 @@ impl UpstreamConfig {
         self.cache_lists.unwrap_or(shared_stdio)
     }
 
-    fn names_a_server(&self) -> bool {
+    pub(super) fn names_a_server(&self) -> bool {
         self.stdio.is_some() || self.http.is_some() || self.sse.is_some()
     }
 

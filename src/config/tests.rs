@@ -279,6 +279,7 @@ fn the_shipped_example_shows_every_declared_key_and_each_has_a_flag() {
     // Described in the example's prose rather than shown as keys.
     let in_prose = |path: &str| {
         path == "servers"
+            || path == "virtual"
             || path == "limits.tools"
             || path.starts_with("prompts.")
             || ["tools.prefix", "tools.rename", "tools.descriptions"].contains(&path)
@@ -367,4 +368,56 @@ fn the_hops_server_name_is_a_dns_name_or_an_address() {
         .unwrap_err()
         .to_string();
     assert!(error.contains("cluster.server_name"), "{error}");
+}
+
+#[test]
+fn a_virtual_server_composes_named_servers_at_a_name_of_its_own() {
+    let servers = "[servers.a.upstream]\nstdio = \"a\"\n[servers.b.upstream]\nstdio = \"b\"\n";
+    let composed = format!("{servers}[virtual.v]\nservers = [\"a\", \"b\"]\n");
+    let config = Config::from_toml(&composed).unwrap();
+    assert_eq!(config.r#virtual["v"].separator, "__");
+    assert!(
+        config.servers["a"].serve,
+        "served at its own path unless told"
+    );
+    let refused = |text: String, says: &str| {
+        let error = Config::from_toml(&text).unwrap_err().to_string();
+        assert!(error.contains(says), "{says:?} in {error}");
+    };
+    refused(
+        format!("{servers}[virtual.v]\nservers = [\"a\", \"c\"]\n"),
+        "\"c\" is not a [servers.<name>]",
+    );
+    refused(
+        format!("{servers}[virtual.v]\nservers = []\n"),
+        "virtual.v.servers",
+    );
+    refused(
+        format!("{servers}[virtual.a]\nservers = [\"b\"]\n"),
+        "[servers.a] has that name too",
+    );
+    refused(
+        format!("{servers}[virtual.v]\nservers = [\"a\", \"a\"]\n"),
+        "named twice",
+    );
+    refused(
+        format!("{servers}[virtual.v]\nservers = [\"a\"]\nseparator = \"\"\n"),
+        "virtual.v.separator",
+    );
+    let two_at_root = format!(
+        "{servers}[virtual.v]\nservers = [\"a\"]\ndefault = true\n\
+         [virtual.w]\nservers = [\"b\"]\ndefault = true\n"
+    );
+    refused(two_at_root, "one server at /mcp");
+    let over_upstream = format!(
+        "[upstream]\nstdio = \"x\"\n{servers}[virtual.v]\nservers = [\"a\"]\ndefault = true\n"
+    );
+    refused(
+        over_upstream,
+        "/mcp serves the top-level [upstream] already",
+    );
+    refused(
+        format!("{servers}[virtual.v]\nservers = [\"a\"]\nmembers = []\n"),
+        "unknown field",
+    );
 }

@@ -27,6 +27,7 @@ impl Config {
         self.upstream.validate("upstream")?;
         self.validate_store()?;
         self.validate_tls()?;
+        self.validate_virtual()?;
         self.validate_limits()?;
         self.auth.validate()?;
         self.validate_upstream_auth()?;
@@ -131,6 +132,46 @@ impl Config {
             );
         }
         Ok(())
+    }
+
+    /// Each virtual server composes named servers, at a name of its own; at most one is also
+    /// at `/mcp`, where no server of the top level is.
+    fn validate_virtual(&self) -> anyhow::Result<()> {
+        let mut at_root = Vec::new();
+        for (name, composed) in &self.r#virtual {
+            let key = format!("virtual.{name}");
+            if self.servers.contains_key(name) {
+                bail!("{key}: [servers.{name}] has that name too; a path serves one server");
+            }
+            if composed.servers.is_empty() {
+                bail!("{key}.servers: name the [servers.<name>] it composes");
+            }
+            for (i, member) in composed.servers.iter().enumerate() {
+                if !self.servers.contains_key(member) {
+                    bail!(
+                        "{key}.servers: {member:?} is not a [servers.<name>] of this configuration"
+                    );
+                }
+                if composed.servers[..i].contains(member) {
+                    bail!("{key}.servers: {member:?} is named twice");
+                }
+            }
+            if composed.separator.is_empty() {
+                bail!("{key}.separator: members' names need something between them and their tools' (default \"__\")");
+            }
+            if composed.default {
+                at_root.push(name.as_str());
+            }
+        }
+        match at_root.as_slice() {
+            [] => Ok(()),
+            [_] if self.upstream.names_a_server() => bail!(
+                "virtual.{}.default: /mcp serves the top-level [upstream] already",
+                at_root[0]
+            ),
+            [_] => Ok(()),
+            several => bail!("virtual.<name>.default: one server at /mcp, not {several:?}"),
+        }
     }
 
     /// A client certificate names principals only where the clients' CA vouches for them

@@ -6,6 +6,7 @@
 //! (creating, finding and expiring sessions).
 
 mod calls;
+pub mod compose;
 pub mod correlate;
 mod door;
 mod error_answer;

@@ -106,6 +106,12 @@ impl Registry {
         }
     }
 
+    /// What builds the upstreams of this server's sessions (a virtual server's members use it
+    /// too).
+    pub fn upstream_factory(&self) -> Arc<UpstreamFactory> {
+        self.upstreams.clone()
+    }
+
     /// Fills the warm pool (a no-op without one); call once the runtime is up.
     pub fn prewarm(&self) {
         self.upstreams.prewarm();

@@ -103,6 +103,12 @@ pub enum UpstreamError {
     /// A server that forgot the session cannot be re-initialized without the client's params.
     #[error("the client's initialize params are unknown")]
     NoInitializeParams,
+    /// A member of a virtual server failed (why): its own requests fail, the others go on.
+    #[error("{member} (a member of this virtual server): {cause}")]
+    Member {
+        member: String,
+        cause: Box<UpstreamError>,
+    },
     /// The replica owning the session could not carry the message there.
     #[error(transparent)]
     Hop(#[from] HopError),

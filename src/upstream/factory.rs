@@ -146,6 +146,9 @@ impl UpstreamFactory {
             (UpstreamSpec::InProcess(spec), None) => {
                 Upstream::InProcess(InProcessUpstream::start(spec, events))
             }
+            (UpstreamSpec::Composed(spec), None) => {
+                Upstream::Composed(spec.start(credential, events))
+            }
             (UpstreamSpec::Sse(spec), None) => Upstream::Sse(SseUpstream::start(
                 spec,
                 self.http_client.clone(),

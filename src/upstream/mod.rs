@@ -6,6 +6,7 @@
 pub mod body;
 pub mod child_env;
 pub mod child_user;
+pub mod composed;
 pub mod credential;
 pub mod deferred;
 pub mod driven;
@@ -110,6 +111,8 @@ pub enum UpstreamSpec {
     Sse(http_client::HttpSpec),
     /// A server in this process (tests of the session layer).
     InProcess(in_process::InProcessSpec),
+    /// A virtual server: several servers composed into one.
+    Composed(composed::ComposedSpec),
 }
 
 impl UpstreamSpec {
@@ -118,7 +121,9 @@ impl UpstreamSpec {
         match self {
             UpstreamSpec::Stdio(spec) | UpstreamSpec::SharedStdio(spec) => spec.protocol,
             UpstreamSpec::Http(spec) => spec.protocol,
-            UpstreamSpec::Sse(_) | UpstreamSpec::InProcess(_) => crate::wire::era::Era::Legacy,
+            UpstreamSpec::Sse(_) | UpstreamSpec::InProcess(_) | UpstreamSpec::Composed(_) => {
+                crate::wire::era::Era::Legacy
+            }
         }
     }
 
@@ -130,6 +135,7 @@ impl UpstreamSpec {
                 crate::telemetry::redact::url(&spec.url.to_string()).into_owned()
             }
             UpstreamSpec::InProcess(_) => "in-process".to_owned(),
+            UpstreamSpec::Composed(spec) => spec.display(),
         }
     }
 }
@@ -149,6 +155,8 @@ pub enum Upstream {
     /// Any of these, started at the session's `initialize`.
     Deferred(deferred::DeferredUpstream),
     InProcess(in_process::InProcessUpstream),
+    /// A virtual server's members, composed.
+    Composed(composed::ComposedUpstream),
 }
 
 impl Upstream {
@@ -163,6 +171,7 @@ impl Upstream {
             Upstream::ModernHttp(http) => http.send(message).await,
             Upstream::Deferred(deferred) => deferred.send(message).await,
             Upstream::InProcess(server) => server.send(message).await,
+            Upstream::Composed(members) => members.send(message).await,
         }
     }
 
@@ -187,7 +196,8 @@ impl Upstream {
             | Upstream::Shared(_)
             | Upstream::Modern(_)
             | Upstream::ModernHttp(_)
-            | Upstream::InProcess(_) => {}
+            | Upstream::InProcess(_)
+            | Upstream::Composed(_) => {}
         }
     }
 
@@ -222,6 +232,7 @@ impl Upstream {
         match self {
             Upstream::Http(http) => http.detach(),
             Upstream::Deferred(deferred) => deferred.detach(),
+            Upstream::Composed(members) => members.detach(),
             _ => self.release(),
         }
     }
@@ -238,6 +249,7 @@ impl Upstream {
             Upstream::ModernHttp(http) => http.release(),
             Upstream::Deferred(deferred) => deferred.release(),
             Upstream::InProcess(server) => server.release(),
+            Upstream::Composed(members) => members.release(),
         }
     }
 }

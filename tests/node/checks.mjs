@@ -12,3 +12,17 @@ export function within(ms, promise, what) {
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
+
+// A fetch that records the status of each resumption the client makes (a GET with
+// Last-Event-ID), for a report to show that a stream was resumed.
+export function watchingResumptions() {
+  const resumptions = [];
+  const watched = (input, init) => {
+    const resuming = new Headers(init?.headers).has("last-event-id");
+    return fetch(input, init).then((response) => {
+      if (resuming) resumptions.push(response.status);
+      return response;
+    });
+  };
+  return { resumptions, fetch: watched };
+}

@@ -10,21 +10,14 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import { CallToolResultSchema, ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
-import { check, within } from "./checks.mjs";
+import { check, watchingResumptions, within } from "./checks.mjs";
 
 const [url, server, mode] = process.argv.slice(2);
 const modes = new Set((mode ?? "").split(",").filter(Boolean));
 const legacy = modes.has("legacy");
 
 // The statuses of the SDK's resumptions: its GETs with Last-Event-ID.
-const resumptions = [];
-function watchedFetch(input, init) {
-  const resuming = new Headers(init?.headers).has("last-event-id");
-  return fetch(input, init).then((response) => {
-    if (resuming) resumptions.push(response.status);
-    return response;
-  });
-}
+const { resumptions, fetch: watchedFetch } = watchingResumptions();
 
 const client = new Client({ name: "sdk-through-proxy", version: "1.0.0" });
 const transport = legacy

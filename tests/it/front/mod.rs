@@ -8,4 +8,5 @@ mod legacy_sse;
 mod modern;
 mod streamable_http;
 mod tls_listener;
+mod virtual_servers;
 mod websocket;

@@ -1,0 +1,104 @@
+//! One answer out of the members' answers: `initialize` (the union of their capabilities, the
+//! virtual server's name, each member's instructions under its name) and the cursor of a
+//! merged list (which members have more, and from where).
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use serde_json::{json, Map, Value};
+
+/// The virtual server's `initialize` result from its members' (`(member, result)`, in order):
+/// the oldest revision any member answered (the one every member speaks), the union of their
+/// capabilities, `serverInfo` naming the virtual server, and each member's instructions.
+pub fn initialize(virtual_name: &str, members: &[(&str, &Value)]) -> Value {
+    let version = members
+        .iter()
+        .filter_map(|(_, result)| result["protocolVersion"].as_str())
+        .min()
+        .unwrap_or_default();
+    let mut capabilities = Value::Object(Map::new());
+    for (_, result) in members {
+        union(&mut capabilities, &result["capabilities"]);
+    }
+    let instructions: Vec<String> = members
+        .iter()
+        .filter_map(|(name, result)| {
+            let text = result["instructions"].as_str()?.trim();
+            (!text.is_empty()).then(|| format!("{name}: {text}"))
+        })
+        .collect();
+    let mut result = json!({
+        "protocolVersion": version,
+        "capabilities": capabilities,
+        "serverInfo": { "name": virtual_name, "version": env!("CARGO_PKG_VERSION") },
+    });
+    if !instructions.is_empty() {
+        result["instructions"] = Value::from(instructions.join("\n\n"));
+    }
+    result
+}
+
+/// Adds `other`'s capabilities to `into`: members' objects merged, a flag true if any member's
+/// is (`listChanged`, `subscribe`), anything else as the first member said it.
+fn union(into: &mut Value, other: &Value) {
+    let (Some(into), Some(other)) = (into.as_object_mut(), other.as_object()) else {
+        return;
+    };
+    for (key, value) in other {
+        match into.get_mut(key) {
+            None => {
+                into.insert(key.clone(), value.clone());
+            }
+            Some(Value::Bool(flag)) => *flag |= value.as_bool().unwrap_or(false),
+            Some(existing @ Value::Object(_)) => union(existing, value),
+            Some(_) => {}
+        }
+    }
+}
+
+/// Where a merged list goes on: each member with more, by its index, and the cursor it gave.
+pub fn cursor(more: &[(usize, String)]) -> Option<String> {
+    (!more.is_empty()).then(|| URL_SAFE_NO_PAD.encode(json!(more).to_string()))
+}
+
+/// The members a merged list's `cursor` goes on with; `None` when it is not one of ours.
+pub fn read_cursor(cursor: &str) -> Option<Vec<(usize, String)>> {
+    let bytes = URL_SAFE_NO_PAD.decode(cursor).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn initialize_unites_capabilities_and_names_the_virtual_server_and_each_members_words() {
+        let demo = json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"tools": {"listChanged": false}, "resources": {"subscribe": true}},
+            "serverInfo": {"name": "demo"},
+            "instructions": "Counts.",
+        });
+        let everything = json!({
+            "protocolVersion": "2025-06-18",
+            "capabilities": {"tools": {"listChanged": true}, "prompts": {}, "logging": {}},
+            "serverInfo": {"name": "everything"},
+        });
+        let result = initialize("workbench", &[("demo", &demo), ("everything", &everything)]);
+        assert_eq!(result["protocolVersion"], "2025-06-18");
+        assert_eq!(result["serverInfo"]["name"], "workbench");
+        assert_eq!(result["capabilities"]["tools"]["listChanged"], true);
+        assert_eq!(result["capabilities"]["resources"]["subscribe"], true);
+        assert!(result["capabilities"]["prompts"].is_object());
+        assert!(result["capabilities"]["logging"].is_object());
+        assert_eq!(result["instructions"], "demo: Counts.");
+    }
+
+    #[test]
+    fn a_cursor_reads_back_as_the_members_that_have_more() {
+        let more = vec![(0, "page-2".to_owned()), (2, "x".to_owned())];
+        let text = cursor(&more).unwrap();
+        assert_eq!(read_cursor(&text), Some(more));
+        assert_eq!(cursor(&[]), None);
+        assert_eq!(read_cursor("not ours"), None);
+    }
+}

@@ -1,0 +1,174 @@
+//! Virtual servers over real sockets: one endpoint composing the demo (stdio), npm
+//! server-everything (stdio) and the demo's 2026-07-28 mode over HTTP, each a member with its
+//! own upstream session inside one client session. The official clients see every member's
+//! tools, resources, prompts and completions; state stays each member's own; a member that dies
+//! fails only its own calls.
+
+use std::time::Duration;
+
+use crate::harness::{modern_demo_over_http, node_dir};
+use crate::harness::{python_script, stdout_of, Proxy, DEMO};
+use mcp_session_proxy::config::{ServerConfig, VirtualConfig};
+use serde_json::json;
+
+fn stdio(command: String) -> ServerConfig {
+    let mut server = ServerConfig::default();
+    server.upstream.stdio = Some(command);
+    server.upstream.shutdown_grace = Duration::from_millis(500);
+    server
+}
+
+/// A virtual server `workbench` of `demo` (stdio), `everything` (server-everything over stdio,
+/// not served at a path of its own) and `remote` (the demo's 2026-07-28 mode at `remote`), also
+/// at `/mcp`; streams closed after 500 ms so that clients resume them.
+async fn workbench(remote: &str) -> Proxy {
+    let node = node_dir();
+    let everything = format!(
+        "node {}",
+        shell_words::quote(
+            &node
+                .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+                .to_string_lossy()
+        )
+    );
+    let remote = remote.to_owned();
+    Proxy::start_with(move |c| {
+        c.upstream.stdio = None;
+        c.http.sse_close_after = Duration::from_millis(500);
+        c.servers.insert(
+            "demo".into(),
+            stdio(format!("{} demo-server", shell_words::quote(DEMO))),
+        );
+        let mut everything = stdio(format!("{everything} stdio"));
+        everything.serve = false;
+        c.servers.insert("everything".into(), everything);
+        let mut http = ServerConfig::default();
+        http.upstream.http = Some(remote);
+        c.servers.insert("remote".into(), http);
+        c.r#virtual.insert(
+            "workbench".into(),
+            VirtualConfig {
+                servers: vec!["demo".into(), "everything".into(), "remote".into()],
+                default: true,
+                ..VirtualConfig::default()
+            },
+        );
+    })
+    .await
+}
+
+#[tokio::test]
+async fn the_official_typescript_client_uses_every_member_through_one_session() {
+    let (_remote, addr) = modern_demo_over_http().await;
+    let proxy = workbench(&format!("http://{addr}/mcp")).await;
+    let url = format!("http://{}/servers/workbench/mcp", proxy.addr());
+    let report = virtual_client(&url).await;
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["server"], "workbench");
+    let instructions = report["instructions"].as_str().unwrap();
+    assert!(instructions.starts_with("demo: "), "{instructions}");
+    assert_eq!(report["echoes"]["demo"], "to demo");
+    assert_eq!(report["echoes"]["everything"], "Echo: to everything");
+    assert_eq!(report["echoes"]["remote"], "to remote");
+    // demo's counter twice, remote's once: each member's own.
+    assert_eq!(report["counters"], json!(["1", "2", "1"]));
+    assert_eq!(report["greeting"], "Hello from the demo server");
+    assert!(
+        report["templated"].as_str().unwrap().contains('3'),
+        "{report}"
+    );
+    assert!(report["document"]
+        .as_str()
+        .unwrap()
+        .starts_with("demo://resource/static/document/"));
+    assert!(
+        report["prompt"].as_str().unwrap().contains("Ada"),
+        "{report}"
+    );
+    assert_eq!(report["completed"], json!(["Engineering"]));
+    assert_eq!(report["update"], "demo://counter");
+    assert!(report["elicited"].as_str().is_some(), "{report}");
+    assert!(
+        report["elicitationText"].as_str().unwrap().contains("Ada"),
+        "the client's answer reached the member: {report}"
+    );
+    assert_eq!(report["progress"], 4);
+    assert!(
+        !report["resumptions"].as_array().unwrap().is_empty(),
+        "the cut stream was resumed: {report}"
+    );
+    assert!(
+        report["unknown"].as_str().unwrap().contains("nobody__echo"),
+        "{report}"
+    );
+    // The same server at /mcp, and `everything` at no path of its own.
+    let at_root = proxy.client();
+    let reply = at_root
+        .post(&json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": { "protocolVersion": "2025-11-25", "capabilities": {},
+                        "clientInfo": { "name": "x", "version": "1" } } }))
+        .await;
+    assert_eq!(reply.status, http::StatusCode::OK);
+    let mut alone = proxy.client();
+    alone.path = "/servers/everything/mcp".into();
+    let reply = alone
+        .post(&json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" }))
+        .await;
+    assert_eq!(reply.status, http::StatusCode::NOT_FOUND);
+}
+
+async fn virtual_client(url: &str) -> serde_json::Value {
+    let node = node_dir();
+    let mut command = tokio::process::Command::new("node");
+    command
+        .arg(node.join("virtual_client.mjs"))
+        .arg(url)
+        .current_dir(&node);
+    let stdout = stdout_of("the TypeScript client of the virtual server", &mut command).await;
+    serde_json::from_slice(&stdout).expect("a JSON report")
+}
+
+#[tokio::test]
+async fn the_official_python_client_lists_and_calls_every_member() {
+    let (_remote, addr) = modern_demo_over_http().await;
+    let proxy = workbench(&format!("http://{addr}/mcp")).await;
+    let url = format!("http://{}/servers/workbench/mcp", proxy.addr());
+    let mut python = python_script("virtual_client.py");
+    python.arg(&url);
+    let report: serde_json::Value =
+        serde_json::from_slice(&stdout_of("the Python client", &mut python).await).unwrap();
+    assert_eq!(report["ok"], true, "{report}");
+}
+
+#[tokio::test]
+async fn a_member_that_dies_fails_only_its_own_calls_and_comes_back_when_next_called() {
+    let (_remote, addr) = modern_demo_over_http().await;
+    let proxy = workbench(&format!("http://{addr}/mcp")).await;
+    let mut client = proxy.client();
+    client.path = "/servers/workbench/mcp".into();
+    client.initialize("2025-11-25").await;
+    assert_eq!(client.call_tool("demo__counter", json!({})).await, "1");
+    assert_eq!(client.call_tool("remote__counter", json!({})).await, "1");
+
+    let crashed = client
+        .post(&json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": { "name": "demo__crash", "arguments": { "code": 3 } } }))
+        .await
+        .response()
+        .await;
+    let message = crashed["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("demo (a member of this virtual server)"),
+        "{crashed}"
+    );
+    // The others go on, their state intact.
+    assert_eq!(client.call_tool("remote__counter", json!({})).await, "2");
+    assert_eq!(
+        client
+            .call_tool("everything__echo", json!({ "message": "still" }))
+            .await,
+        "Echo: still"
+    );
+    // The demo is started again for the session: a new process, a new count.
+    assert_eq!(client.call_tool("demo__counter", json!({})).await, "1");
+}
