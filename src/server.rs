@@ -211,7 +211,9 @@ impl Shared<'_> {
             request_timeout,
             ..UpstreamConfig::default()
         };
-        let spec = Composer::new(name, &composed.separator, members, request_timeout).spec();
+        let metrics = self.metrics.server(name);
+        let spec =
+            Composer::new(name, &composed.separator, members, request_timeout, metrics).spec();
         let exposure = (&composed.tools, &composed.prompts, &composed.resources);
         self.serve(name, &upstream, &config.session, exposure, spec)
     }

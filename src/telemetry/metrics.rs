@@ -38,6 +38,22 @@ struct RequestLabels {
     status: u16,
 }
 
+/// A virtual server and one of its members.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MemberLabels {
+    server: Arc<str>,
+    member: String,
+}
+
+/// What befell a virtual server's member, counted by member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberEvent {
+    /// It could not be opened or initialized for a session, or went away.
+    Down,
+    /// It offered a name (or URI) another member before it offered too: not seen.
+    NameCollision,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RefusalLabels {
     server: Arc<str>,
@@ -96,6 +112,8 @@ macro_rules! per_server {
             sessions_rejected: Family<RefusalLabels, Counter>,
             request_duration: Latency,
             upstream_duration: Latency,
+            members_down: Family<MemberLabels, Counter>,
+            member_name_collisions: Family<MemberLabels, Counter>,
         }
 
         /// One server's figures: handles resolved once, so counting is one atomic add.
@@ -107,6 +125,8 @@ macro_rules! per_server {
             /// Time from a request sent to the server to the server's answer.
             pub upstream_duration: Histogram,
             requests: Family<RequestLabels, Counter>,
+            members_down: Family<MemberLabels, Counter>,
+            member_name_collisions: Family<MemberLabels, Counter>,
             /// By `Refusal` (its discriminant is its place in `Refusal::ALL`).
             sessions_rejected: [Counter; Refusal::ALL.len()],
             server: Arc<str>,
@@ -120,6 +140,8 @@ macro_rules! per_server {
                     sessions_rejected: Family::default(),
                     request_duration: Family::new_with_constructor(latency_histogram),
                     upstream_duration: Family::new_with_constructor(latency_histogram),
+                    members_down: Family::default(),
+                    member_name_collisions: Family::default(),
                 };
                 // The text format names a counter `<name>_total`, and ends each help with a
                 // period of its own.
@@ -137,6 +159,16 @@ macro_rules! per_server {
                     "sessions_rejected",
                     "Session creations refused (503), by reason: max_sessions, per_principal, anonymous (session.max_anonymous_sessions), anonymous_pool (no pooled session ready in time), store",
                     families.sessions_rejected.clone(),
+                );
+                registry.register(
+                    "virtual_members_down",
+                    "A virtual server's members that could not be opened or initialized for a session, or went away (each is tried again when next needed), by member",
+                    families.members_down.clone(),
+                );
+                registry.register(
+                    "virtual_name_collisions",
+                    "Names (and URIs) a virtual server's member offered that a member before it offered too: the first member's is seen, by the member not seen",
+                    families.member_name_collisions.clone(),
                 );
                 registry.register(
                     "request_duration_seconds",
@@ -158,6 +190,8 @@ macro_rules! per_server {
                     request_duration: self.request_duration.get_or_create_owned(&label),
                     upstream_duration: self.upstream_duration.get_or_create_owned(&label),
                     requests: self.requests.clone(),
+                    members_down: self.members_down.clone(),
+                    member_name_collisions: self.member_name_collisions.clone(),
                     sessions_rejected: Refusal::ALL.map(|reason| {
                         self.sessions_rejected.get_or_create_owned(&RefusalLabels {
                             server: label.server.clone(),
@@ -222,6 +256,19 @@ impl ServerMetrics {
     /// Counts a session refused for `reason`.
     pub fn session_refused(&self, reason: Refusal) {
         self.sessions_rejected[reason as usize].inc();
+    }
+
+    /// Counts `event` of this virtual server's member `member`.
+    pub fn member(&self, member: &str, event: MemberEvent) {
+        let labels = MemberLabels {
+            server: self.server.clone(),
+            member: member.to_owned(),
+        };
+        let family = match event {
+            MemberEvent::Down => &self.members_down,
+            MemberEvent::NameCollision => &self.member_name_collisions,
+        };
+        family.get_or_create(&labels).inc();
     }
 
     /// Counts one HTTP request on an MCP endpoint and the time to its response head.

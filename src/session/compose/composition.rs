@@ -23,6 +23,7 @@ use super::names::{template_matches, Named};
 use super::Composer;
 use crate::base::backlog::Backlog;
 use crate::session::exposure::ResourceList;
+use crate::telemetry::metrics::MemberEvent;
 use crate::upstream::composed::{Composed, Sending};
 use crate::upstream::credential::Credential;
 use crate::upstream::{EventSink, Sink, Upstream, UpstreamError, UpstreamEvent};
@@ -138,6 +139,7 @@ impl Composition {
 
     fn warn_down(&self, index: usize, error: &UpstreamError) {
         let (server, member) = (&self.composer.name, self.member_name(index));
+        self.composer.metrics.member(member, MemberEvent::Down);
         warn!(%server, %member, %error, "a member of the virtual server is down for this session; it is tried again when next needed");
     }
 
@@ -642,6 +644,9 @@ impl Composition {
                 };
                 if !seen.insert(name.clone()) {
                     let (server, member) = (&self.composer.name, self.member_name(*index));
+                    self.composer
+                        .metrics
+                        .member(member, MemberEvent::NameCollision);
                     warn!(%server, %member, %name, "two members of the virtual server offer the same name: the first in `servers` is seen");
                     continue;
                 }

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 pub use names::MemberNames;
 
+use crate::telemetry::metrics::ServerMetrics;
 use crate::upstream::composed::{Compose, Composed};
 use crate::upstream::credential::Credential;
 use crate::upstream::factory::UpstreamFactory;
@@ -34,6 +35,8 @@ pub struct Composer {
     /// How long a member has to answer what the virtual server asks it itself (`initialize`,
     /// the lists).
     request_timeout: Duration,
+    /// The virtual server's figures (its members' are labelled with their names).
+    metrics: Arc<ServerMetrics>,
 }
 
 impl Composer {
@@ -42,12 +45,14 @@ impl Composer {
         separator: &str,
         members: Vec<Member>,
         request_timeout: Duration,
+        metrics: Arc<ServerMetrics>,
     ) -> Composer {
         Composer {
             name: name.to_owned(),
             separator: separator.to_owned(),
             members,
             request_timeout,
+            metrics,
         }
     }
 }

@@ -171,4 +171,6 @@ async fn a_member_that_dies_fails_only_its_own_calls_and_comes_back_when_next_ca
     );
     // The demo is started again for the session: a new process, a new count.
     assert_eq!(client.call_tool("demo__counter", json!({})).await, "1");
+    let down = r#"mcp_proxy_virtual_members_down_total{server="workbench",member="demo"}"#;
+    assert_eq!(proxy.metric(down), 1, "counted, by member");
 }
