@@ -12,4 +12,5 @@ mod kubernetes;
 mod replica_faults;
 mod replicas;
 mod sessions_per_principal;
+mod virtual_takeover;
 mod write_behind;

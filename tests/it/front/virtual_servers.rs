@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::harness::{modern_demo_over_http, node_dir};
-use crate::harness::{python_script, stdout_of, Proxy, DEMO};
+use crate::harness::{modern_meta, python_script, stdout_of, Proxy, DEMO};
 use mcp_session_proxy::config::{ServerConfig, VirtualConfig};
 use serde_json::json;
 
@@ -173,4 +173,40 @@ async fn a_member_that_dies_fails_only_its_own_calls_and_comes_back_when_next_ca
     assert_eq!(client.call_tool("demo__counter", json!({})).await, "1");
     let down = r#"mcp_proxy_virtual_members_down_total{server="workbench",member="demo"}"#;
     assert_eq!(proxy.metric(down), 1, "counted, by member");
+}
+
+/// A 2026-07-28 client (no session of its own: its principal's) sees the composed server in
+/// `server/discover`, and calls two members, each with its own state.
+#[tokio::test]
+async fn a_2026_07_28_client_discovers_and_calls_the_composed_server() {
+    let (_remote, addr) = modern_demo_over_http().await;
+    let proxy = workbench(&format!("http://{addr}/mcp")).await;
+    let mut client = proxy.client();
+    client.path = "/servers/workbench/mcp".into();
+    client.authorization = Some("Bearer alice".into());
+    let request = |id: u64, method: &str, params: serde_json::Value| {
+        let mut params = params;
+        params["_meta"] = modern_meta(json!({}));
+        json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params })
+    };
+    let discovered = client
+        .post_modern(&request(1, "server/discover", json!({})), &[])
+        .await
+        .response()
+        .await;
+    let result = &discovered["result"];
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "workbench",
+        "{discovered}"
+    );
+    assert!(result["capabilities"]["tools"].is_object(), "{result}");
+    assert!(result["capabilities"]["prompts"].is_object(), "{result}");
+
+    let mut counts = Vec::new();
+    for tool in ["demo__counter", "demo__counter", "remote__counter"] {
+        let call = request(2, "tools/call", json!({ "name": tool, "arguments": {} }));
+        let answer = client.post_modern(&call, &[]).await.response().await;
+        counts.push(answer["result"]["content"][0]["text"].clone());
+    }
+    assert_eq!(counts, [json!("1"), json!("2"), json!("1")]);
 }
