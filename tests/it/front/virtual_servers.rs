@@ -210,3 +210,49 @@ async fn a_2026_07_28_client_discovers_and_calls_the_composed_server() {
     }
     assert_eq!(counts, [json!("1"), json!("2"), json!("1")]);
 }
+
+/// The shipped example (config/virtual.toml), run as the book's worked example runs it: the
+/// members' tools composed, each member's rule and the virtual server's applied, each member's
+/// state its own, and `tasks` at no path of its own.
+#[tokio::test]
+async fn the_shipped_example_composes_its_members_as_the_book_says() {
+    let root = crate::harness::repo_root();
+    let text = std::fs::read_to_string(root.join("config/virtual.toml")).unwrap();
+    let demo = format!("{} demo-server", shell_words::quote(DEMO));
+    let text = text.replace("mcp-session-proxy demo-server", &demo);
+    let shipped = mcp_session_proxy::config::Config::from_toml(&text).unwrap();
+    let proxy = Proxy::start_with(move |c| {
+        let listen = c.listen;
+        *c = shipped;
+        c.listen = listen;
+    })
+    .await;
+    let mut client = proxy.client();
+    client.path = "/servers/workbench/mcp".into();
+    client.initialize("2025-11-25").await;
+    let listed = client.request("tools/list", json!({})).await;
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|tool| tool["name"].as_str())
+        .collect();
+    assert!(names.contains(&"notes__counter") && names.contains(&"tasks__counter"));
+    assert!(names.contains(&"notes__sleep") && !names.contains(&"tasks__sleep"));
+    assert!(
+        !names.iter().any(|name| name.ends_with("__crash")),
+        "{names:?}"
+    );
+    assert_eq!(client.call_tool("notes__counter", json!({})).await, "1");
+    assert_eq!(client.call_tool("tasks__counter", json!({})).await, "1");
+    // default = true: the same server at /mcp.
+    let mut at_root = proxy.client();
+    at_root.initialize("2025-11-25").await;
+    assert_eq!(at_root.call_tool("notes__counter", json!({})).await, "1");
+    let mut tasks = proxy.client();
+    tasks.path = "/servers/tasks/mcp".into();
+    let reply = tasks
+        .post(&json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" }))
+        .await;
+    assert_eq!(reply.status, http::StatusCode::NOT_FOUND);
+}
