@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tls_cost import measure_tls, tls_json, tls_table  # noqa: E402
+from virtual_cost import measure_virtual, virtual_json, virtual_table  # noqa: E402
 from processes import (  # noqa: E402
     BENCH, CLUSTER_SECRET, PROXY, RELEASE, ROOT, Target, bench, cpu_of, descendants, ensure_redis, free_port, log, rss_of, run, start_redis, wait_for_port)
 
@@ -58,7 +59,7 @@ def contextforge_python():
 
 
 # The parts of a run (`--sections`), in the order they are run.
-SECTIONS = ["tables", "idle", "log", "replicas", "cut", "eras", "bridge", "balanced", "tls"]
+SECTIONS = ["tables", "idle", "log", "replicas", "cut", "eras", "bridge", "balanced", "tls", "virtual"]
 # Whether the Node peers and server-everything are in this run (`--without-node`).
 WITH_NODE = [True]
 
@@ -1050,6 +1051,11 @@ def main():
         log("TLS against plain, upstream and listener, interleaved rounds")
         tls = measure_tls(calls)
         report += tls_table(tls)
+    composed = None
+    if "virtual" in sections:
+        log("virtual servers against the member's own path, interleaved rounds")
+        composed = measure_virtual(calls)
+        report += virtual_table(composed)
     report += targets(series, added, idle, micro, replicas, eras, redis_bytes, balanced)
     many_cores = ROOT / "bench" / "manycore.md"
     if drawn and many_cores.exists():
@@ -1065,7 +1071,8 @@ def main():
          "replicas": {f"{name} / {sessions}": f for (name, sessions), f in (replicas or {}).items()},
          "eras": {f"{era} / {sessions}": f for (era, sessions), f in (eras or {}).items()},
          "bridge": {f"{name} / {sessions}": f for (name, sessions), f in (bridge or {}).items()},
-         "balanced": balanced, "tls": tls_json(tls or {})},
+         "balanced": balanced, "tls": tls_json(tls or {}),
+         "virtual": virtual_json(composed) if composed else None},
         indent=1, default=str))
     log(f"wrote {args.output}")
 

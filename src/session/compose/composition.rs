@@ -38,6 +38,10 @@ use crate::wire::methods;
 const OWN: &str = "virtual-server/";
 /// Between a member's index and its request's id, as the session's client sees that id.
 const TAG: char = '~';
+/// The URIs, and the templates, a session remembers the member of (beyond them a URI's member
+/// is found by listing again): members' lists cannot grow a session without bound.
+const MAX_URIS: usize = 10_000;
+const MAX_TEMPLATES: usize = 1_000;
 
 /// An answer to one of the virtual server's own requests.
 type Answer = oneshot::Sender<Result<Message, UpstreamError>>;
@@ -160,6 +164,13 @@ impl Composition {
     /// Member `index`'s upstream, opened and initialized (once the client's `initialize` is
     /// known) if it was not.
     async fn ready(&self, index: usize) -> Result<Upstream, UpstreamError> {
+        // The usual case, without waiting for the gate: open and initialized.
+        {
+            let state = self.lock();
+            if let (Some(upstream), true) = (&state.upstreams[index], state.initialized[index]) {
+                return Ok(upstream.clone());
+            }
+        }
         let _gate = self.gates[index].lock().await;
         let (upstream, initialized, params) = {
             let state = self.lock();
@@ -372,21 +383,23 @@ impl Composition {
                 return self.refuse(id, INTERNAL_ERROR, &error.to_string(), None);
             }
         };
+        let subscription = match method {
+            methods::RESOURCES_SUBSCRIBE | methods::RESOURCES_UNSUBSCRIBE => uri_of(&message),
+            _ => None,
+        };
         {
             let mut state = self.lock();
             if let Some(n) = id.as_u64() {
                 state.inflight.insert(n, index);
             }
-            if let Some(uri) = uri_of(&message) {
-                match method {
-                    methods::RESOURCES_SUBSCRIBE => {
-                        state.subscriptions.insert(uri, index);
-                    }
-                    methods::RESOURCES_UNSUBSCRIBE => {
-                        state.subscriptions.remove(&uri);
-                    }
-                    _ => {}
+            match (method, subscription) {
+                (methods::RESOURCES_SUBSCRIBE, Some(uri)) => {
+                    state.subscriptions.insert(uri, index);
                 }
+                (_, Some(uri)) => {
+                    state.subscriptions.remove(&uri);
+                }
+                _ => {}
             }
         }
         if let Err(cause) = upstream.send(message).await {
@@ -588,8 +601,10 @@ impl Composition {
                 .map(|i| (i, None))
                 .collect(),
             Some(cursor) => match merge::read_cursor(&cursor) {
-                Some(more) => more.into_iter().map(|(i, c)| (i, Some(c))).collect(),
-                None => {
+                Some(more) if more.iter().all(|(i, _)| *i < self.composer.members.len()) => {
+                    more.into_iter().map(|(i, c)| (i, Some(c))).collect()
+                }
+                _ => {
                     return Err(Refusal::new(
                         INVALID_PARAMS,
                         format!("Invalid params: unknown cursor {cursor:?}"),
@@ -658,12 +673,14 @@ impl Composition {
             let mut state = self.lock();
             for (name, index) in listed {
                 match identity {
-                    "uri" => {
+                    "uri" if state.uris.len() < MAX_URIS || state.uris.contains_key(&name) => {
                         state.uris.insert(name, index);
                     }
                     "uriTemplate" => {
                         state.templates.retain(|(template, _)| *template != name);
-                        state.templates.push((name, index));
+                        if state.templates.len() < MAX_TEMPLATES {
+                            state.templates.push((name, index));
+                        }
                     }
                     _ => {}
                 }
@@ -690,7 +707,9 @@ impl Composition {
                     let request = message
                         .params_as::<Value>()
                         .and_then(|p| p["requestId"].as_u64());
-                    match request.and_then(|n| state.inflight.get(&n).copied()) {
+                    // The request is over for the session: its member is told, and it is
+                    // forgotten here whether or not the member answers.
+                    match request.and_then(|n| state.inflight.remove(&n)) {
                         Some(index) => Some(index),
                         None => return,
                     }

@@ -256,3 +256,41 @@ async fn the_shipped_example_composes_its_members_as_the_book_says() {
         .await;
     assert_eq!(reply.status, http::StatusCode::NOT_FOUND);
 }
+
+/// What a client can send a virtual server that is not what it listed: a cursor of its own
+/// making (naming a member that does not exist, or not one at all), a composed name of no
+/// member, a URI no member has. Each is refused with its code; the session goes on.
+#[tokio::test]
+async fn a_forged_cursor_an_unknown_name_and_an_unknown_uri_are_refused_and_the_session_goes_on() {
+    let (_remote, addr) = modern_demo_over_http().await;
+    let proxy = workbench(&format!("http://{addr}/mcp")).await;
+    let mut client = proxy.client();
+    client.path = "/servers/workbench/mcp".into();
+    client.initialize("2025-11-25").await;
+    use base64::Engine;
+    let encode = |text: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text);
+    for cursor in [
+        encode(r#"[[99,"x"]]"#),
+        encode("[[0"),
+        "not base64!".to_owned(),
+    ] {
+        let answer = client
+            .request("tools/list", json!({ "cursor": cursor }))
+            .await;
+        assert_eq!(answer["error"]["code"], -32602, "{cursor}: {answer}");
+    }
+    let answer = client
+        .request("prompts/get", json!({ "name": "nobody__greet" }))
+        .await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let answer = client
+        .request("resources/read", json!({ "uri": "nowhere://at/all" }))
+        .await;
+    assert_eq!(answer["error"]["code"], -32002, "{answer}");
+    assert_eq!(
+        client
+            .call_tool("demo__echo", json!({ "text": "on" }))
+            .await,
+        "on"
+    );
+}
