@@ -83,6 +83,31 @@ struct State {
     templates: Vec<(String, usize)>,
     /// The session's subscriptions, by URI: the member that has each (again after it restarts).
     subscriptions: HashMap<String, usize>,
+    /// Each member's first page of each list, until the member says that list changed (or is
+    /// opened again): a list asks only the members whose lists changed.
+    lists: HashMap<(&'static str, usize), Value>,
+}
+
+impl State {
+    /// Forgets member `index`'s lists that `notification` says changed (all, for `None`).
+    fn forget_lists(&mut self, index: usize, notification: Option<&str>) {
+        let changed: &[&str] = match notification {
+            Some(methods::TOOLS_LIST_CHANGED) => &[methods::TOOLS_LIST],
+            Some(methods::PROMPTS_LIST_CHANGED) => &[methods::PROMPTS_LIST],
+            Some(methods::RESOURCES_LIST_CHANGED) => {
+                &[methods::RESOURCES_LIST, methods::RESOURCES_TEMPLATES_LIST]
+            }
+            Some(_) => &[],
+            None => &[
+                methods::TOOLS_LIST,
+                methods::PROMPTS_LIST,
+                methods::RESOURCES_LIST,
+                methods::RESOURCES_TEMPLATES_LIST,
+            ],
+        };
+        self.lists
+            .retain(|(list, member), _| *member != index || !changed.contains(list));
+    }
 }
 
 impl Composition {
@@ -158,6 +183,7 @@ impl Composition {
         let mut state = self.lock();
         state.upstreams[index] = Some(upstream.clone());
         state.initialized[index] = false;
+        state.forget_lists(index, None);
         Ok(upstream)
     }
 
@@ -592,6 +618,12 @@ impl Composition {
         method: &str,
         params: Option<Box<RawValue>>,
     ) -> Result<Value, Refusal> {
+        let method: &'static str = match method {
+            methods::TOOLS_LIST => methods::TOOLS_LIST,
+            methods::PROMPTS_LIST => methods::PROMPTS_LIST,
+            methods::RESOURCES_LIST => methods::RESOURCES_LIST,
+            _ => methods::RESOURCES_TEMPLATES_LIST,
+        };
         let cursor = params
             .as_deref()
             .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
@@ -614,11 +646,22 @@ impl Composition {
         };
         let answers =
             futures_util::future::join_all(asked.iter().map(|(index, cursor)| async move {
+                // A member's first page, kept until it says its list changed.
+                let kept = (method, *index);
+                if cursor.is_none() {
+                    if let Some(result) = self.lock().lists.get(&kept) {
+                        return Ok(result.clone());
+                    }
+                }
                 let upstream = self.ready(*index).await?;
                 let params = cursor
                     .as_ref()
                     .and_then(|c| serde_json::value::to_raw_value(&json!({ "cursor": c })).ok());
-                self.ask(*index, &upstream, method, params).await
+                let result = self.ask(*index, &upstream, method, params).await?;
+                if cursor.is_none() {
+                    self.lock().lists.insert(kept, result.clone());
+                }
+                Ok(result)
             }))
             .await;
         let (key, identity) = match method {
@@ -779,6 +822,11 @@ impl Composition {
                         }
                     }
                 }
+                Some(
+                    changed @ (methods::TOOLS_LIST_CHANGED
+                    | methods::PROMPTS_LIST_CHANGED
+                    | methods::RESOURCES_LIST_CHANGED),
+                ) => self.lock().forget_lists(index, Some(changed)),
                 // A log message names its member.
                 Some(methods::MESSAGE) => {
                     if let Some(mut params) = message.params_as::<Value>() {
@@ -992,6 +1040,28 @@ fn untag(id: &Value) -> Option<(usize, Value)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_members_list_changed_forgets_that_list_of_that_member_only() {
+        let mut state = State::default();
+        for list in [
+            methods::TOOLS_LIST,
+            methods::PROMPTS_LIST,
+            methods::RESOURCES_LIST,
+        ] {
+            for member in [0, 1] {
+                state.lists.insert((list, member), json!({}));
+            }
+        }
+        state.forget_lists(1, Some(methods::TOOLS_LIST_CHANGED));
+        assert!(!state.lists.contains_key(&(methods::TOOLS_LIST, 1)));
+        assert!(state.lists.contains_key(&(methods::TOOLS_LIST, 0)));
+        assert!(state.lists.contains_key(&(methods::PROMPTS_LIST, 1)));
+        state.forget_lists(0, Some(methods::RESOURCES_LIST_CHANGED));
+        assert!(!state.lists.contains_key(&(methods::RESOURCES_LIST, 0)));
+        state.forget_lists(1, None);
+        assert_eq!(state.lists.len(), 2, "member 0's tools and prompts");
+    }
 
     #[test]
     fn a_members_request_id_is_tagged_and_untagged_whatever_its_type() {
