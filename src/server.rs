@@ -18,6 +18,7 @@ use crate::config::{Config, SessionConfig, UpstreamConfig, VirtualConfig};
 use crate::front::modern::envelope::CacheHints;
 use crate::front::modern::state::StateKey;
 use crate::front::modern::Modern;
+use crate::front::settings::UpstreamCredentials;
 use crate::front::{self, App, Router};
 use crate::session::cluster::Cluster;
 use crate::session::compose::{Composer, Member, MemberNames};
@@ -56,6 +57,9 @@ pub struct Running {
     /// How long requests in flight have to be answered when stopping.
     drain: Duration,
     served: JoinHandle<()>,
+    /// Servers that are only members of virtual servers (`serve = false`): at no path, ended
+    /// with the others.
+    unserved: Vec<Arc<App>>,
 }
 
 /// Binds `config.listen` and starts serving.
@@ -95,7 +99,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         None => None,
         Some(tls) => Some(crate::tls::Rotating::new(tls).with_context(|| "tls")?),
     };
-    let (default, servers) = shared.serve_every_server().await?;
+    let (default, servers, unserved) = shared.serve_every_server().await?;
     let router = Arc::new(Router {
         default,
         http: config.http_settings(),
@@ -129,14 +133,15 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         closing,
         drain: config.shutdown_timeout / 2,
         served,
+        unserved,
     })
 }
 
 impl Shared<'_> {
     /// The default server (`/mcp`), when there is one, and the gateway's servers by name.
-    async fn serve_every_server(
-        &self,
-    ) -> anyhow::Result<(Option<Arc<App>>, BTreeMap<String, Arc<App>>)> {
+    /// The default server's `App`, the served ones' by name, and those of members served only
+    /// through virtual servers.
+    async fn serve_every_server(&self) -> anyhow::Result<Served> {
         let config = self.config;
         let secrets = config.child_secrets();
         let default = match config.serves_default() {
@@ -147,21 +152,25 @@ impl Shared<'_> {
                     &config.upstream,
                     &config.session,
                     (&config.tools, &config.prompts, &config.resources),
-                    spec,
+                    (spec, config.upstream.upstream_credentials()),
                 ))
             }
             false => None,
         };
         let mut servers = BTreeMap::new();
         let mut members = BTreeMap::new();
+        let mut unserved = Vec::new();
         for (name, server) in &config.servers {
             let session = server.session.as_ref().unwrap_or(&config.session);
             let spec = settled(&server.upstream, &secrets).await?;
             let exposure = (&server.tools, &server.prompts, &server.resources);
-            let app = self.serve(name, &server.upstream, session, exposure, spec);
+            let upstream = (spec, server.upstream.upstream_credentials());
+            let app = self.serve(name, &server.upstream, session, exposure, upstream);
             members.insert(name.as_str(), app.clone());
             if server.serve {
                 servers.insert(name.clone(), app);
+            } else {
+                unserved.push(app);
             }
         }
         let mut default = default;
@@ -172,7 +181,7 @@ impl Shared<'_> {
             }
             servers.insert(name.clone(), app);
         }
-        Ok((default, servers))
+        Ok((default, servers, unserved))
     }
 
     /// The `App` of virtual server `name`: its sessions each hold an upstream per member,
@@ -215,9 +224,26 @@ impl Shared<'_> {
         let spec =
             Composer::new(name, &composed.separator, members, request_timeout, metrics).spec();
         let exposure = (&composed.tools, &composed.prompts, &composed.resources);
-        self.serve(name, &upstream, &config.session, exposure, spec)
+        // Each member's credential made for it, as at its own path.
+        let credentials = UpstreamCredentials::Members(
+            composed
+                .servers
+                .iter()
+                .map(|m| (m.clone(), config.servers[m].upstream.upstream_credentials()))
+                .collect(),
+        );
+        self.serve(
+            name,
+            &upstream,
+            &config.session,
+            exposure,
+            (spec, credentials),
+        )
     }
 }
+
+/// What `serve_every_server` makes: see there.
+type Served = (Option<Arc<App>>, BTreeMap<String, Arc<App>>, Vec<Arc<App>>);
 
 /// Warns when anyone who reaches `addr` is served under any Host (see `guard::open_to_anyone`).
 fn warn_if_open_to_anyone(config: &Config, addr: SocketAddr) {
@@ -241,14 +267,15 @@ struct Shared<'a> {
 
 impl Shared<'_> {
     /// The `App` of server `name`: its sessions (with their expiry running), its 2026-07-28
-    /// face and its data layer.
+    /// face and its data layer; its server as `spec` names it, given the client's credential as
+    /// `credentials` says.
     fn serve(
         &self,
         name: &str,
         upstream: &UpstreamConfig,
         session: &SessionConfig,
         (tools, prompts, resources): (&Exposure, &Exposure, &ResourceExposure),
-        spec: UpstreamSpec,
+        (spec, credentials): (UpstreamSpec, UpstreamCredentials),
     ) -> Arc<App> {
         let server_metrics = self.metrics.server(name);
         let settings = SessionSettings {
@@ -283,7 +310,7 @@ impl Shared<'_> {
                 session.data_layer_settings(),
                 self.keys.layer_state.clone(),
             ),
-            upstream_credentials: upstream.upstream_credentials(),
+            upstream_credentials: credentials,
         })
     }
 
@@ -403,6 +430,7 @@ impl Running {
             .default
             .iter()
             .chain(self.router.servers.values())
+            .chain(&self.unserved)
             .collect();
         for app in &apps {
             app.registry.leave();
@@ -414,9 +442,9 @@ impl Running {
                 warn!(pending, "requests still in flight when the drain ran out");
             }
         }
-        for app in &apps {
-            app.registry.end_all().await;
-        }
+        // At once: a virtual server's sessions release its members' upstreams, which the
+        // members' own ending waits for.
+        futures_util::future::join_all(apps.iter().map(|app| app.registry.end_all())).await;
         if let Some(redis) = self.store.redis() {
             redis.leave().await;
             // The other replicas' views move to the sessions' new owners at their next

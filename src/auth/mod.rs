@@ -17,6 +17,7 @@ pub mod inactive;
 pub mod jwk;
 pub mod jwt;
 pub mod keys;
+pub mod members;
 pub mod tokens;
 
 use std::sync::Arc;

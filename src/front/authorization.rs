@@ -165,7 +165,9 @@ async fn checked(
     Ok((token, verified))
 }
 
-/// What `app`'s server gets in place of the client's `Authorization`.
+/// What `app`'s server gets in place of the client's `Authorization`; a virtual server's
+/// members each their own, in one value (`auth::members`), a member that cannot have one
+/// getting none while the others go on.
 async fn credential_for_server(
     authority: &Authority,
     app: &App,
@@ -173,8 +175,39 @@ async fn credential_for_server(
     token: &str,
     verified: &Verified,
 ) -> Result<Option<HeaderValue>, Refusal> {
-    match &app.upstream_credentials {
-        UpstreamCredentials::Withheld => Ok(None),
+    let UpstreamCredentials::Members(members) = &app.upstream_credentials else {
+        return credential_for(
+            authority,
+            &app.upstream_credentials,
+            resource,
+            token,
+            verified,
+        )
+        .await;
+    };
+    let mut made = Vec::new();
+    for (member, credentials) in members {
+        match credential_for(authority, credentials, resource, token, verified).await {
+            Ok(Some(value)) => made.push((member.clone(), value)),
+            Ok(None) => {}
+            Err((reason, _)) => {
+                tracing::warn!(%member, reason, "no credential for this member of the virtual server: it is sent none");
+            }
+        }
+    }
+    Ok(crate::auth::members::encode(&made))
+}
+
+/// What a server configured with `credentials` gets in place of the client's `Authorization`.
+async fn credential_for(
+    authority: &Authority,
+    credentials: &UpstreamCredentials,
+    resource: &Resource,
+    token: &str,
+    verified: &Verified,
+) -> Result<Option<HeaderValue>, Refusal> {
+    match credentials {
+        UpstreamCredentials::Withheld | UpstreamCredentials::Members(_) => Ok(None),
         UpstreamCredentials::Passthrough { resource: server } => {
             if !verified.names_any(std::slice::from_ref(server)) {
                 let error = TokenError::NotForServer(server.clone());

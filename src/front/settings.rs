@@ -103,4 +103,6 @@ pub enum UpstreamCredentials {
     Passthrough { resource: String },
     /// A token for the server, exchanged for the client's at the issuer.
     Exchange(ExchangeTarget),
+    /// A virtual server's: each member's own (by name), made for it as for its own path.
+    Members(Vec<(String, UpstreamCredentials)>),
 }

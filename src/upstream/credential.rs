@@ -8,9 +8,13 @@ use std::sync::{Arc, RwLock};
 use http::{HeaderName, HeaderValue};
 
 /// A session's client credential for its server, shared by the session (which renews it) and
-/// its upstream (which sends it).
+/// its upstream (which sends it); for a virtual server's member, that member's part of its
+/// session's (`for_member`).
 #[derive(Clone, Default)]
-pub struct Credential(Arc<RwLock<Option<HeaderValue>>>);
+pub struct Credential {
+    held: Arc<RwLock<Option<HeaderValue>>>,
+    member: Option<Arc<str>>,
+}
 
 impl std::fmt::Debug for Credential {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -20,13 +24,25 @@ impl std::fmt::Debug for Credential {
 
 impl Credential {
     pub fn new(initial: Option<HeaderValue>) -> Credential {
-        Credential(Arc::new(RwLock::new(initial.map(sensitive))))
+        Credential {
+            held: Arc::new(RwLock::new(initial.map(sensitive))),
+            member: None,
+        }
+    }
+
+    /// What a virtual server's member `member` sends of this (its session's) credential, as
+    /// the session renews it: its own part (`auth::members`).
+    pub fn for_member(&self, member: &str) -> Credential {
+        Credential {
+            held: self.held.clone(),
+            member: Some(member.into()),
+        }
     }
 
     /// Takes a newer credential; a request without one leaves the last.
     pub fn renew(&self, newer: Option<&HeaderValue>) {
         if let Some(newer) = newer {
-            let mut current = self.0.write().unwrap_or_else(|e| e.into_inner());
+            let mut current = self.held.write().unwrap_or_else(|e| e.into_inner());
             if current.as_ref() != Some(newer) {
                 *current = Some(sensitive(newer.clone()));
             }
@@ -34,7 +50,15 @@ impl Credential {
     }
 
     pub fn current(&self) -> Option<HeaderValue> {
-        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+        let held = self
+            .held
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()?;
+        match &self.member {
+            None => Some(held),
+            Some(member) => crate::auth::members::of_member(&held, member),
+        }
     }
 }
 

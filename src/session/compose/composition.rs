@@ -175,8 +175,9 @@ impl Composition {
     /// A new upstream for member `index` (a child started, an HTTP session to be opened).
     fn open(&self, index: usize) -> Result<Upstream, UpstreamError> {
         let factory = &self.composer.members[index].factory;
+        let member = self.member_name(index);
         let (upstream, binding) = factory
-            .build(self.credential.clone())
+            .build(self.credential.for_member(member))
             .map_err(|cause| self.member_error(index, cause))?;
         let sink: Arc<dyn Sink> = self.sinks[index].clone();
         binding.bind(Arc::downgrade(&sink));

@@ -327,3 +327,102 @@ async fn an_exchange_the_issuer_refuses_is_403_and_nothing_is_sent() {
     front.stop().await;
     server.stop().await;
 }
+
+/// A virtual server's members each get the credential made for them, as at their own paths:
+/// `passed` the client's token (when it names that server), `exchanged` a token the issuer
+/// exchanged for it, `local` (a stdio server) nothing. A token that does not name `passed`
+/// leaves that member without one (its server refuses it) while the others go on.
+#[tokio::test]
+async fn each_member_of_a_virtual_server_gets_the_credential_made_for_it() {
+    let issuer = AuthServer::start().await;
+    let (passed, passed_url) = guarded_server(&issuer).await;
+    let (exchanged, exchanged_url) = guarded_server(&issuer).await;
+    let secret = SecretFile::new("exchange", "proxy-secret");
+    let issuer_url = issuer.issuer().to_owned();
+    let member = |url: &str, auth: UpstreamAuth| {
+        let mut server = mcp_session_proxy::config::ServerConfig::default();
+        server.upstream.http = Some(url.to_owned());
+        server.upstream.protocol = mcp_session_proxy::wire::era::Era::Legacy;
+        server.upstream.auth = auth;
+        server
+    };
+    let (passed_member, exchanged_member) = (
+        member(&passed_url, UpstreamAuth::Passthrough),
+        member(&exchanged_url, UpstreamAuth::Exchange),
+    );
+    let client_secret = secret.source();
+    let front = Proxy::start_with(move |c| {
+        c.auth.issuer = issuer_url;
+        c.auth.client_id = "proxy".into();
+        c.auth.client_secret = client_secret;
+        let mut local = mcp_session_proxy::config::ServerConfig::default();
+        local.upstream.stdio = c.upstream.stdio.take();
+        c.servers.insert("local".into(), local);
+        c.servers.insert("passed".into(), passed_member);
+        c.servers.insert("exchanged".into(), exchanged_member);
+        c.r#virtual.insert(
+            "work".into(),
+            mcp_session_proxy::config::VirtualConfig {
+                servers: vec!["local".into(), "passed".into(), "exchanged".into()],
+                ..Default::default()
+            },
+        );
+    })
+    .await;
+    let work_url = format!("http://{}/servers/work/mcp", front.addr());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let for_work_and_passed = issuer
+        .sign(
+            json!({ "iss": issuer.issuer(), "sub": "alice", "aud": [work_url, passed_url],
+                    "iat": now, "exp": now + 300 }),
+            "RS256",
+        )
+        .await;
+    let mut client = front.client();
+    client.path = "/servers/work/mcp".into();
+    client.authorization = bearer(&for_work_and_passed);
+    client.initialize("2025-11-25").await;
+    for member in ["local", "passed", "exchanged"] {
+        let tool = format!("{member}__echo");
+        assert_eq!(
+            client.call_tool(&tool, json!({ "text": member })).await,
+            member
+        );
+    }
+    assert_eq!(passed.metric("mcp_proxy_sessions_created_total"), 1);
+    assert_eq!(exchanged.metric("mcp_proxy_sessions_created_total"), 1);
+    assert_eq!(front.metric("mcp_proxy_auth_token_exchanges_total"), 1);
+
+    // A token for the virtual server only: `passed` is sent none, and refuses; the others go on.
+    let mut bob = front.client();
+    bob.path = "/servers/work/mcp".into();
+    bob.authorization = bearer(&issuer.token("bob", &work_url, "mcp:tools").await);
+    bob.initialize("2025-11-25").await;
+    let refused = bob
+        .post(&json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call",
+            "params": { "name": "passed__echo", "arguments": { "text": "x" } } }))
+        .await
+        .response()
+        .await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("passed (a member of this virtual server)"),
+        "{refused}"
+    );
+    assert_eq!(
+        bob.call_tool("exchanged__echo", json!({ "text": "ok" }))
+            .await,
+        "ok"
+    );
+    assert_eq!(
+        passed.metric("mcp_proxy_sessions_created_total"),
+        1,
+        "bob reached it not"
+    );
+    front.stop().await;
+    passed.stop().await;
+    exchanged.stop().await;
+}

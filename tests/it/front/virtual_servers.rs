@@ -138,6 +138,9 @@ async fn the_official_python_client_lists_and_calls_every_member() {
     let report: serde_json::Value =
         serde_json::from_slice(&stdout_of("the Python client", &mut python).await).unwrap();
     assert_eq!(report["ok"], true, "{report}");
+    // Stopping ends the virtual server's sessions and its members', `everything` (at no path
+    // of its own) too, within the usual bound.
+    proxy.stop().await;
 }
 
 #[tokio::test]
