@@ -17,8 +17,15 @@ pub type Sending<'a> = Pin<Box<dyn Future<Output = Result<(), UpstreamError>> + 
 /// What composes a virtual server's members, once per served virtual server.
 pub trait Compose: Send + Sync {
     /// One session's composed upstream: what its members say reaches `events`. `credential` is
-    /// the client's, as the front made it for the virtual server.
-    fn start(&self, credential: Credential, events: EventSink) -> Arc<dyn Composed>;
+    /// the client's, as the front made it for the virtual server. `resumed`: the record of a
+    /// session taken over from another replica ([`Composed::record`]), whose members go on in
+    /// the sessions their servers keep where they can.
+    fn start(
+        &self,
+        credential: Credential,
+        events: EventSink,
+        resumed: Option<&str>,
+    ) -> Arc<dyn Composed>;
 
     /// The members, for operators: `name (what it runs)`, in order.
     fn display(&self) -> String;
@@ -35,6 +42,10 @@ pub trait Composed: Send + Sync {
     /// Lets every member go as `Upstream::detach` does: a Streamable HTTP member's session is
     /// left for another replica. Idempotent.
     fn detach(&self);
+
+    /// The sessions its members' servers keep, as the shared store holds them; `None` when no
+    /// member's server keeps one.
+    fn record(&self) -> Option<String>;
 }
 
 /// A virtual server, as a session's upstream is configured.
@@ -52,9 +63,15 @@ impl ComposedSpec {
         self.compose.display()
     }
 
-    /// A session's composed upstream.
-    pub fn start(&self, credential: Credential, events: EventSink) -> ComposedUpstream {
-        ComposedUpstream(self.compose.start(credential, events))
+    /// A session's composed upstream (going on from `resumed`, a record of another
+    /// replica's).
+    pub fn start(
+        &self,
+        credential: Credential,
+        events: EventSink,
+        resumed: Option<&str>,
+    ) -> ComposedUpstream {
+        ComposedUpstream(self.compose.start(credential, events, resumed))
     }
 }
 
@@ -79,6 +96,10 @@ impl ComposedUpstream {
 
     pub fn detach(&self) {
         self.0.detach();
+    }
+
+    pub fn record(&self) -> Option<String> {
+        self.0.record()
     }
 }
 

@@ -147,7 +147,7 @@ impl UpstreamFactory {
                 Upstream::InProcess(InProcessUpstream::start(spec, events))
             }
             (UpstreamSpec::Composed(spec), None) => {
-                Upstream::Composed(spec.start(credential, events))
+                Upstream::Composed(spec.start(credential, events, None))
             }
             (UpstreamSpec::Sse(spec), None) => Upstream::Sse(SseUpstream::start(
                 spec,
@@ -167,10 +167,16 @@ impl UpstreamFactory {
     pub fn resume(
         &self,
         credential: Credential,
-        session: Option<&UpstreamSession>,
+        record: Option<&str>,
     ) -> Result<(Upstream, Arc<Binding>), UpstreamError> {
+        if let (UpstreamSpec::Composed(spec), Some(_)) = (&self.spec, record) {
+            let binding = Arc::new(Binding::default());
+            let members = spec.start(credential, binding.clone(), record);
+            return Ok((Upstream::Composed(members), binding));
+        }
+        let session = record.and_then(UpstreamSession::from_record);
         let (UpstreamSpec::Http(spec), Some(session), Era::Legacy) =
-            (&self.spec, session, self.era.era())
+            (&self.spec, session.as_ref(), self.era.era())
         else {
             return self.build(credential);
         };

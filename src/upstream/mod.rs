@@ -216,6 +216,15 @@ impl Upstream {
         }
     }
 
+    /// What the shared store holds of the session its server keeps (or, for a virtual server,
+    /// each member's), for a replica taking it over; `None` when no server keeps one.
+    pub fn upstream_session_record(&self) -> Option<String> {
+        match self {
+            Upstream::Composed(members) => members.record(),
+            _ => self.upstream_session().map(|session| session.to_record()),
+        }
+    }
+
     /// Opens the server-to-client stream of an upstream built linked to an upstream session
     /// (`UpstreamFactory::resume`), once its events reach the session; others open theirs
     /// themselves.

@@ -8,7 +8,7 @@
 //! and their log messages naming them. A member that fails fails its own requests with an error
 //! naming it; it is opened again when next needed, and the others go on.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
@@ -68,6 +68,9 @@ struct State {
     upstreams: Vec<Option<Upstream>>,
     /// Whether each member's upstream has answered `initialize`.
     initialized: Vec<bool>,
+    /// Members going on in the session their server keeps for a session taken over: their
+    /// server-to-client stream is opened once the session is bound (at its `initialize`).
+    linked: Vec<bool>,
     /// What each member answered `initialize`, last time.
     results: Vec<Option<Value>>,
     /// The client's `initialize` params, with which every member is initialized.
@@ -115,6 +118,7 @@ impl Composition {
         composer: Arc<Composer>,
         credential: Credential,
         events: EventSink,
+        resumed: Option<&str>,
     ) -> Arc<Composition> {
         let count = composer.members.len();
         let composition = Arc::new_cyclic(|me: &Weak<Composition>| Composition {
@@ -134,18 +138,40 @@ impl Composition {
             state: Mutex::new(State {
                 upstreams: vec![None; count],
                 initialized: vec![false; count],
+                linked: vec![false; count],
                 results: vec![None; count],
                 ..State::default()
             }),
             next_own: AtomicU64::new(1),
             released: CancellationToken::new(),
         });
+        let resumed: BTreeMap<String, String> = resumed
+            .and_then(|record| serde_json::from_str::<Record>(record).ok())
+            .map(|record| record.members)
+            .unwrap_or_default();
         for index in 0..count {
-            if let Err(error) = composition.open(index) {
+            let member = composition.member_name(index);
+            if let Err(error) = composition.open(index, resumed.get(member).map(String::as_str)) {
                 composition.warn_down(index, &error);
             }
         }
         composition
+    }
+
+    /// The sessions the members' servers keep, as the shared store holds them.
+    fn record(&self) -> Option<String> {
+        let state = self.lock();
+        let members: BTreeMap<String, String> = state
+            .upstreams
+            .iter()
+            .enumerate()
+            .filter_map(|(index, upstream)| {
+                let record = upstream.as_ref()?.upstream_session_record()?;
+                Some((self.member_name(index).to_owned(), record))
+            })
+            .collect();
+        (!members.is_empty())
+            .then(|| serde_json::to_string(&Record { members }).unwrap_or_default())
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -172,18 +198,24 @@ impl Composition {
         warn!(%server, %member, %error, "a member of the virtual server is down for this session; it is tried again when next needed");
     }
 
-    /// A new upstream for member `index` (a child started, an HTTP session to be opened).
-    fn open(&self, index: usize) -> Result<Upstream, UpstreamError> {
+    /// A new upstream for member `index` (a child started, an HTTP session to be opened), or
+    /// one going on in the session its server keeps (`resumed`, as another replica's record
+    /// has it), which needs no `initialize`.
+    fn open(&self, index: usize, resumed: Option<&str>) -> Result<Upstream, UpstreamError> {
         let factory = &self.composer.members[index].factory;
-        let member = self.member_name(index);
-        let (upstream, binding) = factory
-            .build(self.credential.for_member(member))
-            .map_err(|cause| self.member_error(index, cause))?;
+        let credential = self.credential.for_member(self.member_name(index));
+        let opened = match resumed {
+            Some(record) => factory.resume(credential, Some(record)),
+            None => factory.build(credential),
+        };
+        let (upstream, binding) = opened.map_err(|cause| self.member_error(index, cause))?;
         let sink: Arc<dyn Sink> = self.sinks[index].clone();
         binding.bind(Arc::downgrade(&sink));
+        let linked = resumed.is_some() && upstream.upstream_session().is_some();
         let mut state = self.lock();
         state.upstreams[index] = Some(upstream.clone());
-        state.initialized[index] = false;
+        state.initialized[index] = linked;
+        state.linked[index] = linked;
         state.forget_lists(index, None);
         Ok(upstream)
     }
@@ -209,7 +241,7 @@ impl Composition {
         };
         let upstream = match upstream {
             Some(upstream) => upstream,
-            None => self.open(index)?,
+            None => self.open(index, None)?,
         };
         if let (false, Some(params)) = (initialized, params) {
             if let Err(error) = self.initialize_member(index, &upstream, params).await {
@@ -547,11 +579,24 @@ impl Composition {
 
     /// Every member initialized with the client's params, at once: the union of their answers.
     async fn initialize_all(&self, params: Option<Box<RawValue>>) -> Result<Value, Refusal> {
-        {
+        let linked: Vec<Upstream> = {
             let mut state = self.lock();
             state.initialize = params.or_else(|| serde_json::value::to_raw_value(&json!({})).ok());
-            state.initialized.iter_mut().for_each(|done| *done = false);
-        }
+            // Members going on in their servers' sessions are initialized there already.
+            let linked = std::mem::take(&mut state.linked);
+            state.linked = vec![false; linked.len()];
+            for (index, linked) in linked.iter().enumerate() {
+                state.initialized[index] &= *linked;
+            }
+            linked
+                .iter()
+                .zip(&state.upstreams)
+                .filter(|(linked, _)| **linked)
+                .filter_map(|(_, upstream)| upstream.clone())
+                .collect()
+        };
+        // Their streams open now that the session hears them.
+        linked.iter().for_each(Upstream::listen);
         let count = self.composer.members.len();
         let answers = futures_util::future::join_all(
             (0..count).map(|index| async move { self.ready(index).await.map(|_| ()) }),
@@ -983,6 +1028,17 @@ impl Composed for Composition {
     fn detach(&self) {
         self.release_with(Upstream::detach);
     }
+
+    fn record(&self) -> Option<String> {
+        Composition::record(self)
+    }
+}
+
+/// What the shared store holds of a virtual server's session: the session each member's
+/// server keeps, by member.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Record {
+    members: BTreeMap<String, String>,
 }
 
 /// A member's way into its session's composition.

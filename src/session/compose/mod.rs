@@ -68,8 +68,13 @@ impl Composer {
 }
 
 impl Compose for Arc<Composer> {
-    fn start(&self, credential: Credential, events: EventSink) -> Arc<dyn Composed> {
-        composition::Composition::start(self.clone(), credential, events)
+    fn start(
+        &self,
+        credential: Credential,
+        events: EventSink,
+        resumed: Option<&str>,
+    ) -> Arc<dyn Composed> {
+        composition::Composition::start(self.clone(), credential, events, resumed)
     }
 
     fn display(&self) -> String {

@@ -10,9 +10,7 @@ use crate::wire::methods;
 impl Session {
     /// The session its server keeps for it, as the record holds it; `None` without one.
     pub(in crate::session) fn upstream_session_record(&self) -> Option<String> {
-        self.upstream()
-            .and_then(Upstream::upstream_session)
-            .map(|session| session.to_record())
+        self.upstream().and_then(Upstream::upstream_session_record)
     }
 }
 

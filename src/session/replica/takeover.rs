@@ -20,7 +20,7 @@ use crate::session::{Reach, Registry, Session, SessionError, Shape};
 use crate::store::{Op, Record, RedisStore};
 use crate::upstream::credential::Credential;
 use crate::upstream::factory::Binding;
-use crate::upstream::{Sink, Upstream, UpstreamSession};
+use crate::upstream::{Sink, Upstream};
 
 impl Session {
     /// Takes over a session another replica owned, from what the shared store holds: its
@@ -96,7 +96,7 @@ impl Registry {
         id: &str,
         principal: &Principal,
         credential: Credential,
-        upstream_session: Option<&UpstreamSession>,
+        upstream_session: Option<&str>,
     ) -> Result<(Upstream, Arc<Binding>), SessionError> {
         let limit = self.settings.max_sessions;
         if self.reserved.fetch_add(1, Ordering::AcqRel) >= limit {
@@ -126,12 +126,9 @@ impl Registry {
         principal: &Principal,
         credential: Credential,
     ) -> Result<(Upstream, Arc<Binding>), SessionError> {
-        let upstream_session = record
-            .upstream_session
-            .as_deref()
-            .and_then(UpstreamSession::from_record);
+        let upstream_session = record.upstream_session.as_deref();
         let opened = self
-            .open_taken(id, principal, credential, upstream_session.as_ref())
+            .open_taken(id, principal, credential, upstream_session)
             .await;
         if let Err(error) = &opened {
             warn!(session = %crate::telemetry::redact::session(id), %error,
