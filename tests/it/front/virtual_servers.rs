@@ -6,8 +6,9 @@
 
 use std::time::Duration;
 
+use crate::harness::ws::Ws;
 use crate::harness::{modern_demo_over_http, node_dir};
-use crate::harness::{modern_meta, python_script, stdout_of, Proxy, DEMO};
+use crate::harness::{modern_meta, python_script, stdout_of, within, Proxy, DEMO};
 use mcp_session_proxy::config::{ServerConfig, VirtualConfig};
 use serde_json::json;
 
@@ -217,19 +218,24 @@ async fn a_2026_07_28_client_discovers_and_calls_the_composed_server() {
 /// The shipped example (config/virtual.toml), run as the book's worked example runs it: the
 /// members' tools composed, each member's rule and the virtual server's applied, each member's
 /// state its own, and `tasks` at no path of its own.
-#[tokio::test]
-async fn the_shipped_example_composes_its_members_as_the_book_says() {
+/// The proxy running config/virtual.toml, its members the demo at this build's path.
+async fn shipped_example() -> Proxy {
     let root = crate::harness::repo_root();
     let text = std::fs::read_to_string(root.join("config/virtual.toml")).unwrap();
     let demo = format!("{} demo-server", shell_words::quote(DEMO));
     let text = text.replace("mcp-session-proxy demo-server", &demo);
     let shipped = mcp_session_proxy::config::Config::from_toml(&text).unwrap();
-    let proxy = Proxy::start_with(move |c| {
+    Proxy::start_with(move |c| {
         let listen = c.listen;
         *c = shipped;
         c.listen = listen;
     })
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn the_shipped_example_composes_its_members_as_the_book_says() {
+    let proxy = shipped_example().await;
     let mut client = proxy.client();
     client.path = "/servers/workbench/mcp".into();
     client.initialize("2025-11-25").await;
@@ -296,4 +302,73 @@ async fn a_forged_cursor_an_unknown_name_and_an_unknown_uri_are_refused_and_the_
             .await,
         "on"
     );
+}
+
+/// The virtual server over the other transports, as any server: a WebSocket session calling
+/// both members and resumed on a new connection with `session/resume`; a 2024-11-05 SSE
+/// client calling both. Two members offering the same URI: the first's is listed, once, and
+/// the other's counted.
+#[tokio::test]
+async fn websocket_and_legacy_sse_clients_use_both_members_and_a_shared_uri_is_listed_once() {
+    let proxy = shipped_example().await;
+    let path = "/servers/workbench/mcp";
+    let protocol = [("sec-websocket-protocol", "mcp")];
+    let mut ws = Ws::connect_with(proxy.addr(), path, &protocol)
+        .await
+        .unwrap();
+    let session = ws.start_session().await;
+    ws.initialize().await;
+    assert_eq!(ws.call_tool("notes__counter", json!({})).await, "1");
+    assert_eq!(ws.call_tool("tasks__counter", json!({})).await, "1");
+    ws.cut();
+    let mut again = Ws::connect_with(proxy.addr(), path, &protocol)
+        .await
+        .unwrap();
+    again.resume(&session, &json!(0)).await;
+    assert_eq!(again.call_tool("notes__counter", json!({})).await, "2");
+
+    // A 2024-11-05 client at /servers/workbench/sse.
+    let client = proxy.client();
+    let (mut stream, endpoint) = client.open_legacy_sse("/servers/workbench/sse").await;
+    let post = |body: serde_json::Value| {
+        let (client, endpoint) = (&client, endpoint.clone());
+        async move {
+            let headers = [("content-type", "application/json")];
+            let sent = client
+                .send_to(
+                    &endpoint,
+                    http::Method::POST,
+                    &headers,
+                    Some(body.to_string().into()),
+                )
+                .await;
+            assert_eq!(sent.status, http::StatusCode::ACCEPTED);
+        }
+    };
+    post(json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": { "protocolVersion": "2024-11-05", "capabilities": {},
+                    "clientInfo": { "name": "old", "version": "1" } } }))
+    .await;
+    let answer = within("initialize", stream.next_message()).await.unwrap();
+    assert_eq!(answer.message["result"]["serverInfo"]["name"], "workbench");
+    post(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" })).await;
+    post(json!({ "jsonrpc": "2.0", "id": 2, "method": "resources/list" })).await;
+    let listed = within("resources/list", stream.next_message())
+        .await
+        .unwrap();
+    let uris: Vec<&str> = listed.message["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["uri"].as_str())
+        .collect();
+    let greetings = uris.iter().filter(|uri| **uri == "demo://greeting").count();
+    assert_eq!(greetings, 1, "{uris:?}");
+    let collided = r#"mcp_proxy_virtual_name_collisions_total{server="workbench",member="tasks"}"#;
+    assert!(proxy.metric(collided) >= 1);
+    post(json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": { "name": "tasks__echo", "arguments": { "text": "old" } } }))
+    .await;
+    let echoed = within("tools/call", stream.next_message()).await.unwrap();
+    assert_eq!(echoed.message["result"]["content"][0]["text"], "old");
 }
