@@ -423,6 +423,46 @@ impl Composition {
         }
     }
 
+    /// A `tools/call` or `prompts/get` routed without waiting, when every member is open and
+    /// initialized: the member and its upstream, the name in `message` made the member's own
+    /// and the request noted in flight there. `None` (and `message` unchanged): the long way.
+    fn route_at_once(&self, message: &mut Message) -> Option<(usize, Upstream)> {
+        let kind = match (message.kind(), message.method()) {
+            (Kind::Request, Some(methods::TOOLS_CALL)) => Named::Tools,
+            (Kind::Request, Some(methods::PROMPTS_GET)) => Named::Prompts,
+            _ => return None,
+        };
+        let mut state = self.lock();
+        if !state.initialized.iter().all(|done| *done) {
+            return None;
+        }
+        let index = self.by_name(kind, message, &["name"]).ok()?;
+        let upstream = state.upstreams[index].clone()?;
+        if let Some(n) = message.id().and_then(Value::as_u64) {
+            state.inflight.insert(n, index);
+        }
+        Some((index, upstream))
+    }
+
+    /// Sends a request [`Self::route_at_once`] routed; one its member cannot take is answered
+    /// with why.
+    async fn send_routed(
+        &self,
+        index: usize,
+        upstream: Upstream,
+        message: Message,
+    ) -> Result<(), UpstreamError> {
+        let id = message.id().cloned().unwrap_or(Value::Null);
+        if let Err(cause) = upstream.send(message).await {
+            if let Some(n) = id.as_u64() {
+                self.lock().inflight.remove(&n);
+            }
+            let error = self.member_error(index, cause);
+            self.refuse(&id, INTERNAL_ERROR, &error.to_string(), None);
+        }
+        Ok(())
+    }
+
     /// A request routed to the member it names.
     async fn route(&self, mut message: Message, method: &str, id: &Value) {
         let target = match method {
@@ -1017,7 +1057,11 @@ impl Composition {
 }
 
 impl Composed for Composition {
-    fn send(&self, message: Message) -> Sending<'_> {
+    fn send(&self, mut message: Message) -> Sending<'_> {
+        // The usual call, every member up: routed here, its future no larger than the send.
+        if let Some((index, upstream)) = self.route_at_once(&mut message) {
+            return Box::pin(self.send_routed(index, upstream, message));
+        }
         Box::pin(self.take(message))
     }
 
