@@ -163,19 +163,7 @@ async fn client_cancellation_reaches_the_server_under_its_upstream_id() {
     let proxy = Proxy::start().await;
     let client = proxy.initialized_client("2025-06-18").await;
     let mut events = client.get(None).await;
-    let mut slow = client
-        .post(
-            &json!({ "jsonrpc": "2.0", "id": "slow-1", "method": "tools/call",
-            "params": { "name": "sleep", "arguments": { "ms": 60000 } } }),
-        )
-        .await;
-    let cancel = client
-        .post(
-            &json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
-            "params": { "requestId": "slow-1", "reason": "changed my mind" } }),
-        )
-        .await;
-    assert_eq!(cancel.status, StatusCode::ACCEPTED);
+    let mut slow = client.call_then_cancel("sleep").await;
     let log = within("the server's log message", events.next_message())
         .await
         .unwrap();

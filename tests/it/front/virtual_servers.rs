@@ -2,14 +2,16 @@
 //! server-everything (stdio) and the demo's 2026-07-28 mode over HTTP, each a member with its
 //! own upstream session inside one client session. The official clients see every member's
 //! tools, resources, prompts and completions; state stays each member's own; a member that dies
-//! fails only its own calls.
+//! fails only its own calls. The shipped example (config/virtual.toml) over Streamable HTTP,
+//! WebSocket and 2024-11-05 SSE; cancellations and tool rates through it; what a client can
+//! forge refused.
 
 use std::time::Duration;
 
 use crate::harness::ws::Ws;
 use crate::harness::{modern_demo_over_http, node_dir};
 use crate::harness::{modern_meta, python_script, stdout_of, within, Proxy, DEMO};
-use mcp_session_proxy::config::{ServerConfig, VirtualConfig};
+use mcp_session_proxy::config::{Config, ServerConfig, VirtualConfig};
 use serde_json::json;
 
 fn stdio(command: String) -> ServerConfig {
@@ -220,15 +222,21 @@ async fn a_2026_07_28_client_discovers_and_calls_the_composed_server() {
 /// state its own, and `tasks` at no path of its own.
 /// The proxy running config/virtual.toml, its members the demo at this build's path.
 async fn shipped_example() -> Proxy {
+    shipped_example_with(|_| {}).await
+}
+
+/// [`shipped_example`], its configuration adjusted.
+async fn shipped_example_with(adjust: impl FnOnce(&mut Config)) -> Proxy {
     let root = crate::harness::repo_root();
     let text = std::fs::read_to_string(root.join("config/virtual.toml")).unwrap();
     let demo = format!("{} demo-server", shell_words::quote(DEMO));
     let text = text.replace("mcp-session-proxy demo-server", &demo);
-    let shipped = mcp_session_proxy::config::Config::from_toml(&text).unwrap();
+    let shipped = Config::from_toml(&text).unwrap();
     Proxy::start_with(move |c| {
         let listen = c.listen;
         *c = shipped;
         c.listen = listen;
+        adjust(c);
     })
     .await
 }
@@ -371,4 +379,56 @@ async fn websocket_and_legacy_sse_clients_use_both_members_and_a_shared_uri_is_l
     .await;
     let echoed = within("tools/call", stream.next_message()).await.unwrap();
     assert_eq!(echoed.message["result"]["content"][0]["text"], "old");
+}
+
+/// A client's cancellation reaches the member that has the request (the demo logs that it
+/// cancelled one in flight, its log message naming the member), and no answer follows it.
+#[tokio::test]
+async fn a_cancellation_reaches_the_member_that_has_the_request() {
+    let proxy = shipped_example().await;
+    let mut client = proxy.client();
+    client.path = "/servers/workbench/mcp".into();
+    client.initialize("2025-11-25").await;
+    let mut events = client.get(None).await;
+    let mut slow = client.call_then_cancel("notes__sleep").await;
+    let log = within("the member's log message", events.next_message())
+        .await
+        .unwrap();
+    assert_eq!(
+        log.message["params"]["data"],
+        "cancelled a request in flight"
+    );
+    // Its logger named after the member: `<member>/<its own logger>`.
+    assert_eq!(
+        log.message["params"]["logger"], "notes/demo",
+        "{}",
+        log.message
+    );
+    assert!(
+        within("the cancelled stream to end", slow.remaining_messages())
+            .await
+            .is_empty(),
+        "no response after a cancellation"
+    );
+}
+
+/// `[limits.tools]` counts a composed tool by the name clients see: one member's tool over its
+/// rate is refused (429), the same tool of the other member is not.
+#[tokio::test]
+async fn a_composed_tools_rate_is_its_own() {
+    let proxy = shipped_example_with(|c| {
+        c.limits.tools = [("notes__add".to_owned(), 0.01)].into();
+    })
+    .await;
+    let mut client = proxy.client();
+    client.path = "/servers/workbench/mcp".into();
+    client.initialize("2025-11-25").await;
+    let add = json!({ "a": 1, "b": 2 });
+    assert_eq!(client.call_tool("notes__add", add.clone()).await, "3");
+    let refused = client
+        .post(&json!({ "jsonrpc": "2.0", "id": 9, "method": "tools/call",
+            "params": { "name": "notes__add", "arguments": add } }))
+        .await;
+    assert_eq!(refused.status, http::StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(client.call_tool("tasks__add", add).await, "3");
 }

@@ -143,6 +143,25 @@ impl Client {
         headers
     }
 
+    /// Calls `tool` (a demo's `sleep`, by the name this client sees) for a minute under the id
+    /// `slow-1`, then cancels it: the call's stream, which should end without an answer.
+    pub async fn call_then_cancel(&self, tool: &str) -> Reply {
+        let slow = self
+            .post(
+                &serde_json::json!({ "jsonrpc": "2.0", "id": "slow-1", "method": "tools/call",
+                "params": { "name": tool, "arguments": { "ms": 60000 } } }),
+            )
+            .await;
+        let cancel = self
+            .post(
+                &serde_json::json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": { "requestId": "slow-1", "reason": "changed my mind" } }),
+            )
+            .await;
+        assert_eq!(cancel.status, StatusCode::ACCEPTED);
+        slow
+    }
+
     /// POSTs a message with the headers a well-behaved client sends.
     pub async fn post(&self, message: &Value) -> Reply {
         let mut headers = self.session_headers();
