@@ -513,6 +513,9 @@ impl Composition {
     /// The member whose tool or prompt the params' `path` names, that name replaced by the
     /// member's own.
     fn by_name(&self, kind: Named, message: &mut Message, path: &[&str]) -> Result<usize, Refusal> {
+        if path == ["name"] {
+            return self.by_top_name(kind, message);
+        }
         let mut params: Value = message
             .params()
             .and_then(|p| serde_json::from_str(p.get()).ok())
@@ -542,6 +545,43 @@ impl Composition {
             return Err(unknown(&composed));
         };
         *slot = Value::from(name);
+        if let Ok(params) = serde_json::value::to_raw_value(&params) {
+            message.set_params(params);
+        }
+        Ok(index)
+    }
+
+    /// [`Self::by_name`] for the params' own `name` (`tools/call`, `prompts/get`): the other
+    /// params (a call's arguments) are carried as they came, not read.
+    fn by_top_name(&self, kind: Named, message: &mut Message) -> Result<usize, Refusal> {
+        let mut params: BTreeMap<String, Box<RawValue>> = message
+            .params()
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_default();
+        let composed: Option<String> = params
+            .get("name")
+            .and_then(|name| serde_json::from_str(name.get()).ok());
+        let composed = composed.unwrap_or_default();
+        let separator = &self.composer.separator;
+        let found = self
+            .composer
+            .members
+            .iter()
+            .enumerate()
+            .find_map(|(i, m)| Some((i, m.names.server_name(kind, separator, &composed)?)));
+        let Some((index, name)) = found else {
+            let what = match kind {
+                Named::Tools => "tool",
+                Named::Prompts => "prompt",
+            };
+            return Err(Refusal::new(
+                INVALID_PARAMS,
+                format!("Unknown {what}: {composed}"),
+            ));
+        };
+        if let Ok(name) = serde_json::value::to_raw_value(&name) {
+            params.insert("name".to_owned(), name);
+        }
         if let Ok(params) = serde_json::value::to_raw_value(&params) {
             message.set_params(params);
         }
