@@ -520,30 +520,16 @@ impl Composition {
             .params()
             .and_then(|p| serde_json::from_str(p.get()).ok())
             .unwrap_or(Value::Null);
-        let unknown = |name: &str| {
-            let what = match kind {
-                Named::Tools => "tool",
-                Named::Prompts => "prompt",
-            };
-            Refusal::new(INVALID_PARAMS, format!("Unknown {what}: {name}"))
-        };
         let slot = path
             .iter()
             .try_fold(&mut params, |value, key| value.get_mut(*key));
         let Some(slot) = slot else {
-            return Err(unknown(""));
+            return Err(unknown(kind, ""));
         };
         let composed = slot.as_str().unwrap_or_default().to_owned();
-        let separator = &self.composer.separator;
-        let found = self
-            .composer
-            .members
-            .iter()
-            .enumerate()
-            .find_map(|(i, m)| Some((i, m.names.server_name(kind, separator, &composed)?)));
-        let Some((index, name)) = found else {
-            return Err(unknown(&composed));
-        };
+        let (index, name) = self
+            .member_of_name(kind, &composed)
+            .ok_or_else(|| unknown(kind, &composed))?;
         *slot = Value::from(name);
         if let Ok(params) = serde_json::value::to_raw_value(&params) {
             message.set_params(params);
@@ -562,23 +548,9 @@ impl Composition {
             .get("name")
             .and_then(|name| serde_json::from_str(name.get()).ok());
         let composed = composed.unwrap_or_default();
-        let separator = &self.composer.separator;
-        let found = self
-            .composer
-            .members
-            .iter()
-            .enumerate()
-            .find_map(|(i, m)| Some((i, m.names.server_name(kind, separator, &composed)?)));
-        let Some((index, name)) = found else {
-            let what = match kind {
-                Named::Tools => "tool",
-                Named::Prompts => "prompt",
-            };
-            return Err(Refusal::new(
-                INVALID_PARAMS,
-                format!("Unknown {what}: {composed}"),
-            ));
-        };
+        let (index, name) = self
+            .member_of_name(kind, &composed)
+            .ok_or_else(|| unknown(kind, &composed))?;
         if let Ok(name) = serde_json::value::to_raw_value(&name) {
             params.insert("name".to_owned(), name);
         }
@@ -586,6 +558,17 @@ impl Composition {
             message.set_params(params);
         }
         Ok(index)
+    }
+
+    /// The first member (in `servers`) whose tool or prompt clients call `composed`, and the
+    /// member's own name of it.
+    fn member_of_name(&self, kind: Named, composed: &str) -> Option<(usize, String)> {
+        let separator = &self.composer.separator;
+        self.composer
+            .members
+            .iter()
+            .enumerate()
+            .find_map(|(i, m)| Some((i, m.names.server_name(kind, separator, composed)?)))
     }
 
     /// The member a `completion/complete` is for: a prompt's by its name, a resource template's
@@ -1158,6 +1141,15 @@ impl Refusal {
             data: None,
         }
     }
+}
+
+/// The refusal of a call of a tool (or a get of a prompt) no member has.
+fn unknown(kind: Named, name: &str) -> Refusal {
+    let what = match kind {
+        Named::Tools => "tool",
+        Named::Prompts => "prompt",
+    };
+    Refusal::new(INVALID_PARAMS, format!("Unknown {what}: {name}"))
 }
 
 /// The `uri` a request's params name.
