@@ -42,15 +42,17 @@
 //!   the proxy's (which session serves a principal, sessions prepared ahead for requests
 //!   without one, sessions named in messages, calls held for the client's input); `replica/`
 //!   is everything about replicas sharing sessions (mirroring, lookup, views, following,
-//!   takeover, fencing a deposed owner, handing sessions over when leaving); `settings` names
-//!   the values the configuration gives sessions.
+//!   takeover, fencing a deposed owner, handing sessions over when leaving); `compose/` is a
+//!   virtual server's session of several members (one upstream each, names composed, requests
+//!   routed, lists merged); `settings` names the values the configuration gives sessions.
 //! - [`upstream`]: server transports only. `factory` builds a session's upstream; `stdio` runs
 //!   one child process per session, `shared` one for all, `streamable_http` and `legacy_sse`
 //!   make the proxy an HTTP client, `modern/` bridges a legacy session to a 2026-07-28 server
 //!   (handshake, listen, calls, its HTTP transport), `deferred` starts any of them at the
 //!   session's `initialize`, `owner` is the client of the hop to another replica,
 //!   `in_process` a server in this process (how the session layer is tested without
-//!   sockets); `error`'s `UpstreamError` names every way one fails.
+//!   sockets), `composed` an upstream made of several (a virtual server's, composed by the
+//!   session layer); `error`'s `UpstreamError` names every way one fails.
 //! - [`store`]: state beyond the process: `Memory`, or `redis` (records, logs as Redis Streams,
 //!   heartbeats; a write-behind `Mirror` per owned session, its writes fenced by the owner epoch
 //!   its `Fence` holds, a follower per view; the sessions of each principal and the rate
@@ -70,6 +72,10 @@
 //!     server, `spans` spans and their OTLP/HTTP export, `logs` the log lines,
 //!     `trace_context` W3C trace context from headers into `_meta` and back, `redact` what is
 //!     printed of URLs and session ids.
+//!   - [`tls`]: TLS in one shape: `pem` certificates and keys read from files, `client` how a
+//!     server is verified and what the proxy shows it, `server` the listener's (reloaded when
+//!     its files change), `subject` a client certificate's subject as text, `failure` a failed
+//!     handshake in words.
 //!   - [`base`]: `clock` deadlines that never overflow, `keys` one key per purpose derived
 //!     from the cluster secret, `ids` session ids, replica names and principals, `event` event
 //!     ids and logged messages, `backlog` the bounded write-behind queue's count, which
@@ -77,7 +83,8 @@
 //!     its causes on one line.
 //!   - [`hop`] the replicas' hop on the wire, its signatures and the nonces taken; [`auth`]
 //!     bearer tokens verified (JWT signatures by the issuer's keys, introspection, the
-//!     issuer's metadata).
+//!     issuer's metadata), tokens exchanged, a virtual server's members' credentials in one
+//!     value (`members`).
 //! - Entry: [`config`] every key declared once (type, default, flag, doc, checks), validation
 //!   and the rendered reference, [`server`] start and stop, [`demo`] the bundled
 //!   server (it names methods from the same table), [`health_probe`] the `health` subcommand
