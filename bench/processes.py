@@ -121,6 +121,16 @@ def descendants(pid):
     return children
 
 
+def median(values):
+    """The middle of `values` (the upper one of an even count)."""
+    return sorted(values)[len(values) // 2]
+
+
+def medians(samples, fields):
+    """Per key of `samples` (a list of runs each), the median of each of `fields`."""
+    return {key: {k: median([r[k] for r in runs]) for k in fields} for key, runs in samples.items()}
+
+
 def bench(*args):
     out = subprocess.run([str(BENCH), *map(str, args)], check=True, capture_output=True, text=True)
     return json.loads(out.stdout)

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tls_cost import measure_tls, tls_json, tls_table  # noqa: E402
 from virtual_cost import measure_virtual, virtual_json, virtual_table  # noqa: E402
 from processes import (  # noqa: E402
-    BENCH, CLUSTER_SECRET, PROXY, RELEASE, ROOT, Target, bench, cpu_of, descendants, ensure_redis, free_port, log, rss_of, run, start_redis, wait_for_port)
+    BENCH, CLUSTER_SECRET, PROXY, RELEASE, ROOT, Target, bench, cpu_of, descendants, ensure_redis, free_port, log, medians, rss_of, run, start_redis, wait_for_port)
 
 NODE_TESTS = ROOT / "tests" / "node"
 NODE_BENCH = ROOT / "bench" / "node"
@@ -442,12 +442,6 @@ def measure_redis_memory(sessions=1000):
             replica.stop()
         os.killpg(redis.pid, 15)
         redis.wait()
-
-
-def medians(samples, fields):
-    """Per key of `samples` (a list of runs each), the median of each of `fields`."""
-    median = lambda values: sorted(values)[len(values) // 2]
-    return {key: {k: median([r[k] for r in runs]) for k in fields} for key, runs in samples.items()}
 
 
 ERAS = ("legacy", "modern", "data-layer", "anonymous", "anonymous-reuse")

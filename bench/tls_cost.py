@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from balancer import find_balancer, render_balancer_config
-from processes import PROXY, ROOT, Target, bench, free_port, log, wait_for_port
+from processes import PROXY, ROOT, Target, bench, free_port, medians, wait_for_port
 
 # (name, its plain twin or None): the order of the table.
 PATHS = [
@@ -136,10 +136,7 @@ def measure_tls(calls, rounds=7):
         if nginx is not None:
             nginx.stop()
         shutil.rmtree(folder, ignore_errors=True)
-    median = lambda values: sorted(values)[len(values) // 2]
-    return {key: {k: median([r[k] for r in runs])
-                  for k in ("p50_us", "p99_us", "throughput_rps", "cpu_us_per_call")}
-            for key, runs in samples.items()}
+    return medians(samples, ("p50_us", "p99_us", "throughput_rps", "cpu_us_per_call"))
 
 
 def tls_table(figures, rounds=7):

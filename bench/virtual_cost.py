@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from processes import PROXY, ROOT, Target, bench, free_port
+from processes import PROXY, ROOT, Target, bench, free_port, median, medians
 
 EVERYTHING = ROOT / "tests/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 LEVELS = (1, 8)
@@ -75,10 +75,7 @@ def measure_virtual(calls, rounds=7, opened=5):
         for target in started:
             target.stop()
         shutil.rmtree(folder, ignore_errors=True)
-    median = lambda values: sorted(values)[len(values) // 2]
-    figures = {key: {k: median([r[k] for r in runs])
-                     for k in ("p50_us", "p99_us", "throughput_rps", "cpu_us_per_call")}
-               for key, runs in calls_seen.items()}
+    figures = medians(calls_seen, ("p50_us", "p99_us", "throughput_rps", "cpu_us_per_call"))
     return {"calls": figures, "openings": {name: median(ms) for name, ms in openings.items()}}
 
 
