@@ -61,6 +61,11 @@ enum Command {
         /// Trust this CA (PEM) alone for an https:// URL: a proxy whose listener speaks TLS.
         #[arg(long)]
         ca_file: Option<std::path::PathBuf>,
+        /// Also report `cpu_us_per_call`: the CPU time this process (the proxy) spent from the
+        /// last session's opening to the last call's answer, per call (warm-up included), so
+        /// that what opening and ending sessions costs stays out of it.
+        #[arg(long)]
+        cpu_pid: Option<u32>,
     },
     /// Opens sessions and leaves them idle (the caller measures the proxy's memory): how many,
     /// in how long, and how many per second.
@@ -131,6 +136,7 @@ async fn run(command: Command) -> Result<(), String> {
             era,
             authorization,
             ca_file,
+            cpu_pid,
         } => {
             let arguments: Value = serde_json::from_str(&arguments).map_err(|e| e.to_string())?;
             let call_url = call_url.as_deref().unwrap_or(&url);
@@ -165,6 +171,7 @@ async fn run(command: Command) -> Result<(), String> {
                     })
                     .map_err(|e| e.to_string())?,
                 },
+                cpu_pid,
             };
             calls_bench(&url, &call_url, shape, &tool, arguments).await?
         }
@@ -272,6 +279,8 @@ struct Shape {
     authorization: Option<HeaderValue>,
     /// The client the sessions share: plain, or trusting a CA for https://.
     client: HttpClient,
+    /// The process whose CPU time per call is reported.
+    cpu_pid: Option<u32>,
 }
 
 impl Session {
@@ -488,6 +497,7 @@ async fn calls_bench(
         anonymous,
         authorization,
         client,
+        cpu_pid,
     } = shape;
     let mut opened = Vec::with_capacity(sessions);
     for n in 0..sessions {
@@ -507,6 +517,7 @@ async fn calls_bench(
         session.next = (n as u64) << 32;
         opened.push(session);
     }
+    let cpu_before = cpu_pid.map(cpu_time).transpose()?;
     let started = Instant::now();
     let mut tasks = Vec::new();
     for mut session in opened {
@@ -537,6 +548,10 @@ async fn calls_bench(
         done.push(session);
     }
     let elapsed = started.elapsed();
+    let cpu_spent = match (cpu_pid, cpu_before) {
+        (Some(pid), Some(before)) => Some(cpu_time(pid)?.saturating_sub(before)),
+        _ => None,
+    };
     for session in &done {
         session.end().await;
     }
@@ -546,7 +561,10 @@ async fn calls_bench(
         latencies[index].as_secs_f64() * 1e6
     };
     let mean = latencies.iter().sum::<Duration>().as_secs_f64() * 1e6 / latencies.len() as f64;
+    let cpu_us_per_call = cpu_spent
+        .map(|spent| spent.as_secs_f64() * 1e6 / (latencies.len() + warmup * sessions) as f64);
     Ok(json!({
+        "cpu_us_per_call": cpu_us_per_call,
         "era": match (modern, data_layer) {
             (_, true) => "data-layer",
             (true, false) if anonymous => "anonymous",
@@ -561,6 +579,26 @@ async fn calls_bench(
         "mean_us": mean,
         "throughput_rps": latencies.len() as f64 / elapsed.as_secs_f64(),
     }))
+}
+
+/// The CPU time a process has spent so far, all its threads together (the scheduler's own
+/// nanoseconds, finer than the clock ticks of `/proc/<pid>/stat`).
+fn cpu_time(pid: u32) -> Result<Duration, String> {
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map_err(|e| format!("process {pid}: {e}"))?;
+    let mut nanos = 0u64;
+    for thread in threads.flatten() {
+        // A thread that ended since the listing has nothing left to count.
+        let Ok(stat) = std::fs::read_to_string(thread.path().join("schedstat")) else {
+            continue;
+        };
+        nanos += stat
+            .split_whitespace()
+            .next()
+            .and_then(|field| field.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    Ok(Duration::from_nanos(nanos))
 }
 
 async fn idle(url: &str, sessions: usize, concurrency: usize) -> Result<Value, String> {

@@ -7,11 +7,17 @@ three members (the demo, server-everything over stdio, the demo over HTTP).
   own CPU per call (its children apart);
 - initialize: the time to open a session (initialize, then notifications/initialized) at each
   member's own path and at the three-member virtual server, one session at a time: the virtual
-  server opens its members at once, so it should take the slowest member's time, not the sum.
+  server opens its members at once, so it should take the slowest member's time, not the sum;
+- instructions: where valgrind is installed, the proxy's own instructions per call (callgrind:
+  user space only, the same on every run, unlike CPU time on a busy machine) at the demo's own
+  path and through the virtual server of the demo alone: two runs of each, 50 and 250 calls per
+  session, and the difference per call, so that starting and stopping stay out of it.
 """
 
 import json
+import re
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -62,11 +68,11 @@ def measure_virtual(calls, rounds=7, opened=5):
             order = CALL_PATHS[round_ % len(CALL_PATHS):] + CALL_PATHS[:round_ % len(CALL_PATHS)]
             for sessions in LEVELS:
                 for name, path, tool in order:
-                    before = proxy.cpu_seconds()
+                    # The proxy's CPU from the sessions' opening to the last answer: a
+                    # three-member session's opening starts three children, not a call's cost.
                     r = bench("calls", "--url", base + path, "--sessions", sessions,
-                              "--calls", max(calls // sessions, 50), "--warmup", 20, "--tool", tool)
-                    r["cpu_us_per_call"] = ((proxy.cpu_seconds() - before) * 1e6
-                                            / (r["calls"] + 20 * sessions))
+                              "--calls", max(calls // sessions, 50), "--warmup", 20, "--tool", tool,
+                              "--cpu-pid", proxy.process.pid)
                     calls_seen[(name, sessions)].append(r)
             for name, path in opening_paths:
                 r = bench("idle", "--url", base + path, "--sessions", opened)
@@ -76,7 +82,38 @@ def measure_virtual(calls, rounds=7, opened=5):
             target.stop()
         shutil.rmtree(folder, ignore_errors=True)
     figures = medians(calls_seen, ("p50_us", "p99_us", "throughput_rps", "cpu_us_per_call"))
-    return {"calls": figures, "openings": {name: median(ms) for name, ms in openings.items()}}
+    return {"calls": figures, "openings": {name: median(ms) for name, ms in openings.items()},
+            "instructions": measure_instructions()}
+
+
+def measure_instructions(sessions=8, few=50, many=250):
+    """User-space instructions per call of the proxy, by path (`None` without valgrind)."""
+    if not shutil.which("valgrind"):
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="mcp-bench-instructions-"))
+    config = folder / "virtual.toml"
+    config.write_text(f'[servers.demo.upstream]\nstdio = "{PROXY} demo-server"\n'
+                      '[virtual.one]\nservers = ["demo"]\n')
+
+    def counted(path, tool, calls):
+        port, out = free_port(), folder / f"callgrind-{calls}.out"
+        proxy = Target("callgrind", ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                                     str(PROXY), "--listen", f"127.0.0.1:{port}", "--config", str(config)],
+                       port, env={"RUST_LOG": "warn"})
+        try:
+            bench("calls", "--url", f"http://127.0.0.1:{port}{path}", "--sessions", sessions,
+                  "--calls", calls, "--warmup", 0, "--tool", tool)
+        finally:
+            # A graceful stop, so that callgrind writes its counts.
+            proxy.process.send_signal(signal.SIGTERM)
+            proxy.process.wait(300)
+        return int(re.search(r"^summary: (\d+)", out.read_text(), re.M).group(1))
+
+    try:
+        return {name: (counted(path, tool, many) - counted(path, tool, few)) / (sessions * (many - few))
+                for name, path, tool in CALL_PATHS[:2]}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def virtual_table(figures, rounds=7):
@@ -86,7 +123,8 @@ def virtual_table(figures, rounds=7):
              "virtual server whose only member it is, and through one of three members (the demo,",
              "server-everything over stdio, the demo over HTTP). All three paths of one proxy, "
              f"{rounds} interleaved",
-             "rounds, medians; CPU µs/call is the proxy's own (its children apart). Target: the virtual",
+             "rounds, medians; CPU µs/call is the proxy's own (its children apart), from the sessions'",
+             "opening to the last answer (opening and ending sessions apart). Target: the virtual",
              f"server within {TARGET_RATIO}× the member's own path.", "",
              "| path | sessions | p50 µs | p99 µs | req/s | CPU µs/call | p50 ÷ own path | CPU ÷ own path |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -106,12 +144,21 @@ def virtual_table(figures, rounds=7):
               "| path | ms per session | ÷ slowest member |", "|---|---:|---:|"]
     for name, ms in openings.items():
         lines.append(f"| {name} | {ms:.1f} | {ms / slowest:.2f} |")
+    instructions = figures.get("instructions")
+    if instructions:
+        own = instructions[CALL_PATHS[0][0]]
+        lines += ["", "The proxy's own instructions per call (callgrind, user space: the same on every run, where",
+                  "CPU time on this machine moves by several per cent between runs), 8 sessions, the",
+                  "difference between runs of 250 and of 50 calls per session:", "",
+                  "| path | instructions per call | ÷ own path |", "|---|---:|---:|"]
+        for name, count in instructions.items():
+            lines.append(f"| {name} | {count:,.0f} | {count / own:.3f} |")
     return lines + [""]
 
 
 def virtual_json(figures):
     return {"calls": {f"{name} / {sessions}": f for (name, sessions), f in figures["calls"].items()},
-            "openings": figures["openings"]}
+            "openings": figures["openings"], "instructions": figures.get("instructions")}
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ use tracing::{debug, warn};
 
 use super::merge;
 use super::names::{template_matches, Named};
+use super::params::Params;
 use super::Composer;
 use crate::base::backlog::Backlog;
 use crate::session::exposure::ResourceList;
@@ -78,7 +79,7 @@ struct State {
     /// Whether the client said `notifications/initialized` (a member initialized later is told).
     client_initialized: bool,
     /// The session's requests in flight at a member: its upstream id → the member.
-    inflight: HashMap<u64, usize>,
+    inflight: BTreeMap<u64, usize>,
     /// The virtual server's own requests: their id → the member and who waits for the answer.
     pending: HashMap<String, (usize, Answer)>,
     /// Which member listed each URI, and each template, in the lists clients were given.
@@ -538,24 +539,19 @@ impl Composition {
     }
 
     /// [`Self::by_name`] for the params' own `name` (`tools/call`, `prompts/get`): the other
-    /// params (a call's arguments) are carried as they came, not read.
+    /// params (a call's arguments) are carried as they came, not read, and the params written
+    /// once, not parsed again.
     fn by_top_name(&self, kind: Named, message: &mut Message) -> Result<usize, Refusal> {
-        let mut params: BTreeMap<String, Box<RawValue>> = message
-            .params()
-            .and_then(|p| serde_json::from_str(p.get()).ok())
+        let params = Params::read(message.params().map(RawValue::get).unwrap_or("{}"));
+        let composed = params
+            .as_ref()
+            .and_then(|params| params.string("name"))
             .unwrap_or_default();
-        let composed: Option<String> = params
-            .get("name")
-            .and_then(|name| serde_json::from_str(name.get()).ok());
-        let composed = composed.unwrap_or_default();
         let (index, name) = self
             .member_of_name(kind, &composed)
             .ok_or_else(|| unknown(kind, &composed))?;
-        if let Ok(name) = serde_json::value::to_raw_value(&name) {
-            params.insert("name".to_owned(), name);
-        }
-        if let Ok(params) = serde_json::value::to_raw_value(&params) {
-            message.set_params(params);
+        if let Some(renamed) = params.and_then(|params| params.with_string("name", &name)) {
+            message.set_params(renamed);
         }
         Ok(index)
     }

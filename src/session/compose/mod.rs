@@ -8,6 +8,7 @@
 mod composition;
 mod merge;
 mod names;
+mod params;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -42,6 +42,21 @@ impl MemberNames {
         }
     }
 
+    /// The member's name of the item clients call `composed`; `None` when it is none of the
+    /// member's (another member's, or one its rules hide). Clients see the member's (exposed)
+    /// names under `<member><separator>`, or as they are where the member has a prefix of its
+    /// own.
+    pub fn server_name(&self, kind: Named, separator: &str, composed: &str) -> Option<String> {
+        let exposure = self.exposure(kind);
+        let exposed = match exposure.prefix.is_empty() {
+            true => composed
+                .strip_prefix(self.name.as_str())?
+                .strip_prefix(separator)?,
+            false => composed,
+        };
+        exposure.server_name(exposed)
+    }
+
     /// What clients of the virtual server see before the member's (exposed) names: nothing
     /// where the member has a prefix of its own.
     fn composed_prefix(&self, kind: Named, separator: &str) -> String {
@@ -49,13 +64,6 @@ impl MemberNames {
             true => format!("{}{separator}", self.name),
             false => String::new(),
         }
-    }
-
-    /// The member's name of the item clients call `composed`; `None` when it is none of the
-    /// member's (another member's, or one its rules hide).
-    pub fn server_name(&self, kind: Named, separator: &str, composed: &str) -> Option<String> {
-        let exposed = composed.strip_prefix(&self.composed_prefix(kind, separator))?;
-        self.exposure(kind).server_name(exposed)
     }
 
     /// A member's list result (`tools/list`, `prompts/list`) as the virtual server's clients

@@ -282,15 +282,16 @@ impl Message {
         if let Some(raw) = &self.raw {
             return raw.clone();
         }
-        let mut out = String::with_capacity(64 + self.payload_len());
-        out.push_str("{\"jsonrpc\":\"2.0\"");
+        let mut out = Vec::with_capacity(64 + self.payload_len());
+        out.extend_from_slice(b"{\"jsonrpc\":\"2.0\"");
+        // Writing a string or a number into a Vec cannot fail.
         if let Some(id) = &self.id {
-            out.push_str(",\"id\":");
-            out.push_str(&id.to_string());
+            out.extend_from_slice(b",\"id\":");
+            let _ = serde_json::to_writer(&mut out, id);
         }
         if let Some(method) = &self.method {
-            out.push_str(",\"method\":");
-            out.push_str(&Value::String(method.clone()).to_string());
+            out.extend_from_slice(b",\"method\":");
+            let _ = serde_json::to_writer(&mut out, method);
         }
         for (name, part) in [
             ("params", &self.params),
@@ -298,13 +299,13 @@ impl Message {
             ("error", &self.error),
         ] {
             if let Some(part) = part {
-                out.push_str(",\"");
-                out.push_str(name);
-                out.push_str("\":");
-                out.push_str(part.get());
+                out.extend_from_slice(b",\"");
+                out.extend_from_slice(name.as_bytes());
+                out.extend_from_slice(b"\":");
+                out.extend_from_slice(part.get().as_bytes());
             }
         }
-        out.push('}');
+        out.push(b'}');
         Bytes::from(out)
     }
 

@@ -304,6 +304,21 @@ async fn a_forged_cursor_an_unknown_name_and_an_unknown_uri_are_refused_and_the_
         .request("resources/read", json!({ "uri": "nowhere://at/all" }))
         .await;
     assert_eq!(answer["error"]["code"], -32002, "{answer}");
+    // The composed name written with escapes and spaces, as JSON allows: the member gets its
+    // own name and the arguments as they came (escapes included).
+    let reply = client
+        .post_text(
+            r#"{"jsonrpc":"2.0","id":77,"method":"tools/call",
+                "params": { "arguments" : {"text":"a\u0022b\u00e9"} , "name" : "demo__\u0065cho" }}"#,
+        )
+        .await;
+    let answer = reply.response().await;
+    assert_eq!(answer["result"]["content"][0]["text"], "a\"bé", "{answer}");
+    // A name that is not a string names no tool.
+    let reply = client
+        .post_text(r#"{"jsonrpc":"2.0","id":78,"method":"tools/call","params":{"name":7}}"#)
+        .await;
+    assert_eq!(reply.response().await["error"]["code"], -32602);
     assert_eq!(
         client
             .call_tool("demo__echo", json!({ "text": "on" }))
