@@ -74,7 +74,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
     let shutdown = CancellationToken::new();
     let keys = Keys::from_secret(&config.cluster.secret);
     crate::telemetry::redact::set_digest_key(keys.log_digest.clone());
-    let redis = config.redis_settings(addr, &keys);
+    let redis = config.redis_settings(addr, &keys)?;
     let instance = redis
         .as_ref()
         .map_or_else(|| addr.to_string(), |r| r.node_id.clone());

@@ -4,8 +4,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::auth::SecretSource;
 use super::duration::parse_duration;
 use super::file::duration;
+use super::keys::merge::SecretFlags;
 use super::keys::settings;
 
 settings! {
@@ -51,6 +53,36 @@ settings! {
         #[arg(long = "cluster-secret-file", value_name = "PATH")]
         pub secret_file: Option<PathBuf> = None, some(Option<PathBuf>);
 
+        /// With a Redis store: the user it authenticates as (an ACL user; the book lists the
+        /// commands and keys to grant it) [default: none: the default user].
+        #[arg(long = "store-username", value_name = "NAME")]
+        pub store_username: String = String::new(), set;
+
+        /// With a Redis store: its password, by where it is: `{ env = "NAME" }` or
+        /// `{ file = "/path" }` (--store-password-env NAME or --store-password-file PATH), never in
+        /// a URL anything prints [default: none].
+        #[command(flatten)]
+        pub store_password: Option<SecretSource> = None, secret(StorePasswordFlags);
+
+        /// With a rediss:// store: a PEM file of CA certificates trusted for it besides the
+        /// platform's roots: a private CA [default: none].
+        #[arg(long = "store-ca-file", value_name = "PATH")]
+        pub store_ca_file: Option<PathBuf> = None, some(Option<PathBuf>);
+
+        /// With a rediss:// store: trust the platform's roots as well as store_ca_file
+        /// (true/false); false trusts store_ca_file alone [default: true].
+        #[arg(long = "store-platform-roots", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+        pub store_platform_roots: bool = true, set;
+
+        /// With a rediss:// store: a PEM certificate (or chain, the leaf first) shown to Redis
+        /// when it asks for one: mutual TLS [default: none].
+        #[arg(long = "store-client-cert", value_name = "PATH")]
+        pub store_client_cert_file: Option<PathBuf> = None, some(Option<PathBuf>);
+
+        /// With a rediss:// store: the PEM private key of that certificate [default: none].
+        #[arg(long = "store-client-key", value_name = "PATH")]
+        pub store_client_key_file: Option<PathBuf> = None, some(Option<PathBuf>);
+
         /// With a Redis store: the prefix of every key, so that deployments can share one Redis
         /// [default: mcp-proxy].
         #[arg(long, value_name = "PREFIX")]
@@ -95,6 +127,50 @@ settings! {
         /// (503) until older ones expire [default: 1000000].
         #[arg(long, value_name = "N")]
         pub max_hop_nonces: usize = crate::hop::DEFAULT_MAX_NONCES, set;
+    }
+}
+
+/// `cluster.store_password` by where it is.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct StorePasswordFlags {
+    /// The environment variable holding the store's password (cluster.store_password = { env }).
+    #[arg(long = "store-password-env", value_name = "NAME")]
+    pub store_password_env: Option<String>,
+
+    /// The file holding the store's password, its first line (cluster.store_password = { file }).
+    #[arg(long = "store-password-file", value_name = "PATH")]
+    pub store_password_file: Option<PathBuf>,
+}
+
+impl SecretFlags for StorePasswordFlags {
+    fn source(&self) -> Option<SecretSource> {
+        SecretSource::given(&self.store_password_env, &self.store_password_file)
+    }
+}
+
+impl ClusterConfig {
+    /// How the Redis store at `url` is reached: the password read (a variable that is not set,
+    /// or a file that cannot be read, is an error naming the key) and the TLS settings.
+    pub fn store_connection(
+        &self,
+        url: &str,
+    ) -> anyhow::Result<crate::store::redis::StoreConnection> {
+        Ok(crate::store::redis::StoreConnection {
+            url: url.to_owned(),
+            username: Some(self.store_username.clone()).filter(|name| !name.is_empty()),
+            password: self
+                .store_password
+                .as_ref()
+                .map(|source| source.read("cluster.store_password"))
+                .transpose()?,
+            tls: crate::tls::ClientTls {
+                ca_file: self.store_ca_file.clone(),
+                platform_roots: self.store_platform_roots,
+                client_cert_file: self.store_client_cert_file.clone(),
+                client_key_file: self.store_client_key_file.clone(),
+                server_name: None,
+            },
+        })
     }
 }
 

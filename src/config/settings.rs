@@ -25,10 +25,17 @@ impl Config {
     /// With a Redis store: its settings, this replica named (a random name if none is
     /// configured) and reachable at `advertise` (or at `listen`, where it listens), its hops
     /// signed with `keys.hop`.
-    pub fn redis_settings(&self, listen: SocketAddr, keys: &Keys) -> Option<RedisSettings> {
+    pub fn redis_settings(
+        &self,
+        listen: SocketAddr,
+        keys: &Keys,
+    ) -> anyhow::Result<Option<RedisSettings>> {
         let cluster = &self.cluster;
-        (self.store != "memory").then(|| RedisSettings {
-            url: self.store.clone(),
+        if self.store == "memory" {
+            return Ok(None);
+        }
+        Ok(Some(RedisSettings {
+            connection: cluster.store_connection(&self.store)?,
             node_id: match cluster.node_id.as_str() {
                 "" => ids::mint_node(),
                 name => name.to_owned(),
@@ -57,7 +64,7 @@ impl Config {
                 self.http.max_body_bytes,
             ),
             idle_ttl: self.session.idle_ttl,
-        })
+        }))
     }
 
     /// The largest message any served server may send (`upstream.max_line_bytes`, of the
@@ -82,8 +89,8 @@ impl Config {
     }
 
     /// The proxy's secrets, which no child's environment may hold: the cluster secret, the
-    /// passwords in the store's and the servers' URLs, the client and upstream secrets and the
-    /// OTLP headers (however they were given).
+    /// passwords in the store's and the servers' URLs, the store's password, the client and
+    /// upstream secrets and the OTLP headers (however they were given).
     pub fn child_secrets(&self) -> Arc<Secrets> {
         let otlp = [
             "OTEL_EXPORTER_OTLP_HEADERS",
@@ -105,6 +112,9 @@ impl Config {
         // Read again at start, where a missing one is an error; here only what is there.
         if let Some(secret) = &self.auth.client_secret {
             values.extend(secret.read("auth.client_secret").ok());
+        }
+        if let Some(password) = &self.cluster.store_password {
+            values.extend(password.read("cluster.store_password").ok());
         }
         let upstreams = std::iter::once(&self.upstream)
             .chain(self.servers.values().map(|server| &server.upstream));

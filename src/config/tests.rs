@@ -421,3 +421,40 @@ fn a_virtual_server_composes_named_servers_at_a_name_of_its_own() {
         "unknown field",
     );
 }
+
+#[test]
+fn the_stores_password_is_read_from_its_file_and_kept_from_children() {
+    let file = std::env::temp_dir().join(format!("mcp-store-password-{}", std::process::id()));
+    std::fs::write(&file, "store-pw-0c1d2e3f\nnot this line\n").unwrap();
+    let config = Config::from_toml(&format!(
+        "store = \"redis://127.0.0.1:6379/0\"\n[cluster]\nsecret = \"{}\"\nstore_username = \"mcp-proxy\"\n\
+         store_password = {{ file = {:?} }}\n",
+        "s".repeat(32),
+        file.display().to_string()
+    ))
+    .unwrap();
+    let connection = config.cluster.store_connection(&config.store).unwrap();
+    assert_eq!(connection.password.as_deref(), Some("store-pw-0c1d2e3f"));
+    assert_eq!(connection.username.as_deref(), Some("mcp-proxy"));
+    let secrets = config.child_secrets();
+    assert!(format!("{secrets:?}").contains("store-pw-0c1d2e3f"));
+    let _ = std::fs::remove_file(file);
+}
+
+#[test]
+fn tls_settings_for_a_plain_store_and_a_password_given_twice_are_refused() {
+    let secret = "s".repeat(32);
+    let tls_on_plain = Config::from_toml(&format!(
+        "store = \"redis://127.0.0.1:6379/0\"\n[cluster]\nsecret = \"{secret}\"\nstore_platform_roots = false\n"
+    ));
+    assert!(format!("{:#}", tls_on_plain.unwrap_err()).contains("rediss://"));
+    let twice = Config::from_toml(&format!(
+        "store = \"redis://:pw@127.0.0.1:6379/0\"\n[cluster]\nsecret = \"{secret}\"\n\
+         store_password = {{ env = \"PATH\" }}\n"
+    ));
+    assert!(format!("{:#}", twice.unwrap_err()).contains("give it one way"));
+    let unknown_scheme = Config::from_toml(&format!(
+        "store = \"valkey://127.0.0.1:6379/0\"\n[cluster]\nsecret = \"{secret}\"\n"
+    ));
+    assert!(format!("{:#}", unknown_scheme.unwrap_err()).contains("rediss://"));
+}

@@ -195,17 +195,55 @@ impl Config {
         Ok(())
     }
 
+    /// The store's credentials and TLS: a password given one way, TLS settings only for a
+    /// rediss:// store and usable (every file read now).
+    fn validate_store_access(&self, tls: bool) -> anyhow::Result<()> {
+        let cluster = &self.cluster;
+        if cluster.store_password.is_some()
+            && crate::telemetry::redact::url_password(&self.store).is_some()
+        {
+            bail!(
+                "store: the URL holds a password and cluster.store_password is given too: give \
+                 it one way, in cluster.store_password (--store-password-env or \
+                 --store-password-file)"
+            );
+        }
+        let connection = cluster.store_connection(&self.store)?;
+        let tls_set = cluster.store_ca_file.is_some()
+            || !cluster.store_platform_roots
+            || cluster.store_client_cert_file.is_some()
+            || cluster.store_client_key_file.is_some();
+        match (tls, tls_set) {
+            (false, true) => bail!(
+                "cluster.store_ca_file, store_platform_roots, store_client_cert_file and \
+                 store_client_key_file are for a rediss:// store (TLS); the store is redis://"
+            ),
+            (true, _) => {
+                connection
+                    .tls
+                    .config()
+                    .map_err(|e| anyhow::anyhow!("cluster.store_*: {e}"))?;
+            }
+            (false, false) => {}
+        }
+        Ok(())
+    }
+
     fn validate_store(&self) -> anyhow::Result<()> {
         self.validate_secret()?;
         if self.store == "memory" {
             return Ok(());
         }
-        if !self.store.starts_with("redis://") {
-            bail!(
-                "store: {:?} is neither \"memory\" nor a redis:// URL",
+        let scheme = self.store.split("://").next().unwrap_or_default();
+        let tls = match scheme.to_ascii_lowercase().as_str() {
+            "redis" => false,
+            "rediss" => true,
+            _ => bail!(
+                "store: {:?} is neither \"memory\" nor a redis:// or rediss:// URL",
                 crate::telemetry::redact::url(&self.store)
-            );
-        }
+            ),
+        };
+        self.validate_store_access(tls)?;
         if self.cluster.heartbeat.is_zero() || self.cluster.owner_timeout <= self.cluster.heartbeat
         {
             bail!("cluster.owner_timeout must be longer than cluster.heartbeat, which must not be zero");

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use rustls::pki_types::ServerName;
+use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
 
 use super::pem::{self, PemError};
@@ -79,6 +79,28 @@ impl ClientTls {
             .transpose()
     }
 
+    /// The certificates trusted, as one PEM bundle: for a client that takes them so (the Redis
+    /// client), the same as [`Self::config`] trusts, certificates it could not use dropped.
+    pub fn trusted_pem(&self) -> Result<Vec<u8>, ClientTlsError> {
+        self.roots()?;
+        let platform = match self.platform_roots {
+            true => platform_certificates(),
+            false => &[],
+        };
+        let own = match &self.ca_file {
+            Some(file) => pem::certificates(file)?,
+            None => Vec::new(),
+        };
+        let mut bundle = Vec::new();
+        for certificate in platform.iter().chain(&own) {
+            let mut one = RootCertStore::empty();
+            if one.add(certificate.clone()).is_ok() {
+                bundle.extend_from_slice(&pem::encode_certificate(certificate));
+            }
+        }
+        Ok(bundle)
+    }
+
     fn roots(&self) -> Result<RootCertStore, ClientTlsError> {
         let mut roots = match self.platform_roots {
             true => platform_roots(),
@@ -94,12 +116,19 @@ impl ClientTls {
     }
 }
 
-/// The platform's roots (certificates rustls cannot parse are skipped, as browsers do), read
-/// from the system once for every client the process makes.
+/// The platform's root certificates, read from the system once for every client the process
+/// makes.
+fn platform_certificates() -> &'static [CertificateDer<'static>] {
+    static CERTIFICATES: std::sync::LazyLock<Vec<CertificateDer<'static>>> =
+        std::sync::LazyLock::new(|| rustls_native_certs::load_native_certs().certs);
+    &CERTIFICATES
+}
+
+/// The platform's roots (certificates rustls cannot parse are skipped, as browsers do).
 fn platform_roots() -> RootCertStore {
     static ROOTS: std::sync::LazyLock<RootCertStore> = std::sync::LazyLock::new(|| {
         let mut roots = RootCertStore::empty();
-        roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+        roots.add_parsable_certificates(platform_certificates().iter().cloned());
         roots
     });
     ROOTS.clone()

@@ -47,3 +47,16 @@ pub fn private_key(file: &Path) -> Result<PrivateKeyDer<'static>, PemError> {
         },
     })
 }
+
+/// A certificate as a PEM block.
+pub fn encode_certificate(certificate: &CertificateDer) -> Vec<u8> {
+    use base64::Engine;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(certificate.as_ref());
+    let mut block = b"-----BEGIN CERTIFICATE-----\n".to_vec();
+    for line in encoded.as_bytes().chunks(64) {
+        block.extend_from_slice(line);
+        block.push(b'\n');
+    }
+    block.extend_from_slice(b"-----END CERTIFICATE-----\n");
+    block
+}

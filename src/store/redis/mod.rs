@@ -42,6 +42,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+mod connect;
 mod correlation;
 mod fenced;
 mod follower;
@@ -53,6 +54,7 @@ mod replicas;
 mod timed;
 mod writer;
 
+pub use connect::{StoreConnectError, StoreConnection};
 pub use follower::LogFollower;
 
 use super::{Backlog, Deposed, Fence, Mirror, Queued, StoreError, StoreResult};
@@ -63,8 +65,8 @@ use crate::telemetry::metrics::StoreMetrics;
 /// What a replica needs to share sessions through Redis.
 #[derive(Debug, Clone)]
 pub struct RedisSettings {
-    /// `redis://host:port/db`.
-    pub url: String,
+    /// Where the store is (`redis://` or `rediss://`), the user and password, TLS.
+    pub connection: StoreConnection,
     /// This replica's name (part of the session ids it mints).
     pub node_id: String,
     /// The base URL the other replicas reach this one at.
@@ -138,9 +140,8 @@ impl RedisStore {
         settings: RedisSettings,
         metrics: Arc<StoreMetrics>,
     ) -> anyhow::Result<Arc<RedisStore>> {
-        let url = settings.url.as_str();
-        let shown = crate::telemetry::redact::url(url);
-        let client = redis::Client::open(url).with_context(|| format!("store: {shown:?}"))?;
+        let shown = settings.connection.shown().into_owned();
+        let client = settings.connection.client()?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(2)))
             .set_response_timeout(Some(Duration::from_secs(2)))

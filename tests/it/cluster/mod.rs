@@ -12,5 +12,6 @@ mod kubernetes;
 mod replica_faults;
 mod replicas;
 mod sessions_per_principal;
+mod store_access;
 mod virtual_takeover;
 mod write_behind;

@@ -24,36 +24,59 @@ pub struct Redis {
     pub port: u16,
     /// What `requirepass` it was started with, if any.
     password: Option<String>,
+    /// Configuration lines beyond the port and the password (ACL users, TLS files).
+    lines: Vec<String>,
+    /// Whether it speaks TLS only (`tls-port`, no plain port).
+    tls: bool,
+    /// Whether [`Redis::url`] holds the password.
+    url_password: bool,
 }
 
 impl Redis {
     pub async fn start() -> Redis {
-        let mut redis = Redis {
-            child: None,
-            port: free_port(),
-            password: None,
-        };
-        redis.run().await;
-        redis
+        Redis::start_with(None, Vec::new(), false).await
     }
 
     /// A server that takes only clients that give `password`; its [`Redis::url`] holds it.
     pub async fn start_with_password(password: &str) -> Redis {
-        let mut redis = Redis {
-            child: None,
-            port: free_port(),
-            password: Some(password.to_owned()),
-        };
+        let mut redis = Redis::new(Some(password), Vec::new(), false);
+        redis.url_password = true;
         redis.run().await;
         redis
     }
 
+    /// A server with `requirepass` (unless `None`), these configuration `lines` (an ACL
+    /// `user`, TLS files), speaking TLS only on its port with `tls`; its [`Redis::url`] holds
+    /// no password: the replicas are given theirs apart.
+    pub async fn start_with(password: Option<&str>, lines: Vec<String>, tls: bool) -> Redis {
+        let mut redis = Redis::new(password, lines, tls);
+        redis.run().await;
+        redis
+    }
+
+    fn new(password: Option<&str>, lines: Vec<String>, tls: bool) -> Redis {
+        Redis {
+            child: None,
+            port: free_port(),
+            password: password.map(str::to_owned),
+            lines,
+            tls,
+            url_password: false,
+        }
+    }
+
     async fn run(&mut self) {
         use tokio::io::AsyncWriteExt;
+        let port = self.port.to_string();
+        let ports = match self.tls {
+            true => ["--port", "0", "--tls-port", &port],
+            false => ["--port", &port, "--tls-port", "0"],
+        };
         // The password in the configuration it reads from stdin (`-`), not on its command line.
         let mut child = Command::new("redis-server")
             .arg("-")
-            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1"])
+            .args(ports)
             .args(["--save", "", "--appendonly", "no"])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
@@ -65,6 +88,12 @@ impl Redis {
         if let Some(password) = &self.password {
             let line = format!("requirepass \"{password}\"\n");
             config.write_all(line.as_bytes()).await.unwrap();
+        }
+        for line in &self.lines {
+            config
+                .write_all(format!("{line}\n").as_bytes())
+                .await
+                .unwrap();
         }
         drop(config);
         self.child = Some(child);
@@ -81,6 +110,9 @@ impl Redis {
             child: None,
             port,
             password: None,
+            lines: Vec::new(),
+            tls: false,
+            url_password: false,
         }
     }
 
@@ -91,9 +123,13 @@ impl Redis {
     }
 
     pub fn url(&self) -> String {
-        match &self.password {
-            Some(password) => format!("redis://:{password}@127.0.0.1:{}/0", self.port),
-            None => format!("redis://127.0.0.1:{}/0", self.port),
+        let scheme = match self.tls {
+            true => "rediss",
+            false => "redis",
+        };
+        match (&self.password, self.url_password) {
+            (Some(password), true) => format!("{scheme}://:{password}@127.0.0.1:{}/0", self.port),
+            _ => format!("{scheme}://127.0.0.1:{}/0", self.port),
         }
     }
 
