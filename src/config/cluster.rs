@@ -64,6 +64,12 @@ settings! {
         #[command(flatten)]
         pub store_password: Option<SecretSource> = None, secret(StorePasswordFlags);
 
+        /// With a redis+sentinel:// store: the Sentinels' own password, when they ask for one:
+        /// `{ env = "NAME" }` or `{ file = "/path" }` (--store-sentinel-password-env NAME or
+        /// --store-sentinel-password-file PATH) [default: none].
+        #[command(flatten)]
+        pub store_sentinel_password: Option<SecretSource> = None, secret(SentinelPasswordFlags);
+
         /// With a rediss:// store: a PEM file of CA certificates trusted for it besides the
         /// platform's roots: a private CA [default: none].
         #[arg(long = "store-ca-file", value_name = "PATH")]
@@ -148,6 +154,29 @@ impl SecretFlags for StorePasswordFlags {
     }
 }
 
+/// `cluster.store_sentinel_password` by where it is.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SentinelPasswordFlags {
+    /// The environment variable holding the Sentinels' password
+    /// (cluster.store_sentinel_password = { env }).
+    #[arg(long = "store-sentinel-password-env", value_name = "NAME")]
+    pub store_sentinel_password_env: Option<String>,
+
+    /// The file holding the Sentinels' password, its first line
+    /// (cluster.store_sentinel_password = { file }).
+    #[arg(long = "store-sentinel-password-file", value_name = "PATH")]
+    pub store_sentinel_password_file: Option<PathBuf>,
+}
+
+impl SecretFlags for SentinelPasswordFlags {
+    fn source(&self) -> Option<SecretSource> {
+        SecretSource::given(
+            &self.store_sentinel_password_env,
+            &self.store_sentinel_password_file,
+        )
+    }
+}
+
 impl ClusterConfig {
     /// How the Redis store at `url` is reached: the password read (a variable that is not set,
     /// or a file that cannot be read, is an error naming the key) and the TLS settings.
@@ -162,6 +191,11 @@ impl ClusterConfig {
                 .store_password
                 .as_ref()
                 .map(|source| source.read("cluster.store_password"))
+                .transpose()?,
+            sentinel_password: self
+                .store_sentinel_password
+                .as_ref()
+                .map(|source| source.read("cluster.store_sentinel_password"))
                 .transpose()?,
             tls: crate::tls::ClientTls {
                 ca_file: self.store_ca_file.clone(),

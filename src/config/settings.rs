@@ -113,7 +113,11 @@ impl Config {
         if let Some(secret) = &self.auth.client_secret {
             values.extend(secret.read("auth.client_secret").ok());
         }
-        if let Some(password) = &self.cluster.store_password {
+        let store_passwords = [
+            &self.cluster.store_password,
+            &self.cluster.store_sentinel_password,
+        ];
+        for password in store_passwords.into_iter().flatten() {
             values.extend(password.read("cluster.store_password").ok());
         }
         let upstreams = std::iter::once(&self.upstream)

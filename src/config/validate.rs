@@ -209,6 +209,12 @@ impl Config {
             );
         }
         let connection = cluster.store_connection(&self.store)?;
+        if connection.is_sentinel() {
+            // The URL's form, checked now rather than at the first connection.
+            connection.check()?;
+        } else if cluster.store_sentinel_password.is_some() {
+            bail!("cluster.store_sentinel_password is for a redis+sentinel:// store");
+        }
         let tls_set = cluster.store_ca_file.is_some()
             || !cluster.store_platform_roots
             || cluster.store_client_cert_file.is_some()
@@ -236,10 +242,11 @@ impl Config {
         }
         let scheme = self.store.split("://").next().unwrap_or_default();
         let tls = match scheme.to_ascii_lowercase().as_str() {
-            "redis" => false,
-            "rediss" => true,
+            "redis" | "redis+sentinel" => false,
+            "rediss" | "rediss+sentinel" => true,
             _ => bail!(
-                "store: {:?} is neither \"memory\" nor a redis:// or rediss:// URL",
+                "store: {:?} is neither \"memory\" nor a redis://, rediss://, \
+                 redis+sentinel:// or rediss+sentinel:// URL",
                 crate::telemetry::redact::url(&self.store)
             ),
         };

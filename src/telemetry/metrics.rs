@@ -322,6 +322,8 @@ process_wide! {
             "Times a server's messages were left unread because the writes queued for Redis were over store_write_queue_limit (reading went on once they were written).";
         write_lag_ms: Gauge = Gauge::default(), "store_write_lag_ms",
             "How long the oldest write of the last batch waited before it reached Redis, in milliseconds.";
+        failovers: Counter = Counter::default(), "store_failovers",
+            "Times the store's master changed (a Sentinel failover followed): the owners then write their sessions to the new master.";
     }
 }
 

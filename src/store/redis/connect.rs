@@ -6,7 +6,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use redis::{ConnectionAddr, IntoConnectionInfo};
+use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
+use redis::{ConnectionAddr, IntoConnectionInfo, TlsMode};
 
 use crate::tls::{ClientTls, ClientTlsError};
 
@@ -19,6 +20,8 @@ pub struct StoreConnection {
     pub username: Option<String>,
     /// The password, read from where configuration says it is.
     pub password: Option<String>,
+    /// The Sentinels' own password (`redis+sentinel://`), when they ask for one.
+    pub sentinel_password: Option<String>,
     /// With `rediss://`: how the server is verified and what the proxy shows it.
     pub tls: ClientTls,
 }
@@ -29,6 +32,10 @@ impl fmt::Debug for StoreConnection {
             .field("url", &self.shown())
             .field("username", &self.username)
             .field("password", &self.password.as_ref().map(|_| "***"))
+            .field(
+                "sentinel_password",
+                &self.sentinel_password.as_ref().map(|_| "***"),
+            )
             .field("tls", &self.tls)
             .finish()
     }
@@ -43,6 +50,11 @@ pub enum StoreConnectError {
     Insecure { url: String },
     #[error("store {url}: {source}")]
     Tls { url: String, source: ClientTlsError },
+    #[error(
+        "store {url}: a Sentinel URL is redis+sentinel://host:port,host:port/<service>[/<db>] \
+         (or rediss+sentinel://)"
+    )]
+    Sentinels { url: String },
     #[error("store {url}: cannot read {file}: {reason}")]
     Unreadable {
         url: String,
@@ -57,12 +69,113 @@ impl StoreConnection {
         crate::telemetry::redact::url(&self.url)
     }
 
-    /// Whether the store is spoken to over TLS (`rediss://`).
-    pub fn is_tls(&self) -> bool {
+    /// The URL's scheme, in lower case.
+    fn scheme(&self) -> String {
         self.url
             .split("://")
             .next()
-            .is_some_and(|scheme| scheme.eq_ignore_ascii_case("rediss"))
+            .unwrap_or_default()
+            .to_ascii_lowercase()
+    }
+
+    /// Whether the store is spoken to over TLS (`rediss://`, `rediss+sentinel://`).
+    pub fn is_tls(&self) -> bool {
+        self.scheme().starts_with("rediss")
+    }
+
+    /// Whether the master is found through Sentinels (`redis+sentinel://`).
+    pub fn is_sentinel(&self) -> bool {
+        self.scheme().ends_with("+sentinel")
+    }
+
+    /// Checks the URL's form and reads every file, as connecting does, without connecting.
+    pub fn check(&self) -> Result<(), StoreConnectError> {
+        self.source().map(drop)
+    }
+
+    /// Where the master is found: at the URL, or through the Sentinels it names.
+    pub(super) fn source(&self) -> Result<super::link::Source, StoreConnectError> {
+        use super::link::Source;
+        match self.is_sentinel() {
+            false => Ok(Source::Direct(self.client()?)),
+            true => Ok(Source::Sentinels(tokio::sync::Mutex::new(
+                self.sentinel_client()?,
+            ))),
+        }
+    }
+
+    /// The client of the Sentinels named by `redis+sentinel://host:port,…/<service>[/<db>]`.
+    fn sentinel_client(&self) -> Result<SentinelClient, StoreConnectError> {
+        let url = self.shown().into_owned();
+        let malformed = || StoreConnectError::Sentinels { url: url.clone() };
+        let (_, rest) = self.url.split_once("://").ok_or_else(malformed)?;
+        let (hosts, path) = rest.split_once('/').ok_or_else(malformed)?;
+        if hosts.contains('@') {
+            // Credentials go in cluster.store_username/store_password, never in this URL.
+            return Err(malformed());
+        }
+        let mut parts = path.trim_end_matches('/').split('/');
+        let service = parts
+            .next()
+            .filter(|s| !s.is_empty())
+            .ok_or_else(malformed)?;
+        let db = match parts.next() {
+            Some(db) => Some(db.parse::<i64>().map_err(|_| malformed())?),
+            None => None,
+        };
+        if parts.next().is_some() {
+            return Err(malformed());
+        }
+        let tls = self.is_tls();
+        let mut sentinels = Vec::new();
+        for host in hosts.split(',') {
+            let (name, port) = host.rsplit_once(':').ok_or_else(malformed)?;
+            let port = port.parse::<u16>().map_err(|_| malformed())?;
+            let name = name
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned();
+            sentinels.push(match tls {
+                true => ConnectionAddr::TcpTls {
+                    host: name,
+                    port,
+                    insecure: false,
+                    tls_params: None,
+                },
+                false => ConnectionAddr::Tcp(name, port),
+            });
+        }
+        let mut builder =
+            SentinelClientBuilder::new(sentinels, service, SentinelServerType::Master).map_err(
+                |e| StoreConnectError::Url {
+                    url: url.clone(),
+                    reason: e.to_string(),
+                },
+            )?;
+        if let Some(db) = db {
+            builder = builder.set_client_to_redis_db(db);
+        }
+        if let Some(username) = &self.username {
+            builder = builder.set_client_to_redis_username(username);
+        }
+        if let Some(password) = &self.password {
+            builder = builder.set_client_to_redis_password(password);
+        }
+        if let Some(password) = &self.sentinel_password {
+            builder = builder.set_client_to_sentinel_password(password);
+        }
+        if tls {
+            let certificates = self.certificates(&url)?;
+            builder = builder
+                .set_client_to_redis_tls_mode(TlsMode::Secure)
+                .set_client_to_redis_certificates(certificates.clone())
+                .set_client_to_sentinel_tls_mode(TlsMode::Secure)
+                .set_client_to_sentinel_certificates(certificates);
+        }
+        builder.build().map_err(|e| StoreConnectError::Url {
+            url,
+            reason: e.to_string(),
+        })
     }
 
     /// The Redis client these settings describe; every file is read now.
@@ -137,6 +250,7 @@ mod tests {
             url: url.into(),
             username: Some("proxy".into()),
             password: Some("s3cret-password".into()),
+            sentinel_password: None,
             tls: ClientTls::default(),
         }
     }
@@ -169,5 +283,33 @@ mod tests {
         );
         assert!(plain("rediss://127.0.0.1:6380/0").is_tls());
         assert!(!plain("redis://127.0.0.1:6380/0").is_tls());
+    }
+
+    #[test]
+    fn a_sentinel_url_names_its_sentinels_and_service() {
+        for good in [
+            "redis+sentinel://127.0.0.1:26379,127.0.0.1:26380/mymaster",
+            "redis+sentinel://[::1]:26379/mymaster/3",
+            "rediss+sentinel://sentinel.internal:26379/mymaster",
+        ] {
+            let connection = plain(good);
+            assert!(connection.is_sentinel(), "{good}");
+            assert!(connection.sentinel_client().is_ok(), "{good}");
+        }
+        for bad in [
+            "redis+sentinel://127.0.0.1:26379",
+            "redis+sentinel://127.0.0.1:26379/",
+            "redis+sentinel://127.0.0.1/mymaster",
+            "redis+sentinel://:pw@127.0.0.1:26379/mymaster",
+            "redis+sentinel://127.0.0.1:26379/mymaster/x",
+            "redis+sentinel://127.0.0.1:26379/mymaster/0/more",
+        ] {
+            let error = plain(bad).sentinel_client().err().expect(bad);
+            assert!(
+                matches!(error, StoreConnectError::Sentinels { .. }),
+                "{bad}: {error}"
+            );
+            assert!(!error.to_string().contains("pw@"), "{error}");
+        }
     }
 }

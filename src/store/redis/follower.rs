@@ -86,6 +86,8 @@ impl LogFollower {
             .set_connection_timeout(Some(Duration::from_secs(2)))
             .set_response_timeout(Some(self.block + Duration::from_secs(2)));
         self.store
+            .link
+            .current()
             .client
             .get_multiplexed_async_connection_with_config(&config)
             .await

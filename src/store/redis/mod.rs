@@ -37,7 +37,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManagerConfig;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -47,6 +47,7 @@ mod correlation;
 mod fenced;
 mod follower;
 mod lease;
+mod link;
 mod principals;
 mod rate;
 mod reads;
@@ -56,6 +57,7 @@ mod writer;
 
 pub use connect::{StoreConnectError, StoreConnection};
 pub use follower::LogFollower;
+use link::Link;
 
 use super::{Backlog, Deposed, Fence, Mirror, Queued, StoreError, StoreResult};
 use crate::base::backlog::BacklogFigures;
@@ -93,8 +95,8 @@ pub struct RedisSettings {
 }
 
 pub struct RedisStore {
-    client: redis::Client,
-    connection: ConnectionManager,
+    /// The connection to the master, following it through a failover.
+    link: Arc<Link>,
     pub node_id: String,
     /// The base URL the other replicas reach this one at.
     pub advertise: String,
@@ -113,6 +115,8 @@ pub struct RedisStore {
     /// How long the writer waits for more ops before a round trip.
     write_delay: Duration,
     healthy: AtomicBool,
+    /// When Redis last answered again after an outage.
+    back_at: std::sync::Mutex<Option<std::time::Instant>>,
     /// Bumped each time Redis answers again after an outage: owners then write their sessions
     /// again (a restarted Redis may have lost them).
     recovered: tokio::sync::watch::Sender<u64>,
@@ -141,28 +145,24 @@ impl RedisStore {
         metrics: Arc<StoreMetrics>,
     ) -> anyhow::Result<Arc<RedisStore>> {
         let shown = settings.connection.shown().into_owned();
-        let client = settings.connection.client()?;
+        let source = settings.connection.source()?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(2)))
             .set_response_timeout(Some(Duration::from_secs(2)))
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_millis(500));
-        let mut connection = tokio::time::timeout(
-            Duration::from_secs(5),
-            client.get_connection_manager_with_config(config),
-        )
-        .await
-        .map_err(|_| anyhow::anyhow!("no answer within 5 s"))
-        .and_then(|c| c.map_err(anyhow::Error::from))
-        .with_context(|| format!("cannot reach the Redis store at {shown}"))?;
+        let link = tokio::time::timeout(Duration::from_secs(5), Link::open(source, config))
+            .await
+            .map_err(|_| anyhow::anyhow!("no answer within 5 s"))
+            .and_then(|c| c.map_err(anyhow::Error::from))
+            .with_context(|| format!("cannot reach the Redis store at {shown}"))?;
         let _: String = redis::cmd("PING")
-            .query_async(&mut connection)
+            .query_async(&mut link.current().manager)
             .await
             .with_context(|| format!("cannot reach the Redis store at {shown}"))?;
         let (ops, queue) = mpsc::unbounded_channel();
         let store = Arc::new(RedisStore {
-            client,
-            connection,
+            link: Arc::new(link),
             node_id: settings.node_id.clone(),
             advertise: settings.advertise.trim_end_matches('/').to_owned(),
             hop_tls: settings.hop_tls.clone(),
@@ -175,6 +175,7 @@ impl RedisStore {
             ttl: settings.idle_ttl + settings.owner_timeout,
             write_delay: settings.write_delay,
             healthy: AtomicBool::new(true),
+            back_at: std::sync::Mutex::new(None),
             recovered: tokio::sync::watch::channel(0).0,
             ops,
             backlog: Arc::new(Backlog::new(
@@ -206,8 +207,11 @@ impl RedisStore {
 
     /// The shared connection, its round trips counted.
     fn timed(&self) -> timed::Timed {
+        let current = self.link.current();
         timed::Timed {
-            connection: self.connection.clone(),
+            connection: current.manager,
+            generation: current.generation,
+            link: self.link.clone(),
             metrics: self.metrics.clone(),
         }
     }
@@ -221,12 +225,39 @@ impl RedisStore {
             match up {
                 true => {
                     info!("the Redis store is reachable again: writing this replica's sessions");
+                    *self.back_at.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some(std::time::Instant::now());
                     self.recovered.send_modify(|n| *n += 1);
                 }
                 false => warn!("the Redis store is unreachable: new sessions are refused"),
             }
         }
         self.metrics.up.set(i64::from(up));
+    }
+
+    /// After a heartbeat the master took: when the master changed since `seen` switches (a
+    /// failover), the owners write their sessions back, as after an outage (the new master
+    /// may lack what the old one took and had not passed on). The switches seen now.
+    fn after_failover(&self, seen: u64) -> u64 {
+        let now = self.link.switches();
+        if now != seen {
+            info!("a new master for the store: writing this replica's sessions to it");
+            self.metrics.failovers.inc_by(now - seen);
+            self.recovered.send_modify(|n| *n += 1);
+        }
+        now
+    }
+
+    /// Whether the replicas may not have written their heartbeats to the master yet: within
+    /// `owner_timeout` of a new master (a failover) or of Redis answering again after an
+    /// outage. A heartbeat missing then says nothing of its replica.
+    pub(super) fn settling(&self) -> bool {
+        let adopted = self.link.current().adopted;
+        let back = *self.back_at.lock().unwrap_or_else(|e| e.into_inner());
+        [adopted, back]
+            .into_iter()
+            .flatten()
+            .any(|at| at.elapsed() < self.owner_timeout)
     }
 
     /// A read that failed without saying anything of Redis's health (a blocking read, say).

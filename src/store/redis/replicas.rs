@@ -75,10 +75,14 @@ impl RedisStore {
     pub(super) async fn run_heartbeat(self: Arc<Self>) {
         let mut ticks = tokio::time::interval(self.heartbeat);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut masters = self.link.switches();
         loop {
             tokio::select! {
                 _ = ticks.tick() => match self.beat().await {
-                    Ok(()) => self.set_health(true),
+                    Ok(()) => {
+                        self.set_health(true);
+                        masters = self.after_failover(masters);
+                    }
                     Err(error) => self.failed("heartbeat", &error),
                 },
                 () = self.leaving.cancelled() => break,
@@ -118,6 +122,9 @@ impl RedisStore {
     /// one and a half heartbeats ago (or is gone). Together with a refused connection, the
     /// replica is dead, without waiting for its key to expire.
     pub async fn missed_heartbeat(&self, node: &str) -> StoreResult<bool> {
+        if self.settling() {
+            return Ok(false);
+        }
         let mut connection = self.timed();
         let left: i64 = redis::cmd("PTTL")
             .arg(self.node_key(node))
@@ -133,14 +140,24 @@ impl RedisStore {
         Ok(since > self.heartbeat + self.heartbeat / 2)
     }
 
-    /// The internal URL of a live replica; `None` once its heartbeat has lapsed.
+    /// The internal URL of a live replica; `None` once its heartbeat has lapsed. Unknown (an
+    /// error) while the store settles after a failover or an outage: the replica may not have
+    /// written its heartbeat to the master yet, and is not taken for dead.
     pub async fn node_url(&self, node: &str) -> StoreResult<Option<String>> {
         let mut connection = self.timed();
-        redis::cmd("GET")
+        let url: Option<String> = redis::cmd("GET")
             .arg(self.node_key(node))
             .query_async(&mut connection)
             .await
-            .map_err(StoreError::from)
+            .map_err(StoreError::from)?;
+        if url.is_none() && self.settling() {
+            let unknown = std::io::Error::other(format!(
+                "replica {node}'s heartbeat is not on the store's master yet (a new master, or \
+                 Redis back after an outage)"
+            ));
+            return Err(StoreError::from(redis::RedisError::from(unknown)));
+        }
+        Ok(url)
     }
 
     /// Makes this replica the owner of session `id` if the record still holds what `record`

@@ -4,14 +4,31 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use redis::aio::{ConnectionLike, ConnectionManager};
-use redis::{Cmd, Pipeline, RedisFuture, Value};
+use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
+
+use super::link::Link;
 
 use crate::telemetry::metrics::StoreMetrics;
 
-/// The shared connection, timed: a command or a pipeline is one round trip.
+/// The shared connection, timed: a command or a pipeline is one round trip. One that fails as
+/// if the master were gone makes the link look for the master again.
 pub(super) struct Timed {
     pub(super) connection: ConnectionManager,
+    /// The link's generation `connection` belongs to.
+    pub(super) generation: u64,
+    pub(super) link: Arc<Link>,
     pub(super) metrics: Arc<StoreMetrics>,
+}
+
+impl Timed {
+    fn seen<T>(&self, answer: &RedisResult<T>) {
+        if let Err(error) = answer {
+            if Link::lost_master(error) {
+                let (link, generation) = (self.link.clone(), self.generation);
+                tokio::spawn(async move { link.failed(generation).await });
+            }
+        }
+    }
 }
 
 impl ConnectionLike for Timed {
@@ -20,6 +37,7 @@ impl ConnectionLike for Timed {
             let started = Instant::now();
             let answer = self.connection.req_packed_command(cmd).await;
             self.metrics.round_trip(started.elapsed());
+            self.seen(&answer);
             answer
         })
     }
@@ -37,6 +55,7 @@ impl ConnectionLike for Timed {
                 .req_packed_commands(pipeline, offset, count)
                 .await;
             self.metrics.round_trip(started.elapsed());
+            self.seen(&answer);
             answer
         })
     }

@@ -11,6 +11,7 @@ mod http_sessions_survive;
 mod kubernetes;
 mod replica_faults;
 mod replicas;
+mod sentinel_failover;
 mod sessions_per_principal;
 mod store_access;
 mod virtual_takeover;

@@ -184,8 +184,18 @@ impl Replica {
         Replica::launch(redis, &listen, args).await
     }
 
+    /// A replica named `name` whose store is `store` (a Sentinel URL, say).
+    pub async fn start_on(store: &str, name: &str, extra: &[&str]) -> Replica {
+        let mut args: Vec<String> = ["--node-id", name].map(String::from).to_vec();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        Replica::launch_on(store.to_owned(), "127.0.0.1:0", args).await
+    }
+
     async fn launch(redis: &Redis, listen: &str, args: Vec<String>) -> Replica {
-        let url = redis.url();
+        Replica::launch_on(redis.url(), listen, args).await
+    }
+
+    async fn launch_on(url: String, listen: &str, args: Vec<String>) -> Replica {
         let mut all = vec!["--listen", listen];
         all.extend(args.iter().map(String::as_str));
         // Secrets by environment: a command line is readable by every local user.

@@ -11,6 +11,7 @@ mod peers;
 mod process;
 mod proxy;
 mod reply;
+pub mod sentinel;
 pub mod tls;
 mod wait;
 pub mod ws;
