@@ -23,12 +23,20 @@ impl Sentinels {
     /// Starts them and waits until every Sentinel knows the replica and the other Sentinels,
     /// so that a failover can happen.
     pub async fn start() -> Sentinels {
+        // Whatever a server writes to disk (a replica's copy of the master) goes in a folder
+        // of the test's own.
+        let dir = fresh_dir("sentinel");
+        let in_dir = format!("dir {}", dir.display());
         // The replica's first copy at once (not after diskless sync's 5 s default delay).
-        let master =
-            Redis::start_with(None, vec!["repl-diskless-sync-delay 0".into()], false).await;
+        let master = Redis::start_with(
+            None,
+            vec!["repl-diskless-sync-delay 0".into(), in_dir.clone()],
+            false,
+        )
+        .await;
         let replica = Redis::start_with(
             None,
-            vec![format!("replicaof 127.0.0.1 {}", master.port)],
+            vec![format!("replicaof 127.0.0.1 {}", master.port), in_dir],
             false,
         )
         .await;
@@ -38,7 +46,6 @@ impl Sentinels {
             async move { replication(&client).await.contains("master_link_status:up") }
         })
         .await;
-        let dir = fresh_dir("sentinel");
         let mut sentinels = Vec::new();
         for n in 0..3 {
             let port = free_port();
