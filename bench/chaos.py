@@ -19,7 +19,13 @@ broke, or --max-failed or --max-failed-not-in-flight was passed and exceeded):
         --through nginx --kill-owner
     tests/python/.venv/bin/python bench/chaos.py --proxy target/release/mcp-session-proxy \\
         --through haproxy --rolling-restart
+    tests/python/.venv/bin/python bench/chaos.py --proxy target/release/mcp-session-proxy \\
+        --sentinel --kill-redis-master
 
+--kill-redis-master (with --sentinel: the Redis master has a replica and three Sentinels): kill
+-9 of the master, --rounds times, the killed one back as the new master's replica each time;
+every session is waited on, from the kill to its next successful call, and the report gives the
+time the Sentinels took to name a new master and the Redis round trips per call.
 --kill-owner: kill -9 of the replica owning a random client's session, started again after
 --down seconds, --rounds times; --rolling-restart: SIGTERM to each replica in turn, started again
 once it has exited (--passes times over all of them). Under --clients (8) clients, each with a
@@ -263,26 +269,40 @@ class Cluster:
         # Named replicas (replica-<i>, kept across restarts, as a deployment names them) tell
         # by a session's id which replica owns it; otherwise each start picks a random name.
         self.named = named
+        # --sentinel: the master (self.redis) has a replica and three Sentinels.
+        self.sentinels = Sentinels(self) if getattr(args, "sentinel", False) else None
+
+    def store_url(self) -> str:
+        if self.sentinels is not None:
+            return self.sentinels.url()
+        return f"redis://127.0.0.1:{self.redis_port}/0"
 
     def url(self, i: int) -> str:
         return f"http://127.0.0.1:{self.ports[i]}"
 
-    async def start(self):
-        self.redis = Proc(
-            "redis",
-            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.redis_port),
-             "--save", "", "--appendonly", "no"],
-            os.path.join(self.log_dir, "redis.log"),
-        )
+    def redis_server(self, name: str, port: int, *extra: str) -> Proc:
+        """A redis-server on `port` keeping nothing on disk but in the log folder."""
+        return Proc(name, ["redis-server", "--bind", "127.0.0.1", "--port", str(port),
+                           "--save", "", "--appendonly", "no", "--dir", self.log_dir,
+                           "--repl-diskless-sync-delay", "0", *extra],
+                    os.path.join(self.log_dir, f"{name}.log"))
+
+    async def listening(self, port: int, proc: Proc, what: str):
         deadline = now() + 20
         while True:
             try:
-                with socket.create_connection(("127.0.0.1", self.redis_port), timeout=0.5):
-                    break
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    return
             except OSError:
-                if now() > deadline or not self.redis.alive():
-                    raise RuntimeError("redis-server did not start")
+                if now() > deadline or not proc.alive():
+                    raise RuntimeError(f"{what} did not start")
                 await asyncio.sleep(0.05)
+
+    async def start(self):
+        self.redis = self.redis_server("redis", self.redis_port)
+        await self.listening(self.redis_port, self.redis, "redis-server")
+        if self.sentinels is not None:
+            await self.sentinels.start()
         for i in range(len(self.ports)):
             self.spawn(i)
         await asyncio.gather(*(self.ready(i) for i in range(len(self.ports))))
@@ -294,7 +314,7 @@ class Cluster:
         argv = [
             self.args.proxy,
             "--listen", f"127.0.0.1:{self.ports[i]}",
-            "--store", f"redis://127.0.0.1:{self.redis_port}/0",
+            "--store", self.store_url(),
             "--log-format", "json",
         ]
         if self.named:
@@ -348,6 +368,97 @@ class Cluster:
                 proc.stop()
         if self.redis is not None:
             self.redis.stop()
+        if self.sentinels is not None:
+            self.sentinels.stop()
+
+
+SERVICE = "mcp-store"
+
+
+class Sentinels:
+    """--sentinel: a replica of the cluster's master and three Sentinels watching them
+    (quorum 2, a master down after 500 ms); the master can be killed and the servers swap
+    roles at each failover (the killed one comes back as the new master's replica)."""
+
+    def __init__(self, cluster: Cluster):
+        self.cluster = cluster
+        self.replica_port = free_port()
+        self.ports = [free_port() for _ in range(3)]
+        self.servers: dict[int, Proc] = {}  # port -> the redis-server on it (master included)
+        self.procs: list[Proc] = []
+
+    def url(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{p}" for p in self.ports)
+        return f"redis+sentinel://{hosts}/{SERVICE}/0"
+
+    async def start(self):
+        c = self.cluster
+        self.servers[c.redis_port] = c.redis
+        replica = c.redis_server("redis-replica", self.replica_port,
+                                 "--replicaof", "127.0.0.1", str(c.redis_port))
+        self.servers[self.replica_port] = replica
+        await c.listening(self.replica_port, replica, "the replica")
+        await self.until(lambda: "master_link_status:up" in self.cli(
+            self.replica_port, "INFO", "replication"), "the replica to copy the master")
+        for n, port in enumerate(self.ports):
+            config = os.path.join(c.log_dir, f"sentinel-{n}.conf")
+            with open(config, "w") as f:
+                f.write(f"port {port}\nbind 127.0.0.1\ndir {c.log_dir}\n"
+                        f"sentinel monitor {SERVICE} 127.0.0.1 {c.redis_port} 2\n"
+                        f"sentinel down-after-milliseconds {SERVICE} 500\n"
+                        f"sentinel failover-timeout {SERVICE} 5000\n")
+            self.procs.append(Proc(f"sentinel-{n}", ["redis-server", config, "--sentinel"],
+                                   os.path.join(c.log_dir, f"sentinel-{n}.log")))
+        for port in self.ports:
+            await self.until(lambda port=port: self.knows_all(port),
+                             "each Sentinel to know the replica and the others")
+
+    def cli(self, port: int, *command: str) -> str:
+        done = subprocess.run(["redis-cli", "-p", str(port), *command], capture_output=True,
+                              text=True, timeout=5)
+        return done.stdout
+
+    def knows_all(self, port: int) -> bool:
+        replicas = self.cli(port, "SENTINEL", "REPLICAS", SERVICE)
+        others = self.cli(port, "SENTINEL", "SENTINELS", SERVICE)
+        return "master-link-status" in replicas and others.count("runid") == 2
+
+    def master(self) -> int | None:
+        """The master's port as the Sentinels name it."""
+        for port in self.ports:
+            lines = self.cli(port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE).split()
+            if len(lines) == 2 and lines[1].isdigit():
+                return int(lines[1])
+        return None
+
+    async def until(self, probe, what: str, bound: float = 30.0):
+        deadline = now() + bound
+        while not await asyncio.to_thread(probe):
+            if now() > deadline:
+                raise RuntimeError(f"{what}: not within {bound:g} s")
+            await asyncio.sleep(0.05)
+
+    async def kill_master(self) -> tuple[int, float]:
+        """kill -9 of the master; returns once the Sentinels named another (and the killed
+        one is back as its replica): the new master's port and the seconds it took."""
+        old = self.master()
+        since = now()
+        self.servers[old].kill9()
+        await self.until(lambda: self.master() not in (None, old), "a new master", 60)
+        took = now() - since
+        new = self.master()
+        self.servers[old] = self.cluster.redis_server(
+            f"redis-{old}-again", old, "--replicaof", "127.0.0.1", str(new))
+        await self.until(lambda: "master_link_status:up" in self.cli(old, "INFO", "replication"),
+                         "the killed master to come back as a replica")
+        return new, took
+
+    def stop(self):
+        for proc in self.procs:
+            proc.stop()
+        for port, proc in self.servers.items():
+            if proc is not self.cluster.redis:
+                proc.stop()
 
 
 # --------------------------------------------------------------------------- balancers
@@ -1756,7 +1867,10 @@ class Measure:
         self.rng = random.Random(args.seed)
         self.tally = Tally()
         self.callers: list[Caller] = []
-        self.scenario = "kill-owner" if args.kill_owner else "rolling-restart"
+        self.scenario = ("kill-owner" if args.kill_owner else
+                         "kill-redis-master" if args.kill_redis_master else "rolling-restart")
+        # --kill-redis-master: the seconds from each kill to the Sentinels naming a new master.
+        self.failovers: list[float] = []
 
     def url(self) -> str:
         if self.balancer:
@@ -1796,6 +1910,23 @@ class Measure:
             await self.recovered(owned, event)
             await asyncio.sleep(self.args.settle)
 
+    async def kill_redis_master(self):
+        """--kill-redis-master: kill -9 of the Redis master, --rounds times; every session is
+        waited on (its owner lives), from the kill to its next successful call."""
+        sentinels = self.cluster.sentinels
+        for n in range(self.args.rounds):
+            live = [c for c in self.callers if c.sid]
+            event = f"master kill {n + 1}"
+            since = now()
+            for c in live:
+                c.waiting = (event, since)
+            new, took = await sentinels.kill_master()
+            self.tally.event(f"kill -9 of the Redis master; the Sentinels named 127.0.0.1:{new} "
+                             f"{took:.1f} s later; {len(live)} sessions waited on")
+            self.failovers.append(took)
+            await self.recovered(live, event)
+            await asyncio.sleep(self.args.settle)
+
     async def rolling_restart(self):
         for n in range(self.args.passes):
             for i in range(len(self.cluster.ports)):
@@ -1832,8 +1963,11 @@ class Measure:
             await asyncio.sleep(self.args.warmup)
             if self.args.kill_owner:
                 await self.kill_owner()
+            elif self.args.kill_redis_master:
+                await self.kill_redis_master()
             else:
                 await self.rolling_restart()
+            self.round_trips = await self.round_trips_per_call()
             stop.set()
             await asyncio.wait_for(asyncio.gather(*tasks), 60)
         finally:
@@ -1843,6 +1977,21 @@ class Measure:
             await asyncio.gather(*tasks, return_exceptions=True)
             for c in self.callers:
                 await c.close()
+
+    async def round_trips_per_call(self) -> float | None:
+        """Redis round trips of every replica (mcp_proxy_store_round_trips_total) per call
+        made, at the end of the run."""
+        total = 0.0
+        async with httpx.AsyncClient(timeout=5.0) as client:
+            for i in range(len(self.cluster.ports)):
+                try:
+                    text = (await client.get(self.cluster.url(i) + "/metrics")).text
+                except httpx.TransportError:
+                    return None
+                m = re.search(r"^mcp_proxy_store_round_trips_total (\S+)$", text, re.M)
+                total += float(m.group(1)) if m else 0.0
+        calls = self.tally.counts["calls"]
+        return round(total / calls, 3) if calls else None
 
     def report(self, error: str | None) -> dict:
         t = self.tally
@@ -1884,6 +2033,8 @@ class Measure:
                                  "max": max(seconds) if seconds else None,
                                  "not_recovered": len(waiting)},
             "recoveries": t.recoveries,
+            "redis_round_trips_per_call": getattr(self, "round_trips", None),
+            "failover_seconds": self.failovers,
             "events": t.events,
         }
 
@@ -1931,9 +2082,17 @@ def measure_main(args) -> int:
         print(f"  {n:6d} × {text_}", file=sys.stderr)
     for text_, n in report["other_failed_requests_by_error"].items():
         print(f"  {n:6d} × (not a call) {text_}", file=sys.stderr)
-    print(f"recovery after each {'kill' if args.kill_owner else 'SIGTERM'}, over "
-          f"{r['sessions']} sessions of the replica: p50 {r['p50']} s, p99 {r['p99']} s, "
-          f"max {r['max']} s; not recovered: {r['not_recovered']}", file=sys.stderr)
+    fault = ("kill of the Redis master" if args.kill_redis_master else
+             "kill" if args.kill_owner else "SIGTERM")
+    whose = "every live session" if args.kill_redis_master else "sessions of the replica"
+    print(f"recovery after each {fault}, over {r['sessions']} {whose}: p50 {r['p50']} s, "
+          f"p99 {r['p99']} s, max {r['max']} s; not recovered: {r['not_recovered']}",
+          file=sys.stderr)
+    if args.kill_redis_master:
+        print(f"  the Sentinels named a new master after {report['failover_seconds']} s; "
+              f"sessions lost (404): {report['sessions_lost']}", file=sys.stderr)
+    print(f"Redis round trips per call: {report['redis_round_trips_per_call']}",
+          file=sys.stderr)
     print(f"{'OK' if report['ok'] else 'FAIL'}{' (' + error + ')' if error else ''}; logs in "
           f"{log_dir}", file=sys.stderr)
     return 0 if report["ok"] else 1
@@ -2007,6 +2166,8 @@ def main() -> int:
                    help="default: 6 for the chaos run, 8 for a measurement")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--replicas", type=int, default=3)
+    p.add_argument("--sentinel", action="store_true",
+                   help="Redis with a replica and three Sentinels (redis+sentinel://)")
     p.add_argument("--no-kills", dest="kills", action="store_false")
     p.add_argument("--no-cuts", dest="cuts", action="store_false")
     p.add_argument("--no-bursts", dest="bursts", action="store_false")
@@ -2030,7 +2191,10 @@ def main() -> int:
                    "after --down s; --rounds times")
     m.add_argument("--rolling-restart", action="store_true",
                    help="SIGTERM each replica in turn and start it again once it exited")
-    m.add_argument("--rounds", type=int, default=5, help="kills of --kill-owner")
+    m.add_argument("--kill-redis-master", action="store_true",
+                   help="kill -9 of the Redis master (with --sentinel), --rounds times")
+    m.add_argument("--rounds", type=int, default=5,
+                   help="kills of --kill-owner or --kill-redis-master")
     m.add_argument("--passes", type=int, default=1,
                    help="times --rolling-restart restarts every replica in turn")
     m.add_argument("--down", type=float, default=1.0,
@@ -2046,9 +2210,12 @@ def main() -> int:
     args = p.parse_args()
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1, 1_000_000)
-    measuring = args.kill_owner or args.rolling_restart
-    if args.kill_owner and args.rolling_restart:
-        p.error("one measurement at a time: --kill-owner or --rolling-restart")
+    measuring = args.kill_owner or args.rolling_restart or args.kill_redis_master
+    if args.kill_owner + args.rolling_restart + args.kill_redis_master > 1:
+        p.error("one measurement at a time: --kill-owner, --rolling-restart or "
+                "--kill-redis-master")
+    if args.kill_redis_master and not args.sentinel:
+        p.error("--kill-redis-master needs --sentinel (a replica to promote)")
     if args.clients is None:
         args.clients = 8 if measuring else 6
     if measuring:
