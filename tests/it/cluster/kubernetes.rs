@@ -1,12 +1,11 @@
 //! `deploy/kubernetes`: what kustomize builds of the base (three replicas on Redis), the
-//! external-Redis and TLS overlays and the sidecar example, held to the proxy it runs. Each is
-//! built by
-//! the real `kubectl kustomize` and read back as JSON (`kubectl annotate --local` converts
-//! offline, with no cluster); each proxy container's command line and mounted `proxy.toml` are
-//! loaded as the pod would load them (`Config::load`, every key validated, the pod's values put
-//! in for `$(POD_IP)` and the like, certificates made here for a mounted Secret's); then its
-//! ports, probes, Host names, secret, stop time and security context are checked against that
-//! configuration.
+//! external-Redis, managed-Redis and TLS overlays and the sidecar example, held to the proxy it
+//! runs. Each is built by the real `kubectl kustomize` and read back as JSON (`kubectl annotate
+//! --local` converts offline, with no cluster); each proxy container's command line and mounted
+//! `proxy.toml` are loaded as the pod would load them (`Config::load`, every key validated, the
+//! pod's values put in for `$(POD_IP)` and the like, certificates made here for a mounted
+//! Secret's); then its ports, probes, Host names, secret, stop time and security context are
+//! checked against that configuration.
 //!
 //! kubectl must be installed: scripts/test installs Debian's `kubernetes-client` where it is
 //! missing, and without it these tests fail, saying so.
@@ -242,12 +241,37 @@ fn check_no_secret_on_a_command_line(objects: &[Value]) {
 
 /// The store's password comes from a Secret built with it: the reference it is read from.
 fn check_store_password(objects: &[Value], deployment: &Value, config: &Config) -> Value {
-    let password = mcp_session_proxy::telemetry::redact::url_password(&config.store)
-        .unwrap_or_else(|| panic!("the store takes a password: {}", config.store));
     let container = proxy_container(deployment);
-    let reference = container["env"]
-        .as_array()
-        .unwrap()
+    let env = container["env"].as_array().unwrap();
+    let Some(password) = mcp_session_proxy::telemetry::redact::url_password(&config.store) else {
+        // Given apart from the URL: --store-password-env names a variable of a Secret's.
+        let args: Vec<&str> = container["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(text)
+            .collect();
+        let at = args
+            .iter()
+            .position(|a| *a == "--store-password-env")
+            .unwrap_or_else(|| panic!("the store takes a password: {}", config.store));
+        let variable = env
+            .iter()
+            .find(|variable| variable["name"] == args[at + 1])
+            .expect("the password's variable is the pod's");
+        let reference = variable["valueFrom"]["secretKeyRef"].clone();
+        assert!(
+            reference.is_object(),
+            "the store's password is a Secret's: {variable}"
+        );
+        let secret = all(objects, "Secret")
+            .into_iter()
+            .find(|s| s["metadata"]["name"] == reference["name"])
+            .expect("the Secret it names is built with it");
+        assert!(secret["data"][text(&reference["key"])].is_string());
+        return reference;
+    };
+    let reference = env
         .iter()
         .map(|variable| &variable["valueFrom"]["secretKeyRef"])
         .find(|reference| reference.is_object() && test_secret(reference) == password)
@@ -374,9 +398,29 @@ fn proxy_of<'a>(objects: &'a [Value], deployment: &'a Value) -> Proxy<'a> {
         .map(|mount| text(&mount["mountPath"]))
         .collect();
     let certificates = (!secret_mounts.is_empty()).then(Certificates::make);
+    // A secret read from a variable of the pod's (`--store-password-env NAME`) is given to the
+    // proxy here as a file holding that variable's value: the test's environment is not the
+    // pod's.
+    let secret_file = std::env::temp_dir().join(format!(
+        "mcp-session-proxy-kubernetes-{}-{}.secret",
+        std::process::id(),
+        LOADS.fetch_add(1, Ordering::Relaxed)
+    ));
     for (i, arg) in written.iter().enumerate() {
         if i == at + 1 {
             args.push(local.to_str().unwrap().to_owned());
+            continue;
+        }
+        if arg == "--store-password-env" {
+            args.push("--store-password-file".into());
+            continue;
+        }
+        if i > 0 && written[i - 1] == "--store-password-env" {
+            let value = values
+                .get(&format!("$({arg})"))
+                .unwrap_or_else(|| panic!("--store-password-env {arg}: not a variable of the pod"));
+            std::fs::write(&secret_file, value).unwrap();
+            args.push(secret_file.to_str().unwrap().to_owned());
             continue;
         }
         let mut arg = arg.clone();
@@ -395,6 +439,7 @@ fn proxy_of<'a>(objects: &'a [Value], deployment: &'a Value) -> Proxy<'a> {
     let cli = Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
     let loaded = Config::load(&cli);
     std::fs::remove_file(&local).unwrap();
+    let _ = std::fs::remove_file(&secret_file);
     let config = loaded.unwrap_or_else(|e| panic!("the pod's proxy would not start: {e:#}"));
     Proxy {
         pod,
@@ -713,6 +758,35 @@ fn the_external_redis_overlay_runs_the_replicas_alone_on_another_redis() {
     let base = build("");
     let base = check_proxy(&base, named(&base, "Deployment", "mcp-proxy"));
     assert_ne!(config.store, base.store);
+}
+
+#[test]
+fn the_managed_redis_overlay_speaks_tls_to_it_with_the_password_apart_from_the_url() {
+    let objects = build("overlays/managed-redis");
+    assert!(
+        all(&objects, "StatefulSet").is_empty(),
+        "no Redis of its own"
+    );
+    let config = check_replicas(&objects);
+    assert!(config.store.starts_with("rediss://"), "{}", config.store);
+    assert_eq!(
+        mcp_session_proxy::telemetry::redact::url_password(&config.store),
+        None,
+        "{}",
+        config.store
+    );
+    assert!(config.cluster.store_password.is_some());
+    // The rest of the pod is the base's.
+    let base = build("overlays/external-redis");
+    let base = proxy_container(named(&base, "Deployment", "mcp-proxy"));
+    let here = proxy_container(named(&objects, "Deployment", "mcp-proxy"));
+    let args: Vec<&Value> = here["args"].as_array().unwrap().iter().collect();
+    for arg in base["args"].as_array().unwrap() {
+        assert!(
+            args.contains(&arg),
+            "{arg} is missing from the overlay's args"
+        );
+    }
 }
 
 #[test]
