@@ -91,3 +91,67 @@ async fn a_killed_master_is_followed_and_every_live_session_goes_on() {
         "a fresh server"
     );
 }
+
+/// The master and its replica behind a password, the Sentinels behind one of their own: the
+/// replicas give each where it is asked (both from files), follow a failover, and a replica
+/// given a wrong Sentinel password does not start, naming the store but not the password.
+#[tokio::test]
+async fn the_masters_and_the_sentinels_passwords_are_given_apart_and_each_where_it_belongs() {
+    const PASSWORD: &str = "redis-pw-5e0a7c21";
+    const SENTINEL_PASSWORD: &str = "sentinel-pw-b3f9d0e4";
+    let mut redis = Sentinels::start_with_passwords(Some(PASSWORD), Some(SENTINEL_PASSWORD)).await;
+    let store = redis.url();
+    let dir = std::env::temp_dir();
+    let (password, sentinel_password) = (
+        dir.join(format!("mcp-sentinel-pw-{}", std::process::id())),
+        dir.join(format!("mcp-sentinel-spw-{}", std::process::id())),
+    );
+    std::fs::write(&password, PASSWORD).unwrap();
+    std::fs::write(&sentinel_password, SENTINEL_PASSWORD).unwrap();
+    let flags = [
+        "--store-password-file",
+        password.to_str().unwrap(),
+        "--store-sentinel-password-file",
+        sentinel_password.to_str().unwrap(),
+    ];
+    let a = Replica::start_on(&store, "a", &flags).await;
+    let b = Replica::start_on(&store, "b", &flags).await;
+    let mut on_a = Client::new(a.addr);
+    on_a.initialize("2025-11-25").await;
+    assert_eq!(on_a.call_tool("counter", json!({})).await, "1");
+    redis.kill_master().await;
+    redis.until_promoted().await;
+    let answer = call_until_served(
+        "a call after the failover",
+        &through(&on_a, &b),
+        "counter",
+        json!({}),
+    )
+    .await;
+    assert_eq!(answer["result"]["content"][0]["text"], "2", "{answer}");
+
+    let wrong = dir.join(format!("mcp-sentinel-wrong-{}", std::process::id()));
+    std::fs::write(&wrong, "not-the-sentinel-password").unwrap();
+    let output = within(
+        "the proxy to give up",
+        tokio::process::Command::new(crate::harness::DEMO)
+            .args(["--listen", "127.0.0.1:0", "--store", &store])
+            .args(["--store-password-file", password.to_str().unwrap()])
+            .args(["--store-sentinel-password-file", wrong.to_str().unwrap()])
+            .env("MCP_PROXY_CLUSTER_SECRET", crate::harness::cluster::SECRET)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("cannot reach the Redis store"), "{stderr}");
+    assert!(
+        !stderr.contains(SENTINEL_PASSWORD) && !stderr.contains(PASSWORD),
+        "{stderr}"
+    );
+    for file in [password, sentinel_password, wrong] {
+        let _ = std::fs::remove_file(file);
+    }
+}

@@ -17,30 +17,39 @@ pub struct Sentinels {
     pub replica: Redis,
     sentinels: Vec<(Child, u16)>,
     dir: std::path::PathBuf,
+    /// What the servers' clients must give (`requirepass`), if anything.
+    password: Option<String>,
 }
 
 impl Sentinels {
     /// Starts them and waits until every Sentinel knows the replica and the other Sentinels,
     /// so that a failover can happen.
     pub async fn start() -> Sentinels {
+        Sentinels::start_with_passwords(None, None).await
+    }
+
+    /// With `password`, the master and its replica take only clients that give it (and give
+    /// it to each other); with `sentinel_password`, so do the Sentinels (theirs).
+    pub async fn start_with_passwords(
+        password: Option<&str>,
+        sentinel_password: Option<&str>,
+    ) -> Sentinels {
         // Whatever a server writes to disk (a replica's copy of the master) goes in a folder
         // of the test's own.
         let dir = fresh_dir("sentinel");
-        let in_dir = format!("dir {}", dir.display());
+        let mut lines = vec![format!("dir {}", dir.display())];
+        if let Some(password) = password {
+            lines.push(format!("masterauth \"{password}\""));
+        }
         // The replica's first copy at once (not after diskless sync's 5 s default delay).
-        let master = Redis::start_with(
-            None,
-            vec!["repl-diskless-sync-delay 0".into(), in_dir.clone()],
-            false,
-        )
-        .await;
-        let replica = Redis::start_with(
-            None,
-            vec![format!("replicaof 127.0.0.1 {}", master.port), in_dir],
-            false,
-        )
-        .await;
-        let client = redis::Client::open(replica.url()).unwrap();
+        let mut master_lines = lines.clone();
+        master_lines.push("repl-diskless-sync-delay 0".into());
+        let master = Redis::start_with(password, master_lines, false).await;
+        lines.push(format!("replicaof 127.0.0.1 {}", master.port));
+        let replica = Redis::start_with(password, lines, false).await;
+        let auth = password.map(|p| format!(":{p}@")).unwrap_or_default();
+        let client =
+            redis::Client::open(format!("redis://{auth}127.0.0.1:{}/0", replica.port)).unwrap();
         until("the replica to copy the master", true, || {
             let client = client.clone();
             async move { replication(&client).await.contains("master_link_status:up") }
@@ -56,8 +65,14 @@ impl Sentinels {
                 format!(
                     "port {port}\nbind 127.0.0.1\nsentinel monitor {SERVICE} 127.0.0.1 {} 2\n\
                      sentinel down-after-milliseconds {SERVICE} 500\n\
-                     sentinel failover-timeout {SERVICE} 5000\n",
-                    master.port
+                     sentinel failover-timeout {SERVICE} 5000\n{}{}",
+                    master.port,
+                    password
+                        .map(|p| format!("sentinel auth-pass {SERVICE} \"{p}\"\n"))
+                        .unwrap_or_default(),
+                    sentinel_password
+                        .map(|p| format!("requirepass \"{p}\"\nsentinel sentinel-pass \"{p}\"\n"))
+                        .unwrap_or_default(),
                 ),
             )
             .unwrap();
@@ -76,9 +91,14 @@ impl Sentinels {
             replica,
             sentinels,
             dir,
+            password: password.map(str::to_owned),
         };
+        let sentinel_auth = sentinel_password
+            .map(|p| format!(":{p}@"))
+            .unwrap_or_default();
         for (_, port) in &set.sentinels {
-            let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap();
+            let client =
+                redis::Client::open(format!("redis://{sentinel_auth}127.0.0.1:{port}")).unwrap();
             until(
                 "a Sentinel to know the replica and the others",
                 true,
@@ -126,7 +146,14 @@ impl Sentinels {
 
     /// Waits until the replica is the master (the Sentinels promoted it).
     pub async fn until_promoted(&self) {
-        let client = redis::Client::open(self.replica.url()).unwrap();
+        let auth = self
+            .password
+            .as_deref()
+            .map(|p| format!(":{p}@"))
+            .unwrap_or_default();
+        let client =
+            redis::Client::open(format!("redis://{auth}127.0.0.1:{}/0", self.replica.port))
+                .unwrap();
         until("the replica to be promoted", true, || {
             let client = client.clone();
             async move { replication(&client).await.contains("role:master") }
