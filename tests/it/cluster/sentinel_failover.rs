@@ -99,7 +99,7 @@ async fn a_killed_master_is_followed_and_every_live_session_goes_on() {
 async fn the_masters_and_the_sentinels_passwords_are_given_apart_and_each_where_it_belongs() {
     const PASSWORD: &str = "redis-pw-5e0a7c21";
     const SENTINEL_PASSWORD: &str = "sentinel-pw-b3f9d0e4";
-    let mut redis = Sentinels::start_with_passwords(Some(PASSWORD), Some(SENTINEL_PASSWORD)).await;
+    let mut redis = Sentinels::start_with(Some(PASSWORD), Some(SENTINEL_PASSWORD), None).await;
     let store = redis.url();
     let dir = std::env::temp_dir();
     let (password, sentinel_password) = (
@@ -154,4 +154,32 @@ async fn the_masters_and_the_sentinels_passwords_are_given_apart_and_each_where_
     for file in [password, sentinel_password, wrong] {
         let _ = std::fs::remove_file(file);
     }
+}
+
+/// `rediss+sentinel://`: the Sentinels, the master and its replica speak TLS only (replication
+/// too), with certificates of a CA made here; the replicas trust that CA, find the master
+/// through the Sentinels over TLS and follow a failover.
+#[tokio::test]
+async fn over_tls_the_master_is_found_through_the_sentinels_and_followed() {
+    let certificates = crate::harness::tls::Certificates::make();
+    let mut redis = Sentinels::start_with(None, None, Some(&certificates)).await;
+    let store = redis.url();
+    assert!(store.starts_with("rediss+sentinel://"), "{store}");
+    let ca = certificates.arg("ca.pem");
+    let flags = ["--store-ca-file", ca.as_str()];
+    let a = Replica::start_on(&store, "a", &flags).await;
+    let b = Replica::start_on(&store, "b", &flags).await;
+    let mut on_a = Client::new(a.addr);
+    on_a.initialize("2025-11-25").await;
+    assert_eq!(on_a.call_tool("counter", json!({})).await, "1");
+    redis.kill_master().await;
+    redis.until_promoted().await;
+    let answer = call_until_served(
+        "a call after the failover",
+        &through(&on_a, &b),
+        "counter",
+        json!({}),
+    )
+    .await;
+    assert_eq!(answer["result"]["content"][0]["text"], "2", "{answer}");
 }
