@@ -114,21 +114,7 @@ async fn the_masters_and_the_sentinels_passwords_are_given_apart_and_each_where_
         "--store-sentinel-password-file",
         sentinel_password.to_str().unwrap(),
     ];
-    let a = Replica::start_on(&store, "a", &flags).await;
-    let b = Replica::start_on(&store, "b", &flags).await;
-    let mut on_a = Client::new(a.addr);
-    on_a.initialize("2025-11-25").await;
-    assert_eq!(on_a.call_tool("counter", json!({})).await, "1");
-    redis.kill_master().await;
-    redis.until_promoted().await;
-    let answer = call_until_served(
-        "a call after the failover",
-        &through(&on_a, &b),
-        "counter",
-        json!({}),
-    )
-    .await;
-    assert_eq!(answer["result"]["content"][0]["text"], "2", "{answer}");
+    through_a_failover(&mut redis, &flags).await;
 
     let wrong = dir.join(format!("mcp-sentinel-wrong-{}", std::process::id()));
     std::fs::write(&wrong, "not-the-sentinel-password").unwrap();
@@ -167,8 +153,15 @@ async fn over_tls_the_master_is_found_through_the_sentinels_and_followed() {
     assert!(store.starts_with("rediss+sentinel://"), "{store}");
     let ca = certificates.arg("ca.pem");
     let flags = ["--store-ca-file", ca.as_str()];
-    let a = Replica::start_on(&store, "a", &flags).await;
-    let b = Replica::start_on(&store, "b", &flags).await;
+    through_a_failover(&mut redis, &flags).await;
+}
+
+/// Two replicas started with `flags` share a session; the master is killed; the session's
+/// count goes on through the other replica once the Sentinels promoted the replica.
+async fn through_a_failover(redis: &mut Sentinels, flags: &[&str]) {
+    let store = redis.url();
+    let a = Replica::start_on(&store, "a", flags).await;
+    let b = Replica::start_on(&store, "b", flags).await;
     let mut on_a = Client::new(a.addr);
     on_a.initialize("2025-11-25").await;
     assert_eq!(on_a.call_tool("counter", json!({})).await, "1");
