@@ -324,6 +324,18 @@ process_wide! {
             "How long the oldest write of the last batch waited before it reached Redis, in milliseconds.";
         failovers: Counter = Counter::default(), "store_failovers",
             "Times the store's master changed (a Sentinel failover followed): the owners then write their sessions to the new master.";
+        master: Family<Vec<(&'static str, String)>, Gauge> = Family::default(), "store_master",
+            "1 for the Redis master in use, by address (host:port): the one named by the URL, or the one the Sentinels named last.";
+    }
+}
+
+impl StoreMetrics {
+    /// The master in use is now the one at `address`.
+    pub fn master_is(&self, address: String) {
+        self.master.clear();
+        self.master
+            .get_or_create(&vec![("address", address)])
+            .set(1);
     }
 }
 

@@ -81,6 +81,11 @@ impl Link {
             .clone()
     }
 
+    /// The master in use, as `host:port`.
+    pub fn address(&self) -> String {
+        address(&self.current().client)
+    }
+
     /// How many times the master changed.
     pub fn switches(&self) -> u64 {
         self.switches.load(Ordering::Acquire)

@@ -199,6 +199,7 @@ impl RedisStore {
             .await
             .context("cannot register this replica in Redis")?;
         store.metrics.up.set(1);
+        store.metrics.master_is(store.link.address());
         info!(node = %store.node_id, advertise = %store.advertise, "joined the replicas sharing {shown}");
         tokio::spawn(store.clone().run_heartbeat());
         tokio::spawn(store.clone().run_writer(queue));
@@ -243,6 +244,7 @@ impl RedisStore {
         if now != seen {
             info!("a new master for the store: writing this replica's sessions to it");
             self.metrics.failovers.inc_by(now - seen);
+            self.metrics.master_is(self.link.address());
             self.recovered.send_modify(|n| *n += 1);
         }
         now

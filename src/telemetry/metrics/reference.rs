@@ -57,6 +57,7 @@ fn exposition() -> String {
     let server = metrics.server("default");
     server.record_request(method_label("tools/call"), 200, Duration::ZERO);
     metrics.auth.refuse("missing");
+    metrics.store.master_is("127.0.0.1:6379".into());
     metrics.render()
 }
 

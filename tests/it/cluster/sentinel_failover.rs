@@ -69,8 +69,22 @@ async fn a_killed_master_is_followed_and_every_live_session_goes_on() {
     let resumed: Vec<_> = resumed.iter().map(|m| m.message.clone()).collect();
     let expected: Vec<_> = logged[1..].iter().map(|m| m.message.clone()).collect();
     assert_eq!(resumed, expected);
-    assert!(metric(&a, "mcp_proxy_store_failovers_total").await >= 1);
-    assert!(metric(&b, "mcp_proxy_store_failovers_total").await >= 1);
+    for replica in [&a, &b] {
+        assert!(metric(replica, "mcp_proxy_store_failovers_total").await >= 1);
+        // The master in use is the promoted replica, and only it.
+        let promoted = format!(
+            "mcp_proxy_store_master{{address=\"127.0.0.1:{}\"}} 1",
+            redis.replica.port
+        );
+        crate::harness::until("the metrics to name the new master", true, || {
+            let promoted = promoted.clone();
+            async move {
+                let text = metrics_text(replica).await;
+                text.contains(&promoted) && text.matches("mcp_proxy_store_master{").count() == 1
+            }
+        })
+        .await;
+    }
 
     // New sessions open on the new master.
     let mut fresh = Client::new(b.addr);
@@ -175,4 +189,12 @@ async fn through_a_failover(redis: &mut Sentinels, flags: &[&str]) {
     )
     .await;
     assert_eq!(answer["result"]["content"][0]["text"], "2", "{answer}");
+}
+
+/// A replica's `/metrics`, as text.
+async fn metrics_text(replica: &Replica) -> String {
+    let reply = Client::new(replica.addr)
+        .send_to("/metrics", http::Method::GET, &[], None)
+        .await;
+    String::from_utf8_lossy(&reply.bytes().await).into_owned()
 }
