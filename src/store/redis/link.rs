@@ -51,6 +51,9 @@ pub(super) struct Link {
     asking: tokio::sync::Mutex<Option<Instant>>,
     /// Masters changed since the start.
     switches: AtomicU64,
+    /// Whether the Sentinels' failing to name a master was logged since the master last
+    /// answered: once per failover, not at every question.
+    told: std::sync::atomic::AtomicBool,
 }
 
 impl Link {
@@ -71,6 +74,7 @@ impl Link {
             }),
             asking: tokio::sync::Mutex::new(None),
             switches: AtomicU64::new(0),
+            told: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -122,7 +126,7 @@ impl Link {
         let client = match self.source.master().await {
             Ok(client) => client,
             Err(error) => {
-                warn!(%error, "no Sentinel named a master for the store");
+                self.tell(|| warn!(%error, "no Sentinel names a master for the store yet"));
                 return false;
             }
         };
@@ -136,7 +140,9 @@ impl Link {
         {
             Ok(manager) => manager,
             Err(error) => {
-                warn!(%error, master = %new, "cannot reach the master the Sentinels name");
+                self.tell(
+                    || warn!(%error, master = %new, "cannot reach the master the Sentinels name"),
+                );
                 return false;
             }
         };
@@ -149,8 +155,23 @@ impl Link {
             current.generation
         };
         self.switches.fetch_add(1, Ordering::AcqRel);
+        self.told.store(false, Ordering::Release);
         info!(from = %old, to = %new, generation, "the store's master changed: following it");
         true
+    }
+
+    /// The master answers again (after an outage with no change of master): the next failure
+    /// to find one is logged again.
+    pub fn answered(&self) {
+        self.told.store(false, Ordering::Release);
+    }
+
+    /// Logs, with `log`, why no master could be taken on: the first time since the last change
+    /// of master only (a failover's questions go on every 100 ms).
+    fn tell(&self, log: impl FnOnce()) {
+        if !self.told.swap(true, Ordering::AcqRel) {
+            log();
+        }
     }
 }
 

@@ -226,6 +226,7 @@ impl RedisStore {
             match up {
                 true => {
                     info!("the Redis store is reachable again: writing this replica's sessions");
+                    self.link.answered();
                     *self.back_at.lock().unwrap_or_else(|e| e.into_inner()) =
                         Some(std::time::Instant::now());
                     self.recovered.send_modify(|n| *n += 1);
