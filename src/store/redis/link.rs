@@ -2,8 +2,8 @@
 //! set of Sentinels names, asked for again when the connection in use fails or finds itself on
 //! a replica (a master demoted by a failover), and a new connection made to a new master.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::RwLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -47,13 +47,16 @@ pub(super) struct Link {
     source: Source,
     config: ConnectionManagerConfig,
     current: RwLock<Current>,
-    /// One question to the Sentinels at a time, and when the last was asked.
-    asking: tokio::sync::Mutex<Option<Instant>>,
+    /// Whether the Sentinels are being asked (one question at a time: failures meanwhile
+    /// join it rather than queue another).
+    asking: AtomicBool,
+    /// When they were last asked.
+    asked: std::sync::Mutex<Option<Instant>>,
     /// Masters changed since the start.
     switches: AtomicU64,
     /// Whether the Sentinels' failing to name a master was logged since the master last
     /// answered: once per failover, not at every question.
-    told: std::sync::atomic::AtomicBool,
+    told: AtomicBool,
 }
 
 impl Link {
@@ -72,9 +75,10 @@ impl Link {
                 generation: 0,
                 adopted: None,
             }),
-            asking: tokio::sync::Mutex::new(None),
+            asking: AtomicBool::new(false),
+            asked: std::sync::Mutex::new(None),
             switches: AtomicU64::new(0),
-            told: std::sync::atomic::AtomicBool::new(false),
+            told: AtomicBool::new(false),
         })
     }
 
@@ -108,31 +112,41 @@ impl Link {
             )
     }
 
-    /// The connection of generation `seen` failed: with Sentinels, asks them for the master
-    /// (once for however many failures, at most every 100 ms) and moves to it if it changed.
-    /// True when the master in use is another than `seen`'s.
-    pub async fn failed(&self, seen: u64) -> bool {
-        if matches!(self.source, Source::Direct(_)) {
-            return false;
+    /// The connection of generation `seen` failed as if the master were gone: with Sentinels,
+    /// they are asked for the master in the background, and the link moves to it if it
+    /// changed. One question at a time (failures meanwhile join it), at most every 100 ms.
+    pub fn lost(self: &Arc<Self>, seen: u64) {
+        if matches!(self.source, Source::Direct(_)) || self.asking.swap(true, Ordering::AcqRel) {
+            return;
         }
-        let mut asked = self.asking.lock().await;
+        let link = self.clone();
+        tokio::spawn(async move {
+            link.ask(seen).await;
+            link.asking.store(false, Ordering::Release);
+        });
+    }
+
+    /// Asks the Sentinels for the master, unless the link moved on from generation `seen`
+    /// already, and moves to the one they name if it is another.
+    async fn ask(&self, seen: u64) {
         if self.current().generation != seen {
-            return true;
+            return;
         }
-        if let Some(at) = *asked {
+        let last = *self.asked.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(at) = last {
             tokio::time::sleep_until((at + ASK_AT_MOST_EVERY).into()).await;
         }
-        *asked = Some(Instant::now());
+        *self.asked.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         let client = match self.source.master().await {
             Ok(client) => client,
             Err(error) => {
                 self.tell(|| warn!(%error, "no Sentinel names a master for the store yet"));
-                return false;
+                return;
             }
         };
         let (old, new) = (address(&self.current().client), address(&client));
         if old == new {
-            return false;
+            return;
         }
         let manager = match client
             .get_connection_manager_with_config(self.config.clone())
@@ -143,7 +157,7 @@ impl Link {
                 self.tell(
                     || warn!(%error, master = %new, "cannot reach the master the Sentinels name"),
                 );
-                return false;
+                return;
             }
         };
         let generation = {
@@ -157,7 +171,6 @@ impl Link {
         self.switches.fetch_add(1, Ordering::AcqRel);
         self.told.store(false, Ordering::Release);
         info!(from = %old, to = %new, generation, "the store's master changed: following it");
-        true
     }
 
     /// The master answers again (after an outage with no change of master): the next failure

@@ -24,8 +24,7 @@ impl Timed {
     fn seen<T>(&self, answer: &RedisResult<T>) {
         if let Err(error) = answer {
             if Link::lost_master(error) {
-                let (link, generation) = (self.link.clone(), self.generation);
-                tokio::spawn(async move { link.failed(generation).await });
+                self.link.lost(self.generation);
             }
         }
     }
