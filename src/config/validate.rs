@@ -197,8 +197,16 @@ impl Config {
 
     /// The store's credentials and TLS: a password given one way, TLS settings only for a
     /// rediss:// store and usable (every file read now).
-    fn validate_store_access(&self, tls: bool) -> anyhow::Result<()> {
+    fn validate_store_access(&self) -> anyhow::Result<()> {
         let cluster = &self.cluster;
+        let connection = cluster.store_connection(&self.store)?;
+        if !connection.has_known_scheme() {
+            bail!(
+                "store: {:?} is neither \"memory\" nor a redis://, rediss://, \
+                 redis+sentinel:// or rediss+sentinel:// URL",
+                connection.shown()
+            );
+        }
         if cluster.store_password.is_some()
             && crate::telemetry::redact::url_password(&self.store).is_some()
         {
@@ -208,18 +216,14 @@ impl Config {
                  --store-password-file)"
             );
         }
-        let connection = cluster.store_connection(&self.store)?;
         if connection.is_sentinel() {
             // The URL's form, checked now rather than at the first connection.
             connection.check()?;
         } else if cluster.store_sentinel_password.is_some() {
             bail!("cluster.store_sentinel_password is for a redis+sentinel:// store");
         }
-        let tls_set = cluster.store_ca_file.is_some()
-            || !cluster.store_platform_roots
-            || cluster.store_client_cert_file.is_some()
-            || cluster.store_client_key_file.is_some();
-        match (tls, tls_set) {
+        let tls_set = connection.tls != crate::tls::ClientTls::default();
+        match (connection.is_tls(), tls_set) {
             (false, true) => bail!(
                 "cluster.store_ca_file, store_platform_roots, store_client_cert_file and \
                  store_client_key_file are for a rediss:// store (TLS); the store is redis://"
@@ -240,17 +244,7 @@ impl Config {
         if self.store == "memory" {
             return Ok(());
         }
-        let scheme = self.store.split("://").next().unwrap_or_default();
-        let tls = match scheme.to_ascii_lowercase().as_str() {
-            "redis" | "redis+sentinel" => false,
-            "rediss" | "rediss+sentinel" => true,
-            _ => bail!(
-                "store: {:?} is neither \"memory\" nor a redis://, rediss://, \
-                 redis+sentinel:// or rediss+sentinel:// URL",
-                crate::telemetry::redact::url(&self.store)
-            ),
-        };
-        self.validate_store_access(tls)?;
+        self.validate_store_access()?;
         if self.cluster.heartbeat.is_zero() || self.cluster.owner_timeout <= self.cluster.heartbeat
         {
             bail!("cluster.owner_timeout must be longer than cluster.heartbeat, which must not be zero");

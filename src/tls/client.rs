@@ -82,7 +82,6 @@ impl ClientTls {
     /// The certificates trusted, as one PEM bundle: for a client that takes them so (the Redis
     /// client), the same as [`Self::config`] trusts, certificates it could not use dropped.
     pub fn trusted_pem(&self) -> Result<Vec<u8>, ClientTlsError> {
-        self.roots()?;
         let platform = match self.platform_roots {
             true => platform_certificates(),
             false => &[],
@@ -97,6 +96,9 @@ impl ClientTls {
             if one.add(certificate.clone()).is_ok() {
                 bundle.extend_from_slice(&pem::encode_certificate(certificate));
             }
+        }
+        if bundle.is_empty() && !self.platform_roots {
+            return Err(ClientTlsError::NothingTrusted);
         }
         Ok(bundle)
     }

@@ -78,6 +78,15 @@ impl StoreConnection {
             .to_ascii_lowercase()
     }
 
+    /// Whether the URL's scheme is one of a Redis store: `redis`, `rediss`, `redis+sentinel`,
+    /// `rediss+sentinel`.
+    pub fn has_known_scheme(&self) -> bool {
+        matches!(
+            self.scheme().as_str(),
+            "redis" | "rediss" | "redis+sentinel" | "rediss+sentinel"
+        )
+    }
+
     /// Whether the store is spoken to over TLS (`rediss://`, `rediss+sentinel://`).
     pub fn is_tls(&self) -> bool {
         self.scheme().starts_with("rediss")
