@@ -314,6 +314,14 @@ async fn a_forged_cursor_an_unknown_name_and_an_unknown_uri_are_refused_and_the_
         .await;
     let answer = reply.response().await;
     assert_eq!(answer["result"]["content"][0]["text"], "a\"bé", "{answer}");
+    // Two names, one routed and another forwarded: refused before any member is chosen.
+    let reply = client
+        .post_text(
+            r#"{"jsonrpc":"2.0","id":79,"method":"tools/call",
+                "params":{"name":"demo__echo","arguments":{"text":"x"},"name":"other__echo"}}"#,
+        )
+        .await;
+    crate::harness::assert_duplicate_refused(reply, 79, "params.name").await;
     // A name that is not a string names no tool.
     let reply = client
         .post_text(r#"{"jsonrpc":"2.0","id":78,"method":"tools/call","params":{"name":7}}"#)
