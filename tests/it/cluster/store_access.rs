@@ -75,6 +75,24 @@ async fn an_acl_user_granted_only_what_the_book_lists_shares_sessions_and_takes_
     // b serves the session through its owner.
     let mut on_b = through(&on_a, &b);
     assert_eq!(on_b.call_tool("counter", json!({})).await, "2");
+    let admin = redis::Client::open(format!(
+        "redis://:{ADMIN_PASSWORD}@127.0.0.1:{}/0",
+        redis.port
+    ))
+    .unwrap()
+    .get_multiplexed_async_connection()
+    .await
+    .unwrap();
+    let log_key = format!("mcp-proxy:default:log:{}", on_a.session.clone().unwrap());
+    let logged = |admin: &redis::aio::MultiplexedConnection| {
+        let (mut admin, key) = (admin.clone(), log_key.clone());
+        async move {
+            redis::AsyncCommands::xlen::<_, usize>(&mut admin, &key)
+                .await
+                .unwrap()
+        }
+    };
+    let before = logged(&admin).await;
     // A call whose progress is logged (the script that writes the log runs as the user)…
     let call = json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call",
         "params": { "name": "progress", "arguments": { "steps": 5, "delay_ms": 2 },
@@ -85,23 +103,9 @@ async fn an_acl_user_granted_only_what_the_book_lists_shares_sessions_and_takes_
     )
     .await;
     assert_eq!(seen.len(), 6, "five steps and the answer: {seen:?}");
-    let admin = redis::Client::open(format!(
-        "redis://:{ADMIN_PASSWORD}@127.0.0.1:{}/0",
-        redis.port
-    ))
-    .unwrap()
-    .get_multiplexed_async_connection()
-    .await
-    .unwrap();
-    let log_key = format!("mcp-proxy:default:log:{}", on_a.session.clone().unwrap());
-    crate::harness::until("the steps to be logged", true, || {
-        let (mut admin, key) = (admin.clone(), log_key.clone());
-        async move {
-            redis::AsyncCommands::xlen::<_, usize>(&mut admin, &key)
-                .await
-                .unwrap()
-                >= 6
-        }
+    crate::harness::until("the steps and the answer to be logged", true, || {
+        let logged = logged(&admin);
+        async move { logged.await >= before + 6 }
     })
     .await;
     // …and, once its owner is dead, resumed on b from what Redis holds.
