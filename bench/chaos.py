@@ -21,11 +21,15 @@ broke, or --max-failed or --max-failed-not-in-flight was passed and exceeded):
         --through haproxy --rolling-restart
     tests/python/.venv/bin/python bench/chaos.py --proxy target/release/mcp-session-proxy \\
         --sentinel --kill-redis-master
+    tests/python/.venv/bin/python bench/chaos.py --proxy target/release/mcp-session-proxy \
+        --redis-cluster --kill-redis-master
 
---kill-redis-master (with --sentinel: the Redis master has a replica and three Sentinels): kill
--9 of the master, --rounds times, the killed one back as the new master's replica each time;
+--kill-redis-master (with --sentinel: the Redis master has a replica and three Sentinels; with
+--redis-cluster: a cluster of three masters with a replica each, made by redis-cli --cluster
+create): kill -9 of the master (of the cluster: the master serving the slot of a random
+client's session), --rounds times, the killed one back as the new master's replica each time;
 every session is waited on, from the kill to its next successful call, and the report gives the
-time the Sentinels took to name a new master and the Redis round trips per call.
+time the Sentinels or the cluster took to promote a replica and the Redis round trips per call.
 --kill-owner: kill -9 of the replica owning a random client's session, started again after
 --down seconds, --rounds times; --rolling-restart: SIGTERM to each replica in turn, started again
 once it has exited (--passes times over all of them). Under --clients (8) clients, each with a
@@ -271,10 +275,14 @@ class Cluster:
         self.named = named
         # --sentinel: the master (self.redis) has a replica and three Sentinels.
         self.sentinels = Sentinels(self) if getattr(args, "sentinel", False) else None
+        # --redis-cluster: six nodes instead of one Redis.
+        self.redis_cluster = RedisCluster(self) if getattr(args, "redis_cluster", False) else None
 
     def store_url(self) -> str:
         if self.sentinels is not None:
             return self.sentinels.url()
+        if self.redis_cluster is not None:
+            return self.redis_cluster.url()
         return f"redis://127.0.0.1:{self.redis_port}/0"
 
     def url(self, i: int) -> str:
@@ -299,8 +307,11 @@ class Cluster:
                 await asyncio.sleep(0.05)
 
     async def start(self):
-        self.redis = self.redis_server("redis", self.redis_port)
-        await self.listening(self.redis_port, self.redis, "redis-server")
+        if self.redis_cluster is not None:
+            await self.redis_cluster.start()
+        else:
+            self.redis = self.redis_server("redis", self.redis_port)
+            await self.listening(self.redis_port, self.redis, "redis-server")
         if self.sentinels is not None:
             await self.sentinels.start()
         for i in range(len(self.ports)):
@@ -370,6 +381,8 @@ class Cluster:
             self.redis.stop()
         if self.sentinels is not None:
             self.sentinels.stop()
+        if self.redis_cluster is not None:
+            self.redis_cluster.stop()
 
 
 SERVICE = "mcp-store"
@@ -459,6 +472,109 @@ class Sentinels:
         for port, proc in self.servers.items():
             if proc is not self.cluster.redis:
                 proc.stop()
+
+
+class RedisCluster:
+    """--redis-cluster: six redis-server --cluster-enabled yes, made three masters with a
+    replica each by redis-cli --cluster create (a node failed after 1 s of silence); a master
+    can be killed, and comes back as its promoted replica's replica."""
+
+    def __init__(self, cluster: Cluster):
+        self.cluster = cluster
+        self.ports = [free_port() for _ in range(6)]
+        self.servers: dict[int, Proc] = {}
+
+    def url(self) -> str:
+        return f"redis+cluster://127.0.0.1:{self.ports[0]},127.0.0.1:{self.ports[3]}"
+
+    def node(self, port: int, again: int = 0) -> Proc:
+        c = self.cluster
+        return c.redis_server(f"redis-node-{port}" + (f"-again-{again}" if again else ""), port,
+                              "--cluster-enabled", "yes",
+                              "--cluster-config-file", f"nodes-{port}.conf",
+                              "--cluster-port", str(self.bus[port]),
+                              "--cluster-node-timeout", "1000",
+                              "--cluster-replica-validity-factor", "0")
+
+    async def start(self):
+        c = self.cluster
+        self.bus = {port: free_port() for port in self.ports}
+        for port in self.ports:
+            self.servers[port] = self.node(port)
+            await c.listening(port, self.servers[port], "a cluster node")
+        done = await asyncio.to_thread(
+            subprocess.run, ["redis-cli", "--cluster", "create",
+                             *(f"127.0.0.1:{p}" for p in self.ports),
+                             "--cluster-replicas", "1", "--cluster-yes"],
+            capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            raise RuntimeError(f"redis-cli --cluster create: {done.stdout} {done.stderr}")
+        await self.until(self.whole, "the cluster to be whole")
+
+    def cli(self, port: int, *command: str) -> str:
+        try:
+            done = subprocess.run(["redis-cli", "-p", str(port), *command], capture_output=True,
+                                  text=True, timeout=5)
+        except subprocess.TimeoutExpired:
+            return ""
+        return done.stdout
+
+    def whole(self, but: int | None = None) -> bool:
+        """Every live node says the cluster is ok and every replica copied its master."""
+        for port in self.ports:
+            if port == but:
+                continue
+            if "cluster_state:ok" not in self.cli(port, "CLUSTER", "INFO"):
+                return False
+            replication = self.cli(port, "INFO", "replication")
+            if "role:master" not in replication and "master_link_status:up" not in replication:
+                return False
+        return True
+
+    def master_of(self, key: str) -> int | None:
+        """The port of the live master serving `key`'s slot."""
+        for port in self.ports:
+            slot = self.cli(port, "CLUSTER", "KEYSLOT", key).strip()
+            nodes = self.cli(port, "CLUSTER", "NODES")
+            if not slot.isdigit() or not nodes:
+                continue
+            for line in nodes.splitlines():
+                fields = line.split()
+                if len(fields) < 9 or "master" not in fields[2] or "fail" in fields[2]:
+                    continue
+                for r in fields[8:]:
+                    if r.startswith("["):
+                        continue
+                    lo, _, hi = r.partition("-")
+                    if int(lo) <= int(slot) <= int(hi or lo):
+                        return int(fields[1].split("@")[0].rsplit(":", 1)[1])
+            return None
+        return None
+
+    async def until(self, probe, what: str, bound: float = 60.0):
+        deadline = now() + bound
+        while not await asyncio.to_thread(probe):
+            if now() > deadline:
+                raise RuntimeError(f"{what}: not within {bound:g} s")
+            await asyncio.sleep(0.05)
+
+    async def kill_master(self, key: str) -> tuple[int, int, float]:
+        """kill -9 of the master serving `key`; returns once a replica serves its slots (and
+        the killed one is back as a replica): the old and new master's ports, the seconds."""
+        old = self.master_of(key)
+        since = now()
+        self.servers[old].kill9()
+        await self.until(lambda: self.master_of(key) not in (None, old), "a promoted replica")
+        took = now() - since
+        new = self.master_of(key)
+        again = sum(1 for name in os.listdir(self.cluster.log_dir) if f"node-{old}" in name)
+        self.servers[old] = self.node(old, again)
+        await self.until(lambda: self.whole(), "the killed master back as a replica")
+        return old, new, took
+
+    def stop(self):
+        for proc in self.servers.values():
+            proc.stop()
 
 
 # --------------------------------------------------------------------------- balancers
@@ -1920,6 +2036,16 @@ class Measure:
             since = now()
             for c in live:
                 c.waiting = (event, since)
+            if self.cluster.redis_cluster is not None:
+                key = "{%s}" % self.rng.choice(live).sid
+                old, new, took = await self.cluster.redis_cluster.kill_master(key)
+                self.tally.event(f"kill -9 of the cluster's master 127.0.0.1:{old}; its replica "
+                                 f"127.0.0.1:{new} took its slots {took:.1f} s later; "
+                                 f"{len(live)} sessions waited on")
+                self.failovers.append(took)
+                await self.recovered(live, event)
+                await asyncio.sleep(self.args.settle)
+                continue
             new, took = await sentinels.kill_master()
             self.tally.event(f"kill -9 of the Redis master; the Sentinels named 127.0.0.1:{new} "
                              f"{took:.1f} s later; {len(live)} sessions waited on")
@@ -2089,7 +2215,7 @@ def measure_main(args) -> int:
           f"p99 {r['p99']} s, max {r['max']} s; not recovered: {r['not_recovered']}",
           file=sys.stderr)
     if args.kill_redis_master:
-        print(f"  the Sentinels named a new master after {report['failover_seconds']} s; "
+        print(f"  a new master (Sentinels or cluster) after {report['failover_seconds']} s; "
               f"sessions lost (404): {report['sessions_lost']}", file=sys.stderr)
     print(f"Redis round trips per call: {report['redis_round_trips_per_call']}",
           file=sys.stderr)
@@ -2168,6 +2294,8 @@ def main() -> int:
     p.add_argument("--replicas", type=int, default=3)
     p.add_argument("--sentinel", action="store_true",
                    help="Redis with a replica and three Sentinels (redis+sentinel://)")
+    p.add_argument("--redis-cluster", action="store_true",
+                   help="a Redis Cluster of three masters with a replica each (redis+cluster://)")
     p.add_argument("--no-kills", dest="kills", action="store_false")
     p.add_argument("--no-cuts", dest="cuts", action="store_false")
     p.add_argument("--no-bursts", dest="bursts", action="store_false")
@@ -2192,7 +2320,8 @@ def main() -> int:
     m.add_argument("--rolling-restart", action="store_true",
                    help="SIGTERM each replica in turn and start it again once it exited")
     m.add_argument("--kill-redis-master", action="store_true",
-                   help="kill -9 of the Redis master (with --sentinel), --rounds times")
+                   help="kill -9 of the Redis master (with --sentinel or --redis-cluster), "
+                   "--rounds times")
     m.add_argument("--rounds", type=int, default=5,
                    help="kills of --kill-owner or --kill-redis-master")
     m.add_argument("--passes", type=int, default=1,
@@ -2214,8 +2343,10 @@ def main() -> int:
     if args.kill_owner + args.rolling_restart + args.kill_redis_master > 1:
         p.error("one measurement at a time: --kill-owner, --rolling-restart or "
                 "--kill-redis-master")
-    if args.kill_redis_master and not args.sentinel:
-        p.error("--kill-redis-master needs --sentinel (a replica to promote)")
+    if args.kill_redis_master and not (args.sentinel or args.redis_cluster):
+        p.error("--kill-redis-master needs --sentinel or --redis-cluster (a replica to promote)")
+    if args.sentinel and args.redis_cluster:
+        p.error("--sentinel or --redis-cluster, not both")
     if args.clients is None:
         args.clients = 8 if measuring else 6
     if measuring:

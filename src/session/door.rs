@@ -124,7 +124,7 @@ impl Registry {
             .iter()
             .map(|bucket| (bucket.key.as_str(), bucket.interval, bucket.burst))
             .collect();
-        match redis.take(&self.server, &shared).await {
+        match redis.take(&self.server, principal.as_str(), &shared).await {
             Ok(None) => Ok(()),
             Ok(Some((index, wait))) => Err(buckets[index].exceeded(wait)),
             Err(error) => {

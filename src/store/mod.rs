@@ -190,6 +190,11 @@ impl Mirror {
         &self.fence
     }
 
+    /// The key of the set of its principal's sessions it counts in, if any.
+    pub fn counted_in(&self) -> Option<&Arc<str>> {
+        self.counted_in.as_ref()
+    }
+
     pub fn send(&self, op: Op) {
         self.backlog.added(1);
         let queued = Queued {

@@ -323,27 +323,55 @@ process_wide! {
         write_lag_ms: Gauge = Gauge::default(), "store_write_lag_ms",
             "How long the oldest write of the last batch waited before it reached Redis, in milliseconds.";
         failovers: Counter = Counter::default(), "store_failovers",
-            "Times the store's master changed (a Sentinel failover followed): the owners then write their sessions to the new master.";
+            "Times the store's master changed (a Sentinel failover followed, or a cluster's masters changed): the owners then write their sessions to the new master.";
         master: Family<Vec<(&'static str, String)>, Gauge> = Family::default(), "store_master",
-            "1 for the Redis master in use, by address (host:port): the one named by the URL, or the one the Sentinels named last.";
+            "1 for each Redis master in use, by address (host:port): the one named by the URL, the one the Sentinels named last, or each master of a cluster.";
+        node_up: Family<Vec<(&'static str, String)>, Gauge> = Family::default(), "store_node_up",
+            "1 for each node of the store that is up, 0 for one that is down, by node (host:port): the master, or every node of a cluster as the cluster tells.";
+        node_round_trips: Family<Vec<(&'static str, String)>, Counter> = Family::default(), "store_node_round_trips",
+            "Round trips to Redis, by node (host:port; on a cluster, the master serving the command's slot).";
+        node_errors: Family<Vec<(&'static str, String)>, Counter> = Family::default(), "store_node_errors",
+            "Round trips to Redis that failed, by node (host:port).";
     }
 }
 
 impl StoreMetrics {
-    /// The master in use is now the one at `address`.
-    pub fn master_is(&self, address: String) {
+    /// The masters in use are now those at `addresses`.
+    pub fn masters_are(&self, addresses: Vec<String>) {
         self.master.clear();
-        self.master
-            .get_or_create(&vec![("address", address)])
-            .set(1);
+        for address in addresses {
+            self.master
+                .get_or_create(&vec![("address", address)])
+                .set(1);
+        }
+    }
+
+    /// The nodes of the store, and whether each is up.
+    pub fn nodes_are(&self, nodes: Vec<(String, bool)>) {
+        self.node_up.clear();
+        for (node, up) in nodes {
+            self.node_up
+                .get_or_create(&vec![("node", node)])
+                .set(i64::from(up));
+        }
     }
 }
 
 impl StoreMetrics {
-    /// Counts a round trip that took `took`.
-    pub fn round_trip(&self, took: Duration) {
+    /// Counts a round trip to `node` that took `took`.
+    pub fn round_trip(&self, node: &str, took: Duration) {
         self.round_trips.inc();
         self.round_trip_duration.observe(took.as_secs_f64());
+        self.node_round_trips
+            .get_or_create(&vec![("node", node.to_owned())])
+            .inc();
+    }
+
+    /// Counts a round trip to `node` that failed.
+    pub fn node_error(&self, node: &str) {
+        self.node_errors
+            .get_or_create(&vec![("node", node.to_owned())])
+            .inc();
     }
 }
 

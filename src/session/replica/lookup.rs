@@ -216,10 +216,15 @@ impl Registry {
                 None => false,
             };
         }
-        let fence = self.owned(id).and_then(|session| session.fence());
+        let owned = self.owned(id);
+        let fence = owned.as_ref().and_then(|session| session.fence());
+        let counted_in = owned.as_ref().and_then(|session| session.counted_in());
         let ended = self.end(id);
         if let (true, Some(redis), Some(fence)) = (ended, self.store.redis(), fence) {
-            match redis.forget(&self.server, id, &fence).await {
+            match redis
+                .forget(&self.server, id, &fence, counted_in.as_deref())
+                .await
+            {
                 Ok(true) => {}
                 Ok(false) => warn!(session = %crate::telemetry::redact::session(id),
                     "another replica owns this session now; its keys were left to it"),

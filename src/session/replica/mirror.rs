@@ -20,6 +20,16 @@ impl Session {
             .map(|mirror| mirror.fence().clone())
     }
 
+    /// The key of the set of its principal's sessions this owned session counts in, if any.
+    pub(in crate::session) fn counted_in(&self) -> Option<Arc<str>> {
+        let state = self.lock();
+        state
+            .replica
+            .mirror
+            .as_deref()
+            .and_then(|mirror| mirror.counted_in().cloned())
+    }
+
     /// Waits (bounded) until the shared store holds everything this session wrote so far: a
     /// client told of the session (its id, the answer to initialize) may ask any replica next.
     pub async fn store_synced(&self) {

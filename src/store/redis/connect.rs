@@ -6,10 +6,39 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use redis::cluster::ClusterClient;
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
-use redis::{ConnectionAddr, IntoConnectionInfo, TlsMode};
+use redis::{ConnectionAddr, ErrorKind, IntoConnectionInfo, RedisError, RedisResult, TlsMode};
 
 use crate::tls::{ClientTls, ClientTlsError};
+
+/// Where the master is found.
+pub(super) enum Source {
+    /// One Redis, at its address.
+    Direct(redis::Client),
+    /// The master of a service, as its Sentinels name it.
+    Sentinels(tokio::sync::Mutex<SentinelClient>),
+    /// A Redis Cluster, found from any of its nodes; `connection` says how to reach one node
+    /// (a log follower's blocking reads go to the node serving its key).
+    Cluster {
+        client: Box<ClusterClient>,
+        connection: Box<StoreConnection>,
+    },
+}
+
+impl Source {
+    /// A client of the master as it stands (not of a cluster: its connection finds them).
+    pub(super) async fn master(&self) -> RedisResult<redis::Client> {
+        match self {
+            Source::Direct(client) => Ok(client.clone()),
+            Source::Sentinels(sentinels) => sentinels.lock().await.async_get_client().await,
+            Source::Cluster { .. } => Err(RedisError::from((
+                ErrorKind::Client,
+                "a cluster has no one master",
+            ))),
+        }
+    }
+}
 
 /// Where the store is and how the proxy shows itself to it.
 #[derive(Clone)]
@@ -55,6 +84,11 @@ pub enum StoreConnectError {
          (or rediss+sentinel://)"
     )]
     Sentinels { url: String },
+    #[error(
+        "store {url}: a Cluster URL is redis+cluster://host:port,host:port (or rediss+cluster://), \
+         without a database (a cluster has only 0)"
+    )]
+    Cluster { url: String },
     #[error("store {url}: cannot read {file}: {reason}")]
     Unreadable {
         url: String,
@@ -79,11 +113,16 @@ impl StoreConnection {
     }
 
     /// Whether the URL's scheme is one of a Redis store: `redis`, `rediss`, `redis+sentinel`,
-    /// `rediss+sentinel`.
+    /// `rediss+sentinel`, `redis+cluster`, `rediss+cluster`.
     pub fn has_known_scheme(&self) -> bool {
         matches!(
             self.scheme().as_str(),
-            "redis" | "rediss" | "redis+sentinel" | "rediss+sentinel"
+            "redis"
+                | "rediss"
+                | "redis+sentinel"
+                | "rediss+sentinel"
+                | "redis+cluster"
+                | "rediss+cluster"
         )
     }
 
@@ -97,20 +136,98 @@ impl StoreConnection {
         self.scheme().ends_with("+sentinel")
     }
 
+    /// Whether the store is a Redis Cluster (`redis+cluster://`).
+    pub fn is_cluster(&self) -> bool {
+        self.scheme().ends_with("+cluster")
+    }
+
     /// Checks the URL's form and reads every file, as connecting does, without connecting.
     pub fn check(&self) -> Result<(), StoreConnectError> {
         self.source().map(drop)
     }
 
     /// Where the master is found: at the URL, or through the Sentinels it names.
-    pub(super) fn source(&self) -> Result<super::link::Source, StoreConnectError> {
-        use super::link::Source;
+    pub(super) fn source(&self) -> Result<Source, StoreConnectError> {
+        if self.is_cluster() {
+            return Ok(Source::Cluster {
+                client: Box::new(self.cluster_client()?),
+                connection: Box::new(self.clone()),
+            });
+        }
         match self.is_sentinel() {
             false => Ok(Source::Direct(self.client()?)),
             true => Ok(Source::Sentinels(tokio::sync::Mutex::new(
                 self.sentinel_client()?,
             ))),
         }
+    }
+
+    /// The `host:port` of each node a `redis+cluster://host:port,host:port[/0]` URL names.
+    fn cluster_nodes(&self) -> Result<Vec<String>, StoreConnectError> {
+        let malformed = || StoreConnectError::Cluster {
+            url: self.shown().into_owned(),
+        };
+        let (_, rest) = self.url.split_once("://").ok_or_else(malformed)?;
+        let (hosts, path) = rest.split_once('/').unwrap_or((rest, ""));
+        if hosts.contains('@') || !matches!(path.trim_end_matches('/'), "" | "0") {
+            // Credentials go in cluster.store_username/store_password, never in this URL.
+            return Err(malformed());
+        }
+        hosts
+            .split(',')
+            .map(|host| {
+                let (name, port) = host.rsplit_once(':').ok_or_else(malformed)?;
+                port.parse::<u16>().map_err(|_| malformed())?;
+                match name.is_empty() {
+                    true => Err(malformed()),
+                    false => Ok(host.to_owned()),
+                }
+            })
+            .collect()
+    }
+
+    /// The client of the cluster whose nodes the URL names (any of them: the others are
+    /// found from it).
+    fn cluster_client(&self) -> Result<ClusterClient, StoreConnectError> {
+        let url = self.shown().into_owned();
+        let failed = |e: redis::RedisError| StoreConnectError::Url {
+            url: url.clone(),
+            reason: e.to_string(),
+        };
+        let scheme = if self.is_tls() { "rediss" } else { "redis" };
+        let nodes = self
+            .cluster_nodes()?
+            .into_iter()
+            .map(|node| format!("{scheme}://{node}").into_connection_info())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(failed)?;
+        let mut builder = redis::cluster::ClusterClientBuilder::new(nodes)
+            .connection_timeout(std::time::Duration::from_secs(2))
+            .response_timeout(std::time::Duration::from_secs(2))
+            .retries(3)
+            .min_retry_wait(50)
+            .max_retry_wait(500);
+        if let Some(username) = &self.username {
+            builder = builder.username(username);
+        }
+        if let Some(password) = &self.password {
+            builder = builder.password(password);
+        }
+        if self.is_tls() {
+            builder = builder.tls(TlsMode::Secure).certs(self.certificates(&url)?);
+        }
+        builder.build().map_err(failed)
+    }
+
+    /// A client of one node of the cluster, at `address` (`host:port`), with the same user,
+    /// password and TLS.
+    pub(super) fn node_client(&self, address: &str) -> Result<redis::Client, StoreConnectError> {
+        let scheme = if self.is_tls() { "rediss" } else { "redis" };
+        StoreConnection {
+            url: format!("{scheme}://{address}/0"),
+            ..self.clone()
+        }
+        .client()
     }
 
     /// The client of the Sentinels named by `redis+sentinel://host:port,…/<service>[/<db>]`.
@@ -292,6 +409,37 @@ mod tests {
         );
         assert!(plain("rediss://127.0.0.1:6380/0").is_tls());
         assert!(!plain("redis://127.0.0.1:6380/0").is_tls());
+    }
+
+    #[test]
+    fn a_cluster_url_names_its_nodes_and_no_database() {
+        for good in [
+            "redis+cluster://127.0.0.1:7000,127.0.0.1:7001",
+            "redis+cluster://redis.internal:6379/",
+            "rediss+cluster://[::1]:7000/0",
+        ] {
+            let connection = plain(good);
+            assert!(
+                connection.is_cluster() && connection.has_known_scheme(),
+                "{good}"
+            );
+            assert!(connection.cluster_client().is_ok(), "{good}");
+        }
+        assert!(plain("rediss+cluster://h:1").is_tls());
+        for bad in [
+            "redis+cluster://127.0.0.1",
+            "redis+cluster://127.0.0.1:7000/3",
+            "redis+cluster://:pw@127.0.0.1:7000",
+            "redis+cluster://127.0.0.1:7000,:7001",
+            "redis+cluster://127.0.0.1:x",
+        ] {
+            let error = plain(bad).cluster_client().expect_err(bad);
+            assert!(
+                matches!(error, StoreConnectError::Cluster { .. }),
+                "{bad}: {error}"
+            );
+            assert!(!error.to_string().contains("pw@"), "{error}");
+        }
     }
 
     #[test]

@@ -24,7 +24,8 @@ impl RedisStore {
 }
 
 /// Follows one session's log on a connection of its own (a blocking read must not hold up the
-/// shared one), opened again after a failure (a restarted Redis, a cut).
+/// shared one), opened again after a failure (a restarted Redis, a cut, a slot moved to another
+/// node of a cluster).
 pub struct LogFollower {
     store: Arc<RedisStore>,
     key: String,
@@ -80,15 +81,16 @@ impl LogFollower {
         Ok(entries)
     }
 
-    /// A connection whose answers may take a block.
+    /// A connection whose answers may take a block, to the master holding the log (on a
+    /// cluster, the node serving its slot now).
     async fn connect(&self) -> RedisResult<MultiplexedConnection> {
         let config = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(2)))
             .set_response_timeout(Some(self.block + Duration::from_secs(2)));
         self.store
             .link
-            .current()
-            .client
+            .client_for(&self.key)
+            .await?
             .get_multiplexed_async_connection_with_config(&config)
             .await
     }

@@ -1,42 +1,38 @@
 //! The store's connection, following its master: a Redis named by its address, or the master a
 //! set of Sentinels names, asked for again when the connection in use fails or finds itself on
-//! a replica (a master demoted by a failover), and a new connection made to a new master.
+//! a replica (a master demoted by a failover), and a new connection made to a new master; or a
+//! Redis Cluster, whose masters the connection follows itself (`MOVED`, `ASK`, a failover), and
+//! whose nodes are read again at every heartbeat and after a failure, to tell a change of master.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::sentinel::SentinelClient;
+use redis::cluster_async::ClusterConnection;
 use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind};
 use tracing::{info, warn};
+
+use super::cluster::{self, View};
+use super::connect::Source;
 
 /// Sentinels are asked at most this often, however many requests fail meanwhile.
 const ASK_AT_MOST_EVERY: Duration = Duration::from_millis(100);
 
-/// Where the master is found.
-pub(super) enum Source {
-    /// One Redis, at its address.
-    Direct(redis::Client),
-    /// The master of a service, as its Sentinels name it.
-    Sentinels(tokio::sync::Mutex<SentinelClient>),
-}
-
-impl Source {
-    /// A client of the master as it stands.
-    async fn master(&self) -> RedisResult<redis::Client> {
-        match self {
-            Source::Direct(client) => Ok(client.clone()),
-            Source::Sentinels(sentinels) => sentinels.lock().await.async_get_client().await,
-        }
-    }
+/// A connection to the store: to its master, or to a cluster (commands routed by key).
+#[derive(Clone)]
+pub(super) enum Connection {
+    Single {
+        client: Arc<redis::Client>,
+        manager: ConnectionManager,
+    },
+    Cluster(ClusterConnection),
 }
 
 /// The connection in use, and the master it goes to.
 #[derive(Clone)]
 pub(super) struct Current {
-    pub client: redis::Client,
-    pub manager: ConnectionManager,
+    pub connection: Connection,
     /// One more at every change of master.
     pub generation: u64,
     /// When this master was taken on after another (`None`: the first).
@@ -57,21 +53,37 @@ pub(super) struct Link {
     /// Whether the Sentinels' failing to name a master was logged since the master last
     /// answered: once per failover, not at every question.
     told: AtomicBool,
+    /// A cluster's nodes, as last read (empty for one Redis).
+    view: RwLock<View>,
 }
 
 impl Link {
     /// Connects to the master (a clear error when none can be reached).
     pub async fn open(source: Source, config: ConnectionManagerConfig) -> RedisResult<Link> {
-        let client = source.master().await?;
-        let manager = client
-            .get_connection_manager_with_config(config.clone())
-            .await?;
+        let connection = match &source {
+            Source::Cluster { client, .. } => {
+                Connection::Cluster(client.get_async_connection().await?)
+            }
+            _ => {
+                let client = source.master().await?;
+                let manager = client
+                    .get_connection_manager_with_config(config.clone())
+                    .await?;
+                Connection::Single {
+                    client: Arc::new(client),
+                    manager,
+                }
+            }
+        };
+        let view = match &connection {
+            Connection::Cluster(cluster) => read_view(cluster.clone()).await?,
+            Connection::Single { .. } => View::default(),
+        };
         Ok(Link {
             source,
             config,
             current: RwLock::new(Current {
-                client,
-                manager,
+                connection,
                 generation: 0,
                 adopted: None,
             }),
@@ -79,7 +91,79 @@ impl Link {
             asked: std::sync::Mutex::new(None),
             switches: AtomicU64::new(0),
             told: AtomicBool::new(false),
+            view: RwLock::new(view),
         })
+    }
+
+    /// Whether the store is a cluster.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.source, Source::Cluster { .. })
+    }
+
+    /// A cluster's nodes as last read.
+    pub fn view(&self) -> View {
+        self.view.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The node a command on a key in `slot` goes to (`None`: one that names no key), as
+    /// `host:port`.
+    pub fn node_of(&self, slot: Option<u16>) -> String {
+        match (&self.current().connection, slot) {
+            (Connection::Single { client, .. }, _) => address(client),
+            (Connection::Cluster(_), Some(slot)) => {
+                let view = self.view.read().unwrap_or_else(|e| e.into_inner());
+                view.master_of(slot).unwrap_or("unknown").to_owned()
+            }
+            (Connection::Cluster(_), None) => "any".to_owned(),
+        }
+    }
+
+    /// A client of the master holding `key`, for a connection of its own: a cluster's nodes
+    /// are read first (the key's slot may have moved).
+    pub async fn client_for(&self, key: &str) -> RedisResult<redis::Client> {
+        let connection = match (&self.source, self.current().connection) {
+            (_, Connection::Single { client, .. }) => return Ok((*client).clone()),
+            (Source::Cluster { connection, .. }, Connection::Cluster(_)) => connection,
+            _ => return Err(RedisError::from((ErrorKind::Client, "no cluster"))),
+        };
+        self.refresh().await?;
+        let view = self.view();
+        let node = view
+            .master_of(cluster::slot(key.as_bytes()))
+            .ok_or_else(|| {
+                RedisError::from((
+                    ErrorKind::Client,
+                    "no master of the cluster serves this key",
+                ))
+            })?;
+        connection
+            .node_client(node)
+            .map_err(|e| RedisError::from((ErrorKind::Client, "node", e.to_string())))
+    }
+
+    /// Reads a cluster's nodes again (nothing for one Redis): a change of the masters or of
+    /// what they serve is a change of master (a failover), as with Sentinels.
+    pub async fn refresh(&self) -> RedisResult<()> {
+        let Connection::Cluster(cluster) = self.current().connection else {
+            return Ok(());
+        };
+        let view = read_view(cluster).await?;
+        let before = std::mem::replace(
+            &mut *self.view.write().unwrap_or_else(|e| e.into_inner()),
+            view.clone(),
+        );
+        if before.masters != view.masters {
+            let generation = {
+                let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
+                current.generation += 1;
+                current.adopted = Some(Instant::now());
+                current.generation
+            };
+            self.switches.fetch_add(1, Ordering::AcqRel);
+            info!(from = %before.shown(), to = %view.shown(), generation,
+                "the cluster's masters changed: following them");
+        }
+        Ok(())
     }
 
     pub fn current(&self) -> Current {
@@ -89,9 +173,12 @@ impl Link {
             .clone()
     }
 
-    /// The master in use, as `host:port`.
-    pub fn address(&self) -> String {
-        address(&self.current().client)
+    /// The masters in use, as `host:port`.
+    pub fn masters(&self) -> Vec<String> {
+        match &self.current().connection {
+            Connection::Single { client, .. } => vec![address(client)],
+            Connection::Cluster(_) => self.view().masters.into_iter().map(|(a, _)| a).collect(),
+        }
     }
 
     /// How many times the master changed.
@@ -114,7 +201,8 @@ impl Link {
 
     /// The connection of generation `seen` failed as if the master were gone: with Sentinels,
     /// they are asked for the master in the background, and the link moves to it if it
-    /// changed. One question at a time (failures meanwhile join it), at most every 100 ms.
+    /// changed; a cluster's nodes are read again. One question at a time (failures meanwhile
+    /// join it), at most every 100 ms.
     pub fn lost(self: &Arc<Self>, seen: u64) {
         if matches!(self.source, Source::Direct(_)) || self.asking.swap(true, Ordering::AcqRel) {
             return;
@@ -137,6 +225,12 @@ impl Link {
             tokio::time::sleep_until((at + ASK_AT_MOST_EVERY).into()).await;
         }
         *self.asked.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        if self.is_cluster() {
+            if let Err(error) = self.refresh().await {
+                self.tell(|| warn!(%error, "cannot read the cluster's nodes"));
+            }
+            return;
+        }
         let client = match self.source.master().await {
             Ok(client) => client,
             Err(error) => {
@@ -144,7 +238,8 @@ impl Link {
                 return;
             }
         };
-        let (old, new) = (address(&self.current().client), address(&client));
+        let old = self.masters().join(",");
+        let new = address(&client);
         if old == new {
             return;
         }
@@ -162,8 +257,10 @@ impl Link {
         };
         let generation = {
             let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
-            current.client = client;
-            current.manager = manager;
+            current.connection = Connection::Single {
+                client: Arc::new(client),
+                manager,
+            };
             current.generation += 1;
             current.adopted = Some(Instant::now());
             current.generation
@@ -186,6 +283,15 @@ impl Link {
             log();
         }
     }
+}
+
+/// A cluster's nodes, as one of them tells.
+async fn read_view(mut cluster: ClusterConnection) -> RedisResult<View> {
+    let text: String = redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query_async(&mut cluster)
+        .await?;
+    Ok(View::parse(&text))
 }
 
 /// A client's server, as logs show it.

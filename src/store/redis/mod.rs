@@ -1,6 +1,11 @@
 //! The Redis store. Keys, under the configured namespace `ns` and the served server's name
 //! (`default` for `/mcp`):
 //!
+//! On a Redis Cluster, every key of one session carries its id as a hash tag (`…:session:{<id>}`,
+//! so its record, log, requests and subscriptions share a slot and one script writes them),
+//! the replicas' keys the namespace (`{ns}:node:<node>`, `{ns}:nodes`), and a principal's rate
+//! buckets the principal; no command or script names keys of two slots.
+//!
 //! - `ns:node:<node>`: a replica's internal base URL, expiring `owner_timeout` after its last
 //!   heartbeat;
 //! - `ns:nodes`: set, the names of the replicas taking sessions (a leaving one hands its
@@ -19,8 +24,9 @@
 //!   2026-07-28 principal's requests (digest of the principal and its capabilities), so every
 //!   replica serves them from the same one; expiring after the idle TTL;
 //! - `ns:<server>:principal:<principal>`: sorted set, the ids of a principal's sessions (the
-//!   principal a digest), for `session.max_sessions_per_principal` across the replicas; living
-//!   as long as the records of its sessions;
+//!   principal a digest), each scored with when its record expires, for
+//!   `session.max_sessions_per_principal` across the replicas; living as long as the records of
+//!   its sessions;
 //! - `ns:<server>:spent:<tag>`: string, a 2026-07-28 `requestState` (by its signature) already
 //!   used, expiring with it;
 //! - `ns:<server>:rate:<bucket>`: string, when a rate-limit bucket is full again.
@@ -42,6 +48,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+mod cluster;
 mod connect;
 mod correlation;
 mod fenced;
@@ -97,6 +104,8 @@ pub struct RedisSettings {
 pub struct RedisStore {
     /// The connection to the master, following it through a failover.
     link: Arc<Link>,
+    /// Whether the store is a Redis Cluster (its keys hash-tagged).
+    cluster: bool,
     pub node_id: String,
     /// The base URL the other replicas reach this one at.
     pub advertise: String,
@@ -135,6 +144,8 @@ pub struct RedisStore {
     deposals: std::sync::Mutex<HashMap<String, mpsc::UnboundedSender<Deposed>>>,
     /// The SHA-1 of the fenced write script, which every write round trip loads first.
     fenced_sha: String,
+    /// The SHA-1 of the script scoring a session in its principal's set.
+    count_sha: String,
 }
 
 impl RedisStore {
@@ -156,13 +167,21 @@ impl RedisStore {
             .map_err(|_| anyhow::anyhow!("no answer within 5 s"))
             .and_then(|c| c.map_err(anyhow::Error::from))
             .with_context(|| format!("cannot reach the Redis store at {shown}"))?;
+        let link = Arc::new(link);
+        let mut first = timed::Timed {
+            connection: link.current().connection,
+            generation: 0,
+            link: link.clone(),
+            metrics: metrics.clone(),
+        };
         let _: String = redis::cmd("PING")
-            .query_async(&mut link.current().manager)
+            .query_async(&mut first)
             .await
             .with_context(|| format!("cannot reach the Redis store at {shown}"))?;
         let (ops, queue) = mpsc::unbounded_channel();
         let store = Arc::new(RedisStore {
-            link: Arc::new(link),
+            cluster: link.is_cluster(),
+            link,
             node_id: settings.node_id.clone(),
             advertise: settings.advertise.trim_end_matches('/').to_owned(),
             hop_tls: settings.hop_tls.clone(),
@@ -193,13 +212,15 @@ impl RedisStore {
             lease: lease::Lease::new(lease_span(settings.heartbeat, settings.owner_timeout)),
             deposals: Default::default(),
             fenced_sha: fenced::sha(),
+            count_sha: fenced::sha1(principals::COUNT),
         });
         store
             .beat()
             .await
             .context("cannot register this replica in Redis")?;
         store.metrics.up.set(1);
-        store.metrics.master_is(store.link.address());
+        store.metrics.masters_are(store.link.masters());
+        store.tell_nodes(true);
         info!(node = %store.node_id, advertise = %store.advertise, "joined the replicas sharing {shown}");
         tokio::spawn(store.clone().run_heartbeat());
         tokio::spawn(store.clone().run_writer(queue));
@@ -210,7 +231,7 @@ impl RedisStore {
     fn timed(&self) -> timed::Timed {
         let current = self.link.current();
         timed::Timed {
-            connection: current.manager,
+            connection: current.connection,
             generation: current.generation,
             link: self.link.clone(),
             metrics: self.metrics.clone(),
@@ -245,10 +266,20 @@ impl RedisStore {
         if now != seen {
             info!("a new master for the store: writing this replica's sessions to it");
             self.metrics.failovers.inc_by(now - seen);
-            self.metrics.master_is(self.link.address());
+            self.metrics.masters_are(self.link.masters());
             self.recovered.send_modify(|n| *n += 1);
         }
         now
+    }
+
+    /// Tells the metrics which nodes are up: a cluster's as it says; the one master, `up` or
+    /// not.
+    fn tell_nodes(&self, up: bool) {
+        let nodes = match self.cluster {
+            true => self.link.view().nodes,
+            false => self.link.masters().into_iter().map(|m| (m, up)).collect(),
+        };
+        self.metrics.nodes_are(nodes);
     }
 
     /// Whether the replicas may not have written their heartbeats to the master yet: within
@@ -332,33 +363,56 @@ impl RedisStore {
         &self.backlog
     }
 
+    /// A session's id in its keys: on a cluster, as their hash tag.
+    fn tagged<'a>(&self, id: &'a str) -> std::borrow::Cow<'a, str> {
+        match self.cluster {
+            true => format!("{{{id}}}").into(),
+            false => id.into(),
+        }
+    }
+
     pub(super) fn session_key(&self, server: &str, id: &str) -> String {
-        format!("{}:{server}:session:{id}", self.namespace)
+        format!("{}:{server}:session:{}", self.namespace, self.tagged(id))
     }
 
     pub(super) fn log_key(&self, server: &str, id: &str) -> String {
-        format!("{}:{server}:log:{id}", self.namespace)
+        format!("{}:{server}:log:{}", self.namespace, self.tagged(id))
     }
 
     pub(super) fn inflight_key(&self, server: &str, id: &str) -> String {
-        format!("{}:{server}:inflight:{id}", self.namespace)
+        format!("{}:{server}:inflight:{}", self.namespace, self.tagged(id))
     }
 
     pub(super) fn subs_key(&self, server: &str, id: &str) -> String {
-        format!("{}:{server}:subs:{id}", self.namespace)
+        format!("{}:{server}:subs:{}", self.namespace, self.tagged(id))
+    }
+
+    /// The prefix of the replicas' keys: on a cluster, the namespace as their hash tag.
+    fn replicas_prefix(&self) -> std::borrow::Cow<'_, str> {
+        match self.cluster {
+            true => format!("{{{}}}", self.namespace).into(),
+            false => self.namespace.as_str().into(),
+        }
     }
 
     pub(super) fn node_key(&self, node: &str) -> String {
-        format!("{}:node:{node}", self.namespace)
+        format!("{}:node:{node}", self.replicas_prefix())
     }
 
     pub(super) fn nodes_key(&self) -> String {
-        format!("{}:nodes", self.namespace)
+        format!("{}:nodes", self.replicas_prefix())
     }
 
-    /// Deletes session `id`'s keys now (its owner ended it), if `fence` is still current:
-    /// false when another replica owns the session now (nothing is deleted).
-    pub async fn forget(&self, server: &str, id: &str, fence: &Fence) -> StoreResult<bool> {
+    /// Deletes session `id`'s keys now (its owner ended it), if `fence` is still current, and
+    /// then takes it out of the set of its principal's sessions `counted_in`: false when
+    /// another replica owns the session now (nothing is deleted).
+    pub async fn forget(
+        &self,
+        server: &str,
+        id: &str,
+        fence: &Fence,
+        counted_in: Option<&str>,
+    ) -> StoreResult<bool> {
         let mut connection = self.timed();
         let mut writes = fenced::Commands::default();
         for key in fenced::SessionKey::ALL {
@@ -369,7 +423,18 @@ impl RedisStore {
             .query_async(&mut connection)
             .await
             .map_err(StoreError::from)?;
-        Ok(answers.first() != Some(&fenced::REFUSED))
+        if answers.first() == Some(&fenced::REFUSED) {
+            return Ok(false);
+        }
+        if let Some(sessions) = counted_in {
+            redis::cmd("ZREM")
+                .arg(sessions)
+                .arg(id)
+                .query_async::<()>(&mut connection)
+                .await
+                .map_err(StoreError::from)?;
+        }
+        Ok(true)
     }
 }
 

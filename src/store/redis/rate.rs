@@ -35,17 +35,19 @@ return {0, 0}
 pub type Bucket<'a> = (&'a str, Duration, Duration);
 
 impl RedisStore {
-    /// Takes one request out of each of `buckets` of `server`'s, for every replica at once:
-    /// `Some((index, wait))` names the first with no room and how long until it has some.
+    /// Takes one request out of each of `buckets` of `server`'s, all of `principal`, for every
+    /// replica at once: `Some((index, wait))` names the first with no room and how long until
+    /// it has some.
     pub async fn take(
         &self,
         server: &str,
+        principal: &str,
         buckets: &[Bucket<'_>],
     ) -> StoreResult<Option<(usize, Duration)>> {
         let mut command = redis::cmd("EVAL");
         command.arg(TAKE).arg(buckets.len());
         for (name, _, _) in buckets {
-            command.arg(format!("{}:{server}:rate:{name}", self.namespace));
+            command.arg(self.bucket_key(server, principal, name));
         }
         for (_, interval, burst) in buckets {
             command
@@ -55,5 +57,17 @@ impl RedisStore {
         let mut connection = self.timed();
         let (index, wait): (u64, u64) = command.query_async(&mut connection).await?;
         Ok((index > 0).then(|| (index as usize - 1, Duration::from_micros(wait))))
+    }
+
+    /// Bucket `name`'s key: on a cluster, tagged with its principal (braces left out), so that
+    /// a request's buckets share a slot.
+    fn bucket_key(&self, server: &str, principal: &str, name: &str) -> String {
+        match self.cluster {
+            true => {
+                let tag = principal.replace(['{', '}'], "_");
+                format!("{}:{server}:rate:{{{tag}}}:{name}", self.namespace)
+            }
+            false => format!("{}:{server}:rate:{name}", self.namespace),
+        }
     }
 }

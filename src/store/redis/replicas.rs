@@ -81,9 +81,16 @@ impl RedisStore {
                 _ = ticks.tick() => match self.beat().await {
                     Ok(()) => {
                         self.set_health(true);
+                        if let Err(error) = self.link.refresh().await {
+                            self.note_error("read of the cluster's nodes", &error);
+                        }
+                        self.tell_nodes(true);
                         masters = self.after_failover(masters);
                     }
-                    Err(error) => self.failed("heartbeat", &error),
+                    Err(error) => {
+                        self.failed("heartbeat", &error);
+                        self.tell_nodes(false);
+                    }
                 },
                 () = self.leaving.cancelled() => break,
             }

@@ -110,23 +110,28 @@ impl RedisStore {
                 &session.commands,
             );
         }
+        let counting = scripted
+            .iter()
+            .any(|s| s.counted_in.is_some() && (s.counts || s.expire_counted_in));
+        if counting {
+            pipe.cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(super::principals::COUNT)
+                .ignore();
+        }
         for session in &scripted {
             let Some(sessions) = &session.counted_in else {
                 continue;
             };
-            if session.counts {
-                // Counted from now on by its record (written first), for as long as it lives.
-                let id = session.session.as_ref();
-                pipe.cmd("ZADD")
+            if session.counts || session.expire_counted_in {
+                // Counted from now on by its record (written first), until the record expires.
+                pipe.cmd("EVALSHA")
+                    .arg(&self.count_sha)
+                    .arg(1)
                     .arg(sessions.as_ref())
-                    .arg(0)
-                    .arg(id)
-                    .ignore();
-            }
-            if session.expire_counted_in {
-                pipe.cmd("PEXPIRE")
-                    .arg(sessions.as_ref())
+                    .arg(session.session.as_ref())
                     .arg(ttls.millis)
+                    .arg(if session.counts { "" } else { "XX" })
                     .ignore();
             }
         }
@@ -223,7 +228,7 @@ struct SessionWrites {
     ended: bool,
     /// Its record was written: it counts in its principal's set.
     counts: bool,
-    /// The set of its principal's sessions gets its TTL again.
+    /// Its record's TTL was renewed: it counts that much longer in its principal's set.
     expire_counted_in: bool,
 }
 

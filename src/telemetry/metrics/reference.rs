@@ -57,7 +57,14 @@ fn exposition() -> String {
     let server = metrics.server("default");
     server.record_request(method_label("tools/call"), 200, Duration::ZERO);
     metrics.auth.refuse("missing");
-    metrics.store.master_is("127.0.0.1:6379".into());
+    metrics.store.masters_are(vec!["127.0.0.1:6379".into()]);
+    metrics
+        .store
+        .nodes_are(vec![("127.0.0.1:6379".into(), true)]);
+    metrics
+        .store
+        .round_trip("127.0.0.1:6379", std::time::Duration::from_millis(1));
+    metrics.store.node_error("127.0.0.1:6379");
     metrics.render()
 }
 

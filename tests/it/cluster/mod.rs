@@ -9,6 +9,7 @@ mod hop_signature;
 mod hop_tls;
 mod http_sessions_survive;
 mod kubernetes;
+mod redis_cluster;
 mod replica_faults;
 mod replicas;
 mod sentinel_failover;

@@ -6,7 +6,10 @@
 
 use serde_json::json;
 
-use crate::harness::cluster::{call_until_served, metric, through, Replica, FAST_TAKEOVER};
+use crate::harness::cluster::{
+    call_until_served, each_session_counts_on, metric, metrics_text, resumes_whole,
+    sessions_with_a_logged_stream, taken_over_afresh, through, Replica, FAST_TAKEOVER,
+};
 use crate::harness::sentinel::Sentinels;
 use crate::harness::{within, Client};
 
@@ -17,58 +20,16 @@ async fn a_killed_master_is_followed_and_every_live_session_goes_on() {
     let mut a = Replica::start_on(&store, "a", &FAST_TAKEOVER).await;
     let b = Replica::start_on(&store, "b", &FAST_TAKEOVER).await;
 
-    // Sessions on both replicas, each with a count of 1 and a logged stream.
-    let mut sessions = Vec::new();
-    for (n, owner) in [&a, &b, &a, &b].into_iter().enumerate() {
-        let mut client = Client::new(owner.addr);
-        client.initialize("2025-11-25").await;
-        assert_eq!(
-            client.call_tool("counter", json!({})).await,
-            "1",
-            "session {n}"
-        );
-        sessions.push(client);
-    }
-    let call = json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call",
-        "params": { "name": "progress", "arguments": { "steps": 3, "delay_ms": 2 },
-                    "_meta": { "progressToken": "before" } } });
-    let logged = within(
-        "a logged stream",
-        sessions[1].post(&call).await.remaining_messages(),
-    )
-    .await;
-    assert_eq!(logged.len(), 4, "three steps and the answer");
+    // Sessions on both replicas, each with a count of 1, and a logged stream.
+    let (sessions, logged) = sessions_with_a_logged_stream(&a, &b, 2).await;
 
     redis.kill_master().await;
     redis.until_promoted().await;
 
     // Every session goes on where its owner lives, through either replica: its count continues.
-    for (n, client) in sessions.iter().enumerate() {
-        let other = if n % 2 == 0 { &b } else { &a };
-        for (via, client, count) in [
-            ("its owner", client.clone(), "2"),
-            ("the other replica", through(client, other), "3"),
-        ] {
-            let answer =
-                call_until_served("a call after the failover", &client, "counter", json!({})).await;
-            assert_eq!(
-                answer["result"]["content"][0]["text"], count,
-                "session {n} via {via}: {answer}"
-            );
-        }
-    }
+    each_session_counts_on(&sessions, &a, &b, 1).await;
     // The replay window is intact: the stream logged before the failover resumes whole.
-    let resumed = within(
-        "the stream resumed",
-        through(&sessions[1], &a)
-            .get(logged[0].id.as_deref())
-            .await
-            .remaining_messages(),
-    )
-    .await;
-    let resumed: Vec<_> = resumed.iter().map(|m| m.message.clone()).collect();
-    let expected: Vec<_> = logged[1..].iter().map(|m| m.message.clone()).collect();
-    assert_eq!(resumed, expected);
+    resumes_whole(&sessions[1], &a, &logged).await;
     for replica in [&a, &b] {
         assert!(metric(replica, "mcp_proxy_store_failovers_total").await >= 1);
         // The master in use is the promoted replica, and only it.
@@ -93,17 +54,7 @@ async fn a_killed_master_is_followed_and_every_live_session_goes_on() {
 
     // A replica dies after the failover: its sessions are taken over by the other.
     a.kill().await;
-    let answer = call_until_served(
-        "a session of the dead replica taken over",
-        &through(&sessions[0], &b),
-        "counter",
-        json!({}),
-    )
-    .await;
-    assert_eq!(
-        answer["result"]["content"][0]["text"], "1",
-        "a fresh server"
-    );
+    taken_over_afresh(&sessions[0], &b).await;
 }
 
 /// The master and its replica behind a password, the Sentinels behind one of their own: the
@@ -189,12 +140,4 @@ async fn through_a_failover(redis: &mut Sentinels, flags: &[&str]) {
     )
     .await;
     assert_eq!(answer["result"]["content"][0]["text"], "2", "{answer}");
-}
-
-/// A replica's `/metrics`, as text.
-async fn metrics_text(replica: &Replica) -> String {
-    let reply = Client::new(replica.addr)
-        .send_to("/metrics", http::Method::GET, &[], None)
-        .await;
-    String::from_utf8_lossy(&reply.bytes().await).into_owned()
 }

@@ -319,12 +319,107 @@ pub async fn a_session_on_a(redis: &Redis) -> (Replica, Replica, Client) {
 
 /// A figure from `replica`'s `/metrics`.
 pub async fn metric(replica: &Replica, name: &str) -> u64 {
+    super::metric_in(&metrics_text(replica).await, name)
+}
+
+/// `replica`'s `/metrics`, as text.
+pub async fn metrics_text(replica: &Replica) -> String {
     let text = Client::new(replica.addr)
         .send_to("/metrics", http::Method::GET, &[], None)
         .await
         .bytes()
         .await;
-    super::metric_in(&String::from_utf8_lossy(&text), name)
+    String::from_utf8_lossy(&text).into_owned()
+}
+
+/// `pairs` sessions on each of `a` and `b` in turn (`a`'s first), each at a count of 1, and
+/// the stream of a call with progress on the second (`b`'s first), as it was received: three
+/// steps and the answer.
+pub async fn sessions_with_a_logged_stream(
+    a: &Replica,
+    b: &Replica,
+    pairs: usize,
+) -> (Vec<Client>, Vec<super::Received>) {
+    let mut sessions = Vec::new();
+    for n in 0..2 * pairs {
+        let owner = if n % 2 == 0 { a } else { b };
+        let mut client = Client::new(owner.addr);
+        client.initialize("2025-11-25").await;
+        assert_eq!(
+            client.call_tool("counter", json!({})).await,
+            "1",
+            "session {n}"
+        );
+        sessions.push(client);
+    }
+    let call = json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": { "name": "progress", "arguments": { "steps": 3, "delay_ms": 2 },
+                    "_meta": { "progressToken": "before" } } });
+    let logged = within(
+        "a logged stream",
+        sessions[1].post(&call).await.remaining_messages(),
+    )
+    .await;
+    assert_eq!(logged.len(), 4, "three steps and the answer");
+    (sessions, logged)
+}
+
+/// `client`'s session, its owner dead, taken over through `replica`: its server is a fresh one
+/// (a stdio server's count starts again).
+pub async fn taken_over_afresh(client: &Client, replica: &Replica) {
+    let answer = call_until_served(
+        "a session of the dead replica taken over",
+        &through(client, replica),
+        "counter",
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "1",
+        "a fresh server: {answer}"
+    );
+}
+
+/// After a failover of the store: each of `sessions` (the even ones owned by `a`, the odd
+/// ones by `b`, each at a count of `before`) goes on, through its owner and then the other
+/// replica, its server's count continuing.
+pub async fn each_session_counts_on(sessions: &[Client], a: &Replica, b: &Replica, before: u64) {
+    for (n, client) in sessions.iter().enumerate() {
+        let other = if n % 2 == 0 { b } else { a };
+        for (via, client, count) in [
+            ("its owner", client.clone(), before + 1),
+            ("the other replica", through(client, other), before + 2),
+        ] {
+            let answer = call_until_served(
+                "a call after the failover",
+                &client,
+                "counter",
+                serde_json::json!({}),
+            )
+            .await;
+            assert_eq!(
+                answer["result"]["content"][0]["text"],
+                count.to_string(),
+                "session {n} via {via}: {answer}"
+            );
+        }
+    }
+}
+
+/// Resumes, through `replica`, the stream `client` received as `logged` (its first message's
+/// id the last one seen): the rest of it comes back whole.
+pub async fn resumes_whole(client: &Client, replica: &Replica, logged: &[super::Received]) {
+    let resumed = within(
+        "the stream resumed",
+        through(client, replica)
+            .get(logged[0].id.as_deref())
+            .await
+            .remaining_messages(),
+    )
+    .await;
+    let resumed: Vec<_> = resumed.iter().map(|m| m.message.clone()).collect();
+    let expected: Vec<_> = logged[1..].iter().map(|m| m.message.clone()).collect();
+    assert_eq!(resumed, expected);
 }
 
 /// A TCP relay on `listener` to `target` (set once known) that records what its clients send.

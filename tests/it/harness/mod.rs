@@ -10,6 +10,7 @@ mod modern;
 mod peers;
 mod process;
 mod proxy;
+pub mod redis_cluster;
 mod reply;
 pub mod sentinel;
 pub mod tls;
