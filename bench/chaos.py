@@ -1759,6 +1759,11 @@ class Caller:
         self.next_id = 1
         # (event name, since): a kill or SIGTERM this session waits to recover from
         self.waiting: tuple[str, float] | None = None
+        # The last progress call's stream read whole from its POST: (its first event id, the
+        # messages after it); and the one kept as a witness before a fault (--kill-redis-master
+        # resumes it at the end: what comes back must be what was received).
+        self.last_stream: tuple[str, list] | None = None
+        self.witness: tuple[str | None, str, list] | None = None
         self.client = httpx.AsyncClient(
             limits=httpx.Limits(max_keepalive_connections=4, max_connections=20),
             timeout=httpx.Timeout(connect=2.0, read=15.0, write=5.0, pool=5.0),
@@ -1866,6 +1871,9 @@ class Caller:
                     state["last_id"] = ev["id"]
                 if ev["data"]:
                     msg = json.loads(ev["data"])
+                    if ev["id"]:
+                        state.setdefault("first_id", ev["id"])
+                        state.setdefault("messages", []).append(msg)
                     if msg.get("id") == rid and "method" not in msg:
                         return msg
         return None
@@ -1904,6 +1912,8 @@ class Caller:
                     return self.judge(json.loads(await r.aread())), 0.0
                 msg = await self.read_stream(r, rid, state)
                 if msg is not None:
+                    if tool == "progress" and "first_id" in state:
+                        self.last_stream = (state["first_id"], state["messages"][1:])
                     return self.judge(msg), 0.0
         except httpx.TransportError as e:
             cut = self.transport_text(e)
@@ -2036,6 +2046,8 @@ class Measure:
             since = now()
             for c in live:
                 c.waiting = (event, since)
+                if c.last_stream is not None:
+                    c.witness = (c.sid, *c.last_stream)
             if self.cluster.redis_cluster is not None:
                 key = "{%s}" % self.rng.choice(live).sid
                 old, new, took = await self.cluster.redis_cluster.kill_master(key)
@@ -2095,6 +2107,9 @@ class Measure:
                 await self.rolling_restart()
             self.round_trips = await self.round_trips_per_call()
             stop.set()
+            if self.args.kill_redis_master:
+                await asyncio.wait_for(asyncio.gather(*tasks), 60)
+                self.witnessed = await self.check_witnesses()
             await asyncio.wait_for(asyncio.gather(*tasks), 60)
         finally:
             stop.set()
@@ -2103,6 +2118,37 @@ class Measure:
             await asyncio.gather(*tasks, return_exceptions=True)
             for c in self.callers:
                 await c.close()
+
+    async def check_witnesses(self) -> dict:
+        """Resumes each caller's witness stream (the last it read whole before the last master
+        kill) from its first event, through a random replica: every message after it must come
+        back as it was received. The events missing or different are lost."""
+        streams, lost = 0, 0
+        async with httpx.AsyncClient(timeout=10.0) as client:
+            for c in self.callers:
+                if c.witness is None or c.witness[0] != c.sid:
+                    continue  # none kept, or its session ended since
+                sid, first_id, expected = c.witness
+                streams += 1
+                state = {"last_id": None, "retry": 1.0}
+                status = None
+                try:
+                    async with client.stream("GET", self.url(), headers=c.headers(**{
+                            "accept": "text/event-stream", "last-event-id": first_id})) as r:
+                        status = r.status_code
+                        if r.status_code == 200:
+                            await c.read_stream(r, expected[-1].get("id"), state)
+                except httpx.TransportError:
+                    pass
+                got = state.get("messages", [])
+                missing = sum(1 for n, msg in enumerate(expected)
+                              if n >= len(got) or got[n] != msg)
+                lost += missing
+                if missing:
+                    self.tally.event(f"witness of caller {c.index} ({first_id}): {missing} of "
+                                     f"{len(expected)} events not resumed (HTTP "
+                                     f"{status}; got {json.dumps(got)[:300]})")
+        return {"streams": streams, "events_lost": lost}
 
     async def round_trips_per_call(self) -> float | None:
         """Redis round trips of every replica (mcp_proxy_store_round_trips_total) per call
@@ -2161,6 +2207,8 @@ class Measure:
             "recoveries": t.recoveries,
             "redis_round_trips_per_call": getattr(self, "round_trips", None),
             "failover_seconds": self.failovers,
+            "witness_streams": getattr(self, "witnessed", {}).get("streams"),
+            "events_lost": getattr(self, "witnessed", {}).get("events_lost"),
             "events": t.events,
         }
 
@@ -2216,7 +2264,9 @@ def measure_main(args) -> int:
           file=sys.stderr)
     if args.kill_redis_master:
         print(f"  a new master (Sentinels or cluster) after {report['failover_seconds']} s; "
-              f"sessions lost (404): {report['sessions_lost']}", file=sys.stderr)
+              f"sessions lost (404): {report['sessions_lost']}; events lost: "
+              f"{report['events_lost']} of {report['witness_streams']} streams logged before "
+              f"the last kill, resumed at the end", file=sys.stderr)
     print(f"Redis round trips per call: {report['redis_round_trips_per_call']}",
           file=sys.stderr)
     print(f"{'OK' if report['ok'] else 'FAIL'}{' (' + error + ')' if error else ''}; logs in "

@@ -73,6 +73,10 @@ impl Store {
 pub enum Op {
     /// The session record, written when the session is created or taken over.
     Create(Box<Record>),
+    /// What the store holds of the log is dropped: the owner writes its whole window again
+    /// next (after a failover the new master may hold later entries but not earlier ones,
+    /// which could not be appended before them).
+    ClearLog,
     /// A message appended to the log.
     Append(Logged),
     /// A message coalesced away.

@@ -67,7 +67,9 @@ impl Session {
     }
 
     /// Writes the whole session to the shared store again (after a Redis outage, which a
-    /// restarted Redis may have forgotten it in): record, retained log, requests in flight.
+    /// restarted Redis may have forgotten it in, or a failover, whose new master may lack what
+    /// the old one took): record, retained log (in place of what the store holds of it: a
+    /// new master may hold later entries without earlier ones), requests in flight.
     pub(in crate::session) fn rewrite_to_store(&self) {
         let record = self.record();
         let state = self.lock();
@@ -75,6 +77,7 @@ impl Session {
             return;
         }
         state.mirror(|| Op::Create(Box::new(record)));
+        state.mirror(|| Op::ClearLog);
         for logged in state.log.entries() {
             state.mirror(|| Op::Append(logged));
         }

@@ -272,6 +272,10 @@ impl RedisStore {
                 commands.push("XDEL", SessionKey::Log, [arg(format!("{seq}-0"))]);
                 None
             }
+            Op::ClearLog => {
+                commands.push("DEL", SessionKey::Log, []);
+                None
+            }
             Op::Evicted { through } => {
                 encode_eviction(commands, through);
                 None
