@@ -282,10 +282,17 @@ impl RedisStore {
         self.metrics.nodes_are(nodes);
     }
 
-    /// Whether the replicas may not have written their heartbeats to the master yet: within
-    /// `owner_timeout` of a new master (a failover) or of Redis answering again after an
-    /// outage. A heartbeat missing then says nothing of its replica.
+    /// Whether the replicas may not have written their heartbeats to the master yet: while
+    /// this replica's own heartbeat fails, and within `owner_timeout` of a new master (a
+    /// failover) or of Redis answering again after an outage. A heartbeat missing then says
+    /// nothing of its replica.
     pub(super) fn settling(&self) -> bool {
+        // Until a heartbeat of this replica's reached the store again, the master answering
+        // may be one that came back without the others' heartbeats (a failover back to the
+        // address in use, a restart): nothing it lacks says a replica is dead.
+        if !self.healthy() {
+            return true;
+        }
         let adopted = self.link.current().adopted;
         let back = *self.back_at.lock().unwrap_or_else(|e| e.into_inner());
         [adopted, back]
