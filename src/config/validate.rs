@@ -203,7 +203,7 @@ impl Config {
         if !connection.has_known_scheme() {
             bail!(
                 "store: {:?} is neither \"memory\" nor a redis://, rediss://, \
-                 redis+sentinel:// or rediss+sentinel:// URL",
+                 redis+sentinel://, rediss+sentinel://, redis+cluster:// or rediss+cluster:// URL",
                 connection.shown()
             );
         }
