@@ -15,15 +15,30 @@ const PROXY_PASSWORD: &str = "proxy-pw-9b27e5f0c1";
 
 /// The ACL line of the book's Redis page, with the proxy's password in it.
 fn documented_acl_user() -> String {
-    let page = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/replicas/redis.md"),
-    )
-    .unwrap();
+    let page = redis_page();
     let line = page
         .lines()
         .find(|line| line.starts_with("user mcp-proxy on "))
         .expect("the book lists the ACL user");
     line.replace(">CHANGE-ME", &format!(">{PROXY_PASSWORD}"))
+}
+
+/// The book's page on Redis.
+fn redis_page() -> String {
+    std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/replicas/redis.md"),
+    )
+    .unwrap()
+}
+
+/// The ACL user the book lists, with what it adds on a Redis Cluster.
+fn documented_cluster_acl_user() -> String {
+    let page = redis_page();
+    let more = page
+        .lines()
+        .find(|line| line.starts_with("~{mcp-proxy}:*"))
+        .expect("the book lists what a cluster adds");
+    format!("{} {more}", documented_acl_user())
 }
 
 /// A file holding `secret`, as a mounted secret is.
@@ -271,4 +286,45 @@ async fn replicas_share_sessions_over_rediss_with_a_private_ca_and_a_client_cert
     let (started, stderr) = start_once(&plain, &["--store-ca-file", &ca], &env).await;
     assert!(!started);
     assert!(stderr.contains("rediss://"), "{stderr}");
+}
+
+/// On a Redis Cluster, the ACL user the book lists (with what it adds for a cluster) shares
+/// sessions between replicas: nothing the proxy sends is refused.
+#[tokio::test]
+async fn on_a_cluster_the_acl_user_the_book_lists_shares_sessions() {
+    let redis =
+        crate::harness::redis_cluster::RedisCluster::start_with(
+            vec![documented_cluster_acl_user()],
+        )
+        .await;
+    let password = secret_file("cluster-acl", PROXY_PASSWORD);
+    let mut flags = vec![
+        "--store-username",
+        "mcp-proxy",
+        "--store-password-file",
+        password.to_str().unwrap(),
+    ];
+    flags.extend(FAST_TAKEOVER);
+    let a = Replica::start_on(&redis.url(), "a", &flags).await;
+    let b = Replica::start_on(&redis.url(), "b", &flags).await;
+    let mut on_a = Client::new(a.addr);
+    on_a.initialize("2025-11-25").await;
+    on_a.request("resources/subscribe", json!({ "uri": "demo://counter" }))
+        .await;
+    assert_eq!(on_a.call_tool("counter", json!({})).await, "1");
+    let mut on_b = through(&on_a, &b);
+    assert_eq!(on_b.call_tool("counter", json!({})).await, "2");
+    let call = json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": { "name": "progress", "arguments": { "steps": 3, "delay_ms": 2 },
+                    "_meta": { "progressToken": "p" } } });
+    let seen = within(
+        "the call's stream",
+        on_b.post(&call).await.remaining_messages(),
+    )
+    .await;
+    assert_eq!(seen.len(), 4, "three steps and the answer: {seen:?}");
+    for replica in [&a, &b] {
+        let failed = replica.warned("Redis");
+        assert!(failed.is_empty(), "{}: {failed:#?}", replica.name);
+    }
 }

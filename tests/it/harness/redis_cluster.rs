@@ -28,6 +28,11 @@ impl RedisCluster {
     /// Starts the six servers, makes them a cluster and waits until every node says it is
     /// whole (`cluster_state:ok`) and every replica has copied its master.
     pub async fn start() -> RedisCluster {
+        RedisCluster::start_with(Vec::new()).await
+    }
+
+    /// With these configuration lines besides (an ACL `user`, say) on every node.
+    pub async fn start_with(extra: Vec<String>) -> RedisCluster {
         let dir = fresh_dir("redis-cluster");
         let mut nodes = Vec::new();
         for n in 0..6 {
@@ -41,6 +46,7 @@ impl RedisCluster {
                 "cluster-replica-validity-factor 0".into(),
                 "repl-diskless-sync-delay 0".into(),
             ];
+            let lines = [lines, extra.clone()].concat();
             nodes.push(Redis::start_with(None, lines, false).await);
         }
         let addresses: Vec<String> = nodes
