@@ -2,10 +2,19 @@
 
 use mcp_session_proxy::config::{Cli, Command, Config, ExposedSecret, LogFormat};
 use mcp_session_proxy::front::access;
+use mcp_session_proxy::upstream::sandbox;
 use mcp_session_proxy::{demo, health_probe, server, telemetry::logs};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> std::process::ExitCode {
+    // The launcher of a confined stdio server: confines itself and becomes the server.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == sandbox::LAUNCHER) && args.get(2).is_some_and(|a| a == "--")
+    {
+        let error = sandbox::exec_confined(args[3..].to_vec());
+        eprintln!("mcp-session-proxy {}: {error}", sandbox::LAUNCHER);
+        return std::process::ExitCode::from(126);
+    }
     // First, before a secret is read or a thread started: a process of the same user (a stdio
     // child, whatever it runs) cannot read a non-dumpable process's /proc/<pid>/environ or its
     // memory, nor attach to it, and no core dump holds its secrets. Root and CAP_SYS_PTRACE

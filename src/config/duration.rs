@@ -1,24 +1,30 @@
-//! Durations as the configuration writes them: `250ms`, `15s`, `10m`, `1h`.
+//! Durations as the configuration writes them: `250ms`, `15s`, `10m`, `1h`; and the number
+//! and unit any such quantity is written as.
 
 use std::time::Duration;
 
-/// Parses `250ms`, `15s`, `10m`, `1h` (a bare number is seconds).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
+/// The number a quantity starts with and the unit after it (trimmed): `None` when it does not
+/// start with a number that fits.
+pub(super) fn number_and_unit(text: &str) -> Option<(u64, &str)> {
     let split = text
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let number: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 250ms, 15s, 10m or 1h"))?;
+    Some((number.parse().ok()?, unit.trim()))
+}
+
+/// Parses `250ms`, `15s`, `10m`, `1h` (a bare number is seconds).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = number_and_unit(text)
+        .ok_or_else(|| format!("{text:?} is not a duration like 250ms, 15s, 10m or 1h"))?;
     let scaled = |per: u64| {
         number
             .checked_mul(per)
             .map(Duration::from_secs)
             .ok_or_else(|| format!("{text:?} is too long a duration"))
     };
-    match unit.trim() {
+    match unit {
         "ms" => Ok(Duration::from_millis(number)),
         "" | "s" => scaled(1),
         "m" => scaled(60),

@@ -13,6 +13,7 @@ mod http;
 mod keys;
 mod parsers;
 mod reference;
+mod sandbox;
 mod session;
 mod settings;
 mod tls;

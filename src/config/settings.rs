@@ -243,6 +243,12 @@ impl UpstreamConfig {
         };
         // Checked at start with the server's own key (`server::start`).
         spec.user = self.child_user("upstream")?;
+        spec.sandbox = self.sandbox.spec();
+        if let Some(sandbox) = &spec.sandbox {
+            sandbox
+                .check()
+                .map_err(|e| anyhow::anyhow!("upstream.sandbox: {e}"))?;
+        }
         Ok(spec)
     }
 

@@ -9,6 +9,7 @@ use super::file::{duration, Isolation};
 use super::keys::merge::SecretFlags;
 use super::keys::settings;
 use super::parsers::parse_env_pair;
+use super::sandbox::{SandboxConfig, SandboxFlags};
 use super::tls::{UpstreamTlsConfig, UpstreamTlsFlags};
 use super::{SecretSource, UpstreamAuth};
 use crate::front::settings::CacheScope;
@@ -147,6 +148,10 @@ settings! {
         /// groups [default: the user's own].
         #[arg(long = "upstream-group", value_name = "GROUP")]
         pub group: String = String::new(), set;
+
+        /// How each stdio child is confined.
+        #[command(flatten)]
+        pub sandbox: SandboxConfig = SandboxConfig::default(), section(SandboxFlags);
 
         /// 2026-07-28 clients: how long they may reuse list, read and discover results (ttlMs)
         /// [default: 0s].

@@ -21,6 +21,7 @@ pub mod lines;
 pub mod modern;
 pub mod owner;
 pub mod probe;
+pub mod sandbox;
 pub mod shared;
 pub mod stdio;
 pub mod streamable_http;

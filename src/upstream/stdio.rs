@@ -23,6 +23,7 @@ use tracing::{debug, info, warn, Instrument};
 use super::child_env::ChildEnv;
 use super::child_user::ChildUser;
 use super::lines::{Line, LineReader};
+use super::sandbox::SandboxSpec;
 use super::{EventSink, UpstreamError, UpstreamEvent};
 use crate::wire::jsonrpc::{self, Message};
 
@@ -45,25 +46,42 @@ pub struct StdioSpec {
     pub env: ChildEnv,
     /// Who the child runs as (else as the proxy's user).
     pub user: Option<ChildUser>,
+    /// How the child is confined (else it is not).
+    pub sandbox: Option<SandboxSpec>,
 }
 
 impl StdioSpec {
     /// The child's command: stdin and stdout piped, its own process group, killed when dropped,
-    /// run as the configured user. Every child of a stdio server is started from it: a
-    /// session's, the shared one, the warm ones, the `auto` probe's.
-    pub fn command(&self) -> Command {
-        let mut command = Command::new(&self.program);
+    /// run as the configured user, confined by the sandbox when there is one (through the
+    /// launcher, which executes the program in its place). Every child of a stdio server is
+    /// started from it: a session's, the shared one, the warm ones, the `auto` probe's.
+    pub fn command(&self) -> std::io::Result<Command> {
+        let mut command = match &self.sandbox {
+            Some(sandbox) => {
+                let program = self
+                    .locate()
+                    .unwrap_or_else(|_| PathBuf::from(&self.program));
+                sandbox.command(&program, &self.args)?
+            }
+            None => {
+                let mut command = Command::new(&self.program);
+                command.args(&self.args);
+                command
+            }
+        };
         command
-            .args(&self.args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .process_group(0);
         self.env.apply(&mut command);
+        if let Some(sandbox) = &self.sandbox {
+            sandbox.tell(&mut command)?;
+        }
         if let Some(user) = &self.user {
             user.apply(&mut command);
         }
-        command
+        Ok(command)
     }
 
     /// Splits a command line the way a POSIX shell would, without running a shell.
@@ -83,6 +101,7 @@ impl StdioSpec {
             protocol: Default::default(),
             env: ChildEnv::default(),
             user: None,
+            sandbox: None,
         })
     }
 
@@ -163,8 +182,7 @@ impl StdioUpstream {
     ) -> Result<StdioUpstream, UpstreamError> {
         let mut child = spec
             .command()
-            .stderr(Stdio::piped())
-            .spawn()
+            .and_then(|mut command| command.stderr(Stdio::piped()).spawn())
             .map_err(|source| UpstreamError::Spawn {
                 command: spec.display(),
                 source: Arc::new(source),

@@ -7,6 +7,7 @@ mod http_upstream;
 mod https_upstream;
 mod modern_demo_http;
 mod modern_upstream;
+mod sandbox;
 mod sse_upstream;
 mod timeouts;
 mod typescript_server;

@@ -1,0 +1,113 @@
+//! `[upstream.sandbox]` (and `[servers.<name>.upstream.sandbox]`): how each stdio child is
+//! confined (`crate::upstream::sandbox`).
+
+use serde::{Deserialize, Deserializer};
+
+use super::duration::number_and_unit;
+use super::keys::settings;
+use crate::upstream::sandbox::{Limits, Network, SandboxSpec};
+
+settings! {
+    /// How each stdio server's children are confined.
+    pub struct SandboxConfig, flags SandboxFlags {
+        /// stdio: confine each child (no_new_privs, a seccomp filter of what no MCP server
+        /// needs, the limits below) (true/false) [default: false].
+        #[arg(long = "sandbox", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+        pub enabled: bool = false, set;
+
+        /// With the sandbox: allow (as the proxy) or none (no socket but Unix ones: not even
+        /// loopback) [default: allow].
+        #[arg(long = "sandbox-network", value_name = "NETWORK")]
+        pub network: Network = Network::Allow, set;
+
+        /// With the sandbox: a child's address space at most, in bytes or with a unit (256MiB,
+        /// 1GiB) [default: none].
+        #[serde(deserialize_with = "size")]
+        #[arg(long = "sandbox-memory", value_name = "SIZE", value_parser = parse_size)]
+        pub memory: Option<u64> = None, some(Option<u64>);
+
+        /// With the sandbox: a child's CPU time at most, in seconds (then SIGXCPU) [default:
+        /// none].
+        #[arg(long = "sandbox-cpu-seconds", value_name = "SECONDS")]
+        pub cpu_seconds: Option<u64> = None, some(Option<u64>);
+
+        /// With the sandbox: the files a child may have open at once [default: none].
+        #[arg(long = "sandbox-open-files", value_name = "COUNT")]
+        pub open_files: Option<u64> = None, some(Option<u64>);
+
+        /// With the sandbox: the largest file a child may write, in bytes or with a unit (then
+        /// SIGXFSZ) [default: none].
+        #[serde(deserialize_with = "size")]
+        #[arg(long = "sandbox-file-size", value_name = "SIZE", value_parser = parse_size)]
+        pub file_size: Option<u64> = None, some(Option<u64>);
+
+        /// With the sandbox: the processes of the child's user at most (binds only a child
+        /// that runs as a user of its own: upstream.user; root is not bound) [default: none].
+        #[arg(long = "sandbox-processes", value_name = "COUNT")]
+        pub processes: Option<u64> = None, some(Option<u64>);
+    }
+}
+
+impl SandboxConfig {
+    /// The confinement of each child, when the sandbox is on.
+    pub fn spec(&self) -> Option<SandboxSpec> {
+        self.enabled.then_some(SandboxSpec {
+            network: self.network,
+            limits: Limits {
+                memory: self.memory,
+                cpu_seconds: self.cpu_seconds,
+                open_files: self.open_files,
+                file_size: self.file_size,
+                processes: self.processes,
+            },
+        })
+    }
+}
+
+/// A size: bytes, or a number with KiB, MiB or GiB.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (number, unit) = number_and_unit(text)
+        .ok_or_else(|| format!("{text:?} is not a size (bytes, or a number with KiB, MiB, GiB)"))?;
+    let scale: u64 = match unit {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        other => return Err(format!("{other:?} is not a unit of size (KiB, MiB, GiB)")),
+    };
+    number
+        .checked_mul(scale)
+        .ok_or_else(|| format!("{text:?} is too large"))
+}
+
+/// A size in the file: a number of bytes, or a string `parse_size` reads.
+fn size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Size {
+        Bytes(u64),
+        Text(String),
+    }
+    match Size::deserialize(d)? {
+        Size::Bytes(bytes) => Ok(Some(bytes)),
+        Size::Text(text) => parse_size(&text)
+            .map(Some)
+            .map_err(serde::de::Error::custom),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_are_bytes_or_binary_units() {
+        assert_eq!(parse_size("256MiB"), Ok(256 << 20));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("12MB").is_err());
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("99999999999999GiB").is_err());
+    }
+}

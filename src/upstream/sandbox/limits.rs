@@ -1,0 +1,42 @@
+//! Resource limits: a child over one ends or fails as the kernel makes it (SIGXCPU past its
+//! CPU time, SIGXFSZ past its file size, an allocation failing past its address space).
+
+use nix::sys::resource::{setrlimit, Resource};
+use serde::{Deserialize, Serialize};
+
+use super::SandboxError;
+
+/// The limits set on a child (hard and soft alike: it cannot raise them); `None`: the proxy's.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Address space, in bytes.
+    pub memory: Option<u64>,
+    /// CPU time, in seconds.
+    pub cpu_seconds: Option<u64>,
+    /// Open files at once.
+    pub open_files: Option<u64>,
+    /// Largest file it may write, in bytes.
+    pub file_size: Option<u64>,
+    /// Processes of its user (counted per user: only a child running as a user of its own is
+    /// bound by it alone; root is not bound).
+    pub processes: Option<u64>,
+}
+
+impl Limits {
+    /// Sets each limit on this process.
+    pub(super) fn apply(&self) -> Result<(), SandboxError> {
+        for (limit, resource, value) in [
+            ("memory", Resource::RLIMIT_AS, self.memory),
+            ("cpu_seconds", Resource::RLIMIT_CPU, self.cpu_seconds),
+            ("open_files", Resource::RLIMIT_NOFILE, self.open_files),
+            ("file_size", Resource::RLIMIT_FSIZE, self.file_size),
+            ("processes", Resource::RLIMIT_NPROC, self.processes),
+        ] {
+            if let Some(value) = value {
+                setrlimit(resource, value, value)
+                    .map_err(|error| SandboxError::Limit { limit, error })?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,105 @@
+//! Confining a stdio child: resource limits, `no_new_privs`, a seccomp filter of what no MCP
+//! server needs, and no network but Unix sockets where configured. The proxy's own binary
+//! applies them as a launcher (`sandbox-exec`): a fresh, single-threaded process that confines
+//! itself and then executes the server in its place (same process, same pid), so nothing runs
+//! between fork and exec but what is safe there, and a server cannot undo any of it.
+
+mod launcher;
+mod limits;
+mod seccomp;
+
+use std::ffi::OsString;
+
+use serde::{Deserialize, Serialize};
+use tokio::process::Command;
+
+pub use launcher::exec_confined;
+pub use limits::Limits;
+
+/// The subcommand the proxy's binary runs as a launcher by.
+pub const LAUNCHER: &str = "sandbox-exec";
+
+/// The variable the launcher reads its confinement from (removed before the server runs).
+const SPEC_VAR: &str = "MCP_PROXY_SANDBOX";
+
+/// Whether the child may reach the network.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Network {
+    /// As the proxy may.
+    #[default]
+    Allow,
+    /// Unix sockets only: no socket of any other family (not even loopback) can be made.
+    None,
+}
+
+impl std::str::FromStr for Network {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Network, String> {
+        match text {
+            "allow" => Ok(Network::Allow),
+            "none" => Ok(Network::None),
+            other => Err(format!("{other:?} is neither allow nor none")),
+        }
+    }
+}
+
+/// How a child is confined.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxSpec {
+    pub network: Network,
+    pub limits: Limits,
+}
+
+impl SandboxSpec {
+    /// The command that runs `program` (a path) with `args` confined: the proxy's binary as
+    /// the launcher. Its confinement is given with `tell`, once the child's environment is
+    /// settled.
+    pub fn command(&self, program: &std::path::Path, args: &[String]) -> std::io::Result<Command> {
+        let launcher = std::env::current_exe()?;
+        let mut command = Command::new(launcher);
+        command.arg(LAUNCHER).arg("--").arg(program).args(args);
+        Ok(command)
+    }
+
+    /// Tells the launcher of `command` its confinement (in its environment, which it takes
+    /// out before the server runs).
+    pub fn tell(&self, command: &mut Command) -> std::io::Result<()> {
+        let spec = serde_json::to_string(self).map_err(std::io::Error::other)?;
+        command.env(SPEC_VAR, spec);
+        Ok(())
+    }
+
+    /// Whether this host can confine children so (seccomp is built for x86_64 and aarch64).
+    pub fn check(&self) -> Result<(), SandboxError> {
+        seccomp::filters(self.network).map(drop)
+    }
+}
+
+/// Why a child could not be confined.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("the launcher was started without its confinement ({SPEC_VAR})")]
+    NoSpec,
+    #[error("the confinement given to the launcher cannot be read: {0}")]
+    BadSpec(String),
+    #[error("the launcher was given no command to run")]
+    NoCommand,
+    #[error("cannot set the limit of {limit}: {error}")]
+    Limit {
+        limit: &'static str,
+        error: nix::Error,
+    },
+    #[error("cannot set no_new_privs: {0}")]
+    NoNewPrivs(nix::Error),
+    #[error("cannot build the seccomp filter: {0}")]
+    Seccomp(String),
+    #[error("cannot install the seccomp filter: {0}")]
+    SeccompInstall(String),
+    #[error("cannot run {program:?}: {error}")]
+    Exec {
+        program: OsString,
+        error: nix::Error,
+    },
+}

@@ -1,0 +1,96 @@
+"""A stdio MCP server whose tools each try something a confined server must not do, and say what
+happened: `connect {port}` (a TCP connection to 127.0.0.1), `ptrace` (attaching to its
+parent), `allocate {mib}` (that much memory, touched), `open_files {count}`, `unshare` (a new
+network namespace). Each answers "done" or the error the system gave (as its errno name).
+Standard library only."""
+
+import ctypes
+import errno
+import json
+import os
+import socket
+import sys
+
+LIBC = ctypes.CDLL(None, use_errno=True)
+PTRACE_ATTACH = 16
+CLONE_NEWNET = 0x40000000
+
+
+def failed(code):
+    return errno.errorcode.get(code, str(code))
+
+
+def connect(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            return "done"
+    except OSError as e:
+        return failed(e.errno)
+
+
+def ptrace():
+    if LIBC.ptrace(PTRACE_ATTACH, os.getppid(), None, None) == 0:
+        return "done"
+    return failed(ctypes.get_errno())
+
+
+def allocate(mib):
+    try:
+        block = bytearray(mib << 20)
+        block[::4096] = b"x" * len(block[::4096])
+        return "done"
+    except MemoryError:
+        return "ENOMEM"
+
+
+def open_files(count):
+    opened = []
+    try:
+        for _ in range(count):
+            opened.append(open("/dev/null"))
+        return "done"
+    except OSError as e:
+        return failed(e.errno)
+    finally:
+        for f in opened:
+            f.close()
+
+
+def unshare():
+    if LIBC.unshare(CLONE_NEWNET) == 0:
+        return "done"
+    return failed(ctypes.get_errno())
+
+
+TOOLS = {
+    "connect": lambda a: connect(int(a["port"])),
+    "ptrace": lambda a: ptrace(),
+    "allocate": lambda a: allocate(int(a["mib"])),
+    "open_files": lambda a: open_files(int(a["count"])),
+    "unshare": lambda a: unshare(),
+}
+
+
+def answer(request):
+    method = request["method"]
+    if method == "initialize":
+        return {
+            "protocolVersion": request["params"]["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "escape", "version": "1"},
+        }
+    if method == "tools/list":
+        return {"tools": [{"name": n, "inputSchema": {"type": "object"}} for n in TOOLS]}
+    if method == "tools/call":
+        name = request["params"]["name"]
+        text = TOOLS[name](request["params"].get("arguments") or {})
+        return {"content": [{"type": "text", "text": text}]}
+    return {}
+
+
+for line in sys.stdin:
+    request = json.loads(line)
+    if "id" in request and "method" in request:
+        result = answer(request)
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result}) + "\n")
+        sys.stdout.flush()
