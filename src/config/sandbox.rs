@@ -5,13 +5,18 @@ use serde::{Deserialize, Deserializer};
 
 use super::duration::number_and_unit;
 use super::keys::settings;
-use crate::upstream::sandbox::{Limits, Network, SandboxSpec};
+use std::path::PathBuf;
+
+use crate::upstream::sandbox::{
+    Limits, Network, Paths, SandboxSpec, SYSTEM_READABLE, SYSTEM_WRITABLE,
+};
 
 settings! {
     /// How each stdio server's children are confined.
     pub struct SandboxConfig, flags SandboxFlags {
-        /// stdio: confine each child (no_new_privs, a seccomp filter of what no MCP server
-        /// needs, the limits below) (true/false) [default: false].
+        /// stdio: confine each child (no_new_privs, Landlock: the paths below, the system's
+        /// and a private directory; a seccomp filter of what no MCP server needs; the limits
+        /// below) (true/false) [default: false].
         #[arg(long = "sandbox", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
         pub enabled: bool = false, set;
 
@@ -19,6 +24,27 @@ settings! {
         /// loopback) [default: allow].
         #[arg(long = "sandbox-network", value_name = "NETWORK")]
         pub network: Network = Network::Allow, set;
+
+        /// With the sandbox: a path a child may read and execute beneath, besides the system's
+        /// directories and its command's own (repeatable) [default: none].
+        #[arg(long = "sandbox-readable", value_name = "PATH")]
+        pub readable: Vec<PathBuf> = Vec::new(), list(Vec<PathBuf>);
+
+        /// With the sandbox: a path a child may write beneath, besides its private directory
+        /// (its HOME and TMPDIR) (repeatable) [default: none].
+        #[arg(long = "sandbox-writable", value_name = "PATH")]
+        pub writable: Vec<PathBuf> = Vec::new(), list(Vec<PathBuf>);
+
+        /// With the sandbox and network = "allow": the only TCP ports a child may connect to
+        /// (repeatable; Landlock ABI 4, Linux 6.7) [default: none: every port].
+        #[arg(long = "sandbox-connect-port", value_name = "PORT")]
+        pub connect_ports: Vec<u16> = Vec::new(), list(Vec<u16>);
+
+        /// With the sandbox: refuse to run a child where the kernel cannot enforce every
+        /// filesystem and port rule (else what it cannot is not enforced) (true/false)
+        /// [default: false].
+        #[arg(long = "sandbox-require", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+        pub require: bool = false, set;
 
         /// With the sandbox: a child's address space at most, in bytes or with a unit (256MiB,
         /// 1GiB) [default: none].
@@ -59,6 +85,20 @@ impl SandboxConfig {
                 open_files: self.open_files,
                 file_size: self.file_size,
                 processes: self.processes,
+            },
+            paths: Paths {
+                read: SYSTEM_READABLE
+                    .iter()
+                    .map(PathBuf::from)
+                    .chain(self.readable.iter().cloned())
+                    .collect(),
+                write: SYSTEM_WRITABLE
+                    .iter()
+                    .map(PathBuf::from)
+                    .chain(self.writable.iter().cloned())
+                    .collect(),
+                connect_ports: self.connect_ports.clone(),
+                require: self.require,
             },
         })
     }

@@ -152,10 +152,10 @@ fn speaks_modern(message: &Value) -> bool {
 
 /// Asks a throwaway child of `spec` for `server/discover`.
 pub async fn stdio_verdict(spec: &StdioSpec, timeout: Duration) -> Era {
-    let Ok(mut child) = spec
-        .command()
-        .and_then(|mut command| command.stderr(Stdio::null()).spawn())
-    else {
+    let Ok((mut command, _private_dir)) = spec.command() else {
+        return Era::Legacy;
+    };
+    let Ok(mut child) = command.stderr(Stdio::null()).spawn() else {
         return Era::Legacy;
     };
     let verdict = match (child.stdin.take(), child.stdout.take()) {

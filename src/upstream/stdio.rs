@@ -23,7 +23,7 @@ use tracing::{debug, info, warn, Instrument};
 use super::child_env::ChildEnv;
 use super::child_user::ChildUser;
 use super::lines::{Line, LineReader};
-use super::sandbox::SandboxSpec;
+use super::sandbox::{PrivateDir, SandboxSpec};
 use super::{EventSink, UpstreamError, UpstreamEvent};
 use crate::wire::jsonrpc::{self, Message};
 
@@ -53,20 +53,27 @@ pub struct StdioSpec {
 impl StdioSpec {
     /// The child's command: stdin and stdout piped, its own process group, killed when dropped,
     /// run as the configured user, confined by the sandbox when there is one (through the
-    /// launcher, which executes the program in its place). Every child of a stdio server is
+    /// launcher, which executes the program in its place), with the private directory made
+    /// for it then (keep it for as long as the child runs). Every child of a stdio server is
     /// started from it: a session's, the shared one, the warm ones, the `auto` probe's.
-    pub fn command(&self) -> std::io::Result<Command> {
-        let mut command = match &self.sandbox {
+    pub fn command(&self) -> std::io::Result<(Command, Option<PrivateDir>)> {
+        let (mut command, confined) = match &self.sandbox {
             Some(sandbox) => {
                 let program = self
                     .locate()
                     .unwrap_or_else(|_| PathBuf::from(&self.program));
-                sandbox.command(&program, &self.args)?
+                let dir = PrivateDir::create(self.user.map(|u| (u.uid, u.gid)))?;
+                let mut spec = sandbox.clone();
+                spec.paths
+                    .read
+                    .extend(own_directories(&program, &self.args));
+                spec.paths.write.push(dir.path().to_path_buf());
+                (sandbox.command(&program, &self.args)?, Some((spec, dir)))
             }
             None => {
                 let mut command = Command::new(&self.program);
                 command.args(&self.args);
-                command
+                (command, None)
             }
         };
         command
@@ -75,13 +82,15 @@ impl StdioSpec {
             .kill_on_drop(true)
             .process_group(0);
         self.env.apply(&mut command);
-        if let Some(sandbox) = &self.sandbox {
-            sandbox.tell(&mut command)?;
-        }
         if let Some(user) = &self.user {
             user.apply(&mut command);
         }
-        Ok(command)
+        let Some((spec, dir)) = confined else {
+            return Ok((command, None));
+        };
+        command.env("HOME", dir.path()).env("TMPDIR", dir.path());
+        spec.tell(&mut command)?;
+        Ok((command, Some(dir)))
     }
 
     /// Splits a command line the way a POSIX shell would, without running a shell.
@@ -140,6 +149,21 @@ impl StdioSpec {
     }
 }
 
+/// The directories a confined child reads its own files from: its program's, and those of the
+/// files its arguments name (a script an interpreter runs).
+fn own_directories(program: &std::path::Path, args: &[String]) -> Vec<PathBuf> {
+    std::iter::once(program.to_path_buf())
+        .chain(args.iter().map(PathBuf::from))
+        .filter(|path| path.is_file())
+        .filter_map(|path| {
+            std::fs::canonicalize(path)
+                .ok()?
+                .parent()
+                .map(PathBuf::from)
+        })
+        .collect()
+}
+
 /// Why a configured stdio command cannot be run.
 #[derive(Debug, thiserror::Error)]
 pub enum CommandError {
@@ -180,13 +204,18 @@ impl StdioUpstream {
         events: EventSink,
         tasks: &TaskTracker,
     ) -> Result<StdioUpstream, UpstreamError> {
-        let mut child = spec
-            .command()
-            .and_then(|mut command| command.stderr(Stdio::piped()).spawn())
-            .map_err(|source| UpstreamError::Spawn {
-                command: spec.display(),
-                source: Arc::new(source),
-            })?;
+        let (mut command, private_dir) = spec.command().map_err(|source| UpstreamError::Spawn {
+            command: spec.display(),
+            source: Arc::new(source),
+        })?;
+        let mut child =
+            command
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|source| UpstreamError::Spawn {
+                    command: spec.display(),
+                    source: Arc::new(source),
+                })?;
         let pid = child.id();
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
@@ -203,6 +232,7 @@ impl StdioUpstream {
         let released = CancellationToken::new();
         let actor = Actor {
             child,
+            _private_dir: private_dir,
             stdin: Some(stdin),
             inbox,
             released: released.clone(),
@@ -242,6 +272,8 @@ impl StdioUpstream {
 
 struct Actor {
     child: Child,
+    /// A confined child's directory, removed once the actor is done with the child.
+    _private_dir: Option<PrivateDir>,
     stdin: Option<ChildStdin>,
     inbox: mpsc::Receiver<Bytes>,
     released: CancellationToken,

@@ -1,7 +1,9 @@
 """A stdio MCP server whose tools each try something a confined server must not do, and say what
 happened: `connect {port}` (a TCP connection to 127.0.0.1), `ptrace` (attaching to its
 parent), `allocate {mib}` (that much memory, touched), `open_files {count}`, `unshare` (a new
-network namespace). Each answers "done" or the error the system gave (as its errno name).
+network namespace), `read {path}`, `write {path}` (a file created there), `list {path}` (a
+directory); `home` answers its HOME. Each answers "done" or the error the system gave (as its
+errno name).
 Standard library only."""
 
 import ctypes
@@ -62,7 +64,29 @@ def unshare():
     return failed(ctypes.get_errno())
 
 
+def attempt(action):
+    try:
+        action()
+        return "done"
+    except OSError as e:
+        return failed(e.errno)
+
+
+def read(path):
+    with open(path, "rb") as f:
+        f.read(1)
+
+
+def write(path):
+    with open(path, "w") as f:
+        f.write("escaped")
+
+
 TOOLS = {
+    "read": lambda a: attempt(lambda: read(a["path"])),
+    "write": lambda a: attempt(lambda: write(a["path"])),
+    "list": lambda a: attempt(lambda: os.listdir(a["path"])),
+    "home": lambda a: os.environ.get("HOME", ""),
     "connect": lambda a: connect(int(a["port"])),
     "ptrace": lambda a: ptrace(),
     "allocate": lambda a: allocate(int(a["mib"])),

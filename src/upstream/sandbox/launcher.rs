@@ -1,5 +1,6 @@
 //! `sandbox-exec -- PROGRAM ARGS…`: the launcher. Reads its confinement from the environment
-//! (the server's environment is the rest), sets `no_new_privs`, the limits and the seccomp filters on itself, then
+//! (the server's environment is the rest), sets `no_new_privs`, the limits, the Landlock rules
+//! and the seccomp filters on itself, then
 //! executes the server in its place. Run by the proxy only, for a configured command.
 
 use std::ffi::{CString, OsString};
@@ -38,6 +39,7 @@ fn confine_and_exec(args: Vec<OsString>) -> Result<std::convert::Infallible, San
         .map_err(|_| SandboxError::NoCommand)?;
     nix::sys::prctl::set_no_new_privs().map_err(SandboxError::NoNewPrivs)?;
     spec.limits.apply()?;
+    spec.paths.restrict()?;
     seccomp::install(spec.network)?;
     let error = match nix::unistd::execvpe(&argv[0], &argv, &envp) {
         Ok(never) => match never {},

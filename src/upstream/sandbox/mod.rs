@@ -4,8 +4,10 @@
 //! itself and then executes the server in its place (same process, same pid), so nothing runs
 //! between fork and exec but what is safe there, and a server cannot undo any of it.
 
+mod filesystem;
 mod launcher;
 mod limits;
+mod private_dir;
 mod seccomp;
 
 use std::ffi::OsString;
@@ -13,8 +15,10 @@ use std::ffi::OsString;
 use serde::{Deserialize, Serialize};
 use tokio::process::Command;
 
+pub use filesystem::{Paths, SYSTEM_READABLE, SYSTEM_WRITABLE};
 pub use launcher::exec_confined;
 pub use limits::Limits;
+pub use private_dir::PrivateDir;
 
 /// The subcommand the proxy's binary runs as a launcher by.
 pub const LAUNCHER: &str = "sandbox-exec";
@@ -50,6 +54,8 @@ impl std::str::FromStr for Network {
 pub struct SandboxSpec {
     pub network: Network,
     pub limits: Limits,
+    /// What it may read, write and connect to.
+    pub paths: Paths,
 }
 
 impl SandboxSpec {
@@ -91,6 +97,8 @@ pub enum SandboxError {
         limit: &'static str,
         error: nix::Error,
     },
+    #[error("cannot restrict the filesystem (Landlock): {0}")]
+    Landlock(String),
     #[error("cannot set no_new_privs: {0}")]
     NoNewPrivs(nix::Error),
     #[error("cannot build the seccomp filter: {0}")]

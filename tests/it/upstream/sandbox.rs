@@ -1,33 +1,60 @@
 //! Stdio children confined by the sandbox (`--sandbox`): a real child that tries what a
 //! confined server must not do (`tests/servers/escape.py`) and reports what the system said:
 //! ptrace of its parent, a new namespace, a TCP connection with `--sandbox-network none` (and
-//! the same connection without it), memory and open files past their limits. The proxy and the
-//! session go on after each refusal. And the demo server runs confined as it is.
+//! the same connection without it), memory and open files past their limits; the filesystem:
+//! writing outside its private directory, reading the proxy's configuration, its environment in
+//! `/proc`, another session's directory; TCP ports past `--sandbox-connect-port`. The proxy and
+//! the session go on after each refusal. And the demo server runs confined as it is.
 
 use serde_json::json;
 
 use crate::harness::{spawn_proxy, Client};
 
-/// The probing server's command line.
-fn escape() -> String {
-    format!(
-        "python3 {}",
-        shell_words::quote(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/servers/escape.py"
-        ))
-    )
+/// Python as the sandbox sees it: its real executable, and the prefix its library is under
+/// (a path the sandbox must be told to let it read, unless it is the system's).
+fn python() -> (String, String) {
+    let output = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import os, sys; print(os.path.realpath(sys.executable)); print(sys.base_prefix)",
+        ])
+        .output()
+        .expect("python3 runs");
+    let text = String::from_utf8(output.stdout).unwrap();
+    let mut lines = text.lines().map(str::to_owned);
+    (lines.next().unwrap(), lines.next().unwrap())
 }
 
 /// A session with the probing server, behind a proxy started with `flags`.
 async fn confined(flags: &[&str]) -> (tokio::process::Child, Client) {
-    let server = escape();
-    let mut args = vec!["--listen", "127.0.0.1:0", "--stdio", &server];
-    args.extend(flags);
-    let (proxy, addr, _logs, _) = spawn_proxy(&args).await;
+    let (proxy, addr) = confining(flags).await;
     let mut client = Client::new(addr);
     client.initialize("2025-11-25").await;
     (proxy, client)
+}
+
+/// A proxy in front of the probing server, started with `flags`.
+async fn confining(flags: &[&str]) -> (tokio::process::Child, std::net::SocketAddr) {
+    let (python, prefix) = python();
+    let server = format!(
+        "{} {}",
+        shell_words::quote(&python),
+        shell_words::quote(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/servers/escape.py"
+        ))
+    );
+    let mut args = vec![
+        "--listen",
+        "127.0.0.1:0",
+        "--stdio",
+        &server,
+        "--sandbox-readable",
+        &prefix,
+    ];
+    args.extend(flags);
+    let (proxy, addr, _logs, _) = spawn_proxy(&args).await;
+    (proxy, addr)
 }
 
 #[tokio::test]
@@ -105,5 +132,92 @@ async fn the_demo_server_runs_confined() {
             .call_tool("echo", json!({ "text": "confined" }))
             .await,
         "confined"
+    );
+}
+
+#[tokio::test]
+async fn a_child_writes_only_its_own_directory_and_reads_nothing_of_the_proxys() {
+    let outside = std::env::temp_dir().join(format!("mcp-sandbox-outside-{}", std::process::id()));
+    std::fs::create_dir_all(&outside).unwrap();
+    let config = outside.join("proxy.toml");
+    std::fs::write(&config, "[session]\nidle_ttl = \"10m\"\n").unwrap();
+    let (proxy, addr) = confining(&["--sandbox", "--config", config.to_str().unwrap()]).await;
+    let mut client = Client::new(addr);
+    client.initialize("2025-11-25").await;
+    let home = client.call_tool("home", json!({})).await;
+    assert!(!home.is_empty(), "a HOME of its own");
+    let mine = format!("{home}/notes");
+    assert_eq!(
+        client.call_tool("write", json!({ "path": mine })).await,
+        "done"
+    );
+    let elsewhere = outside.join("escaped");
+    assert_eq!(
+        client
+            .call_tool("write", json!({ "path": elsewhere }))
+            .await,
+        "EACCES"
+    );
+    assert!(!elsewhere.exists());
+    assert_eq!(
+        client.call_tool("read", json!({ "path": config })).await,
+        "EACCES",
+        "the proxy's configuration"
+    );
+    let environ = format!("/proc/{}/environ", proxy.id().unwrap());
+    assert_eq!(
+        client.call_tool("read", json!({ "path": environ })).await,
+        "EACCES",
+        "the proxy's environment"
+    );
+    // Another session's directory is out of reach too, and each is removed with its session.
+    let mut other = Client::new(addr);
+    other.initialize("2025-11-25").await;
+    let theirs = other.call_tool("home", json!({})).await;
+    assert_ne!(theirs, home);
+    assert_eq!(
+        client.call_tool("list", json!({ "path": theirs })).await,
+        "EACCES"
+    );
+    assert_eq!(
+        client
+            .call_tool("read", json!({ "path": format!("{theirs}/../") }))
+            .await,
+        "EACCES"
+    );
+    assert_eq!(other.delete().await, http::StatusCode::OK);
+    crate::harness::until("the ended session's directory to be removed", true, || {
+        let theirs = theirs.clone();
+        async move { !std::path::Path::new(&theirs).exists() }
+    })
+    .await;
+    assert!(
+        std::path::Path::new(&home).exists(),
+        "the live session's stays"
+    );
+    let _ = std::fs::remove_dir_all(outside);
+}
+
+#[tokio::test]
+async fn with_connect_ports_only_those_are_reached() {
+    let allowed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let refused = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (allowed, refused) = (
+        allowed.local_addr().unwrap().port(),
+        refused.local_addr().unwrap().port(),
+    );
+    let port = allowed.to_string();
+    let (_proxy, mut client) = confined(&["--sandbox", "--sandbox-connect-port", &port]).await;
+    assert_eq!(
+        client
+            .call_tool("connect", json!({ "port": allowed }))
+            .await,
+        "done"
+    );
+    assert_eq!(
+        client
+            .call_tool("connect", json!({ "port": refused }))
+            .await,
+        "EACCES"
     );
 }

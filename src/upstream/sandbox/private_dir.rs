@@ -1,0 +1,46 @@
+//! A confined child's private directory (its `HOME` and `TMPDIR`): made for it before it
+//! starts, beside the other children's in a directory of the proxy's own (mode 0700), the only
+//! place it may write besides the configured ones; removed with everything in it when the
+//! child is done.
+
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// A child's directory, removed when dropped.
+#[derive(Debug)]
+pub struct PrivateDir {
+    path: PathBuf,
+}
+
+impl PrivateDir {
+    /// Makes a new directory for a child (owned by `owner`, a user and group id, when the child
+    /// runs as another user).
+    pub fn create(owner: Option<(u32, u32)>) -> std::io::Result<PrivateDir> {
+        let base = std::env::temp_dir().join(format!("mcp-session-proxy-{}", std::process::id()));
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&base)?;
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o711))?;
+        let mut name = [0u8; 12];
+        getrandom::fill(&mut name).map_err(|e| std::io::Error::other(e.to_string()))?;
+        let name: String = name.iter().map(|b| format!("{b:02x}")).collect();
+        let path = base.join(name);
+        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        let dir = PrivateDir { path };
+        if let Some((uid, gid)) = owner {
+            std::os::unix::fs::chown(&dir.path, Some(uid), Some(gid))?;
+        }
+        Ok(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
