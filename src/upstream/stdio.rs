@@ -150,18 +150,44 @@ impl StdioSpec {
 }
 
 /// The directories a confined child reads its own files from: its program's, and those of the
-/// files its arguments name (a script an interpreter runs).
+/// files its arguments name (a script an interpreter runs); around each, the `node_modules` it
+/// is in (a Node server's packages), and the virtual environment it is in with the Python
+/// installation that environment was made from.
 fn own_directories(program: &std::path::Path, args: &[String]) -> Vec<PathBuf> {
-    std::iter::once(program.to_path_buf())
+    let mut dirs = Vec::new();
+    let files = std::iter::once(program.to_path_buf())
         .chain(args.iter().map(PathBuf::from))
-        .filter(|path| path.is_file())
-        .filter_map(|path| {
-            std::fs::canonicalize(path)
-                .ok()?
-                .parent()
-                .map(PathBuf::from)
-        })
-        .collect()
+        .filter(|path| path.is_file());
+    for file in files {
+        let as_named = std::path::absolute(&file).ok();
+        let resolved = std::fs::canonicalize(&file).ok();
+        for path in [as_named, resolved].into_iter().flatten() {
+            dirs.extend(path.parent().map(PathBuf::from));
+            for above in path.ancestors().skip(1) {
+                if above.file_name().is_some_and(|name| name == "node_modules") {
+                    dirs.push(above.to_path_buf());
+                }
+                if let Ok(config) = std::fs::read_to_string(above.join("pyvenv.cfg")) {
+                    dirs.push(above.to_path_buf());
+                    dirs.extend(python_home(&config));
+                }
+            }
+        }
+    }
+    dirs.sort();
+    dirs.dedup();
+    dirs
+}
+
+/// The installation a virtual environment was made from (its `pyvenv.cfg`'s `home`, the
+/// directory of its interpreter: the prefix above it).
+fn python_home(config: &str) -> Option<PathBuf> {
+    let home = config.lines().find_map(|line| {
+        let (key, value) = line.split_once('=')?;
+        (key.trim() == "home").then(|| PathBuf::from(value.trim()))
+    })?;
+    let home = std::fs::canonicalize(&home).unwrap_or(home);
+    home.parent().map(PathBuf::from)
 }
 
 /// Why a configured stdio command cannot be run.

@@ -8,7 +8,7 @@
 
 use serde_json::json;
 
-use crate::harness::{spawn_proxy, Client};
+use crate::harness::{node_dir, spawn_proxy, Client};
 
 /// Python as the sandbox sees it: its real executable, and the prefix its library is under
 /// (a path the sandbox must be told to let it read, unless it is the system's).
@@ -219,5 +219,54 @@ async fn with_connect_ports_only_those_are_reached() {
             .call_tool("connect", json!({ "port": refused }))
             .await,
         "EACCES"
+    );
+}
+
+/// A proxy confining `server` with the default settings (and no network), and a session.
+async fn confined_server(server: &str) -> (tokio::process::Child, Client) {
+    let args = [
+        "--listen",
+        "127.0.0.1:0",
+        "--stdio",
+        server,
+        "--sandbox",
+        "--sandbox-network",
+        "none",
+    ];
+    let (proxy, addr, _logs, _) = spawn_proxy(&args).await;
+    let mut client = Client::new(addr);
+    client.initialize("2025-11-25").await;
+    (proxy, client)
+}
+
+#[tokio::test]
+async fn a_node_server_from_its_node_modules_runs_confined_as_it_is() {
+    let script =
+        node_dir().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let server = format!(
+        "node {} stdio",
+        shell_words::quote(&script.to_string_lossy())
+    );
+    let (_proxy, mut client) = confined_server(&server).await;
+    assert_eq!(
+        client
+            .call_tool("echo", json!({ "message": "confined" }))
+            .await,
+        "Echo: confined"
+    );
+}
+
+#[tokio::test]
+async fn a_python_server_in_its_virtual_environment_runs_confined_as_it_is() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let server = format!(
+        "{} {}",
+        shell_words::quote(&format!("{root}/tests/python/.venv/bin/python")),
+        shell_words::quote(&format!("{root}/tests/python/example_server.py"))
+    );
+    let (_proxy, mut client) = confined_server(&server).await;
+    assert_eq!(
+        client.call_tool("add", json!({ "a": 2, "b": 3 })).await,
+        "5"
     );
 }
