@@ -64,13 +64,17 @@ pub struct Running {
 
 /// Binds `config.listen` and starts serving.
 pub async fn start(config: &Config) -> anyhow::Result<Running> {
-    check_commands(config)?;
+    let unenforced = check_commands(config)?;
     let listener = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
     warn_if_open_to_anyone(config, addr);
     let metrics = Arc::new(Metrics::default());
+    for (server, what) in unenforced {
+        let labels = vec![("server", server), ("what", what.to_owned())];
+        metrics.sandbox.unenforced.get_or_create(&labels).set(1);
+    }
     let shutdown = CancellationToken::new();
     let keys = Keys::from_secret(&config.cluster.secret);
     crate::telemetry::redact::set_digest_key(keys.log_digest.clone());
@@ -362,7 +366,11 @@ async fn settled(
 
 /// Every stdio server can be started: a command that does not exist, or a user its children
 /// cannot run as, stops start-up with its key, instead of failing each session's `initialize`.
-fn check_commands(config: &Config) -> anyhow::Result<()> {
+/// Checks every stdio server's command (and says who its children run as and how they are
+/// confined): the parts of a sandbox this host cannot enforce, by server, once each is
+/// warned of (a server whose sandbox `require`s them stops the start instead).
+fn check_commands(config: &Config) -> anyhow::Result<Vec<(String, &'static str)>> {
+    let mut unenforced = Vec::new();
     let default = config
         .serves_default()
         .then(|| ("upstream.stdio".to_owned(), &config.upstream));
@@ -382,10 +390,48 @@ fn check_commands(config: &Config) -> anyhow::Result<()> {
         }
         let spec = upstream.spec(&config.child_secrets())?;
         if let UpstreamSpec::Stdio(stdio) | UpstreamSpec::SharedStdio(stdio) = spec {
-            stdio.locate().with_context(|| key)?;
+            stdio.locate().with_context(|| key.clone())?;
+            if let Some(sandbox) = &stdio.sandbox {
+                let missing = report_sandbox(server, sandbox)?;
+                unenforced.extend(missing.into_iter().map(|what| (server.to_owned(), what)));
+            }
         }
     }
-    Ok(())
+    Ok(unenforced)
+}
+
+/// Logs how `server`'s children are confined on this host, and warns of each part it cannot
+/// enforce (returned); an error when the sandbox requires them.
+fn report_sandbox(
+    server: &str,
+    sandbox: &crate::upstream::sandbox::SandboxSpec,
+) -> anyhow::Result<Vec<&'static str>> {
+    let abi = crate::upstream::sandbox::landlock_abi();
+    let missing = sandbox.unenforced(abi);
+    if sandbox.paths.require && !missing.is_empty() {
+        anyhow::bail!(
+            "{server}.sandbox.require: this host cannot enforce {} (Landlock ABI {}, the rules \
+             need {})",
+            missing.join(" and "),
+            abi.unwrap_or(0),
+            crate::upstream::sandbox::landlock_abi_written_for()
+        );
+    }
+    tracing::info!(
+        server,
+        landlock_abi = abi.unwrap_or(0),
+        network = ?sandbox.network,
+        limits = ?sandbox.limits,
+        "stdio children confined: no_new_privs, seccomp, Landlock"
+    );
+    for what in &missing {
+        tracing::warn!(
+            server,
+            landlock_abi = abi.unwrap_or(0),
+            "the sandbox cannot enforce {what} on this host: it is not enforced"
+        );
+    }
+    Ok(missing)
 }
 
 impl Running {

@@ -457,6 +457,14 @@ process_wide! {
     }
 }
 
+process_wide! {
+    /// What the stdio sandbox cannot enforce on this host (process-wide: one kernel).
+    SandboxMetrics {
+        unenforced: Family<Vec<(&'static str, String)>, Gauge> = Family::default(), "sandbox_unenforced",
+            "1 for each part of a server's upstream.sandbox this host cannot enforce (by server and what: landlock_filesystem, landlock_tcp_ports), as logged at start.";
+    }
+}
+
 /// Every figure of the process, and the registry that renders them.
 #[derive(Debug)]
 pub struct Metrics {
@@ -467,6 +475,7 @@ pub struct Metrics {
     pub auth: AuthMetrics,
     pub http: HttpMetrics,
     pub hop: HopMetrics,
+    pub sandbox: SandboxMetrics,
 }
 
 impl Default for Metrics {
@@ -478,7 +487,9 @@ impl Default for Metrics {
         let auth = AuthMetrics::register(&mut registry);
         let http = HttpMetrics::register(&mut registry);
         let hop = HopMetrics::register(&mut registry);
+        let sandbox = SandboxMetrics::register(&mut registry);
         Metrics {
+            sandbox,
             auth,
             http,
             hop,

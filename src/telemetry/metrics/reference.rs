@@ -65,6 +65,14 @@ fn exposition() -> String {
         .store
         .round_trip("127.0.0.1:6379", std::time::Duration::from_millis(1));
     metrics.store.node_error("127.0.0.1:6379");
+    metrics
+        .sandbox
+        .unenforced
+        .get_or_create(&vec![
+            ("server", "default".to_owned()),
+            ("what", "landlock_tcp_ports".to_owned()),
+        ])
+        .set(1);
     metrics.render()
 }
 

@@ -50,6 +50,26 @@ pub const SYSTEM_READABLE: &[&str] = &[
 /// Devices every process writes to.
 pub const SYSTEM_WRITABLE: &[&str] = &["/dev/null", "/dev/zero", "/dev/tty"];
 
+/// The Landlock ABI this kernel speaks, as far as the rules go (`None`: no Landlock at all):
+/// found by creating rulesets (which restricts nothing), newest first.
+pub fn landlock_abi() -> Option<u8> {
+    [ABI::V5, ABI::V4, ABI::V3, ABI::V2, ABI::V1]
+        .into_iter()
+        .find(|&abi| {
+            Ruleset::default()
+                .set_compatibility(CompatLevel::HardRequirement)
+                .handle_access(AccessFs::from_all(abi))
+                .and_then(|ruleset| ruleset.create())
+                .is_ok()
+        })
+        .map(|abi| abi as u8)
+}
+
+/// The ABI the rules are written for, as a number.
+pub fn landlock_abi_written_for() -> u8 {
+    ABI_WRITTEN_FOR as u8
+}
+
 /// The filesystem (and TCP) rules of a child.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Paths {

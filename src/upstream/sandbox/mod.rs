@@ -15,7 +15,9 @@ use std::ffi::OsString;
 use serde::{Deserialize, Serialize};
 use tokio::process::Command;
 
-pub use filesystem::{Paths, SYSTEM_READABLE, SYSTEM_WRITABLE};
+pub use filesystem::{
+    landlock_abi, landlock_abi_written_for, Paths, SYSTEM_READABLE, SYSTEM_WRITABLE,
+};
 pub use launcher::exec_confined;
 pub use limits::Limits;
 pub use private_dir::PrivateDir;
@@ -81,6 +83,21 @@ impl SandboxSpec {
     pub fn check(&self) -> Result<(), SandboxError> {
         seccomp::filters(self.network).map(drop)
     }
+
+    /// What of this confinement a kernel speaking Landlock ABI `abi` cannot enforce:
+    /// `landlock_filesystem` (older than the ABI the rules are written for, or none), and with
+    /// `connect_ports`, `landlock_tcp_ports` (before ABI 4).
+    pub fn unenforced(&self, abi: Option<u8>) -> Vec<&'static str> {
+        let abi = abi.unwrap_or(0);
+        let mut missing = Vec::new();
+        if abi < landlock_abi_written_for() {
+            missing.push("landlock_filesystem");
+        }
+        if !self.paths.connect_ports.is_empty() && abi < 4 {
+            missing.push("landlock_tcp_ports");
+        }
+        missing
+    }
 }
 
 /// Why a child could not be confined.
@@ -110,4 +127,33 @@ pub enum SandboxError {
         program: OsString,
         error: nix::Error,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_an_older_kernel_cannot_enforce_is_named() {
+        let mut spec = SandboxSpec::default();
+        assert_eq!(
+            spec.unenforced(Some(landlock_abi_written_for())),
+            Vec::<&str>::new()
+        );
+        assert_eq!(spec.unenforced(Some(4)), ["landlock_filesystem"]);
+        spec.paths.connect_ports = vec![443];
+        assert_eq!(spec.unenforced(Some(4)), ["landlock_filesystem"]);
+        assert_eq!(
+            spec.unenforced(None),
+            ["landlock_filesystem", "landlock_tcp_ports"]
+        );
+    }
+
+    #[test]
+    fn this_kernel_speaks_landlock_or_says_it_does_not() {
+        // Whatever the host, detecting restricts nothing: this process can still read a file
+        // no rule would allow.
+        let _ = landlock_abi();
+        assert!(std::fs::read_to_string("Cargo.toml").is_ok());
+    }
 }

@@ -114,7 +114,7 @@ async fn a_child_past_its_limits_fails_and_its_session_goes_on() {
 
 #[tokio::test]
 async fn the_demo_server_runs_confined() {
-    let (_proxy, addr, _logs, _) = spawn_proxy(&[
+    let (_proxy, addr, _logs, started) = spawn_proxy(&[
         "--listen",
         "127.0.0.1:0",
         "--sandbox",
@@ -124,6 +124,16 @@ async fn the_demo_server_runs_confined() {
         "1GiB",
     ])
     .await;
+    // The start says how children are confined on this host.
+    let told = started
+        .iter()
+        .find(|entry| {
+            entry["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("stdio children confined"))
+        })
+        .expect("the start says how children are confined");
+    assert!(told["fields"]["landlock_abi"].is_u64(), "{told}");
     let mut client = Client::new(addr);
     client.initialize("2025-11-25").await;
     assert_eq!(client.call_tool("counter", json!({})).await, "1");
