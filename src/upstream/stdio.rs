@@ -439,13 +439,27 @@ fn describe_exit(
     tail: &Mutex<VecDeque<String>>,
 ) -> UpstreamError {
     let status = match status {
-        Ok(status) => status.to_string(),
+        Ok(status) => match over_limit(&status) {
+            Some(limit) => format!("{status}: over its {limit}"),
+            None => status.to_string(),
+        },
         Err(error) => format!("status unknown ({error})"),
     };
     let tail = tail.lock().unwrap_or_else(|e| e.into_inner());
     UpstreamError::Exited {
         status,
         stderr: tail.iter().cloned().collect(),
+    }
+}
+
+/// The resource limit a child's end says it went past, when the system tells which: SIGXCPU
+/// past its CPU time, SIGXFSZ past its file size (`upstream.sandbox`).
+fn over_limit(status: &ExitStatus) -> Option<&'static str> {
+    use std::os::unix::process::ExitStatusExt;
+    match status.signal()? {
+        signal if signal == Signal::SIGXCPU as i32 => Some("CPU time (sandbox.cpu_seconds)"),
+        signal if signal == Signal::SIGXFSZ as i32 => Some("file size (sandbox.file_size)"),
+        _ => None,
     }
 }
 
@@ -499,5 +513,30 @@ async fn read_stderr(stderr: tokio::process::ChildStderr, tail: Arc<Mutex<VecDeq
             tail.pop_front();
         }
         tail.push_back(text);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_end_past_a_limit_names_it() {
+        use std::os::unix::process::ExitStatusExt;
+        let named = |signal: Signal| over_limit(&ExitStatus::from_raw(signal as i32));
+        assert_eq!(
+            named(Signal::SIGXCPU),
+            Some("CPU time (sandbox.cpu_seconds)")
+        );
+        assert_eq!(
+            named(Signal::SIGXFSZ),
+            Some("file size (sandbox.file_size)")
+        );
+        assert_eq!(named(Signal::SIGKILL), None);
+        assert_eq!(
+            over_limit(&ExitStatus::from_raw(3 << 8)),
+            None,
+            "an exit code"
+        );
     }
 }

@@ -2,7 +2,8 @@
 happened: `connect {port}` (a TCP connection to 127.0.0.1), `ptrace` (attaching to its
 parent), `allocate {mib}` (that much memory, touched), `open_files {count}`, `unshare` (a new
 network namespace), `read {path}`, `write {path}` (a file created there), `list {path}` (a
-directory); `home` answers its HOME. Each answers "done" or the error the system gave (as its
+directory); `home` answers its HOME; `spin` uses CPU until stopped, `grow {mib}` writes a file that
+large in its HOME (Python ignores SIGXFSZ: past the limit, its write fails with EFBIG). Each answers "done" or the error the system gave (as its
 errno name).
 Standard library only."""
 
@@ -82,7 +83,21 @@ def write(path):
         f.write("escaped")
 
 
+def spin():
+    while True:
+        pass
+
+
+def grow(mib):
+    with open(os.path.join(os.environ["HOME"], "grown"), "wb") as f:
+        for _ in range(mib):
+            f.write(b"x" * (1 << 20))
+    return "done"
+
+
 TOOLS = {
+    "spin": lambda a: spin(),
+    "grow": lambda a: attempt(lambda: grow(int(a["mib"]))),
     "read": lambda a: attempt(lambda: read(a["path"])),
     "write": lambda a: attempt(lambda: write(a["path"])),
     "list": lambda a: attempt(lambda: os.listdir(a["path"])),

@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use super::SandboxError;
 
-/// The limits set on a child (hard and soft alike: it cannot raise them); `None`: the proxy's.
+/// The limits set on a child (hard and soft alike: it cannot raise them, but for CPU time, whose
+/// hard limit is a second past the soft one); `None`: the proxy's.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
     /// Address space, in bytes.
@@ -33,7 +34,14 @@ impl Limits {
             ("processes", Resource::RLIMIT_NPROC, self.processes),
         ] {
             if let Some(value) = value {
-                setrlimit(resource, value, value)
+                // CPU time: SIGXCPU at the limit (which ends a child that does not handle it,
+                // and says why), SIGKILL a second later (when soft and hard are one, the
+                // kernel sends SIGKILL at once, which says nothing).
+                let hard = match resource {
+                    Resource::RLIMIT_CPU => value.saturating_add(1),
+                    _ => value,
+                };
+                setrlimit(resource, value, hard)
                     .map_err(|error| SandboxError::Limit { limit, error })?;
             }
         }

@@ -280,3 +280,38 @@ async fn a_python_server_in_its_virtual_environment_runs_confined_as_it_is() {
         "5"
     );
 }
+
+#[tokio::test]
+async fn a_child_past_its_cpu_time_ends_with_an_error_naming_the_limit_and_writes_stop_at_its_file_size(
+) {
+    let (proxy, addr) = confining(&[
+        "--sandbox",
+        "--sandbox-cpu-seconds",
+        "1",
+        "--sandbox-file-size",
+        "1MiB",
+    ])
+    .await;
+    let mut client = Client::new(addr);
+    client.initialize("2025-11-25").await;
+    let ended = client
+        .request("tools/call", json!({ "name": "spin", "arguments": {} }))
+        .await;
+    let message = ended["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("SIGXCPU") && message.contains("sandbox.cpu_seconds"),
+        "{ended}"
+    );
+    // Python ignores SIGXFSZ: its write past the limit fails instead.
+    let mut client = Client::new(addr);
+    client.initialize("2025-11-25").await;
+    assert_eq!(client.call_tool("grow", json!({ "mib": 4 })).await, "EFBIG");
+    // The proxy goes on: a new session is served by a new child.
+    let mut client = Client::new(addr);
+    client.initialize("2025-11-25").await;
+    assert_eq!(
+        client.call_tool("open_files", json!({ "count": 2 })).await,
+        "done"
+    );
+    drop(proxy);
+}
