@@ -14,6 +14,7 @@ mod keys;
 mod parsers;
 mod reference;
 mod sandbox;
+mod sandbox_reach;
 mod session;
 mod settings;
 mod tls;
@@ -48,6 +49,7 @@ impl Config {
         config.apply(cli);
         config.read_secret_file()?;
         config.validate()?;
+        config.validate_sandbox_reach(cli.config.as_deref())?;
         Ok(config)
     }
 

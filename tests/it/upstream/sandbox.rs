@@ -8,7 +8,7 @@
 
 use serde_json::json;
 
-use crate::harness::{node_dir, spawn_proxy, Client};
+use crate::harness::{node_dir, spawn_proxy, within, Client, DEMO};
 
 /// Python as the sandbox sees it: its real executable, and the prefix its library is under
 /// (a path the sandbox must be told to let it read, unless it is the system's).
@@ -314,4 +314,31 @@ async fn a_child_past_its_cpu_time_ends_with_an_error_naming_the_limit_and_write
         "done"
     );
     drop(proxy);
+}
+
+#[tokio::test]
+async fn a_sandbox_that_would_let_a_child_read_the_configuration_stops_the_start() {
+    let dir = std::env::temp_dir().join(format!("mcp-sandbox-reach-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("proxy.toml");
+    std::fs::write(&config, "[session]\nidle_ttl = \"10m\"\n").unwrap();
+    let output = within(
+        "the proxy to refuse",
+        tokio::process::Command::new(DEMO)
+            .args(["--listen", "127.0.0.1:0", "--config"])
+            .arg(&config)
+            .args(["--sandbox", "--sandbox-readable"])
+            .arg(&dir)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("upstream.sandbox.readable") && stderr.contains("proxy.toml"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
 }
