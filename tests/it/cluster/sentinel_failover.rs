@@ -11,7 +11,7 @@ use crate::harness::cluster::{
     sessions_with_a_logged_stream, taken_over_afresh, through, Replica, FAST_TAKEOVER,
 };
 use crate::harness::sentinel::Sentinels;
-use crate::harness::{within, Client};
+use crate::harness::Client;
 
 #[tokio::test]
 async fn a_killed_master_is_followed_and_every_live_session_goes_on() {
@@ -83,20 +83,20 @@ async fn the_masters_and_the_sentinels_passwords_are_given_apart_and_each_where_
 
     let wrong = dir.join(format!("mcp-sentinel-wrong-{}", std::process::id()));
     std::fs::write(&wrong, "not-the-sentinel-password").unwrap();
-    let output = within(
-        "the proxy to give up",
-        tokio::process::Command::new(crate::harness::DEMO)
-            .args(["--listen", "127.0.0.1:0", "--store", &store])
-            .args(["--store-password-file", password.to_str().unwrap()])
-            .args(["--store-sentinel-password-file", wrong.to_str().unwrap()])
-            .env("MCP_PROXY_CLUSTER_SECRET", crate::harness::cluster::SECRET)
-            .kill_on_drop(true)
-            .output(),
+    let stderr = crate::harness::refused_start(
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            &store,
+            "--store-password-file",
+            password.to_str().unwrap(),
+            "--store-sentinel-password-file",
+            wrong.to_str().unwrap(),
+        ],
+        &[("MCP_PROXY_CLUSTER_SECRET", crate::harness::cluster::SECRET)],
     )
-    .await
-    .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{stderr}");
+    .await;
     assert!(stderr.contains("cannot reach the Redis store"), "{stderr}");
     assert!(
         !stderr.contains(SENTINEL_PASSWORD) && !stderr.contains(PASSWORD),

@@ -24,7 +24,7 @@ pub use peers::{
     sdk_client_with_env, server_everything,
 };
 pub use process::{
-    free_port, memory_kib, python_script, repo_root, spawn_announcing, spawn_proxy,
+    free_port, memory_kib, python_script, refused_start, repo_root, spawn_announcing, spawn_proxy,
     spawn_proxy_command, spawn_proxy_with_env, stdout_of, StdoutLines,
 };
 pub use proxy::{metric_in, serve_the_modern_demo, Proxy, SecretFile};

@@ -150,6 +150,24 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// The binary run with `args` and these variables added to its environment, to its exit,
+/// which must be a failure (the start refused): its stderr.
+pub async fn refused_start<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)]) -> String {
+    let output = within(
+        "the proxy to refuse to start",
+        tokio::process::Command::new(DEMO)
+            .args(args)
+            .envs(env.iter().copied())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(!output.status.success(), "{stderr}");
+    stderr
+}
+
 /// The repository's root, where Cargo.toml is.
 pub fn repo_root() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))

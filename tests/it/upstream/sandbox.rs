@@ -8,7 +8,7 @@
 
 use serde_json::json;
 
-use crate::harness::{node_dir, spawn_proxy, within, Client, DEMO};
+use crate::harness::{node_dir, spawn_proxy, Client};
 
 /// Python as the sandbox sees it: its real executable, and the prefix its library is under
 /// (a path the sandbox must be told to let it read, unless it is the system's).
@@ -322,20 +322,19 @@ async fn a_sandbox_that_would_let_a_child_read_the_configuration_stops_the_start
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("proxy.toml");
     std::fs::write(&config, "[session]\nidle_ttl = \"10m\"\n").unwrap();
-    let output = within(
-        "the proxy to refuse",
-        tokio::process::Command::new(DEMO)
-            .args(["--listen", "127.0.0.1:0", "--config"])
-            .arg(&config)
-            .args(["--sandbox", "--sandbox-readable"])
-            .arg(&dir)
-            .kill_on_drop(true)
-            .output(),
+    let stderr = crate::harness::refused_start(
+        &[
+            "--listen".as_ref(),
+            "127.0.0.1:0".as_ref(),
+            "--config".as_ref(),
+            config.as_os_str(),
+            "--sandbox".as_ref(),
+            "--sandbox-readable".as_ref(),
+            dir.as_os_str(),
+        ],
+        &[],
     )
-    .await
-    .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{stderr}");
+    .await;
     assert!(
         stderr.contains("upstream.sandbox.readable") && stderr.contains("proxy.toml"),
         "{stderr}"
