@@ -47,6 +47,7 @@ impl Session {
             self.absorb(answer);
             return stream.ok_or(SessionError::Upstream(HopError::NoStream.into()));
         }
+        self.revive().await?;
         let (stream, upstream_id, outgoing) = match self.open_call(request)? {
             Opened::AnsweredHere(stream) => return Ok(stream),
             Opened::InFlight(n, upstream_id, outgoing) => (n, upstream_id, outgoing),
@@ -65,8 +66,8 @@ impl Session {
         // What it names, read once for every check below; unreadable, it is refused.
         let named = named::named(&request);
         let mut state = self.lock();
-        if let Some(cause) = &state.upstream_failure {
-            return Err(UpstreamError::clone(cause).into());
+        if let Some(exited) = &state.upstream_failure {
+            return Err(exited.cause.clone().into());
         }
         state.last_active = Instant::now();
         let n = state.next_stream;
@@ -337,8 +338,8 @@ impl Session {
     async fn forward(&self, message: Message) -> Result<(), SessionError> {
         {
             let mut state = self.lock();
-            if let Some(cause) = &state.upstream_failure {
-                return Err(UpstreamError::clone(cause).into());
+            if let Some(exited) = &state.upstream_failure {
+                return Err(exited.cause.clone().into());
             }
             state.last_active = Instant::now();
         }
@@ -396,6 +397,7 @@ impl Session {
         if subscribe && !self.settings.resources.shows(uri) {
             return Err(SubscriptionRefused::NotShown.into());
         }
+        self.revive().await?;
         {
             let mut state = self.lock();
             match subscribe {

@@ -61,7 +61,7 @@ impl Session {
                 for request in failed {
                     self.fail(&mut state, request, &cause);
                 }
-                state.upstream_failure = Some(Box::new(cause));
+                state.upstream_failure = Some(super::revival::Exited::new(cause));
             }
         }
     }

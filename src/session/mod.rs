@@ -2,8 +2,9 @@
 //! upstream binding, its event log and the streams attached to it. This file is the handle;
 //! each job has its own file: `calls` (client messages in, requests in flight under upstream
 //! ids), `filing` (server messages into the log), `readers` (streams read, replayed, resumed),
-//! `state` (what the one lock guards), `replica` (mirroring, views, takeover), `registry`
-//! (creating, finding and expiring sessions).
+//! `state` (what the one lock guards), `revival` (a new server for a session whose server
+//! exited), `replica` (mirroring, views, takeover), `registry` (creating, finding and expiring
+//! sessions).
 
 mod calls;
 pub mod compose;
@@ -29,6 +30,7 @@ mod reading;
 pub mod registry;
 pub mod replica;
 pub mod response_cache;
+mod revival;
 pub mod routing;
 pub mod settings;
 mod state;
@@ -358,12 +360,6 @@ impl Session {
 
     pub fn principal(&self) -> &Principal {
         &self.principal
-    }
-
-    /// Its upstream failed for good (its server exited, or could not be started): nothing more
-    /// will be served in this session.
-    pub(in crate::session) fn upstream_failed(&self) -> bool {
-        self.lock().upstream_failure.is_some()
     }
 
     /// The span its log lines are written in, carrying its id. Made when a line is logged, not

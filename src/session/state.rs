@@ -13,7 +13,6 @@ use super::replica::{server_side, Replicated};
 use super::subscriptions::Subscriptions;
 use super::{Shape, SubscriptionRefused};
 use crate::store::{Mirror, Op};
-use crate::upstream::UpstreamError;
 
 /// Upstream request ids reserved in the shared store at a time: it is written once per so many
 /// requests to the server.
@@ -36,7 +35,8 @@ pub(super) struct State {
     pub(super) protocol_version: Option<String>,
     /// A protocol-level session (`session/start`): its notifications carry `sessionEventId`.
     pub(super) numbered: bool,
-    pub(super) upstream_failure: Option<Box<UpstreamError>>,
+    /// Its server exited: why, until it is started again (`revival`).
+    pub(super) upstream_failure: Option<Box<super::revival::Exited>>,
     pub(super) last_active: Instant,
     /// The client's `initialize` params: a new or forgetful upstream is initialized with them.
     pub(super) init: Option<String>,

@@ -225,6 +225,7 @@ per_server! {
     sessions_handed_over_total: Counter, "Sessions this replica handed to another while shutting down.";
     upstream_spawns_total: Counter, "Upstream server processes started.";
     upstream_exits_total: Counter, "Upstream servers that exited on their own.";
+    upstream_restarts_total: Counter, "Servers started again for a session whose server had exited, at its next request.";
     upstream_tls_failures_total: Counter, "TLS handshakes with an https:// server that failed: an untrusted issuer, a certificate for another name, expired or not yet valid, a client certificate wanted or refused (the warning logged names which).";
     upstreams_modern: Gauge, "1 when the server speaks 2026-07-28 (configured, found by upstream.protocol = auto, or named by the server when it refused the other revision), bridged for legacy clients.";
     upstream_protocol_switches_total: Counter, "Times the server refused the protocol revision it was sent (-32022) naming the other, which the proxy speaks to it from then on.";
@@ -461,7 +462,7 @@ process_wide! {
     /// What the stdio sandbox cannot enforce on this host (process-wide: one kernel).
     SandboxMetrics {
         unenforced: Family<Vec<(&'static str, String)>, Gauge> = Family::default(), "sandbox_unenforced",
-            "1 for each part of a server's upstream.sandbox this host cannot enforce (by server and what: landlock_filesystem, landlock_tcp_ports), as logged at start.";
+            "1 for each part of a server's upstream.sandbox this host cannot enforce (by server and what: landlock_filesystem, landlock_tcp_ports, landlock_scopes), as logged at start.";
     }
 }
 

@@ -115,6 +115,19 @@ impl DeferredUpstream {
         }
     }
 
+    /// [`Upstream::restart`] of the started upstream.
+    pub fn restart(&self) -> Option<Result<bool, UpstreamError>> {
+        match &*self.stage() {
+            Stage::Started(upstream) => upstream.restart(),
+            _ => None,
+        }
+    }
+
+    /// [`Upstream::restartable`] of the started upstream.
+    pub fn restartable(&self) -> bool {
+        matches!(&*self.stage(), Stage::Started(upstream) if upstream.restartable())
+    }
+
     /// The started upstream's upstream session, if any.
     pub fn upstream_session(&self) -> Option<super::UpstreamSession> {
         match &*self.stage() {

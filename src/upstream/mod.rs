@@ -202,6 +202,27 @@ impl Upstream {
         }
     }
 
+    /// Starts the server again for a session whose server exited: `Ok(true)` when a process
+    /// was started, `Ok(false)` when one was running already (a shared child another session
+    /// started again); `None` for a server that is not started by the proxy.
+    pub fn restart(&self) -> Option<Result<bool, UpstreamError>> {
+        match self {
+            Upstream::Stdio(stdio) => Some(stdio.restart().map(|()| true)),
+            Upstream::Shared(shared) => Some(shared.restart()),
+            Upstream::Deferred(deferred) => deferred.restart(),
+            _ => None,
+        }
+    }
+
+    /// Whether [`Self::restart`] can start it again.
+    pub fn restartable(&self) -> bool {
+        match self {
+            Upstream::Stdio(_) | Upstream::Shared(_) => true,
+            Upstream::Deferred(deferred) => deferred.restartable(),
+            _ => false,
+        }
+    }
+
     /// Whether the server waits to be started by the session's `initialize`.
     pub fn awaits_initialize(&self) -> bool {
         matches!(self, Upstream::Deferred(deferred) if deferred.waiting())

@@ -212,14 +212,40 @@ const STDERR_BUFFER: usize = 512;
 /// Messages queued for the child's stdin before senders wait: backpressure onto clients.
 const STDIN_QUEUE: usize = 64;
 
-/// Handle to a running child. Cloning shares the child.
+/// Handle to a session's child. Cloning shares it; a child that exited can be replaced by a new
+/// one (`restart`), which every clone then speaks to.
 #[derive(Debug, Clone)]
 pub struct StdioUpstream {
-    outbox: mpsc::Sender<Bytes>,
+    current: Arc<Mutex<Running>>,
+    start: Arc<Start>,
+    /// Cancelled at release: the child then running is stopped, and no other is started.
     released: CancellationToken,
-    pid: Option<u32>,
     /// Longest a message waits to be taken for the child's stdin.
     write_timeout: Duration,
+}
+
+/// The child running now: where its stdin's messages queue, and its process.
+#[derive(Debug)]
+struct Running {
+    outbox: mpsc::Sender<Bytes>,
+    /// Cancelled to stop this child only (a restart replacing it, or the release).
+    stop: CancellationToken,
+    pid: Option<u32>,
+}
+
+/// What starting a child again takes: the same command, its events to the same sink.
+struct Start {
+    spec: StdioSpec,
+    events: EventSink,
+    tasks: TaskTracker,
+}
+
+impl std::fmt::Debug for Start {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Start")
+            .field("command", &self.spec.display())
+            .finish()
+    }
 }
 
 impl StdioUpstream {
@@ -230,6 +256,60 @@ impl StdioUpstream {
         events: EventSink,
         tasks: &TaskTracker,
     ) -> Result<StdioUpstream, UpstreamError> {
+        let start = Arc::new(Start {
+            spec: spec.clone(),
+            events,
+            tasks: tasks.clone(),
+        });
+        let released = CancellationToken::new();
+        let running = start.child(released.child_token())?;
+        Ok(StdioUpstream {
+            current: Arc::new(Mutex::new(running)),
+            start,
+            released,
+            write_timeout: spec.request_timeout,
+        })
+    }
+
+    fn current(&self) -> std::sync::MutexGuard<'_, Running> {
+        self.current.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.current().pid
+    }
+
+    /// Queues `message` for the child's stdin, waiting at most the request timeout for room
+    /// (a child that stops reading is stopped by then, and its queue closed).
+    pub async fn send(&self, message: Bytes) -> Result<(), UpstreamError> {
+        let outbox = self.current().outbox.clone();
+        match tokio::time::timeout(self.write_timeout, outbox.send(message)).await {
+            Ok(sent) => sent.map_err(|_| UpstreamError::Gone),
+            Err(_) => Err(UpstreamError::StoppedReading(self.write_timeout)),
+        }
+    }
+
+    /// Starts a new child in place of the one running or ended (it is stopped if it still
+    /// runs); `Gone` once released.
+    pub fn restart(&self) -> Result<(), UpstreamError> {
+        if self.released.is_cancelled() {
+            return Err(UpstreamError::Gone);
+        }
+        let running = self.start.child(self.released.child_token())?;
+        let replaced = std::mem::replace(&mut *self.current(), running);
+        replaced.stop.cancel();
+        Ok(())
+    }
+
+    pub fn release(&self) {
+        self.released.cancel();
+    }
+}
+
+impl Start {
+    /// Starts one child, stopped when `stop` is cancelled.
+    fn child(&self, stop: CancellationToken) -> Result<Running, UpstreamError> {
+        let spec = &self.spec;
         let (mut command, private_dir) = spec.command().map_err(|source| UpstreamError::Spawn {
             command: spec.display(),
             source: Arc::new(source),
@@ -250,49 +330,27 @@ impl StdioUpstream {
         };
         let span = tracing::info_span!("upstream", pid);
         let tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
+        let events = self.events.clone();
         let reader = tokio::spawn(
             read_stdout(stdout, spec.max_line_bytes, events.clone()).instrument(span.clone()),
         );
         tokio::spawn(read_stderr(stderr, tail.clone()).instrument(span.clone()));
         let (outbox, inbox) = mpsc::channel(STDIN_QUEUE);
-        let released = CancellationToken::new();
         let actor = Actor {
             child,
             _private_dir: private_dir,
             stdin: Some(stdin),
             inbox,
-            released: released.clone(),
+            released: stop.clone(),
             reader,
             tail,
             events,
             grace: spec.shutdown_grace,
             write_timeout: spec.request_timeout,
         };
-        tasks.spawn(actor.run().instrument(span));
+        self.tasks.spawn(actor.run().instrument(span));
         debug!(pid, command = %spec.display(), "upstream started");
-        Ok(StdioUpstream {
-            outbox,
-            released,
-            pid,
-            write_timeout: spec.request_timeout,
-        })
-    }
-
-    pub fn pid(&self) -> Option<u32> {
-        self.pid
-    }
-
-    /// Queues `message` for the child's stdin, waiting at most the request timeout for room
-    /// (a child that stops reading is stopped by then, and its queue closed).
-    pub async fn send(&self, message: Bytes) -> Result<(), UpstreamError> {
-        match tokio::time::timeout(self.write_timeout, self.outbox.send(message)).await {
-            Ok(sent) => sent.map_err(|_| UpstreamError::Gone),
-            Err(_) => Err(UpstreamError::StoppedReading(self.write_timeout)),
-        }
-    }
-
-    pub fn release(&self) {
-        self.released.cancel();
+        Ok(Running { outbox, stop, pid })
     }
 }
 

@@ -124,12 +124,7 @@ impl SharedStdio {
     /// Joins a new session, starting the child if none is running.
     pub fn attach(self: &Arc<Self>, events: EventSink) -> Result<SharedHandle, UpstreamError> {
         let mut mux = self.lock();
-        if mux.child.is_none() {
-            let sink: EventSink = Arc::new(Dispatch {
-                mux: Arc::downgrade(self),
-                backlog: OnceLock::new(),
-            });
-            mux.child = Some(StdioUpstream::spawn(&self.spec, sink, &self.tasks)?);
+        if self.start_child(&mut mux)? {
             self.metrics.upstream_spawns_total.inc();
         }
         mux.next_session += 1;
@@ -139,6 +134,19 @@ impl SharedStdio {
             mux: self.clone(),
             session,
         })
+    }
+
+    /// Starts the child when none runs; whether it did.
+    fn start_child(self: &Arc<Self>, mux: &mut Mux) -> Result<bool, UpstreamError> {
+        if mux.child.is_some() {
+            return Ok(false);
+        }
+        let sink: EventSink = Arc::new(Dispatch {
+            mux: Arc::downgrade(self),
+            backlog: OnceLock::new(),
+        });
+        mux.child = Some(StdioUpstream::spawn(&self.spec, sink, &self.tasks)?);
+        Ok(true)
     }
 
     fn leave(&self, session: u64) {
@@ -229,6 +237,16 @@ impl SharedHandle {
             }
             Plan::Drop => Ok(()),
         }
+    }
+
+    /// The child started again after it exited, unless another session did so first (then
+    /// `false`).
+    pub fn restart(&self) -> Result<bool, UpstreamError> {
+        let mut mux = self.mux.lock();
+        if !mux.sessions.contains_key(&self.session) {
+            return Err(UpstreamError::Gone);
+        }
+        self.mux.start_child(&mut mux)
     }
 
     pub fn release(&self) {

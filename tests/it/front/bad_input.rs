@@ -751,9 +751,18 @@ async fn an_upstream_that_cannot_start_is_a_clear_internal_error() {
 }
 
 #[tokio::test]
-async fn a_server_crash_fails_in_flight_requests_with_the_cause_and_later_ones_at_once() {
+async fn a_server_crash_fails_in_flight_requests_with_the_cause_and_the_session_goes_on_with_a_new_server(
+) {
     let (proxy, bystander) = with_bystander(|_| {}).await;
     let mut victim = proxy.initialized_client("2025-06-18").await;
+    let mut events = victim.get(None).await;
+    victim
+        .request("resources/subscribe", json!({ "uri": "demo://counter" }))
+        .await;
+    assert_eq!(victim.call_tool("counter", json!({})).await, "1");
+    events
+        .next_with_method("notifications/resources/updated")
+        .await;
     let mut slow = victim
         .post(
             &json!({ "jsonrpc": "2.0", "id": "slow", "method": "tools/call",
@@ -788,13 +797,18 @@ async fn a_server_crash_fails_in_flight_requests_with_the_cause_and_later_ones_a
     assert_eq!(slow_answer["id"], "slow");
     assert_eq!(code(&slow_answer), -32603);
 
-    let later = within("a later request", victim.request("tools/list", json!({}))).await;
-    assert_eq!(code(&later), -32603);
-    assert!(later["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("exited"));
+    // The next request starts a new server for the session, initialized as the client did and
+    // subscribed as the session was: its counter begins again, its updates reach the stream.
+    let later = within("a later request", victim.call_tool("counter", json!({}))).await;
+    assert_eq!(later, "1", "a new server");
+    let update = within(
+        "the update of the subscription the new server was given",
+        events.next_with_method("notifications/resources/updated"),
+    )
+    .await;
+    assert_eq!(update["params"]["uri"], "demo://counter");
     assert_eq!(proxy.metric("mcp_proxy_upstream_exits_total"), 1);
+    assert_eq!(proxy.metric("mcp_proxy_upstream_restarts_total"), 1);
     bystander_unharmed(proxy, bystander).await;
 }
 

@@ -28,6 +28,32 @@ async fn sessions_share_one_child_and_their_ids_do_not_collide() {
 }
 
 #[tokio::test]
+async fn when_the_shared_child_exits_every_session_goes_on_with_one_new_child() {
+    let proxy = shared_proxy().await;
+    let mut a = proxy.initialized_client("2025-06-18").await;
+    let mut b = proxy.initialized_client("2025-06-18").await;
+    assert_eq!(a.call_tool("counter", json!({})).await, "1");
+    let crashed = a
+        .request(
+            "tools/call",
+            json!({ "name": "crash", "arguments": { "code": 3 } }),
+        )
+        .await;
+    assert_eq!(crashed["error"]["code"], -32603, "{crashed}");
+    // Both sessions' next requests reach one new child, which the first of them started.
+    let (first, second) = tokio::join!(
+        within("a's request", a.call_tool("counter", json!({}))),
+        within("b's request", b.call_tool("counter", json!({}))),
+    );
+    let mut counts = [first, second];
+    counts.sort();
+    assert_eq!(counts, ["1", "2"], "one new child's state");
+    assert_eq!(proxy.metric("mcp_proxy_upstream_spawns_total"), 2);
+    assert_eq!(proxy.metric("mcp_proxy_upstream_restarts_total"), 2);
+    proxy.stop().await;
+}
+
+#[tokio::test]
 async fn updates_reach_only_subscribers_and_subscriptions_are_counted() {
     let proxy = shared_proxy().await;
     let mut a = proxy.initialized_client("2025-06-18").await;
