@@ -1,6 +1,7 @@
 """A stdio MCP server whose tools each try something a confined server must not do, and say what
 happened: `connect {port}` (a TCP connection to 127.0.0.1), `ptrace` (attaching to its
-parent), `allocate {mib}` (that much memory, touched), `open_files {count}`, `unshare` (a new
+parent), `signal` (SIGCONT to its parent: harmless had it arrived), `unix {name}` (a
+connection to an abstract Unix socket), `allocate {mib}` (that much memory, touched), `open_files {count}`, `unshare` (a new
 network namespace), `read {path}`, `write {path}` (a file created there), `list {path}` (a
 directory); `home` answers its HOME; `spin` uses CPU until stopped, `grow {mib}` writes a file that
 large in its HOME (Python ignores SIGXFSZ: past the limit, its write fails with EFBIG). Each answers "done" or the error the system gave (as its
@@ -11,6 +12,7 @@ import ctypes
 import errno
 import json
 import os
+import signal
 import socket
 import sys
 
@@ -35,6 +37,11 @@ def ptrace():
     if LIBC.ptrace(PTRACE_ATTACH, os.getppid(), None, None) == 0:
         return "done"
     return failed(ctypes.get_errno())
+
+
+def abstract_unix(name):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect("\0" + name)
 
 
 def allocate(mib):
@@ -104,6 +111,8 @@ TOOLS = {
     "home": lambda a: os.environ.get("HOME", ""),
     "connect": lambda a: connect(int(a["port"])),
     "ptrace": lambda a: ptrace(),
+    "signal": lambda a: attempt(lambda: os.kill(os.getppid(), signal.SIGCONT)),
+    "unix": lambda a: attempt(lambda: abstract_unix(a["name"])),
     "allocate": lambda a: allocate(int(a["mib"])),
     "open_files": lambda a: open_files(int(a["count"])),
     "unshare": lambda a: unshare(),

@@ -1,21 +1,23 @@
 //! Landlock: what a confined child may read and execute (the system's directories, its
 //! command's own, what configuration adds), and write (configured paths and its private
-//! directory); and, where the kernel has it (ABI 4), the TCP ports it may connect to. Paths
-//! that do not exist are left out. Everything else, the proxy's configuration and secrets and
-//! other sessions' directories included, is out of its reach, whatever its user may do.
+//! directory); where the kernel has it (ABI 4), the TCP ports it may connect to; and (ABI 6)
+//! no signal to a process outside its sandbox (the proxy, other sessions' children), nor, with
+//! no network or only some ports, a connection to an abstract Unix socket made outside it.
+//! Paths that do not exist are left out. Everything else, the proxy's configuration and secrets
+//! and other sessions' directories included, is out of its reach, whatever its user may do.
 
 use std::path::PathBuf;
 
 use landlock::{
-    path_beneath_rules, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, RulesetStatus, ABI,
+    path_beneath_rules, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort,
+    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 
-use super::SandboxError;
+use super::{Network, SandboxError};
 
 /// The newest ABI the rules are written for; an older kernel enforces what it knows (or,
 /// with `require`, the launcher refuses to run the server).
-const ABI_WRITTEN_FOR: ABI = ABI::V5;
+const ABI_WRITTEN_FOR: ABI = ABI::V6;
 
 /// What every server needs to run: its loader and libraries, the system's programs, and the
 /// few files of `/etc` a C library, Python or Node read (not the rest of `/etc`: the proxy's
@@ -53,12 +55,13 @@ pub const SYSTEM_WRITABLE: &[&str] = &["/dev/null", "/dev/zero", "/dev/tty"];
 /// The Landlock ABI this kernel speaks, as far as the rules go (`None`: no Landlock at all):
 /// found by creating rulesets (which restricts nothing), newest first.
 pub fn landlock_abi() -> Option<u8> {
-    [ABI::V5, ABI::V4, ABI::V3, ABI::V2, ABI::V1]
+    [ABI::V6, ABI::V5, ABI::V4, ABI::V3, ABI::V2, ABI::V1]
         .into_iter()
         .find(|&abi| {
             Ruleset::default()
                 .set_compatibility(CompatLevel::HardRequirement)
                 .handle_access(AccessFs::from_all(abi))
+                .and_then(|ruleset| ruleset.scope(Scope::from_all(abi)))
                 .and_then(|ruleset| ruleset.create())
                 .is_ok()
         })
@@ -84,17 +87,24 @@ pub struct Paths {
 }
 
 impl Paths {
-    /// Restricts this process (and what it executes) to the rules.
-    pub(super) fn restrict(&self) -> Result<(), SandboxError> {
+    /// Restricts this process (and what it executes) to the rules; abstract Unix sockets made
+    /// outside are out of reach unless the network is allowed on every port.
+    pub(super) fn restrict(&self, network: Network) -> Result<(), SandboxError> {
         let failed = |e: landlock::RulesetError| SandboxError::Landlock(e.to_string());
         let level = match self.require {
             true => CompatLevel::HardRequirement,
             false => CompatLevel::BestEffort,
         };
         let abi = ABI_WRITTEN_FOR;
+        let mut scopes: BitFlags<Scope> = Scope::Signal.into();
+        if network == Network::None || !self.connect_ports.is_empty() {
+            scopes |= Scope::AbstractUnixSocket;
+        }
         let mut ruleset = Ruleset::default()
             .set_compatibility(level)
             .handle_access(AccessFs::from_all(abi))
+            .map_err(failed)?
+            .scope(scopes)
             .map_err(failed)?;
         if !self.connect_ports.is_empty() {
             ruleset = ruleset

@@ -39,7 +39,7 @@ fn confine_and_exec(args: Vec<OsString>) -> Result<std::convert::Infallible, San
         .map_err(|_| SandboxError::NoCommand)?;
     nix::sys::prctl::set_no_new_privs().map_err(SandboxError::NoNewPrivs)?;
     spec.limits.apply()?;
-    spec.paths.restrict()?;
+    spec.paths.restrict(spec.network)?;
     seccomp::install(spec.network)?;
     let error = match nix::unistd::execvpe(&argv[0], &argv, &envp) {
         Ok(never) => match never {},

@@ -85,16 +85,20 @@ impl SandboxSpec {
     }
 
     /// What of this confinement a kernel speaking Landlock ABI `abi` cannot enforce:
-    /// `landlock_filesystem` (older than the ABI the rules are written for, or none), and with
-    /// `connect_ports`, `landlock_tcp_ports` (before ABI 4).
+    /// `landlock_filesystem` (before ABI 5, or none), with `connect_ports`,
+    /// `landlock_tcp_ports` (before ABI 4), and `landlock_scopes` (signals and abstract Unix
+    /// sockets, before ABI 6).
     pub fn unenforced(&self, abi: Option<u8>) -> Vec<&'static str> {
         let abi = abi.unwrap_or(0);
         let mut missing = Vec::new();
-        if abi < landlock_abi_written_for() {
+        if abi < 5 {
             missing.push("landlock_filesystem");
         }
         if !self.paths.connect_ports.is_empty() && abi < 4 {
             missing.push("landlock_tcp_ports");
+        }
+        if abi < 6 {
+            missing.push("landlock_scopes");
         }
         missing
     }
@@ -140,12 +144,23 @@ mod tests {
             spec.unenforced(Some(landlock_abi_written_for())),
             Vec::<&str>::new()
         );
-        assert_eq!(spec.unenforced(Some(4)), ["landlock_filesystem"]);
+        assert_eq!(spec.unenforced(Some(5)), ["landlock_scopes"]);
+        assert_eq!(
+            spec.unenforced(Some(4)),
+            ["landlock_filesystem", "landlock_scopes"]
+        );
         spec.paths.connect_ports = vec![443];
-        assert_eq!(spec.unenforced(Some(4)), ["landlock_filesystem"]);
+        assert_eq!(
+            spec.unenforced(Some(4)),
+            ["landlock_filesystem", "landlock_scopes"]
+        );
         assert_eq!(
             spec.unenforced(None),
-            ["landlock_filesystem", "landlock_tcp_ports"]
+            [
+                "landlock_filesystem",
+                "landlock_tcp_ports",
+                "landlock_scopes"
+            ]
         );
     }
 

@@ -1,7 +1,8 @@
 //! Stdio children confined by the sandbox (`--sandbox`): a real child that tries what a
 //! confined server must not do (`tests/servers/escape.py`) and reports what the system said:
 //! ptrace of its parent, a new namespace, a TCP connection with `--sandbox-network none` (and
-//! the same connection without it), memory and open files past their limits; the filesystem:
+//! the same connection without it), an abstract Unix socket made outside with no network,
+//! signalling its parent, memory and open files past their limits; the filesystem:
 //! writing outside its private directory, reading the proxy's configuration, its environment in
 //! `/proc`, another session's directory; TCP ports past `--sandbox-connect-port`. The proxy and
 //! the session go on after each refusal. And the demo server runs confined as it is.
@@ -58,9 +59,10 @@ async fn confining(flags: &[&str]) -> (tokio::process::Child, std::net::SocketAd
 }
 
 #[tokio::test]
-async fn a_confined_child_may_not_trace_its_parent_nor_make_a_namespace() {
+async fn a_confined_child_may_not_trace_nor_signal_its_parent_nor_make_a_namespace() {
     let (_proxy, mut client) = confined(&["--sandbox"]).await;
     assert_eq!(client.call_tool("ptrace", json!({})).await, "EPERM");
+    assert_eq!(client.call_tool("signal", json!({})).await, "EPERM");
     assert_eq!(client.call_tool("unshare", json!({})).await, "EPERM");
     // The session goes on.
     assert_eq!(
@@ -82,6 +84,25 @@ async fn with_no_network_not_even_loopback_is_reached() {
     let (_proxy, mut allowed) = confined(&["--sandbox"]).await;
     assert_eq!(
         allowed.call_tool("connect", json!({ "port": port })).await,
+        "done"
+    );
+}
+
+#[tokio::test]
+async fn with_no_network_no_abstract_unix_socket_made_outside_is_reached() {
+    use std::os::linux::net::SocketAddrExt;
+    let name = format!("mcp-proxy-test-{}", std::process::id());
+    let address = std::os::unix::net::SocketAddr::from_abstract_name(&name).unwrap();
+    let _listener = std::os::unix::net::UnixListener::bind_addr(&address).unwrap();
+    let (_proxy, mut client) = confined(&["--sandbox", "--sandbox-network", "none"]).await;
+    assert_eq!(
+        client.call_tool("unix", json!({ "name": name })).await,
+        "EPERM"
+    );
+    // Allowed, the same connection is made.
+    let (_proxy, mut allowed) = confined(&["--sandbox"]).await;
+    assert_eq!(
+        allowed.call_tool("unix", json!({ "name": name })).await,
         "done"
     );
 }
@@ -282,7 +303,7 @@ async fn a_python_server_in_its_virtual_environment_runs_confined_as_it_is() {
 }
 
 #[tokio::test]
-async fn a_child_past_its_cpu_time_ends_with_an_error_naming_the_limit_and_writes_stop_at_its_file_size(
+async fn a_child_past_its_cpu_time_ends_with_an_error_naming_the_limit_its_session_goes_on_and_writes_stop_at_its_file_size(
 ) {
     let (proxy, addr) = confining(&[
         "--sandbox",
@@ -302,15 +323,14 @@ async fn a_child_past_its_cpu_time_ends_with_an_error_naming_the_limit_and_write
         message.contains("SIGXCPU") && message.contains("sandbox.cpu_seconds"),
         "{ended}"
     );
-    // Python ignores SIGXFSZ: its write past the limit fails instead.
-    let mut client = Client::new(addr);
-    client.initialize("2025-11-25").await;
+    // The session goes on with a new child, as confined. Python ignores SIGXFSZ: its write
+    // past the limit fails instead.
     assert_eq!(client.call_tool("grow", json!({ "mib": 4 })).await, "EFBIG");
-    // The proxy goes on: a new session is served by a new child.
-    let mut client = Client::new(addr);
-    client.initialize("2025-11-25").await;
+    // The proxy goes on: a new session is served by a child of its own.
+    let mut other = Client::new(addr);
+    other.initialize("2025-11-25").await;
     assert_eq!(
-        client.call_tool("open_files", json!({ "count": 2 })).await,
+        other.call_tool("open_files", json!({ "count": 2 })).await,
         "done"
     );
     drop(proxy);
