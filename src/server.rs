@@ -31,6 +31,7 @@ use crate::store::{RedisStore, Store};
 use crate::telemetry::metrics::{Metrics, ServerMetrics};
 use crate::telemetry::spans::{Exporter, Spans};
 use crate::upstream::child_env::Secrets;
+use crate::upstream::child_user::RunAs;
 use crate::upstream::{probe, UpstreamSpec};
 use tracing::warn;
 
@@ -380,13 +381,19 @@ fn check_commands(config: &Config) -> anyhow::Result<Vec<(String, &'static str)>
         .map(|(name, server)| (format!("servers.{name}.upstream.stdio"), &server.upstream));
     for (key, upstream) in default.into_iter().chain(named) {
         let server = key.trim_end_matches(".stdio");
-        if let Some(user) = upstream.child_user(server)? {
-            tracing::info!(
+        match upstream.child_user(server)? {
+            Some(RunAs::User(user)) => tracing::info!(
                 server,
                 uid = user.uid,
                 gid = user.gid,
                 "stdio children run as"
-            );
+            ),
+            Some(RunAs::Range(_)) => tracing::info!(
+                server,
+                user_range = %upstream.user_range,
+                "stdio children run each as a user of its own"
+            ),
+            None => {}
         }
         let spec = upstream.spec(&config.child_secrets())?;
         if let UpstreamSpec::Stdio(stdio) | UpstreamSpec::SharedStdio(stdio) = spec {

@@ -67,8 +67,9 @@ settings! {
         #[arg(long = "sandbox-file-size", value_name = "SIZE", value_parser = parse_size)]
         pub file_size: Option<u64> = None, some(Option<u64>);
 
-        /// With the sandbox: the processes of the child's user at most (binds only a child
-        /// that runs as a user of its own: upstream.user; root is not bound) [default: none].
+        /// With the sandbox: the processes of the child's user at most (counted per user: binds
+        /// a child alone with upstream.user_range, all children together with upstream.user;
+        /// root is not bound) [default: none].
         #[arg(long = "sandbox-processes", value_name = "COUNT")]
         pub processes: Option<u64> = None, some(Option<u64>);
     }

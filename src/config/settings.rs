@@ -16,7 +16,7 @@ use crate::session::SessionSettings;
 use crate::store::redis::RedisSettings;
 use crate::telemetry::spans::ExporterSettings;
 use crate::upstream::child_env::{ChildEnv, Secrets};
-use crate::upstream::child_user::ChildUser;
+use crate::upstream::child_user::RunAs;
 use crate::upstream::http_client::HttpSpec;
 use crate::upstream::stdio::StdioSpec;
 use crate::upstream::UpstreamSpec;
@@ -253,9 +253,9 @@ impl UpstreamConfig {
     }
 
     /// Who the stdio children of the server configured at `key` run as; an error names the key
-    /// at fault (`<key>.user` or `<key>.group`).
-    pub fn child_user(&self, key: &str) -> anyhow::Result<Option<ChildUser>> {
-        ChildUser::resolve(&self.user, &self.group)
+    /// at fault (`<key>.user`, `<key>.group` or `<key>.user_range`).
+    pub fn child_user(&self, key: &str) -> anyhow::Result<Option<RunAs>> {
+        RunAs::resolve(&self.user, &self.group, &self.user_range)
             .map_err(|e| anyhow::anyhow!("{key}.{}: {e}", e.field(&self.user)))
     }
 }

@@ -149,6 +149,13 @@ settings! {
         #[arg(long = "upstream-group", value_name = "GROUP")]
         pub group: String = String::new(), set;
 
+        /// stdio: each child runs as a user of its own, an id from this range FIRST-LAST (no
+        /// entry in the user database needed; its group: upstream.group, else the same id),
+        /// taken while it runs; instead of upstream.user; the proxy must be root or hold
+        /// CAP_SETUID, CAP_SETGID and CAP_KILL [default: none].
+        #[arg(long = "upstream-user-range", value_name = "FIRST-LAST")]
+        pub user_range: String = String::new(), set;
+
         /// How each stdio child is confined.
         #[command(flatten)]
         pub sandbox: SandboxConfig = SandboxConfig::default(), section(SandboxFlags);

@@ -323,7 +323,7 @@ impl UpstreamConfig {
 }
 
 impl UpstreamConfig {
-    /// `env`, `env_clear`, `env_pass`, `user` and `group`: stdio only; names a child's
+    /// `env`, `env_clear`, `env_pass`, `user`, `group` and `user_range`: stdio only; names a child's
     /// environment can hold.
     fn validate_env(&self, key: &str) -> anyhow::Result<()> {
         let configured = !self.env.is_empty() || self.env_clear || !self.env_pass.is_empty();
@@ -342,9 +342,10 @@ impl UpstreamConfig {
         if self.env.values().any(|value| value.contains('\0')) {
             bail!("{key}.env: a value cannot hold a NUL byte");
         }
-        let switched = !self.user.is_empty() || !self.group.is_empty();
+        let switched =
+            !self.user.is_empty() || !self.group.is_empty() || !self.user_range.is_empty();
         if switched && (self.http.is_some() || self.sse.is_some()) {
-            bail!("{key}.user and {key}.group apply to stdio servers only");
+            bail!("{key}.user, {key}.group and {key}.user_range apply to stdio servers only");
         }
         Ok(())
     }

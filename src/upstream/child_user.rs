@@ -1,8 +1,12 @@
 //! The user and group a stdio child runs as (`upstream.user`, `upstream.group`: names or
-//! numeric ids), resolved at start. The child gets that user id, that group id and no
-//! supplementary groups; only a proxy that may switch users and stop what runs as them
+//! numeric ids), or a user of its own for each child from a range of ids
+//! (`upstream.user_range`), resolved at start. The child gets that user id, that group id and
+//! no supplementary groups; only a proxy that may switch users and stop what runs as them
 //! (CAP_SETUID, CAP_SETGID and CAP_KILL, as root has) runs children so, and one that may not
 //! stops at start instead of running them as itself.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 
 use nix::unistd::{Group, Uid, User};
 use tokio::process::Command;
@@ -40,12 +44,21 @@ pub enum ChildUserError {
     NotPermitted { uid: u32 },
     #[error("cannot tell whether the proxy may switch users (/proc/self/status): {0}")]
     Capabilities(String),
+    #[error("{0:?} is not a range of user ids FIRST-LAST, from 1, FIRST at most LAST")]
+    NotARange(String),
+    #[error("the range holds user id {0}, the proxy's own: a child would run as the proxy")]
+    RangeHoldsProxy(u32),
+    #[error("user and user_range: one or the other")]
+    UserAndRange,
 }
 
 impl ChildUserError {
-    /// The key at fault: `user` or `group`.
+    /// The key at fault: `user`, `group` or `user_range`.
     pub fn field(&self, user: &str) -> &'static str {
         match self {
+            ChildUserError::NotARange(_)
+            | ChildUserError::RangeHoldsProxy(_)
+            | ChildUserError::UserAndRange => "user_range",
             ChildUserError::UnknownGroup(_) => "group",
             ChildUserError::Lookup(name, _) if name != user => "group",
             _ if user.is_empty() => "group",
@@ -78,6 +91,129 @@ impl ChildUser {
     /// groups (std calls `setgroups(0)` before `setuid` when none are given).
     pub fn apply(&self, command: &mut Command) {
         command.uid(self.uid).gid(self.gid);
+    }
+}
+
+/// Who a server's children run as: one user for all, or each a user of its own.
+#[derive(Debug, Clone)]
+pub enum RunAs {
+    User(ChildUser),
+    Range(Arc<UserRange>),
+}
+
+impl RunAs {
+    /// Who children run as with `user`, `group` and `range` (empty: unset); `None` when all
+    /// are unset. Fails where the proxy may not switch.
+    pub fn resolve(user: &str, group: &str, range: &str) -> Result<Option<RunAs>, ChildUserError> {
+        if range.is_empty() {
+            return Ok(ChildUser::resolve(user, group)?.map(RunAs::User));
+        }
+        if !user.is_empty() {
+            return Err(ChildUserError::UserAndRange);
+        }
+        let (first, last) = parse_range(range)?;
+        let own = Uid::effective().as_raw();
+        if (first..=last).contains(&own) {
+            return Err(ChildUserError::RangeHoldsProxy(own));
+        }
+        let gid = match group {
+            "" => None,
+            name => Some(find_group(name)?),
+        };
+        may_switch()?;
+        Ok(Some(RunAs::Range(Arc::new(UserRange {
+            first,
+            last,
+            gid,
+            taken: Mutex::default(),
+        }))))
+    }
+
+    /// The user the next child runs as; from a range, held for it until the lease is dropped.
+    pub fn take(&self) -> Result<(ChildUser, Option<UserLease>), RangeInUse> {
+        match self {
+            RunAs::User(user) => Ok((*user, None)),
+            RunAs::Range(range) => range.take(),
+        }
+    }
+}
+
+/// `FIRST-LAST`, user ids from 1.
+fn parse_range(text: &str) -> Result<(u32, u32), ChildUserError> {
+    let not_a_range = || ChildUserError::NotARange(text.to_owned());
+    let (first, last) = text.split_once('-').ok_or_else(not_a_range)?;
+    let id = |s: &str| s.trim().parse::<u32>().map_err(|_| not_a_range());
+    let (first, last) = (id(first)?, id(last)?);
+    if first == 0 || first > last || last == u32::MAX {
+        return Err(not_a_range());
+    }
+    Ok((first, last))
+}
+
+/// User ids handed to children one each (`upstream.user_range`), none to two children at
+/// once; taken in turn, so an id just let go is the last to be given again.
+#[derive(Debug)]
+pub struct UserRange {
+    first: u32,
+    last: u32,
+    /// The children's group: `upstream.group`, else each its user id as group id.
+    gid: Option<u32>,
+    taken: Mutex<Taken>,
+}
+
+#[derive(Debug, Default)]
+struct Taken {
+    ids: BTreeSet<u32>,
+    /// Where the next search begins.
+    next: u32,
+}
+
+/// Every id of the range is held by a running child.
+#[derive(Debug, thiserror::Error)]
+#[error("every user id of upstream.user_range {first}-{last} runs a child")]
+pub struct RangeInUse {
+    first: u32,
+    last: u32,
+}
+
+impl UserRange {
+    fn take(self: &Arc<Self>) -> Result<(ChildUser, Option<UserLease>), RangeInUse> {
+        let mut taken = self.taken.lock().unwrap_or_else(|e| e.into_inner());
+        let start = taken.next.clamp(self.first, self.last);
+        let free = (start..=self.last)
+            .chain(self.first..start)
+            .find(|id| !taken.ids.contains(id));
+        let Some(uid) = free else {
+            return Err(RangeInUse {
+                first: self.first,
+                last: self.last,
+            });
+        };
+        taken.ids.insert(uid);
+        taken.next = uid.saturating_add(1);
+        let user = ChildUser {
+            uid,
+            gid: self.gid.unwrap_or(uid),
+        };
+        let lease = UserLease {
+            range: self.clone(),
+            uid,
+        };
+        Ok((user, Some(lease)))
+    }
+}
+
+/// A user id of the range held by one child; given back when dropped (the child ended).
+#[derive(Debug)]
+pub struct UserLease {
+    range: Arc<UserRange>,
+    uid: u32,
+}
+
+impl Drop for UserLease {
+    fn drop(&mut self) {
+        let mut taken = self.range.taken.lock().unwrap_or_else(|e| e.into_inner());
+        taken.ids.remove(&self.uid);
     }
 }
 
@@ -156,6 +292,35 @@ mod tests {
         assert_eq!(error.field("no-such-user-4f2a"), "user");
         let error = ChildUser::resolve("", "no-such-group-4f2a").unwrap_err();
         assert_eq!(error.field(""), "group");
+    }
+
+    #[test]
+    fn a_range_gives_each_child_an_id_of_its_own_and_takes_it_back() {
+        let range = Arc::new(UserRange {
+            first: 70_000,
+            last: 70_002,
+            gid: None,
+            taken: Mutex::default(),
+        });
+        let (a, lease_a) = range.take().unwrap();
+        let (b, _lease_b) = range.take().unwrap();
+        let (c, _lease_c) = range.take().unwrap();
+        assert_eq!([a.uid, b.uid, c.uid], [70_000, 70_001, 70_002]);
+        assert_eq!(a.gid, a.uid, "its own id as its group");
+        assert!(range.take().is_err(), "every id runs a child");
+        drop(lease_a);
+        let (again, _) = range.take().unwrap();
+        assert_eq!(again.uid, 70_000, "the id let go");
+    }
+
+    #[test]
+    fn a_range_is_checked() {
+        for bad in ["", "5", "0-3", "9-3", "a-b", "1-4294967295"] {
+            assert!(parse_range(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_range("100000-100999").unwrap(), (100_000, 100_999));
+        let both = RunAs::resolve("nobody", "", "100000-100999").unwrap_err();
+        assert_eq!(both.field("nobody"), "user_range");
     }
 
     #[test]

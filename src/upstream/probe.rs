@@ -152,7 +152,7 @@ fn speaks_modern(message: &Value) -> bool {
 
 /// Asks a throwaway child of `spec` for `server/discover`.
 pub async fn stdio_verdict(spec: &StdioSpec, timeout: Duration) -> Era {
-    let Ok((mut command, _private_dir)) = spec.command() else {
+    let Ok((mut command, _holds)) = spec.command() else {
         return Era::Legacy;
     };
     let Ok(mut child) = command.stderr(Stdio::null()).spawn() else {

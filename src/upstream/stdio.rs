@@ -21,7 +21,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn, Instrument};
 
 use super::child_env::ChildEnv;
-use super::child_user::ChildUser;
+use super::child_user::{RunAs, UserLease};
 use super::lines::{Line, LineReader};
 use super::sandbox::{PrivateDir, SandboxSpec};
 use super::{EventSink, UpstreamError, UpstreamEvent};
@@ -45,30 +45,44 @@ pub struct StdioSpec {
     /// What the child's environment holds.
     pub env: ChildEnv,
     /// Who the child runs as (else as the proxy's user).
-    pub user: Option<ChildUser>,
+    pub user: Option<RunAs>,
     /// How the child is confined (else it is not).
     pub sandbox: Option<SandboxSpec>,
 }
 
 impl StdioSpec {
     /// The child's command: stdin and stdout piped, its own process group, killed when dropped,
-    /// run as the configured user, confined by the sandbox when there is one (through the
-    /// launcher, which executes the program in its place), with the private directory made
-    /// for it then (keep it for as long as the child runs). Every child of a stdio server is
-    /// started from it: a session's, the shared one, the warm ones, the `auto` probe's.
-    pub fn command(&self) -> std::io::Result<(Command, Option<PrivateDir>)> {
+    /// run as the configured user (or one of its own from the range), confined by the sandbox
+    /// when there is one (through the launcher, which executes the program in its place), and
+    /// what it holds while it runs (its private directory, its user id: keep them for as long
+    /// as the child runs). Every child of a stdio server is started from it: a session's, the
+    /// shared one, the warm ones, the `auto` probe's.
+    pub fn command(&self) -> std::io::Result<(Command, ChildHolds)> {
+        let (user, lease) = match &self.user {
+            Some(run_as) => {
+                let (user, lease) = run_as.take().map_err(std::io::Error::other)?;
+                (Some(user), lease)
+            }
+            None => (None, None),
+        };
+        let mut holds = ChildHolds {
+            private_dir: None,
+            _user: lease,
+        };
         let (mut command, confined) = match &self.sandbox {
             Some(sandbox) => {
                 let program = self
                     .locate()
                     .unwrap_or_else(|_| PathBuf::from(&self.program));
-                let dir = PrivateDir::create(self.user.map(|u| (u.uid, u.gid)))?;
+                let dir = PrivateDir::create(user.map(|u| (u.uid, u.gid)))?;
                 let mut spec = sandbox.clone();
                 spec.paths
                     .read
                     .extend(own_directories(&program, &self.args));
                 spec.paths.write.push(dir.path().to_path_buf());
-                (sandbox.command(&program, &self.args)?, Some((spec, dir)))
+                let command = sandbox.command(&program, &self.args)?;
+                holds.private_dir = Some(dir);
+                (command, Some(spec))
             }
             None => {
                 let mut command = Command::new(&self.program);
@@ -82,15 +96,14 @@ impl StdioSpec {
             .kill_on_drop(true)
             .process_group(0);
         self.env.apply(&mut command);
-        if let Some(user) = &self.user {
+        if let Some(user) = &user {
             user.apply(&mut command);
         }
-        let Some((spec, dir)) = confined else {
-            return Ok((command, None));
-        };
-        command.env("HOME", dir.path()).env("TMPDIR", dir.path());
-        spec.tell(&mut command)?;
-        Ok((command, Some(dir)))
+        if let (Some(spec), Some(dir)) = (confined, &holds.private_dir) {
+            command.env("HOME", dir.path()).env("TMPDIR", dir.path());
+            spec.tell(&mut command)?;
+        }
+        Ok((command, holds))
     }
 
     /// Splits a command line the way a POSIX shell would, without running a shell.
@@ -188,6 +201,14 @@ fn python_home(config: &str) -> Option<PathBuf> {
     })?;
     let home = std::fs::canonicalize(&home).unwrap_or(home);
     home.parent().map(PathBuf::from)
+}
+
+/// What a child holds for as long as it runs: its private directory (removed when dropped), its
+/// user id from the range (given back when dropped).
+#[derive(Debug, Default)]
+pub struct ChildHolds {
+    pub private_dir: Option<PrivateDir>,
+    _user: Option<UserLease>,
 }
 
 /// Why a configured stdio command cannot be run.
@@ -310,7 +331,7 @@ impl Start {
     /// Starts one child, stopped when `stop` is cancelled.
     fn child(&self, stop: CancellationToken) -> Result<Running, UpstreamError> {
         let spec = &self.spec;
-        let (mut command, private_dir) = spec.command().map_err(|source| UpstreamError::Spawn {
+        let (mut command, holds) = spec.command().map_err(|source| UpstreamError::Spawn {
             command: spec.display(),
             source: Arc::new(source),
         })?;
@@ -338,7 +359,7 @@ impl Start {
         let (outbox, inbox) = mpsc::channel(STDIN_QUEUE);
         let actor = Actor {
             child,
-            _private_dir: private_dir,
+            _holds: holds,
             stdin: Some(stdin),
             inbox,
             released: stop.clone(),
@@ -356,8 +377,9 @@ impl Start {
 
 struct Actor {
     child: Child,
-    /// A confined child's directory, removed once the actor is done with the child.
-    _private_dir: Option<PrivateDir>,
+    /// A confined child's directory and its user id from a range, let go once the actor is
+    /// done with the child.
+    _holds: ChildHolds,
     stdin: Option<ChildStdin>,
     inbox: mpsc::Receiver<Bytes>,
     released: CancellationToken,

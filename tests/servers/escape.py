@@ -1,12 +1,13 @@
 """A stdio MCP server whose tools each try something a confined server must not do, and say what
-happened: `connect {port}` (a TCP connection to 127.0.0.1), `ptrace` (attaching to its
-parent), `signal` (SIGCONT to its parent: harmless had it arrived), `unix {name}` (a
-connection to an abstract Unix socket), `allocate {mib}` (that much memory, touched), `open_files {count}`, `unshare` (a new
-network namespace), `read {path}`, `write {path}` (a file created there), `list {path}` (a
-directory); `home` answers its HOME; `spin` uses CPU until stopped, `grow {mib}` writes a file that
-large in its HOME (Python ignores SIGXFSZ: past the limit, its write fails with EFBIG). Each answers "done" or the error the system gave (as its
-errno name).
-Standard library only."""
+happened: `connect {port}` (a TCP connection to 127.0.0.1), `ptrace` (attaching to its parent),
+`signal` (SIGCONT to its parent: harmless had it arrived), `unix {name}` (a connection to an
+abstract Unix socket), `allocate {mib}` (that much memory, touched), `open_files {count}`,
+`fork {count}` (that many processes at once, each waiting until it is killed), `unshare` (a
+new network namespace), `read {path}`, `write {path}` (a file created there), `list {path}` (a
+directory); `home` answers its HOME, `whoami` its user and group ids; `spin` uses CPU until
+stopped, `grow {mib}` writes a file that large in its HOME (Python ignores SIGXFSZ: past the
+limit, its write fails with EFBIG). Each answers "done" or the error the system gave (as its
+errno name). Standard library only."""
 
 import ctypes
 import errno
@@ -51,6 +52,24 @@ def allocate(mib):
         return "done"
     except MemoryError:
         return "ENOMEM"
+
+
+def fork(count):
+    children = []
+    try:
+        for _ in range(count):
+            pid = os.fork()
+            if pid == 0:
+                signal.pause()
+                os._exit(0)
+            children.append(pid)
+        return "done"
+    except OSError as e:
+        return failed(e.errno)
+    finally:
+        for pid in children:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
 
 
 def open_files(count):
@@ -109,6 +128,8 @@ TOOLS = {
     "write": lambda a: attempt(lambda: write(a["path"])),
     "list": lambda a: attempt(lambda: os.listdir(a["path"])),
     "home": lambda a: os.environ.get("HOME", ""),
+    "whoami": lambda a: f"{os.getuid()} {os.getgid()}",
+    "fork": lambda a: fork(int(a["count"])),
     "connect": lambda a: connect(int(a["port"])),
     "ptrace": lambda a: ptrace(),
     "signal": lambda a: attempt(lambda: os.kill(os.getppid(), signal.SIGCONT)),

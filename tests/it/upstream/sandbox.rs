@@ -361,3 +361,84 @@ async fn a_sandbox_that_would_let_a_child_read_the_configuration_stops_the_start
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// With `upstream.user_range` each child runs as a user of its own, and `sandbox.processes`
+/// bounds the processes it may have: a fork past it fails (EAGAIN), fewer are made, and the
+/// session goes on. Run as root (switching users needs it).
+#[tokio::test]
+async fn each_child_runs_as_a_user_of_its_own_and_forks_no_more_than_its_processes() {
+    use std::os::unix::fs::PermissionsExt;
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("skipped: running children as other users needs root, and this test is not");
+        return;
+    }
+    // The proxy's binary (also the launcher, which runs as the child's user) and the server,
+    // where any user may run them, with the system's Python.
+    let dir = Scratch::new("user-range");
+    let binary = dir.0.join("mcp-session-proxy");
+    std::fs::copy(crate::harness::DEMO, &binary).unwrap();
+    let server = dir.0.join("escape.py");
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/servers/escape.py"),
+        &server,
+    )
+    .unwrap();
+    for path in [&dir.0, &binary, &server] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let python = "/usr/bin/python3";
+    assert!(std::path::Path::new(python).exists(), "Debian's python3");
+    let stdio = format!("{python} {}", server.display());
+    let (_proxy, addr, _logs, _) = crate::harness::spawn_proxy_command(
+        tokio::process::Command::new(&binary),
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--stdio",
+            &stdio,
+            "--upstream-user-range",
+            "100000-100009",
+            "--sandbox",
+            "--sandbox-processes",
+            "4",
+        ],
+        &[],
+    )
+    .await;
+    let mut a = Client::new(addr);
+    a.initialize("2025-11-25").await;
+    let mut b = Client::new(addr);
+    b.initialize("2025-11-25").await;
+    let (who_a, who_b) = (
+        a.call_tool("whoami", json!({})).await,
+        b.call_tool("whoami", json!({})).await,
+    );
+    assert_ne!(who_a, who_b, "a user each");
+    for who in [&who_a, &who_b] {
+        let ids: Vec<u32> = who.split(' ').map(|id| id.parse().unwrap()).collect();
+        assert!((100_000..=100_009).contains(&ids[0]), "{who}");
+        assert_eq!(ids[1], ids[0], "its own id as its group");
+    }
+    assert_eq!(a.call_tool("fork", json!({ "count": 10 })).await, "EAGAIN");
+    assert_eq!(a.call_tool("fork", json!({ "count": 2 })).await, "done");
+    // The other session's child counts its own processes.
+    assert_eq!(b.call_tool("fork", json!({ "count": 3 })).await, "done");
+}
+
+/// A folder of a test's own under the temporary directory, removed when dropped.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("mcp-sandbox-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
