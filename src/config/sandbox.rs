@@ -8,7 +8,7 @@ use super::keys::settings;
 use std::path::PathBuf;
 
 use crate::upstream::sandbox::{
-    Limits, Network, Paths, SandboxSpec, SYSTEM_READABLE, SYSTEM_WRITABLE,
+    default_cache_root, Limits, Network, Paths, SandboxSpec, SYSTEM_READABLE, SYSTEM_WRITABLE,
 };
 
 settings! {
@@ -39,6 +39,12 @@ settings! {
         /// (repeatable; Landlock ABI 4, Linux 6.7) [default: none: every port].
         #[arg(long = "sandbox-connect-port", value_name = "PORT")]
         pub connect_ports: Vec<u16> = Vec::new(), list(Vec<u16>);
+
+        /// With the sandbox: where package caches are kept, one per command line (npx's, uv's,
+        /// pip's, XDG_CACHE_HOME): fetched once, a server starts from its cache, also with no
+        /// network [default: <temporary directory>/mcp-session-proxy-cache].
+        #[arg(long = "sandbox-cache-dir", value_name = "PATH")]
+        pub cache_dir: Option<PathBuf> = None, some(Option<PathBuf>);
 
         /// With the sandbox: refuse to run a child where the kernel cannot enforce every
         /// filesystem and port rule (else what it cannot is not enforced) (true/false)
@@ -101,6 +107,7 @@ impl SandboxConfig {
                 connect_ports: self.connect_ports.clone(),
                 require: self.require,
             },
+            cache: self.cache_dir.clone().unwrap_or_else(default_cache_root),
         })
     }
 }

@@ -19,6 +19,7 @@ use http::{header, Method, Request};
 use http_body_util::{BodyExt, Full};
 
 use super::http_client::{self, HttpSpec};
+use super::sandbox::PrivateDir;
 use super::stdio::StdioSpec;
 use super::UpstreamSpec;
 use crate::wire::era::{Era, CAPABILITIES_KEY, MODERN_VERSION, VERSION_KEY};
@@ -150,8 +151,19 @@ fn speaks_modern(message: &Value) -> bool {
             .is_some_and(|versions| versions.iter().any(|v| v == MODERN_VERSION))
 }
 
-/// Asks a throwaway child of `spec` for `server/discover`.
+/// Asks a throwaway child of `spec` for `server/discover`. Confined, it gets a package cache of
+/// its own, thrown away with it: a child stopped while `npx` or `uvx` fetches the server would
+/// leave the command's cache half written for every child after it.
 pub async fn stdio_verdict(spec: &StdioSpec, timeout: Duration) -> Era {
+    let mut spec = spec.clone();
+    let mut _scratch_cache = None;
+    if let Some(sandbox) = &mut spec.sandbox {
+        let Ok(scratch) = PrivateDir::create(None) else {
+            return Era::Legacy;
+        };
+        sandbox.cache = scratch.path().to_path_buf();
+        _scratch_cache = Some(scratch);
+    }
     let Ok((mut command, _holds)) = spec.command() else {
         return Era::Legacy;
     };

@@ -23,7 +23,7 @@ use tracing::{debug, info, warn, Instrument};
 use super::child_env::ChildEnv;
 use super::child_user::{RunAs, UserLease};
 use super::lines::{Line, LineReader};
-use super::sandbox::{PrivateDir, SandboxSpec};
+use super::sandbox::{CacheDir, PrivateDir, SandboxSpec};
 use super::{EventSink, UpstreamError, UpstreamEvent};
 use crate::wire::jsonrpc::{self, Message};
 
@@ -74,15 +74,18 @@ impl StdioSpec {
                 let program = self
                     .locate()
                     .unwrap_or_else(|_| PathBuf::from(&self.program));
-                let dir = PrivateDir::create(user.map(|u| (u.uid, u.gid)))?;
+                let owner = user.map(|u| (u.uid, u.gid));
+                let dir = PrivateDir::create(owner)?;
+                let cache = CacheDir::of(&sandbox.cache, &self.display(), owner)?;
                 let mut spec = sandbox.clone();
                 spec.paths
                     .read
                     .extend(own_directories(&program, &self.args));
                 spec.paths.write.push(dir.path().to_path_buf());
+                spec.paths.write.push(cache.path().to_path_buf());
                 let command = sandbox.command(&program, &self.args)?;
                 holds.private_dir = Some(dir);
-                (command, Some(spec))
+                (command, Some((spec, cache)))
             }
             None => {
                 let mut command = Command::new(&self.program);
@@ -99,8 +102,9 @@ impl StdioSpec {
         if let Some(user) = &user {
             user.apply(&mut command);
         }
-        if let (Some(spec), Some(dir)) = (confined, &holds.private_dir) {
+        if let (Some((spec, cache)), Some(dir)) = (confined, &holds.private_dir) {
             command.env("HOME", dir.path()).env("TMPDIR", dir.path());
+            cache.apply(&mut command, spec.network, |name| self.env.sets(name));
             spec.tell(&mut command)?;
         }
         Ok((command, holds))

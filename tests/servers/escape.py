@@ -4,9 +4,9 @@ happened: `connect {port}` (a TCP connection to 127.0.0.1), `ptrace` (attaching 
 abstract Unix socket), `allocate {mib}` (that much memory, touched), `open_files {count}`,
 `fork {count}` (that many processes at once, each waiting until it is killed), `unshare` (a
 new network namespace), `read {path}`, `write {path}` (a file created there), `list {path}` (a
-directory); `home` answers its HOME, `whoami` its user and group ids; `spin` uses CPU until
-stopped, `grow {mib}` writes a file that large in its HOME (Python ignores SIGXFSZ: past the
-limit, its write fails with EFBIG). Each answers "done" or the error the system gave (as its
+directory); `env {name}` answers a variable of its environment, `home` its HOME, `whoami` its
+user and group ids; `spin` uses CPU until stopped, `grow {mib}` writes a file that large in
+its HOME (Python ignores SIGXFSZ: past the limit, its write fails with EFBIG). Each answers "done" or the error the system gave (as its
 errno name). Standard library only."""
 
 import ctypes
@@ -128,6 +128,7 @@ TOOLS = {
     "write": lambda a: attempt(lambda: write(a["path"])),
     "list": lambda a: attempt(lambda: os.listdir(a["path"])),
     "home": lambda a: os.environ.get("HOME", ""),
+    "env": lambda a: os.environ.get(a["name"], ""),
     "whoami": lambda a: f"{os.getuid()} {os.getgid()}",
     "fork": lambda a: fork(int(a["count"])),
     "connect": lambda a: connect(int(a["port"])),

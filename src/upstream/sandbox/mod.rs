@@ -4,6 +4,7 @@
 //! itself and then executes the server in its place (same process, same pid), so nothing runs
 //! between fork and exec but what is safe there, and a server cannot undo any of it.
 
+mod cache_dir;
 mod filesystem;
 mod launcher;
 mod limits;
@@ -15,6 +16,7 @@ use std::ffi::OsString;
 use serde::{Deserialize, Serialize};
 use tokio::process::Command;
 
+pub use cache_dir::{default_root as default_cache_root, CacheDir};
 pub use filesystem::{
     landlock_abi, landlock_abi_written_for, Paths, SYSTEM_READABLE, SYSTEM_WRITABLE,
 };
@@ -58,6 +60,9 @@ pub struct SandboxSpec {
     pub limits: Limits,
     /// What it may read, write and connect to.
     pub paths: Paths,
+    /// Where its command's package cache is kept (`cache_dir`); not the launcher's concern.
+    #[serde(skip)]
+    pub cache: std::path::PathBuf,
 }
 
 impl SandboxSpec {

@@ -1,11 +1,15 @@
 //! Stdio children confined by the sandbox (`--sandbox`): a real child that tries what a
 //! confined server must not do (`tests/servers/escape.py`) and reports what the system said:
-//! ptrace of its parent, a new namespace, a TCP connection with `--sandbox-network none` (and
-//! the same connection without it), an abstract Unix socket made outside with no network,
-//! signalling its parent, memory and open files past their limits; the filesystem:
-//! writing outside its private directory, reading the proxy's configuration, its environment in
-//! `/proc`, another session's directory; TCP ports past `--sandbox-connect-port`. The proxy and
-//! the session go on after each refusal. And the demo server runs confined as it is.
+//! ptrace of its parent, signalling it, a new namespace, a TCP connection with
+//! `--sandbox-network none` (and the same connection without it), an abstract Unix socket made
+//! outside with no network, memory, open files and processes past their limits (each child a
+//! user of its own from `--upstream-user-range`); the filesystem: writing outside its private
+//! directory, reading the proxy's configuration, its environment in `/proc`, another session's
+//! directory, another command's package cache; TCP ports past `--sandbox-connect-port`. The
+//! proxy and the session go on after each refusal (a child that ended is replaced). And real
+//! servers run confined as they are: the demo, a Node server from its `node_modules`, a Python
+//! one in its virtual environment, and servers `npx` and `uvx` fetch into their cache, then
+//! start from it with no network.
 
 use serde_json::json;
 
@@ -36,15 +40,17 @@ async fn confined(flags: &[&str]) -> (tokio::process::Child, Client) {
 
 /// A proxy in front of the probing server, started with `flags`.
 async fn confining(flags: &[&str]) -> (tokio::process::Child, std::net::SocketAddr) {
+    confining_with(&[], flags).await
+}
+
+/// [`confining`], the server's command line ending in `words` (which it ignores).
+async fn confining_with(
+    words: &[&str],
+    flags: &[&str],
+) -> (tokio::process::Child, std::net::SocketAddr) {
     let (python, prefix) = python();
-    let server = format!(
-        "{} {}",
-        shell_words::quote(&python),
-        shell_words::quote(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/servers/escape.py"
-        ))
-    );
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/servers/escape.py");
+    let server = shell_words::join([python.as_str(), script].iter().chain(words));
     let mut args = vec![
         "--listen",
         "127.0.0.1:0",
@@ -253,22 +259,22 @@ async fn with_connect_ports_only_those_are_reached() {
     );
 }
 
-/// A proxy confining `server` with the default settings (and no network), and a session.
-async fn confined_server(server: &str) -> (tokio::process::Child, Client) {
-    let args = [
-        "--listen",
-        "127.0.0.1:0",
-        "--stdio",
-        server,
-        "--sandbox",
-        "--sandbox-network",
-        "none",
-    ];
+/// A proxy confining `server` with the default settings and `flags`, and a session; the
+/// session's `initialize` answer.
+async fn confined_server(
+    server: &str,
+    flags: &[&str],
+) -> (tokio::process::Child, Client, serde_json::Value) {
+    let mut args = vec!["--listen", "127.0.0.1:0", "--stdio", server, "--sandbox"];
+    args.extend(flags);
     let (proxy, addr, _logs, _) = spawn_proxy(&args).await;
     let mut client = Client::new(addr);
-    client.initialize("2025-11-25").await;
-    (proxy, client)
+    let initialized = client.initialize("2025-11-25").await;
+    (proxy, client, initialized)
 }
+
+/// No network at all.
+const NO_NETWORK: &[&str] = &["--sandbox-network", "none"];
 
 #[tokio::test]
 async fn a_node_server_from_its_node_modules_runs_confined_as_it_is() {
@@ -278,13 +284,73 @@ async fn a_node_server_from_its_node_modules_runs_confined_as_it_is() {
         "node {} stdio",
         shell_words::quote(&script.to_string_lossy())
     );
-    let (_proxy, mut client) = confined_server(&server).await;
+    let (_proxy, mut client, _) = confined_server(&server, NO_NETWORK).await;
     assert_eq!(
         client
             .call_tool("echo", json!({ "message": "confined" }))
             .await,
         "Echo: confined"
     );
+}
+
+/// A proxy confining `server` with `network`, its package caches in `cache` (a fetch may take
+/// a while), and a session; the session's `initialize` answer.
+async fn cached_server(
+    server: &str,
+    network: &str,
+    cache: &Scratch,
+) -> (tokio::process::Child, Client, serde_json::Value) {
+    let root = cache.0.display().to_string();
+    let flags = [
+        "--sandbox-network",
+        network,
+        "--sandbox-cache-dir",
+        &root,
+        "--request-timeout",
+        "120s",
+    ];
+    let fetch = std::time::Duration::from_secs(110);
+    crate::harness::with_bound(fetch, confined_server(server, &flags)).await
+}
+
+/// `npx` fetches a server from the registry into its command's cache, confined as it is; then,
+/// with no network at all, the same command starts from that cache.
+#[tokio::test]
+async fn npx_fetches_into_the_cache_and_then_starts_from_it_with_no_network() {
+    let cache = Scratch::new("npx");
+    let server = "npx -y @modelcontextprotocol/server-everything@2026.8.31 stdio";
+    for network in ["allow", "none"] {
+        let (proxy, mut client, _) = cached_server(server, network, &cache).await;
+        assert_eq!(
+            client
+                .call_tool("echo", json!({ "message": network }))
+                .await,
+            format!("Echo: {network}"),
+            "network {network}"
+        );
+        drop(proxy);
+    }
+}
+
+/// `uvx` the same: a server from PyPI fetched into the cache (with its environment), then
+/// started from it with no network.
+#[tokio::test]
+async fn uvx_fetches_into_the_cache_and_then_starts_from_it_with_no_network() {
+    let cache = Scratch::new("uvx");
+    let uvx = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/.venv/bin/uvx");
+    let server = format!("{} mcp-server-time==2026.10.19", shell_words::quote(uvx));
+    for network in ["allow", "none"] {
+        let (proxy, mut client, initialized) = cached_server(&server, network, &cache).await;
+        assert_eq!(
+            initialized["result"]["serverInfo"]["name"], "mcp-time",
+            "network {network}: {initialized}"
+        );
+        let time = client
+            .call_tool("get_current_time", json!({ "timezone": "UTC" }))
+            .await;
+        assert!(time.contains("UTC"), "network {network}: {time}");
+        drop(proxy);
+    }
 }
 
 #[tokio::test]
@@ -295,7 +361,7 @@ async fn a_python_server_in_its_virtual_environment_runs_confined_as_it_is() {
         shell_words::quote(&format!("{root}/tests/python/.venv/bin/python")),
         shell_words::quote(&format!("{root}/tests/python/example_server.py"))
     );
-    let (_proxy, mut client) = confined_server(&server).await;
+    let (_proxy, mut client, _) = confined_server(&server, NO_NETWORK).await;
     assert_eq!(
         client.call_tool("add", json!({ "a": 2, "b": 3 })).await,
         "5"
@@ -360,6 +426,64 @@ async fn a_sandbox_that_would_let_a_child_read_the_configuration_stops_the_start
         "{stderr}"
     );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A command's package cache is kept across its children (what one fetched, the next finds),
+/// and is out of another command's reach; with no network, package managers are told to take
+/// what they fetched before without asking.
+#[tokio::test]
+async fn a_commands_package_cache_outlives_its_children_and_no_other_command_reaches_it() {
+    let cache = Scratch::new("cache");
+    let root = cache.0.display().to_string();
+    let flags = ["--sandbox", "--sandbox-cache-dir", &root];
+    let (_proxy, addr) = confining(&flags).await;
+    let mut first = Client::new(addr);
+    first.initialize("2025-11-25").await;
+    let npm = first
+        .call_tool("env", json!({ "name": "npm_config_cache" }))
+        .await;
+    assert!(npm.starts_with(&root), "{npm}");
+    assert_eq!(
+        first
+            .call_tool("env", json!({ "name": "npm_config_prefer_offline" }))
+            .await,
+        "",
+        "with the network, npm asks the registry as usual"
+    );
+    let fetched = std::path::Path::new(&npm).with_file_name("fetched");
+    let fetched = fetched.display().to_string();
+    assert_eq!(
+        first.call_tool("write", json!({ "path": fetched })).await,
+        "done"
+    );
+    let mut second = Client::new(addr);
+    second.initialize("2025-11-25").await;
+    assert_eq!(
+        second.call_tool("read", json!({ "path": fetched })).await,
+        "done",
+        "the next child finds it"
+    );
+
+    let mut flags = flags.to_vec();
+    flags.extend(["--sandbox-network", "none"]);
+    let (_other, addr) = confining_with(&["another-server"], &flags).await;
+    let mut other = Client::new(addr);
+    other.initialize("2025-11-25").await;
+    assert_eq!(
+        other.call_tool("read", json!({ "path": fetched })).await,
+        "EACCES",
+        "another command's cache"
+    );
+    let own = other
+        .call_tool("env", json!({ "name": "npm_config_cache" }))
+        .await;
+    assert!(own.starts_with(&root) && own != npm, "{own}");
+    assert_eq!(
+        other
+            .call_tool("env", json!({ "name": "npm_config_prefer_offline" }))
+            .await,
+        "true"
+    );
 }
 
 /// With `upstream.user_range` each child runs as a user of its own, and `sandbox.processes`
