@@ -211,8 +211,12 @@ impl UpstreamConfig {
             (Some(url), _) => Ok(UpstreamSpec::Http(http(url)?)),
             (None, Some(url)) => Ok(UpstreamSpec::Sse(http(url)?)),
             (None, None) => match self.isolation {
-                Isolation::PerSession => self.stdio_spec(secrets).map(UpstreamSpec::Stdio),
-                Isolation::Shared => self.stdio_spec(secrets).map(UpstreamSpec::SharedStdio),
+                Isolation::PerSession => self
+                    .stdio_spec(secrets)
+                    .map(|spec| UpstreamSpec::Stdio(Arc::new(spec))),
+                Isolation::Shared => self
+                    .stdio_spec(secrets)
+                    .map(|spec| UpstreamSpec::SharedStdio(Arc::new(spec))),
             },
         }
     }

@@ -207,7 +207,7 @@ impl UpstreamFactory {
     }
 
     /// A child of its own for a session (behind a bridge when it speaks 2026-07-28).
-    fn spawn(&self, spec: &StdioSpec, events: EventSink) -> Result<Upstream, UpstreamError> {
+    fn spawn(&self, spec: &Arc<StdioSpec>, events: EventSink) -> Result<Upstream, UpstreamError> {
         self.metrics.upstream_spawns_total.inc();
         if self.era.era() != Era::Modern {
             return Ok(Upstream::Stdio(StdioUpstream::spawn(
@@ -242,7 +242,7 @@ impl UpstreamFactory {
         taken
     }
 
-    fn refill(&self, spec: &StdioSpec, pool: &mut VecDeque<(Upstream, Arc<Binding>)>) {
+    fn refill(&self, spec: &Arc<StdioSpec>, pool: &mut VecDeque<(Upstream, Arc<Binding>)>) {
         while pool.len() < spec.warm {
             let binding = Arc::new(Binding::default());
             match self.spawn(spec, binding.clone()) {

@@ -103,10 +103,11 @@ pub enum UpstreamEvent {
 /// Which server a session gets, from configuration.
 #[derive(Debug, Clone)]
 pub enum UpstreamSpec {
-    /// A child per session.
-    Stdio(stdio::StdioSpec),
+    /// A child per session (the spec shared by every child, each of which keeps it to be
+    /// started again).
+    Stdio(Arc<stdio::StdioSpec>),
     /// One child for every session (`shared` isolation).
-    SharedStdio(stdio::StdioSpec),
+    SharedStdio(Arc<stdio::StdioSpec>),
     Http(http_client::HttpSpec),
     /// A legacy HTTP+SSE server: the URL of its SSE endpoint.
     Sse(http_client::HttpSpec),

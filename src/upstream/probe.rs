@@ -8,6 +8,7 @@
 //! server that refuses it is bridged.
 
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -40,8 +41,9 @@ pub async fn settle(mut spec: UpstreamSpec, timeout: Duration) -> UpstreamSpec {
         UpstreamSpec::Stdio(stdio) | UpstreamSpec::SharedStdio(stdio)
             if stdio.protocol == Era::Auto =>
         {
-            stdio.protocol = stdio_verdict(stdio, timeout).await;
-            stdio.protocol
+            let verdict = stdio_verdict(stdio, timeout).await;
+            Arc::make_mut(stdio).protocol = verdict;
+            verdict
         }
         UpstreamSpec::Http(http) if http.protocol == Era::Auto => {
             let asked = HttpSpec {

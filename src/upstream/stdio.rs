@@ -260,7 +260,7 @@ struct Running {
 
 /// What starting a child again takes: the same command, its events to the same sink.
 struct Start {
-    spec: StdioSpec,
+    spec: Arc<StdioSpec>,
     events: EventSink,
     tasks: TaskTracker,
 }
@@ -277,7 +277,7 @@ impl StdioUpstream {
     /// Starts the child; its messages and its end are delivered to `events`.
     /// The actor runs on `tasks`, so shutdown can wait for every child to be released.
     pub fn spawn(
-        spec: &StdioSpec,
+        spec: &Arc<StdioSpec>,
         events: EventSink,
         tasks: &TaskTracker,
     ) -> Result<StdioUpstream, UpstreamError> {

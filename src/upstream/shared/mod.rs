@@ -31,7 +31,7 @@ use plan::Plan;
 
 /// The one child of a server in `shared` isolation, and the sessions it serves.
 pub struct SharedStdio {
-    spec: StdioSpec,
+    spec: Arc<StdioSpec>,
     tasks: TaskTracker,
     metrics: Arc<ServerMetrics>,
     state: Mutex<Mux>,
@@ -105,7 +105,7 @@ impl std::fmt::Debug for SharedHandle {
 
 impl SharedStdio {
     pub fn new(
-        spec: StdioSpec,
+        spec: Arc<StdioSpec>,
         tasks: TaskTracker,
         metrics: Arc<ServerMetrics>,
     ) -> Arc<SharedStdio> {
