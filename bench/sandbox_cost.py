@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""What the stdio sandbox costs: a child's start (spawned until it answers `initialize`), and a
-call's p50 through the proxy, each without and with the sandbox, interleaved in one run.
+"""What the stdio sandbox costs: a child's start (a new session's `initialize` answered, the
+proxy starting its child), and a call's p50 through the proxy, each without and with the
+sandbox, interleaved in one run.
 
     cargo build --release && python3 bench/sandbox_cost.py [--starts 200] [--calls 2000]
 
-The child is the bundled demo server (the proxy's binary); confined, it runs through the
-launcher with the proxy's defaults plus `network = "none"` and a memory limit. Every process it
+The child is the bundled demo server (the proxy's binary); confined, with the proxy's defaults
+plus `network = "none"` and a memory limit. Every process it
 starts binds 127.0.0.1 and is stopped by its own PID. Standard library only.
 """
 
@@ -26,32 +27,18 @@ INIT = (json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params":
     "clientInfo": {"name": "bench", "version": "1"}}}) + "\n").encode()
 
 
-def spec():
-    """The confinement the proxy gives the demo server with --sandbox --sandbox-network none."""
-    read = ["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache",
-            "/etc/ssl", "/proc/self", "/dev/urandom", os.path.dirname(PROXY)]
-    return json.dumps({"network": "none",
-                       "limits": {"memory": 1 << 30, "cpu_seconds": None, "open_files": None,
-                                  "file_size": None, "processes": None},
-                       "paths": {"read": read, "write": ["/dev/null", "/tmp"],
-                                 "connect_ports": [], "require": False}})
-
-
-def start_once(confined: bool) -> float:
-    """Seconds from spawning the demo server to its answer to initialize."""
-    argv = [PROXY, "demo-server"]
-    env = dict(os.environ)
-    if confined:
-        argv = [PROXY, "sandbox-exec", "--", PROXY, "demo-server"]
-        env["MCP_PROXY_SANDBOX"] = spec()
+def start_once(port: int) -> float:
+    """Seconds from a new session's initialize to its answer: the proxy starting the session's
+    child (confined: its private directory, its cache, the launcher confining itself) and the
+    child answering. The session is ended after, its child released."""
+    conn = http.client.HTTPConnection("127.0.0.1", port)
     started = time.perf_counter()
-    child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-    child.stdin.write(INIT)
-    child.stdin.flush()
-    child.stdout.readline()
+    session, _ = post(conn, json.loads(INIT))
     took = time.perf_counter() - started
-    child.stdin.close()
-    child.wait()
+    conn.request("DELETE", "/mcp", headers={"mcp-session-id": session,
+                                            "mcp-protocol-version": "2025-11-25"})
+    conn.getresponse().read()
+    conn.close()
     return took
 
 
@@ -110,12 +97,12 @@ def main():
     p.add_argument("--calls", type=int, default=2000)
     args = p.parse_args()
     starts = {False: [], True: []}
-    for _ in range(args.starts):
-        for confined in (False, True):
-            starts[confined].append(start_once(confined))
     per_call = {False: [], True: []}
     proxies = {c: proxy(c) for c in (False, True)}
     try:
+        for _ in range(args.starts):
+            for confined in (False, True):
+                starts[confined].append(start_once(proxies[confined][1]))
         for _ in range(4):
             for confined in (False, True):
                 per_call[confined] += calls(proxies[confined][1], args.calls // 4)
