@@ -29,7 +29,8 @@ impl Exited {
 impl Session {
     /// Its server ended and cannot be started again: nothing more will be served in it.
     pub(in crate::session) fn upstream_failed(&self) -> bool {
-        self.lock().upstream_failure.is_some() && !self.revivable()
+        let exited = self.lock().upstream_failure.is_some();
+        exited && !self.revivable()
     }
 
     fn revivable(&self) -> bool {
