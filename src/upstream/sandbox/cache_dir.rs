@@ -4,7 +4,7 @@
 //! fetched once starts from the cache, also with no network. Only the children of that command
 //! may write it; another command's cache is out of their reach like any other path.
 
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -39,14 +39,8 @@ impl CacheDir {
             .recursive(true)
             .mode(0o711)
             .create(root)?;
+        super::private_dir::own_directory(root)?;
         let metadata = std::fs::symlink_metadata(root)?;
-        let own = nix::unistd::Uid::effective().as_raw();
-        if !metadata.is_dir() || metadata.uid() != own {
-            return Err(std::io::Error::other(format!(
-                "the sandbox's cache directory {} is not a directory of the proxy's user",
-                root.display()
-            )));
-        }
         if metadata.permissions().mode() & 0o777 != 0o711 {
             std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o711))?;
         }
