@@ -323,8 +323,8 @@ impl UpstreamConfig {
 }
 
 impl UpstreamConfig {
-    /// `env`, `env_clear`, `env_pass`, `user`, `group` and `user_range`: stdio only; names a child's
-    /// environment can hold.
+    /// `env`, `env_clear`, `env_pass`, `user`, `group` and `user_range`: stdio only; names a
+    /// child's environment can hold.
     fn validate_env(&self, key: &str) -> anyhow::Result<()> {
         let configured = !self.env.is_empty() || self.env_clear || !self.env_pass.is_empty();
         if configured && (self.http.is_some() || self.sse.is_some()) {

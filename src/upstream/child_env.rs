@@ -58,12 +58,12 @@ pub struct ChildEnv {
 }
 
 impl ChildEnv {
-    /// Gives `command` the child's environment, read from the proxy's own now.
     /// Whether the configuration sets variable `name`.
     pub fn sets(&self, name: &str) -> bool {
         self.set.contains_key(name)
     }
 
+    /// Gives `command` the child's environment, read from the proxy's own now.
     pub fn apply(&self, command: &mut Command) {
         let inherited = self.inherited(std::env::vars_os());
         command.env_clear().envs(inherited).envs(&self.set);
