@@ -245,8 +245,6 @@ pub struct StdioUpstream {
     start: Arc<Start>,
     /// Cancelled at release: the child then running is stopped, and no other is started.
     released: CancellationToken,
-    /// Longest a message waits to be taken for the child's stdin.
-    write_timeout: Duration,
 }
 
 /// The child running now: where its stdin's messages queue, and its process.
@@ -292,7 +290,6 @@ impl StdioUpstream {
             current: Arc::new(Mutex::new(running)),
             start,
             released,
-            write_timeout: spec.request_timeout,
         })
     }
 
@@ -308,9 +305,10 @@ impl StdioUpstream {
     /// (a child that stops reading is stopped by then, and its queue closed).
     pub async fn send(&self, message: Bytes) -> Result<(), UpstreamError> {
         let outbox = self.current().outbox.clone();
-        match tokio::time::timeout(self.write_timeout, outbox.send(message)).await {
+        let timeout = self.start.spec.request_timeout;
+        match tokio::time::timeout(timeout, outbox.send(message)).await {
             Ok(sent) => sent.map_err(|_| UpstreamError::Gone),
-            Err(_) => Err(UpstreamError::StoppedReading(self.write_timeout)),
+            Err(_) => Err(UpstreamError::StoppedReading(timeout)),
         }
     }
 
@@ -366,7 +364,7 @@ impl Start {
             _holds: holds,
             stdin: Some(stdin),
             inbox,
-            released: stop.clone(),
+            stop: stop.clone(),
             reader,
             tail,
             events,
@@ -386,7 +384,8 @@ struct Actor {
     _holds: ChildHolds,
     stdin: Option<ChildStdin>,
     inbox: mpsc::Receiver<Bytes>,
-    released: CancellationToken,
+    /// Cancelled to stop the child (released, or replaced by a restart).
+    stop: CancellationToken,
     reader: JoinHandle<()>,
     tail: Arc<Mutex<VecDeque<String>>>,
     events: EventSink,
@@ -415,7 +414,7 @@ impl Actor {
         let end = loop {
             tokio::select! {
                 biased;
-                () = self.released.cancelled() => break End::Released,
+                () = self.stop.cancelled() => break End::Released,
                 status = self.child.wait() => break End::Exited(status),
                 message = self.inbox.recv() => match message {
                     Some(message) => match self.write(message).await {
@@ -476,7 +475,7 @@ impl Actor {
         }
         let written = tokio::select! {
             written = tokio::time::timeout(self.write_timeout, stdin.write_all(&lines)) => written,
-            () = self.released.cancelled() => return Written::Released,
+            () = self.stop.cancelled() => return Written::Released,
         };
         match written {
             Ok(Ok(())) => Written::Done,
