@@ -121,12 +121,9 @@ impl RunAs {
             name => Some(find_group(name)?),
         };
         may_switch()?;
-        Ok(Some(RunAs::Range(Arc::new(UserRange {
-            first,
-            last,
-            gid,
-            taken: Mutex::default(),
-        }))))
+        Ok(Some(RunAs::Range(Arc::new(UserRange::new(
+            first, last, gid,
+        )))))
     }
 
     /// The user the next child runs as; from a range, held for it until the lease is dropped.
@@ -150,22 +147,25 @@ fn parse_range(text: &str) -> Result<(u32, u32), ChildUserError> {
     Ok((first, last))
 }
 
-/// User ids handed to children one each (`upstream.user_range`), none to two children at
-/// once; taken in turn, so an id just let go is the last to be given again.
+/// User ids handed to children one each (`upstream.user_range`), taken in turn, so an id just
+/// let go is the last to be given again.
 #[derive(Debug)]
 pub struct UserRange {
     first: u32,
     last: u32,
     /// The children's group: `upstream.group`, else each its user id as group id.
     gid: Option<u32>,
-    taken: Mutex<Taken>,
+    /// Where the next search begins.
+    next: Mutex<u32>,
 }
 
-#[derive(Debug, Default)]
-struct Taken {
-    ids: BTreeSet<u32>,
-    /// Where the next search begins.
-    next: u32,
+/// The ids of every range held by a running child, whichever server's range gave it: no two
+/// children of this proxy share one, though two servers' ranges overlap (or one server's spec
+/// is built twice, as a server of its own and as a virtual server's member).
+static RUNNING: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
+
+fn running() -> std::sync::MutexGuard<'static, BTreeSet<u32>> {
+    RUNNING.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Every id of the range is held by a running child.
@@ -177,43 +177,47 @@ pub struct RangeInUse {
 }
 
 impl UserRange {
-    fn take(self: &Arc<Self>) -> Result<(ChildUser, Option<UserLease>), RangeInUse> {
-        let mut taken = self.taken.lock().unwrap_or_else(|e| e.into_inner());
-        let start = taken.next.clamp(self.first, self.last);
+    fn new(first: u32, last: u32, gid: Option<u32>) -> UserRange {
+        UserRange {
+            first,
+            last,
+            gid,
+            next: Mutex::new(first),
+        }
+    }
+
+    fn take(&self) -> Result<(ChildUser, Option<UserLease>), RangeInUse> {
+        let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
+        let mut running = running();
+        let start = (*next).clamp(self.first, self.last);
         let free = (start..=self.last)
             .chain(self.first..start)
-            .find(|id| !taken.ids.contains(id));
+            .find(|id| !running.contains(id));
         let Some(uid) = free else {
             return Err(RangeInUse {
                 first: self.first,
                 last: self.last,
             });
         };
-        taken.ids.insert(uid);
-        taken.next = uid.saturating_add(1);
+        running.insert(uid);
+        *next = uid.saturating_add(1);
         let user = ChildUser {
             uid,
             gid: self.gid.unwrap_or(uid),
         };
-        let lease = UserLease {
-            range: self.clone(),
-            uid,
-        };
-        Ok((user, Some(lease)))
+        Ok((user, Some(UserLease { uid })))
     }
 }
 
-/// A user id of the range held by one child; given back when dropped (the child ended).
+/// A user id of a range held by one child; given back when dropped (the child ended).
 #[derive(Debug)]
 pub struct UserLease {
-    range: Arc<UserRange>,
     uid: u32,
 }
 
 impl Drop for UserLease {
     fn drop(&mut self) {
-        let mut taken = self.range.taken.lock().unwrap_or_else(|e| e.into_inner());
-        taken.ids.remove(&self.uid);
+        running().remove(&self.uid);
     }
 }
 
@@ -296,12 +300,7 @@ mod tests {
 
     #[test]
     fn a_range_gives_each_child_an_id_of_its_own_and_takes_it_back() {
-        let range = Arc::new(UserRange {
-            first: 70_000,
-            last: 70_002,
-            gid: None,
-            taken: Mutex::default(),
-        });
+        let range = UserRange::new(70_000, 70_002, None);
         let (a, lease_a) = range.take().unwrap();
         let (b, _lease_b) = range.take().unwrap();
         let (c, _lease_c) = range.take().unwrap();
@@ -311,6 +310,20 @@ mod tests {
         drop(lease_a);
         let (again, _) = range.take().unwrap();
         assert_eq!(again.uid, 70_000, "the id let go");
+    }
+
+    #[test]
+    fn two_ranges_over_the_same_ids_never_give_one_to_two_children() {
+        // As two servers with overlapping ranges, or one server's spec built twice.
+        let a = UserRange::new(71_000, 71_001, None);
+        let b = UserRange::new(71_000, 71_002, None);
+        let (first, _held) = a.take().unwrap();
+        let (second, _held_too) = b.take().unwrap();
+        let (third, _held_three) = b.take().unwrap();
+        let mut ids = [first.uid, second.uid, third.uid];
+        ids.sort();
+        assert_eq!(ids, [71_000, 71_001, 71_002]);
+        assert!(a.take().is_err(), "both of a's ids run children of b's too");
     }
 
     #[test]
