@@ -24,8 +24,9 @@ pub use peers::{
     sdk_client_with_env, server_everything,
 };
 pub use process::{
-    free_port, memory_kib, python_script, refused_start, repo_root, spawn_announcing, spawn_proxy,
-    spawn_proxy_command, spawn_proxy_with_env, stdout_of, StdoutLines,
+    free_port, memory_kib, python_script, refused_start, refused_start_command, repo_root,
+    spawn_announcing, spawn_proxy, spawn_proxy_command, spawn_proxy_with_env, stdout_of,
+    StdoutLines,
 };
 pub use proxy::{metric_in, serve_the_modern_demo, Proxy, SecretFile};
 pub use reply::{assert_duplicate_refused, assert_refused_for, keep_alives, Received, Reply};

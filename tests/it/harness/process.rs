@@ -153,9 +153,18 @@ pub fn free_port() -> u16 {
 /// The binary run with `args` and these variables added to its environment, to its exit,
 /// which must be a failure (the start refused): its stderr.
 pub async fn refused_start<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)]) -> String {
+    refused_start_command(tokio::process::Command::new(DEMO), args, env).await
+}
+
+/// [`refused_start`], started by `command` (the binary under a wrapper).
+pub async fn refused_start_command<S: AsRef<std::ffi::OsStr>>(
+    mut command: tokio::process::Command,
+    args: &[S],
+    env: &[(&str, &str)],
+) -> String {
     let output = within(
         "the proxy to refuse to start",
-        tokio::process::Command::new(DEMO)
+        command
             .args(args)
             .envs(env.iter().copied())
             .kill_on_drop(true)

@@ -48,20 +48,29 @@ async fn confining_with(
     words: &[&str],
     flags: &[&str],
 ) -> (tokio::process::Child, std::net::SocketAddr) {
+    let mut args = escape_server(words);
+    args.extend(flags.iter().map(|flag| flag.to_string()));
+    let (proxy, addr, _logs, _) =
+        spawn_proxy(&args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    (proxy, addr)
+}
+
+/// The proxy's arguments for the probing server (its command line ending in `words`, which it
+/// ignores), listening on a free port.
+fn escape_server(words: &[&str]) -> Vec<String> {
     let (python, prefix) = python();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/servers/escape.py");
     let server = shell_words::join([python.as_str(), script].iter().chain(words));
-    let mut args = vec![
+    [
         "--listen",
         "127.0.0.1:0",
         "--stdio",
         &server,
         "--sandbox-readable",
         &prefix,
-    ];
-    args.extend(flags);
-    let (proxy, addr, _logs, _) = spawn_proxy(&args).await;
-    (proxy, addr)
+    ]
+    .map(str::to_owned)
+    .to_vec()
 }
 
 #[tokio::test]
@@ -426,6 +435,81 @@ async fn a_sandbox_that_would_let_a_child_read_the_configuration_stops_the_start
         "{stderr}"
     );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A host without Landlock (its calls refused, as by a kernel without it or a container profile
+/// older than them, `tests/servers/no_landlock.py`): with `require`, the proxy does not start,
+/// naming what it cannot enforce; without, it starts, warns of each missing piece and counts it,
+/// and confines children with the rest (seccomp: no network), the filesystem left open as it
+/// said.
+#[tokio::test]
+async fn without_landlock_require_stops_the_start_and_else_each_missing_piece_is_warned_and_counted(
+) {
+    let without_landlock = || {
+        let mut command = tokio::process::Command::new("python3");
+        command
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/servers/no_landlock.py"
+            ))
+            .arg(crate::harness::DEMO);
+        command
+    };
+    let mut args = escape_server(&[]);
+    args.extend(["--sandbox", "--sandbox-network", "none"].map(str::to_owned));
+    let mut required = args.clone();
+    required.push("--sandbox-require".to_owned());
+    let stderr = crate::harness::refused_start_command(without_landlock(), &required, &[]).await;
+    assert!(
+        stderr.contains(
+            "upstream.sandbox.require: this host cannot enforce landlock_filesystem and \
+             landlock_scopes (Landlock ABI 0"
+        ),
+        "{stderr}"
+    );
+
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (_proxy, addr, _logs, started) =
+        crate::harness::spawn_proxy_command(without_landlock(), &args, &[]).await;
+    let warned: Vec<&str> = started
+        .iter()
+        .filter(|entry| entry["level"] == "WARN")
+        .filter_map(|entry| entry["fields"]["message"].as_str())
+        .filter(|message| message.starts_with("the sandbox cannot enforce"))
+        .collect();
+    assert_eq!(
+        warned,
+        [
+            "the sandbox cannot enforce landlock_filesystem on this host: it is not enforced",
+            "the sandbox cannot enforce landlock_scopes on this host: it is not enforced"
+        ]
+    );
+    let metrics = Client::new(addr)
+        .send_to("/metrics", http::Method::GET, &[], None)
+        .await
+        .bytes()
+        .await;
+    let metrics = String::from_utf8_lossy(&metrics);
+    for what in ["landlock_filesystem", "landlock_scopes"] {
+        let sample =
+            format!("mcp_proxy_sandbox_unenforced{{server=\"upstream\",what=\"{what}\"}} 1");
+        assert!(metrics.contains(&sample), "{sample} in\n{metrics}");
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let mut client = Client::new(addr);
+    client.initialize("2025-11-25").await;
+    assert_eq!(
+        client.call_tool("connect", json!({ "port": port })).await,
+        "EPERM",
+        "seccomp still holds"
+    );
+    let outside = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+    assert_eq!(
+        client.call_tool("read", json!({ "path": outside })).await,
+        "done",
+        "the filesystem is not confined, as the warning said"
+    );
 }
 
 /// A command's package cache is kept across its children (what one fetched, the next finds),
