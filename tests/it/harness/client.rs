@@ -31,6 +31,13 @@ pub struct Client {
 }
 
 impl Client {
+    /// A client of the proxy at `addr` with a session initialized in `version`.
+    pub async fn initialized(addr: SocketAddr, version: &str) -> Client {
+        let mut client = Client::new(addr);
+        client.initialize(version).await;
+        client
+    }
+
     pub fn new(addr: SocketAddr) -> Client {
         Client {
             addr,

@@ -33,9 +33,7 @@ fn python() -> (String, String) {
 /// A session with the probing server, behind a proxy started with `flags`.
 async fn confined(flags: &[&str]) -> (tokio::process::Child, Client) {
     let (proxy, addr) = confining(flags).await;
-    let mut client = Client::new(addr);
-    client.initialize("2025-11-25").await;
-    (proxy, client)
+    (proxy, Client::initialized(addr, "2025-11-25").await)
 }
 
 /// A proxy in front of the probing server, started with `flags`.
@@ -170,8 +168,7 @@ async fn the_demo_server_runs_confined() {
         })
         .expect("the start says how children are confined");
     assert!(told["fields"]["landlock_abi"].is_u64(), "{told}");
-    let mut client = Client::new(addr);
-    client.initialize("2025-11-25").await;
+    let mut client = Client::initialized(addr, "2025-11-25").await;
     assert_eq!(client.call_tool("counter", json!({})).await, "1");
     assert_eq!(
         client
@@ -188,8 +185,7 @@ async fn a_child_writes_only_its_own_directory_and_reads_nothing_of_the_proxys()
     let config = outside.join("proxy.toml");
     std::fs::write(&config, "[session]\nidle_ttl = \"10m\"\n").unwrap();
     let (proxy, addr) = confining(&["--sandbox", "--config", config.to_str().unwrap()]).await;
-    let mut client = Client::new(addr);
-    client.initialize("2025-11-25").await;
+    let mut client = Client::initialized(addr, "2025-11-25").await;
     let home = client.call_tool("home", json!({})).await;
     assert!(!home.is_empty(), "a HOME of its own");
     let mine = format!("{home}/notes");
@@ -217,8 +213,7 @@ async fn a_child_writes_only_its_own_directory_and_reads_nothing_of_the_proxys()
         "the proxy's environment"
     );
     // Another session's directory is out of reach too, and each is removed with its session.
-    let mut other = Client::new(addr);
-    other.initialize("2025-11-25").await;
+    let mut other = Client::initialized(addr, "2025-11-25").await;
     let theirs = other.call_tool("home", json!({})).await;
     assert_ne!(theirs, home);
     assert_eq!(
@@ -388,8 +383,7 @@ async fn a_child_past_its_cpu_time_ends_with_an_error_naming_the_limit_its_sessi
         "1MiB",
     ])
     .await;
-    let mut client = Client::new(addr);
-    client.initialize("2025-11-25").await;
+    let mut client = Client::initialized(addr, "2025-11-25").await;
     let ended = client
         .request("tools/call", json!({ "name": "spin", "arguments": {} }))
         .await;
@@ -402,8 +396,7 @@ async fn a_child_past_its_cpu_time_ends_with_an_error_naming_the_limit_its_sessi
     // past the limit fails instead.
     assert_eq!(client.call_tool("grow", json!({ "mib": 4 })).await, "EFBIG");
     // The proxy goes on: a new session is served by a child of its own.
-    let mut other = Client::new(addr);
-    other.initialize("2025-11-25").await;
+    let mut other = Client::initialized(addr, "2025-11-25").await;
     assert_eq!(
         other.call_tool("open_files", json!({ "count": 2 })).await,
         "done"
@@ -497,8 +490,7 @@ async fn without_landlock_require_stops_the_start_and_else_each_missing_piece_is
     }
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let mut client = Client::new(addr);
-    client.initialize("2025-11-25").await;
+    let mut client = Client::initialized(addr, "2025-11-25").await;
     assert_eq!(
         client.call_tool("connect", json!({ "port": port })).await,
         "EPERM",
@@ -521,8 +513,7 @@ async fn a_commands_package_cache_outlives_its_children_and_no_other_command_rea
     let root = cache.0.display().to_string();
     let flags = ["--sandbox", "--sandbox-cache-dir", &root];
     let (_proxy, addr) = confining(&flags).await;
-    let mut first = Client::new(addr);
-    first.initialize("2025-11-25").await;
+    let mut first = Client::initialized(addr, "2025-11-25").await;
     let npm = first
         .call_tool("env", json!({ "name": "npm_config_cache" }))
         .await;
@@ -540,8 +531,7 @@ async fn a_commands_package_cache_outlives_its_children_and_no_other_command_rea
         first.call_tool("write", json!({ "path": fetched })).await,
         "done"
     );
-    let mut second = Client::new(addr);
-    second.initialize("2025-11-25").await;
+    let mut second = Client::initialized(addr, "2025-11-25").await;
     assert_eq!(
         second.call_tool("read", json!({ "path": fetched })).await,
         "done",
@@ -551,8 +541,7 @@ async fn a_commands_package_cache_outlives_its_children_and_no_other_command_rea
     let mut flags = flags.to_vec();
     flags.extend(["--sandbox-network", "none"]);
     let (_other, addr) = confining_with(&["another-server"], &flags).await;
-    let mut other = Client::new(addr);
-    other.initialize("2025-11-25").await;
+    let mut other = Client::initialized(addr, "2025-11-25").await;
     assert_eq!(
         other.call_tool("read", json!({ "path": fetched })).await,
         "EACCES",
@@ -613,10 +602,8 @@ async fn each_child_runs_as_a_user_of_its_own_and_forks_no_more_than_its_process
         &[],
     )
     .await;
-    let mut a = Client::new(addr);
-    a.initialize("2025-11-25").await;
-    let mut b = Client::new(addr);
-    b.initialize("2025-11-25").await;
+    let mut a = Client::initialized(addr, "2025-11-25").await;
+    let mut b = Client::initialized(addr, "2025-11-25").await;
     let (who_a, who_b) = (
         a.call_tool("whoami", json!({})).await,
         b.call_tool("whoami", json!({})).await,
