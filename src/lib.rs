@@ -42,17 +42,20 @@
 //!   the proxy's (which session serves a principal, sessions prepared ahead for requests
 //!   without one, sessions named in messages, calls held for the client's input); `replica/`
 //!   is everything about replicas sharing sessions (mirroring, lookup, views, following,
-//!   takeover, fencing a deposed owner, handing sessions over when leaving); `compose/` is a
-//!   virtual server's session of several members (one upstream each, names composed, requests
-//!   routed, lists merged); `settings` names the values the configuration gives sessions.
+//!   takeover, fencing a deposed owner, handing sessions over when leaving); `virtual_server/`
+//!   is a virtual server's members in one session (`members`: an upstream each; `router`: to
+//!   which member a request goes, `rules` whether it may, `catalog` what each serves; `fan_out`
+//!   and `merge`: what every member is asked, merged; `attribution`: what each member sends,
+//!   held to its own requests); `settings` names the values the configuration gives sessions.
 //! - [`upstream`]: server transports only. `factory` builds a session's upstream; `stdio` runs
 //!   one child process per session, `shared` one for all, `streamable_http` and `legacy_sse`
 //!   make the proxy an HTTP client, `modern/` bridges a legacy session to a 2026-07-28 server
 //!   (handshake, listen, calls, its HTTP transport), `deferred` starts any of them at the
 //!   session's `initialize`, `owner` is the client of the hop to another replica,
 //!   `in_process` a server in this process (how the session layer is tested without
-//!   sockets), `composed` an upstream made of several (a virtual server's, composed by the
-//!   session layer); `error`'s `UpstreamError` names every way one fails.
+//!   sockets), `virtual_server` the upstream a virtual server's session holds (its members,
+//!   behind two traits the session layer implements); `error`'s `UpstreamError` names every
+//!   way one fails.
 //! - [`store`]: state beyond the process: `Memory`, or `redis` (records, logs as Redis Streams,
 //!   heartbeats; a write-behind `Mirror` per owned session, its writes fenced by the owner epoch
 //!   its `Fence` holds, a follower per view; the sessions of each principal and the rate

@@ -21,11 +21,11 @@ use crate::front::modern::Modern;
 use crate::front::settings::UpstreamCredentials;
 use crate::front::{self, App, Router};
 use crate::session::cluster::Cluster;
-use crate::session::compose::{Composer, Member, MemberNames};
 use crate::session::correlate::held::HeldCalls;
 use crate::session::correlate::named::DataLayer;
 use crate::session::correlate::pool::AnonymousPool;
 use crate::session::exposure::{Exposure, ResourceExposure};
+use crate::session::virtual_server::{Member, MemberNames, VirtualServer};
 use crate::session::{Registry, SessionSettings};
 use crate::store::{RedisStore, Store};
 use crate::telemetry::metrics::{Metrics, ServerMetrics};
@@ -227,7 +227,7 @@ impl Shared<'_> {
         };
         let metrics = self.metrics.server(name);
         let spec =
-            Composer::new(name, &composed.separator, members, request_timeout, metrics).spec();
+            VirtualServer::new(name, &composed.separator, members, request_timeout, metrics).spec();
         let exposure = (&composed.tools, &composed.prompts, &composed.resources);
         // Each member's credential made for it, as at its own path.
         let credentials = UpstreamCredentials::Members(

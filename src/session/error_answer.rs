@@ -13,7 +13,7 @@ use crate::wire::jsonrpc::{
 
 /// Why a session answers a client's request with an error instead of its server.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum ErrorAnswer {
+pub(in crate::session) enum ErrorAnswer {
     /// A `session/*` method sent where no front offers it.
     #[error(
         "Method not found: {0} is offered on WebSocket connections and on Streamable HTTP \
@@ -37,6 +37,18 @@ pub(super) enum ErrorAnswer {
     /// since no check could look at it.
     #[error("Invalid params: {0}")]
     Unreadable(#[from] crate::wire::named::Unreadable),
+    /// A list's cursor that a virtual server did not give.
+    #[error("Invalid params: unknown cursor {0:?}")]
+    UnknownCursor(String),
+    /// A method a virtual server neither routes nor answers.
+    #[error(
+        "Method not found: {0} (a virtual server routes its members' tools, prompts, resources \
+         and completions)"
+    )]
+    NotRouted(String),
+    /// A virtual server's `initialize`, with not one member that could be opened.
+    #[error("no member of the virtual server {server} could be opened: {causes}")]
+    NoMember { server: String, causes: String },
     /// A subscription past the session's limits.
     #[error(transparent)]
     Subscription(#[from] SubscriptionRefused),
@@ -53,25 +65,51 @@ pub(super) enum ErrorAnswer {
 
 impl ErrorAnswer {
     /// The JSON-RPC error code a client reads.
-    pub(super) fn code(&self) -> i64 {
+    pub(in crate::session) fn code(&self) -> i64 {
         match self {
-            ErrorAnswer::NotOffered(_) => METHOD_NOT_FOUND,
+            ErrorAnswer::NotOffered(_) | ErrorAnswer::NotRouted(_) => METHOD_NOT_FOUND,
             ErrorAnswer::NotStarted => INVALID_REQUEST,
             ErrorAnswer::Subscription(_)
             | ErrorAnswer::Unreadable(_)
             | ErrorAnswer::UnknownTool(_)
-            | ErrorAnswer::UnknownPrompt(_) => INVALID_PARAMS,
+            | ErrorAnswer::UnknownPrompt(_)
+            | ErrorAnswer::UnknownCursor(_) => INVALID_PARAMS,
             ErrorAnswer::UnknownResource(_) => LEGACY_RESOURCE_NOT_FOUND,
-            ErrorAnswer::Upstream(_) | ErrorAnswer::OwnerLeft => INTERNAL_ERROR,
+            ErrorAnswer::Upstream(_) | ErrorAnswer::OwnerLeft | ErrorAnswer::NoMember { .. } => {
+                INTERNAL_ERROR
+            }
         }
     }
 
     /// The error response to the request `id`.
-    pub(super) fn to_response(&self, id: &Value) -> Bytes {
+    pub(in crate::session) fn to_response(&self, id: &Value) -> Bytes {
         let data = match self {
             ErrorAnswer::UnknownResource(uri) => Some(json!({ "uri": uri })),
             _ => None,
         };
         jsonrpc::error_response(id, self.code(), &self.to_string(), data)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_answer_has_the_code_a_server_would_answer_with() {
+        let answer: Value = serde_json::from_slice(
+            &ErrorAnswer::UnknownResource("a://b".into()).to_response(&json!(4)),
+        )
+        .unwrap();
+        assert_eq!(answer["error"]["code"], -32002);
+        assert_eq!(answer["error"]["data"]["uri"], "a://b");
+        assert_eq!(ErrorAnswer::UnknownCursor("x".into()).code(), -32602);
+        assert_eq!(ErrorAnswer::NotRouted("tasks/get".into()).code(), -32601);
+        let none = ErrorAnswer::NoMember {
+            server: "bank".into(),
+            causes: "gone".into(),
+        };
+        assert_eq!(none.code(), -32603);
+        assert_eq!(ErrorAnswer::Upstream(UpstreamError::Gone).code(), -32603);
     }
 }

@@ -29,7 +29,10 @@ impl Session {
     pub(in crate::session) fn on_upstream(&self, event: UpstreamEvent) {
         let mut state = self.lock();
         match event {
-            UpstreamEvent::Message(message) => self.file(&mut state, *message),
+            UpstreamEvent::Message(message) => self.file(&mut state, *message, Rides::Found),
+            UpstreamEvent::Within { message, request } => {
+                self.file(&mut state, *message, Rides::Given(request))
+            }
             UpstreamEvent::Oversized { id, max } => {
                 let request = id
                     .and_then(|id| id.as_u64())
@@ -95,15 +98,21 @@ impl Session {
         }
     }
 
-    pub(in crate::session) fn file(&self, state: &mut State, mut message: Message) {
+    fn file(&self, state: &mut State, mut message: Message, rides: Rides) {
         let filing = routing::file(&message, self.settings.coalesce_progress);
         let (stream, terminal) = match filing.route {
             Route::Response(id) => match self.file_response(state, &mut message, id) {
                 Some(stream) => (stream, true),
                 None => return,
             },
-            Route::Progress(token) => (self.progress_stream(state, token), false),
-            Route::Related => (self.related_stream(state, &message), false),
+            Route::Progress(token) => match rides {
+                Rides::Found => (self.progress_stream(state, token), false),
+                Rides::Given(request) => (self.given_stream(state, &message, request), false),
+            },
+            Route::Related => match rides {
+                Rides::Found => (self.related_stream(state, &message), false),
+                Rides::Given(request) => (self.given_stream(state, &message, request), false),
+            },
             Route::SessionWide => {
                 if self.hides(&message) {
                     return;
@@ -215,7 +224,30 @@ impl Session {
     /// caused it (a server request is remembered there, for the client's answer); with none in
     /// flight, on the standalone stream.
     fn related_stream(&self, state: &mut State, message: &Message) -> StreamKey {
-        match state.related_request() {
+        let related = state.related_request();
+        self.riding(state, message, related)
+    }
+
+    /// A message a virtual server's member sent about its own request `request` (an upstream
+    /// id): on that request's stream while it is in flight, else on the standalone stream.
+    fn given_stream(
+        &self,
+        state: &mut State,
+        message: &Message,
+        request: Option<u64>,
+    ) -> StreamKey {
+        let stream = request
+            .and_then(|id| state.calls.inflight.get(&id))
+            .filter(|request| request.internal.is_none())
+            .map(|request| request.stream);
+        self.riding(state, message, stream)
+    }
+
+    /// A message on request stream `stream` (a server request is remembered there, for the
+    /// client's answer; that request's wait starts again, or pauses while the client owes an
+    /// answer); with none, on the standalone stream.
+    fn riding(&self, state: &mut State, message: &Message, stream: Option<u64>) -> StreamKey {
+        match stream {
             Some(n) => {
                 let asks = message.kind() == Kind::Request;
                 if let (true, Some(id)) = (asks, message.id()) {
@@ -315,6 +347,17 @@ impl Session {
         self.metrics.events_evicted_total.inc_by(appended.evicted);
         self.changes.notify_waiters();
     }
+}
+
+/// Which request a server message that speaks of one rides.
+#[derive(Debug, Clone, Copy)]
+enum Rides {
+    /// The one the message names (its progress token's), or the newest client request in
+    /// flight (SEP-2260).
+    Found,
+    /// This one (a virtual server's member's own request, by upstream id), or none: the
+    /// standalone stream.
+    Given(Option<u64>),
 }
 
 fn record_initialize(state: &mut State, response: &Message) {

@@ -7,7 +7,6 @@
 //! sessions).
 
 mod calls;
-pub mod compose;
 pub mod correlate;
 mod door;
 mod error_answer;
@@ -37,6 +36,7 @@ mod state;
 mod subscriptions;
 #[cfg(test)]
 mod testing;
+pub mod virtual_server;
 
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;

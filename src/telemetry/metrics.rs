@@ -54,6 +54,14 @@ pub enum MemberEvent {
     NameCollision,
 }
 
+/// A virtual server, one of its members, and what that member sent that was not its own.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ViolationLabels {
+    server: Arc<str>,
+    member: String,
+    kind: &'static str,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RefusalLabels {
     server: Arc<str>,
@@ -114,6 +122,7 @@ macro_rules! per_server {
             upstream_duration: Latency,
             members_down: Family<MemberLabels, Counter>,
             member_name_collisions: Family<MemberLabels, Counter>,
+            member_violations: Family<ViolationLabels, Counter>,
         }
 
         /// One server's figures: handles resolved once, so counting is one atomic add.
@@ -127,6 +136,7 @@ macro_rules! per_server {
             requests: Family<RequestLabels, Counter>,
             members_down: Family<MemberLabels, Counter>,
             member_name_collisions: Family<MemberLabels, Counter>,
+            member_violations: Family<ViolationLabels, Counter>,
             /// By `Refusal` (its discriminant is its place in `Refusal::ALL`).
             sessions_rejected: [Counter; Refusal::ALL.len()],
             server: Arc<str>,
@@ -142,6 +152,7 @@ macro_rules! per_server {
                     upstream_duration: Family::new_with_constructor(latency_histogram),
                     members_down: Family::default(),
                     member_name_collisions: Family::default(),
+                    member_violations: Family::default(),
                 };
                 // The text format names a counter `<name>_total`, and ends each help with a
                 // period of its own.
@@ -171,6 +182,11 @@ macro_rules! per_server {
                     families.member_name_collisions.clone(),
                 );
                 registry.register(
+                    "virtual_member_violations",
+                    "What a virtual server's member sent that was not its own to send, dropped: an answer to a request it was not sent (answer), progress on another member's request (progress), a resources/updated of a URI the session did not subscribe to at it (update); by member and kind",
+                    families.member_violations.clone(),
+                );
+                registry.register(
                     "request_duration_seconds",
                     "Time from a client's request to its response head (for a stream, its start)",
                     families.request_duration.clone(),
@@ -192,6 +208,7 @@ macro_rules! per_server {
                     requests: self.requests.clone(),
                     members_down: self.members_down.clone(),
                     member_name_collisions: self.member_name_collisions.clone(),
+                    member_violations: self.member_violations.clone(),
                     sessions_rejected: Refusal::ALL.map(|reason| {
                         self.sessions_rejected.get_or_create_owned(&RefusalLabels {
                             server: label.server.clone(),
@@ -270,6 +287,16 @@ impl ServerMetrics {
             MemberEvent::NameCollision => &self.member_name_collisions,
         };
         family.get_or_create(&labels).inc();
+    }
+
+    /// Counts what this virtual server's member `member` sent that was not its own (`kind`).
+    pub fn member_violation(&self, member: &str, kind: &'static str) {
+        let labels = ViolationLabels {
+            server: self.server.clone(),
+            member: member.to_owned(),
+            kind,
+        };
+        self.member_violations.get_or_create(&labels).inc();
     }
 
     /// Counts one HTTP request on an MCP endpoint and the time to its response head.

@@ -146,8 +146,8 @@ impl UpstreamFactory {
             (UpstreamSpec::InProcess(spec), None) => {
                 Upstream::InProcess(InProcessUpstream::start(spec, events))
             }
-            (UpstreamSpec::Composed(spec), None) => {
-                Upstream::Composed(spec.start(credential, events, None))
+            (UpstreamSpec::Virtual(server), None) => {
+                Upstream::Virtual(server.open(credential, events, None))
             }
             (UpstreamSpec::Sse(spec), None) => Upstream::Sse(SseUpstream::start(
                 spec,
@@ -169,10 +169,10 @@ impl UpstreamFactory {
         credential: Credential,
         record: Option<&str>,
     ) -> Result<(Upstream, Arc<Binding>), UpstreamError> {
-        if let (UpstreamSpec::Composed(spec), Some(_)) = (&self.spec, record) {
+        if let (UpstreamSpec::Virtual(server), Some(_)) = (&self.spec, record) {
             let binding = Arc::new(Binding::default());
-            let members = spec.start(credential, binding.clone(), record);
-            return Ok((Upstream::Composed(members), binding));
+            let members = server.open(credential, binding.clone(), record);
+            return Ok((Upstream::Virtual(members), binding));
         }
         let session = record.and_then(UpstreamSession::from_record);
         let (UpstreamSpec::Http(spec), Some(session), Era::Legacy) =

@@ -6,7 +6,6 @@
 pub mod body;
 pub mod child_env;
 pub mod child_user;
-pub mod composed;
 pub mod credential;
 pub mod deferred;
 pub mod driven;
@@ -26,6 +25,7 @@ pub mod shared;
 pub mod stdio;
 pub mod streamable_http;
 pub mod tls_stream;
+pub mod virtual_server;
 
 use std::sync::Arc;
 
@@ -76,6 +76,15 @@ pub type EventSink = std::sync::Arc<dyn Sink>;
 pub enum UpstreamEvent {
     /// A message from the server.
     Message(Box<Message>),
+    /// A message of a virtual server's member that speaks of a request (progress, a server
+    /// request, a log message, a cancellation), held to that member's own requests: it goes on
+    /// the stream of `request` (the upstream id of the session's request to that member that it
+    /// rides) while that request is in flight, else on the standalone stream; no other
+    /// request's wait is restarted or paused by it.
+    Within {
+        message: Box<Message>,
+        request: Option<u64>,
+    },
     /// The server wrote a message over the line limit; it was dropped. `id` is its top-level
     /// id when that could be read from its first bytes.
     Oversized {
@@ -113,8 +122,8 @@ pub enum UpstreamSpec {
     Sse(http_client::HttpSpec),
     /// A server in this process (tests of the session layer).
     InProcess(in_process::InProcessSpec),
-    /// A virtual server: several servers composed into one.
-    Composed(composed::ComposedSpec),
+    /// A virtual server: its members behind one endpoint.
+    Virtual(Arc<dyn virtual_server::VirtualServer>),
 }
 
 impl UpstreamSpec {
@@ -123,7 +132,7 @@ impl UpstreamSpec {
         match self {
             UpstreamSpec::Stdio(spec) | UpstreamSpec::SharedStdio(spec) => spec.protocol,
             UpstreamSpec::Http(spec) => spec.protocol,
-            UpstreamSpec::Sse(_) | UpstreamSpec::InProcess(_) | UpstreamSpec::Composed(_) => {
+            UpstreamSpec::Sse(_) | UpstreamSpec::InProcess(_) | UpstreamSpec::Virtual(_) => {
                 crate::wire::era::Era::Legacy
             }
         }
@@ -137,7 +146,7 @@ impl UpstreamSpec {
                 crate::telemetry::redact::url(&spec.url.to_string()).into_owned()
             }
             UpstreamSpec::InProcess(_) => "in-process".to_owned(),
-            UpstreamSpec::Composed(spec) => spec.display(),
+            UpstreamSpec::Virtual(server) => server.display(),
         }
     }
 }
@@ -157,8 +166,8 @@ pub enum Upstream {
     /// Any of these, started at the session's `initialize`.
     Deferred(deferred::DeferredUpstream),
     InProcess(in_process::InProcessUpstream),
-    /// A virtual server's members, composed.
-    Composed(composed::ComposedUpstream),
+    /// One session of a virtual server: its members.
+    Virtual(Arc<dyn virtual_server::VirtualSession>),
 }
 
 impl Upstream {
@@ -173,7 +182,7 @@ impl Upstream {
             Upstream::ModernHttp(http) => http.send(message).await,
             Upstream::Deferred(deferred) => deferred.send(message).await,
             Upstream::InProcess(server) => server.send(message).await,
-            Upstream::Composed(members) => members.send(message).await,
+            Upstream::Virtual(members) => members.send(message).await,
         }
     }
 
@@ -199,7 +208,7 @@ impl Upstream {
             | Upstream::Modern(_)
             | Upstream::ModernHttp(_)
             | Upstream::InProcess(_)
-            | Upstream::Composed(_) => {}
+            | Upstream::Virtual(_) => {}
         }
     }
 
@@ -243,7 +252,7 @@ impl Upstream {
     /// each member's), for a replica taking it over; `None` when no server keeps one.
     pub fn upstream_session_record(&self) -> Option<String> {
         match self {
-            Upstream::Composed(members) => members.record(),
+            Upstream::Virtual(members) => members.record(),
             _ => self.upstream_session().map(|session| session.to_record()),
         }
     }
@@ -264,7 +273,7 @@ impl Upstream {
         match self {
             Upstream::Http(http) => http.detach(),
             Upstream::Deferred(deferred) => deferred.detach(),
-            Upstream::Composed(members) => members.detach(),
+            Upstream::Virtual(members) => members.detach(),
             _ => self.release(),
         }
     }
@@ -281,7 +290,7 @@ impl Upstream {
             Upstream::ModernHttp(http) => http.release(),
             Upstream::Deferred(deferred) => deferred.release(),
             Upstream::InProcess(server) => server.release(),
-            Upstream::Composed(members) => members.release(),
+            Upstream::Virtual(members) => members.release(),
         }
     }
 }

@@ -36,7 +36,7 @@ pub struct UriGlob {
 impl UriGlob {
     pub fn new(text: &str) -> UriGlob {
         UriGlob {
-            readings: uri::readings(text).map(|reading| Glob::new(reading.into_owned())),
+            readings: uri::glob_readings(text).map(|reading| Glob::new(reading.into_owned())),
         }
     }
 
@@ -199,6 +199,38 @@ mod tests {
             assert!(!etc.shows(hidden), "{hidden}");
         }
         assert!(etc.shows("file:///home/etc"));
+    }
+
+    #[test]
+    fn neither_a_query_nor_a_fragment_gets_past_an_exact_rule() {
+        let secret = ResourceExposure {
+            deny: vec!["file:///private/secret".into()],
+            ..ResourceExposure::default()
+        };
+        for spelling in [
+            "file:///private/secret?",
+            "file:///private/secret#x",
+            "file:///private/secret?a=1",
+            "file:///private/secret%3Fa=1",
+            "file:///private/%73ecret",
+            "file:///private/x/../secret",
+        ] {
+            assert!(!secret.shows(spelling), "{spelling}");
+        }
+        assert!(secret.shows("file:///private/secrets"));
+        // An allow glob holds the path a server reads, not a query made to end as it wants.
+        let text = ResourceExposure {
+            allow: vec!["file:///public/*.txt".into(), "demo://item?".into()],
+            ..ResourceExposure::default()
+        };
+        assert!(text.shows("file:///public/a.txt"));
+        assert!(!text.shows("file:///public/secret.key?.txt"));
+        assert!(!text.shows("file:///public/secret.key#.txt"));
+        assert!(
+            text.shows("demo://item1"),
+            "a glob's `?` is any one character"
+        );
+        assert!(!text.shows("demo://item"));
     }
 
     #[test]

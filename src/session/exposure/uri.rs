@@ -7,22 +7,51 @@
 //! escape decoded, `\` read as `/`, runs of `/` as one, `localhost` as no host for `file:`, dot
 //! segments resolved from the root, and where the authority ends and the path begins forgotten
 //! (`file:////etc/passwd`, `file:/..//etc/passwd`, `file://localhost/etc/passwd` and
-//! `file:///public//../etc/passwd` are all `file:etc/passwd` then). A rule's globs are read the
-//! same four ways; a resource is shown when every reading passes.
+//! `file:///public//../etc/passwd` are all `file:etc/passwd` then), or leave the query and
+//! the fragment off as a server that reads the URL's path does (the normalised and the decoded
+//! reading again, each without them: `file:///private/secret?a=1`, `…#x` and `…%3Fa` are
+//! `file:///private/secret` then). A rule's globs are read the same ways, except that a glob's
+//! `?` is its own (any one character), not a query: against the last two readings a glob is
+//! held as normalised and decoded, whole. A resource is shown when every reading passes.
 
 use std::borrow::Cow;
 
 /// How many readings there are.
-pub const READINGS: usize = 4;
+pub const READINGS: usize = 6;
 
-/// The readings of a URI (or of a glob on URIs): as sent, normalised, decoded, as a path.
+/// The readings of a URI (or of a glob on URIs): as sent, normalised, decoded, as a path, and
+/// the normalised and the decoded reading without query and fragment.
 pub fn readings(uri: &str) -> [Cow<'_, str>; READINGS] {
+    read(uri, without_query_and_fragment)
+}
+
+/// The readings of a glob on URIs, each to be held against the same reading of a URI: those
+/// of [`readings`], but a glob's `?` stands for any one character, so the last two are the
+/// glob normalised and decoded, whole.
+pub fn glob_readings(glob: &str) -> [Cow<'_, str>; READINGS] {
+    read(glob, |whole| whole)
+}
+
+fn read(uri: &str, path_of: fn(&str) -> &str) -> [Cow<'_, str>; READINGS] {
+    let normal = normalised(uri, Escapes::Unreserved);
+    let decoded = normalised(uri, Escapes::All);
+    let normal_path = path_of(&normal).to_owned();
+    let decoded_path = path_of(&decoded).to_owned();
     [
         Cow::Borrowed(uri),
-        Cow::Owned(normalised(uri, Escapes::Unreserved)),
-        Cow::Owned(normalised(uri, Escapes::All)),
+        Cow::Owned(normal),
+        Cow::Owned(decoded),
         Cow::Owned(as_a_path(uri)),
+        Cow::Owned(normal_path),
+        Cow::Owned(decoded_path),
     ]
+}
+
+/// A URI up to its query or fragment: what a server that reads the URL's path reads. (In a
+/// normalised reading the first `?` or `#` starts them: neither stands in a scheme, an
+/// authority or a path.)
+fn without_query_and_fragment(uri: &str) -> &str {
+    &uri[..uri.find(['?', '#']).unwrap_or(uri.len())]
 }
 
 /// `scheme:` and what follows it as one path from the root, without its leading `/` (see the
@@ -220,8 +249,33 @@ mod tests {
     use super::*;
 
     fn both(uri: &str) -> (String, String) {
-        let [_, normalised, decoded, _] = readings(uri);
+        let [_, normalised, decoded, ..] = readings(uri);
         (normalised.into_owned(), decoded.into_owned())
+    }
+
+    #[test]
+    fn without_query_and_fragment_the_path_is_read_as_a_url_parser_reads_it() {
+        for spelling in [
+            "file:///private/secret",
+            "file:///private/secret?",
+            "file:///private/secret#x",
+            "file:///private/secret?a=1",
+            "file:///private/secret?a=1#x",
+            "file:///private/%73ecret",
+            "file:///private/x/../secret",
+            "FILE:///private/secret?%3F",
+        ] {
+            let [.., normal, _] = readings(spelling);
+            assert_eq!(normal, "file:///private/secret", "{spelling}");
+        }
+        let [.., normal, decoded] = readings("file:///private/secret%3Fa=1");
+        assert_eq!(normal, "file:///private/secret%3Fa=1");
+        assert_eq!(
+            decoded, "file:///private/secret",
+            "an escaped `?` once decoded"
+        );
+        let [.., normal, _] = readings("demo://Host?q#f");
+        assert_eq!(normal, "demo://host");
     }
 
     #[test]

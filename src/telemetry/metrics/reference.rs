@@ -56,6 +56,9 @@ fn exposition() -> String {
     let metrics = Metrics::default();
     let server = metrics.server("default");
     server.record_request(method_label("tools/call"), 200, Duration::ZERO);
+    server.member("member", super::MemberEvent::Down);
+    server.member("member", super::MemberEvent::NameCollision);
+    server.member_violation("member", "answer");
     metrics.auth.refuse("missing");
     metrics.store.masters_are(vec!["127.0.0.1:6379".into()]);
     metrics

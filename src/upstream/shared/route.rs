@@ -32,8 +32,9 @@ impl SharedStdio {
                     None => Vec::new(),
                 };
             }
-            // Reported by HTTP upstreams; a child on stdio never does.
+            // Reported by HTTP upstreams and virtual servers; a child on stdio never does.
             UpstreamEvent::Failed { .. }
+            | UpstreamEvent::Within { .. }
             | UpstreamEvent::AnswersLost(_)
             | UpstreamEvent::SessionLost => return Vec::new(),
             UpstreamEvent::Exited(cause) => {

@@ -4,6 +4,7 @@
 mod bad_input;
 mod gateway;
 mod grid;
+mod hostile_members;
 mod legacy_sse;
 mod modern;
 mod streamable_http;

@@ -6,6 +6,7 @@ pub mod auth_server;
 pub mod balancer;
 mod client;
 pub mod cluster;
+pub mod line;
 mod modern;
 mod peers;
 mod process;

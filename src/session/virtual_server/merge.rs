@@ -1,6 +1,9 @@
 //! One answer out of the members' answers: `initialize` (the union of their capabilities, the
-//! virtual server's name, each member's instructions under its name) and the cursor of a
-//! merged list (which members have more, and from where).
+//! virtual server's name, each member's instructions under its name), a list (each member's
+//! page in order, the first member's item where two give the same name or URI) and the cursor
+//! of a merged list (which members have more, and from where).
+
+use std::collections::HashSet;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -55,6 +58,47 @@ fn union(into: &mut Value, other: &Value) {
     }
 }
 
+/// One member's page of a list, as clients of the virtual server see it.
+pub struct MemberPage {
+    pub index: usize,
+    pub items: Vec<Value>,
+    /// Its cursor to the next page.
+    pub next: Option<String>,
+}
+
+/// A merged page.
+#[derive(Debug, Default, PartialEq)]
+pub struct Merged {
+    pub items: Vec<Value>,
+    /// Each member with more, and its cursor.
+    pub more: Vec<(usize, String)>,
+    /// What a member offered that one before it had offered: its index and the name (or URI).
+    pub collisions: Vec<(usize, String)>,
+}
+
+/// The members' pages in order, merged: items without their `identity` member (`name`,
+/// `uri`, `uriTemplate`) left out, and of two with the same identity the first kept.
+pub fn lists(identity: &str, pages: Vec<MemberPage>) -> Merged {
+    let mut seen = HashSet::new();
+    let mut merged = Merged::default();
+    for page in pages {
+        if let Some(next) = page.next {
+            merged.more.push((page.index, next));
+        }
+        for item in page.items {
+            let Some(name) = item[identity].as_str() else {
+                continue;
+            };
+            if !seen.insert(name.to_owned()) {
+                merged.collisions.push((page.index, name.to_owned()));
+                continue;
+            }
+            merged.items.push(item);
+        }
+    }
+    merged
+}
+
 /// Where a merged list goes on: each member with more, by its index, and the cursor it gave.
 pub fn cursor(more: &[(usize, String)]) -> Option<String> {
     (!more.is_empty()).then(|| URL_SAFE_NO_PAD.encode(json!(more).to_string()))
@@ -91,6 +135,29 @@ mod tests {
         assert!(result["capabilities"]["prompts"].is_object());
         assert!(result["capabilities"]["logging"].is_object());
         assert_eq!(result["instructions"], "demo: Counts.");
+    }
+
+    #[test]
+    fn lists_keep_the_first_members_item_and_name_the_collisions() {
+        let page = |index, names: &[&str], next: Option<&str>| MemberPage {
+            index,
+            items: names.iter().map(|n| json!({ "uri": n })).collect(),
+            next: next.map(str::to_owned),
+        };
+        let mut pages = vec![
+            page(0, &["a://1", "a://2"], None),
+            page(1, &["a://2", "b://1"], Some("c")),
+        ];
+        pages[0].items.push(json!({ "name": "no uri" }));
+        let merged = lists("uri", pages);
+        let uris: Vec<&str> = merged
+            .items
+            .iter()
+            .map(|i| i["uri"].as_str().unwrap())
+            .collect();
+        assert_eq!(uris, ["a://1", "a://2", "b://1"]);
+        assert_eq!(merged.collisions, [(1, "a://2".to_owned())]);
+        assert_eq!(merged.more, [(1, "c".to_owned())]);
     }
 
     #[test]

@@ -31,6 +31,12 @@ impl<'a> Params<'a> {
             .ok()
     }
 
+    /// A member's value, unread: `None` when absent.
+    pub fn raw(&self, name: &str) -> Option<&'a RawValue> {
+        let (_, value) = self.members.iter().find(|(key, _)| key == name)?;
+        Some(value)
+    }
+
     /// The params with the string `value` for the member `name` (every other as it came),
     /// written once.
     pub fn with_string(&self, name: &str, value: &str) -> Option<Box<RawValue>> {

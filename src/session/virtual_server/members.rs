@@ -1,0 +1,417 @@
+//! One session of a virtual server: its members' upstreams, opened when the session is and
+//! initialized with the client's `initialize` params, all at once, and what the session sends
+//! them. A request is answered here (`ping`), fanned out to every member (`fan_out`) or routed
+//! to one (`router`); a notification goes to every member (a cancellation to the one that has
+//! the request), and the client's answer to a member's request to that member, under its own
+//! id. What the members send comes back through `attribution`. A member that fails fails its
+//! own requests with an error naming it; it is opened again when next needed, and the others go
+//! on.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use super::catalog::Catalog;
+use super::ids;
+use super::VirtualServer;
+use crate::base::backlog::Backlog;
+use crate::session::error_answer::ErrorAnswer;
+use crate::telemetry::metrics::MemberEvent;
+use crate::upstream::credential::Credential;
+use crate::upstream::virtual_server::{Sending, VirtualSession};
+use crate::upstream::{EventSink, Sink, Upstream, UpstreamError, UpstreamEvent};
+use crate::wire::jsonrpc::{Kind, Message};
+use crate::wire::methods;
+
+/// The cancelled requests remembered, for members' late answers.
+const CANCELLED_KEPT: usize = 256;
+
+/// An answer to one of the virtual server's own requests.
+pub(super) type Answer = oneshot::Sender<Result<Message, UpstreamError>>;
+
+pub struct Members {
+    pub(super) server: Arc<VirtualServer>,
+    pub(super) me: Weak<Members>,
+    /// The session's sink: what the members say, as one server.
+    pub(super) events: EventSink,
+    pub(super) credential: Credential,
+    /// Each member's way in here (its upstream's binding holds it weakly).
+    pub(super) sinks: Vec<Arc<MemberSink>>,
+    /// One opening or initialization of a member at a time.
+    pub(super) gates: Vec<tokio::sync::Mutex<()>>,
+    /// One reading of a member's catalog at a time.
+    pub(super) catalog_gates: Vec<tokio::sync::Mutex<()>>,
+    pub(super) state: Mutex<State>,
+    pub(super) next_own: AtomicU64,
+    pub(super) released: CancellationToken,
+}
+
+/// What the one lock guards.
+#[derive(Default)]
+pub(super) struct State {
+    pub(super) slots: Vec<Slot>,
+    /// The client's `initialize` params, with which every member is initialized.
+    pub(super) initialize: Option<Box<RawValue>>,
+    /// Whether the client said `notifications/initialized` (a member initialized later is told).
+    pub(super) client_initialized: bool,
+    /// The session's requests sent to a member, by upstream id.
+    pub(super) sent: HashMap<u64, Sent>,
+    /// The virtual server's own requests: their id → the member asked and who waits.
+    pub(super) own: HashMap<String, (usize, Answer)>,
+    /// The session's requests the client cancelled, the newest last (at most
+    /// [`CANCELLED_KEPT`]): a member's late answer to one of its own is dropped quietly.
+    pub(super) cancelled: VecDeque<(u64, usize)>,
+    /// The session's subscriptions, by URI: the member that holds each (made again when it
+    /// restarts; its `resources/updated` are the only ones of that URI let through).
+    pub(super) subscriptions: HashMap<String, usize>,
+    /// The violations of each member warned of already (the rest are logged at debug).
+    pub(super) warned: HashSet<(usize, &'static str)>,
+}
+
+/// One member, in one session.
+#[derive(Default)]
+pub(super) struct Slot {
+    /// `None`: down (it could not be opened, or went away), opened again when next needed.
+    pub(super) upstream: Option<Upstream>,
+    /// Whether it has answered `initialize`.
+    pub(super) initialized: bool,
+    /// Going on in the session its server keeps for a session taken over: its
+    /// server-to-client stream is opened once the session is bound (at its `initialize`).
+    pub(super) linked: bool,
+    /// What it answered `initialize`, last time.
+    pub(super) result: Option<Value>,
+    /// What it serves of resources, once read (until its resources change).
+    pub(super) catalog: Option<Arc<Catalog>>,
+    /// Counts its resources' changes: a catalog read across one is not kept.
+    pub(super) catalog_generation: u64,
+}
+
+/// A session's request sent to a member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Sent {
+    pub(super) member: usize,
+    /// Its `_meta.progressToken`, in key form.
+    pub(super) progress: Option<String>,
+}
+
+impl State {
+    /// Takes request `n` out of flight, the client having cancelled it.
+    fn cancel(&mut self, n: u64) -> Option<Sent> {
+        let sent = self.sent.remove(&n)?;
+        if self.cancelled.len() == CANCELLED_KEPT {
+            self.cancelled.pop_front();
+        }
+        self.cancelled.push_back((n, sent.member));
+        Some(sent)
+    }
+
+    /// Whether request `n` was member `index`'s and cancelled (forgotten now: a second answer
+    /// to it is not quiet).
+    pub(super) fn forget_cancelled(&mut self, index: usize, n: u64) -> bool {
+        let at = self.cancelled.iter().position(|entry| *entry == (n, index));
+        at.and_then(|at| self.cancelled.remove(at)).is_some()
+    }
+
+    /// The newest of the session's requests in flight at member `index` (by upstream id).
+    pub(super) fn newest_of(&self, index: usize) -> Option<u64> {
+        self.sent
+            .iter()
+            .filter(|(_, sent)| sent.member == index)
+            .map(|(id, _)| *id)
+            .max()
+    }
+}
+
+impl Members {
+    pub fn open(
+        server: Arc<VirtualServer>,
+        credential: Credential,
+        events: EventSink,
+        resumed: Option<&str>,
+    ) -> Arc<Members> {
+        let count = server.members.len();
+        let members = Arc::new_cyclic(|me: &Weak<Members>| Members {
+            sinks: (0..count)
+                .map(|index| Arc::new(MemberSink::new(index, me.clone())))
+                .collect(),
+            gates: (0..count).map(|_| tokio::sync::Mutex::new(())).collect(),
+            catalog_gates: (0..count).map(|_| tokio::sync::Mutex::new(())).collect(),
+            server,
+            me: me.clone(),
+            events,
+            credential,
+            state: Mutex::new(State {
+                slots: (0..count).map(|_| Slot::default()).collect(),
+                ..State::default()
+            }),
+            next_own: AtomicU64::new(1),
+            released: CancellationToken::new(),
+        });
+        let resumed: BTreeMap<String, String> = resumed
+            .and_then(|record| serde_json::from_str::<Record>(record).ok())
+            .map(|record| record.members)
+            .unwrap_or_default();
+        for index in 0..count {
+            let member = members.member_name(index);
+            let record = resumed.get(member).map(String::as_str);
+            if let Err(error) = members.open_member(index, record) {
+                members.warn_down(index, &error);
+            }
+        }
+        members
+    }
+
+    /// The sessions the members' servers keep, as the shared store holds them.
+    fn record(&self) -> Option<String> {
+        let state = self.lock();
+        let members: BTreeMap<String, String> = state
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(index, slot)| {
+                let record = slot.upstream.as_ref()?.upstream_session_record()?;
+                Some((self.member_name(index).to_owned(), record))
+            })
+            .collect();
+        (!members.is_empty())
+            .then(|| serde_json::to_string(&Record { members }).unwrap_or_default())
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn member_name(&self, index: usize) -> &str {
+        self.server.member_name(index)
+    }
+
+    pub(super) fn count(&self) -> usize {
+        self.server.members.len()
+    }
+
+    /// `cause`, naming member `index` (unless it names one already).
+    pub(super) fn member_error(&self, index: usize, cause: UpstreamError) -> UpstreamError {
+        match cause {
+            named @ UpstreamError::Member { .. } => named,
+            cause => UpstreamError::Member {
+                member: self.member_name(index).to_owned(),
+                cause: Box::new(cause),
+            },
+        }
+    }
+
+    pub(super) fn warn_down(&self, index: usize, error: &UpstreamError) {
+        let (server, member) = (&self.server.name, self.member_name(index));
+        self.server.metrics.member(member, MemberEvent::Down);
+        warn!(%server, %member, %error, "a member of the virtual server is down for this session; it is tried again when next needed");
+    }
+
+    pub(super) fn deliver(&self, event: UpstreamEvent) {
+        self.events.deliver(event);
+    }
+
+    pub(super) fn answer(&self, id: &Value, result: Value) {
+        let answer = Message::response(id, result);
+        self.deliver(UpstreamEvent::Message(Box::new(answer)));
+    }
+
+    pub(super) fn refuse(&self, id: &Value, refusal: ErrorAnswer) {
+        match Message::parse(refusal.to_response(id)) {
+            Ok(message) => self.deliver(UpstreamEvent::Message(Box::new(message))),
+            Err(error) => debug!(%error, "an error answer that does not parse"),
+        }
+    }
+
+    /// One message of the session's, the long way.
+    async fn take(&self, message: Message) -> Result<(), UpstreamError> {
+        if self.released.is_cancelled() {
+            return Err(UpstreamError::Gone);
+        }
+        match message.kind() {
+            Kind::Request => self.request(message).await,
+            Kind::Notification => self.notify(message).await,
+            Kind::Response => self.answer_member(message).await,
+        }
+        Ok(())
+    }
+
+    async fn request(&self, message: Message) {
+        let method = message.method().unwrap_or_default().to_owned();
+        let id = message.id().cloned().unwrap_or(Value::Null);
+        match method.as_str() {
+            methods::PING => self.answer(&id, json!({})),
+            methods::INITIALIZE
+            | methods::TOOLS_LIST
+            | methods::PROMPTS_LIST
+            | methods::RESOURCES_LIST
+            | methods::RESOURCES_TEMPLATES_LIST
+            | methods::LOGGING_SET_LEVEL => {
+                // Every member is asked: answered from a task of its own, so the session's
+                // next message is not held behind the slowest member.
+                let Some(me) = self.me.upgrade() else {
+                    return;
+                };
+                let params = message.params().map(|p| p.to_owned());
+                tokio::spawn(async move { me.answer_for_all(&method, &id, params).await });
+            }
+            methods::TOOLS_CALL
+            | methods::PROMPTS_GET
+            | methods::RESOURCES_READ
+            | methods::RESOURCES_SUBSCRIBE
+            | methods::RESOURCES_UNSUBSCRIBE
+            | methods::COMPLETION_COMPLETE => self.route(message, &id).await,
+            _ => self.refuse(&id, ErrorAnswer::NotRouted(method)),
+        }
+    }
+
+    /// A notification of the client's: a cancellation to the member that has the request,
+    /// anything else to every member initialized.
+    async fn notify(&self, message: Message) {
+        let method = message.method().unwrap_or_default();
+        let targets: Vec<(usize, Upstream)> = {
+            let mut state = self.lock();
+            if method == methods::INITIALIZED {
+                state.client_initialized = true;
+            }
+            let only = match method {
+                methods::CANCELLED => {
+                    let request = message
+                        .params_as::<Value>()
+                        .and_then(|p| p["requestId"].as_u64());
+                    // The request is over for the session: its member is told, and it is
+                    // forgotten here whether or not the member answers.
+                    match request.and_then(|n| state.cancel(n)) {
+                        Some(sent) => Some(sent.member),
+                        None => return,
+                    }
+                }
+                _ => None,
+            };
+            state
+                .slots
+                .iter()
+                .enumerate()
+                .filter(|(index, slot)| only.is_none_or(|only| only == *index) && slot.initialized)
+                .filter_map(|(index, slot)| Some((index, slot.upstream.clone()?)))
+                .collect()
+        };
+        for (index, upstream) in targets {
+            if let Err(error) = upstream.send(message.clone()).await {
+                debug!(member = self.member_name(index), %error, "a notification did not reach a member");
+            }
+        }
+    }
+
+    /// The client's answer to a member's request: to that member, under its own id.
+    async fn answer_member(&self, mut message: Message) {
+        let Some((index, id)) = message.id().and_then(ids::untag) else {
+            debug!("an answer to no member's request; dropped");
+            return;
+        };
+        let upstream = self
+            .lock()
+            .slots
+            .get(index)
+            .and_then(|slot| slot.upstream.clone());
+        let Some(upstream) = upstream else {
+            return;
+        };
+        message.set_id(id);
+        if let Err(error) = upstream.send(message).await {
+            debug!(member = self.member_name(index), %error, "an answer did not reach its member");
+        }
+    }
+
+    fn release_with(&self, let_go: impl Fn(&Upstream)) {
+        self.released.cancel();
+        let upstreams: Vec<Upstream> = {
+            let mut state = self.lock();
+            state.own.clear();
+            state
+                .slots
+                .iter_mut()
+                .filter_map(|slot| slot.upstream.take())
+                .collect()
+        };
+        upstreams.iter().for_each(let_go);
+    }
+}
+
+impl VirtualSession for Members {
+    fn send(&self, mut message: Message) -> Sending<'_> {
+        // The usual call, every member up: routed here, its future no larger than the send.
+        if let Some((index, upstream)) = self.route_at_once(&mut message) {
+            return Box::pin(self.send_routed(index, upstream, message));
+        }
+        Box::pin(self.take(message))
+    }
+
+    fn release(&self) {
+        self.release_with(Upstream::release);
+    }
+
+    fn detach(&self) {
+        self.release_with(Upstream::detach);
+    }
+
+    fn record(&self) -> Option<String> {
+        Members::record(self)
+    }
+}
+
+/// A member's way into its session's members.
+pub struct MemberSink {
+    index: usize,
+    members: Weak<Members>,
+}
+
+impl MemberSink {
+    fn new(index: usize, members: Weak<Members>) -> MemberSink {
+        MemberSink { index, members }
+    }
+}
+
+impl Sink for MemberSink {
+    fn deliver(&self, event: UpstreamEvent) {
+        if let Some(members) = self.members.upgrade() {
+            members.on_member(self.index, event);
+        }
+    }
+
+    fn backlog(&self) -> Option<Arc<Backlog>> {
+        self.members.upgrade()?.events.backlog()
+    }
+}
+
+/// What the shared store holds of a virtual server's session: the session each member's
+/// server keeps, by member.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Record {
+    members: BTreeMap<String, String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_newest_request_of_a_member_is_its_own() {
+        let mut state = State::default();
+        for (id, member) in [(1, 0), (2, 1), (3, 0), (4, 1)] {
+            let sent = Sent {
+                member,
+                progress: None,
+            };
+            state.sent.insert(id, sent);
+        }
+        assert_eq!(state.newest_of(0), Some(3));
+        assert_eq!(state.newest_of(1), Some(4));
+        assert_eq!(state.newest_of(2), None);
+    }
+}
