@@ -5,7 +5,7 @@ files, and no two folders under one parent, import each other in a circle.
 
 Layers, top to bottom, and what each may use besides itself:
 
-    entry      main.rs, lib.rs, server.rs, health_probe.rs, config/, demo/   anything but RULES
+    entry      main.rs, lib.rs, server/, health_probe.rs, config/, demo/    anything but RULES
     front      front/       client transports           session and every floor
     session    session/     sessions, logs, replay      upstream, store and every floor
     upstream   upstream/    server transports           every floor

@@ -110,31 +110,7 @@ impl RedisStore {
                 &session.commands,
             );
         }
-        let counting = scripted
-            .iter()
-            .any(|s| s.counted_in.is_some() && (s.counts || s.expire_counted_in));
-        if counting {
-            pipe.cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(super::principals::COUNT)
-                .ignore();
-        }
-        for session in &scripted {
-            let Some(sessions) = &session.counted_in else {
-                continue;
-            };
-            if session.counts || session.expire_counted_in {
-                // Counted from now on by its record (written first), until the record expires.
-                pipe.cmd("EVALSHA")
-                    .arg(&self.count_sha)
-                    .arg(1)
-                    .arg(sessions.as_ref())
-                    .arg(session.session.as_ref())
-                    .arg(ttls.millis)
-                    .arg(if session.counts { "" } else { "XX" })
-                    .ignore();
-            }
-        }
+        self.add_counting(&mut pipe, &scripted, ttls);
         let mut connection = self.timed();
         let answers: Vec<i64> = match pipe.query_async(&mut connection).await {
             Ok(answers) => answers,
@@ -171,6 +147,35 @@ impl RedisStore {
             }
         }
         true
+    }
+
+    /// Adds to `pipe` the counting of each session the principal's sessions count from now on
+    /// (by its record, written first, until the record expires).
+    fn add_counting(&self, pipe: &mut redis::Pipeline, scripted: &[&SessionWrites], ttls: &Ttls) {
+        let counting = scripted
+            .iter()
+            .any(|s| s.counted_in.is_some() && (s.counts || s.expire_counted_in));
+        if counting {
+            pipe.cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(super::principals::COUNT)
+                .ignore();
+        }
+        for session in scripted {
+            let Some(sessions) = &session.counted_in else {
+                continue;
+            };
+            if session.counts || session.expire_counted_in {
+                pipe.cmd("EVALSHA")
+                    .arg(&self.count_sha)
+                    .arg(1)
+                    .arg(sessions.as_ref())
+                    .arg(session.session.as_ref())
+                    .arg(ttls.millis)
+                    .arg(if session.counts { "" } else { "XX" })
+                    .ignore();
+            }
+        }
     }
 }
 

@@ -1,0 +1,84 @@
+//! What is checked of the stdio servers before the proxy listens: each command can be found,
+//! who its children run as, and what of its sandbox this host can enforce.
+
+use anyhow::Context;
+
+use crate::config::Config;
+use crate::upstream::child_user::RunAs;
+use crate::upstream::UpstreamSpec;
+
+/// Every stdio server can be started: a command that does not exist, or a user its children
+/// cannot run as, stops start-up with its key, instead of failing each session's `initialize`.
+/// Checks every stdio server's command (and says who its children run as and how they are
+/// confined): the parts of a sandbox this host cannot enforce, by server, once each is
+/// warned of (a server whose sandbox `require`s them stops the start instead).
+pub(super) fn check_commands(config: &Config) -> anyhow::Result<Vec<(String, &'static str)>> {
+    let mut unenforced = Vec::new();
+    let default = config
+        .serves_default()
+        .then(|| ("upstream.stdio".to_owned(), &config.upstream));
+    let named = config
+        .servers
+        .iter()
+        .map(|(name, server)| (format!("servers.{name}.upstream.stdio"), &server.upstream));
+    for (key, upstream) in default.into_iter().chain(named) {
+        let server = key.trim_end_matches(".stdio");
+        match upstream.child_user(server)? {
+            Some(RunAs::User(user)) => tracing::info!(
+                server,
+                uid = user.uid,
+                gid = user.gid,
+                "stdio children run as"
+            ),
+            Some(RunAs::Range(_)) => tracing::info!(
+                server,
+                user_range = %upstream.user_range,
+                "stdio children run each as a user of its own"
+            ),
+            None => {}
+        }
+        let spec = upstream.spec(&config.child_secrets())?;
+        if let UpstreamSpec::Stdio(stdio) | UpstreamSpec::SharedStdio(stdio) = spec {
+            stdio.locate().with_context(|| key.clone())?;
+            if let Some(sandbox) = &stdio.sandbox {
+                let missing = report_sandbox(server, sandbox)?;
+                unenforced.extend(missing.into_iter().map(|what| (server.to_owned(), what)));
+            }
+        }
+    }
+    Ok(unenforced)
+}
+
+/// Logs how `server`'s children are confined on this host, and warns of each part it cannot
+/// enforce (returned); an error when the sandbox requires them.
+fn report_sandbox(
+    server: &str,
+    sandbox: &crate::upstream::sandbox::SandboxSpec,
+) -> anyhow::Result<Vec<&'static str>> {
+    let abi = crate::upstream::sandbox::landlock_abi();
+    let missing = sandbox.unenforced(abi);
+    if sandbox.paths.require && !missing.is_empty() {
+        anyhow::bail!(
+            "{server}.sandbox.require: this host cannot enforce {} (Landlock ABI {}, the rules \
+             need {})",
+            missing.join(" and "),
+            abi.unwrap_or(0),
+            crate::upstream::sandbox::landlock_abi_written_for()
+        );
+    }
+    tracing::info!(
+        server,
+        landlock_abi = abi.unwrap_or(0),
+        network = ?sandbox.network,
+        limits = ?sandbox.limits,
+        "stdio children confined: no_new_privs, seccomp, Landlock"
+    );
+    for what in &missing {
+        tracing::warn!(
+            server,
+            landlock_abi = abi.unwrap_or(0),
+            "the sandbox cannot enforce {what} on this host: it is not enforced"
+        );
+    }
+    Ok(missing)
+}

@@ -1,0 +1,210 @@
+//! What a stdio server is, from configuration: its command line, found on `PATH`, and the
+//! command every child of it is started with (its environment, its user, its confinement).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::Command;
+
+use crate::upstream::child_env::ChildEnv;
+use crate::upstream::child_user::{RunAs, UserLease};
+use crate::upstream::sandbox::{CacheDir, PrivateDir, SandboxSpec};
+
+/// How to start and stop a stdio server. Comes from configuration only.
+#[derive(Debug, Clone)]
+pub struct StdioSpec {
+    pub program: String,
+    pub args: Vec<String>,
+    /// Longest line accepted from the server's stdout.
+    pub max_line_bytes: usize,
+    /// Longest a write to its stdin may take: a child that stops reading is stopped.
+    pub request_timeout: Duration,
+    /// Wait after closing stdin, and again after SIGTERM.
+    pub shutdown_grace: Duration,
+    /// Children kept started ahead of sessions (per-session isolation).
+    pub warm: usize,
+    /// The revision the server speaks.
+    pub protocol: crate::wire::era::Era,
+    /// What the child's environment holds.
+    pub env: ChildEnv,
+    /// Who the child runs as (else as the proxy's user).
+    pub user: Option<RunAs>,
+    /// How the child is confined (else it is not).
+    pub sandbox: Option<SandboxSpec>,
+}
+
+impl StdioSpec {
+    /// The child's command: stdin and stdout piped, its own process group, killed when dropped,
+    /// run as the configured user (or one of its own from the range), confined by the sandbox
+    /// when there is one (through the launcher, which executes the program in its place), and
+    /// what it holds while it runs (its private directory, its user id: keep them for as long
+    /// as the child runs). Every child of a stdio server is started from it: a session's, the
+    /// shared one, the warm ones, the `auto` probe's.
+    pub fn command(&self) -> std::io::Result<(Command, ChildHolds)> {
+        let (user, lease) = match &self.user {
+            Some(run_as) => {
+                let (user, lease) = run_as.take().map_err(std::io::Error::other)?;
+                (Some(user), lease)
+            }
+            None => (None, None),
+        };
+        let mut holds = ChildHolds {
+            private_dir: None,
+            _user: lease,
+        };
+        let (mut command, confined) = match &self.sandbox {
+            Some(sandbox) => {
+                let program = self
+                    .locate()
+                    .unwrap_or_else(|_| PathBuf::from(&self.program));
+                let owner = user.map(|u| (u.uid, u.gid));
+                let dir = PrivateDir::create(owner)?;
+                let cache = CacheDir::of(&sandbox.cache, &self.display(), owner)?;
+                let mut spec = sandbox.clone();
+                spec.paths
+                    .read
+                    .extend(own_directories(&program, &self.args));
+                spec.paths.write.push(dir.path().to_path_buf());
+                spec.paths.write.push(cache.path().to_path_buf());
+                let command = sandbox.command(&program, &self.args)?;
+                holds.private_dir = Some(dir);
+                (command, Some((spec, cache)))
+            }
+            None => {
+                let mut command = Command::new(&self.program);
+                command.args(&self.args);
+                (command, None)
+            }
+        };
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .process_group(0);
+        self.env.apply(&mut command);
+        if let Some(user) = &user {
+            user.apply(&mut command);
+        }
+        if let (Some((spec, cache)), Some(dir)) = (confined, &holds.private_dir) {
+            command.env("HOME", dir.path()).env("TMPDIR", dir.path());
+            cache.apply(&mut command, spec.network, |name| self.env.sets(name));
+            spec.tell(&mut command)?;
+        }
+        Ok((command, holds))
+    }
+
+    /// Splits a command line the way a POSIX shell would, without running a shell.
+    pub fn parse(command_line: &str) -> Result<StdioSpec, String> {
+        let words = shell_words::split(command_line)
+            .map_err(|e| format!("cannot split the command line `{command_line}`: {e}"))?;
+        let (program, args) = words
+            .split_first()
+            .ok_or_else(|| "the stdio command line is empty".to_string())?;
+        Ok(StdioSpec {
+            program: program.clone(),
+            args: args.to_vec(),
+            max_line_bytes: 4 << 20,
+            request_timeout: Duration::from_secs(60),
+            shutdown_grace: Duration::from_secs(2),
+            warm: 0,
+            protocol: Default::default(),
+            env: ChildEnv::default(),
+            user: None,
+            sandbox: None,
+        })
+    }
+
+    pub fn display(&self) -> String {
+        shell_words::join(std::iter::once(&self.program).chain(&self.args))
+    }
+
+    /// The program's file, as `spawn` will find it: a path as given, else the first match on
+    /// `PATH`; an error when there is none or it cannot be executed (checked at start-up, so a
+    /// typo stops the proxy instead of failing every session).
+    pub fn locate(&self) -> Result<PathBuf, CommandError> {
+        let candidates: Vec<PathBuf> = match self.program.contains('/') {
+            true => vec![PathBuf::from(&self.program)],
+            false => std::env::var_os("PATH")
+                .map(|path| {
+                    std::env::split_paths(&path)
+                        .map(|dir| dir.join(&self.program))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
+        let mut not_executable = None;
+        for candidate in candidates {
+            let Ok(metadata) = std::fs::metadata(&candidate) else {
+                continue;
+            };
+            if metadata.is_file() && metadata.permissions().mode() & 0o111 != 0 {
+                return Ok(candidate);
+            }
+            not_executable.get_or_insert(candidate);
+        }
+        Err(match not_executable {
+            Some(path) => CommandError::NotExecutable(path),
+            None => CommandError::NotFound(self.program.clone()),
+        })
+    }
+}
+
+/// The directories a confined child reads its own files from: its program's, and those of the
+/// files its arguments name (a script an interpreter runs); around each, the `node_modules` it
+/// is in (a Node server's packages), and the virtual environment it is in with the Python
+/// installation that environment was made from.
+fn own_directories(program: &std::path::Path, args: &[String]) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    let files = std::iter::once(program.to_path_buf())
+        .chain(args.iter().map(PathBuf::from))
+        .filter(|path| path.is_file());
+    for file in files {
+        let as_named = std::path::absolute(&file).ok();
+        let resolved = std::fs::canonicalize(&file).ok();
+        for path in [as_named, resolved].into_iter().flatten() {
+            dirs.extend(path.parent().map(PathBuf::from));
+            for above in path.ancestors().skip(1) {
+                if above.file_name().is_some_and(|name| name == "node_modules") {
+                    dirs.push(above.to_path_buf());
+                }
+                if let Ok(config) = std::fs::read_to_string(above.join("pyvenv.cfg")) {
+                    dirs.push(above.to_path_buf());
+                    dirs.extend(python_home(&config));
+                }
+            }
+        }
+    }
+    dirs.sort();
+    dirs.dedup();
+    dirs
+}
+
+/// The installation a virtual environment was made from (its `pyvenv.cfg`'s `home`, the
+/// directory of its interpreter: the prefix above it).
+fn python_home(config: &str) -> Option<PathBuf> {
+    let home = config.lines().find_map(|line| {
+        let (key, value) = line.split_once('=')?;
+        (key.trim() == "home").then(|| PathBuf::from(value.trim()))
+    })?;
+    let home = std::fs::canonicalize(&home).unwrap_or(home);
+    home.parent().map(PathBuf::from)
+}
+
+/// What a child holds for as long as it runs: its private directory (removed when dropped), its
+/// user id from the range (given back when dropped).
+#[derive(Debug, Default)]
+pub struct ChildHolds {
+    pub private_dir: Option<PrivateDir>,
+    _user: Option<UserLease>,
+}
+
+/// Why a configured stdio command cannot be run.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error("the command `{0}` was not found (neither a path to a file nor a program on PATH)")]
+    NotFound(String),
+    #[error("{} is not an executable file", .0.display())]
+    NotExecutable(PathBuf),
+}
