@@ -23,7 +23,8 @@ pub const MAX_PAGES: usize = 100;
 pub struct Catalog {
     uris: HashSet<String>,
     templates: Vec<String>,
-    /// Whether a bound stopped the reading (a list longer than it, or a cursor past it).
+    /// Whether a bound stopped the reading (a list longer than it, a cursor past it, a
+    /// reading past its time).
     truncated: bool,
 }
 
@@ -79,7 +80,7 @@ impl Catalog {
         true
     }
 
-    /// Notes that a list went on past [`MAX_PAGES`].
+    /// Notes that a list went on past [`MAX_PAGES`], or past the time its reading had.
     pub fn cut_short(&mut self) {
         self.truncated = true;
     }

@@ -24,6 +24,8 @@ mod names;
 mod params;
 mod router;
 mod rules;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -223,8 +223,15 @@ impl Members {
         };
         let mut catalog = Catalog::default();
         if offers {
+            // The whole reading within one request timeout: a member that pages slowly holds
+            // up the routing of the members after it no longer than one slow answer would.
+            let deadline = tokio::time::Instant::now() + self.server.request_timeout;
             for list in [methods::RESOURCES_LIST, methods::RESOURCES_TEMPLATES_LIST] {
-                self.read_pages(index, &upstream, list, &mut catalog).await;
+                let reading = self.read_pages(index, &upstream, list, &mut catalog);
+                if tokio::time::timeout_at(deadline, reading).await.is_err() {
+                    catalog.cut_short();
+                    break;
+                }
             }
         }
         if catalog.truncated() {
@@ -240,7 +247,8 @@ impl Members {
         Some(catalog)
     }
 
-    /// Every page of member `index`'s `list` into `catalog`, within its bounds.
+    /// Every page of member `index`'s `list` into `catalog`, within its bounds (what was taken
+    /// in stays, should the reading be given up).
     async fn read_pages(
         &self,
         index: usize,
