@@ -31,7 +31,7 @@ pub use modern_http::serve as serve_modern_over_http;
 const PROTOCOL_VERSION: &str = "2025-11-25";
 const INSTRUCTIONS: &str =
     "A deterministic demo server: echo, add, counter, sleep, emit_updates, progress.";
-const KNOWN_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+use crate::wire::era::LEGACY_VERSIONS as KNOWN_VERSIONS;
 
 #[derive(Default)]
 struct State {

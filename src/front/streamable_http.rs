@@ -34,7 +34,7 @@ pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
 const LAST_EVENT_ID: &str = "last-event-id";
 
 /// Protocol versions whose Streamable HTTP rules this front implements.
-pub const SUPPORTED_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+pub use crate::wire::era::LEGACY_VERSIONS as SUPPORTED_VERSIONS;
 /// The first version whose clients expect priming events.
 const PRIMING_SINCE: &str = "2025-11-25";
 

@@ -214,6 +214,7 @@ impl Shared<'_> {
                         resources: server.resources.clone(),
                     },
                     factory: apps[member.as_str()].registry.upstream_factory(),
+                    request_timeout: server.upstream.request_timeout,
                 }
             })
             .collect();
@@ -229,8 +230,8 @@ impl Shared<'_> {
             ..UpstreamConfig::default()
         };
         let metrics = self.metrics.server(name);
-        let spec =
-            VirtualServer::new(name, &composed.separator, members, request_timeout, metrics).spec();
+        let window = config.session.settings().window;
+        let spec = VirtualServer::new(name, &composed.separator, members, window, metrics).spec();
         let exposure = (&composed.tools, &composed.prompts, &composed.resources);
         // Each member's credential made for it, as at its own path.
         let credentials = UpstreamCredentials::Members(

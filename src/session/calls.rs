@@ -571,4 +571,20 @@ mod tests {
         assert_eq!(rest[0].1["result"]["content"][0]["text"], "roots received");
         assert!(session.quiet());
     }
+
+    #[tokio::test]
+    async fn a_server_that_asks_and_asks_is_remembered_to_a_bound() {
+        let registry = registry(SessionSettings::default());
+        let session = initialized(&registry, principal("alice")).await;
+        let stream = session.call(call(json!(3), "ask_many")).await.unwrap();
+        let asked = read_from(&session, stream, None, 300).await;
+        assert_eq!(asked.len(), 300, "every question delivered");
+        assert!(session.awaits_answer(&asked[0].1["id"]));
+        assert!(
+            !session.awaits_answer(&asked[299].1["id"]),
+            "past the bound"
+        );
+        let unremembered = session.metrics.server_requests_unremembered_total.get();
+        assert_eq!(unremembered, 300 - super::super::inflight::MAX_ASKED as u64);
+    }
 }

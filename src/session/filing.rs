@@ -13,7 +13,7 @@ use tracing::debug;
 
 use super::error_answer::ErrorAnswer;
 use super::exposure::ResourceList;
-use super::inflight::Inflight;
+use super::inflight::{Inflight, MAX_ASKED};
 use super::layer::{self, LayerKind};
 use super::log::{Logged, StreamKey};
 use super::routing::{self, Route};
@@ -245,13 +245,22 @@ impl Session {
 
     /// A message on request stream `stream` (a server request is remembered there, for the
     /// client's answer; that request's wait starts again, or pauses while the client owes an
-    /// answer); with none, on the standalone stream.
+    /// answer); with none, on the standalone stream. Past [`MAX_ASKED`] requests of the
+    /// server awaiting answers, another is delivered but not remembered (its request's wait
+    /// goes on, and the client's answer is passed on all the same).
     fn riding(&self, state: &mut State, message: &Message, stream: Option<u64>) -> StreamKey {
         match stream {
             Some(n) => {
-                let asks = message.kind() == Kind::Request;
+                let mut asks = message.kind() == Kind::Request;
                 if let (true, Some(id)) = (asks, message.id()) {
-                    state.calls.asked.insert(id_key(id), n);
+                    let key = id_key(id);
+                    asks =
+                        state.calls.asked.len() < MAX_ASKED || state.calls.asked.contains_key(&key);
+                    if asks {
+                        state.calls.asked.insert(key, n);
+                    } else {
+                        self.metrics.server_requests_unremembered_total.inc();
+                    }
                 }
                 state.heard_of(n, self.settings.request_timeout, asks);
                 state.stream_of(n)

@@ -10,6 +10,10 @@ use super::list_cache::Ticket;
 use crate::telemetry::spans::Span;
 use crate::upstream::UpstreamError;
 
+/// The requests of the server a session remembers awaiting the client's answer: a server that
+/// asks more while none is answered cannot grow a session without bound.
+pub(super) const MAX_ASKED: usize = 256;
+
 /// A client request the upstream has not answered yet, keyed by the upstream id.
 #[derive(Debug)]
 pub(super) struct Inflight {

@@ -20,6 +20,7 @@ const PATIENCE: Duration = Duration::from_secs(5);
 
 /// A server with one behaviour per tool: `echo` answers its `text`; `chatty` logs a message
 /// before it answers; `ask` asks the client for its roots and answers once it has them;
+/// `ask_many` asks 300 times and answers nothing;
 /// `announce` says its tools changed, twice, before it answers; `never` is never answered. It
 /// answers `initialize` and every other request with an empty result.
 pub struct TestServer;
@@ -61,6 +62,10 @@ impl Serve for TestServer {
                 let asked = format!("roots-for-{id}");
                 vec![Message::request(Some(json!(asked)), "roots/list", None)]
             }
+            // A server that asks and asks, answering nothing.
+            ("tools/call", Some("ask_many")) => (0..300)
+                .map(|n| Message::request(Some(json!(format!("q-{n}"))), "roots/list", None))
+                .collect(),
             ("tools/call", Some("announce")) => vec![
                 notification("notifications/tools/list_changed", json!({})),
                 notification("notifications/tools/list_changed", json!({})),

@@ -187,7 +187,7 @@ macro_rules! per_server {
                 );
                 registry.register(
                     "virtual_member_violations",
-                    "What a virtual server's member sent that was not its own to send, dropped: an answer to a request it was not sent (answer), progress on another member's request (progress), a resources/updated of a URI the session did not subscribe to at it (update); by member and kind",
+                    "What a virtual server's member sent that was not its own to send, dropped: an answer to a request it was not sent (answer), progress on another member's request (progress), a resources/updated of a URI the session did not subscribe to at it (update), a notification a server may not send or of another's elicitation (notification); by member and kind",
                     families.member_violations.clone(),
                 );
                 registry.register(
@@ -267,6 +267,7 @@ per_server! {
     anonymous_pool_misses_total: Counter, "2026-07-28 requests without a credential that found no pooled session ready for them and waited for one (or were refused).";
     requests_inflight: Gauge, "Requests sent to the server and not answered yet, over all of its sessions.";
     requests_inflight_refused_total: Counter, "Requests refused (503) because their session already had session.max_inflight requests in flight.";
+    server_requests_unremembered_total: Counter, "Requests of the server (sampling, elicitation, roots) riding a client request while the session already remembered 256 awaiting the client's answer: delivered, but not remembered (the request they ride goes on waiting for its server).";
 }
 
 impl ServerMetrics {

@@ -103,6 +103,20 @@ pub enum UpstreamError {
     /// A server that forgot the session cannot be re-initialized without the client's params.
     #[error("the client's initialize params are unknown")]
     NoInitializeParams,
+    /// A virtual server's member answered one of its own requests with more than its share of
+    /// a merged answer: left out of that answer.
+    #[error(
+        "its answer to {method} ({bytes} bytes) is more than its share of a merged answer \
+         ({share} bytes: half of session.window_bytes, shared by the members); left out"
+    )]
+    OverShare {
+        method: String,
+        bytes: usize,
+        share: usize,
+    },
+    /// A virtual server's member answered `initialize` with what cannot be used.
+    #[error("its initialize result cannot be used: {0}")]
+    UnusableInitialize(&'static str),
     /// A member of a virtual server failed (why): its own requests fail, the others go on.
     #[error("{member} (a member of this virtual server): {cause}")]
     Member {

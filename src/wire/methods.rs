@@ -41,6 +41,7 @@ pub const TOOLS_LIST_CHANGED: &str = "notifications/tools/list_changed";
 pub const PROMPTS_LIST_CHANGED: &str = "notifications/prompts/list_changed";
 pub const RESOURCES_LIST_CHANGED: &str = "notifications/resources/list_changed";
 pub const RESOURCES_UPDATED: &str = "notifications/resources/updated";
+pub const ELICITATION_COMPLETE: &str = "notifications/elicitation/complete";
 pub const TASKS_STATUS: &str = "notifications/tasks/status";
 pub const SESSION_DETACHED: &str = "notifications/session/detached";
 pub const SUBSCRIPTIONS_ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
@@ -238,6 +239,7 @@ pub const METHODS: &[Method] = &[
     Method::new(RESOURCES_LIST_CHANGED, Both, ServerNotification).announced_by("resources"),
     Method::new(PROMPTS_LIST_CHANGED, Both, ServerNotification).announced_by("prompts"),
     Method::new(RESOURCES_UPDATED, Both, ServerNotification),
+    Method::new(ELICITATION_COMPLETE, Both, ServerNotification),
     Method::new(TASKS_STATUS, Both, ServerNotification),
     Method::new(SESSION_DETACHED, Proxy, ServerNotification),
     Method::new(SUBSCRIPTIONS_ACKNOWLEDGED, Modern, ServerNotification),

@@ -8,7 +8,6 @@
 //! its requests go under ids tagged with it (`<index>~<id>`), name it in `_meta`, and an
 //! elicitation's message begins with its name.
 
-use serde::Deserialize;
 use serde_json::Value;
 use tracing::{debug, warn};
 
@@ -30,6 +29,9 @@ pub enum Violation {
     Progress,
     /// A `resources/updated` of a URI the session did not subscribe to at that member.
     Update,
+    /// A notification a member may not send: one of the client's, of tasks (which are not
+    /// routed to members), of another's elicitation, or of no known method.
+    Notification,
 }
 
 impl Violation {
@@ -38,6 +40,7 @@ impl Violation {
             Violation::Answer => "answer",
             Violation::Progress => "progress",
             Violation::Update => "update",
+            Violation::Notification => "notification",
         }
     }
 }
@@ -139,86 +142,73 @@ impl Members {
         let tagged = tag(index, message.id().unwrap_or(&Value::Null));
         message.set_id(tagged);
         let member = self.member_name(index);
-        let mut params = message
-            .params_as::<Value>()
-            .filter(Value::is_object)
-            .unwrap_or_else(|| Value::Object(Default::default()));
+        let mut params = object_params(&message);
         if message.method() == Some(methods::ELICITATION_CREATE) {
-            if let Some(text) = params["message"].as_str() {
-                params["message"] = Value::from(format!("{member}: {text}"));
+            let text = match &params["message"] {
+                Value::String(text) => text.clone(),
+                Value::Null => String::new(),
+                other => other.to_string(),
+            };
+            params["message"] = Value::from(format!("{member}: {text}"));
+            if let Some(elicitation) = params["elicitationId"].as_str() {
+                self.lock().elicited(elicitation, index);
             }
         }
-        if !params["_meta"].is_object() {
-            params["_meta"] = Value::Object(Default::default());
-        }
-        params["_meta"][MEMBER_META_KEY] = Value::from(member);
-        if let Ok(params) = serde_json::value::to_raw_value(&params) {
-            message.set_params(params);
-        }
         let request = self.lock().newest_of(index);
-        self.deliver(within(message, request));
+        self.deliver(stamped(message, params, member, request));
     }
 
-    fn notified(&self, index: usize, mut message: Message) {
-        match message.method().unwrap_or_default() {
+    /// A notification of member `index`'s: one a server may send, of its own requests, naming
+    /// it; any other is dropped and counted.
+    fn notified(&self, index: usize, message: Message) {
+        let method = message.method().unwrap_or_default().to_owned();
+        let mut params = object_params(&message);
+        let request = match method.as_str() {
             methods::PROGRESS => {
-                #[derive(Deserialize)]
-                struct Progress {
-                    #[serde(rename = "progressToken")]
-                    token: Value,
-                }
-                let Some(token) = message.params_as::<Progress>().map(|p| id_key(&p.token)) else {
-                    return debug!("progress without a token from a member; dropped");
-                };
+                let token = id_key(&params["progressToken"]);
                 match self.progress_of(index, &token) {
-                    Ok(request) => self.deliver(within(message, Some(request))),
-                    Err(Some(_)) => self.violated(index, Violation::Progress, &token),
-                    Err(None) => debug!(%token, "progress of no request in flight; dropped"),
+                    Ok(request) => Some(request),
+                    Err(Some(_)) => return self.violated(index, Violation::Progress, &token),
+                    Err(None) => return debug!(%token, "progress of no request in flight; dropped"),
                 }
             }
             methods::RESOURCES_UPDATED => {
-                let uri = crate::session::routing::resource_uri(&message).unwrap_or_default();
-                let held_here = self.lock().subscriptions.get(&uri) == Some(&index);
-                match held_here {
-                    true => self.deliver(UpstreamEvent::Message(Box::new(message))),
-                    false => self.violated(index, Violation::Update, &uri),
+                let uri = params["uri"].as_str().unwrap_or_default();
+                if self.lock().subscriptions.get(uri) != Some(&index) {
+                    return self.violated(index, Violation::Update, uri);
                 }
+                None
+            }
+            methods::ELICITATION_COMPLETE => {
+                let elicitation = params["elicitationId"].as_str().unwrap_or_default();
+                if !self.lock().completed(elicitation, index) {
+                    return self.violated(index, Violation::Notification, &method);
+                }
+                None
             }
             // A member cancels a request of its own: under the id the client knows it by.
             methods::CANCELLED => {
-                if let Some(mut params) = message.params_as::<Value>() {
-                    if let Some(request) = params.get("requestId").cloned() {
-                        params["requestId"] = tag(index, &request);
-                        if let Ok(params) = serde_json::value::to_raw_value(&params) {
-                            message.set_params(params);
-                        }
-                    }
-                }
-                let request = self.lock().newest_of(index);
-                self.deliver(within(message, request));
+                params["requestId"] = tag(index, &params["requestId"]);
+                self.lock().newest_of(index)
             }
-            // A log message names its member.
+            // A log message names its member in its logger too.
             methods::MESSAGE => {
-                if let Some(mut params) = message.params_as::<Value>() {
-                    let member = self.member_name(index);
-                    params["logger"] = Value::from(match params["logger"].as_str() {
-                        Some(logger) => format!("{member}/{logger}"),
-                        None => member.to_owned(),
-                    });
-                    if let Ok(params) = serde_json::value::to_raw_value(&params) {
-                        message.set_params(params);
-                    }
-                }
-                let request = self.lock().newest_of(index);
-                self.deliver(within(message, request));
+                let member = self.member_name(index);
+                params["logger"] = Value::from(match params["logger"].as_str() {
+                    Some(logger) => format!("{member}/{logger}"),
+                    None => member.to_owned(),
+                });
+                self.lock().newest_of(index)
             }
-            changed => {
-                if changed == methods::RESOURCES_LIST_CHANGED {
-                    self.forget_catalog(index);
-                }
-                self.deliver(UpstreamEvent::Message(Box::new(message)));
+            methods::TOOLS_LIST_CHANGED | methods::PROMPTS_LIST_CHANGED => None,
+            methods::RESOURCES_LIST_CHANGED => {
+                self.forget_catalog(index);
+                None
             }
-        }
+            // Tasks are not routed to members, and a client's notifications are not a server's.
+            _ => return self.violated(index, Violation::Notification, &method),
+        };
+        self.deliver(stamped(message, params, self.member_name(index), request));
     }
 
     /// The request of member `index`'s that progress token `token` belongs to; `Err(Some(m))`
@@ -263,11 +253,32 @@ impl Members {
     }
 }
 
-/// `message`, riding `request` (the upstream id of one of its member's requests; none: the
-/// standalone stream).
-fn within(message: Message, request: Option<u64>) -> UpstreamEvent {
+/// `message` with `params`, naming `member` in their `_meta` (whatever the member wrote there),
+/// riding `request` (the upstream id of one of its member's requests; none: the standalone
+/// stream).
+fn stamped(
+    mut message: Message,
+    mut params: Value,
+    member: &str,
+    request: Option<u64>,
+) -> UpstreamEvent {
+    if !params["_meta"].is_object() {
+        params["_meta"] = Value::Object(Default::default());
+    }
+    params["_meta"][MEMBER_META_KEY] = Value::from(member);
+    if let Ok(params) = serde_json::value::to_raw_value(&params) {
+        message.set_params(params);
+    }
     UpstreamEvent::Within {
         message: Box::new(message),
         request,
     }
+}
+
+/// A message's params as an object (`{}` when absent or not an object).
+fn object_params(message: &Message) -> Value {
+    message
+        .params_as::<Value>()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| Value::Object(Default::default()))
 }

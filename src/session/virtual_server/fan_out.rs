@@ -5,7 +5,7 @@
 
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
-use tracing::warn;
+use tracing::{debug, warn};
 
 use super::members::Members;
 use super::merge::{self, MemberPage};
@@ -132,7 +132,8 @@ impl Members {
 
     async fn set_level(&self, params: Option<Box<RawValue>>) -> Result<Value, ErrorAnswer> {
         let params = &params;
-        futures_util::future::join_all((0..self.count()).map(|index| async move {
+        let asked = (0..self.count()).filter(|index| !self.unresponsive(*index));
+        futures_util::future::join_all(asked.map(|index| async move {
             let upstream = self.ready(index).await?;
             self.ask(index, &upstream, methods::LOGGING_SET_LEVEL, params.clone())
                 .await
@@ -168,12 +169,16 @@ impl Members {
             .collect();
         let (key, identity) = list.key_and_identity();
         let merged = merge::lists(identity, pages);
+        let mut warned = std::collections::HashSet::new();
         for (index, name) in &merged.collisions {
             let (server, member) = (&self.server.name, self.member_name(*index));
             self.server
                 .metrics
                 .member(member, MemberEvent::NameCollision);
-            warn!(%server, %member, %name, "two members of the virtual server offer the same name: the first in `servers` is seen");
+            if warned.insert(*index) {
+                let count = merged.collisions.iter().filter(|(i, _)| i == index).count();
+                warn!(%server, %member, %name, count, "a member of the virtual server offers what a member before it offers: the first in `servers` is seen");
+            }
         }
         let mut result = json!({ key: merged.items });
         if let Some(cursor) = merge::cursor(&merged.more) {
@@ -228,9 +233,15 @@ impl Members {
         let empty = MemberPage {
             index,
             items: Vec::new(),
+            hidden: Vec::new(),
             next: None,
         };
         if !self.offers(index, list) {
+            return Ok(empty);
+        }
+        if self.unresponsive(index) {
+            let member = self.member_name(index);
+            debug!(%member, "a member that left a request unanswered lately is passed over");
             return Ok(empty);
         }
         let params =
@@ -256,11 +267,37 @@ impl Members {
             List::Prompts => names.list(Named::Prompts, separator, &raw),
             List::Resources => names.resources(ResourceList::Resources, &raw),
             List::Templates => names.resources(ResourceList::Templates, &raw),
+        }
+        .unwrap_or_default();
+        // URIs are the same for every member: one a member hides is still its own.
+        let hidden = match list {
+            List::Resources | List::Templates => hidden(&result, list, &items),
+            List::Tools | List::Prompts => Vec::new(),
         };
         Ok(MemberPage {
             index,
-            items: items.unwrap_or_default(),
+            items,
+            hidden,
             next,
         })
     }
+}
+
+/// What `result` (a member's page of `list`) names that is not among `shown`.
+fn hidden(result: &Value, list: List, shown: &[Value]) -> Vec<String> {
+    let (key, identity) = list.key_and_identity();
+    let shown: std::collections::HashSet<&str> = shown
+        .iter()
+        .filter_map(|item| item[identity].as_str())
+        .collect();
+    let named = result[key]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    named
+        .iter()
+        .filter_map(|item| item[identity].as_str())
+        .filter(|name| !shown.contains(name))
+        .map(str::to_owned)
+        .collect()
 }

@@ -9,11 +9,13 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 use tracing::debug;
 
 use super::ids::OWN;
 use super::members::Members;
 use crate::upstream::{Sink, Upstream, UpstreamError, UpstreamEvent};
+use crate::wire::era::LEGACY_VERSIONS;
 use crate::wire::jsonrpc::Message;
 use crate::wire::methods;
 
@@ -26,6 +28,9 @@ impl Members {
         index: usize,
         resumed: Option<&str>,
     ) -> Result<Upstream, UpstreamError> {
+        if self.released.is_cancelled() {
+            return Err(UpstreamError::Gone);
+        }
         let factory = &self.server.members[index].factory;
         let credential = self.credential.for_member(self.member_name(index));
         let opened = match resumed {
@@ -36,13 +41,21 @@ impl Members {
         let sink: Arc<dyn Sink> = self.sinks[index].clone();
         binding.bind(Arc::downgrade(&sink));
         let linked = resumed.is_some() && upstream.upstream_session().is_some();
-        let mut state = self.lock();
-        let slot = &mut state.slots[index];
-        slot.upstream = Some(upstream.clone());
-        slot.initialized = linked;
-        slot.linked = linked;
-        slot.catalog = None;
-        slot.catalog_generation += 1;
+        {
+            let mut state = self.lock();
+            let slot = &mut state.slots[index];
+            slot.upstream = Some(upstream.clone());
+            slot.initialized = linked;
+            slot.linked = linked;
+            slot.catalog = None;
+            slot.catalog_generation += 1;
+        }
+        if self.released.is_cancelled() {
+            // Let go of meanwhile: this one goes too.
+            self.lock().slots[index].upstream = None;
+            upstream.release();
+            return Err(UpstreamError::Gone);
+        }
         Ok(upstream)
     }
 
@@ -88,6 +101,10 @@ impl Members {
         let result = self
             .ask(index, upstream, methods::INITIALIZE, Some(params))
             .await?;
+        if let Err(unusable) = usable_initialize(&result) {
+            let cause = UpstreamError::UnusableInitialize(unusable);
+            return Err(self.member_error(index, cause));
+        }
         let (told, subscriptions) = {
             let mut state = self.lock();
             let slot = &mut state.slots[index];
@@ -146,12 +163,16 @@ impl Members {
             self.lock().own.remove(&id);
             return Err(self.member_error(index, cause));
         }
-        let timeout = self.server.request_timeout;
+        let timeout = self.server.members[index].request_timeout;
         let answer = match tokio::time::timeout(timeout, answered).await {
             Ok(Ok(answer)) => answer,
             Ok(Err(_)) => Err(UpstreamError::Gone),
             Err(_) => {
-                self.lock().own.remove(&id);
+                let mut state = self.lock();
+                state.own.remove(&id);
+                // Left out of what every member is asked for a while: a member that does not
+                // answer holds up one merged answer, not each.
+                state.slots[index].unresponsive_until = Some(Instant::now() + timeout);
                 Err(UpstreamError::Unanswered {
                     method: method.to_owned(),
                     timeout,
@@ -159,6 +180,7 @@ impl Members {
             }
         };
         let answer = answer.map_err(|cause| self.member_error(index, cause))?;
+        self.lock().slots[index].unresponsive_until = None;
         if let Some(error) = answer.error() {
             let refused = UpstreamError::RefusedOwn {
                 method: method.to_owned(),
@@ -167,7 +189,24 @@ impl Members {
             return Err(self.member_error(index, refused));
         }
         let result = answer.result().map(RawValue::get).unwrap_or("null");
+        if result.len() > self.server.share {
+            let over = UpstreamError::OverShare {
+                method: method.to_owned(),
+                bytes: result.len(),
+                share: self.server.share,
+            };
+            return Err(self.member_error(index, over));
+        }
         Ok(serde_json::from_str(result).unwrap_or(Value::Null))
+    }
+
+    /// Whether member `index` is passed over by what every member is asked, having left one
+    /// of the virtual server's requests unanswered lately.
+    pub(super) fn unresponsive(&self, index: usize) -> bool {
+        let state = self.lock();
+        state.slots[index]
+            .unresponsive_until
+            .is_some_and(|until| Instant::now() < until)
     }
 
     /// Gives member `index`'s answer to one of the virtual server's own requests to whoever
@@ -266,5 +305,35 @@ impl Members {
             self.warn_down(index, error);
         }
         upstream.reestablished(outcome);
+    }
+}
+
+/// Why a member's `initialize` result cannot be merged: a revision the proxy does not speak,
+/// or capabilities that are not an object of objects.
+fn usable_initialize(result: &Value) -> Result<(), &'static str> {
+    let version = result["protocolVersion"].as_str().unwrap_or_default();
+    if !LEGACY_VERSIONS.contains(&version) {
+        return Err("a protocolVersion the proxy does not speak");
+    }
+    match result["capabilities"].as_object() {
+        Some(capabilities) if capabilities.values().all(Value::is_object) => Ok(()),
+        _ => Err("capabilities that are not an object of objects"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_initialize_result_is_used_with_a_known_revision_and_capabilities_of_objects() {
+        let result = |version: &str, capabilities: Value| json!({ "protocolVersion": version, "capabilities": capabilities });
+        assert!(usable_initialize(&result("2025-06-18", json!({ "tools": {} }))).is_ok());
+        assert!(usable_initialize(&result("2024-11-05", json!({}))).is_ok());
+        assert!(usable_initialize(&result("0000-bogus", json!({}))).is_err());
+        assert!(usable_initialize(&result("2025-11-25", json!({ "experimental": 5 }))).is_err());
+        assert!(usable_initialize(&result("2025-11-25", json!({ "sampling": "x" }))).is_err());
+        assert!(usable_initialize(&result("2025-11-25", json!([]))).is_err());
+        assert!(usable_initialize(&json!({ "capabilities": {} })).is_err());
     }
 }

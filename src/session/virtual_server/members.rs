@@ -32,6 +32,9 @@ use crate::wire::methods;
 /// The cancelled requests remembered, for members' late answers.
 const CANCELLED_KEPT: usize = 256;
 
+/// The elicitations remembered, for their completions.
+const ELICITATIONS_KEPT: usize = 256;
+
 /// An answer to one of the virtual server's own requests.
 pub(super) type Answer = oneshot::Sender<Result<Message, UpstreamError>>;
 
@@ -67,6 +70,9 @@ pub(super) struct State {
     /// The session's requests the client cancelled, the newest last (at most
     /// [`CANCELLED_KEPT`]): a member's late answer to one of its own is dropped quietly.
     pub(super) cancelled: VecDeque<(u64, usize)>,
+    /// The URL-mode elicitations members made, by id, the newest last (at most
+    /// [`ELICITATIONS_KEPT`]): a member completes only its own.
+    pub(super) elicitations: VecDeque<(String, usize)>,
     /// The session's subscriptions, by URI: the member that holds each (made again when it
     /// restarts; its `resources/updated` are the only ones of that URI let through).
     pub(super) subscriptions: HashMap<String, usize>,
@@ -90,6 +96,8 @@ pub(super) struct Slot {
     pub(super) catalog: Option<Arc<Catalog>>,
     /// Counts its resources' changes: a catalog read across one is not kept.
     pub(super) catalog_generation: u64,
+    /// Until when what every member is asked passes it over (it left one unanswered).
+    pub(super) unresponsive_until: Option<tokio::time::Instant>,
 }
 
 /// A session's request sent to a member.
@@ -116,6 +124,23 @@ impl State {
     pub(super) fn forget_cancelled(&mut self, index: usize, n: u64) -> bool {
         let at = self.cancelled.iter().position(|entry| *entry == (n, index));
         at.and_then(|at| self.cancelled.remove(at)).is_some()
+    }
+
+    /// Member `index` made the URL-mode elicitation `id`.
+    pub(super) fn elicited(&mut self, id: &str, index: usize) {
+        if self.elicitations.len() == ELICITATIONS_KEPT {
+            self.elicitations.pop_front();
+        }
+        self.elicitations.push_back((id.to_owned(), index));
+    }
+
+    /// Whether the elicitation `id` member `index` says is complete was its own (forgotten now).
+    pub(super) fn completed(&mut self, id: &str, index: usize) -> bool {
+        let at = self
+            .elicitations
+            .iter()
+            .position(|(e, m)| e == id && *m == index);
+        at.and_then(|at| self.elicitations.remove(at)).is_some()
     }
 
     /// The newest of the session's requests in flight at member `index` (by upstream id).
@@ -265,7 +290,14 @@ impl Members {
             | methods::RESOURCES_READ
             | methods::RESOURCES_SUBSCRIBE
             | methods::RESOURCES_UNSUBSCRIBE
-            | methods::COMPLETION_COMPLETE => self.route(message, &id).await,
+            | methods::COMPLETION_COMPLETE => {
+                // Routed from a task of its own: a member to open, or a URI whose member is
+                // found by reading the members' resources, holds up no other message.
+                let Some(me) = self.me.upgrade() else {
+                    return;
+                };
+                tokio::spawn(async move { me.route(message, &id).await });
+            }
             _ => self.refuse(&id, ErrorAnswer::NotRouted(method)),
         }
     }

@@ -32,16 +32,20 @@ use std::time::Duration;
 
 pub use names::MemberNames;
 
+use crate::session::log::Window;
 use crate::telemetry::metrics::ServerMetrics;
 use crate::upstream::credential::Credential;
 use crate::upstream::factory::UpstreamFactory;
 use crate::upstream::virtual_server::{self, VirtualSession};
 use crate::upstream::{EventSink, UpstreamSpec};
 
-/// One member of a virtual server: its rules and the factory of its upstreams.
+/// One member of a virtual server: its rules, the factory of its upstreams, and how long it
+/// has to answer what the virtual server asks it itself (`initialize`, the lists: its own
+/// `upstream.request_timeout`).
 pub struct Member {
     pub names: MemberNames,
     pub factory: Arc<UpstreamFactory>,
+    pub request_timeout: Duration,
 }
 
 /// A virtual server as configured: its name, its members in order (the first wins a name or a
@@ -50,26 +54,27 @@ pub struct VirtualServer {
     name: String,
     separator: String,
     members: Vec<Member>,
-    /// How long a member has to answer what the virtual server asks it itself (`initialize`,
-    /// the lists).
-    request_timeout: Duration,
+    /// The most of a merged answer one member's part may take, in bytes: half the session's
+    /// replay window, shared by the members, so that a merged answer always fits the window.
+    share: usize,
     /// The virtual server's figures (its members' are labelled with their names).
     metrics: Arc<ServerMetrics>,
 }
 
 impl VirtualServer {
+    /// A virtual server of `members`, its sessions keeping `window`.
     pub fn new(
         name: &str,
         separator: &str,
         members: Vec<Member>,
-        request_timeout: Duration,
+        window: Window,
         metrics: Arc<ServerMetrics>,
     ) -> VirtualServer {
         VirtualServer {
             name: name.to_owned(),
             separator: separator.to_owned(),
+            share: window.max_bytes / (2 * members.len().max(1)),
             members,
-            request_timeout,
             metrics,
         }
     }

@@ -4,7 +4,8 @@
 //! `subscribe`, `unsubscribe`, a completion of a template's variable) by its URI, to the first
 //! member in `servers` whose catalog lists it or a template matching it, then held to that
 //! member's rules (a URI it may not be reached for is a resource not found, never sent, and
-//! never tried on a later member). Each request sent is noted in flight at its member, with
+//! never tried on a later member: a member cannot serve a URI an earlier one lists, hidden or
+//! not). Each request sent is noted in flight at its member, with
 //! its progress token, for `attribution`.
 
 use std::sync::Arc;
@@ -225,7 +226,8 @@ impl Members {
         if offers {
             // The whole reading within one request timeout: a member that pages slowly holds
             // up the routing of the members after it no longer than one slow answer would.
-            let deadline = tokio::time::Instant::now() + self.server.request_timeout;
+            let timeout = self.server.members[index].request_timeout;
+            let deadline = tokio::time::Instant::now() + timeout;
             for list in [methods::RESOURCES_LIST, methods::RESOURCES_TEMPLATES_LIST] {
                 let reading = self.read_pages(index, &upstream, list, &mut catalog);
                 if tokio::time::timeout_at(deadline, reading).await.is_err() {
@@ -256,7 +258,6 @@ impl Members {
         list: &str,
         catalog: &mut Catalog,
     ) {
-        let rules = &self.server.members[index].names.resources;
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_PAGES {
             let params = cursor
@@ -267,7 +268,7 @@ impl Members {
                 Err(error) => return debug!(%error, list, "a member's list could not be read"),
             };
             cursor = page.next.clone();
-            if !catalog.add(page, rules) || cursor.is_none() {
+            if !catalog.add(page) || cursor.is_none() {
                 return;
             }
         }

@@ -11,13 +11,13 @@ use tokio::sync::oneshot;
 use super::error::AskError;
 use super::Bridge;
 use crate::wire::era::{
-    CAPABILITIES_KEY, CLIENT_INFO_KEY, LOG_LEVEL_KEY, MODERN_VERSION, SERVER_INFO_KEY, VERSION_KEY,
+    CAPABILITIES_KEY, CLIENT_INFO_KEY, LEGACY_VERSIONS, LOG_LEVEL_KEY, MODERN_VERSION,
+    SERVER_INFO_KEY, VERSION_KEY,
 };
 use crate::wire::jsonrpc::Message;
 use crate::wire::methods::SERVER_DISCOVER;
 
 /// The legacy revisions a client may be answered in; others get the newest.
-const LEGACY_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 /// The longest the bridge waits for the server's `server/discover`.
 const DISCOVER_TIMEOUT: Duration = Duration::from_secs(30);
 

@@ -13,6 +13,9 @@ pub use crate::wire::jsonrpc::{HEADER_MISMATCH, MISSING_CAPABILITY};
 /// The revision.
 pub const MODERN_VERSION: &str = "2026-07-28";
 
+/// The revisions before it, oldest first: those spoken with sessions and `initialize`.
+pub const LEGACY_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
 /// Which revisions a server speaks (`upstream.protocol`, `demo-server --protocol`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
 pub enum Era {

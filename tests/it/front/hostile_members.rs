@@ -444,6 +444,10 @@ async fn a_uri_goes_to_the_first_member_that_serves_it(transport: Transport) {
         uris.contains(&notes) && uris.contains(&"memo://good/notes"),
         "{uris:?}"
     );
+    assert!(
+        !uris.contains(&"memo://good/secret"),
+        "what good lists, hidden or not, is good's: {uris:?}"
+    );
     assert_eq!(
         read_text(&mut line, notes).await,
         format!("good read {notes}"),
