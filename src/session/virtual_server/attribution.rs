@@ -122,11 +122,14 @@ impl Members {
         let n = id.and_then(Value::as_u64);
         let (ours, cancelled) = {
             let mut state = self.lock();
-            match n {
-                Some(n) if state.sent.get(&n).is_some_and(|sent| sent.member == index) => {
-                    (state.sent.remove(&n).is_some(), false)
+            match n.map(|n| (n, state.sent.remove(&n))) {
+                Some((_, Some(sent))) if sent.member == index => (true, false),
+                Some((n, Some(sent))) => {
+                    // Another member's: still in flight there.
+                    state.sent.insert(n, sent);
+                    (false, false)
                 }
-                Some(n) => (false, state.forget_cancelled(index, n)),
+                Some((n, None)) => (false, state.forget_cancelled(index, n)),
                 None => (false, false),
             }
         };

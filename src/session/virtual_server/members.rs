@@ -64,7 +64,7 @@ pub(super) struct State {
     /// Whether the client said `notifications/initialized` (a member initialized later is told).
     pub(super) client_initialized: bool,
     /// The session's requests sent to a member, by upstream id.
-    pub(super) sent: HashMap<u64, Sent>,
+    pub(super) sent: BTreeMap<u64, Sent>,
     /// The virtual server's own requests: their id → the member asked and who waits.
     pub(super) own: HashMap<String, (usize, Answer)>,
     /// The session's requests the client cancelled, the newest last (at most
