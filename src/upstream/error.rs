@@ -114,6 +114,17 @@ pub enum UpstreamError {
         bytes: usize,
         share: usize,
     },
+    /// A virtual server's member's resources could not be read in full (a bound, or the time
+    /// its reading had): a URI it might list goes to no member after it.
+    #[error(
+        "its resources could not be read in full, so a URI it might list is not given to a \
+         member after it"
+    )]
+    CatalogNotWhole,
+    /// A virtual server's member could not be opened to read its resources (why): a URI it
+    /// might list goes to no member after it.
+    #[error("its resources could not be read ({0}), so a URI it might list is not given to a member after it")]
+    CatalogUnread(Box<UpstreamError>),
     /// A virtual server's member answered `initialize` with what cannot be used.
     #[error("its initialize result cannot be used: {0}")]
     UnusableInitialize(&'static str),

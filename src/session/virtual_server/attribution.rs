@@ -13,12 +13,21 @@ use tracing::{debug, warn};
 
 use super::ids::{tag, OWN};
 use super::members::Members;
+use super::merge;
 use crate::upstream::{UpstreamError, UpstreamEvent};
-use crate::wire::jsonrpc::{id_key, Kind, Message};
+use crate::wire::jsonrpc::{self, id_key, Kind, Message, METHOD_NOT_FOUND};
 use crate::wire::methods;
 
 /// Where a member's request names the member, in its `_meta`.
 pub const MEMBER_META_KEY: &str = "mcp-session-proxy/member";
+
+/// The requests a member may make of the client.
+const MEMBER_REQUESTS: [&str; 4] = [
+    methods::SAMPLING_CREATE_MESSAGE,
+    methods::ELICITATION_CREATE,
+    methods::ROOTS_LIST,
+    methods::PING,
+];
 
 /// What a member sent that was not its own to send: the `kind` of the violations counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -32,6 +41,9 @@ pub enum Violation {
     /// A notification a member may not send: one of the client's, of tasks (which are not
     /// routed to members), of another's elicitation, or of no known method.
     Notification,
+    /// A request a member may not make of the client: any but sampling, elicitation, roots and
+    /// ping, or one of those as a task.
+    Request,
 }
 
 impl Violation {
@@ -41,6 +53,7 @@ impl Violation {
             Violation::Progress => "progress",
             Violation::Update => "update",
             Violation::Notification => "notification",
+            Violation::Request => "request",
         }
     }
 }
@@ -123,7 +136,10 @@ impl Members {
         let (ours, cancelled) = {
             let mut state = self.lock();
             match n.map(|n| (n, state.sent.remove(&n))) {
-                Some((_, Some(sent))) if sent.member == index => (true, false),
+                Some((n, Some(sent))) if sent.member == index => {
+                    state.questions.retain(|question| question.rides != n);
+                    (true, false)
+                }
                 Some((n, Some(sent))) => {
                     // Another member's: still in flight there.
                     state.sent.insert(n, sent);
@@ -141,23 +157,40 @@ impl Members {
     }
 
     /// A request of member `index`'s: under its tagged id, naming it, on a stream of its own.
+    /// Only what a server may ask a client (sampling, elicitation, roots, ping), and not as a
+    /// task (tasks are not routed to members: a client's task store is one for all of them);
+    /// anything else is refused to the member and counted.
     fn asked(&self, index: usize, mut message: Message) {
-        let tagged = tag(index, message.id().unwrap_or(&Value::Null));
-        message.set_id(tagged);
-        let member = self.member_name(index);
+        let own = message.id().cloned().unwrap_or(Value::Null);
         let mut params = object_params(&message);
+        let method = message.method().unwrap_or_default();
+        if !MEMBER_REQUESTS.contains(&method) || params.get("task").is_some() {
+            self.violated(index, Violation::Request, method);
+            return self.refuse_member(index, own, method);
+        }
+        message.set_id(tag(index, &own));
+        let member = self.member_name(index);
         if message.method() == Some(methods::ELICITATION_CREATE) {
             let text = match &params["message"] {
                 Value::String(text) => text.clone(),
                 Value::Null => String::new(),
                 other => other.to_string(),
             };
-            params["message"] = Value::from(format!("{member}: {text}"));
+            params["message"] = Value::from(merge::in_its_name(member, &text));
             if let Some(elicitation) = params["elicitationId"].as_str() {
                 self.lock().elicited(elicitation, index);
             }
         }
-        let request = self.lock().newest_of(index);
+        let request = {
+            let mut state = self.lock();
+            let count = self.count();
+            let id = message.id().map(id_key).unwrap_or_default();
+            // Past its share of the questions a session remembers, it asks on the standalone
+            // stream: its question holds no request's wait, and uses up no other's share.
+            state
+                .newest_of(index)
+                .filter(|rides| state.ask_question(id, index, *rides, count))
+        };
         self.deliver(stamped(message, params, member, request));
     }
 
@@ -192,7 +225,9 @@ impl Members {
             // A member cancels a request of its own: under the id the client knows it by.
             methods::CANCELLED => {
                 params["requestId"] = tag(index, &params["requestId"]);
-                self.lock().newest_of(index)
+                let mut state = self.lock();
+                state.forget_question(&id_key(&params["requestId"]));
+                state.newest_of(index)
             }
             // A log message names its member in its logger too.
             methods::MESSAGE => {
@@ -212,6 +247,23 @@ impl Members {
             _ => return self.violated(index, Violation::Notification, &method),
         };
         self.deliver(stamped(message, params, self.member_name(index), request));
+    }
+
+    /// Answers member `index`'s request `id` of `method` with a refusal: not something a
+    /// virtual server's member may ask.
+    fn refuse_member(&self, index: usize, id: Value, method: &str) {
+        let upstream = self.lock().slots[index].upstream.clone();
+        let Some(upstream) = upstream else {
+            return;
+        };
+        let text = format!("Method not found: {method} (a virtual server's member may ask the client for sampling, elicitation and roots, not as tasks)");
+        let refusal = jsonrpc::error_response(&id, METHOD_NOT_FOUND, &text, None);
+        let Ok(refusal) = Message::parse(refusal) else {
+            return;
+        };
+        self.hand_over(upstream, refusal, |error| {
+            debug!(%error, "a refusal did not reach its member");
+        });
     }
 
     /// The request of member `index`'s that progress token `token` belongs to; `Err(Some(m))`
@@ -245,7 +297,7 @@ impl Members {
         self.server
             .metrics
             .member_violation(member, violation.label());
-        let first = self.lock().warned.insert((index, violation.label()));
+        let first = self.first_warning(index, violation.label());
         let kind = violation.label();
         match first {
             true => {

@@ -132,7 +132,7 @@ impl Members {
 
     async fn set_level(&self, params: Option<Box<RawValue>>) -> Result<Value, ErrorAnswer> {
         let params = &params;
-        let asked = (0..self.count()).filter(|index| !self.unresponsive(*index));
+        let asked = (0..self.count()).filter(|index| !self.passed_over(*index));
         futures_util::future::join_all(asked.map(|index| async move {
             let upstream = self.ready(index).await?;
             self.ask(index, &upstream, methods::LOGGING_SET_LEVEL, params.clone())
@@ -169,15 +169,15 @@ impl Members {
             .collect();
         let (key, identity) = list.key_and_identity();
         let merged = merge::lists(identity, pages);
-        let mut warned = std::collections::HashSet::new();
         for (index, name) in &merged.collisions {
             let (server, member) = (&self.server.name, self.member_name(*index));
             self.server
                 .metrics
                 .member(member, MemberEvent::NameCollision);
-            if warned.insert(*index) {
-                let count = merged.collisions.iter().filter(|(i, _)| i == index).count();
-                warn!(%server, %member, %name, count, "a member of the virtual server offers what a member before it offers: the first in `servers` is seen");
+            if self.first_warning(*index, "collision") {
+                warn!(%server, %member, %name, "a member of the virtual server offers what a member before it offers: the first in `servers` is seen (more of it at debug level)");
+            } else {
+                debug!(%server, %member, %name, "a member offers what a member before it offers");
             }
         }
         let mut result = json!({ key: merged.items });
@@ -239,7 +239,7 @@ impl Members {
         if !self.offers(index, list) {
             return Ok(empty);
         }
-        if self.unresponsive(index) {
+        if self.passed_over(index) {
             let member = self.member_name(index);
             debug!(%member, "a member that left a request unanswered lately is passed over");
             return Ok(empty);
@@ -269,6 +269,9 @@ impl Members {
             List::Templates => names.resources(ResourceList::Templates, &raw),
         }
         .unwrap_or_default();
+        // As the merged answer holds them (composed names and all).
+        let bytes = items.iter().map(|item| item.to_string().len() + 1).sum();
+        self.within_share(index, list.method(), bytes)?;
         // URIs are the same for every member: one a member hides is still its own.
         let hidden = match list {
             List::Resources | List::Templates => hidden(&result, list, &items),

@@ -79,11 +79,14 @@ impl Members {
         };
         let upstream = match upstream {
             Some(upstream) => upstream,
-            None => self.open_member(index, None)?,
+            None => self
+                .open_member(index, None)
+                .inspect_err(|_| self.pass_over(index))?,
         };
         if let (false, Some(params)) = (initialized, params) {
             if let Err(error) = self.initialize_member(index, &upstream, params).await {
                 self.down(index, &upstream);
+                self.pass_over(index);
                 return Err(error);
             }
         }
@@ -168,11 +171,9 @@ impl Members {
             Ok(Ok(answer)) => answer,
             Ok(Err(_)) => Err(UpstreamError::Gone),
             Err(_) => {
-                let mut state = self.lock();
-                state.own.remove(&id);
-                // Left out of what every member is asked for a while: a member that does not
-                // answer holds up one merged answer, not each.
-                state.slots[index].unresponsive_until = Some(Instant::now() + timeout);
+                self.lock().own.remove(&id);
+                // A member that does not answer holds up one merged answer, not each.
+                self.pass_over(index);
                 Err(UpstreamError::Unanswered {
                     method: method.to_owned(),
                     timeout,
@@ -180,32 +181,54 @@ impl Members {
             }
         };
         let answer = answer.map_err(|cause| self.member_error(index, cause))?;
-        self.lock().slots[index].unresponsive_until = None;
         if let Some(error) = answer.error() {
             let refused = UpstreamError::RefusedOwn {
                 method: method.to_owned(),
-                error: error.get().to_owned(),
+                error: excerpt(error.get()),
             };
             return Err(self.member_error(index, refused));
         }
-        let result = answer.result().map(RawValue::get).unwrap_or("null");
-        if result.len() > self.server.share {
-            let over = UpstreamError::OverShare {
-                method: method.to_owned(),
-                bytes: result.len(),
-                share: self.server.share,
-            };
-            return Err(self.member_error(index, over));
+        let raw = answer.result().map(RawValue::get).unwrap_or("null");
+        self.within_share(index, method, raw.len())?;
+        let result: Value = serde_json::from_str(raw).unwrap_or(Value::Null);
+        // Written again, it may take more room than it came in (`1e15` is `1000000000000000.0`).
+        self.within_share(index, method, result.to_string().len())?;
+        Ok(result)
+    }
+
+    /// Whether `bytes` of member `index`'s answer to `method` fit its share of a merged answer;
+    /// the error that leaves it out if not.
+    pub(super) fn within_share(
+        &self,
+        index: usize,
+        method: &str,
+        bytes: usize,
+    ) -> Result<(), UpstreamError> {
+        if bytes <= self.server.share {
+            return Ok(());
         }
-        Ok(serde_json::from_str(result).unwrap_or(Value::Null))
+        let over = UpstreamError::OverShare {
+            method: method.to_owned(),
+            bytes,
+            share: self.server.share,
+        };
+        Err(self.member_error(index, over))
+    }
+
+    /// Member `index` left one of the virtual server's requests unanswered, or could not be
+    /// opened or initialized: what every member is asked passes it over for as long as its
+    /// request timeout (a request routed to it still tries it).
+    pub(super) fn pass_over(&self, index: usize) {
+        let until = Instant::now() + self.server.members[index].request_timeout;
+        self.lock().slots[index].passed_over_until = Some(until);
     }
 
     /// Whether member `index` is passed over by what every member is asked, having left one
-    /// of the virtual server's requests unanswered lately.
-    pub(super) fn unresponsive(&self, index: usize) -> bool {
+    /// of the virtual server's requests unanswered lately, or failed to start.
+    pub(super) fn passed_over(&self, index: usize) -> bool {
         let state = self.lock();
         state.slots[index]
-            .unresponsive_until
+            .passed_over_until
             .is_some_and(|until| Instant::now() < until)
     }
 
@@ -248,6 +271,7 @@ impl Members {
             requests.iter().for_each(|n| {
                 state.sent.remove(n);
             });
+            state.questions.retain(|question| question.member != index);
             let own: Vec<String> = state
                 .own
                 .iter()
@@ -308,16 +332,34 @@ impl Members {
     }
 }
 
+/// The longest part of a member's error kept to say why (in logs and answers).
+const EXCERPT: usize = 512;
+
+/// `text`, to its first [`EXCERPT`] bytes (then `…`).
+fn excerpt(text: &str) -> String {
+    match text.len() <= EXCERPT {
+        true => text.to_owned(),
+        false => {
+            let end = (0..=EXCERPT)
+                .rev()
+                .find(|at| text.is_char_boundary(*at))
+                .unwrap_or(0);
+            format!("{}…", &text[..end])
+        }
+    }
+}
+
 /// Why a member's `initialize` result cannot be merged: a revision the proxy does not speak,
-/// or capabilities that are not an object of objects.
+/// or capabilities that are not an object (within them, what a client could not read is left
+/// out when they are merged).
 fn usable_initialize(result: &Value) -> Result<(), &'static str> {
     let version = result["protocolVersion"].as_str().unwrap_or_default();
     if !LEGACY_VERSIONS.contains(&version) {
         return Err("a protocolVersion the proxy does not speak");
     }
-    match result["capabilities"].as_object() {
-        Some(capabilities) if capabilities.values().all(Value::is_object) => Ok(()),
-        _ => Err("capabilities that are not an object of objects"),
+    match result["capabilities"].is_object() {
+        true => Ok(()),
+        false => Err("capabilities that are not an object"),
     }
 }
 
@@ -326,14 +368,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_initialize_result_is_used_with_a_known_revision_and_capabilities_of_objects() {
+    fn a_members_error_is_kept_to_an_excerpt() {
+        assert_eq!(excerpt("short"), "short");
+        let long = "é".repeat(600);
+        let kept = excerpt(&long);
+        assert!(
+            kept.len() <= EXCERPT + '…'.len_utf8() && kept.ends_with('…'),
+            "{kept}"
+        );
+    }
+
+    #[test]
+    fn an_initialize_result_is_used_with_a_known_revision_and_capabilities() {
         let result = |version: &str, capabilities: Value| json!({ "protocolVersion": version, "capabilities": capabilities });
         assert!(usable_initialize(&result("2025-06-18", json!({ "tools": {} }))).is_ok());
         assert!(usable_initialize(&result("2024-11-05", json!({}))).is_ok());
         assert!(usable_initialize(&result("0000-bogus", json!({}))).is_err());
-        assert!(usable_initialize(&result("2025-11-25", json!({ "experimental": 5 }))).is_err());
-        assert!(usable_initialize(&result("2025-11-25", json!({ "sampling": "x" }))).is_err());
+        assert!(usable_initialize(&result("2025-11-25", json!({ "experimental": 5 }))).is_ok());
         assert!(usable_initialize(&result("2025-11-25", json!([]))).is_err());
+        assert!(usable_initialize(&result("2025-11-25", json!("x"))).is_err());
         assert!(usable_initialize(&json!({ "capabilities": {} })).is_err());
     }
 }

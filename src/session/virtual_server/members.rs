@@ -12,22 +12,21 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::catalog::Catalog;
-use super::ids;
 use super::VirtualServer;
 use crate::base::backlog::Backlog;
 use crate::session::error_answer::ErrorAnswer;
+use crate::session::inflight::MAX_ASKED;
 use crate::telemetry::metrics::MemberEvent;
 use crate::upstream::credential::Credential;
 use crate::upstream::virtual_server::{Sending, VirtualSession};
 use crate::upstream::{EventSink, Sink, Upstream, UpstreamError, UpstreamEvent};
-use crate::wire::jsonrpc::{Kind, Message};
-use crate::wire::methods;
+use crate::wire::jsonrpc::Message;
 
 /// The cancelled requests remembered, for members' late answers.
 const CANCELLED_KEPT: usize = 256;
@@ -73,6 +72,10 @@ pub(super) struct State {
     /// The URL-mode elicitations members made, by id, the newest last (at most
     /// [`ELICITATIONS_KEPT`]): a member completes only its own.
     pub(super) elicitations: VecDeque<(String, usize)>,
+    /// Members' questions riding the session's requests, awaiting the client's answer: a
+    /// member has at most its share of the questions a session remembers
+    /// (`session::inflight::MAX_ASKED` over the members), so that none can use up another's.
+    pub(super) questions: Vec<Question>,
     /// The session's subscriptions, by URI: the member that holds each (made again when it
     /// restarts; its `resources/updated` are the only ones of that URI let through).
     pub(super) subscriptions: HashMap<String, usize>,
@@ -97,7 +100,17 @@ pub(super) struct Slot {
     /// Counts its resources' changes: a catalog read across one is not kept.
     pub(super) catalog_generation: u64,
     /// Until when what every member is asked passes it over (it left one unanswered).
-    pub(super) unresponsive_until: Option<tokio::time::Instant>,
+    pub(super) passed_over_until: Option<tokio::time::Instant>,
+}
+
+/// A member's question riding one of the session's requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Question {
+    /// Its tagged id, in key form.
+    pub(super) id: String,
+    pub(super) member: usize,
+    /// The request it rides (upstream id).
+    pub(super) rides: u64,
 }
 
 /// A session's request sent to a member.
@@ -110,8 +123,9 @@ pub(super) struct Sent {
 
 impl State {
     /// Takes request `n` out of flight, the client having cancelled it.
-    fn cancel(&mut self, n: u64) -> Option<Sent> {
+    pub(super) fn cancel(&mut self, n: u64) -> Option<Sent> {
         let sent = self.sent.remove(&n)?;
+        self.questions.retain(|question| question.rides != n);
         if self.cancelled.len() == CANCELLED_KEPT {
             self.cancelled.pop_front();
         }
@@ -124,6 +138,30 @@ impl State {
     pub(super) fn forget_cancelled(&mut self, index: usize, n: u64) -> bool {
         let at = self.cancelled.iter().position(|entry| *entry == (n, index));
         at.and_then(|at| self.cancelled.remove(at)).is_some()
+    }
+
+    /// Whether member `index`, with `members` in all, may ask one more question riding a
+    /// request; if so, its question `id` riding request `rides` is remembered.
+    pub(super) fn ask_question(
+        &mut self,
+        id: String,
+        index: usize,
+        rides: u64,
+        members: usize,
+    ) -> bool {
+        let share = (MAX_ASKED / members.max(1)).max(1);
+        let asked = self.questions.iter().filter(|q| q.member == index).count();
+        if asked >= share {
+            return false;
+        }
+        let member = index;
+        self.questions.push(Question { id, member, rides });
+        true
+    }
+
+    /// The client answered (or gave up) the question of tagged id `id` (key form).
+    pub(super) fn forget_question(&mut self, id: &str) {
+        self.questions.retain(|question| question.id != id);
     }
 
     /// Member `index` made the URL-mode elicitation `id`.
@@ -231,10 +269,22 @@ impl Members {
         }
     }
 
+    /// Counts and logs member `index` down (the first time in the session as a warning, the
+    /// rest at debug level).
     pub(super) fn warn_down(&self, index: usize, error: &UpstreamError) {
         let (server, member) = (&self.server.name, self.member_name(index));
         self.server.metrics.member(member, MemberEvent::Down);
-        warn!(%server, %member, %error, "a member of the virtual server is down for this session; it is tried again when next needed");
+        match self.first_warning(index, "down") {
+            true => {
+                warn!(%server, %member, %error, "a member of the virtual server is down for this session; it is tried again when next needed (more of it at debug level)")
+            }
+            false => debug!(%server, %member, %error, "a member of the virtual server is down"),
+        }
+    }
+
+    /// Whether member `index` has not been warned of `kind` yet in this session (it is now).
+    pub(super) fn first_warning(&self, index: usize, kind: &'static str) -> bool {
+        self.lock().warned.insert((index, kind))
     }
 
     pub(super) fn deliver(&self, event: UpstreamEvent) {
@@ -250,113 +300,6 @@ impl Members {
         match Message::parse(refusal.to_response(id)) {
             Ok(message) => self.deliver(UpstreamEvent::Message(Box::new(message))),
             Err(error) => debug!(%error, "an error answer that does not parse"),
-        }
-    }
-
-    /// One message of the session's, the long way.
-    async fn take(&self, message: Message) -> Result<(), UpstreamError> {
-        if self.released.is_cancelled() {
-            return Err(UpstreamError::Gone);
-        }
-        match message.kind() {
-            Kind::Request => self.request(message).await,
-            Kind::Notification => self.notify(message).await,
-            Kind::Response => self.answer_member(message).await,
-        }
-        Ok(())
-    }
-
-    async fn request(&self, message: Message) {
-        let method = message.method().unwrap_or_default().to_owned();
-        let id = message.id().cloned().unwrap_or(Value::Null);
-        match method.as_str() {
-            methods::PING => self.answer(&id, json!({})),
-            methods::INITIALIZE
-            | methods::TOOLS_LIST
-            | methods::PROMPTS_LIST
-            | methods::RESOURCES_LIST
-            | methods::RESOURCES_TEMPLATES_LIST
-            | methods::LOGGING_SET_LEVEL => {
-                // Every member is asked: answered from a task of its own, so the session's
-                // next message is not held behind the slowest member.
-                let Some(me) = self.me.upgrade() else {
-                    return;
-                };
-                let params = message.params().map(|p| p.to_owned());
-                tokio::spawn(async move { me.answer_for_all(&method, &id, params).await });
-            }
-            methods::TOOLS_CALL
-            | methods::PROMPTS_GET
-            | methods::RESOURCES_READ
-            | methods::RESOURCES_SUBSCRIBE
-            | methods::RESOURCES_UNSUBSCRIBE
-            | methods::COMPLETION_COMPLETE => {
-                // Routed from a task of its own: a member to open, or a URI whose member is
-                // found by reading the members' resources, holds up no other message.
-                let Some(me) = self.me.upgrade() else {
-                    return;
-                };
-                tokio::spawn(async move { me.route(message, &id).await });
-            }
-            _ => self.refuse(&id, ErrorAnswer::NotRouted(method)),
-        }
-    }
-
-    /// A notification of the client's: a cancellation to the member that has the request,
-    /// anything else to every member initialized.
-    async fn notify(&self, message: Message) {
-        let method = message.method().unwrap_or_default();
-        let targets: Vec<(usize, Upstream)> = {
-            let mut state = self.lock();
-            if method == methods::INITIALIZED {
-                state.client_initialized = true;
-            }
-            let only = match method {
-                methods::CANCELLED => {
-                    let request = message
-                        .params_as::<Value>()
-                        .and_then(|p| p["requestId"].as_u64());
-                    // The request is over for the session: its member is told, and it is
-                    // forgotten here whether or not the member answers.
-                    match request.and_then(|n| state.cancel(n)) {
-                        Some(sent) => Some(sent.member),
-                        None => return,
-                    }
-                }
-                _ => None,
-            };
-            state
-                .slots
-                .iter()
-                .enumerate()
-                .filter(|(index, slot)| only.is_none_or(|only| only == *index) && slot.initialized)
-                .filter_map(|(index, slot)| Some((index, slot.upstream.clone()?)))
-                .collect()
-        };
-        for (index, upstream) in targets {
-            if let Err(error) = upstream.send(message.clone()).await {
-                debug!(member = self.member_name(index), %error, "a notification did not reach a member");
-            }
-        }
-    }
-
-    /// The client's answer to a member's request: to that member, under its own id.
-    async fn answer_member(&self, mut message: Message) {
-        let Some((index, id)) = message.id().and_then(ids::untag) else {
-            debug!("an answer to no member's request; dropped");
-            return;
-        };
-        let upstream = self
-            .lock()
-            .slots
-            .get(index)
-            .and_then(|slot| slot.upstream.clone());
-        let Some(upstream) = upstream else {
-            return;
-        };
-        message.set_id(id);
-        if let Err(error) = upstream.send(message).await {
-            debug!(member = self.member_name(index), %error, "an answer did not reach its member");
         }
     }
 
@@ -379,7 +322,8 @@ impl VirtualSession for Members {
     fn send(&self, mut message: Message) -> Sending<'_> {
         // The usual call, every member up: routed here, its future no larger than the send.
         if let Some((index, upstream)) = self.route_at_once(&mut message) {
-            return Box::pin(self.send_routed(index, upstream, message));
+            self.send_routed(index, upstream, message);
+            return Box::pin(std::future::ready(Ok(())));
         }
         Box::pin(self.take(message))
     }

@@ -15,7 +15,9 @@
 
 mod attribution;
 mod catalog;
+mod catalog_reading;
 mod fan_out;
+mod from_client;
 mod ids;
 mod lifecycle;
 mod members;

@@ -8,14 +8,10 @@
 //! not). Each request sent is noted in flight at its member, with
 //! its progress token, for `attribution`.
 
-use std::sync::Arc;
-
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
-use tracing::{debug, warn};
+use serde_json::Value;
 
-use super::catalog::{Catalog, Page, MAX_PAGES};
 use super::members::{Members, Sent};
 use super::names::Named;
 use super::params::Params;
@@ -61,23 +57,25 @@ impl Members {
         Some((index, upstream))
     }
 
-    /// Sends a request [`Self::route_at_once`] routed; one its member cannot take is answered
-    /// with why.
-    pub(super) async fn send_routed(
-        &self,
-        index: usize,
-        upstream: Upstream,
-        message: Message,
-    ) -> Result<(), UpstreamError> {
+    /// Hands a request [`Self::route_at_once`] routed to its member (without waiting for a
+    /// member that does not take it); one it cannot take is answered with why.
+    pub(super) fn send_routed(&self, index: usize, upstream: Upstream, message: Message) {
         let id = message.id().cloned().unwrap_or(Value::Null);
-        if let Err(cause) = upstream.send(message).await {
-            if let Some(n) = id.as_u64() {
-                self.lock().sent.remove(&n);
+        let me = self.me.clone();
+        self.hand_over(upstream, message, move |cause| {
+            if let Some(me) = me.upgrade() {
+                me.refuse_sent(index, &id, cause);
             }
-            let error = self.member_error(index, cause);
-            self.refuse(&id, ErrorAnswer::Upstream(error));
+        });
+    }
+
+    /// Answers the session's request `id` sent to member `index` with why it could not be sent.
+    fn refuse_sent(&self, index: usize, id: &Value, cause: UpstreamError) {
+        if let Some(n) = id.as_u64() {
+            self.lock().sent.remove(&n);
         }
-        Ok(())
+        let error = self.member_error(index, cause);
+        self.refuse(id, ErrorAnswer::Upstream(error));
     }
 
     /// A request routed to the member it names, the long way (a member to open or initialize
@@ -126,11 +124,7 @@ impl Members {
             }
         }
         if let Err(cause) = upstream.send(message).await {
-            if let Some(n) = id.as_u64() {
-                self.lock().sent.remove(&n);
-            }
-            let error = self.member_error(index, cause);
-            self.refuse(id, ErrorAnswer::Upstream(error));
+            self.refuse_sent(index, id, cause);
         }
     }
 
@@ -155,7 +149,10 @@ impl Members {
                 };
                 let index = match held {
                     Some(index) => Some(index),
-                    None => self.member_of_uri(uri).await,
+                    None => self
+                        .member_of_uri(uri)
+                        .await
+                        .map_err(ErrorAnswer::Upstream)?,
                 };
                 let not_found = || ErrorAnswer::UnknownResource(uri.to_owned());
                 let index = index.ok_or_else(not_found)?;
@@ -180,99 +177,6 @@ impl Members {
                     Reached::Uri => None,
                 }
             })
-    }
-
-    /// The first member (in `servers`) whose catalog lists `uri` or a template it matches. A
-    /// member that cannot be read is passed over (it is down, and said so).
-    async fn member_of_uri(&self, uri: &str) -> Option<usize> {
-        for index in 0..self.count() {
-            if let Some(catalog) = self.catalog(index).await {
-                if catalog.serves(uri) {
-                    return Some(index);
-                }
-            }
-        }
-        None
-    }
-
-    /// Member `index`'s catalog: kept, or read now (every page of its resources and templates,
-    /// within bounds). `None` when the member cannot be opened.
-    async fn catalog(&self, index: usize) -> Option<Arc<Catalog>> {
-        let kept = |members: &Members| members.lock().slots[index].catalog.clone();
-        if let Some(catalog) = kept(self) {
-            return Some(catalog);
-        }
-        let _gate = self.catalog_gates[index].lock().await;
-        if let Some(catalog) = kept(self) {
-            return Some(catalog);
-        }
-        let upstream = match self.ready(index).await {
-            Ok(upstream) => upstream,
-            Err(error) => {
-                self.warn_down(index, &error);
-                return None;
-            }
-        };
-        let (generation, offers) = {
-            let state = self.lock();
-            let slot = &state.slots[index];
-            let offers = slot
-                .result
-                .as_ref()
-                .is_none_or(|result| result["capabilities"]["resources"].is_object());
-            (slot.catalog_generation, offers)
-        };
-        let mut catalog = Catalog::default();
-        if offers {
-            // The whole reading within one request timeout: a member that pages slowly holds
-            // up the routing of the members after it no longer than one slow answer would.
-            let timeout = self.server.members[index].request_timeout;
-            let deadline = tokio::time::Instant::now() + timeout;
-            for list in [methods::RESOURCES_LIST, methods::RESOURCES_TEMPLATES_LIST] {
-                let reading = self.read_pages(index, &upstream, list, &mut catalog);
-                if tokio::time::timeout_at(deadline, reading).await.is_err() {
-                    catalog.cut_short();
-                    break;
-                }
-            }
-        }
-        if catalog.truncated() {
-            let (server, member) = (&self.server.name, self.member_name(index));
-            warn!(%server, %member, "a member's resources go on past what a session keeps of them: those past it route to it only through its templates");
-        }
-        let catalog = Arc::new(catalog);
-        let mut state = self.lock();
-        let slot = &mut state.slots[index];
-        if slot.catalog_generation == generation {
-            slot.catalog = Some(catalog.clone());
-        }
-        Some(catalog)
-    }
-
-    /// Every page of member `index`'s `list` into `catalog`, within its bounds (what was taken
-    /// in stays, should the reading be given up).
-    async fn read_pages(
-        &self,
-        index: usize,
-        upstream: &Upstream,
-        list: &str,
-        catalog: &mut Catalog,
-    ) {
-        let mut cursor: Option<String> = None;
-        for _ in 0..MAX_PAGES {
-            let params = cursor
-                .as_ref()
-                .and_then(|c| serde_json::value::to_raw_value(&json!({ "cursor": c })).ok());
-            let page = match self.ask(index, upstream, list, params).await {
-                Ok(result) => Page::read(result),
-                Err(error) => return debug!(%error, list, "a member's list could not be read"),
-            };
-            cursor = page.next.clone();
-            if !catalog.add(page) || cursor.is_none() {
-                return;
-            }
-        }
-        catalog.cut_short();
     }
 }
 

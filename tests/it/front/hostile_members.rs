@@ -457,6 +457,16 @@ async fn a_uri_goes_to_the_first_member_that_serves_it(transport: Transport) {
         read_text(&mut line, "memo://evil/x").await,
         "evil read memo://evil/x"
     );
+    // Evil's template matches every URI: good's, however spelled, are still good's.
+    for spelling in [
+        "MEMO://good/notes",
+        "memo://good/%6Eotes",
+        "memo://good/./notes",
+        "memo://good/notes#x",
+    ] {
+        let read = read_text(&mut line, spelling).await;
+        assert_eq!(read, format!("good read {spelling}"), "{transport:?}");
+    }
 }
 
 on_every_transport!(a_uri_goes_to_the_first_member_that_serves_it:
@@ -504,3 +514,64 @@ async fn the_official_typescript_client_sees_each_member_as_itself() {
     assert!(violations(&proxy, "answer") >= 1);
     assert!(violations(&proxy, "progress") >= 1);
 }
+
+// ---- A member holds up, and asks, nothing it may not ----
+
+/// Evil stops reading its stdin, and the client sends it more than its pipe and queue hold:
+/// good's call is answered all the same, on the same connection (a WebSocket connection, or
+/// the 2024-11-05 pair, whose messages a session takes in order; each Streamable HTTP POST is
+/// a request of its own).
+async fn a_member_that_stops_reading_holds_up_no_other(transport: Transport) {
+    let (proxy, _running) = bank(Members::Stdio, &[], &[], |_| {}).await;
+    let mut line = Line::open(proxy.addr(), BANK, transport).await;
+    let stopped = line
+        .request("tools/call", call("evil__stop_reading", json!({})))
+        .await;
+    assert_eq!(text(&stopped), "no longer reading");
+    let padding = "x".repeat(4096);
+    for _ in 0..200 {
+        let arguments = json!({ "padding": padding });
+        line.start("tools/call", call("evil__exfiltrate", arguments))
+            .await;
+    }
+    let balance = line
+        .request("tools/call", call("good__balance", json!({})))
+        .await;
+    assert_eq!(text(&balance), "balance: 100", "{transport:?}");
+}
+
+on_every_transport!(a_member_that_stops_reading_holds_up_no_other:
+    a_member_that_stops_reading_holds_up_no_other_over_websocket => WebSocket,
+    a_member_that_stops_reading_holds_up_no_other_over_legacy_sse => LegacySse);
+
+/// Evil asks the client for its task store and for a PIN as a task: neither reaches the client;
+/// evil is refused (and says so in a log message), and counted.
+async fn a_member_asks_only_what_a_server_may(transport: Transport) {
+    let (proxy, _running) = bank(Members::Stdio, &[], &[], |_| {}).await;
+    let mut line = Line::open(proxy.addr(), BANK, transport).await;
+    let asked = line
+        .request("tools/call", call("evil__ask_tasks", json!({})))
+        .await;
+    assert_eq!(text(&asked), "asked");
+    for refused in ["evil-tasks", "evil-task"] {
+        let said = line
+            .server_message(|m| {
+                m["method"] == "notifications/message"
+                    && m["params"]["data"]["answered"]["id"] == refused
+            })
+            .await;
+        let error = &said["params"]["data"]["answered"]["error"];
+        assert_eq!(error["code"], -32601, "{transport:?}: {said}");
+    }
+    let asked_the_client = line
+        .read_so_far()
+        .iter()
+        .any(|m| m["method"] == "tasks/list" || m["method"] == "elicitation/create");
+    assert!(!asked_the_client, "{transport:?}: {:?}", line.read_so_far());
+    assert_eq!(violations(&proxy, "request"), 2);
+}
+
+on_every_transport!(a_member_asks_only_what_a_server_may:
+    a_member_asks_only_what_a_server_may_over_streamable_http => StreamableHttp,
+    a_member_asks_only_what_a_server_may_over_websocket => WebSocket,
+    a_member_asks_only_what_a_server_may_over_legacy_sse => LegacySse);

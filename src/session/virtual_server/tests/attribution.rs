@@ -1,9 +1,12 @@
 //! What a member writes out of turn, message by message: answers, progress and updates that
 //! are not its own, notifications a server may not send, words in another's name.
 
+use std::sync::{Arc, Mutex};
+
 use serde_json::{json, Value};
 
 use super::{member, plain, request, session};
+use crate::upstream::in_process::Serve;
 use crate::upstream::virtual_server::VirtualSession;
 use crate::wire::jsonrpc::Message;
 
@@ -167,5 +170,139 @@ async fn a_members_notifications_are_its_own_and_name_it() {
     assert_eq!(
         messages[1]["params"]["message"],
         r#"b: {"text":"password?"}"#
+    );
+}
+
+/// Asks the client, riding its call, 300 questions, and answers nothing.
+fn questioner(method: &str, _: &Value, _: &Value) -> Vec<Message> {
+    match method {
+        "tools/call" => (0..300)
+            .map(|n| Message::request(Some(json!(format!("q-{n}"))), "roots/list", None))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Asks the client one question riding its call, and answers nothing.
+fn asker(method: &str, _: &Value, _: &Value) -> Vec<Message> {
+    match method {
+        "tools/call" => vec![Message::request(Some(json!("mine")), "roots/list", None)],
+        _ => Vec::new(),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_member_asks_within_its_share_and_uses_up_no_others() {
+    let (members, heard) = session(vec![member("a", asker), member("b", questioner)]).await;
+    let call =
+        |id: u64, name: &str| request(id, "tools/call", json!({ "name": name, "arguments": {} }));
+    members.send(call(2, "b__ask")).await.unwrap();
+    members.send(call(3, "a__ask")).await.unwrap();
+    let riding = |wanted: &dyn Fn(&str) -> bool| -> Vec<Option<u64>> {
+        let events = heard.events.lock().unwrap();
+        events
+            .iter()
+            .filter_map(|event| match event {
+                crate::upstream::UpstreamEvent::Within { message, request } => {
+                    let id = message.id()?.as_str()?.to_owned();
+                    wanted(&id).then_some(*request)
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    loop {
+        if riding(&|id| id.starts_with("0~")).len() == 1
+            && riding(&|id| id.starts_with("1~")).len() == 300
+        {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    let b = riding(&|id| id.starts_with("1~"));
+    let share = crate::session::inflight::MAX_ASKED / 2;
+    assert!(
+        b[..share].iter().all(|r| *r == Some(2)),
+        "b's share rides its call"
+    );
+    assert!(
+        b[share..].iter().all(Option::is_none),
+        "past it, the standalone stream"
+    );
+    assert_eq!(
+        riding(&|id| id.starts_with("0~")),
+        [Some(3)],
+        "a's question rides a's call"
+    );
+}
+
+/// A server that records the methods it is sent.
+struct Recording(Arc<Mutex<Vec<String>>>);
+
+impl Serve for Recording {
+    fn serve(&self, message: &Message) -> Vec<Message> {
+        self.0
+            .lock()
+            .unwrap()
+            .push(message.method().unwrap_or("(answer)").to_owned());
+        match (message.id(), message.method()) {
+            (Some(id), Some("initialize")) => vec![Message::response(id, super::initialized("r"))],
+            (Some(id), Some(_)) => vec![Message::response(id, json!({}))],
+            _ => Vec::new(),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_clients_notifications_reach_only_the_members_they_concern() {
+    let received = Arc::new(Mutex::new(Vec::new()));
+    let spec = crate::upstream::UpstreamSpec::InProcess(
+        crate::upstream::in_process::InProcessSpec::new(Recording(received.clone())),
+    );
+    let factory = crate::upstream::factory::UpstreamFactory::new(
+        spec,
+        crate::telemetry::metrics::Metrics::default().server("r"),
+    );
+    let recording = super::super::Member {
+        names: super::super::MemberNames {
+            name: "r".into(),
+            tools: Default::default(),
+            prompts: Default::default(),
+            resources: Default::default(),
+        },
+        factory: Arc::new(factory),
+        request_timeout: std::time::Duration::from_secs(10),
+    };
+    let (members, heard) = session(vec![recording, member("a", plain)]).await;
+    let notification = |method: &str, params: Value| {
+        let raw = serde_json::value::to_raw_value(&params).unwrap();
+        Message::request(None, method, Some(raw))
+    };
+    for (method, params) in [
+        ("notifications/initialized", json!({})),
+        (
+            "notifications/progress",
+            json!({ "progressToken": 1, "progress": 1 }),
+        ),
+        ("notifications/tasks/status", json!({ "taskId": "t" })),
+        ("notifications/cancelled", json!({ "requestId": 99 })),
+        ("notifications/roots/list_changed", json!({})),
+    ] {
+        members.send(notification(method, params)).await.unwrap();
+    }
+    // The member takes what it is sent in order: once it answered this, it had the rest.
+    let call = json!({ "name": "r__x", "arguments": {} });
+    members.send(request(2, "tools/call", call)).await.unwrap();
+    heard.answer(2).await;
+    let received = received.lock().unwrap().clone();
+    assert_eq!(
+        received,
+        [
+            "initialize",
+            "notifications/initialized",
+            "notifications/roots/list_changed",
+            "tools/call",
+        ],
+        "{received:?}"
     );
 }

@@ -57,7 +57,7 @@ pub(super) fn initialized(name: &str) -> Value {
 /// What the session hears, in order.
 #[derive(Default)]
 pub(super) struct Heard {
-    events: Mutex<Vec<UpstreamEvent>>,
+    pub(super) events: Mutex<Vec<UpstreamEvent>>,
     more: Notify,
 }
 

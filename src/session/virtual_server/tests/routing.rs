@@ -11,7 +11,7 @@ use crate::upstream::virtual_server::VirtualSession;
 use crate::wire::jsonrpc::Message;
 
 #[tokio::test(start_paused = true)]
-async fn a_member_whose_list_never_ends_is_read_to_a_bound_and_the_next_one_still_serves() {
+async fn a_member_whose_list_never_ends_is_read_to_a_bound_and_gives_no_uri_to_those_after_it() {
     fn endless(method: &str, id: &Value, params: &Value) -> Vec<Message> {
         let page = params["cursor"]
             .as_str()
@@ -27,7 +27,8 @@ async fn a_member_whose_list_never_ends_is_read_to_a_bound_and_the_next_one_stil
             _ => vec![Message::response(id, json!({}))],
         }
     }
-    let (members, heard) = session(vec![member("endless", endless), member("files", files)]).await;
+    // Before it: served. After it: what it might list is not given to a member after it.
+    let (members, heard) = session(vec![member("files", files), member("endless", endless)]).await;
     members
         .send(request(2, "resources/read", json!({ "uri": "file:///a" })))
         .await
@@ -49,7 +50,24 @@ async fn a_member_whose_list_never_ends_is_read_to_a_bound_and_the_next_one_stil
         .send(request(4, "resources/read", json!({ "uri": "memo://100" })))
         .await
         .unwrap();
-    assert_eq!(heard.answer(4).await["error"]["code"], -32002, "past them");
+    assert_eq!(
+        heard.answer(4).await["error"]["code"],
+        -32603,
+        "past them: not known"
+    );
+    let (members, heard) = session(vec![member("endless", endless), member("files", files)]).await;
+    members
+        .send(request(2, "resources/read", json!({ "uri": "file:///a" })))
+        .await
+        .unwrap();
+    let refused = heard.answer(2).await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(
+            "endless (a member of this virtual server): its resources could not be read in full"
+        ),
+        "{refused}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -72,6 +90,28 @@ async fn a_members_answer_past_its_share_of_the_window_is_left_out_and_the_other
         .unwrap();
     assert_eq!(tool_names(&heard.answer(2).await), ["a__real"]);
 
+    // Under its share as it came, past it as it is written again.
+    fn numbers(method: &str, id: &Value, _: &Value) -> Vec<Message> {
+        match method {
+            "tools/list" => {
+                let numbers = format!("[{}1e15]", "1e15,".repeat(50_000));
+                let text = format!(
+                    r#"{{"tools":[{{"name":"n","inputSchema":{{"type":"object","default":{numbers}}}}}]}}"#
+                );
+                let result: Box<serde_json::value::RawValue> = serde_json::from_str(&text).unwrap();
+                let answer = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{}}}"#, result.get());
+                vec![Message::parse(answer.into()).unwrap()]
+            }
+            _ => vec![Message::response(id, json!({}))],
+        }
+    }
+    let (members, heard) = session(vec![member("a", plain), member("numbers", numbers)]).await;
+    members
+        .send(request(2, "tools/list", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(tool_names(&heard.answer(2).await), ["a__real"]);
+
     let mut huge_instructions = initialized("huge");
     huge_instructions["instructions"] = Value::from("y".repeat(300 << 10));
     let huge = member_initialized("huge", huge_instructions, plain);
@@ -81,7 +121,7 @@ async fn a_members_answer_past_its_share_of_the_window_is_left_out_and_the_other
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_member_whose_initialize_cannot_be_used_is_down_and_the_others_are_merged() {
+async fn a_member_whose_initialize_cannot_be_used_is_down_and_what_a_client_cannot_read_left_out() {
     let bogus = json!({ "protocolVersion": "0000-bogus", "capabilities": {},
                         "serverInfo": { "name": "bogus", "version": "1" } });
     let odd = json!({ "protocolVersion": "2024-11-05",
@@ -95,18 +135,23 @@ async fn a_member_whose_initialize_cannot_be_used_is_down_and_the_others_are_mer
     let (_, heard) = session(members).await;
     let answer = heard.answer(1).await;
     assert_eq!(
-        answer["result"]["protocolVersion"], "2025-11-25",
-        "{answer}"
+        answer["result"]["protocolVersion"], "2024-11-05",
+        "odd's: {answer}"
     );
     assert!(
         answer["result"]["capabilities"]["experimental"].is_null(),
         "{answer}"
     );
-    assert_eq!(answer["result"]["instructions"], "a: a");
+    assert!(
+        answer["result"]["capabilities"]["sampling"].is_null(),
+        "{answer}"
+    );
+    assert_eq!(answer["result"]["instructions"], "a: a", "bogus is down");
 }
 
-/// A member that never lists: the read routed past it waits one request timeout at most, on a
-/// task of its own, while the session's other messages go on.
+/// A member that never lists: a read of a URI it might list waits one request timeout at most,
+/// on a task of its own, while the session's other messages go on; then it is refused, not
+/// given to a member after it.
 #[tokio::test(start_paused = true)]
 async fn a_member_that_never_lists_holds_up_one_route_one_request_timeout_at_most() {
     fn silent(method: &str, id: &Value, _: &Value) -> Vec<Message> {
@@ -128,11 +173,9 @@ async fn a_member_that_never_lists_holds_up_one_route_one_request_timeout_at_mos
         heard.find(2).is_none(),
         "the read still waits for the silent member"
     );
-    let answer = heard.answer(2).await;
-    assert_eq!(
-        answer["result"]["contents"][0]["uri"], "file:///a",
-        "{answer}"
-    );
+    // Its resources unread, what it might list goes to no member after it.
+    let refused = heard.answer(2).await;
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
     assert!(
         started.elapsed() <= Duration::from_secs(10),
         "{:?}",
