@@ -24,7 +24,7 @@ use crate::session::error_answer::ErrorAnswer;
 use crate::session::inflight::MAX_ASKED;
 use crate::telemetry::metrics::MemberEvent;
 use crate::upstream::credential::Credential;
-use crate::upstream::virtual_server::{Sending, VirtualSession};
+use crate::upstream::virtual_server::{self, Sending, VirtualSession};
 use crate::upstream::{EventSink, Sink, Upstream, UpstreamError, UpstreamEvent};
 use crate::wire::jsonrpc::Message;
 
@@ -338,6 +338,27 @@ impl VirtualSession for Members {
 
     fn record(&self) -> Option<String> {
         Members::record(self)
+    }
+}
+
+/// What opens a virtual server's sessions: their members.
+impl virtual_server::VirtualServer for Arc<VirtualServer> {
+    fn open(
+        &self,
+        credential: Credential,
+        events: EventSink,
+        resumed: Option<&str>,
+    ) -> Arc<dyn VirtualSession> {
+        Members::open(self.clone(), credential, events, resumed)
+    }
+
+    fn display(&self) -> String {
+        let members: Vec<String> = self
+            .members
+            .iter()
+            .map(|m| format!("{} ({})", m.names.name, m.factory.display()))
+            .collect();
+        format!("{}: {}", self.name, members.join(", "))
     }
 }
 

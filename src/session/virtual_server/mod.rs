@@ -36,10 +36,8 @@ pub use names::MemberNames;
 
 use crate::session::log::Window;
 use crate::telemetry::metrics::ServerMetrics;
-use crate::upstream::credential::Credential;
 use crate::upstream::factory::UpstreamFactory;
-use crate::upstream::virtual_server::{self, VirtualSession};
-use crate::upstream::{EventSink, UpstreamSpec};
+use crate::upstream::UpstreamSpec;
 
 /// One member of a virtual server: its rules, the factory of its upstreams, and how long it
 /// has to answer what the virtual server asks it itself (`initialize`, the lists: its own
@@ -86,27 +84,7 @@ impl VirtualServer {
         UpstreamSpec::Virtual(Arc::new(Arc::new(self)))
     }
 
-    fn member_name(&self, index: usize) -> &str {
+    pub(super) fn member_name(&self, index: usize) -> &str {
         &self.members[index].names.name
-    }
-}
-
-impl virtual_server::VirtualServer for Arc<VirtualServer> {
-    fn open(
-        &self,
-        credential: Credential,
-        events: EventSink,
-        resumed: Option<&str>,
-    ) -> Arc<dyn VirtualSession> {
-        members::Members::open(self.clone(), credential, events, resumed)
-    }
-
-    fn display(&self) -> String {
-        let members: Vec<String> = self
-            .members
-            .iter()
-            .map(|m| format!("{} ({})", m.names.name, m.factory.display()))
-            .collect();
-        format!("{}: {}", self.name, members.join(", "))
     }
 }
