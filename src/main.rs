@@ -7,13 +7,11 @@ use mcp_session_proxy::{demo, health_probe, server, telemetry::logs};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> std::process::ExitCode {
-    // The launcher of a confined stdio server: confines itself and becomes the server.
+    // The launcher of a stdio server (its parent, and the step that confines itself and
+    // becomes the server).
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args.get(1).is_some_and(|a| a == sandbox::LAUNCHER) && args.get(2).is_some_and(|a| a == "--")
-    {
-        let error = sandbox::exec_confined(args[3..].to_vec());
-        eprintln!("mcp-session-proxy {}: {error}", sandbox::LAUNCHER);
-        return std::process::ExitCode::from(126);
+    if let Some(code) = sandbox::run_subcommand(&args) {
+        return code;
     }
     // First, before a secret is read or a thread started: a process of the same user (a stdio
     // child, whatever it runs) cannot read a non-dumpable process's /proc/<pid>/environ or its
@@ -144,14 +142,21 @@ async fn run(config: Config, start: StartNotes) -> anyhow::Result<()> {
     access::set_policy(config.access_log, config.access_log_sample);
     init_logging(config.log_format);
     start.log();
+    // What proxies of this user that were killed left of their children's directories.
+    sandbox::remove_stale_private_dirs();
     let running = server::start(&config).await?;
-    tracing::info!(addr = %running.addr, upstream = %config.upstream_spec()?.display(), "listening on http://{}/mcp", running.addr);
+    let scheme = match config.tls.cert_file.is_some() {
+        true => "https",
+        false => "http",
+    };
+    tracing::info!(addr = %running.addr, upstream = %config.upstream_spec()?.display(), "listening on {scheme}://{}/mcp", running.addr);
     wait_for_signal().await?;
     tracing::info!("shutting down");
     let bound = config.drain_delay + config.shutdown_timeout;
     if tokio::time::timeout(bound, running.stop()).await.is_err() {
         tracing::warn!(timeout = ?bound, "shutdown took too long; killing what is left");
     }
+    sandbox::remove_own_private_dirs();
     Ok(())
 }
 

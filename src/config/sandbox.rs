@@ -8,7 +8,7 @@ use super::keys::settings;
 use std::path::PathBuf;
 
 use crate::upstream::sandbox::{
-    default_cache_root, Limits, Network, Paths, SandboxSpec, SYSTEM_READABLE, SYSTEM_WRITABLE,
+    default_cache_root, Limits, Network, Paths, SandboxSpec, Udp, SYSTEM_READABLE, SYSTEM_WRITABLE,
 };
 
 settings! {
@@ -20,10 +20,16 @@ settings! {
         #[arg(long = "sandbox", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
         pub enabled: bool = false, set;
 
-        /// With the sandbox: allow (as the proxy) or none (no socket but Unix ones: not even
-        /// loopback) [default: allow].
+        /// With the sandbox: allow (as the proxy) or none (no socket at all, not even a Unix
+        /// one or loopback; pipes and socketpair work) [default: allow].
         #[arg(long = "sandbox-network", value_name = "NETWORK")]
         pub network: Network = Network::Allow, set;
+
+        /// With the sandbox and connect_ports: allow or deny UDP sockets (to any port: the
+        /// ports bound TCP only); denied, names are resolved over TCP (RES_OPTIONS=use-vc)
+        /// [default: deny].
+        #[arg(long = "sandbox-udp", value_name = "UDP")]
+        pub udp: Udp = Udp::Deny, set;
 
         /// With the sandbox: a path a child may read and execute beneath, besides the system's
         /// directories and its command's own (repeatable) [default: none].
@@ -86,6 +92,7 @@ impl SandboxConfig {
     pub fn spec(&self) -> Option<SandboxSpec> {
         self.enabled.then_some(SandboxSpec {
             network: self.network,
+            udp: self.udp,
             limits: Limits {
                 memory: self.memory,
                 cpu_seconds: self.cpu_seconds,

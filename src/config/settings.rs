@@ -247,6 +247,7 @@ impl UpstreamConfig {
         };
         // Checked at start with the server's own key (`server::start`).
         spec.user = self.child_user("upstream")?;
+        spec.capabilities = self.capabilities.clone();
         spec.sandbox = self.sandbox.spec();
         if let Some(sandbox) = &spec.sandbox {
             sandbox

@@ -156,6 +156,18 @@ settings! {
         #[arg(long = "upstream-user-range", value_name = "FIRST-LAST")]
         pub user_range: String = String::new(), set;
 
+        /// stdio: a capability the children keep, by name (CAP_NET_BIND_SERVICE or
+        /// net_bind_service; repeatable): of the proxy's own, for children that run as its user
+        /// (not with upstream.user or user_range) [default: none: every child drops them all].
+        #[arg(long = "upstream-capability", value_name = "NAME")]
+        pub capabilities: Vec<String> = Vec::new(), list(Vec<String>);
+
+        /// stdio: a proxy running as root without upstream.user or user_range runs its children
+        /// as root (without capabilities) without warning at start (true/false) [default:
+        /// false].
+        #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+        pub allow_root_children: bool = false, set;
+
         /// How each stdio child is confined.
         #[command(flatten)]
         pub sandbox: SandboxConfig = SandboxConfig::default(), section(SandboxFlags);

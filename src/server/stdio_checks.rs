@@ -37,6 +37,7 @@ pub(super) fn check_commands(config: &Config) -> anyhow::Result<Vec<(String, &'s
             ),
             None => {}
         }
+        check_capabilities(server, upstream)?;
         let spec = upstream.spec(&config.child_secrets())?;
         if let UpstreamSpec::Stdio(stdio) | UpstreamSpec::SharedStdio(stdio) = spec {
             stdio.locate().with_context(|| key.clone())?;
@@ -47,6 +48,34 @@ pub(super) fn check_commands(config: &Config) -> anyhow::Result<Vec<(String, &'s
         }
     }
     Ok(unenforced)
+}
+
+/// The capabilities a server's children keep are named right, and are the proxy's to give: a
+/// child of another user has none. A root proxy running its children as root is warned of.
+fn check_capabilities(
+    server: &str,
+    upstream: &crate::config::UpstreamConfig,
+) -> anyhow::Result<()> {
+    for name in &upstream.capabilities {
+        crate::upstream::sandbox::parse_capability(name)
+            .map_err(|e| anyhow::anyhow!("{server}.capabilities: {e}"))?;
+    }
+    let own_user = upstream.user.is_empty() && upstream.user_range.is_empty();
+    if !upstream.capabilities.is_empty() && !own_user {
+        anyhow::bail!(
+            "{server}.capabilities: children that run as another user (user, user_range) keep \
+             no capability; run them as the proxy's user, or leave capabilities unset"
+        );
+    }
+    if own_user && nix::unistd::geteuid().is_root() && !upstream.allow_root_children {
+        tracing::warn!(
+            server,
+            "stdio children run as root (uid 0), without capabilities: set {server}.user or \
+             {server}.user_range to run them as another user ({server}.allow_root_children = \
+             true silences this)"
+        );
+    }
+    Ok(())
 }
 
 /// Logs how `server`'s children are confined on this host, and warns of each part it cannot

@@ -187,7 +187,7 @@ macro_rules! per_server {
                 );
                 registry.register(
                     "virtual_member_violations",
-                    "What a virtual server's member sent that was not its own to send, dropped: an answer to a request it was not sent (answer), progress on another member's request (progress), a resources/updated of a URI the session did not subscribe to at it (update), a notification a server may not send or of another's elicitation (notification), a request a server may not make of a client, or one as a task (request); by member and kind",
+                    "What a virtual server's member sent that was not its own to send, dropped: an answer to a request it was not sent (answer), progress on another member's request (progress), a resources/updated of a URI the session did not subscribe to at it (update), a notification a server may not send or of another's elicitation (notification), a request a server may not make of a client, one as a task, one with an id too long to remember or an elicitation under another member's id (request), a list item no client could read, left out (list); by member and kind",
                     families.member_violations.clone(),
                 );
                 registry.register(

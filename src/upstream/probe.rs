@@ -166,7 +166,7 @@ pub async fn stdio_verdict(spec: &StdioSpec, timeout: Duration) -> Era {
         sandbox.cache = scratch.path().to_path_buf();
         _scratch_cache = Some(scratch);
     }
-    let Ok((mut command, _holds)) = spec.command() else {
+    let Ok((mut command, holds)) = spec.command() else {
         return Era::Legacy;
     };
     let Ok(mut child) = command.stderr(Stdio::null()).spawn() else {
@@ -178,8 +178,8 @@ pub async fn stdio_verdict(spec: &StdioSpec, timeout: Duration) -> Era {
             .unwrap_or(Era::Legacy),
         _ => Era::Legacy,
     };
-    let _ = child.start_kill();
-    let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+    let _ = super::stdio::terminate(&mut child, Duration::ZERO).await;
+    holds.release(Duration::from_secs(1)).await;
     verdict
 }
 

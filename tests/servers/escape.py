@@ -6,13 +6,24 @@ abstract Unix socket), `allocate {mib}` (that much memory, touched), `open_files
 new network namespace), `read {path}`, `write {path}` (a file created there), `list {path}` (a
 directory); `env {name}` answers a variable of its environment, `home` its HOME, `whoami` its
 user and group ids; `spin` uses CPU until stopped, `grow {mib}` writes a file that large in
-its HOME (Python ignores SIGXFSZ: past the limit, its write fails with EFBIG). Each answers "done" or the error the system gave (as its
-errno name). Standard library only."""
+its HOME (Python ignores SIGXFSZ: past the limit, its write fails with EFBIG).
+Against the proxy and the box: `io_uring` (a ring, which would make and connect sockets past
+every other rule), `prlimit`, `setpriority`, `affinity`, `scheduler`, `ioprio` (each setting
+process `pid`'s own value again, 0 being itself: harmless had it been allowed), `x32` (a socket
+through the x32 entry), `int80` (a socket through the 32-bit entry, machine code run in place),
+`unix_path {path}` (a Unix socket by path), `socketpair`, `udp {port}` (a datagram to
+127.0.0.1), `capabilities` (its CapEff, CapPrm, CapBnd and CapAmb), `sethostname` (the name it
+has), `fd {n}` (whether descriptor n is open), `daemon` (a process double-forked into a session
+of its own, its pid answered, left running). Each answers "done" or the error the system gave
+(as its errno name). Standard library only."""
 
 import ctypes
 import errno
 import json
+import mmap
 import os
+import platform
+import resource
 import signal
 import socket
 import sys
@@ -121,6 +132,113 @@ def grow(mib):
     return "done"
 
 
+def syscall(number, *args):
+    result = LIBC.syscall(ctypes.c_long(number), *[ctypes.c_long(a) for a in args])
+    if result < 0:
+        raise OSError(ctypes.get_errno(), "")
+    return result
+
+
+# x86_64's numbers, and aarch64's.
+NUMBERS = {
+    "x86_64": {"io_uring_setup": 425, "ioprio_set": 251, "ioprio_get": 252},
+    "aarch64": {"io_uring_setup": 425, "ioprio_set": 30, "ioprio_get": 31},
+}[platform.machine()]
+
+
+def io_uring():
+    params = ctypes.create_string_buffer(120)
+    os.close(syscall(NUMBERS["io_uring_setup"], 8, ctypes.addressof(params)))
+
+
+def prlimit(pid):
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, resource.prlimit(pid, resource.RLIMIT_NOFILE))
+
+
+def setpriority(pid):
+    os.setpriority(os.PRIO_PROCESS, pid, os.getpriority(os.PRIO_PROCESS, pid))
+
+
+def affinity(pid):
+    os.sched_setaffinity(pid, os.sched_getaffinity(pid))
+
+
+def scheduler(pid):
+    os.sched_setscheduler(pid, os.sched_getscheduler(pid), os.sched_getparam(pid))
+
+
+def ioprio(pid):
+    who_process = 1
+    value = syscall(NUMBERS["ioprio_get"], who_process, pid)
+    syscall(NUMBERS["ioprio_set"], who_process, pid, value)
+
+
+def x32():
+    os.close(syscall(0x40000000 | 41, socket.AF_INET, socket.SOCK_STREAM, 0))
+
+
+def int80():
+    """socket(AF_INET, SOCK_STREAM, 0) through `int 0x80`, i386's number 359: push rbx; mov
+    eax, 359; mov ebx, 2; mov ecx, 1; xor edx, edx; int 0x80; pop rbx; ret."""
+    code = bytes.fromhex("53" "b867010000" "bb02000000" "b901000000" "31d2" "cd80" "5b" "c3")
+    page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    page.write(code)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(page))
+    result = ctypes.CFUNCTYPE(ctypes.c_int)(address)()
+    if result < 0:
+        raise OSError(-result, "")
+
+
+def unix_path(path):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(path)
+
+
+def socketpair():
+    a, b = socket.socketpair()
+    a.sendall(b"x")
+    assert b.recv(1) == b"x"
+    a.close()
+    b.close()
+
+
+def udp(port):
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.sendto(b"escaped", ("127.0.0.1", port))
+
+
+def capabilities():
+    with open("/proc/self/status") as f:
+        fields = dict(line.split(":", 1) for line in f if line.startswith("Cap"))
+    return " ".join(fields[k].strip() for k in ("CapEff", "CapPrm", "CapBnd", "CapAmb"))
+
+
+def sethostname():
+    name = socket.gethostname().encode()
+    if LIBC.sethostname(name, len(name)) != 0:
+        raise OSError(ctypes.get_errno(), "")
+
+
+def daemon():
+    """A process that forks, starts a session of its own and forks again, the grandchild
+    waiting forever: its pid comes back through a pipe."""
+    read_end, write_end = os.pipe()
+    first = os.fork()
+    if first == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.write(write_end, str(os.getpid()).encode())
+            os.close(write_end)
+            while True:
+                signal.pause()
+        os._exit(0)
+    os.close(write_end)
+    os.waitpid(first, 0)
+    pid = os.read(read_end, 32).decode()
+    os.close(read_end)
+    return pid
+
+
 TOOLS = {
     "spin": lambda a: spin(),
     "grow": lambda a: attempt(lambda: grow(int(a["mib"]))),
@@ -138,6 +256,21 @@ TOOLS = {
     "allocate": lambda a: allocate(int(a["mib"])),
     "open_files": lambda a: open_files(int(a["count"])),
     "unshare": lambda a: unshare(),
+    "io_uring": lambda a: attempt(io_uring),
+    "prlimit": lambda a: attempt(lambda: prlimit(int(a["pid"]))),
+    "setpriority": lambda a: attempt(lambda: setpriority(int(a["pid"]))),
+    "affinity": lambda a: attempt(lambda: affinity(int(a["pid"]))),
+    "scheduler": lambda a: attempt(lambda: scheduler(int(a["pid"]))),
+    "ioprio": lambda a: attempt(lambda: ioprio(int(a["pid"]))),
+    "x32": lambda a: attempt(x32),
+    "int80": lambda a: attempt(int80),
+    "unix_path": lambda a: attempt(lambda: unix_path(a["path"])),
+    "socketpair": lambda a: attempt(socketpair),
+    "udp": lambda a: attempt(lambda: udp(int(a["port"]))),
+    "capabilities": lambda a: capabilities(),
+    "sethostname": lambda a: attempt(sethostname),
+    "fd": lambda a: attempt(lambda: os.fstat(int(a["n"]))),
+    "daemon": lambda a: daemon(),
 }
 
 

@@ -1,16 +1,25 @@
 #!/bin/sh
-# A stdio server that looks into its parent, the proxy, before it serves: it writes what it is
-# (uid, gid, groups) and what it could read of the proxy (its environment, its command line,
-# its memory) to `report.<pid>` in the folder named first, then becomes the server named next.
+# A stdio server that looks into the proxy (its parent's parent: its parent is the launcher)
+# before it serves: it writes what it is (uid, gid, groups) and what it could read of the proxy
+# (its environment, its command line, its memory) and of the launcher (its environment) to
+# `report.<pid>` in the folder named first, then becomes the server named next.
 #   snoop.sh FOLDER PROGRAM [ARGS...]
 folder=$1
 shift
-proxy=/proc/$PPID
+# The fourth field of stat, after the command's closing parenthesis, is the parent.
+grandparent=$(sed 's/.*) //' "/proc/$PPID/stat" | cut -d' ' -f2)
+proxy=/proc/$grandparent
 {
     echo "uid=$(id -u)"
     echo "gid=$(id -g)"
     echo "groups=$(id -G)"
-    echo "parent=$PPID"
+    echo "launcher=$PPID"
+    echo "parent=$grandparent"
+    if tr '\0' '\n' <"/proc/$PPID/environ" >/dev/null 2>&1; then
+        echo "launcher_environ=read"
+    else
+        echo "launcher_environ=refused"
+    fi
     if environ=$(tr '\0' '\n' <"$proxy/environ" 2>/dev/null); then
         echo "environ=read"
         printf '%s\n' "$environ" | sed 's/^/environ: /'

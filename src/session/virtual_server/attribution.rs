@@ -42,9 +42,16 @@ pub enum Violation {
     /// routed to members), of another's elicitation, or of no known method.
     Notification,
     /// A request a member may not make of the client: any but sampling, elicitation, roots and
-    /// ping, or one of those as a task.
+    /// ping, or one of those as a task, or with an id (or an elicitation's) over
+    /// [`MAX_ID_BYTES`], or an elicitation under another member's id.
     Request,
+    /// An item of a list a client could not read (a tool without an input schema object).
+    List,
 }
+
+/// The longest id (in its JSON form) of a member's request, and of an elicitation it makes,
+/// that a session remembers: each is kept until answered or completed.
+pub const MAX_ID_BYTES: usize = 256;
 
 impl Violation {
     pub fn label(self) -> &'static str {
@@ -54,6 +61,7 @@ impl Violation {
             Violation::Update => "update",
             Violation::Notification => "notification",
             Violation::Request => "request",
+            Violation::List => "list",
         }
     }
 }
@@ -163,10 +171,15 @@ impl Members {
     fn asked(&self, index: usize, mut message: Message) {
         let own = message.id().cloned().unwrap_or(Value::Null);
         let mut params = object_params(&message);
-        let method = message.method().unwrap_or_default();
-        if !MEMBER_REQUESTS.contains(&method) || params.get("task").is_some() {
-            self.violated(index, Violation::Request, method);
-            return self.refuse_member(index, own, method);
+        let method = message.method().unwrap_or_default().to_owned();
+        let elicitation = params["elicitationId"].as_str().map(str::to_owned);
+        let too_long = id_key(&own).len() > MAX_ID_BYTES
+            || elicitation
+                .as_ref()
+                .is_some_and(|id| id.len() > MAX_ID_BYTES);
+        if !MEMBER_REQUESTS.contains(&method.as_str()) || params.get("task").is_some() || too_long {
+            self.violated(index, Violation::Request, &method);
+            return self.refuse_member(index, own, &method);
         }
         message.set_id(tag(index, &own));
         let member = self.member_name(index);
@@ -177,8 +190,12 @@ impl Members {
                 other => other.to_string(),
             };
             params["message"] = Value::from(merge::in_its_name(member, &text));
-            if let Some(elicitation) = params["elicitationId"].as_str() {
-                self.lock().elicited(elicitation, index);
+            if let Some(elicitation) = &elicitation {
+                let count = self.count();
+                if !self.lock().elicited(elicitation, index, count) {
+                    self.violated(index, Violation::Request, elicitation);
+                    return self.refuse_member(index, own, &method);
+                }
             }
         }
         let request = {
@@ -222,12 +239,12 @@ impl Members {
                 }
                 None
             }
-            // A member cancels a request of its own: under the id the client knows it by.
+            // A member cancels a request of its own: under the id the client knows it by. The
+            // question stays in its share for as long as the session remembers it (until the
+            // client answers, or the request it rides ends).
             methods::CANCELLED => {
                 params["requestId"] = tag(index, &params["requestId"]);
-                let mut state = self.lock();
-                state.forget_question(&id_key(&params["requestId"]));
-                state.newest_of(index)
+                self.lock().newest_of(index)
             }
             // A log message names its member in its logger too.
             methods::MESSAGE => {
@@ -292,7 +309,7 @@ impl Members {
 
     /// Counts and logs what member `index` sent that was not its own (`what`: the id, token or
     /// URI it named): the first of each kind per session as a warning, the rest at debug.
-    fn violated(&self, index: usize, violation: Violation, what: &str) {
+    pub(super) fn violated(&self, index: usize, violation: Violation, what: &str) {
         let (server, member) = (&self.server.name, self.member_name(index));
         self.server
             .metrics

@@ -7,6 +7,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use tracing::{debug, warn};
 
+use super::attribution::Violation;
 use super::members::Members;
 use super::merge::{self, MemberPage};
 use super::names::Named;
@@ -168,7 +169,10 @@ impl Members {
             })
             .collect();
         let (key, identity) = list.key_and_identity();
-        let merged = merge::lists(identity, pages);
+        let merged = merge::lists(key, identity, pages);
+        for (index, name) in &merged.malformed {
+            self.violated(*index, Violation::List, name);
+        }
         for (index, name) in &merged.collisions {
             let (server, member) = (&self.server.name, self.member_name(*index));
             self.server

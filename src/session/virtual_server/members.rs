@@ -69,8 +69,8 @@ pub(super) struct State {
     /// The session's requests the client cancelled, the newest last (at most
     /// [`CANCELLED_KEPT`]): a member's late answer to one of its own is dropped quietly.
     pub(super) cancelled: VecDeque<(u64, usize)>,
-    /// The URL-mode elicitations members made, by id, the newest last (at most
-    /// [`ELICITATIONS_KEPT`]): a member completes only its own.
+    /// The URL-mode elicitations members made, by id, the newest last (each member at most its
+    /// share of [`ELICITATIONS_KEPT`]): a member completes only its own.
     pub(super) elicitations: VecDeque<(String, usize)>,
     /// Members' questions riding the session's requests, awaiting the client's answer: a
     /// member has at most its share of the questions a session remembers
@@ -164,12 +164,29 @@ impl State {
         self.questions.retain(|question| question.id != id);
     }
 
-    /// Member `index` made the URL-mode elicitation `id`.
-    pub(super) fn elicited(&mut self, id: &str, index: usize) {
-        if self.elicitations.len() == ELICITATIONS_KEPT {
-            self.elicitations.pop_front();
+    /// Member `index`, of `members`, made the URL-mode elicitation `id`: remembered, past its
+    /// share of [`ELICITATIONS_KEPT`] in place of its own oldest. Refused (false) when another
+    /// member's elicitation has that id: the client could not tell which completes.
+    pub(super) fn elicited(&mut self, id: &str, index: usize, members: usize) -> bool {
+        if self
+            .elicitations
+            .iter()
+            .any(|(e, m)| e == id && *m != index)
+        {
+            return false;
+        }
+        let share = (ELICITATIONS_KEPT / members.max(1)).max(1);
+        let own = self
+            .elicitations
+            .iter()
+            .filter(|(_, m)| *m == index)
+            .count();
+        if own >= share {
+            let oldest = self.elicitations.iter().position(|(_, m)| *m == index);
+            oldest.and_then(|at| self.elicitations.remove(at));
         }
         self.elicitations.push_back((id.to_owned(), index));
+        true
     }
 
     /// Whether the elicitation `id` member `index` says is complete was its own (forgotten now).

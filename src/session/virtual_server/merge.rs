@@ -139,12 +139,28 @@ pub struct Merged {
     pub more: Vec<(usize, String)>,
     /// What a member offered that one before it had offered: its index and the name (or URI).
     pub collisions: Vec<(usize, String)>,
+    /// Items a client could not read (a tool without an input schema object), left out: the
+    /// member's index and the item's name (or URI).
+    pub malformed: Vec<(usize, String)>,
 }
 
-/// The members' pages in order, merged: items without their `identity` member (`name`,
-/// `uri`, `uriTemplate`) left out, and of two with the same identity the first member's kept
+/// Whether a client can read `item` of a list under `key`: a tool needs an input schema (an
+/// object), and an output schema, if any, an object; a prompt's arguments, if any, are a list.
+fn readable(key: &str, item: &Value) -> bool {
+    match key {
+        "tools" => {
+            item["inputSchema"].is_object() && item.get("outputSchema").is_none_or(Value::is_object)
+        }
+        "prompts" => item.get("arguments").is_none_or(Value::is_array),
+        _ => item.is_object(),
+    }
+}
+
+/// The members' pages of the list under `key` in order, merged: items without their `identity`
+/// member (`name`, `uri`, `uriTemplate`) left out, items a client could not read named in
+/// `malformed` and left out, and of two with the same identity the first member's kept
 /// (a member's own repeats dropped, not counted as collisions).
-pub fn lists(identity: &str, pages: Vec<MemberPage>) -> Merged {
+pub fn lists(key: &str, identity: &str, pages: Vec<MemberPage>) -> Merged {
     let mut first_by: HashMap<String, usize> = HashMap::new();
     let mut merged = Merged::default();
     for page in pages {
@@ -158,6 +174,10 @@ pub fn lists(identity: &str, pages: Vec<MemberPage>) -> Merged {
             let Some(name) = item[identity].as_str() else {
                 continue;
             };
+            if !readable(key, &item) {
+                merged.malformed.push((page.index, name.to_owned()));
+                continue;
+            }
             match first_by.get(name) {
                 Some(first) if *first == page.index => {}
                 Some(_) => merged.collisions.push((page.index, name.to_owned())),
@@ -273,7 +293,7 @@ mod tests {
         ];
         pages[0].items.push(json!({ "name": "no uri" }));
         pages[0].hidden.push("a://secret".to_owned());
-        let merged = lists("uri", pages);
+        let merged = lists("resources", "uri", pages);
         let uris: Vec<&str> = merged
             .items
             .iter()

@@ -19,7 +19,8 @@ pub struct Limits {
     /// Largest file it may write, in bytes.
     pub file_size: Option<u64>,
     /// Processes of its user (counted per user: only a child running as a user of its own is
-    /// bound by it alone; root is not bound).
+    /// bound by it alone; root is not bound), the server's own: its launcher, of the same
+    /// user, is not counted.
     pub processes: Option<u64>,
 }
 
@@ -31,7 +32,11 @@ impl Limits {
             ("cpu_seconds", Resource::RLIMIT_CPU, self.cpu_seconds),
             ("open_files", Resource::RLIMIT_NOFILE, self.open_files),
             ("file_size", Resource::RLIMIT_FSIZE, self.file_size),
-            ("processes", Resource::RLIMIT_NPROC, self.processes),
+            (
+                "processes",
+                Resource::RLIMIT_NPROC,
+                self.processes.map(|n| n.saturating_add(1)),
+            ),
         ] {
             if let Some(value) = value {
                 // CPU time: SIGXCPU at the limit (which ends a child that does not handle it,

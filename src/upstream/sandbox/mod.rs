@@ -1,33 +1,49 @@
-//! Confining a stdio child: resource limits, `no_new_privs`, a seccomp filter of what no MCP
-//! server needs, and no network but Unix sockets where configured. The proxy's own binary
-//! applies them as a launcher (`sandbox-exec`): a fresh, single-threaded process that confines
-//! itself and then executes the server in its place (same process, same pid), so nothing runs
-//! between fork and exec but what is safe there, and a server cannot undo any of it.
+//! How a stdio child is started and confined. Every child goes through the launcher, the
+//! proxy's own binary run as `sandbox-exec`: it stays as the server's parent and reaper
+//! (every process the server starts, double-forked or not, is reparented to it and ended with
+//! the server), and starts the server through `sandbox-confine`, a fresh single-threaded
+//! process that drops every capability, sets `no_new_privs`, and, with the sandbox, the limits,
+//! the Landlock rules and the seccomp filters on itself, then executes the server in its place.
+//! Nothing runs between fork and exec but what is safe there, and a server can undo none of it.
 
 mod cache_dir;
+mod capabilities;
+mod confine;
+mod descendants;
 mod filesystem;
 mod launcher;
 mod limits;
 mod private_dir;
 mod seccomp;
+mod syscalls;
 
 use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio::process::Command;
 
 pub use cache_dir::{default_root as default_cache_root, CacheDir};
+pub use capabilities::parse as parse_capability;
 pub use filesystem::{
     landlock_abi, landlock_abi_written_for, Paths, SYSTEM_READABLE, SYSTEM_WRITABLE,
 };
-pub use launcher::exec_confined;
 pub use limits::Limits;
-pub use private_dir::PrivateDir;
+pub use private_dir::{
+    remove_own as remove_own_private_dirs, remove_stale as remove_stale_private_dirs, PrivateDir,
+};
 
-/// The subcommand the proxy's binary runs as a launcher by.
+/// The subcommand the proxy's binary runs as a launcher by: `sandbox-exec -- PROGRAM ARGS…`.
 pub const LAUNCHER: &str = "sandbox-exec";
+/// The launcher's second step, which confines itself and becomes the server.
+const CONFINE: &str = "sandbox-confine";
+/// Ends every process of the user it runs as (`kill(-1)`): run as a child's user from a range
+/// before the id is given to another child.
+const REAP: &str = "sandbox-reap";
 
-/// The variable the launcher reads its confinement from (removed before the server runs).
+/// The variable the launcher reads what it is to do from (removed before the server runs).
 const SPEC_VAR: &str = "MCP_PROXY_SANDBOX";
 
 /// Whether the child may reach the network.
@@ -37,7 +53,8 @@ pub enum Network {
     /// As the proxy may.
     #[default]
     Allow,
-    /// Unix sockets only: no socket of any other family (not even loopback) can be made.
+    /// None: no socket at all can be made, not even a Unix one (a connected pair of its own,
+    /// `socketpair`, and pipes still work).
     None,
 }
 
@@ -53,40 +70,62 @@ impl std::str::FromStr for Network {
     }
 }
 
+/// With `connect_ports`: whether UDP is allowed too (to any port: Landlock bounds TCP only).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Udp {
+    /// No UDP socket: names are resolved over TCP (`RES_OPTIONS=use-vc`).
+    #[default]
+    Deny,
+    Allow,
+}
+
+impl std::str::FromStr for Udp {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Udp, String> {
+        match text {
+            "allow" => Ok(Udp::Allow),
+            "deny" => Ok(Udp::Deny),
+            other => Err(format!("{other:?} is neither allow nor deny")),
+        }
+    }
+}
+
 /// How a child is confined.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxSpec {
     pub network: Network,
+    pub udp: Udp,
     pub limits: Limits,
     /// What it may read, write and connect to.
     pub paths: Paths,
     /// Where its command's package cache is kept (`cache_dir`); not the launcher's concern.
     #[serde(skip)]
-    pub cache: std::path::PathBuf,
+    pub cache: PathBuf,
 }
 
 impl SandboxSpec {
-    /// The command that runs `program` (a path) with `args` confined: the proxy's binary as
-    /// the launcher. Its confinement is given with `tell`, once the child's environment is
-    /// settled.
-    pub fn command(&self, program: &std::path::Path, args: &[String]) -> std::io::Result<Command> {
-        let launcher = std::env::current_exe()?;
-        let mut command = Command::new(launcher);
-        command.arg(LAUNCHER).arg("--").arg(program).args(args);
-        Ok(command)
-    }
-
-    /// Tells the launcher of `command` its confinement (in its environment, which it takes
-    /// out before the server runs).
-    pub fn tell(&self, command: &mut Command) -> std::io::Result<()> {
-        let spec = serde_json::to_string(self).map_err(std::io::Error::other)?;
-        command.env(SPEC_VAR, spec);
-        Ok(())
-    }
-
     /// Whether this host can confine children so (seccomp is built for x86_64 and aarch64).
     pub fn check(&self) -> Result<(), SandboxError> {
-        seccomp::filters(self.network).map(drop)
+        seccomp::filters(self.sockets()).map(drop)
+    }
+
+    /// The sockets the child may make.
+    fn sockets(&self) -> seccomp::Sockets {
+        match (self.network, self.paths.connect_ports.is_empty()) {
+            (Network::None, _) => seccomp::Sockets::None,
+            (Network::Allow, true) => seccomp::Sockets::Any,
+            (Network::Allow, false) => seccomp::Sockets::Tcp {
+                udp: self.udp == Udp::Allow,
+            },
+        }
+    }
+
+    /// Whether the child may make no UDP socket though it may reach some TCP ports: its
+    /// names are then resolved over TCP.
+    pub fn resolves_over_tcp(&self) -> bool {
+        self.sockets() == seccomp::Sockets::Tcp { udp: false }
     }
 
     /// What of this confinement a kernel speaking Landlock ABI `abi` cannot enforce:
@@ -106,6 +145,94 @@ impl SandboxSpec {
             missing.push("landlock_scopes");
         }
         missing
+    }
+}
+
+/// What the launcher is told of a child: its confinement (none: the sandbox is off), the
+/// capabilities it keeps, and how long the server has to end once told to.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Launch {
+    pub sandbox: Option<SandboxSpec>,
+    pub capabilities: Vec<String>,
+    pub grace: Duration,
+}
+
+impl Launch {
+    /// The command that runs `program` (a path) with `args` through the launcher. What it is
+    /// to do is given with `tell`, once the child's environment is settled.
+    pub fn command(program: &Path, args: &[String]) -> Command {
+        let mut command = Command::new(launcher_path());
+        command.arg(LAUNCHER).arg("--").arg(program).args(args);
+        command
+    }
+
+    /// Tells the launcher of `command` what to do (in its environment, which it takes out
+    /// before the server runs).
+    pub fn tell(&self, command: &mut Command) -> std::io::Result<()> {
+        let spec = serde_json::to_string(self).map_err(std::io::Error::other)?;
+        command.env(SPEC_VAR, spec);
+        Ok(())
+    }
+}
+
+/// The proxy's binary, which runs the launcher: this executable, unless another was set.
+static LAUNCHER_PATH: OnceLock<PathBuf> = OnceLock::new();
+
+/// Runs the launcher from `path` (the proxy's binary) instead of this executable: for a
+/// process that embeds the proxy without being its binary. The first call counts.
+pub fn use_launcher(path: impl Into<PathBuf>) {
+    let _ = LAUNCHER_PATH.set(path.into());
+}
+
+fn launcher_path() -> PathBuf {
+    LAUNCHER_PATH
+        .get_or_init(|| std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe")))
+        .clone()
+}
+
+/// Runs the launcher's subcommand `args` names (`args[1]`), if it names one: the exit status
+/// to end with.
+pub fn run_subcommand(args: &[OsString]) -> Option<std::process::ExitCode> {
+    let subcommand = args.get(1)?;
+    let rest = || match args.get(2).is_some_and(|a| a == "--") {
+        true => Some(args[3..].to_vec()),
+        false => None,
+    };
+    let error = if subcommand == LAUNCHER {
+        launcher::supervise(rest()?)
+    } else if subcommand == CONFINE {
+        confine::exec_confined(rest()?)
+    } else if subcommand == REAP {
+        return Some(descendants::end_every_process_of_this_user());
+    } else {
+        return None;
+    };
+    eprintln!(
+        "mcp-session-proxy {}: {error}",
+        subcommand.to_string_lossy()
+    );
+    Some(std::process::ExitCode::from(126))
+}
+
+/// Ends every process running as `uid` (what a child of a range left behind), waiting at most
+/// `timeout`: run before the id is given to another child.
+pub async fn end_every_process_of(uid: u32, gid: u32, timeout: Duration) {
+    let mut command = Command::new(launcher_path());
+    command
+        .arg(REAP)
+        .uid(uid)
+        .gid(gid)
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true);
+    match command.spawn() {
+        Ok(mut reaper) => {
+            if tokio::time::timeout(timeout, reaper.wait()).await.is_err() {
+                tracing::warn!(uid, "ending the processes of a child's user took too long");
+            }
+        }
+        Err(error) => tracing::warn!(uid, %error, "cannot end the processes of a child's user"),
     }
 }
 
@@ -131,6 +258,16 @@ pub enum SandboxError {
     Seccomp(String),
     #[error("cannot install the seccomp filter: {0}")]
     SeccompInstall(String),
+    #[error("cannot drop the capabilities: {0}")]
+    Capabilities(String),
+    #[error("{0:?} is not a capability (CAP_NET_BIND_SERVICE, net_bind_service)")]
+    NotACapability(String),
+    #[error("cannot start the server: {0}")]
+    Spawn(std::io::Error),
+    #[error("cannot become the server's reaper: {0}")]
+    Reaper(nix::Error),
+    #[error("cannot wait for the server: {0}")]
+    Wait(nix::Error),
     #[error("cannot run {program:?}: {error}")]
     Exec {
         program: OsString,

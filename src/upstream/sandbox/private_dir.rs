@@ -1,7 +1,9 @@
 //! A confined child's private directory (its `HOME` and `TMPDIR`): made for it before it
 //! starts, beside the other children's in a directory of the proxy's own (mode 0700), the only
 //! place it may write besides the configured ones; removed with everything in it when the
-//! child is done. The directory of the proxy's own is refused if another user made it first.
+//! child is done. The directory of the proxy's own is refused if another user made it first,
+//! removed when the proxy stops, and, left by a proxy that did not stop (killed), removed by
+//! the next to start.
 
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -12,11 +14,48 @@ pub struct PrivateDir {
     path: PathBuf,
 }
 
+/// The name of a proxy's directory of private directories, before its process id.
+const BASE_PREFIX: &str = "mcp-session-proxy-";
+
+/// The directory of this proxy's children's directories.
+fn base_of(pid: u32) -> PathBuf {
+    std::env::temp_dir().join(format!("{BASE_PREFIX}{pid}"))
+}
+
+/// Removes this proxy's directory of children's directories, with whatever is left in it: at
+/// exit, its children ended.
+pub fn remove_own() {
+    let _ = std::fs::remove_dir_all(base_of(std::process::id()));
+}
+
+/// Removes the directories of children's directories of proxies of this user that ended
+/// without removing theirs (killed): at start.
+pub fn remove_stale() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    let me = std::process::id();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|name| name.strip_prefix(BASE_PREFIX))
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let running = std::path::Path::new(&format!("/proc/{pid}")).exists();
+        if pid != me && !running && own_directory(&entry.path()).is_ok() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 impl PrivateDir {
     /// Makes a new directory for a child (owned by `owner`, a user and group id, when the child
     /// runs as another user).
     pub fn create(owner: Option<(u32, u32)>) -> std::io::Result<PrivateDir> {
-        let base = std::env::temp_dir().join(format!("mcp-session-proxy-{}", std::process::id()));
+        let base = base_of(std::process::id());
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)

@@ -163,7 +163,7 @@ impl Start {
         let (outbox, inbox) = mpsc::channel(STDIN_QUEUE);
         let actor = Actor {
             child,
-            _holds: holds,
+            holds: Some(holds),
             stdin: Some(stdin),
             inbox,
             stop: stop.clone(),
@@ -183,7 +183,7 @@ struct Actor {
     child: Child,
     /// A confined child's directory and its user id from a range, let go once the actor is
     /// done with the child.
-    _holds: ChildHolds,
+    holds: Option<ChildHolds>,
     stdin: Option<ChildStdin>,
     inbox: mpsc::Receiver<Bytes>,
     /// Cancelled to stop the child (released, or replaced by a restart).
@@ -243,6 +243,9 @@ impl Actor {
                 self.events.deliver(UpstreamEvent::Exited(cause));
             }
             End::StoppedReading => self.stop_stuck_child().await,
+        }
+        if let Some(holds) = self.holds.take() {
+            holds.release(self.grace.max(Duration::from_secs(1))).await;
         }
     }
 
@@ -305,15 +308,24 @@ fn push_line(lines: &mut Vec<u8>, message: &[u8]) {
     lines.push(b'\n');
 }
 
-async fn terminate(child: &mut Child, grace: Duration) -> std::io::Result<ExitStatus> {
+/// Stops a child whose stdin was closed: after `grace`, SIGTERM to its launcher, which passes it
+/// on and, after `grace` again, ends the server and everything it started; a second past that,
+/// the launcher and its process group are killed.
+pub(crate) async fn terminate(child: &mut Child, grace: Duration) -> std::io::Result<ExitStatus> {
     if let Ok(status) = tokio::time::timeout(grace, child.wait()).await {
         return status;
     }
-    if let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok()) {
+    let pid = child.id().and_then(|pid| i32::try_from(pid).ok());
+    if let Some(pid) = pid {
         let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
     }
-    if let Ok(status) = tokio::time::timeout(grace, child.wait()).await {
+    let launchers_grace = grace.max(Duration::from_secs(1)) + Duration::from_secs(1);
+    if let Ok(status) = tokio::time::timeout(launchers_grace, child.wait()).await {
         return status;
+    }
+    if let Some(pid) = pid {
+        // Its process group while the launcher, its leader, is not yet reaped.
+        let _ = kill(Pid::from_raw(-pid), Signal::SIGKILL);
     }
     child.kill().await?;
     child.wait().await

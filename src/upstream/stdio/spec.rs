@@ -1,5 +1,6 @@
 //! What a stdio server is, from configuration: its command line, found on `PATH`, and the
-//! command every child of it is started with (its environment, its user, its confinement).
+//! command every child of it is started with: through the launcher, with its environment, its
+//! user, its capabilities (none, unless configured) and its confinement.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -9,8 +10,8 @@ use std::time::Duration;
 use tokio::process::Command;
 
 use crate::upstream::child_env::ChildEnv;
-use crate::upstream::child_user::{RunAs, UserLease};
-use crate::upstream::sandbox::{CacheDir, PrivateDir, SandboxSpec};
+use crate::upstream::child_user::{ChildUser, RunAs, UserLease};
+use crate::upstream::sandbox::{CacheDir, Launch, PrivateDir, SandboxSpec};
 
 /// How to start and stop a stdio server. Comes from configuration only.
 #[derive(Debug, Clone)]
@@ -33,15 +34,18 @@ pub struct StdioSpec {
     pub user: Option<RunAs>,
     /// How the child is confined (else it is not).
     pub sandbox: Option<SandboxSpec>,
+    /// The capabilities a child keeps (of the proxy's, when it runs as the proxy's user).
+    pub capabilities: Vec<String>,
 }
 
 impl StdioSpec {
-    /// The child's command: stdin and stdout piped, its own process group, killed when dropped,
-    /// run as the configured user (or one of its own from the range), confined by the sandbox
-    /// when there is one (through the launcher, which executes the program in its place), and
-    /// what it holds while it runs (its private directory, its user id: keep them for as long
-    /// as the child runs). Every child of a stdio server is started from it: a session's, the
-    /// shared one, the warm ones, the `auto` probe's.
+    /// The child's command: the launcher, which starts the server and stays its parent and
+    /// reaper; stdin and stdout piped, its own process group, killed when dropped, run as the
+    /// configured user (or one of its own from the range), with no capability but the
+    /// configured ones, confined by the sandbox when there is one; and what it holds while it
+    /// runs (its private directory, its user id: keep them for as long as the child runs).
+    /// Every child of a stdio server is started from it: a session's, the shared one, the warm
+    /// ones, the `auto` probe's.
     pub fn command(&self) -> std::io::Result<(Command, ChildHolds)> {
         let (user, lease) = match &self.user {
             Some(run_as) => {
@@ -52,32 +56,12 @@ impl StdioSpec {
         };
         let mut holds = ChildHolds {
             private_dir: None,
-            _user: lease,
+            user: lease.map(|lease| (user.expect("a lease is of a user"), lease)),
         };
-        let (mut command, confined) = match &self.sandbox {
-            Some(sandbox) => {
-                let program = self
-                    .locate()
-                    .unwrap_or_else(|_| PathBuf::from(&self.program));
-                let owner = user.map(|u| (u.uid, u.gid));
-                let dir = PrivateDir::create(owner)?;
-                let cache = CacheDir::of(&sandbox.cache, &self.display(), owner)?;
-                let mut spec = sandbox.clone();
-                spec.paths
-                    .read
-                    .extend(own_directories(&program, &self.args));
-                spec.paths.write.push(dir.path().to_path_buf());
-                spec.paths.write.push(cache.path().to_path_buf());
-                let command = sandbox.command(&program, &self.args)?;
-                holds.private_dir = Some(dir);
-                (command, Some((spec, cache)))
-            }
-            None => {
-                let mut command = Command::new(&self.program);
-                command.args(&self.args);
-                (command, None)
-            }
-        };
+        let program = self
+            .locate()
+            .unwrap_or_else(|_| PathBuf::from(&self.program));
+        let mut command = Launch::command(&program, &self.args);
         command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -87,11 +71,31 @@ impl StdioSpec {
         if let Some(user) = &user {
             user.apply(&mut command);
         }
-        if let (Some((spec, cache)), Some(dir)) = (confined, &holds.private_dir) {
+        let mut launch = Launch {
+            sandbox: None,
+            capabilities: self.capabilities.clone(),
+            grace: self.shutdown_grace,
+        };
+        if let Some(sandbox) = &self.sandbox {
+            let owner = user.map(|u| (u.uid, u.gid));
+            let dir = PrivateDir::create(owner)?;
+            let cache = CacheDir::of(&sandbox.cache, &self.display(), owner)?;
+            let mut spec = sandbox.clone();
+            spec.paths
+                .read
+                .extend(own_directories(&program, &self.args));
+            spec.paths.write.push(dir.path().to_path_buf());
+            spec.paths.write.push(cache.path().to_path_buf());
             command.env("HOME", dir.path()).env("TMPDIR", dir.path());
             cache.apply(&mut command, spec.network, |name| self.env.sets(name));
-            spec.tell(&mut command)?;
+            if spec.resolves_over_tcp() && !self.env.sets("RES_OPTIONS") {
+                // No UDP: the C library's resolver asks over TCP.
+                command.env("RES_OPTIONS", "use-vc");
+            }
+            holds.private_dir = Some(dir);
+            launch.sandbox = Some(spec);
         }
+        launch.tell(&mut command)?;
         Ok((command, holds))
     }
 
@@ -113,6 +117,7 @@ impl StdioSpec {
             env: ChildEnv::default(),
             user: None,
             sandbox: None,
+            capabilities: Vec::new(),
         })
     }
 
@@ -193,11 +198,23 @@ fn python_home(config: &str) -> Option<PathBuf> {
 }
 
 /// What a child holds for as long as it runs: its private directory (removed when dropped), its
-/// user id from the range (given back when dropped).
+/// user id from the range (given back by `release`, once nothing of the child runs).
 #[derive(Debug, Default)]
 pub struct ChildHolds {
     pub private_dir: Option<PrivateDir>,
-    _user: Option<UserLease>,
+    user: Option<(ChildUser, UserLease)>,
+}
+
+impl ChildHolds {
+    /// Lets go of what the child held, once it ended: a user id from the range is given back
+    /// only after every process running as it has ended (what the child may have left behind
+    /// its launcher), so none is there when the id is given to another child.
+    pub async fn release(self, timeout: Duration) {
+        if let Some((user, lease)) = self.user {
+            crate::upstream::sandbox::end_every_process_of(user.uid, user.gid, timeout).await;
+            drop(lease);
+        }
+    }
 }
 
 /// Why a configured stdio command cannot be run.

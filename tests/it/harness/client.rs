@@ -216,6 +216,14 @@ impl Client {
 
     /// initialize + notifications/initialized; keeps the session id.
     pub async fn initialize(&mut self, version: &str) -> Value {
+        match self.try_initialize(version).await {
+            Ok(response) => response,
+            Err(status) => panic!("initialize answered {status}"),
+        }
+    }
+
+    /// [`Client::initialize`], or the status of an `initialize` that was refused.
+    pub async fn try_initialize(&mut self, version: &str) -> Result<Value, StatusCode> {
         let id = self.next_id();
         let reply = self
             .post(&json!({
@@ -227,7 +235,9 @@ impl Client {
                 }
             }))
             .await;
-        assert_eq!(reply.status, StatusCode::OK, "initialize");
+        if reply.status != StatusCode::OK {
+            return Err(reply.status);
+        }
         let session = reply
             .headers
             .get("mcp-session-id")
@@ -242,7 +252,7 @@ impl Client {
             .post(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
             .await;
         assert_eq!(ack.status, StatusCode::ACCEPTED);
-        response
+        Ok(response)
     }
 
     /// Sends a request and returns its response message (from JSON or from the SSE stream).

@@ -26,7 +26,7 @@ pub use peers::{
 };
 pub use process::{
     free_port, memory_kib, python_script, refused_start, refused_start_command, repo_root,
-    spawn_announcing, spawn_proxy, spawn_proxy_command, spawn_proxy_with_env, stdout_of,
+    spawn_announcing, spawn_proxy, spawn_proxy_command, spawn_proxy_with_env, stdout_of, LogLines,
     StdoutLines,
 };
 pub use proxy::{metric_in, serve_the_modern_demo, Proxy, SecretFile};
@@ -35,3 +35,9 @@ pub use wait::{eventually, on_the_paused_clock_until, until, with_bound, within,
 
 /// The proxy's own binary (also the demo server, `demo-server`).
 pub const DEMO: &str = env!("CARGO_BIN_EXE_mcp-session-proxy");
+
+/// Stdio children of proxies in this process start through the proxy's binary, their
+/// launcher (this process is the test binary).
+pub fn use_the_proxys_launcher() {
+    mcp_session_proxy::upstream::sandbox::use_launcher(DEMO);
+}

@@ -46,6 +46,7 @@ impl Proxy {
     }
 
     pub async fn start_with(adjust: impl FnOnce(&mut Config)) -> Proxy {
+        crate::harness::use_the_proxys_launcher();
         let mut config = Config {
             listen: "127.0.0.1:0".parse().unwrap(),
             ..Config::default()

@@ -272,6 +272,7 @@ fn field<'a>(report: &'a str, key: &str) -> &'a str {
 fn assert_read_nothing_of_the_proxy(report: &str) {
     assert_eq!(field(report, "environ"), "refused", "{report}");
     assert_eq!(field(report, "mem"), "refused", "{report}");
+    assert_eq!(field(report, "launcher_environ"), "refused", "{report}");
     assert!(!report.contains(SECRET), "{report}");
 }
 

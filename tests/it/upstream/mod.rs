@@ -3,6 +3,7 @@
 
 mod child_env;
 mod demo_server;
+mod hostile_child;
 mod http_upstream;
 mod https_upstream;
 mod modern_demo_http;

@@ -196,6 +196,7 @@ async fn auto_finds_each_server_s_revision_once_with_a_throwaway_child() {
     use mcp_session_proxy::upstream::probe::stdio_verdict;
     use mcp_session_proxy::upstream::stdio::StdioSpec;
     use std::time::Duration;
+    crate::harness::use_the_proxys_launcher();
     let verdict = |command: String| async move {
         let spec = StdioSpec::parse(&command).unwrap();
         stdio_verdict(&spec, Duration::from_secs(10)).await

@@ -56,7 +56,7 @@ fn slow(method: &str, id: &Value, _: &Value) -> Vec<Message> {
         "tools/call" => Vec::new(),
         _ => vec![Message::response(
             id,
-            json!({ "tools": [{ "name": "real" }] }),
+            json!({ "tools": [{ "name": "real", "inputSchema": { "type": "object" } }] }),
         )],
     }
 }
@@ -305,4 +305,171 @@ async fn a_clients_notifications_reach_only_the_members_they_concern() {
         ],
         "{received:?}"
     );
+}
+
+/// Asks 128 questions riding its call, cancels them all, and asks 128 more.
+fn canceller(method: &str, _: &Value, _: &Value) -> Vec<Message> {
+    if method != "tools/call" {
+        return Vec::new();
+    }
+    let ask = |batch: &'static str| {
+        (0..128)
+            .map(move |n| Message::request(Some(json!(format!("{batch}-{n}"))), "roots/list", None))
+    };
+    let cancel = (0..128).map(|n| {
+        let params = json!({ "requestId": format!("first-{n}") });
+        let raw = serde_json::value::to_raw_value(&params).unwrap();
+        Message::request(None, "notifications/cancelled", Some(raw))
+    });
+    ask("first").chain(cancel).chain(ask("second")).collect()
+}
+
+/// The requests each question heard rides, by the prefix of its id.
+fn riding(heard: &super::Heard, prefix: &str) -> Vec<Option<u64>> {
+    let events = heard.events.lock().unwrap();
+    events
+        .iter()
+        .filter_map(|event| match event {
+            crate::upstream::UpstreamEvent::Within { message, request } => {
+                let id = message.id()?.as_str()?;
+                id.starts_with(prefix).then_some(*request)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// A member that cancels its questions has not its share back while the session still
+/// remembers them (until the client answers, or the request they ride ends): its next ones go
+/// on the standalone stream, and another member's still ride its call.
+#[tokio::test(start_paused = true)]
+async fn a_member_that_cancels_its_questions_has_not_its_share_back() {
+    let (members, heard) = session(vec![member("a", asker), member("b", canceller)]).await;
+    let call =
+        |id: u64, name: &str| request(id, "tools/call", json!({ "name": name, "arguments": {} }));
+    members.send(call(2, "b__ask")).await.unwrap();
+    while riding(&heard, "1~\"second-").len() < 128 {
+        tokio::task::yield_now().await;
+    }
+    members.send(call(3, "a__ask")).await.unwrap();
+    while riding(&heard, "0~").is_empty() {
+        tokio::task::yield_now().await;
+    }
+    assert!(riding(&heard, "1~\"first-").iter().all(|r| *r == Some(2)));
+    assert!(
+        riding(&heard, "1~\"second-").iter().all(Option::is_none),
+        "past its share, still"
+    );
+    assert_eq!(
+        riding(&heard, "0~"),
+        [Some(3)],
+        "a's question rides a's call"
+    );
+}
+
+/// Asks with an id, and elicits by URL with an id, each far past what a session remembers; and
+/// elicits by URL under the id the other member used (`elic-1`), then 200 more of its own.
+fn hoarder(method: &str, _: &Value, _: &Value) -> Vec<Message> {
+    if method != "tools/call" {
+        return Vec::new();
+    }
+    let long = "x".repeat(100_000);
+    let elicit = |id: &str| {
+        let params =
+            json!({ "mode": "url", "elicitationId": id, "url": "https://e", "message": "m" });
+        let raw = serde_json::value::to_raw_value(&params).unwrap();
+        Message::request(
+            Some(json!(format!("e-{id}"))),
+            "elicitation/create",
+            Some(raw),
+        )
+    };
+    let mut asked = vec![
+        Message::request(Some(json!(long.clone())), "roots/list", None),
+        elicit(&long),
+        elicit("elic-1"),
+    ];
+    asked.extend((0..200).map(|n| elicit(&format!("own-{n}"))));
+    asked
+}
+
+/// Elicits by URL as `elic-1`, and when called again, says it is complete.
+fn eliciter(method: &str, _: &Value, params: &Value) -> Vec<Message> {
+    if method != "tools/call" {
+        return Vec::new();
+    }
+    let (method, params) = match params["name"].as_str() {
+        Some("complete") => (
+            "notifications/elicitation/complete",
+            json!({ "elicitationId": "elic-1" }),
+        ),
+        _ => (
+            "elicitation/create",
+            json!({ "mode": "url", "elicitationId": "elic-1", "url": "https://e", "message": "m" }),
+        ),
+    };
+    let raw = serde_json::value::to_raw_value(&params).unwrap();
+    let id = (method == "elicitation/create").then(|| json!("mine"));
+    vec![Message::request(id, method, Some(raw))]
+}
+
+/// What a member asks is remembered only with ids of a bounded length; an elicitation's id is
+/// one member's (another's under it is refused), and a member that elicits past its share
+/// forgets its own oldest, never another's: that one's completion still reaches the client.
+#[tokio::test(start_paused = true)]
+async fn a_member_holds_only_short_ids_and_its_own_share_of_elicitations() {
+    let (members, heard) = session(vec![member("a", eliciter), member("b", hoarder)]).await;
+    let call =
+        |id: u64, name: &str| request(id, "tools/call", json!({ "name": name, "arguments": {} }));
+    members.send(call(2, "a__elicit")).await.unwrap();
+    while riding(&heard, "0~").is_empty() {
+        tokio::task::yield_now().await;
+    }
+    members.send(call(3, "b__hoard")).await.unwrap();
+    while riding(&heard, "1~\"e-own-199").is_empty() {
+        tokio::task::yield_now().await;
+    }
+    let messages = heard.messages();
+    assert!(
+        !messages
+            .iter()
+            .any(|m| m.to_string().contains("xxxxxxxxxx")),
+        "no question nor elicitation with a long id"
+    );
+    assert!(
+        !messages.iter().any(|m| m["id"] == "1~\"e-elic-1\""),
+        "b's elicitation under a's id"
+    );
+    members.send(call(4, "a__complete")).await.unwrap();
+    let completed = || {
+        heard.messages().into_iter().any(|m| {
+            m["method"] == "notifications/elicitation/complete"
+                && m["params"]["elicitationId"] == "elic-1"
+        })
+    };
+    while !completed() {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// A tool no client could read (an input schema that is no object) is left out of the merged
+/// list; the other members' tools are all there.
+#[tokio::test(start_paused = true)]
+async fn a_tool_no_client_could_read_is_left_out_of_the_merged_list() {
+    fn broken(method: &str, id: &Value, _: &Value) -> Vec<Message> {
+        match method {
+            "tools/list" => vec![Message::response(
+                id,
+                json!({ "tools": [{ "name": "broken", "inputSchema": 5 }, { "name": "bare" }] }),
+            )],
+            _ => vec![Message::response(id, json!({}))],
+        }
+    }
+    let (members, heard) = session(vec![member("a", super::plain), member("b", broken)]).await;
+    members
+        .send(request(2, "tools/list", json!({})))
+        .await
+        .unwrap();
+    let listed = heard.answer(2).await;
+    assert_eq!(super::tool_names(&listed), ["a__real"], "{listed}");
 }

@@ -167,7 +167,7 @@ pub(super) fn plain(method: &str, id: &Value, _: &Value) -> Vec<Message> {
     match method {
         "tools/list" => vec![Message::response(
             id,
-            json!({ "tools": [{ "name": "real" }] }),
+            json!({ "tools": [{ "name": "real", "inputSchema": { "type": "object" } }] }),
         )],
         _ => vec![Message::response(id, json!({}))],
     }

@@ -1,0 +1,415 @@
+//! A confined stdio server that attacks its box (`tests/servers/escape.py`): each case tried by a
+//! real child with real sockets, on a proxy running as root (as in most containers) and, where
+//! the case does not need root, on one running as `nobody` (or as this test's user, when the
+//! tests do not run as root). io_uring makes no socket; the proxy's limits, priority, affinity,
+//! scheduling and I/O priority are out of reach (a child's own are not); the x32 and 32-bit
+//! entries are refused; with no network no Unix socket is reached by path (pairs work); with
+//! `connect_ports` no UDP unless allowed; no child keeps a capability, confined or not, nor
+//! reads a root proxy's environment; no descriptor the proxy inherited reaches a child; nothing
+//! a child starts outlives it (nor a user id of a range it is given again); and the proxy
+//! leaves no private directory behind, nor keeps one a killed proxy left.
+
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use nix::unistd::{Uid, User};
+use serde_json::json;
+
+use crate::harness::{eventually, spawn_proxy_command, Client, LogLines};
+
+/// Who the proxy runs as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Proxy {
+    /// This test's user: root, where the tests run as root.
+    Own,
+    /// `nobody`, where the tests run as root.
+    Nobody,
+}
+
+/// The proxies a case that does not need root is tried on.
+fn every_proxy() -> Vec<Proxy> {
+    match Uid::effective().is_root() {
+        true => vec![Proxy::Own, Proxy::Nobody],
+        false => vec![Proxy::Own],
+    }
+}
+
+/// A folder of the test's own that the proxy's user may use: the proxy's binary and the server
+/// (where `nobody` may run them), and the proxy's temporary directory.
+struct Place {
+    dir: PathBuf,
+    binary: PathBuf,
+    server: PathBuf,
+}
+
+impl Place {
+    fn new(test: &str, proxy: Proxy) -> Place {
+        let dir = std::env::temp_dir().join(format!(
+            "mcp-hostile-{test}-{proxy:?}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("tmp")).unwrap();
+        let binary = dir.join("mcp-session-proxy");
+        std::fs::copy(crate::harness::DEMO, &binary).unwrap();
+        let server = dir.join("escape.py");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/servers/escape.py");
+        std::fs::copy(script, &server).unwrap();
+        for (path, mode) in [
+            (&dir, 0o755),
+            (&binary, 0o755),
+            (&server, 0o644),
+            (&dir.join("tmp"), 0o700),
+        ] {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        if proxy == Proxy::Nobody {
+            let (uid, gid) = nobody();
+            std::os::unix::fs::chown(dir.join("tmp"), Some(uid), Some(gid)).unwrap();
+        }
+        Place {
+            dir,
+            binary,
+            server,
+        }
+    }
+
+    /// The proxy's temporary directory (its children's private directories, their caches).
+    fn tmp(&self) -> PathBuf {
+        self.dir.join("tmp")
+    }
+
+    /// The proxy, as `proxy`, in front of the server, with `flags`: its process, its address
+    /// and its log (what was logged before it listened, and the rest).
+    async fn start(
+        &self,
+        proxy: Proxy,
+        flags: &[&str],
+    ) -> (
+        tokio::process::Child,
+        SocketAddr,
+        Vec<serde_json::Value>,
+        LogLines,
+    ) {
+        let command = tokio::process::Command::new(&self.binary);
+        self.start_with(command, proxy, flags).await
+    }
+
+    /// [`Place::start`], started by `command` (which runs the binary).
+    async fn start_with(
+        &self,
+        mut command: tokio::process::Command,
+        proxy: Proxy,
+        flags: &[&str],
+    ) -> (
+        tokio::process::Child,
+        SocketAddr,
+        Vec<serde_json::Value>,
+        LogLines,
+    ) {
+        if proxy == Proxy::Nobody {
+            let (uid, gid) = nobody();
+            command.uid(uid).gid(gid);
+        }
+        let stdio = format!("/usr/bin/python3 {}", self.server.display());
+        let mut args = vec!["--listen", "127.0.0.1:0", "--stdio", &stdio];
+        args.extend(flags);
+        let tmp = self.tmp();
+        let tmp = tmp.to_str().unwrap();
+        let (child, addr, logs, seen) =
+            spawn_proxy_command(command, &args, &[("TMPDIR", tmp)]).await;
+        (child, addr, seen, logs)
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn nobody() -> (u32, u32) {
+    let user = User::from_name("nobody")
+        .unwrap()
+        .expect("a user named nobody");
+    (user.uid.as_raw(), user.gid.as_raw())
+}
+
+/// With or without a network, a ring makes no socket: io_uring is refused.
+#[tokio::test]
+async fn io_uring_is_refused_so_no_socket_is_made_past_the_rules() {
+    for proxy in every_proxy() {
+        let place = Place::new("io-uring", proxy);
+        for network in ["none", "allow"] {
+            let (_proxy, addr, ..) = place
+                .start(proxy, &["--sandbox", "--sandbox-network", network])
+                .await;
+            let mut client = Client::initialized(addr, "2025-11-25").await;
+            assert_eq!(
+                client.call_tool("io_uring", json!({})).await,
+                "EPERM",
+                "{proxy:?}, network {network}"
+            );
+        }
+    }
+}
+
+/// A child may set its own limits, priority, affinity, scheduling and I/O priority, and none of
+/// the proxy's: the proxy serves new sessions after every try.
+#[tokio::test]
+async fn a_child_throttles_neither_the_proxy_nor_anything_outside_but_itself() {
+    for proxy in every_proxy() {
+        let place = Place::new("throttle", proxy);
+        let (child, addr, ..) = place.start(proxy, &["--sandbox"]).await;
+        let proxy_pid = child.id().unwrap();
+        let mut client = Client::initialized(addr, "2025-11-25").await;
+        for tool in ["prlimit", "setpriority", "affinity", "scheduler", "ioprio"] {
+            assert_eq!(
+                client.call_tool(tool, json!({ "pid": proxy_pid })).await,
+                "EPERM",
+                "{tool} on the proxy, {proxy:?}"
+            );
+            assert_eq!(
+                client.call_tool(tool, json!({ "pid": 0 })).await,
+                "done",
+                "{tool} on itself, {proxy:?}"
+            );
+        }
+        let mut next = Client::initialized(addr, "2025-11-25").await;
+        assert_eq!(next.call_tool("fd", json!({ "n": 1 })).await, "done");
+    }
+}
+
+/// No system call goes around the filter through another entry: the x32 one is refused, and the
+/// 32-bit one (`int 0x80`) ends the child, whose session goes on with a new one.
+#[tokio::test]
+async fn the_x32_and_32_bit_entries_are_refused() {
+    for proxy in every_proxy() {
+        let place = Place::new("entries", proxy);
+        let (_proxy, addr, ..) = place
+            .start(proxy, &["--sandbox", "--sandbox-network", "none"])
+            .await;
+        let mut client = Client::initialized(addr, "2025-11-25").await;
+        assert_ne!(client.call_tool("x32", json!({})).await, "done");
+        if cfg!(target_arch = "x86_64") {
+            let ended = client
+                .request("tools/call", json!({ "name": "int80", "arguments": {} }))
+                .await;
+            let message = ended["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains("SIGSYS"), "{ended}");
+            assert_eq!(client.call_tool("fd", json!({ "n": 1 })).await, "done");
+        }
+    }
+}
+
+/// With no network, not even a Unix socket is reached by its path (a Redis, a Docker socket);
+/// pairs of its own and pipes still work. With the network allowed, the same path is reached.
+#[tokio::test]
+async fn with_no_network_no_unix_socket_is_reached_by_path() {
+    for proxy in every_proxy() {
+        let place = Place::new("unix-path", proxy);
+        let path = place.dir.join("service.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let path = path.to_str().unwrap();
+        let (_proxy, addr, ..) = place
+            .start(proxy, &["--sandbox", "--sandbox-network", "none"])
+            .await;
+        let mut client = Client::initialized(addr, "2025-11-25").await;
+        let by_path = client.call_tool("unix_path", json!({ "path": path })).await;
+        assert_eq!(by_path, "EPERM", "{proxy:?}");
+        assert_eq!(client.call_tool("socketpair", json!({})).await, "done");
+        let (_proxy, addr, ..) = place.start(proxy, &["--sandbox"]).await;
+        let mut allowed = Client::initialized(addr, "2025-11-25").await;
+        let by_path = allowed
+            .call_tool("unix_path", json!({ "path": path }))
+            .await;
+        assert_eq!(by_path, "done", "{proxy:?}");
+    }
+}
+
+/// With `connect_ports`, UDP is refused (names are then resolved over TCP: `RES_OPTIONS`),
+/// unless `udp = "allow"`: then the datagram arrives.
+#[tokio::test]
+async fn with_connect_ports_udp_is_refused_unless_allowed() {
+    let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    receiver
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let port = receiver.local_addr().unwrap().port();
+    for proxy in every_proxy() {
+        let place = Place::new("udp", proxy);
+        let ports = ["--sandbox", "--sandbox-connect-port", "443"];
+        let (_proxy, addr, ..) = place.start(proxy, &ports).await;
+        let mut client = Client::initialized(addr, "2025-11-25").await;
+        assert_eq!(
+            client.call_tool("udp", json!({ "port": port })).await,
+            "EPERM",
+            "{proxy:?}"
+        );
+        assert_eq!(
+            client
+                .call_tool("env", json!({ "name": "RES_OPTIONS" }))
+                .await,
+            "use-vc"
+        );
+        let allowed = [&ports[..], &["--sandbox-udp", "allow"]].concat();
+        let (_proxy, addr, ..) = place.start(proxy, &allowed).await;
+        let mut client = Client::initialized(addr, "2025-11-25").await;
+        assert_eq!(
+            client.call_tool("udp", json!({ "port": port })).await,
+            "done"
+        );
+        let mut datagram = [0u8; 16];
+        let (length, _) = receiver.recv_from(&mut datagram).unwrap();
+        assert_eq!(&datagram[..length], b"escaped");
+    }
+}
+
+/// A root proxy's children keep no capability, confined or not (bounding set included): they
+/// cannot rename the host, nor read the proxy's environment (its secret there); the start warns
+/// that they run as root. A capability configuration names is kept.
+#[tokio::test]
+async fn no_child_of_a_root_proxy_keeps_a_capability_confined_or_not() {
+    if !Uid::effective().is_root() {
+        eprintln!("skipped: a child's capabilities are a root proxy's question");
+        return;
+    }
+    let place = Place::new("capabilities", Proxy::Own);
+    for flags in [&[][..], &["--sandbox"][..]] {
+        let (child, addr, seen, _) = place.start(Proxy::Own, flags).await;
+        let warned = seen.iter().any(|entry| {
+            entry["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("stdio children run as root"))
+        });
+        assert!(warned, "{seen:?}");
+        let mut client = Client::initialized(addr, "2025-11-25").await;
+        let none = "0000000000000000 0000000000000000 0000000000000000 0000000000000000";
+        assert_eq!(client.call_tool("capabilities", json!({})).await, none);
+        assert_eq!(client.call_tool("sethostname", json!({})).await, "EPERM");
+        let environ = format!("/proc/{}/environ", child.id().unwrap());
+        let read = client.call_tool("read", json!({ "path": environ })).await;
+        assert_ne!(read, "done", "{flags:?}");
+    }
+    let (_proxy, addr, ..) = place
+        .start(Proxy::Own, &["--upstream-capability", "net_bind_service"])
+        .await;
+    let mut client = Client::initialized(addr, "2025-11-25").await;
+    let kept = "0000000000000400 0000000000000400 0000000000000400 0000000000000400";
+    assert_eq!(client.call_tool("capabilities", json!({})).await, kept);
+}
+
+/// A descriptor the proxy was started with, without close-on-exec, reaches no child.
+#[tokio::test]
+async fn no_descriptor_the_proxy_inherited_reaches_a_child() {
+    for proxy in every_proxy() {
+        let place = Place::new("descriptors", proxy);
+        for flags in [&[][..], &["--sandbox"][..]] {
+            // A shell opens descriptor 7, then becomes the proxy.
+            let mut shell = tokio::process::Command::new("sh");
+            shell.args(["-c", "exec 7</dev/null; exec \"$0\" \"$@\""]);
+            shell.arg(&place.binary);
+            let (_proxy, addr, ..) = place.start_with(shell, proxy, flags).await;
+            let mut client = Client::initialized(addr, "2025-11-25").await;
+            assert_eq!(client.call_tool("fd", json!({ "n": 7 })).await, "EBADF");
+        }
+    }
+}
+
+/// A process a child double-forks into a session of its own ends with the child's session,
+/// confined or not.
+#[tokio::test]
+async fn nothing_a_child_starts_outlives_its_session() {
+    for proxy in every_proxy() {
+        let place = Place::new("daemon", proxy);
+        for flags in [&[][..], &["--sandbox"][..]] {
+            let (_proxy, addr, ..) = place.start(proxy, flags).await;
+            let mut client = Client::initialized(addr, "2025-11-25").await;
+            let daemon = client.call_tool("daemon", json!({})).await;
+            assert!(alive(&daemon), "{daemon}");
+            client.delete().await;
+            eventually("the daemon to end with its session", || !alive(&daemon)).await;
+        }
+    }
+}
+
+/// With `user_range`, an id is given to the next child only once nothing runs as it: with one
+/// id, the next session is refused (502) until the last one's child is released, and its child
+/// starts after the daemon the last one left has ended.
+#[tokio::test]
+async fn a_user_id_is_given_again_only_once_nothing_runs_as_it() {
+    if !Uid::effective().is_root() {
+        eprintln!("skipped: running children as other users needs root, and this test is not");
+        return;
+    }
+    let place = Place::new("range", Proxy::Own);
+    let range = ["--upstream-user-range", "100020-100020", "--sandbox"];
+    let (_proxy, addr, ..) = place.start(Proxy::Own, &range).await;
+    let mut first = Client::initialized(addr, "2025-11-25").await;
+    let daemon = first.call_tool("daemon", json!({})).await;
+    let who = first.call_tool("whoami", json!({})).await;
+    first.delete().await;
+    let mut next = crate::harness::within("the id to be given again", async {
+        loop {
+            let mut client = Client::new(addr);
+            match client.try_initialize("2025-11-25").await {
+                Ok(_) => break client,
+                Err(status) => assert_eq!(status, http::StatusCode::BAD_GATEWAY),
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert_eq!(
+        next.call_tool("whoami", json!({})).await,
+        who,
+        "the same id"
+    );
+    assert!(!alive(&daemon), "the daemon of the id's last child");
+}
+
+/// The proxy's private directories go with it: its own at exit, a killed one's at the next
+/// start.
+#[tokio::test]
+async fn the_proxy_leaves_no_private_directory_behind() {
+    for proxy in every_proxy() {
+        let place = Place::new("private-dirs", proxy);
+        let stale = place.tmp().join("mcp-session-proxy-99999999");
+        std::fs::create_dir_all(stale.join("a-child")).unwrap();
+        if proxy == Proxy::Nobody {
+            let (uid, gid) = nobody();
+            for path in [&stale, &stale.join("a-child")] {
+                std::os::unix::fs::chown(path, Some(uid), Some(gid)).unwrap();
+            }
+        }
+        let (mut child, addr, ..) = place.start(proxy, &["--sandbox"]).await;
+        assert!(!stale.exists(), "a killed proxy's, removed at start");
+        let own = place
+            .tmp()
+            .join(format!("mcp-session-proxy-{}", child.id().unwrap()));
+        let mut client = Client::initialized(addr, "2025-11-25").await;
+        assert_eq!(client.call_tool("fd", json!({ "n": 1 })).await, "done");
+        assert!(own.exists());
+        let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        crate::harness::within("the proxy to stop", child.wait())
+            .await
+            .unwrap();
+        assert!(!own.exists(), "its own, removed at exit");
+    }
+}
+
+/// Whether process `pid` (a number in text) runs, and is not a zombie.
+fn alive(pid: &str) -> bool {
+    let stat = std::fs::read_to_string(Path::new("/proc").join(pid).join("stat"));
+    stat.is_ok_and(|stat| {
+        !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
