@@ -1,5 +1,7 @@
 //! `[http]`: the client-facing listener: bodies, streams, answers, and who may connect.
 
+use std::path::PathBuf;
+
 use std::time::Duration;
 
 use super::duration::parse_duration;
@@ -89,5 +91,11 @@ settings! {
             value_delimiter = ','
         )]
         pub trusted_proxies: Vec<Cidr> = Vec::new(), list(Vec<Cidr>);
+
+        /// A file holding a token the trusted proxy also sends, in x-trusted-proxy-token, with
+        /// the principal header: a proof the proxy's own stdio children (which share its
+        /// loopback) cannot give [default: none].
+        #[arg(long, value_name = "PATH")]
+        pub trusted_proxy_token_file: Option<PathBuf> = None, some(Option<PathBuf>);
     }
 }

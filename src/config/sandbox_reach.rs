@@ -1,10 +1,14 @@
-//! The proxy's own files out of a confined child's reach: a sandbox whose `readable` or
-//! `writable` holds the configuration file, a file a secret is read from or a private key is
-//! refused at start (Landlock would let the child read it).
+//! The proxy's own files out of a confined child's reach: a sandbox that grants a directory
+//! holding the configuration file, a file a secret is read from or a private key is refused at
+//! start (Landlock would let the child read it), whether configuration grants it or the proxy
+//! does by itself (the command's own directories). A hard link to such a file elsewhere is not
+//! found: the book says so.
 
 use std::path::{Path, PathBuf};
 
 use super::{Config, SecretSource, UpstreamConfig};
+use crate::upstream::sandbox::{default_cache_root, SYSTEM_READABLE};
+use crate::upstream::stdio::{own_directories, StdioSpec};
 
 impl Config {
     /// The files the proxy reads secrets and private keys from.
@@ -26,6 +30,7 @@ impl Config {
         files.extend(
             [
                 &self.cluster.secret_file,
+                &self.http.trusted_proxy_token_file,
                 &self.tls.key_file,
                 &self.cluster.store_client_key_file,
             ]
@@ -50,43 +55,80 @@ impl Config {
     }
 
     /// Refuses a sandbox that would let a child read the configuration file (`config`, when
-    /// one was read) or a secret or key file.
+    /// one was read) or a secret or key file: beneath a directory configuration grants
+    /// (`readable`, `writable`, `cache_dir`) or one the proxy grants by itself (the system's,
+    /// the command's own: its program's, its script's, their `node_modules`, a virtual
+    /// environment), each canonicalised.
     pub(super) fn validate_sandbox_reach(&self, config: Option<&Path>) -> anyhow::Result<()> {
         let mut own = self.secret_files();
         own.extend(config.map(Path::to_path_buf));
-        let own: Vec<(PathBuf, PathBuf)> = own
-            .into_iter()
-            .map(|file| {
-                (
-                    std::fs::canonicalize(&file).unwrap_or_else(|_| file.clone()),
-                    file,
-                )
-            })
-            .collect();
+        let own: Vec<(PathBuf, PathBuf)> =
+            own.into_iter().map(|file| (real(&file), file)).collect();
         for (key, upstream) in self.upstreams() {
-            let sandbox = &upstream.sandbox;
-            if !sandbox.enabled {
-                continue;
-            }
-            for (list, paths) in [
-                ("readable", &sandbox.readable),
-                ("writable", &sandbox.writable),
-            ] {
-                for path in paths {
-                    let beneath = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
-                    if let Some((_, file)) = own.iter().find(|(real, _)| real.starts_with(&beneath))
-                    {
-                        anyhow::bail!(
-                            "{key}.sandbox.{list}: {} holds {}, a file of the proxy's own \
-                             (its configuration, a secret or a key): a confined server could \
-                             read it",
-                            path.display(),
-                            file.display()
-                        );
-                    }
+            for (grant, beneath) in granted(&key, upstream)? {
+                let beneath = real(&beneath);
+                if let Some((_, file)) = own.iter().find(|(real, _)| real.starts_with(&beneath)) {
+                    anyhow::bail!(
+                        "{grant}: {} holds {}, a file of the proxy's own (its configuration, a \
+                         secret or a key): a confined server could read it; move the file out \
+                         of it, or narrow the grant",
+                        beneath.display(),
+                        file.display()
+                    );
                 }
             }
         }
         Ok(())
     }
+}
+
+/// A path with its links resolved, as the kernel reaches it (as given where it does not exist).
+fn real(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// Every directory a confined child of the server at `key` may read beneath, with what grants
+/// it (a key, or what the proxy grants by itself).
+fn granted(key: &str, upstream: &UpstreamConfig) -> anyhow::Result<Vec<(String, PathBuf)>> {
+    let sandbox = &upstream.sandbox;
+    if !sandbox.enabled || upstream.http.is_some() || upstream.sse.is_some() {
+        return Ok(Vec::new());
+    }
+    let mut grants: Vec<(String, PathBuf)> = Vec::new();
+    for (list, paths) in [
+        ("readable", &sandbox.readable),
+        ("writable", &sandbox.writable),
+    ] {
+        let grant = format!("{key}.sandbox.{list}");
+        grants.extend(paths.iter().map(|path| (grant.clone(), path.clone())));
+    }
+    let cache = sandbox.cache_dir.clone().unwrap_or_else(default_cache_root);
+    grants.push((format!("{key}.sandbox.cache_dir"), cache));
+    let system = format!("{key}.sandbox (the system's directories, granted to every child)");
+    grants.extend(
+        SYSTEM_READABLE
+            .iter()
+            .map(|path| (system.clone(), PathBuf::from(path))),
+    );
+    let command = match &upstream.stdio {
+        Some(command) => {
+            StdioSpec::parse(command).map_err(|e| anyhow::anyhow!("{key}.stdio: {e}"))?
+        }
+        None => StdioSpec {
+            program: std::env::current_exe()?.to_string_lossy().into_owned(),
+            ..StdioSpec::parse("demo-server").map_err(|e| anyhow::anyhow!(e))?
+        },
+    };
+    if let Ok(program) = command.locate() {
+        let own = format!(
+            "{key}.stdio (the command's own directories, granted to its children: its \
+             program's, its files', their node_modules, a virtual environment)"
+        );
+        grants.extend(
+            own_directories(&program, &command.args)
+                .into_iter()
+                .map(|dir| (own.clone(), dir)),
+        );
+    }
+    Ok(grants)
 }

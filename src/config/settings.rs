@@ -7,7 +7,7 @@ use anyhow::Context;
 
 use super::file::{Config, Isolation};
 use super::validate::parse_http_url;
-use super::{Correlation, SessionConfig, UpstreamAuth, UpstreamConfig};
+use super::{Correlation, SecretSource, SessionConfig, UpstreamAuth, UpstreamConfig};
 use crate::base::ids;
 use crate::base::keys::Keys;
 use crate::front::settings::HttpSettings;
@@ -150,8 +150,24 @@ impl Config {
         }
     }
 
-    pub fn http_settings(&self) -> HttpSettings {
-        HttpSettings {
+    /// The front's HTTP settings; reads the trusted proxy's token.
+    pub fn http_settings(&self) -> anyhow::Result<HttpSettings> {
+        let trusted_proxy_token = match &self.http.trusted_proxy_token_file {
+            Some(path) => {
+                let token =
+                    SecretSource::File(path.clone()).read("http.trusted_proxy_token_file")?;
+                if token.len() < 16 {
+                    anyhow::bail!(
+                        "http.trusted_proxy_token_file: the token in {} is {} bytes; at least 16",
+                        path.display(),
+                        token.len()
+                    );
+                }
+                Some(crate::front::settings::ProxyToken::new(&token))
+            }
+            None => None,
+        };
+        Ok(HttpSettings {
             max_body_bytes: self.http.max_body_bytes,
             body_timeout: self.http.body_timeout,
             sse_keep_alive: self.http.sse_keep_alive,
@@ -164,8 +180,9 @@ impl Config {
             loopback_hosts_only: self.listen.ip().is_loopback(),
             principal_header: self.http.principal_header.clone(),
             trusted_proxies: self.http.trusted_proxies.clone(),
+            trusted_proxy_token,
             max_connections: self.http.max_connections,
-        }
+        })
     }
 }
 

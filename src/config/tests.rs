@@ -150,7 +150,7 @@ fn a_principal_header_beyond_loopback_needs_the_proxies_it_trusts() {
     );
     let listed = format!("{open}trusted_proxies = [\"10.0.0.0/8\", \"::1/128\"]\n");
     let config = Config::from_toml(&listed).unwrap();
-    assert_eq!(config.http_settings().trusted_proxies.len(), 2);
+    assert_eq!(config.http_settings().unwrap().trusted_proxies.len(), 2);
     Config::from_toml("[http]\nprincipal_header = \"x-user\"\n").unwrap();
     let error = Config::from_toml("[http]\ntrusted_proxies = [\"10.0.0.1/8\"]\n")
         .unwrap_err()

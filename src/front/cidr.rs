@@ -28,6 +28,14 @@ pub enum CidrError {
 }
 
 impl Cidr {
+    /// Whether this network holds a loopback address (any of 127.0.0.0/8, or ::1): one the
+    /// proxy's own processes can send from.
+    pub fn holds_loopback(&self) -> bool {
+        self.network.to_canonical().is_loopback()
+            || self.contains(std::net::Ipv4Addr::new(127, 0, 0, 0).into())
+            || self.contains(std::net::Ipv6Addr::LOCALHOST.into())
+    }
+
     /// Whether `address` is in this network.
     pub fn contains(&self, address: IpAddr) -> bool {
         match (self.network, address.to_canonical()) {
@@ -126,6 +134,23 @@ mod tests {
 
     fn ip(text: &str) -> IpAddr {
         text.parse().unwrap()
+    }
+
+    #[test]
+    fn a_network_holds_loopback_if_any_of_its_addresses_is() {
+        for holds in [
+            "127.0.0.2/32",
+            "127.0.0.0/8",
+            "0.0.0.0/0",
+            "::1/128",
+            "::/0",
+            "64.0.0.0/2",
+        ] {
+            assert!(holds.parse::<Cidr>().unwrap().holds_loopback(), "{holds}");
+        }
+        for not in ["10.0.0.0/8", "192.168.0.0/16", "fd00::/8"] {
+            assert!(!not.parse::<Cidr>().unwrap().holds_loopback(), "{not}");
+        }
     }
 
     #[test]

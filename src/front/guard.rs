@@ -48,7 +48,8 @@ pub enum Refused {
     /// The principal header from a peer that is no trusted proxy: a client naming itself.
     #[error(
         "the {header} header names who a request acts for, and is taken only from a trusted \
-         proxy; {peer} is not one (http.trusted_proxies)"
+         proxy; {peer} is not one (http.trusted_proxies), or did not send its token \
+         (http.trusted_proxy_token_file)"
     )]
     UntrustedPrincipal { header: String, peer: String },
     /// Two names (a client's, appended to by a proxy that adds rather than sets, say): neither
@@ -139,16 +140,27 @@ pub fn open_to_anyone(settings: &HttpSettings) -> bool {
 
 /// Whether the request's peer may name its principal in `http.principal_header`: an address in
 /// `http.trusted_proxies`, or with none listed, a loopback address (a listener beyond loopback
-/// must list them: the configuration is refused otherwise). An unknown peer is not trusted.
-pub fn from_trusted_proxy(settings: &HttpSettings, extensions: &http::Extensions) -> bool {
+/// must list them: the configuration is refused otherwise); and, with
+/// `http.trusted_proxy_token_file`, one that sends its token, once (what the proxy's own
+/// children, which share its loopback, cannot). An unknown peer is not trusted.
+pub fn from_trusted_proxy(
+    settings: &HttpSettings,
+    headers: &HeaderMap,
+    extensions: &http::Extensions,
+) -> bool {
     let Some(Peer(peer)) = extensions.get::<Peer>() else {
         return false;
     };
     let peer = peer.ip().to_canonical();
-    match settings.trusted_proxies.as_slice() {
+    let listed = match settings.trusted_proxies.as_slice() {
         [] => peer.is_loopback(),
         listed => listed.iter().any(|network| network.contains(peer)),
-    }
+    };
+    listed
+        && settings
+            .trusted_proxy_token
+            .as_ref()
+            .is_none_or(|token| token.proven_by(headers))
 }
 
 /// Refuses a request that carries the principal header from a peer that is no trusted proxy
@@ -166,7 +178,7 @@ pub fn check_principal_header(
     if values.next().is_none() {
         return Ok(());
     }
-    if !from_trusted_proxy(settings, extensions) {
+    if !from_trusted_proxy(settings, headers, extensions) {
         let peer = extensions
             .get::<Peer>()
             .map(|Peer(peer)| peer.ip().to_canonical());
@@ -203,7 +215,9 @@ pub fn principal(
     }
     let credential = match &settings.principal_header {
         // Never from anyone else: `check_principal_header` refused such a request at the door.
-        Some(name) if from_trusted_proxy(settings, extensions) => headers.get(name.as_str()),
+        Some(name) if from_trusted_proxy(settings, headers, extensions) => {
+            headers.get(name.as_str())
+        }
         Some(_) => None,
         None => headers.get(header::AUTHORIZATION),
     };

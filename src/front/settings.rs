@@ -60,6 +60,9 @@ pub struct HttpSettings {
     /// The peers that may send `principal_header` (empty: loopback peers only); from anyone
     /// else it is refused.
     pub trusted_proxies: Vec<Cidr>,
+    /// What a trusted proxy also sends (`x-trusted-proxy-token`) before its principal header
+    /// is taken: `http.trusted_proxy_token_file`.
+    pub trusted_proxy_token: Option<ProxyToken>,
     /// Client connections open at once; one more is answered 503 and closed.
     pub max_connections: usize,
 }
@@ -79,8 +82,43 @@ impl Default for HttpSettings {
             loopback_hosts_only: true,
             principal_header: None,
             trusted_proxies: Vec::new(),
+            trusted_proxy_token: None,
             max_connections: 16_384,
         }
+    }
+}
+
+/// The header a trusted proxy proves itself by, with `http.trusted_proxy_token_file`.
+pub const TRUSTED_PROXY_TOKEN: &str = "x-trusted-proxy-token";
+
+/// The token a trusted proxy sends, kept as its digest: a request's is compared digest to
+/// digest, so the time taken says nothing of the token.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ProxyToken([u8; 32]);
+
+impl ProxyToken {
+    pub fn new(token: &str) -> ProxyToken {
+        use sha2::Digest;
+        ProxyToken(sha2::Sha256::digest(token.as_bytes()).into())
+    }
+
+    /// Whether `headers` carry the token, once.
+    pub fn proven_by(&self, headers: &http::HeaderMap) -> bool {
+        let mut sent = headers.get_all(TRUSTED_PROXY_TOKEN).iter();
+        match (sent.next(), sent.next()) {
+            (Some(token), None) => {
+                use sha2::Digest;
+                let digest: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
+                digest == self.0
+            }
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Debug for ProxyToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProxyToken(..)")
     }
 }
 

@@ -94,8 +94,10 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         None => Store::Memory,
         Some(settings) => Store::Redis(RedisStore::connect(settings, metrics.store.clone()).await?),
     };
+    let http = config.http_settings()?;
     let shared = Shared {
         config,
+        http: &http,
         metrics: &metrics,
         spans: &spans,
         store: &store,
@@ -110,7 +112,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
     let (default, servers, unserved) = shared.serve_every_server().await?;
     let router = Arc::new(Router {
         default,
-        http: config.http_settings(),
+        http: http.clone(),
         servers,
         metrics: metrics.clone(),
         draining: CancellationToken::new(),
@@ -256,7 +258,7 @@ type Served = (Option<Arc<App>>, BTreeMap<String, Arc<App>>, Vec<Arc<App>>);
 
 /// Warns when anyone who reaches `addr` is served under any Host (see `guard::open_to_anyone`).
 fn warn_if_open_to_anyone(config: &Config, addr: SocketAddr) {
-    if front::guard::open_to_anyone(&config.http_settings()) {
+    if front::guard::open_to_anyone(&config.http_settings().unwrap_or_default()) {
         tracing::warn!(%addr,
             "listening beyond loopback with no allowed hosts (--allowed-host, \
              MCP_PROXY_ALLOWED_HOSTS) and no authorization in front (--principal-header): any \
@@ -267,6 +269,7 @@ fn warn_if_open_to_anyone(config: &Config, addr: SocketAddr) {
 /// What every served server's `App` is built from.
 struct Shared<'a> {
     config: &'a Config,
+    http: &'a crate::front::settings::HttpSettings,
     metrics: &'a Arc<Metrics>,
     spans: &'a Spans,
     store: &'a Store,
@@ -311,7 +314,7 @@ impl Shared<'_> {
             spans: self.spans.clone(),
             modern: self.modern_face(&registry, upstream, session, &server_metrics),
             registry,
-            http: self.config.http_settings(),
+            http: self.http.clone(),
             metrics: server_metrics,
             shutdown: self.shutdown.clone(),
             websockets: TaskTracker::new(),

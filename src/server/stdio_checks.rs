@@ -13,6 +13,7 @@ use crate::upstream::UpstreamSpec;
 /// confined): the parts of a sandbox this host cannot enforce, by server, once each is
 /// warned of (a server whose sandbox `require`s them stops the start instead).
 pub(super) fn check_commands(config: &Config) -> anyhow::Result<Vec<(String, &'static str)>> {
+    check_principal_header(config)?;
     let mut unenforced = Vec::new();
     let default = config
         .serves_default()
@@ -37,10 +38,10 @@ pub(super) fn check_commands(config: &Config) -> anyhow::Result<Vec<(String, &'s
             ),
             None => {}
         }
-        check_capabilities(server, upstream)?;
         let spec = upstream.spec(&config.child_secrets())?;
         if let UpstreamSpec::Stdio(stdio) | UpstreamSpec::SharedStdio(stdio) = spec {
             stdio.locate().with_context(|| key.clone())?;
+            check_capabilities(server, upstream)?;
             if let Some(sandbox) = &stdio.sandbox {
                 let missing = report_sandbox(server, sandbox)?;
                 unenforced.extend(missing.into_iter().map(|what| (server.to_owned(), what)));
@@ -48,6 +49,49 @@ pub(super) fn check_commands(config: &Config) -> anyhow::Result<Vec<(String, &'s
         }
     }
     Ok(unenforced)
+}
+
+/// A principal header is taken only from a peer that proves itself: the proxy's own stdio
+/// children share its loopback, so while one may reach the network (a server not confined
+/// with `network = "none"`), a loopback address proves nothing. Then the trusted proxies must
+/// be listed without loopback, or send a token (`http.trusted_proxy_token_file`); else the
+/// start is refused.
+fn check_principal_header(config: &Config) -> anyhow::Result<()> {
+    let http = &config.http;
+    let Some(header) = &http.principal_header else {
+        return Ok(());
+    };
+    let trusts_loopback = http.trusted_proxies.is_empty()
+        || http
+            .trusted_proxies
+            .iter()
+            .any(|network| network.holds_loopback());
+    if !trusts_loopback || http.trusted_proxy_token_file.is_some() {
+        return Ok(());
+    }
+    let default = config
+        .serves_default()
+        .then(|| ("upstream".to_owned(), &config.upstream));
+    let named = config
+        .servers
+        .iter()
+        .map(|(name, server)| (format!("servers.{name}.upstream"), &server.upstream));
+    let reaching = default.into_iter().chain(named).find(|(_, upstream)| {
+        let stdio = upstream.http.is_none() && upstream.sse.is_none();
+        let no_network = upstream.sandbox.enabled
+            && upstream.sandbox.network == crate::upstream::sandbox::Network::None;
+        stdio && !no_network
+    });
+    if let Some((key, _)) = reaching {
+        anyhow::bail!(
+            "http.principal_header = {header:?} is taken from loopback peers, and the children \
+             of {key}.stdio share the proxy's loopback and may reach the network: list the \
+             trusted proxies without loopback (http.trusted_proxies), or have them send a \
+             token (http.trusted_proxy_token_file), or confine those children with \
+             {key}.sandbox.network = \"none\""
+        );
+    }
+    Ok(())
 }
 
 /// The capabilities a server's children keep are named right, and are the proxy's to give: a

@@ -27,6 +27,11 @@ impl Exited {
 }
 
 impl Session {
+    /// Its server ended (and has not been started again since).
+    pub fn upstream_exited(&self) -> bool {
+        self.lock().upstream_failure.is_some()
+    }
+
     /// Its server ended and cannot be started again: nothing more will be served in it.
     pub(in crate::session) fn upstream_failed(&self) -> bool {
         let exited = self.lock().upstream_failure.is_some();

@@ -14,7 +14,8 @@ through the x32 entry), `int80` (a socket through the 32-bit entry, machine code
 `unix_path {path}` (a Unix socket by path), `socketpair`, `udp {port}` (a datagram to
 127.0.0.1), `capabilities` (its CapEff, CapPrm, CapBnd and CapAmb), `sethostname` (the name it
 has), `fd {n}` (whether descriptor n is open), `daemon` (a process double-forked into a session
-of its own, its pid answered, left running). Each answers "done" or the error the system gave
+of its own, its pid answered, left running), `post_as {port, header, user}` (an `initialize`
+POSTed to the proxy on 127.0.0.1 naming `user` in `header`: the HTTP status). Each answers "done" or the error the system gave
 (as its errno name). Standard library only."""
 
 import ctypes
@@ -239,6 +240,21 @@ def daemon():
     return pid
 
 
+def post_as(port, header, user):
+    import http.client
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "child", "version": "1"}}})
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        connection.request("POST", "/mcp", body, {
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream", header: user})
+        return str(connection.getresponse().status)
+    except OSError as e:
+        return failed(e.errno)
+
+
 TOOLS = {
     "spin": lambda a: spin(),
     "grow": lambda a: attempt(lambda: grow(int(a["mib"]))),
@@ -271,6 +287,7 @@ TOOLS = {
     "sethostname": lambda a: attempt(sethostname),
     "fd": lambda a: attempt(lambda: os.fstat(int(a["n"]))),
     "daemon": lambda a: daemon(),
+    "post_as": lambda a: post_as(int(a["port"]), a["header"], a["user"]),
 }
 
 

@@ -224,6 +224,12 @@ async fn exchange(
         session.forget(stream);
         if initializing && is_error(&response) {
             app.registry.end(session.id());
+            // Ended before it answered: the server could not be started (its command cannot be
+            // run, it dies at once), which is the gateway's failure, not the server's answer.
+            if session.upstream_exited() {
+                let message = error_message(&response);
+                return Err(Rejection::bad_gateway(message).with_id(Some(&request_id)));
+            }
             return Ok(json(StatusCode::OK, response));
         }
         let mut reply = json(StatusCode::OK, response);
@@ -247,6 +253,15 @@ fn lone_response(delivery: &Delivery) -> Option<Bytes> {
         ([only], true) if only.terminal && !only.payload.is_empty() => Some(only.payload.clone()),
         _ => None,
     }
+}
+
+/// The message of an error answer.
+fn error_message(payload: &Bytes) -> String {
+    let answer: Value = serde_json::from_slice(payload).unwrap_or_default();
+    answer["error"]["message"]
+        .as_str()
+        .unwrap_or("the server ended before it answered")
+        .to_owned()
 }
 
 fn is_error(payload: &Bytes) -> bool {

@@ -4,8 +4,8 @@
 //! in a session of its own, is reparented to it), starts the server through `sandbox-confine`,
 //! passes on the signals the proxy sends it, and when the server ends, ends everything
 //! reparented to it, then ends as the server did. Told to end, it gives the server the grace
-//! it was told before it ends it all. Outside the server's sandbox, the server cannot signal
-//! it; not dumpable, it cannot be read.
+//! it was told before it ends it all; told to end now (`SIGUSR1`), it ends it all at once.
+//! Outside the server's sandbox, the server cannot signal it; not dumpable, it cannot be read.
 
 use std::ffi::OsString;
 
@@ -16,14 +16,20 @@ use nix::unistd::Pid;
 use super::descendants::end_all_children;
 use super::{confine, SandboxError, CONFINE};
 
-/// What the launcher waits on: its children's ends, the proxy's signals, the grace's end.
-const WAITED: [Signal; 5] = [
+/// What the launcher waits on: its children's ends, the proxy's signals, the grace's end, and
+/// [`END_NOW`].
+const WAITED: [Signal; 6] = [
     Signal::SIGCHLD,
     Signal::SIGTERM,
     Signal::SIGINT,
     Signal::SIGHUP,
     Signal::SIGALRM,
+    END_NOW,
 ];
+
+/// The signal that tells the launcher to end the server and everything of it at once (a
+/// server that stopped reading its stdin, a proxy out of patience).
+pub const END_NOW: Signal = Signal::SIGUSR1;
 
 /// How the server ended.
 #[derive(Debug, Clone, Copy)]
@@ -73,8 +79,8 @@ fn start_and_watch(args: Vec<OsString>) -> Result<std::convert::Infallible, Sand
                     end_as(ended);
                 }
             }
-            Signal::SIGALRM => {
-                // The grace is over: the server, and everything of it, ends now.
+            Signal::SIGALRM | END_NOW => {
+                // The grace is over, or there is none: the server, and everything of it, ends.
                 end_all_children();
                 end_as(Ended::Killed(Signal::SIGKILL));
             }

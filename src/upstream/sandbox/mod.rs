@@ -30,6 +30,7 @@ pub use capabilities::parse as parse_capability;
 pub use filesystem::{
     landlock_abi, landlock_abi_written_for, Paths, SYSTEM_READABLE, SYSTEM_WRITABLE,
 };
+pub use launcher::END_NOW;
 pub use limits::Limits;
 pub use private_dir::{
     remove_own as remove_own_private_dirs, remove_stale as remove_stale_private_dirs, PrivateDir,

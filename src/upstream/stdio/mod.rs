@@ -24,7 +24,7 @@ use crate::wire::jsonrpc::{self, Message};
 
 mod spec;
 
-pub use spec::{ChildHolds, CommandError, StdioSpec};
+pub use spec::{own_directories, ChildHolds, CommandError, StdioSpec};
 
 /// Lines of stderr kept to explain a crash.
 const STDERR_TAIL: usize = 10;
@@ -259,7 +259,7 @@ impl Actor {
         self.reader.abort();
         self.events.deliver(UpstreamEvent::Exited(cause));
         self.stdin = None;
-        let killed = self.child.kill().await;
+        let killed = end_now(&mut self.child).await;
         debug!(?killed, "stuck upstream killed");
     }
 
@@ -323,10 +323,21 @@ pub(crate) async fn terminate(child: &mut Child, grace: Duration) -> std::io::Re
     if let Ok(status) = tokio::time::timeout(launchers_grace, child.wait()).await {
         return status;
     }
-    if let Some(pid) = pid {
-        // Its process group while the launcher, its leader, is not yet reaped.
-        let _ = kill(Pid::from_raw(-pid), Signal::SIGKILL);
+    end_now(child).await
+}
+
+/// Ends a child at once: its launcher told to end the server and everything of it; a second
+/// later, the launcher and its process group killed (while the launcher, the group's leader, is
+/// not yet reaped).
+pub(crate) async fn end_now(child: &mut Child) -> std::io::Result<ExitStatus> {
+    let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok()) else {
+        return child.wait().await;
+    };
+    let _ = kill(Pid::from_raw(pid), crate::upstream::sandbox::END_NOW);
+    if let Ok(status) = tokio::time::timeout(Duration::from_secs(1), child.wait()).await {
+        return status;
     }
+    let _ = kill(Pid::from_raw(-pid), Signal::SIGKILL);
     child.kill().await?;
     child.wait().await
 }

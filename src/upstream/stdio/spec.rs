@@ -58,9 +58,9 @@ impl StdioSpec {
             private_dir: None,
             user: lease.map(|lease| (user.expect("a lease is of a user"), lease)),
         };
-        let program = self
-            .locate()
-            .unwrap_or_else(|_| PathBuf::from(&self.program));
+        // Found here, so that a command that cannot be run fails to start, as it would
+        // without the launcher.
+        let program = self.locate().map_err(std::io::Error::other)?;
         let mut command = Launch::command(&program, &self.args);
         command
             .stdin(Stdio::piped())
@@ -160,7 +160,7 @@ impl StdioSpec {
 /// files its arguments name (a script an interpreter runs); around each, the `node_modules` it
 /// is in (a Node server's packages), and the virtual environment it is in with the Python
 /// installation that environment was made from.
-fn own_directories(program: &std::path::Path, args: &[String]) -> Vec<PathBuf> {
+pub fn own_directories(program: &std::path::Path, args: &[String]) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     let files = std::iter::once(program.to_path_buf())
         .chain(args.iter().map(PathBuf::from))

@@ -219,6 +219,10 @@ fn behind_a_balancer() -> Vec<String> {
         "mcp.example.com",
         "--trusted-proxy",
         "127.0.0.1/32",
+        // The balancer is trusted on loopback, which the demo's children then must not reach.
+        "--sandbox",
+        "--sandbox-network",
+        "none",
     ]
     .map(String::from)
     .to_vec()

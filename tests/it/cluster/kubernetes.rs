@@ -477,7 +477,7 @@ fn check_proxy(objects: &[Value], deployment: &Value) -> Config {
     assert!(config.listen.ip().is_unspecified(), "{}", config.listen);
     assert_eq!(config.listen.port(), PORT);
     assert_eq!(port_of(container, &Value::from("http")), PORT);
-    let settings = config.http_settings();
+    let settings = config.http_settings().unwrap();
     for (probe, path) in [
         ("startupProbe", "/healthz"),
         ("livenessProbe", "/healthz"),
@@ -856,7 +856,7 @@ fn the_tls_overlay_serves_and_hops_over_tls_with_a_mounted_certificate() {
         &service["spec"]["selector"],
         &deployment["spec"]["template"]["metadata"]["labels"]
     ));
-    let settings = config.http_settings();
+    let settings = config.http_settings().unwrap();
     for name in &names {
         assert!(
             host_allowed(&settings, name),

@@ -475,7 +475,13 @@ async fn configured_hosts_are_the_only_ones_allowed() {
 
 #[tokio::test]
 async fn a_trusted_principal_header_owns_sessions_instead_of_authorization() {
-    let proxy = Proxy::start_with(|c| c.http.principal_header = Some("x-user".into())).await;
+    let proxy = Proxy::start_with(|c| {
+        c.http.principal_header = Some("x-user".into());
+        // The demo's children reach no network: loopback peers may name principals.
+        c.upstream.sandbox.enabled = true;
+        c.upstream.sandbox.network = mcp_session_proxy::upstream::sandbox::Network::None;
+    })
+    .await;
     let mut alice = proxy.client();
     alice.extra_headers = vec![("x-user".into(), "alice".into())];
     alice.authorization = Some("Bearer token-1".into());
@@ -498,6 +504,8 @@ async fn a_principal_header_from_a_peer_that_is_no_trusted_proxy_is_refused() {
     let proxy = Proxy::start_with(|c| {
         c.http.principal_header = Some("x-user".into());
         c.http.trusted_proxies = vec!["127.0.0.2/32".parse().unwrap()];
+        c.upstream.sandbox.enabled = true;
+        c.upstream.sandbox.network = mcp_session_proxy::upstream::sandbox::Network::None;
     })
     .await;
     // The authenticating proxy, at 127.0.0.2, names alice.

@@ -265,12 +265,16 @@ async fn a_principal_header_beyond_loopback_needs_the_proxies_it_trusts() {
         message.contains("10.0.0.1/8") && message.contains("10.0.0.0/8"),
         "{message}"
     );
-    // On loopback, only local peers may send it: no list needed.
+    // On loopback, only local peers may send it: no list needed, where the proxy's own
+    // children reach no network.
     let (mut proxy, addr, _logs, _) = spawn_proxy(&[
         "--listen",
         "127.0.0.1:0",
         "--principal-header",
         "x-authenticated-user",
+        "--sandbox",
+        "--sandbox-network",
+        "none",
     ])
     .await;
     let reply = Client::new(addr)

@@ -1,5 +1,6 @@
 //! The binary as an operator runs it: logs, shutdown, the health probe, traces, redaction, the
-//! quick start, the README's snippets and the benchmark harness.
+//! quick start, the README's snippets, the benchmark harness, and the book's threat model kept
+//! true.
 
 mod bench_smoke;
 mod binary;
@@ -7,5 +8,6 @@ mod health_probe;
 mod quick_start;
 mod readme;
 mod redaction;
+mod threat_model;
 mod trace_context;
 mod tracing;

@@ -64,15 +64,28 @@ impl Place {
         ] {
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
         }
-        if proxy == Proxy::Nobody {
-            let (uid, gid) = nobody();
-            std::os::unix::fs::chown(dir.join("tmp"), Some(uid), Some(gid)).unwrap();
-        }
-        Place {
+        let place = Place {
             dir,
             binary,
             server,
+        };
+        place.give(proxy, &place.tmp());
+        place
+    }
+
+    /// Gives `path` to the proxy's user, `nobody` (the test's own already has it).
+    fn give(&self, proxy: Proxy, path: &Path) {
+        if proxy == Proxy::Nobody {
+            let (uid, gid) = nobody();
+            std::os::unix::fs::chown(path, Some(uid), Some(gid)).unwrap();
         }
+    }
+
+    /// The proxy's binary, run as `proxy`.
+    fn command(&self, proxy: Proxy) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(&self.binary);
+        as_user(&mut command, proxy);
+        command
     }
 
     /// The proxy's temporary directory (its children's private directories, their caches).
@@ -108,10 +121,7 @@ impl Place {
         Vec<serde_json::Value>,
         LogLines,
     ) {
-        if proxy == Proxy::Nobody {
-            let (uid, gid) = nobody();
-            command.uid(uid).gid(gid);
-        }
+        as_user(&mut command, proxy);
         let stdio = format!("/usr/bin/python3 {}", self.server.display());
         let mut args = vec!["--listen", "127.0.0.1:0", "--stdio", &stdio];
         args.extend(flags);
@@ -126,6 +136,14 @@ impl Place {
 impl Drop for Place {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Runs `command` as `proxy`'s user.
+fn as_user(command: &mut tokio::process::Command, proxy: Proxy) {
+    if proxy == Proxy::Nobody {
+        let (uid, gid) = nobody();
+        command.uid(uid).gid(gid);
     }
 }
 
@@ -378,11 +396,8 @@ async fn the_proxy_leaves_no_private_directory_behind() {
         let place = Place::new("private-dirs", proxy);
         let stale = place.tmp().join("mcp-session-proxy-99999999");
         std::fs::create_dir_all(stale.join("a-child")).unwrap();
-        if proxy == Proxy::Nobody {
-            let (uid, gid) = nobody();
-            for path in [&stale, &stale.join("a-child")] {
-                std::os::unix::fs::chown(path, Some(uid), Some(gid)).unwrap();
-            }
+        for path in [&stale, &stale.join("a-child")] {
+            place.give(proxy, path);
         }
         let (mut child, addr, ..) = place.start(proxy, &["--sandbox"]).await;
         assert!(!stale.exists(), "a killed proxy's, removed at start");
@@ -398,6 +413,49 @@ async fn the_proxy_leaves_no_private_directory_behind() {
             .await
             .unwrap();
         assert!(!own.exists(), "its own, removed at exit");
+    }
+}
+
+/// The proxy's own children share its loopback: while they may reach the network, a principal
+/// header from loopback is refused at start unless the trusted proxies prove themselves with a
+/// token; then a child that names a principal is refused (403), and the trusted proxy, with
+/// its token, is heard.
+#[tokio::test]
+async fn a_child_cannot_name_a_principal_to_the_proxy() {
+    for proxy in every_proxy() {
+        let place = Place::new("principal", proxy);
+        let header = ["--principal-header", "x-user"];
+        let command = place.command(proxy);
+        let stdio = format!("/usr/bin/python3 {}", place.server.display());
+        let mut args = vec!["--listen", "127.0.0.1:0", "--stdio", &stdio];
+        args.extend(header);
+        let stderr = crate::harness::refused_start_command(command, &args, &[]).await;
+        for key in [
+            "http.principal_header",
+            "http.trusted_proxies",
+            "http.trusted_proxy_token_file",
+        ] {
+            assert!(stderr.contains(key), "{key}: {stderr}");
+        }
+        let token = place.tmp().join("proxy-token");
+        std::fs::write(&token, "a-token-only-the-balancer-knows").unwrap();
+        place.give(proxy, &token);
+        let token_file = ["--trusted-proxy-token-file", token.to_str().unwrap()];
+        let (_proxy, addr, ..) = place
+            .start(proxy, &[&header[..], &token_file[..]].concat())
+            .await;
+        let mut client = Client::initialized(addr, "2025-11-25").await;
+        let named = json!({ "port": addr.port(), "header": "x-user", "user": "alice" });
+        assert_eq!(client.call_tool("post_as", named).await, "403", "{proxy:?}");
+        let mut balancer = Client::new(addr);
+        balancer.extra_headers = vec![
+            ("x-user".into(), "alice".into()),
+            (
+                "x-trusted-proxy-token".into(),
+                "a-token-only-the-balancer-knows".into(),
+            ),
+        ];
+        balancer.initialize("2025-11-25").await;
     }
 }
 
