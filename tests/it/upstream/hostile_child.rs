@@ -416,6 +416,98 @@ async fn the_proxy_leaves_no_private_directory_behind() {
     }
 }
 
+/// The directories the proxy grants a confined child by itself are checked as well: a
+/// configuration beside the server's script, or in a folder below it, or a secret file in the
+/// server's `node_modules`, stops the start naming the command and the file, with the fix.
+#[tokio::test]
+async fn a_file_of_the_proxys_own_in_the_commands_own_directories_stops_the_start() {
+    for proxy in every_proxy() {
+        let place = Place::new("own-reach", proxy);
+        let dir = place.tmp();
+        std::fs::create_dir_all(dir.join("conf")).unwrap();
+        std::fs::create_dir_all(dir.join("app/node_modules/server")).unwrap();
+        let script = dir.join("server.py");
+        let module = dir.join("app/node_modules/server/index.js");
+        let secret = dir.join("app/node_modules/secret");
+        std::fs::write(&script, "").unwrap();
+        std::fs::write(&module, "").unwrap();
+        std::fs::write(&secret, "0123456789abcdef0123456789abcdef").unwrap();
+        let elsewhere = place.dir.join("elsewhere.toml");
+        let with_secret = format!(
+            "[cluster]\nsecret_file = {:?}\n",
+            secret.display().to_string()
+        );
+        let cases = [
+            (
+                dir.join("proxy.toml"),
+                "/usr/bin/python3",
+                &script,
+                "proxy.toml",
+            ),
+            (
+                dir.join("conf/proxy.toml"),
+                "/usr/bin/python3",
+                &script,
+                "conf/proxy.toml",
+            ),
+            (elsewhere, "node", &module, "secret"),
+        ];
+        for (config, program, file, named) in cases {
+            let text = match named {
+                "secret" => with_secret.as_str(),
+                _ => "[session]\nidle_ttl = \"10m\"\n",
+            };
+            std::fs::write(&config, text).unwrap();
+            let stdio = format!("{program} {}", file.display());
+            let config = config.display().to_string();
+            let args = [
+                "--listen",
+                "127.0.0.1:0",
+                "--config",
+                &config,
+                "--stdio",
+                &stdio,
+                "--sandbox",
+            ];
+            let command = place.command(proxy);
+            let stderr = crate::harness::refused_start_command(command, &args, &[]).await;
+            assert!(
+                stderr.contains("upstream.stdio")
+                    && stderr.contains(named)
+                    && stderr.contains("move the file"),
+                "{proxy:?}, {stdio}: {stderr}"
+            );
+        }
+    }
+}
+
+/// The start line names the scheme the listener speaks: `https://` with `[tls]`. (The files are
+/// the test's: a proxy as `nobody` reads them from a folder of its own.)
+#[tokio::test]
+async fn the_start_line_says_https_with_tls() {
+    for proxy in every_proxy() {
+        let place = Place::new("scheme", proxy);
+        let certificates = crate::harness::tls::Certificates::make();
+        let mut flags = Vec::new();
+        for (flag, name) in [
+            ("--tls-cert", "server.pem"),
+            ("--tls-key", "server-key.pem"),
+        ] {
+            let copy = place.tmp().join(name);
+            std::fs::copy(certificates.path(name), &copy).unwrap();
+            place.give(proxy, &copy);
+            flags.extend([flag.to_owned(), copy.display().to_string()]);
+        }
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        let (_proxy, addr, seen, _) = place.start(proxy, &flags).await;
+        let line = seen.last().unwrap()["fields"]["message"].to_string();
+        assert!(
+            line.contains(&format!("listening on https://{addr}/mcp")),
+            "{line}"
+        );
+    }
+}
+
 /// The proxy's own children share its loopback: while they may reach the network, a principal
 /// header from loopback is refused at start unless the trusted proxies prove themselves with a
 /// token; then a child that names a principal is refused (403), and the trusted proxy, with

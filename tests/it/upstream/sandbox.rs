@@ -430,69 +430,6 @@ async fn a_sandbox_that_would_let_a_child_read_the_configuration_stops_the_start
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// The directories the proxy grants a confined child by itself are checked as well: a
-/// configuration beside the server's script, or in a folder below it, or a secret file in the
-/// server's `node_modules`, stops the start naming the command and the file, with the fix.
-#[tokio::test]
-async fn a_file_of_the_proxys_own_in_the_commands_own_directories_stops_the_start() {
-    let dir = std::env::temp_dir().join(format!("mcp-sandbox-own-reach-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("conf")).unwrap();
-    std::fs::create_dir_all(dir.join("app/node_modules/server")).unwrap();
-    let script = dir.join("server.py");
-    std::fs::write(&script, "").unwrap();
-    let module = dir.join("app/node_modules/server/index.js");
-    std::fs::write(&module, "").unwrap();
-    let secret = dir.join("app/node_modules/secret");
-    std::fs::write(&secret, "0123456789abcdef0123456789abcdef").unwrap();
-    let beside = dir.join("proxy.toml");
-    let below = dir.join("conf/proxy.toml");
-    let (python, _) = python();
-    let elsewhere = std::env::temp_dir().join(format!("mcp-own-reach-{}.toml", std::process::id()));
-    for (config, stdio, file) in [
-        (
-            &beside,
-            format!("{python} {}", script.display()),
-            "proxy.toml",
-        ),
-        (
-            &below,
-            format!("{python} {}", script.display()),
-            "conf/proxy.toml",
-        ),
-        (&elsewhere, format!("node {}", module.display()), "secret"),
-    ] {
-        let secret_file = secret.to_str().unwrap();
-        let with_secret = format!("[cluster]\nsecret_file = {secret_file:?}\n");
-        let text = match file {
-            "secret" => with_secret.as_str(),
-            _ => "[session]\nidle_ttl = \"10m\"\n",
-        };
-        std::fs::write(config, text).unwrap();
-        let stderr = crate::harness::refused_start(
-            &[
-                "--listen".as_ref(),
-                "127.0.0.1:0".as_ref(),
-                "--config".as_ref(),
-                config.as_os_str(),
-                "--stdio".as_ref(),
-                stdio.as_ref(),
-                "--sandbox".as_ref(),
-            ],
-            &[],
-        )
-        .await;
-        assert!(
-            stderr.contains("upstream.stdio")
-                && stderr.contains(file)
-                && stderr.contains("move the file"),
-            "{stdio}: {stderr}"
-        );
-    }
-    let _ = std::fs::remove_dir_all(dir);
-    let _ = std::fs::remove_file(elsewhere);
-}
-
 /// A host without Landlock (its calls refused, as by a kernel without it or a container profile
 /// older than them, `tests/servers/no_landlock.py`): with `require`, the proxy does not start,
 /// naming what it cannot enforce; without, it starts, warns of each missing piece and counts it,
