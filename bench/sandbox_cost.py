@@ -3,7 +3,7 @@
 proxy starting its child), and a call's p50 through the proxy, each without and with the
 sandbox, interleaved in one run.
 
-    cargo build --release && python3 bench/sandbox_cost.py [--starts 200] [--calls 2000]
+    cargo build --release && python3 bench/sandbox_cost.py [--starts 200] [--calls 2000] [--proxy PATH]
 
 The child is the bundled demo server (the proxy's binary); confined, with the proxy's defaults
 plus `network = "none"` and a memory limit. Every process it
@@ -22,6 +22,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROXY = os.path.join(ROOT, "target/release/mcp-session-proxy")
+# The binary measured: PROXY, or --proxy.
+BINARY = [PROXY]
 INIT = (json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-11-25", "capabilities": {},
     "clientInfo": {"name": "bench", "version": "1"}}}) + "\n").encode()
@@ -50,7 +52,7 @@ def free_port() -> int:
 
 def proxy(confined: bool):
     port = free_port()
-    argv = [PROXY, "--listen", f"127.0.0.1:{port}", "--drain-delay", "0s"]
+    argv = [BINARY[0], "--listen", f"127.0.0.1:{port}", "--drain-delay", "0s"]
     if confined:
         argv += ["--sandbox", "--sandbox-network", "none", "--sandbox-memory", "1GiB"]
     child = subprocess.Popen(argv, stderr=subprocess.DEVNULL)
@@ -95,7 +97,10 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--starts", type=int, default=200)
     p.add_argument("--calls", type=int, default=2000)
+    p.add_argument("--proxy", default=PROXY,
+                   help="the binary to measure (another build, to compare) [default: %(default)s]")
     args = p.parse_args()
+    BINARY[0] = args.proxy
     starts = {False: [], True: []}
     per_call = {False: [], True: []}
     proxies = {c: proxy(c) for c in (False, True)}

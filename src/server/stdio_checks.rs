@@ -111,6 +111,14 @@ fn check_capabilities(
              no capability; run them as the proxy's user, or leave capabilities unset"
         );
     }
+    if nix::unistd::geteuid().is_root() && !crate::upstream::sandbox::may_cut_bounding_set() {
+        tracing::warn!(
+            server,
+            "the proxy runs as root without CAP_SETPCAP: its stdio children keep the full \
+             capability bounding set (they hold no capability, and no_new_privs keeps them \
+             from gaining one; add CAP_SETPCAP to cut it too)"
+        );
+    }
     if own_user && nix::unistd::geteuid().is_root() && !upstream.allow_root_children {
         tracing::warn!(
             server,
@@ -143,8 +151,10 @@ fn report_sandbox(
         server,
         landlock_abi = abi.unwrap_or(0),
         network = ?sandbox.network,
+        udp = ?sandbox.udp,
         limits = ?sandbox.limits,
-        "stdio children confined: no_new_privs, seccomp, Landlock"
+        "stdio children confined: no capabilities, no_new_privs, seccomp (an allowlist), \
+         Landlock, each reaped with what it starts"
     );
     for what in &missing {
         tracing::warn!(

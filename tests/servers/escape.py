@@ -15,7 +15,12 @@ through the x32 entry), `int80` (a socket through the 32-bit entry, machine code
 127.0.0.1), `capabilities` (its CapEff, CapPrm, CapBnd and CapAmb), `sethostname` (the name it
 has), `fd {n}` (whether descriptor n is open), `daemon` (a process double-forked into a session
 of its own, its pid answered, left running), `post_as {port, header, user}` (an `initialize`
-POSTed to the proxy on 127.0.0.1 naming `user` in `header`: the HTTP status). Each answers "done" or the error the system gave
+POSTed to the proxy on 127.0.0.1 naming `user` in `header`: the HTTP status), `tiocsti` (a
+character typed into the terminal on stdin), `session` ("leader" when it leads a session of
+its own), `unix_dgram {path}` (a datagram from a socketpair of its own to a Unix socket by
+path), `shm` (a System V shared memory segment), `chain {count}` (that many processes, each the
+child of the one before and each in a session of its own, waiting: their pids answered),
+`lock_home` (a folder in its HOME closed to its own user, a file in it). Each answers "done" or the error the system gave
 (as its errno name). Standard library only."""
 
 import ctypes
@@ -255,6 +260,65 @@ def post_as(port, header, user):
         return failed(e.errno)
 
 
+def tiocsti():
+    import fcntl
+    import termios
+    fcntl.ioctl(0, termios.TIOCSTI, b"x")
+
+
+def unix_dgram(path):
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        a.sendto(b"escaped", path)
+    finally:
+        a.close()
+        b.close()
+
+
+def shm():
+    LIBC.shmget.restype = ctypes.c_int
+    segment = LIBC.shmget(0, 4096, 0o1600)
+    if segment < 0:
+        raise OSError(ctypes.get_errno(), "")
+    LIBC.shmctl(segment, 0, None)
+
+
+def chain(count):
+    """Each process forks the next in a session of its own, then waits; the pids come back
+    through a pipe."""
+    read_end, write_end = os.pipe()
+    first = os.fork()
+    if first == 0:
+        os.close(read_end)
+        for _ in range(count):
+            os.setsid()
+            os.write(write_end, f"{os.getpid()} ".encode())
+            if os.fork() != 0:
+                os.close(write_end)
+                while True:
+                    signal.pause()
+        os.close(write_end)
+        while True:
+            signal.pause()
+    os.close(write_end)
+    pids = b""
+    while True:
+        more = os.read(read_end, 4096)
+        if not more:
+            break
+        pids += more
+    os.close(read_end)
+    return pids.decode().strip()
+
+
+def lock_home():
+    inner = os.path.join(os.environ["HOME"], "locked", "inner")
+    os.makedirs(inner)
+    with open(os.path.join(inner, "left-behind"), "w") as f:
+        f.write("x")
+    os.chmod(inner, 0)
+
+
 TOOLS = {
     "spin": lambda a: spin(),
     "grow": lambda a: attempt(lambda: grow(int(a["mib"]))),
@@ -288,6 +352,12 @@ TOOLS = {
     "fd": lambda a: attempt(lambda: os.fstat(int(a["n"]))),
     "daemon": lambda a: daemon(),
     "post_as": lambda a: post_as(int(a["port"]), a["header"], a["user"]),
+    "tiocsti": lambda a: attempt(tiocsti),
+    "session": lambda a: "leader" if os.getsid(0) == os.getpid() else "member",
+    "unix_dgram": lambda a: attempt(lambda: unix_dgram(a["path"])),
+    "shm": lambda a: attempt(shm),
+    "chain": lambda a: chain(int(a["count"])),
+    "lock_home": lambda a: attempt(lock_home),
 }
 
 

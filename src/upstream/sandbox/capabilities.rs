@@ -15,6 +15,11 @@ pub fn parse(name: &str) -> Result<Capability, SandboxError> {
         .map_err(|_| SandboxError::NotACapability(name.to_owned()))
 }
 
+/// Whether this process may cut its children's bounding set (it holds CAP_SETPCAP).
+pub fn may_cut_bounding_set() -> bool {
+    caps::has_cap(None, CapSet::Effective, Capability::CAP_SETPCAP).unwrap_or(false)
+}
+
 /// Drops every capability of this process but those `names` names (and this process holds).
 pub(super) fn keep_only(names: &[String]) -> Result<(), SandboxError> {
     let failed = |e: caps::errors::CapsError| SandboxError::Capabilities(e.to_string());

@@ -1,6 +1,7 @@
 //! `sandbox-confine -- PROGRAM ARGS…`: the launcher's second step, started by the first with
 //! the server's environment. Reads what it is to do from the environment (the rest is the
-//! server's), keeps only the configured capabilities, sets `no_new_privs` and, with the
+//! server's), starts a session of its own (no controlling terminal), keeps only the configured
+//! capabilities, sets `no_new_privs` and, with the
 //! sandbox, the limits, the Landlock rules and the seccomp filters on itself; marks every
 //! descriptor above stderr close-on-exec; then executes the server in its place.
 
@@ -42,6 +43,9 @@ fn confine_and_exec(args: Vec<OsString>) -> Result<std::convert::Infallible, San
         .map(|arg| CString::new(arg.as_bytes()))
         .collect::<Result<_, _>>()
         .map_err(|_| SandboxError::NoCommand)?;
+    // A session of its own: no controlling terminal (the one the proxy was started from is
+    // not the server's to read, write or type into).
+    nix::unistd::setsid().map_err(SandboxError::Session)?;
     if let Some(sandbox) = &launch.sandbox {
         // Before the capabilities go: a limit above the proxy's own takes CAP_SYS_RESOURCE.
         sandbox.limits.apply()?;

@@ -49,8 +49,9 @@ pub const SYSTEM_READABLE: &[&str] = &[
     "/dev/random",
 ];
 
-/// Devices every process writes to.
-pub const SYSTEM_WRITABLE: &[&str] = &["/dev/null", "/dev/zero", "/dev/tty"];
+/// Devices every process writes to (not `/dev/tty`: a server has no terminal of its own, and
+/// the proxy's is not its to use).
+pub const SYSTEM_WRITABLE: &[&str] = &["/dev/null", "/dev/zero"];
 
 /// The Landlock ABI this kernel speaks, as far as the rules go (`None`: no Landlock at all):
 /// found by creating rulesets (which restricts nothing), newest first.

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use tokio::process::Command;
 
 pub use cache_dir::{default_root as default_cache_root, CacheDir};
-pub use capabilities::parse as parse_capability;
+pub use capabilities::{may_cut_bounding_set, parse as parse_capability};
 pub use filesystem::{
     landlock_abi, landlock_abi_written_for, Paths, SYSTEM_READABLE, SYSTEM_WRITABLE,
 };
@@ -265,6 +265,8 @@ pub enum SandboxError {
     NotACapability(String),
     #[error("cannot start the server: {0}")]
     Spawn(std::io::Error),
+    #[error("cannot start a session of its own: {0}")]
+    Session(nix::Error),
     #[error("cannot become the server's reaper: {0}")]
     Reaper(nix::Error),
     #[error("cannot wait for the server: {0}")]

@@ -25,7 +25,34 @@ fn base_of(pid: u32) -> PathBuf {
 /// Removes this proxy's directory of children's directories, with whatever is left in it: at
 /// exit, its children ended.
 pub fn remove_own() {
-    let _ = std::fs::remove_dir_all(base_of(std::process::id()));
+    remove_all(&base_of(std::process::id()));
+}
+
+/// Removes `path` and everything beneath it, whatever modes a child left on what it made (a
+/// folder it closed to its own user stops `remove_dir_all` of a proxy without CAP_DAC_OVERRIDE):
+/// folders are opened to their owner again, links left as links.
+fn remove_all(path: &Path) {
+    if std::fs::remove_dir_all(path).is_ok() {
+        return;
+    }
+    open_to_owner(path);
+    let _ = std::fs::remove_dir_all(path);
+}
+
+fn open_to_owner(path: &Path) {
+    let Ok(metadata) = std::fs::symlink_metadata(path) else {
+        return;
+    };
+    if !metadata.is_dir() {
+        return;
+    }
+    let mode = metadata.permissions().mode() | 0o700;
+    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode));
+    if let Ok(entries) = std::fs::read_dir(path) {
+        for entry in entries.flatten() {
+            open_to_owner(&entry.path());
+        }
+    }
 }
 
 /// Removes the directories of children's directories of proxies of this user that ended
@@ -46,7 +73,7 @@ pub fn remove_stale() {
         };
         let running = std::path::Path::new(&format!("/proc/{pid}")).exists();
         if pid != me && !running && own_directory(&entry.path()).is_ok() {
-            let _ = std::fs::remove_dir_all(entry.path());
+            remove_all(&entry.path());
         }
     }
 }
@@ -95,13 +122,25 @@ pub(super) fn own_directory(path: &Path) -> std::io::Result<()> {
 
 impl Drop for PrivateDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
+        remove_all(&self.path);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_a_child_closed_is_removed_all_the_same() {
+        let dir = PrivateDir::create(None).unwrap();
+        let closed = dir.path().join("locked/inner");
+        std::fs::create_dir_all(&closed).unwrap();
+        std::fs::write(closed.join("left-behind"), "x").unwrap();
+        std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o0)).unwrap();
+        let path = dir.path().to_path_buf();
+        drop(dir);
+        assert!(!path.exists());
+    }
 
     #[test]
     fn a_directory_another_user_made_or_a_link_is_refused() {

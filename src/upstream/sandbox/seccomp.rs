@@ -73,7 +73,25 @@ const REFUSED: &[libc::c_long] = &[
     libc::SYS_io_uring_setup,
     libc::SYS_io_uring_enter,
     libc::SYS_io_uring_register,
+    // System V IPC: its objects outlive their maker, are shared by user id (the next child of
+    // an id finds them) and are bounded by no limit of the child's.
+    libc::SYS_shmget,
+    libc::SYS_shmat,
+    libc::SYS_shmctl,
+    libc::SYS_shmdt,
+    libc::SYS_msgget,
+    libc::SYS_msgsnd,
+    libc::SYS_msgrcv,
+    libc::SYS_msgctl,
+    libc::SYS_semget,
+    libc::SYS_semop,
+    libc::SYS_semtimedop,
+    libc::SYS_semctl,
 ];
+
+/// The terminal `ioctl`s that put input in a terminal's queue or act on its console
+/// (`TIOCSTI`, `TIOCLINUX`): never a server's to make, whatever terminal it holds.
+const TERMINAL_INPUT: &[u64] = &[0x5412, 0x541C];
 
 /// Calls whose first argument names the process they act on: allowed only for the caller
 /// itself (0).
@@ -108,7 +126,8 @@ pub(super) enum Sockets {
     /// Unix ones, the kernel's routing information (`NETLINK_ROUTE`, for the C library's
     /// resolver), TCP (its ports bounded by Landlock), and UDP only with `udp`.
     Tcp { udp: bool },
-    /// None at all: not even a Unix socket by path.
+    /// None at all: not even a Unix socket by path; a pair of its own (`socketpair`) only as a
+    /// stream.
     None,
 }
 
@@ -195,6 +214,20 @@ fn refused(sockets: Sockets) -> Result<BTreeMap<i64, Vec<SeccompRule>>, SandboxE
     let personalities: Vec<(u8, Cmp)> = PERSONALITIES.iter().map(|&p| (0, ne(p))).collect();
     refused.insert(libc::SYS_personality, vec![rule(&personalities)?]);
     refused.insert(libc::SYS_socket, socket_rules(sockets)?);
+    let terminal_input = TERMINAL_INPUT
+        .iter()
+        .map(|&request| rule(&[(1, (SeccompCmpOp::Eq, request))]))
+        .collect::<Result<_, _>>()?;
+    refused.insert(libc::SYS_ioctl, terminal_input);
+    if sockets == Sockets::None {
+        // A pair of its own, but no datagram one: `sendto` on it reaches any Unix socket by
+        // its path.
+        let datagram = (0..16)
+            .filter(|kind| ![libc::SOCK_STREAM, libc::SOCK_SEQPACKET].contains(kind))
+            .map(|kind| rule(&[(1, masked_type(kind))]))
+            .collect::<Result<_, _>>()?;
+        refused.insert(libc::SYS_socketpair, datagram);
+    }
     Ok(refused)
 }
 

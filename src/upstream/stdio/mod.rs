@@ -16,25 +16,22 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, info, warn, Instrument};
+use tracing::{debug, warn, Instrument};
 
 use super::lines::{Line, LineReader};
 use super::{EventSink, UpstreamError, UpstreamEvent};
 use crate::wire::jsonrpc::{self, Message};
 
 mod spec;
+mod stderr;
 
 pub use spec::{own_directories, ChildHolds, CommandError, StdioSpec};
 
 /// Lines of stderr kept to explain a crash.
 const STDERR_TAIL: usize = 10;
-/// Longest stderr line kept whole.
-const MAX_STDERR_LINE: usize = 8 << 10;
 /// What one read of the child's stdout takes at most (longer lines take several): small, as
 /// every child has one, idle or not.
 const STDOUT_BUFFER: usize = 4 << 10;
-/// The same for its stderr, which is read a line at a time and rarely.
-const STDERR_BUFFER: usize = 512;
 
 /// Messages queued for the child's stdin before senders wait: backpressure onto clients.
 const STDIN_QUEUE: usize = 64;
@@ -159,7 +156,7 @@ impl Start {
         let reader = tokio::spawn(
             read_stdout(stdout, spec.max_line_bytes, events.clone()).instrument(span.clone()),
         );
-        tokio::spawn(read_stderr(stderr, tail.clone()).instrument(span.clone()));
+        tokio::spawn(stderr::read(stderr, tail.clone()).instrument(span.clone()));
         let (outbox, inbox) = mpsc::channel(STDIN_QUEUE);
         let actor = Actor {
             child,
@@ -402,25 +399,6 @@ async fn read_stdout(stdout: tokio::process::ChildStdout, max_line: usize, event
                 return;
             }
         }
-    }
-}
-
-async fn read_stderr(stderr: tokio::process::ChildStderr, tail: Arc<Mutex<VecDeque<String>>>) {
-    let mut lines = LineReader::new(
-        BufReader::with_capacity(STDERR_BUFFER, stderr),
-        MAX_STDERR_LINE,
-    );
-    while let Ok(Some(line)) = lines.next_line().await {
-        let text = match line {
-            Line::Text(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-            Line::TooLong { max, .. } => format!("[a stderr line over {max} bytes]"),
-        };
-        info!(target: "mcp_session_proxy::upstream::stderr", "{text}");
-        let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
-        if tail.len() == STDERR_TAIL {
-            tail.pop_front();
-        }
-        tail.push_back(text);
     }
 }
 

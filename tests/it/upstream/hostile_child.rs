@@ -231,6 +231,9 @@ async fn with_no_network_no_unix_socket_is_reached_by_path() {
         let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
         let path = path.to_str().unwrap();
+        let dgram_path = place.dir.join("datagrams.sock");
+        let _datagrams = std::os::unix::net::UnixDatagram::bind(&dgram_path).unwrap();
+        std::fs::set_permissions(&dgram_path, std::fs::Permissions::from_mode(0o777)).unwrap();
         let (_proxy, addr, ..) = place
             .start(proxy, &["--sandbox", "--sandbox-network", "none"])
             .await;
@@ -238,12 +241,21 @@ async fn with_no_network_no_unix_socket_is_reached_by_path() {
         let by_path = client.call_tool("unix_path", json!({ "path": path })).await;
         assert_eq!(by_path, "EPERM", "{proxy:?}");
         assert_eq!(client.call_tool("socketpair", json!({})).await, "done");
+        let dgram = dgram_path.to_str().unwrap();
+        let datagram = client
+            .call_tool("unix_dgram", json!({ "path": dgram }))
+            .await;
+        assert_eq!(datagram, "EPERM", "a datagram pair's sendto, {proxy:?}");
         let (_proxy, addr, ..) = place.start(proxy, &["--sandbox"]).await;
         let mut allowed = Client::initialized(addr, "2025-11-25").await;
         let by_path = allowed
             .call_tool("unix_path", json!({ "path": path }))
             .await;
         assert_eq!(by_path, "done", "{proxy:?}");
+        let datagram = allowed
+            .call_tool("unix_dgram", json!({ "path": dgram }))
+            .await;
+        assert_eq!(datagram, "done", "{proxy:?}");
     }
 }
 
@@ -319,6 +331,33 @@ async fn no_child_of_a_root_proxy_keeps_a_capability_confined_or_not() {
     assert_eq!(client.call_tool("capabilities", json!({})).await, kept);
 }
 
+/// A child leads a session of its own, with no controlling terminal (not the one the proxy was
+/// started from), and types into no terminal (`TIOCSTI` refused); it makes no System V IPC
+/// object, which would outlive it, be shared with the next child of its user id and escape
+/// its limits.
+#[tokio::test]
+async fn a_child_has_no_terminal_nor_system_v_ipc() {
+    for proxy in every_proxy() {
+        let place = Place::new("terminal", proxy);
+        let (_proxy, addr, ..) = place.start(proxy, &[]).await;
+        let mut unconfined = Client::initialized(addr, "2025-11-25").await;
+        assert_eq!(unconfined.call_tool("session", json!({})).await, "leader");
+        let (_proxy, addr, ..) = place.start(proxy, &["--sandbox"]).await;
+        let mut client = Client::initialized(addr, "2025-11-25").await;
+        assert_eq!(client.call_tool("session", json!({})).await, "leader");
+        assert_eq!(
+            client.call_tool("tiocsti", json!({})).await,
+            "EPERM",
+            "{proxy:?}"
+        );
+        assert_eq!(
+            client.call_tool("shm", json!({})).await,
+            "EPERM",
+            "{proxy:?}"
+        );
+    }
+}
+
 /// A descriptor the proxy was started with, without close-on-exec, reaches no child.
 #[tokio::test]
 async fn no_descriptor_the_proxy_inherited_reaches_a_child() {
@@ -347,8 +386,17 @@ async fn nothing_a_child_starts_outlives_its_session() {
             let mut client = Client::initialized(addr, "2025-11-25").await;
             let daemon = client.call_tool("daemon", json!({})).await;
             assert!(alive(&daemon), "{daemon}");
+            // A chain of processes, each the child of the one before, each in a session of
+            // its own: the launcher ends them one by one, each reparented to it in turn.
+            let chain = client.call_tool("chain", json!({ "count": 200 })).await;
+            let chain: Vec<&str> = chain.split_whitespace().collect();
+            assert_eq!(chain.len(), 200);
             client.delete().await;
             eventually("the daemon to end with its session", || !alive(&daemon)).await;
+            eventually("the chain to end with its session", || {
+                chain.iter().all(|pid| !alive(pid))
+            })
+            .await;
         }
     }
 }
@@ -388,8 +436,8 @@ async fn a_user_id_is_given_again_only_once_nothing_runs_as_it() {
     assert!(!alive(&daemon), "the daemon of the id's last child");
 }
 
-/// The proxy's private directories go with it: its own at exit, a killed one's at the next
-/// start.
+/// The proxy's private directories go with it: its own at exit (a folder a child closed to its
+/// own user included), a killed one's at the next start.
 #[tokio::test]
 async fn the_proxy_leaves_no_private_directory_behind() {
     for proxy in every_proxy() {
@@ -405,7 +453,7 @@ async fn the_proxy_leaves_no_private_directory_behind() {
             .tmp()
             .join(format!("mcp-session-proxy-{}", child.id().unwrap()));
         let mut client = Client::initialized(addr, "2025-11-25").await;
-        assert_eq!(client.call_tool("fd", json!({ "n": 1 })).await, "done");
+        assert_eq!(client.call_tool("lock_home", json!({})).await, "done");
         assert!(own.exists());
         let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
