@@ -47,8 +47,12 @@ pub struct UpstreamFactory {
 }
 
 impl UpstreamFactory {
-    pub fn new(spec: UpstreamSpec, metrics: Arc<ServerMetrics>) -> UpstreamFactory {
+    pub fn new(mut spec: UpstreamSpec, metrics: Arc<ServerMetrics>) -> UpstreamFactory {
         let tasks = TaskTracker::new();
+        if let UpstreamSpec::Stdio(stdio) | UpstreamSpec::SharedStdio(stdio) = &mut spec {
+            Arc::make_mut(stdio).stderr_dropped =
+                metrics.upstream_stderr_lines_dropped_total.clone();
+        }
         let shared = match &spec {
             UpstreamSpec::SharedStdio(stdio) => Some(SharedStdio::new(
                 stdio.clone(),

@@ -20,7 +20,8 @@ character typed into the terminal on stdin), `session` ("leader" when it leads a
 its own), `unix_dgram {path}` (a datagram from a socketpair of its own to a Unix socket by
 path), `shm` (a System V shared memory segment), `chain {count}` (that many processes, each the
 child of the one before and each in a session of its own, waiting: their pids answered),
-`lock_home` (a folder in its HOME closed to its own user, a file in it). Each answers "done" or the error the system gave
+`lock_home` (a folder in its HOME closed to its own user, a file in it), `flood_stderr {lines}`
+(that many lines to stderr at once). Each answers "done" or the error the system gave
 (as its errno name). Standard library only."""
 
 import ctypes
@@ -358,6 +359,7 @@ TOOLS = {
     "shm": lambda a: attempt(shm),
     "chain": lambda a: chain(int(a["count"])),
     "lock_home": lambda a: attempt(lock_home),
+    "flood_stderr": lambda a: attempt(lambda: sys.stderr.write("flood\n" * int(a["lines"]))),
 }
 
 

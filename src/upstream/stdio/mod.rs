@@ -156,7 +156,8 @@ impl Start {
         let reader = tokio::spawn(
             read_stdout(stdout, spec.max_line_bytes, events.clone()).instrument(span.clone()),
         );
-        tokio::spawn(stderr::read(stderr, tail.clone()).instrument(span.clone()));
+        let dropped = spec.stderr_dropped.clone();
+        tokio::spawn(stderr::read(stderr, tail.clone(), dropped).instrument(span.clone()));
         let (outbox, inbox) = mpsc::channel(STDIN_QUEUE);
         let actor = Actor {
             child,

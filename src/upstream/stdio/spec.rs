@@ -36,6 +36,8 @@ pub struct StdioSpec {
     pub sandbox: Option<SandboxSpec>,
     /// The capabilities a child keeps (of the proxy's, when it runs as the proxy's user).
     pub capabilities: Vec<String>,
+    /// Counts the lines of its children's stderr dropped past the log's budget.
+    pub stderr_dropped: prometheus_client::metrics::counter::Counter,
 }
 
 impl StdioSpec {
@@ -118,6 +120,7 @@ impl StdioSpec {
             user: None,
             sandbox: None,
             capabilities: Vec::new(),
+            stderr_dropped: Default::default(),
         })
     }
 

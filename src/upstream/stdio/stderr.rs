@@ -1,12 +1,14 @@
 //! A child's stderr, to the proxy's log: each line as it comes, up to a budget of lines a
 //! second (a burst more at first), so that a child that floods stderr costs the proxy's log and
 //! CPU no more than that; what is over it is read and dropped, and how much is logged once a
-//! second while it lasts. The last lines, dropped or not, are kept to explain a crash.
+//! second while it lasts (and counted: `mcp_proxy_upstream_stderr_lines_dropped_total`). The
+//! last lines, dropped or not, are kept to explain a crash.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use prometheus_client::metrics::counter::Counter;
 use tokio::io::BufReader;
 use tokio::time::Instant;
 use tracing::{info, warn};
@@ -24,7 +26,12 @@ const LINES_PER_SECOND: f64 = 100.0;
 const BURST: f64 = 1000.0;
 
 /// Reads `stderr` to its end: lines to the log within the budget, the last ones to `tail`.
-pub(super) async fn read(stderr: tokio::process::ChildStderr, tail: Arc<Mutex<VecDeque<String>>>) {
+/// Each line dropped is counted in `dropped`.
+pub(super) async fn read(
+    stderr: tokio::process::ChildStderr,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    dropped: Counter,
+) {
     let mut lines = LineReader::new(
         BufReader::with_capacity(STDERR_BUFFER, stderr),
         MAX_STDERR_LINE,
@@ -38,6 +45,8 @@ pub(super) async fn read(stderr: tokio::process::ChildStderr, tail: Arc<Mutex<Ve
         let now = Instant::now();
         if budget.take(now) {
             info!(target: "mcp_session_proxy::upstream::stderr", "{text}");
+        } else {
+            dropped.inc();
         }
         if let Some(dropped) = budget.dropped_to_say(now) {
             warn!(dropped, "the server writes more to stderr than is logged ({LINES_PER_SECOND} lines a second): lines dropped");

@@ -358,6 +358,37 @@ async fn a_child_has_no_terminal_nor_system_v_ipc() {
     }
 }
 
+/// A child that floods its stderr costs the proxy's log a budget of lines: past it, its lines
+/// are read and dropped, and counted.
+#[tokio::test]
+async fn a_stderr_flood_is_logged_to_a_budget_and_the_rest_counted() {
+    let place = Place::new("stderr", Proxy::Own);
+    let (_proxy, addr, ..) = place.start(Proxy::Own, &["--sandbox"]).await;
+    let mut client = Client::initialized(addr, "2025-11-25").await;
+    let flooded = client
+        .call_tool("flood_stderr", json!({ "lines": 20000 }))
+        .await;
+    assert_eq!(flooded, "done");
+    let dropped = || async {
+        let metrics = Client::new(addr)
+            .send_to("/metrics", http::Method::GET, &[], None)
+            .await
+            .bytes()
+            .await;
+        crate::harness::metric_in(
+            &String::from_utf8_lossy(&metrics),
+            "mcp_proxy_upstream_stderr_lines_dropped_total",
+        )
+    };
+    crate::harness::within("the flood's lines past the budget counted", async {
+        // 20,000 lines against a burst of 1,000 and 100 a second: most are dropped.
+        while dropped().await < 15_000 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+}
+
 /// A descriptor the proxy was started with, without close-on-exec, reaches no child.
 #[tokio::test]
 async fn no_descriptor_the_proxy_inherited_reaches_a_child() {
