@@ -216,8 +216,8 @@ pub fn run_subcommand(args: &[OsString]) -> Option<std::process::ExitCode> {
 }
 
 /// Ends every process running as `uid` (what a child of a range left behind), waiting at most
-/// `timeout`: run before the id is given to another child.
-pub async fn end_every_process_of(uid: u32, gid: u32, timeout: Duration) {
+/// `timeout`: run before the id is given to another child. Whether that was done.
+pub async fn end_every_process_of(uid: u32, gid: u32, timeout: Duration) -> bool {
     let mut command = Command::new(launcher_path());
     command
         .arg(REAP)
@@ -227,14 +227,16 @@ pub async fn end_every_process_of(uid: u32, gid: u32, timeout: Duration) {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .kill_on_drop(true);
-    match command.spawn() {
-        Ok(mut reaper) => {
-            if tokio::time::timeout(timeout, reaper.wait()).await.is_err() {
-                tracing::warn!(uid, "ending the processes of a child's user took too long");
-            }
-        }
-        Err(error) => tracing::warn!(uid, %error, "cannot end the processes of a child's user"),
-    }
+    let ended = match command.spawn() {
+        Ok(mut reaper) => match tokio::time::timeout(timeout, reaper.wait()).await {
+            Ok(Ok(status)) if status.success() => return true,
+            Ok(status) => format!("{status:?}"),
+            Err(_) => "it took too long".to_owned(),
+        },
+        Err(error) => error.to_string(),
+    };
+    tracing::error!(uid, %ended, "cannot end the processes of a child's user: the id is given to no other child");
+    false
 }
 
 /// Why a child could not be confined.

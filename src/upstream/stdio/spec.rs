@@ -214,8 +214,13 @@ impl ChildHolds {
     /// its launcher), so none is there when the id is given to another child.
     pub async fn release(self, timeout: Duration) {
         if let Some((user, lease)) = self.user {
-            crate::upstream::sandbox::end_every_process_of(user.uid, user.gid, timeout).await;
-            drop(lease);
+            let ended =
+                crate::upstream::sandbox::end_every_process_of(user.uid, user.gid, timeout).await;
+            match ended {
+                true => drop(lease),
+                // What the child left may still run as it: the id stays taken.
+                false => std::mem::forget(lease),
+            }
         }
     }
 }
