@@ -100,6 +100,13 @@ impl<'de> Visitor<'de> for Walk<'_, 'de> {
         let mut names: Vec<Cow<'de, str>> = Vec::new();
         let mut many: Option<HashSet<Cow<'de, str>>> = None;
         while let Some(Name(name)) = map.next_key::<Name<'de>>()? {
+            if name.starts_with(RESERVED) {
+                // serde_json reads such an object as the JSON text in its string: the proxy's
+                // reading of it would not be the server's.
+                return Err(de::Error::custom(format!(
+                    "the member name {name:?} is reserved by the proxy's JSON reader"
+                )));
+            }
             let seen = match &mut many {
                 Some(set) => !set.insert(name.clone()),
                 None => names.contains(&name),
@@ -129,6 +136,10 @@ impl<'de> Visitor<'de> for Walk<'_, 'de> {
         Ok(())
     }
 }
+
+/// Member names the JSON library gives a meaning of its own (`$serde_json::private::RawValue`):
+/// a message that holds one anywhere is refused.
+const RESERVED: &str = "$serde_json::private::";
 
 /// A member name, borrowed from the message unless it had escapes.
 struct Name<'de>(Cow<'de, str>);
@@ -230,6 +241,16 @@ mod tests {
             "[".repeat(100) + &"]".repeat(100)
         );
         assert_eq!(first_duplicate(fine.as_bytes()).unwrap(), None);
+    }
+
+    #[test]
+    fn a_name_the_json_library_reads_as_raw_json_is_refused_at_any_depth() {
+        let text = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","_meta":{"x":{"$serde_json::private::RawValue":"{\"name\":1}"}}}}"#;
+        let refused = first_duplicate(text).unwrap_err().to_string();
+        assert!(refused.contains("reserved"), "{refused}");
+        let escaped = br#"{"a":{"\u0024serde_json::private::RawValue":"b"}}"#;
+        assert!(first_duplicate(escaped).is_err(), "however spelled");
+        assert!(crate::wire::jsonrpc::Message::parse(bytes::Bytes::from_static(text)).is_err());
     }
 
     #[test]
