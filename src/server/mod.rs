@@ -69,11 +69,12 @@ pub struct Running {
 /// Binds `config.listen` and starts serving.
 pub async fn start(config: &Config) -> anyhow::Result<Running> {
     let unenforced = check_commands(config)?;
+    let http = config.http_settings()?;
     let listener = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
-    warn_if_open_to_anyone(config, addr);
+    warn_if_open_to_anyone(&http, addr);
     let metrics = Arc::new(Metrics::default());
     for (server, what) in unenforced {
         let labels = vec![("server", server), ("what", what.to_owned())];
@@ -94,7 +95,6 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         None => Store::Memory,
         Some(settings) => Store::Redis(RedisStore::connect(settings, metrics.store.clone()).await?),
     };
-    let http = config.http_settings()?;
     let shared = Shared {
         config,
         http: &http,
@@ -257,8 +257,8 @@ impl Shared<'_> {
 type Served = (Option<Arc<App>>, BTreeMap<String, Arc<App>>, Vec<Arc<App>>);
 
 /// Warns when anyone who reaches `addr` is served under any Host (see `guard::open_to_anyone`).
-fn warn_if_open_to_anyone(config: &Config, addr: SocketAddr) {
-    if front::guard::open_to_anyone(&config.http_settings().unwrap_or_default()) {
+fn warn_if_open_to_anyone(http: &crate::front::settings::HttpSettings, addr: SocketAddr) {
+    if front::guard::open_to_anyone(http) {
         tracing::warn!(%addr,
             "listening beyond loopback with no allowed hosts (--allowed-host, \
              MCP_PROXY_ALLOWED_HOSTS) and no authorization in front (--principal-header): any \

@@ -3,7 +3,7 @@
 
 use anyhow::Context;
 
-use crate::config::Config;
+use crate::config::{Config, UpstreamConfig};
 use crate::upstream::child_user::RunAs;
 use crate::upstream::UpstreamSpec;
 
@@ -15,15 +15,9 @@ use crate::upstream::UpstreamSpec;
 pub(super) fn check_commands(config: &Config) -> anyhow::Result<Vec<(String, &'static str)>> {
     check_principal_header(config)?;
     let mut unenforced = Vec::new();
-    let default = config
-        .serves_default()
-        .then(|| ("upstream.stdio".to_owned(), &config.upstream));
-    let named = config
-        .servers
-        .iter()
-        .map(|(name, server)| (format!("servers.{name}.upstream.stdio"), &server.upstream));
-    for (key, upstream) in default.into_iter().chain(named) {
-        let server = key.trim_end_matches(".stdio");
+    for (server, upstream) in served(config) {
+        let key = format!("{server}.stdio");
+        let server = server.as_str();
         match upstream.child_user(server)? {
             Some(RunAs::User(user)) => tracing::info!(
                 server,
@@ -51,6 +45,18 @@ pub(super) fn check_commands(config: &Config) -> anyhow::Result<Vec<(String, &'s
     Ok(unenforced)
 }
 
+/// Each server's upstream the proxy serves, by its key (`upstream`, `servers.<name>.upstream`).
+fn served(config: &Config) -> impl Iterator<Item = (String, &UpstreamConfig)> {
+    let default = config
+        .serves_default()
+        .then(|| ("upstream".to_owned(), &config.upstream));
+    let named = config
+        .servers
+        .iter()
+        .map(|(name, server)| (format!("servers.{name}.upstream"), &server.upstream));
+    default.into_iter().chain(named)
+}
+
 /// A principal header is taken only from a peer that proves itself: the proxy's own stdio
 /// children share its loopback, so while one may reach the network (a server not confined
 /// with `network = "none"`), a loopback address proves nothing. Then the trusted proxies must
@@ -69,14 +75,7 @@ fn check_principal_header(config: &Config) -> anyhow::Result<()> {
     if !trusts_loopback || http.trusted_proxy_token_file.is_some() {
         return Ok(());
     }
-    let default = config
-        .serves_default()
-        .then(|| ("upstream".to_owned(), &config.upstream));
-    let named = config
-        .servers
-        .iter()
-        .map(|(name, server)| (format!("servers.{name}.upstream"), &server.upstream));
-    let reaching = default.into_iter().chain(named).find(|(_, upstream)| {
+    let reaching = served(config).find(|(_, upstream)| {
         let stdio = upstream.http.is_none() && upstream.sse.is_none();
         let no_network = upstream.sandbox.enabled
             && upstream.sandbox.network == crate::upstream::sandbox::Network::None;
@@ -96,10 +95,7 @@ fn check_principal_header(config: &Config) -> anyhow::Result<()> {
 
 /// The capabilities a server's children keep are named right, and are the proxy's to give: a
 /// child of another user has none. A root proxy running its children as root is warned of.
-fn check_capabilities(
-    server: &str,
-    upstream: &crate::config::UpstreamConfig,
-) -> anyhow::Result<()> {
+fn check_capabilities(server: &str, upstream: &UpstreamConfig) -> anyhow::Result<()> {
     for name in &upstream.capabilities {
         crate::upstream::sandbox::parse_capability(name)
             .map_err(|e| anyhow::anyhow!("{server}.capabilities: {e}"))?;

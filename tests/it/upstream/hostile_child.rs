@@ -618,15 +618,30 @@ async fn a_child_cannot_name_a_principal_to_the_proxy() {
         let mut client = Client::initialized(addr, "2025-11-25").await;
         let named = json!({ "port": addr.port(), "header": "x-user", "user": "alice" });
         assert_eq!(client.call_tool("post_as", named).await, "403", "{proxy:?}");
-        let mut balancer = Client::new(addr);
-        balancer.extra_headers = vec![
-            ("x-user".into(), "alice".into()),
-            (
-                "x-trusted-proxy-token".into(),
-                "a-token-only-the-balancer-knows".into(),
-            ),
-        ];
-        balancer.initialize("2025-11-25").await;
+        let named = |token: &[&str]| {
+            let mut client = Client::new(addr);
+            client.extra_headers = vec![("x-user".into(), "alice".into())];
+            let tokens = token
+                .iter()
+                .map(|t| ("x-trusted-proxy-token".into(), t.to_string()));
+            client.extra_headers.extend(tokens);
+            client
+        };
+        // A guessed token, or the token sent twice (one a guess), is no proof.
+        for token in [
+            &["guess"][..],
+            &["guess", "a-token-only-the-balancer-knows"][..],
+        ] {
+            let refused = named(token).try_initialize("2025-11-25").await;
+            assert_eq!(
+                refused.unwrap_err(),
+                http::StatusCode::FORBIDDEN,
+                "{token:?}"
+            );
+        }
+        named(&["a-token-only-the-balancer-knows"])
+            .initialize("2025-11-25")
+            .await;
     }
 }
 
