@@ -52,6 +52,13 @@ settings! {
         #[arg(long = "sandbox-cache-dir", value_name = "PATH")]
         pub cache_dir: Option<PathBuf> = None, some(Option<PathBuf>);
 
+        /// With the sandbox: warm each command's package cache at start (one child of the
+        /// proxy's own, before any session, the only one that writes it; sessions' children
+        /// each get a view of it, thrown away with them); false: the cache is only read, as it
+        /// was warmed before (true/false) [default: true].
+        #[arg(long = "sandbox-warm-cache", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+        pub warm_cache: bool = true, set;
+
         /// With the sandbox: refuse to run a child where the kernel cannot enforce every
         /// filesystem and port rule (else what it cannot is not enforced) (true/false)
         /// [default: false].
@@ -115,6 +122,7 @@ impl SandboxConfig {
                 require: self.require,
             },
             cache: self.cache_dir.clone().unwrap_or_else(default_cache_root),
+            warm_cache: self.warm_cache,
         })
     }
 }

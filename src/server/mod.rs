@@ -31,7 +31,7 @@ use crate::store::{RedisStore, Store};
 use crate::telemetry::metrics::{Metrics, ServerMetrics};
 use crate::telemetry::spans::{Exporter, Spans};
 use crate::upstream::child_env::Secrets;
-use crate::upstream::{probe, UpstreamSpec};
+use crate::upstream::{probe, stdio, UpstreamSpec};
 use tracing::warn;
 
 mod stdio_checks;
@@ -364,12 +364,17 @@ impl Shared<'_> {
     }
 }
 
-/// A server's spec with its revision settled (`auto` probed once, here, before any session).
+/// A server's spec with its revision settled (`auto` probed once, here, before any session),
+/// a confined stdio server's package cache warmed first.
 async fn settled(
     upstream: &UpstreamConfig,
     secrets: &Arc<Secrets>,
 ) -> anyhow::Result<UpstreamSpec> {
-    Ok(probe::settle(upstream.spec(secrets)?, upstream.request_timeout).await)
+    let spec = upstream.spec(secrets)?;
+    if let UpstreamSpec::Stdio(stdio) | UpstreamSpec::SharedStdio(stdio) = &spec {
+        stdio::warm_cache(stdio, upstream.request_timeout).await;
+    }
+    Ok(probe::settle(spec, upstream.request_timeout).await)
 }
 
 impl Running {

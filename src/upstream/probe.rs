@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tracing::info;
 
 use bytes::Bytes;
@@ -20,7 +20,7 @@ use http::{header, Method, Request};
 use http_body_util::{BodyExt, Full};
 
 use super::http_client::{self, HttpSpec};
-use super::sandbox::PrivateDir;
+use super::lines::{Line, LineReader};
 use super::stdio::StdioSpec;
 use super::UpstreamSpec;
 use crate::wire::era::{Era, CAPABILITIES_KEY, MODERN_VERSION, VERSION_KEY};
@@ -77,9 +77,9 @@ pub async fn http_verdict(spec: &HttpSpec) -> Era {
         return Era::Legacy;
     };
     let sse = http_client::is_event_stream(&response);
-    let Ok(Ok(body)) =
-        tokio::time::timeout(spec.request_timeout, response.into_body().collect()).await
-    else {
+    // An answer past the longest event is not one the probe waits for to its end.
+    let body = http_body_util::Limited::new(response.into_body(), spec.max_event_bytes);
+    let Ok(Ok(body)) = tokio::time::timeout(spec.request_timeout, body.collect()).await else {
         return Era::Legacy;
     };
     let body = body.to_bytes();
@@ -153,19 +153,9 @@ fn speaks_modern(message: &Value) -> bool {
             .is_some_and(|versions| versions.iter().any(|v| v == MODERN_VERSION))
 }
 
-/// Asks a throwaway child of `spec` for `server/discover`. Confined, it gets a package cache of
-/// its own, thrown away with it: a child stopped while `npx` or `uvx` fetches the server would
-/// leave the command's cache half written for every child after it.
+/// Asks a throwaway child of `spec` for `server/discover` (confined, it works on a view of its
+/// command's package cache, as a session's child does).
 pub async fn stdio_verdict(spec: &StdioSpec, timeout: Duration) -> Era {
-    let mut spec = spec.clone();
-    let mut _scratch_cache = None;
-    if let Some(sandbox) = &mut spec.sandbox {
-        let Ok(scratch) = PrivateDir::create(None) else {
-            return Era::Legacy;
-        };
-        sandbox.cache = scratch.path().to_path_buf();
-        _scratch_cache = Some(scratch);
-    }
     let Ok((mut command, holds)) = spec.command() else {
         return Era::Legacy;
     };
@@ -173,9 +163,12 @@ pub async fn stdio_verdict(spec: &StdioSpec, timeout: Duration) -> Era {
         return Era::Legacy;
     };
     let verdict = match (child.stdin.take(), child.stdout.take()) {
-        (Some(stdin), Some(stdout)) => tokio::time::timeout(timeout, ask(stdin, stdout))
-            .await
-            .unwrap_or(Era::Legacy),
+        (Some(stdin), Some(stdout)) => {
+            let asked = ask(stdin, stdout, spec.max_line_bytes);
+            tokio::time::timeout(timeout, asked)
+                .await
+                .unwrap_or(Era::Legacy)
+        }
         _ => Era::Legacy,
     };
     let _ = super::stdio::terminate(&mut child, Duration::ZERO).await;
@@ -183,7 +176,11 @@ pub async fn stdio_verdict(spec: &StdioSpec, timeout: Duration) -> Era {
     verdict
 }
 
-async fn ask(mut stdin: tokio::process::ChildStdin, stdout: tokio::process::ChildStdout) -> Era {
+async fn ask(
+    mut stdin: tokio::process::ChildStdin,
+    stdout: tokio::process::ChildStdout,
+    max_line_bytes: usize,
+) -> Era {
     if stdin
         .write_all(format!("{}\n", discover()).as_bytes())
         .await
@@ -191,7 +188,7 @@ async fn ask(mut stdin: tokio::process::ChildStdin, stdout: tokio::process::Chil
     {
         return Era::Legacy;
     }
-    let mut lines = BufReader::new(stdout).lines();
+    let mut lines = LineReader::new(BufReader::new(stdout), max_line_bytes);
     let Some(discovered) = answer_to(&mut lines, PROBE_ID).await else {
         return Era::Legacy; // it ended without answering
     };
@@ -210,11 +207,12 @@ async fn ask(mut stdin: tokio::process::ChildStdin, stdout: tokio::process::Chil
 
 /// The server's answer to the probe's request `id`, skipping anything else it writes.
 async fn answer_to(
-    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    lines: &mut LineReader<BufReader<tokio::process::ChildStdout>>,
     id: &str,
 ) -> Option<Value> {
     while let Ok(Some(line)) = lines.next_line().await {
-        match serde_json::from_str::<Value>(&line) {
+        let Line::Text(line) = line else { continue };
+        match serde_json::from_slice::<Value>(&line) {
             Ok(message) if message["id"] == id => return Some(message),
             _ => continue,
         }

@@ -21,8 +21,10 @@ its own), `unix_dgram {path}` (a datagram from a socketpair of its own to a Unix
 path), `shm` (a System V shared memory segment), `chain {count}` (that many processes, each the
 child of the one before and each in a session of its own, waiting: their pids answered),
 `lock_home` (a folder in its HOME closed to its own user, a file in it), `flood_stderr {lines}`
-(that many lines to stderr at once). Each answers "done" or the error the system gave
-(as its errno name). Standard library only."""
+(that many lines to stderr at once), `cat {path}` (what the file holds). Each answers "done" or
+the error the system gave (as its errno name). Started with `npm_config_cache` set and no
+`_npx/fetched.js` in it, it first writes that file, as `npx` fetching a server would. Standard
+library only."""
 
 import ctypes
 import errno
@@ -360,7 +362,28 @@ TOOLS = {
     "chain": lambda a: chain(int(a["count"])),
     "lock_home": lambda a: attempt(lock_home),
     "flood_stderr": lambda a: attempt(lambda: sys.stderr.write("flood\n" * int(a["lines"]))),
+    "cat": lambda a: cat(a["path"]),
 }
+
+
+def cat(path):
+    try:
+        with open(path) as f:
+            return f.read(200)
+    except OSError as e:
+        return failed(e.errno)
+
+
+def fetch_into_the_cache():
+    cache = os.environ.get("npm_config_cache")
+    if not cache or os.path.lexists(os.path.join(cache, "_npx", "fetched.js")):
+        return
+    try:
+        os.makedirs(os.path.join(cache, "_npx"), exist_ok=True)
+        with open(os.path.join(cache, "_npx", "fetched.js"), "w") as f:
+            f.write("fetched by %d" % os.getpid())
+    except OSError as e:
+        sys.stderr.write("cannot fetch into the cache: %s\n" % e)
 
 
 def answer(request):
@@ -380,6 +403,7 @@ def answer(request):
     return {}
 
 
+fetch_into_the_cache()
 for line in sys.stdin:
     request = json.loads(line)
     if "id" in request and "method" in request:

@@ -2,8 +2,9 @@
 //! the server's environment. Reads what it is to do from the environment (the rest is the
 //! server's), starts a session of its own (no controlling terminal), keeps only the configured
 //! capabilities, sets `no_new_privs` and, with the
-//! sandbox, the limits, the Landlock rules and the seccomp filters on itself; marks every
-//! descriptor above stderr close-on-exec; then executes the server in its place.
+//! sandbox, the limits, the Landlock rules and the seccomp filters on itself; makes its view of
+//! its command's package cache; marks every descriptor above stderr close-on-exec; then
+//! executes the server in its place.
 
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -55,6 +56,12 @@ fn confine_and_exec(args: Vec<OsString>) -> Result<std::convert::Infallible, San
     if let Some(sandbox) = &launch.sandbox {
         sandbox.paths.restrict(sandbox.network)?;
         seccomp::install(sandbox.sockets())?;
+    }
+    if let Some(view) = &launch.cache_view {
+        // Confined already: it reads the sealed cache and writes its own directory only.
+        if let Err(error) = view.build() {
+            eprintln!("mcp-session-proxy {}: {error}", super::CONFINE);
+        }
     }
     // What this process was given beyond stdin, stdout and stderr (descriptors the proxy
     // inherited without close-on-exec) does not reach the server.

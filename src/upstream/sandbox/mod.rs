@@ -7,6 +7,7 @@
 //! Nothing runs between fork and exec but what is safe there, and a server can undo none of it.
 
 mod cache_dir;
+mod cache_view;
 mod capabilities;
 mod confine;
 mod descendants;
@@ -26,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use tokio::process::Command;
 
 pub use cache_dir::{default_root as default_cache_root, CacheDir};
+pub use cache_view::CacheView;
 pub use capabilities::{may_cut_bounding_set, parse as parse_capability};
 pub use filesystem::{
     landlock_abi, landlock_abi_written_for, Paths, SYSTEM_READABLE, SYSTEM_WRITABLE,
@@ -104,6 +106,9 @@ pub struct SandboxSpec {
     /// Where its command's package cache is kept (`cache_dir`); not the launcher's concern.
     #[serde(skip)]
     pub cache: PathBuf,
+    /// Whether the proxy warms that cache at start (`warm_cache`); not the launcher's concern.
+    #[serde(skip)]
+    pub warm_cache: bool,
 }
 
 impl SandboxSpec {
@@ -150,12 +155,14 @@ impl SandboxSpec {
 }
 
 /// What the launcher is told of a child: its confinement (none: the sandbox is off), the
-/// capabilities it keeps, and how long the server has to end once told to.
+/// capabilities it keeps, how long the server has to end once told to, and the view of its
+/// command's package cache it makes before the server runs (a session's child's).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Launch {
     pub sandbox: Option<SandboxSpec>,
     pub capabilities: Vec<String>,
     pub grace: Duration,
+    pub cache_view: Option<CacheView>,
 }
 
 impl Launch {

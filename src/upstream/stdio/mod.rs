@@ -24,8 +24,10 @@ use crate::wire::jsonrpc::{self, Message};
 
 mod spec;
 mod stderr;
+mod warm_up;
 
-pub use spec::{own_directories, ChildHolds, CommandError, StdioSpec};
+pub use spec::{own_directories, ChildHolds, CommandError, Role, StdioSpec};
+pub use warm_up::warm_cache;
 
 /// Lines of stderr kept to explain a crash.
 const STDERR_TAIL: usize = 10;

@@ -11,7 +11,7 @@ use tokio::process::Command;
 
 use crate::upstream::child_env::ChildEnv;
 use crate::upstream::child_user::{ChildUser, RunAs, UserLease};
-use crate::upstream::sandbox::{CacheDir, Launch, PrivateDir, SandboxSpec};
+use crate::upstream::sandbox::{CacheDir, CacheView, Launch, PrivateDir, SandboxSpec};
 
 /// How to start and stop a stdio server. Comes from configuration only.
 #[derive(Debug, Clone)]
@@ -49,6 +49,12 @@ impl StdioSpec {
     /// Every child of a stdio server is started from it: a session's, the shared one, the warm
     /// ones, the `auto` probe's.
     pub fn command(&self) -> std::io::Result<(Command, ChildHolds)> {
+        self.command_as(Role::Session)
+    }
+
+    /// [`command`](Self::command) for a child of `role`: a session's child works on a view of
+    /// its command's package cache, the child that warms the cache on the cache itself.
+    pub fn command_as(&self, role: Role) -> std::io::Result<(Command, ChildHolds)> {
         let (user, lease) = match &self.user {
             Some(run_as) => {
                 let (user, lease) = run_as.take().map_err(std::io::Error::other)?;
@@ -56,8 +62,10 @@ impl StdioSpec {
             }
             None => (None, None),
         };
+        let owner = user.map(|u| (u.uid, u.gid));
         let mut holds = ChildHolds {
             private_dir: None,
+            owner,
             user: lease.map(|lease| (user.expect("a lease is of a user"), lease)),
         };
         // Found here, so that a command that cannot be run fails to start, as it would
@@ -77,19 +85,35 @@ impl StdioSpec {
             sandbox: None,
             capabilities: self.capabilities.clone(),
             grace: self.shutdown_grace,
+            cache_view: None,
         };
         if let Some(sandbox) = &self.sandbox {
-            let owner = user.map(|u| (u.uid, u.gid));
             let dir = PrivateDir::create(owner)?;
-            let cache = CacheDir::of(&sandbox.cache, &self.display(), owner)?;
+            let cache = CacheDir::of(&sandbox.cache, &self.display())?;
             let mut spec = sandbox.clone();
             spec.paths
                 .read
                 .extend(own_directories(&program, &self.args));
             spec.paths.write.push(dir.path().to_path_buf());
-            spec.paths.write.push(cache.path().to_path_buf());
+            let cache_at = match role {
+                Role::CacheWarmer => {
+                    spec.paths.write.push(cache.path().to_path_buf());
+                    cache.path().to_path_buf()
+                }
+                Role::Session => {
+                    spec.paths.read.push(cache.path().to_path_buf());
+                    let view = dir.path().join("cache");
+                    launch.cache_view = Some(CacheView {
+                        sealed: cache.path().to_path_buf(),
+                        view: view.clone(),
+                    });
+                    view
+                }
+            };
             command.env("HOME", dir.path()).env("TMPDIR", dir.path());
-            cache.apply(&mut command, spec.network, |name| self.env.sets(name));
+            CacheDir::apply(&cache_at, dir.path(), &mut command, spec.network, |name| {
+                self.env.sets(name)
+            });
             if spec.resolves_over_tcp() && !self.env.sets("RES_OPTIONS") {
                 // No UDP: the C library's resolver asks over TCP.
                 command.env("RES_OPTIONS", "use-vc");
@@ -205,10 +229,33 @@ fn python_home(config: &str) -> Option<PathBuf> {
 #[derive(Debug, Default)]
 pub struct ChildHolds {
     pub private_dir: Option<PrivateDir>,
+    /// The user and group ids the child runs as, when not the proxy's.
+    owner: Option<(u32, u32)>,
     user: Option<(ChildUser, UserLease)>,
 }
 
+/// Whom a child is started for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A session (or the shared child, a warm one, the `auto` probe): its command's package
+    /// cache is sealed to it, it works on a view of its own.
+    Session,
+    /// The proxy, to warm its command's package cache: the only child that writes it.
+    CacheWarmer,
+}
+
 impl ChildHolds {
+    /// The user and group ids the child runs as, when not the proxy's.
+    pub fn owner(&self) -> Option<(u32, u32)> {
+        self.owner
+    }
+
+    /// The user and group ids the child runs as when they are its alone (taken from the range
+    /// for it).
+    pub fn range_user(&self) -> Option<(u32, u32)> {
+        self.user.as_ref().map(|(user, _)| (user.uid, user.gid))
+    }
+
     /// Lets go of what the child held, once it ended: a user id from the range is given back
     /// only after every process running as it has ended (what the child may have left behind
     /// its launcher), so none is there when the id is given to another child.
@@ -221,6 +268,10 @@ impl ChildHolds {
                 // What the child left may still run as it: the id stays taken.
                 false => std::mem::forget(lease),
             }
+        }
+        // A view of a package cache is thousands of entries: removed off the runtime's threads.
+        if let Some(dir) = self.private_dir {
+            let _ = tokio::task::spawn_blocking(move || drop(dir)).await;
         }
     }
 }

@@ -504,11 +504,14 @@ async fn without_landlock_require_stops_the_start_and_else_each_missing_piece_is
     );
 }
 
-/// A command's package cache is kept across its children (what one fetched, the next finds),
-/// and is out of another command's reach; with no network, package managers are told to take
-/// what they fetched before without asking.
+/// A command's package cache is written only while it is warmed, at start, by a child of the
+/// proxy's own (here, `escape.py` writing `_npx/fetched.js` as `npx` would): every session's
+/// child finds what was fetched in a view of its own, can change nothing of the cache (through
+/// the view's links, at the cache's own path, a new file in it), and what it writes in its
+/// view no other session's child sees. Another command's cache is out of reach; with no
+/// network, package managers are told to take what they fetched before without asking.
 #[tokio::test]
-async fn a_commands_package_cache_outlives_its_children_and_no_other_command_reaches_it() {
+async fn no_session_leaves_in_the_package_cache_what_another_sessions_child_runs() {
     let cache = Scratch::new("cache");
     let root = cache.0.display().to_string();
     let flags = ["--sandbox", "--sandbox-cache-dir", &root];
@@ -517,7 +520,8 @@ async fn a_commands_package_cache_outlives_its_children_and_no_other_command_rea
     let npm = first
         .call_tool("env", json!({ "name": "npm_config_cache" }))
         .await;
-    assert!(npm.starts_with(&root), "{npm}");
+    let home = first.call_tool("home", json!({})).await;
+    assert!(npm.starts_with(&home), "a view of the child's own: {npm}");
     assert_eq!(
         first
             .call_tool("env", json!({ "name": "npm_config_prefer_offline" }))
@@ -525,17 +529,61 @@ async fn a_commands_package_cache_outlives_its_children_and_no_other_command_rea
         "",
         "with the network, npm asks the registry as usual"
     );
-    let fetched = std::path::Path::new(&npm).with_file_name("fetched");
-    let fetched = fetched.display().to_string();
-    assert_eq!(
-        first.call_tool("write", json!({ "path": fetched })).await,
-        "done"
+    let sealed = sealed_cache(&cache);
+    let fetched = std::fs::read_to_string(sealed.join("npm/_npx/fetched.js")).unwrap();
+    assert!(
+        fetched.starts_with("fetched by"),
+        "warmed at start: {fetched}"
     );
-    let mut second = Client::initialized(addr, "2025-11-25").await;
+    let in_view = format!("{npm}/_npx/fetched.js");
     assert_eq!(
-        second.call_tool("read", json!({ "path": fetched })).await,
+        first.call_tool("cat", json!({ "path": in_view })).await,
+        fetched
+    );
+    for path in [
+        in_view.clone(),
+        sealed.join("npm/_npx/fetched.js").display().to_string(),
+        sealed.join("npm/_npx/planted.js").display().to_string(),
+    ] {
+        assert_eq!(
+            first.call_tool("write", json!({ "path": path })).await,
+            "EACCES",
+            "{path}"
+        );
+    }
+    let planted = format!("{npm}/_npx/planted.js");
+    assert_eq!(
+        first.call_tool("write", json!({ "path": planted })).await,
         "done",
-        "the next child finds it"
+        "its own view"
+    );
+
+    let mut second = Client::initialized(addr, "2025-11-25").await;
+    let own = second
+        .call_tool("env", json!({ "name": "npm_config_cache" }))
+        .await;
+    assert_ne!(own, npm);
+    assert_eq!(
+        second
+            .call_tool("cat", json!({ "path": format!("{own}/_npx/fetched.js") }))
+            .await,
+        fetched,
+        "the cache as warmed"
+    );
+    assert_eq!(
+        second
+            .call_tool("cat", json!({ "path": format!("{own}/_npx/planted.js") }))
+            .await,
+        "ENOENT",
+        "nothing of another session's"
+    );
+    assert_eq!(
+        second.call_tool("cat", json!({ "path": planted })).await,
+        "EACCES"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sealed.join("npm/_npx/fetched.js")).unwrap(),
+        fetched
     );
 
     let mut flags = flags.to_vec();
@@ -543,20 +591,59 @@ async fn a_commands_package_cache_outlives_its_children_and_no_other_command_rea
     let (_other, addr) = confining_with(&["another-server"], &flags).await;
     let mut other = Client::initialized(addr, "2025-11-25").await;
     assert_eq!(
-        other.call_tool("read", json!({ "path": fetched })).await,
+        other
+            .call_tool("cat", json!({ "path": sealed.join("npm/_npx/fetched.js") }))
+            .await,
         "EACCES",
         "another command's cache"
     );
-    let own = other
-        .call_tool("env", json!({ "name": "npm_config_cache" }))
-        .await;
-    assert!(own.starts_with(&root) && own != npm, "{own}");
     assert_eq!(
         other
             .call_tool("env", json!({ "name": "npm_config_prefer_offline" }))
             .await,
         "true"
     );
+}
+
+/// With `--sandbox-warm-cache false` the proxy writes no cache: its children find it as it
+/// was (here, empty), each in a view of its own.
+#[tokio::test]
+async fn with_warm_cache_off_the_package_cache_is_only_read() {
+    let cache = Scratch::new("cold-cache");
+    let root = cache.0.display().to_string();
+    let flags = [
+        "--sandbox",
+        "--sandbox-cache-dir",
+        &root,
+        "--sandbox-warm-cache",
+        "false",
+    ];
+    let (_proxy, addr) = confining(&flags).await;
+    let mut child = Client::initialized(addr, "2025-11-25").await;
+    let npm = child
+        .call_tool("env", json!({ "name": "npm_config_cache" }))
+        .await;
+    let fetched = child
+        .call_tool("cat", json!({ "path": format!("{npm}/_npx/fetched.js") }))
+        .await;
+    assert!(
+        fetched.starts_with("fetched by"),
+        "its own fetch, in its view: {fetched}"
+    );
+    let sealed = sealed_cache(&cache);
+    assert_eq!(
+        std::fs::read_dir(&sealed).unwrap().count(),
+        0,
+        "nothing written"
+    );
+}
+
+/// The one command's cache under `cache`.
+fn sealed_cache(cache: &Scratch) -> std::path::PathBuf {
+    let mut entries = std::fs::read_dir(&cache.0).unwrap();
+    let sealed = entries.next().expect("a command's cache").unwrap().path();
+    assert!(entries.next().is_none(), "one command, one cache");
+    sealed
 }
 
 /// With `upstream.user_range` each child runs as a user of its own, and `sandbox.processes`
@@ -586,6 +673,7 @@ async fn each_child_runs_as_a_user_of_its_own_and_forks_no_more_than_its_process
     let python = "/usr/bin/python3";
     assert!(std::path::Path::new(python).exists(), "Debian's python3");
     let stdio = format!("{python} {}", server.display());
+    let cache = dir.0.join("cache");
     let (_proxy, addr, _logs, _) = crate::harness::spawn_proxy_command(
         tokio::process::Command::new(&binary),
         &[
@@ -598,6 +686,8 @@ async fn each_child_runs_as_a_user_of_its_own_and_forks_no_more_than_its_process
             "--sandbox",
             "--sandbox-processes",
             "4",
+            "--sandbox-cache-dir",
+            &cache.display().to_string(),
         ],
         &[],
     )
@@ -618,6 +708,29 @@ async fn each_child_runs_as_a_user_of_its_own_and_forks_no_more_than_its_process
     assert_eq!(a.call_tool("fork", json!({ "count": 2 })).await, "done");
     // The other session's child counts its own processes.
     assert_eq!(b.call_tool("fork", json!({ "count": 3 })).await, "done");
+
+    // The package cache, warmed by a child of the range, is sealed: the proxy's, read by
+    // every child, written by none.
+    let sealed = std::fs::read_dir(&cache)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let fetched = sealed.join("npm/_npx/fetched.js");
+    let metadata = std::fs::symlink_metadata(&fetched).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!((metadata.uid(), metadata.mode() & 0o777), (0, 0o644));
+    let npm = a
+        .call_tool("env", json!({ "name": "npm_config_cache" }))
+        .await;
+    let in_view = format!("{npm}/_npx/fetched.js");
+    let warmed = a.call_tool("cat", json!({ "path": in_view })).await;
+    assert!(warmed.starts_with("fetched by"), "{warmed}");
+    assert_eq!(
+        a.call_tool("write", json!({ "path": in_view })).await,
+        "EACCES"
+    );
 }
 
 /// A folder of a test's own under the temporary directory, removed when dropped.
