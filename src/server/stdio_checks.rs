@@ -118,9 +118,11 @@ fn check_capabilities(server: &str, upstream: &UpstreamConfig) -> anyhow::Result
     if own_user && nix::unistd::geteuid().is_root() && !upstream.allow_root_children {
         tracing::warn!(
             server,
-            "stdio children run as root (uid 0), without capabilities: set {server}.user or \
-             {server}.user_range to run them as another user ({server}.allow_root_children = \
-             true silences this)"
+            "stdio children run as root (uid 0), without capabilities: as the owner of the \
+             system's files they may still change their modes, times and extended attributes \
+             (never to a set-id program), which the sandbox does not bound; set {server}.user \
+             or {server}.user_range to run them as another user ({server}.allow_root_children \
+             = true silences this)"
         );
     }
     Ok(())

@@ -246,7 +246,7 @@ per_server! {
     sessions_handed_over_total: Counter, "Sessions this replica handed to another while shutting down.";
     upstream_spawns_total: Counter, "Upstream server processes started.";
     upstream_exits_total: Counter, "Upstream servers that exited on their own.";
-    upstream_stderr_lines_dropped_total: Counter, "Lines stdio servers wrote to stderr past what is logged (100 a second, after a burst of 1,000, per child): read and dropped.";
+    upstream_stderr_lines_dropped_total: Counter, "Lines stdio servers wrote to stderr past what is logged (100 a second, after a burst of 1,000, per child): read and dropped; and warnings of lines on their stdout that are not messages, past a budget of their own.";
     upstream_restarts_total: Counter, "Servers started again for a session whose server had exited, at its next request.";
     upstream_tls_failures_total: Counter, "TLS handshakes with an https:// server that failed: an untrusted issuer, a certificate for another name, expired or not yet valid, a client certificate wanted or refused (the warning logged names which).";
     upstreams_modern: Gauge, "1 when the server speaks 2026-07-28 (configured, found by upstream.protocol = auto, or named by the server when it refused the other revision), bridged for legacy clients.";

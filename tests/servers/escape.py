@@ -20,8 +20,13 @@ character typed into the terminal on stdin), `session` ("leader" when it leads a
 its own), `unix_dgram {path}` (a datagram from a socketpair of its own to a Unix socket by
 path), `shm` (a System V shared memory segment), `chain {count}` (that many processes, each the
 child of the one before and each in a session of its own, waiting: their pids answered),
-`lock_home` (a folder in its HOME closed to its own user, a file in it), `flood_stderr {lines}`
-(that many lines to stderr at once), `cat {path}` (what the file holds). Each answers "done" or
+`lock_home` (a folder in its HOME closed to its own user, a file in it), `stderr {text}` (a
+line to stderr), `flood_stdout {lines}` (lines that are not messages), `flood_stderr {lines}`
+(that many lines to stderr at once), `cat {path}` (what the file holds), `deep {levels}` (a
+folder tree that deep in its HOME, made from the bottom up so no path it names is long),
+`listen` (a TCP socket listening, unbound), `socketpair_of {family}` (a pair of that family,
+`AF_INET6`), `open_create {path, mode}` (a file created with that octal mode), `chmod {path,
+mode}`. Each answers "done" or
 the error the system gave (as its errno name). Started with `npm_config_cache` set and no
 `_npx/fetched.js` in it, it first writes that file, as `npx` fetching a server would. Standard
 library only."""
@@ -211,6 +216,22 @@ def socketpair():
     b.close()
 
 
+def listen():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.listen()
+
+
+def socketpair_of(family):
+    a, b = socket.socketpair(getattr(socket, family))
+    a.close()
+    b.close()
+
+
+def create(path, mode):
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, mode))
+    os.chmod(path, mode)
+
+
 def udp(port):
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.sendto(b"escaped", ("127.0.0.1", port))
@@ -362,7 +383,15 @@ TOOLS = {
     "chain": lambda a: chain(int(a["count"])),
     "lock_home": lambda a: attempt(lock_home),
     "flood_stderr": lambda a: attempt(lambda: sys.stderr.write("flood\n" * int(a["lines"]))),
+    "flood_stdout": lambda a: attempt(lambda: sys.stdout.write("not a message\n" * int(a["lines"]))),
+    "stderr": lambda a: attempt(lambda: (sys.stderr.write(a["text"] + "\n"), sys.stderr.flush())),
     "cat": lambda a: cat(a["path"]),
+    "listen": lambda a: attempt(listen),
+    "socketpair_of": lambda a: attempt(lambda: socketpair_of(a["family"])),
+    "create": lambda a: attempt(lambda: create(a["path"], int(a["mode"], 8))),
+    "open_create": lambda a: attempt(lambda: os.close(os.open(a["path"], os.O_CREAT | os.O_WRONLY, int(a["mode"], 8)))),
+    "chmod": lambda a: attempt(lambda: os.chmod(a["path"], int(a["mode"], 8))),
+    "deep": lambda a: attempt(lambda: deep(int(a["levels"]))),
 }
 
 
@@ -372,6 +401,16 @@ def cat(path):
             return f.read(200)
     except OSError as e:
         return failed(e.errno)
+
+
+def deep(levels):
+    home = os.environ["HOME"]
+    tree, moving = os.path.join(home, "deep"), os.path.join(home, "moving")
+    os.makedirs(os.path.join(tree, "d"))
+    for _ in range(levels):
+        os.rename(os.path.join(tree, "d"), moving)
+        os.mkdir(os.path.join(tree, "d"))
+        os.rename(moving, os.path.join(tree, "d", "d"))
 
 
 def fetch_into_the_cache():

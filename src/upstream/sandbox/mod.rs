@@ -15,6 +15,7 @@ mod filesystem;
 mod launcher;
 mod limits;
 mod private_dir;
+mod remove_tree;
 mod seccomp;
 mod syscalls;
 

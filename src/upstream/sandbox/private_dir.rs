@@ -28,30 +28,10 @@ pub fn remove_own() {
     remove_all(&base_of(std::process::id()));
 }
 
-/// Removes `path` and everything beneath it, whatever modes a child left on what it made (a
-/// folder it closed to its own user stops `remove_dir_all` of a proxy without CAP_DAC_OVERRIDE):
-/// folders are opened to their owner again, links left as links.
+/// Removes `path` and everything beneath it, whatever depth and modes a child left.
 fn remove_all(path: &Path) {
-    if std::fs::remove_dir_all(path).is_ok() {
-        return;
-    }
-    open_to_owner(path);
-    let _ = std::fs::remove_dir_all(path);
-}
-
-fn open_to_owner(path: &Path) {
-    let Ok(metadata) = std::fs::symlink_metadata(path) else {
-        return;
-    };
-    if !metadata.is_dir() {
-        return;
-    }
-    let mode = metadata.permissions().mode() | 0o700;
-    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode));
-    if let Ok(entries) = std::fs::read_dir(path) {
-        for entry in entries.flatten() {
-            open_to_owner(&entry.path());
-        }
+    if let Err(error) = super::remove_tree::remove_tree(path) {
+        tracing::warn!(path = %path.display(), %error, "cannot remove a child's directory");
     }
 }
 
@@ -104,6 +84,12 @@ impl PrivateDir {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Removes the directory now, with everything in it. Blocking: a child can leave thousands
+    /// of entries (a view of a package cache is made of them).
+    pub fn remove(mut self) {
+        remove_all(&std::mem::take(&mut self.path));
+    }
 }
 
 /// Fails unless `path` is a directory (not a link to one) of the proxy's own user: in a shared
@@ -121,8 +107,16 @@ pub(super) fn own_directory(path: &Path) -> std::io::Result<()> {
 }
 
 impl Drop for PrivateDir {
+    /// Removes the directory (on a blocking thread when a runtime runs: never on its own).
     fn drop(&mut self) {
-        remove_all(&self.path);
+        let path = std::mem::take(&mut self.path);
+        if path.as_os_str().is_empty() {
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(move || remove_all(&path))),
+            Err(_) => remove_all(&path),
+        }
     }
 }
 

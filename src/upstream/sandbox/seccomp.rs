@@ -123,8 +123,9 @@ const PERSONALITIES: &[u64] = &[0, 0x8, 0x20000, 0x20008, 0xffff_ffff];
 pub(super) enum Sockets {
     /// Any the proxy may, but `AF_VSOCK` (the host's virtual machines).
     Any,
-    /// Unix ones, the kernel's routing information (`NETLINK_ROUTE`, for the C library's
-    /// resolver), TCP (its ports bounded by Landlock), and UDP only with `udp`.
+    /// The kernel's routing information (`NETLINK_ROUTE`, for the C library's resolver), TCP
+    /// (its ports bounded by Landlock; no `listen`), and UDP only with `udp`: no Unix socket by
+    /// path (a pair of its own only).
     Tcp { udp: bool },
     /// None at all: not even a Unix socket by path; a pair of its own (`socketpair`) only as a
     /// stream.
@@ -219,17 +220,74 @@ fn refused(sockets: Sockets) -> Result<BTreeMap<i64, Vec<SeccompRule>>, SandboxE
         .map(|&request| rule(&[(1, (SeccompCmpOp::Eq, request))]))
         .collect::<Result<_, _>>()?;
     refused.insert(libc::SYS_ioctl, terminal_input);
-    if sockets == Sockets::None {
-        // A pair of its own, but no datagram one: `sendto` on it reaches any Unix socket by
-        // its path.
-        let datagram = (0..16)
-            .filter(|kind| ![libc::SOCK_STREAM, libc::SOCK_SEQPACKET].contains(kind))
-            .map(|kind| rule(&[(1, masked_type(kind))]))
+    // A pair of its own is a Unix one (another family's pair only loads kernel code); unless
+    // any socket may be made, not a datagram one: `sendto` on it reaches any Unix socket by
+    // its path.
+    let mut pairs = vec![rule(&[(0, ne(libc::AF_UNIX as u64))])?];
+    if sockets != Sockets::Any {
+        for kind in (0..16).filter(|kind| ![libc::SOCK_STREAM, libc::SOCK_SEQPACKET].contains(kind))
+        {
+            pairs.push(rule(&[(1, masked_type(kind))])?);
+        }
+    }
+    refused.insert(libc::SYS_socketpair, pairs);
+    if let Sockets::Tcp { .. } = sockets {
+        // Bound to the listed ports for what it connects to, it listens on none: `listen` on a
+        // socket it did not bind would bind it to a port of the kernel's choosing, on every
+        // address, past Landlock's rules.
+        refused.insert(libc::SYS_listen, Vec::new());
+    }
+    for (call, mode) in SET_ID_MODES {
+        let set_id = [libc::S_ISUID, libc::S_ISGID]
+            .iter()
+            .map(|&bit| rule(&[(*mode, masked(bit as u64))]))
             .collect::<Result<_, _>>()?;
-        refused.insert(libc::SYS_socketpair, datagram);
+        refused.insert(*call, set_id);
+    }
+    for (call, flags, mode) in CREATING {
+        let set_id = [libc::S_ISUID, libc::S_ISGID]
+            .iter()
+            .flat_map(|&bit| {
+                [libc::O_CREAT, O_TMPFILE_BIT].map(|creating| {
+                    rule(&[
+                        (*flags, masked(creating as u64)),
+                        (*mode, masked(bit as u64)),
+                    ])
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        refused.insert(*call, set_id);
     }
     Ok(refused)
 }
+
+/// `O_TMPFILE`'s own bit (the flag also holds `O_DIRECTORY`).
+const O_TMPFILE_BIT: libc::c_int = 0o20_000_000;
+
+/// The calls that set a file's mode, and the argument the mode is: a mode with a set-user-id
+/// or set-group-id bit is refused. Landlock does not bound whose modes a child changes: a
+/// child running as root could otherwise make a program of the system's run as root for any
+/// user who runs it.
+const SET_ID_MODES: &[(libc::c_long, u8)] = &[
+    (libc::SYS_fchmod, 1),
+    (libc::SYS_fchmodat, 2),
+    (452, 2), // fchmodat2
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_chmod, 1),
+    (libc::SYS_mknodat, 2),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_mknod, 1),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_creat, 1),
+];
+
+/// The calls that create a file with a mode when their flags say so: the flags' argument and
+/// the mode's.
+const CREATING: &[(libc::c_long, u8, u8)] = &[
+    (libc::SYS_openat, 2, 3),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_open, 1, 2),
+];
 
 /// When `socket(family, type, protocol)` is refused: empty, always.
 fn socket_rules(sockets: Sockets) -> Result<Vec<SeccompRule>, SandboxError> {
@@ -238,12 +296,7 @@ fn socket_rules(sockets: Sockets) -> Result<Vec<SeccompRule>, SandboxError> {
         Sockets::None => return Ok(Vec::new()),
         Sockets::Tcp { udp } => udp,
     };
-    let families = [
-        libc::AF_UNIX,
-        libc::AF_INET,
-        libc::AF_INET6,
-        libc::AF_NETLINK,
-    ];
+    let families = [libc::AF_INET, libc::AF_INET6, libc::AF_NETLINK];
     let other_family: Vec<(u8, Cmp)> = families.iter().map(|&f| (0, ne(f as u64))).collect();
     let mut rules = vec![
         rule(&other_family)?,
@@ -285,6 +338,11 @@ fn eq(value: libc::c_int) -> Cmp {
 
 fn ne(value: u64) -> Cmp {
     (SeccompCmpOp::Ne, value)
+}
+
+/// Whether the argument has every bit of `bits`.
+fn masked(bits: u64) -> Cmp {
+    (SeccompCmpOp::MaskedEq(bits), bits)
 }
 
 fn masked_type(kind: libc::c_int) -> Cmp {

@@ -39,7 +39,7 @@ pub(super) const ALLOWED: &[libc::c_long] = &[
     libc::SYS_mq_open, libc::SYS_mq_timedreceive, libc::SYS_mq_timedsend, libc::SYS_mq_unlink,
     libc::SYS_mremap,
     libc::SYS_msync, libc::SYS_munlock, libc::SYS_munlockall, libc::SYS_munmap,
-    libc::SYS_nanosleep, libc::SYS_newfstatat, libc::SYS_openat, libc::SYS_openat2,
+    libc::SYS_nanosleep, libc::SYS_newfstatat, libc::SYS_openat,
     libc::SYS_pidfd_open, libc::SYS_pidfd_send_signal, libc::SYS_pipe2, libc::SYS_pkey_alloc,
     libc::SYS_pkey_free, libc::SYS_pkey_mprotect, libc::SYS_ppoll, libc::SYS_prctl,
     libc::SYS_pread64, libc::SYS_preadv, libc::SYS_preadv2, libc::SYS_process_mrelease,

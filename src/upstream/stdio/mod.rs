@@ -156,7 +156,13 @@ impl Start {
         let tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
         let events = self.events.clone();
         let reader = tokio::spawn(
-            read_stdout(stdout, spec.max_line_bytes, events.clone()).instrument(span.clone()),
+            read_stdout(
+                stdout,
+                spec.max_line_bytes,
+                events.clone(),
+                spec.stderr_dropped.clone(),
+            )
+            .instrument(span.clone()),
         );
         let dropped = spec.stderr_dropped.clone();
         tokio::spawn(stderr::read(stderr, tail.clone(), dropped).instrument(span.clone()));
@@ -373,24 +379,37 @@ fn over_limit(status: &ExitStatus) -> Option<&'static str> {
 
 /// Delivers the child's messages in the order it wrote them. Before taking each, it waits for
 /// room in the sink's write-behind queue: while the queue is full the child's stdout is not read,
-/// and the child blocks on its full pipe (nothing is dropped, nothing piles up here).
-async fn read_stdout(stdout: tokio::process::ChildStdout, max_line: usize, events: EventSink) {
+/// and the child blocks on its full pipe (nothing is dropped, nothing piles up here). What is
+/// said of a line that is not a message is logged within a budget (the rest counted in
+/// `unlogged`, as stderr's lines are).
+async fn read_stdout(
+    stdout: tokio::process::ChildStdout,
+    max_line: usize,
+    events: EventSink,
+    unlogged: prometheus_client::metrics::counter::Counter,
+) {
     let mut lines = LineReader::new(BufReader::with_capacity(STDOUT_BUFFER, stdout), max_line);
+    let mut budget = stderr::Budget::new(tokio::time::Instant::now());
     loop {
         super::room_to_read(events.as_ref()).await;
         match lines.next_line().await {
             Ok(Some(Line::Text(line))) if line.iter().all(u8::is_ascii_whitespace) => {}
             Ok(Some(Line::Text(line))) => match Message::parse_from_server(Bytes::from(line)) {
                 Ok(message) => events.deliver(UpstreamEvent::Message(Box::new(message))),
-                Err(error) => warn!(%error, "upstream wrote a line that is not JSON-RPC; dropped"),
+                Err(error) => budget.log(
+                    &unlogged,
+                    || warn!(%error, "upstream wrote a line that is not JSON-RPC; dropped"),
+                ),
             },
             Ok(Some(Line::TooLong { max, head })) => {
                 let id = jsonrpc::top_level_id(&head);
-                warn!(
-                    max,
-                    ?id,
-                    "upstream wrote a message longer than max_line_bytes; dropped"
-                );
+                budget.log(&unlogged, || {
+                    warn!(
+                        max,
+                        ?id,
+                        "upstream wrote a message longer than max_line_bytes; dropped"
+                    )
+                });
                 events.deliver(UpstreamEvent::Oversized {
                     id: id.map(Box::new),
                     max,

@@ -271,7 +271,7 @@ impl ChildHolds {
         }
         // A view of a package cache is thousands of entries: removed off the runtime's threads.
         if let Some(dir) = self.private_dir {
-            let _ = tokio::task::spawn_blocking(move || drop(dir)).await;
+            let _ = tokio::task::spawn_blocking(move || dir.remove()).await;
         }
     }
 }

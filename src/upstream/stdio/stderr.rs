@@ -1,6 +1,7 @@
-//! A child's stderr, to the proxy's log: each line as it comes, up to a budget of lines a
-//! second (a burst more at first), so that a child that floods stderr costs the proxy's log and
-//! CPU no more than that; what is over it is read and dropped, and how much is logged once a
+//! A child's stderr, to the proxy's log: each line as it comes (its control characters
+//! escaped), up to a budget of lines a second (a burst more at first), so that a child that
+//! floods stderr costs the proxy's log and CPU no more than that (what is said of lines on its
+//! stdout that are not messages has a budget of its own); what is over it is read and dropped, and how much is logged once a
 //! second while it lasts (and counted: `mcp_proxy_upstream_stderr_lines_dropped_total`). The
 //! last lines, dropped or not, are kept to explain a crash.
 
@@ -20,6 +21,19 @@ use super::STDERR_TAIL;
 const MAX_STDERR_LINE: usize = 8 << 10;
 /// What one read of it takes at most: it is read a line at a time and rarely.
 const STDERR_BUFFER: usize = 512;
+/// `text` with its control characters (a carriage return that would overwrite the log line's
+/// start on a terminal, an escape sequence) written as escapes; tabs kept.
+pub(super) fn printable(text: &str) -> String {
+    let mut shown = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c.is_control() && c != '\t' {
+            true => shown.extend(c.escape_default()),
+            false => shown.push(c),
+        }
+    }
+    shown
+}
+
 /// Lines a second logged, once the burst is spent.
 const LINES_PER_SECOND: f64 = 100.0;
 /// Lines logged at once before the rate holds.
@@ -39,18 +53,12 @@ pub(super) async fn read(
     let mut budget = Budget::new(Instant::now());
     while let Ok(Some(line)) = lines.next_line().await {
         let text = match line {
-            Line::Text(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Line::Text(bytes) => printable(&String::from_utf8_lossy(&bytes)),
             Line::TooLong { max, .. } => format!("[a stderr line over {max} bytes]"),
         };
-        let now = Instant::now();
-        if budget.take(now) {
+        budget.log(&dropped, || {
             info!(target: "mcp_session_proxy::upstream::stderr", "{text}");
-        } else {
-            dropped.inc();
-        }
-        if let Some(dropped) = budget.dropped_to_say(now) {
-            warn!(dropped, "the server writes more to stderr than is logged ({LINES_PER_SECOND} lines a second): lines dropped");
-        }
+        });
         let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
         if tail.len() == STDERR_TAIL {
             tail.pop_front();
@@ -59,8 +67,9 @@ pub(super) async fn read(
     }
 }
 
-/// Lines that may be logged now (a token bucket), and those dropped since last said.
-struct Budget {
+/// Lines that may be logged now (a token bucket), and those dropped since last said: one per
+/// child for its stderr, one for what is said of its stdout.
+pub(super) struct Budget {
     tokens: f64,
     refilled: Instant,
     dropped: u64,
@@ -68,7 +77,7 @@ struct Budget {
 }
 
 impl Budget {
-    fn new(now: Instant) -> Budget {
+    pub(super) fn new(now: Instant) -> Budget {
         Budget {
             tokens: BURST,
             refilled: now,
@@ -88,6 +97,19 @@ impl Budget {
         }
         self.dropped += 1;
         false
+    }
+
+    /// Logs a line by `log` when the budget allows, else counts it in `dropped`; and says once a
+    /// second how many were not logged.
+    pub(super) fn log(&mut self, dropped: &Counter, log: impl FnOnce()) {
+        let now = Instant::now();
+        match self.take(now) {
+            true => log(),
+            false => drop(dropped.inc()),
+        }
+        if let Some(dropped) = self.dropped_to_say(now) {
+            warn!(dropped, "the server writes more than is logged ({LINES_PER_SECOND} lines a second): lines dropped");
+        }
     }
 
     /// The lines dropped since last said, once a second at most.

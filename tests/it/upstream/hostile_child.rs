@@ -93,6 +93,30 @@ impl Place {
         self.dir.join("tmp")
     }
 
+    /// A stream and a datagram Unix socket in the place, open to every user (a service's, a
+    /// `docker.sock`, a `/dev/log`): their paths, and the sockets (listening while kept).
+    fn unix_sockets(
+        &self,
+    ) -> (
+        PathBuf,
+        PathBuf,
+        (
+            std::os::unix::net::UnixListener,
+            std::os::unix::net::UnixDatagram,
+        ),
+    ) {
+        let (stream, datagram) = (
+            self.dir.join("service.sock"),
+            self.dir.join("datagrams.sock"),
+        );
+        let listener = std::os::unix::net::UnixListener::bind(&stream).unwrap();
+        let datagrams = std::os::unix::net::UnixDatagram::bind(&datagram).unwrap();
+        for path in [&stream, &datagram] {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).unwrap();
+        }
+        (stream, datagram, (listener, datagrams))
+    }
+
     /// The proxy, as `proxy`, in front of the server, with `flags`: its process, its address
     /// and its log (what was logged before it listened, and the rest).
     async fn start(
@@ -227,13 +251,8 @@ async fn the_x32_and_32_bit_entries_are_refused() {
 async fn with_no_network_no_unix_socket_is_reached_by_path() {
     for proxy in every_proxy() {
         let place = Place::new("unix-path", proxy);
-        let path = place.dir.join("service.sock");
-        let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let (path, dgram_path, _sockets) = place.unix_sockets();
         let path = path.to_str().unwrap();
-        let dgram_path = place.dir.join("datagrams.sock");
-        let _datagrams = std::os::unix::net::UnixDatagram::bind(&dgram_path).unwrap();
-        std::fs::set_permissions(&dgram_path, std::fs::Permissions::from_mode(0o777)).unwrap();
         let (_proxy, addr, ..) = place
             .start(proxy, &["--sandbox", "--sandbox-network", "none"])
             .await;
@@ -241,6 +260,9 @@ async fn with_no_network_no_unix_socket_is_reached_by_path() {
         let by_path = client.call_tool("unix_path", json!({ "path": path })).await;
         assert_eq!(by_path, "EPERM", "{proxy:?}");
         assert_eq!(client.call_tool("socketpair", json!({})).await, "done");
+        let inet6 = json!({ "family": "AF_INET6" });
+        let other_pair = client.call_tool("socketpair_of", inet6).await;
+        assert_eq!(other_pair, "EPERM", "a pair of another family, {proxy:?}");
         let dgram = dgram_path.to_str().unwrap();
         let datagram = client
             .call_tool("unix_dgram", json!({ "path": dgram }))
@@ -294,6 +316,66 @@ async fn with_connect_ports_udp_is_refused_unless_allowed() {
         let mut datagram = [0u8; 16];
         let (length, _) = receiver.recv_from(&mut datagram).unwrap();
         assert_eq!(&datagram[..length], b"escaped");
+    }
+}
+
+/// With `connect_ports`, a child reaches no Unix socket by path (a stream or a datagram one:
+/// `docker.sock`, D-Bus, a Redis on a socket) and listens on no port (`listen` would bind an
+/// unbound socket to one of the kernel's choosing, on every address); a pair of its own works.
+#[tokio::test]
+async fn with_connect_ports_no_unix_socket_is_reached_and_nothing_listens() {
+    for proxy in every_proxy() {
+        let place = Place::new("ports-unix", proxy);
+        let (path, dgram_path, _sockets) = place.unix_sockets();
+        let ports = ["--sandbox", "--sandbox-connect-port", "443"];
+        let (_proxy, addr, ..) = place.start(proxy, &ports).await;
+        let mut client = Client::initialized(addr, "2025-11-25").await;
+        let path = path.to_str().unwrap();
+        let by_path = client.call_tool("unix_path", json!({ "path": path })).await;
+        assert_eq!(by_path, "EPERM", "{proxy:?}");
+        let dgram = dgram_path.to_str().unwrap();
+        let datagram = client
+            .call_tool("unix_dgram", json!({ "path": dgram }))
+            .await;
+        assert_eq!(datagram, "EPERM", "{proxy:?}");
+        assert_eq!(client.call_tool("listen", json!({})).await, "EPERM");
+        assert_eq!(client.call_tool("socketpair", json!({})).await, "done");
+        let (_proxy, addr, ..) = place.start(proxy, &["--sandbox"]).await;
+        let mut allowed = Client::initialized(addr, "2025-11-25").await;
+        assert_eq!(allowed.call_tool("listen", json!({})).await, "done");
+    }
+}
+
+/// No child makes a set-user-id or set-group-id file, by `chmod` (of its own file, or of one of
+/// the system's it owns as root: Landlock does not bound whose modes it changes) or by creating
+/// one with that mode; other modes are its to set on its own files.
+#[tokio::test]
+async fn no_child_makes_a_set_id_program() {
+    for proxy in every_proxy() {
+        let place = Place::new("set-id", proxy);
+        let system = place.dir.join("system-program");
+        std::fs::write(&system, "#!/bin/sh\n").unwrap();
+        place.give(proxy, &system);
+        std::fs::set_permissions(&system, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let (_proxy, addr, ..) = place.start(proxy, &["--sandbox"]).await;
+        let mut client = Client::initialized(addr, "2025-11-25").await;
+        let home = client.call_tool("home", json!({})).await;
+        let own = format!("{home}/program");
+        for (tool, path, mode, said) in [
+            ("open_create", own.as_str(), "4755", "EPERM"),
+            ("open_create", &own, "2755", "EPERM"),
+            ("open_create", &own, "755", "done"),
+            ("chmod", &own, "4755", "EPERM"),
+            ("chmod", &own, "2711", "EPERM"),
+            ("chmod", &own, "700", "done"),
+            ("chmod", system.to_str().unwrap(), "4755", "EPERM"),
+        ] {
+            let args = json!({ "path": path, "mode": mode });
+            let answer = client.call_tool(tool, args).await;
+            assert_eq!(answer, said, "{proxy:?}: {tool} {path} {mode}");
+        }
+        let mode = std::fs::metadata(&system).unwrap().permissions().mode();
+        assert_eq!(mode & 0o7777, 0o755, "{proxy:?}");
     }
 }
 
@@ -363,10 +445,32 @@ async fn a_child_has_no_terminal_nor_system_v_ipc() {
 #[tokio::test]
 async fn a_stderr_flood_is_logged_to_a_budget_and_the_rest_counted() {
     let place = Place::new("stderr", Proxy::Own);
-    let (_proxy, addr, ..) = place.start(Proxy::Own, &["--sandbox"]).await;
+    let (_proxy, addr, _, mut logs) = place.start(Proxy::Own, &["--sandbox"]).await;
     let mut client = Client::initialized(addr, "2025-11-25").await;
+    // A line that would overwrite its own start on a terminal with a forged entry.
+    let forged =
+        json!({ "text": "harmless\r2026-12-07T00:00:00Z ERROR mcp_session_proxy: forged" });
+    assert_eq!(client.call_tool("stderr", forged).await, "done");
+    crate::harness::within("the line, its carriage return escaped", async {
+        while let Ok(Some(line)) = logs.next_line().await {
+            let entry: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+            let message = entry["fields"]["message"].as_str().unwrap_or_default();
+            if message.starts_with("harmless") {
+                assert!(message.starts_with("harmless\\r2026"), "{message:?}");
+                return;
+            }
+        }
+        panic!("the proxy's log ended");
+    })
+    .await;
+    tokio::spawn(async move { while let Ok(Some(_)) = logs.next_line().await {} });
     let flooded = client
         .call_tool("flood_stderr", json!({ "lines": 20000 }))
+        .await;
+    assert_eq!(flooded, "done");
+    // Lines on stdout that are not messages: what is said of them has a budget too.
+    let flooded = client
+        .call_tool("flood_stdout", json!({ "lines": 20000 }))
         .await;
     assert_eq!(flooded, "done");
     let dropped = || async {
@@ -381,8 +485,8 @@ async fn a_stderr_flood_is_logged_to_a_budget_and_the_rest_counted() {
         )
     };
     crate::harness::within("the flood's lines past the budget counted", async {
-        // 20,000 lines against a burst of 1,000 and 100 a second: most are dropped.
-        while dropped().await < 15_000 {
+        // Twice 20,000 lines against a burst of 1,000 and 100 a second: most are dropped.
+        while dropped().await < 30_000 {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
     })
@@ -492,6 +596,37 @@ async fn the_proxy_leaves_no_private_directory_behind() {
             .await
             .unwrap();
         assert!(!own.exists(), "its own, removed at exit");
+    }
+}
+
+/// A child that leaves a folder tree deeper than a path can name (20,000 folders, made from the
+/// bottom up) has its directory removed when its session ends, off the proxy's runtime and a
+/// folder at a time: the proxy goes on serving (it aborted, its stack overflowed, before) and
+/// nothing of the tree is left.
+#[tokio::test]
+async fn a_folder_tree_a_child_leaves_however_deep_is_removed_and_the_proxy_goes_on() {
+    for proxy in every_proxy() {
+        let place = Place::new("deep", proxy);
+        let (mut child, addr, ..) = place.start(proxy, &["--sandbox"]).await;
+        let client = {
+            let mut client = Client::initialized(addr, "2025-11-25").await;
+            let home = client.call_tool("home", json!({})).await;
+            let deep = json!({ "levels": 20_000 });
+            assert_eq!(client.call_tool("deep", deep).await, "done", "{proxy:?}");
+            assert!(client.delete().await.is_success());
+            eventually("the child's directory removed", || {
+                !Path::new(&home).exists()
+            })
+            .await;
+            client
+        };
+        drop(client);
+        let mut next = Client::initialized(addr, "2025-11-25").await;
+        assert!(!next.call_tool("home", json!({})).await.is_empty());
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "{proxy:?}: the proxy runs"
+        );
     }
 }
 
