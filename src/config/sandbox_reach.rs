@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{Config, SecretSource, UpstreamConfig};
-use crate::upstream::sandbox::{default_cache_root, SYSTEM_READABLE};
+use crate::upstream::sandbox::{default_cache_root, private_dirs_base, SYSTEM_READABLE};
 use crate::upstream::stdio::{own_directories, StdioSpec};
 
 impl Config {
@@ -65,6 +65,7 @@ impl Config {
         let own: Vec<(PathBuf, PathBuf)> =
             own.into_iter().map(|file| (real(&file), file)).collect();
         for (key, upstream) in self.upstreams() {
+            shared_places_out_of_reach(&key, upstream)?;
             for (grant, beneath) in granted(&key, upstream)? {
                 let beneath = real(&beneath);
                 if let Some((_, file)) = own.iter().find(|(real, _)| real.starts_with(&beneath)) {
@@ -80,6 +81,46 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// Refuses a grant of the server at `key` that holds (or is beneath) what children share: the
+/// package caches, which only the warming child writes (a `writable` one would let a session's
+/// child change what another's runs), and the children's private directories (a `readable`
+/// or `writable` one would open another session's to it).
+fn shared_places_out_of_reach(key: &str, upstream: &UpstreamConfig) -> anyhow::Result<()> {
+    let sandbox = &upstream.sandbox;
+    if !sandbox.enabled || upstream.http.is_some() || upstream.sse.is_some() {
+        return Ok(());
+    }
+    let cache = real(&sandbox.cache_dir.clone().unwrap_or_else(default_cache_root));
+    let private = real(&private_dirs_base());
+    let overlap = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
+    let grants = [
+        ("writable", &sandbox.writable),
+        ("readable", &sandbox.readable),
+    ];
+    for (list, paths) in grants {
+        for path in paths.iter().map(|path| real(path)) {
+            let shared = match (list, overlap(&path, &cache), overlap(&path, &private)) {
+                ("writable", true, _) => {
+                    format!(
+                        "{}, the package caches (sandbox.cache_dir)",
+                        cache.display()
+                    )
+                }
+                (_, _, true) => format!(
+                    "{}, the children's private directories (in the temporary directory, TMPDIR)",
+                    private.display()
+                ),
+                _ => continue,
+            };
+            anyhow::bail!(
+                "{key}.sandbox.{list}: {} overlaps {shared}: a confined server could reach what                  another session's child runs or keeps; grant a folder of its own (each child                  has a private TMPDIR already), or move those out of it",
+                path.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// A path with its links resolved, as the kernel reaches it (as given where it does not exist).

@@ -7,8 +7,13 @@
 //! session can leave in the cache what another's child runs. Another command's cache is out of
 //! a child's reach like any other path.
 
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+use nix::dir::Dir;
+use nix::fcntl::{openat, AtFlags, OFlag};
+use nix::sys::stat::{fstat, FileStat, Mode, SFlag};
 
 use sha2::{Digest, Sha256};
 use tokio::process::Command;
@@ -98,87 +103,118 @@ impl CacheDir {
         }
     }
 
-    /// Gives the cache's folder (only: what is in it is the user's already) to `owner`, the
-    /// configured user every child runs as, which keeps it. Blocking.
-    pub fn give_to(&self, owner: (u32, u32)) -> std::io::Result<()> {
-        std::os::unix::fs::lchown(&self.path, Some(owner.0), Some(owner.1))
-    }
-
-    /// Lends the cache to the user `owner` of the range that warms it, with no process running
-    /// as that user (so nothing changes the cache while it is walked): its folders, and the
-    /// files only it names (a file linked from elsewhere keeps its owner), become that user's.
-    /// Blocking.
-    pub fn lend(&self, owner: (u32, u32)) -> std::io::Result<()> {
+    /// Lends the cache to the user `owner` that warms it: its folders, and the files only it
+    /// names (a file linked from elsewhere keeps its owner), become that user's. Blocking.
+    pub fn lend(&self, owner: (u32, u32)) -> nix::Result<()> {
         let proxy = nix::unistd::Uid::effective().as_raw();
-        hand_over(&self.path, proxy, owner, |metadata| {
-            metadata.is_dir() || metadata.nlink() == 1
+        walk(&self.path, &mut |entry, stat| {
+            let folder = kind(stat) == SFlag::S_IFDIR;
+            if stat.st_uid == proxy && (folder || stat.st_nlink == 1) {
+                chown(entry, owner)?;
+            }
+            Ok(())
         })
     }
 
-    /// Takes the cache back from the user `owner` of the range that warmed it (every process of
-    /// it ended):
-    /// what that user made becomes the proxy's, readable by every user, writable by none but
-    /// the proxy, with no set-id bit. Blocking.
-    pub fn seal(&self, owner: (u32, u32)) -> std::io::Result<()> {
+    /// Seals the cache once it is warmed (every process of the warming child ended): what the
+    /// user `owner` that warmed it made becomes the proxy's (when it ran as another user); and
+    /// what is the proxy's is written by no one else, without set-id bits, readable by every
+    /// user where children run as others (the cache's own folder stays the proxy's user's
+    /// alone otherwise). What a child changed of the modes is so set right again. Blocking.
+    pub fn seal(&self, owner: Option<(u32, u32)>) -> nix::Result<()> {
         let proxy = (
             nix::unistd::Uid::effective().as_raw(),
             nix::unistd::Gid::effective().as_raw(),
         );
-        hand_over(&self.path, owner.0, proxy, |_| true)?;
-        open_to_read(&self.path, proxy.0)
+        let top = match owner {
+            Some(_) => 0o755,
+            None => 0o700,
+        };
+        let mut first = true;
+        walk(&self.path, &mut |entry, stat| {
+            let mut uid = stat.st_uid;
+            if owner.is_some_and(|(warmer, _)| warmer == uid) {
+                chown(entry, proxy)?;
+                uid = proxy.0;
+            }
+            let shape = kind(stat);
+            let single = shape == SFlag::S_IFDIR || (shape == SFlag::S_IFREG && stat.st_nlink == 1);
+            if uid == proxy.0 && single {
+                let mode = match std::mem::take(&mut first) {
+                    true => top,
+                    false => readable(stat.st_mode, shape),
+                };
+                chmod(entry, mode)?;
+            }
+            Ok(())
+        })
     }
 }
 
-/// Gives every entry beneath `root` (itself included) owned by `from` and passing `take` to
-/// `to`, links left as links (never followed).
-fn hand_over(
-    root: &Path,
-    from: u32,
-    to: (u32, u32),
-    take: impl Fn(&std::fs::Metadata) -> bool,
-) -> std::io::Result<()> {
-    walk(root, &mut |path, metadata| {
-        if metadata.uid() == from && take(metadata) {
-            std::os::unix::fs::lchown(path, Some(to.0), Some(to.1))?;
-        }
-        Ok(())
-    })
+/// `mode` readable (and a folder or a program executable) by every user, written by its owner
+/// only, without set-id or sticky bits.
+fn readable(mode: u32, shape: SFlag) -> u32 {
+    let mode = mode & 0o755;
+    match shape == SFlag::S_IFDIR || mode & 0o100 != 0 {
+        true => mode | 0o755,
+        false => mode | 0o644,
+    }
 }
 
-/// Makes what `owner` has beneath `root` readable (and its folders and programs executable) by
-/// every user and writable by none but `owner`, without set-id or sticky bits.
-fn open_to_read(root: &Path, owner: u32) -> std::io::Result<()> {
-    walk(root, &mut |path, metadata| {
-        if metadata.uid() != owner || metadata.is_symlink() {
-            return Ok(());
-        }
-        let mode = metadata.mode() & 0o755;
-        let readable = match metadata.is_dir() || mode & 0o100 != 0 {
-            true => mode | 0o555,
-            false => mode | 0o444,
-        };
-        if readable != metadata.mode() & 0o7777 {
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(readable))?;
-        }
-        Ok(())
-    })
+fn kind(stat: &FileStat) -> SFlag {
+    SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT
 }
 
-/// Calls `visit` on `root` and everything beneath it, folders before their entries, never
-/// following a link.
+/// Gives the entry (held by an `O_PATH` descriptor: the very file that was looked at) to `to`.
+fn chown(entry: &OwnedFd, to: (u32, u32)) -> nix::Result<()> {
+    nix::unistd::fchownat(
+        entry,
+        "",
+        Some(to.0.into()),
+        Some(to.1.into()),
+        AtFlags::AT_EMPTY_PATH,
+    )
+}
+
+/// Sets the mode of the entry held by an `O_PATH` descriptor (through `/proc/self/fd`, which
+/// names that file, not a path to it).
+fn chmod(entry: &OwnedFd, mode: u32) -> nix::Result<()> {
+    let by_descriptor = format!("/proc/self/fd/{}", entry.as_raw_fd());
+    nix::sys::stat::fchmodat(
+        nix::fcntl::AT_FDCWD,
+        by_descriptor.as_str(),
+        Mode::from_bits_truncate(mode),
+        nix::sys::stat::FchmodatFlags::FollowSymlink,
+    )
+}
+
+/// Calls `visit` on `root` and on everything beneath it, folders before what is in them: each
+/// entry held by an `O_PATH` descriptor, opened relative to its open folder, never through a
+/// link, with what it is (so a process changing the tree meanwhile makes the walk act on
+/// nothing outside it, nor on a file it did not look at).
 fn walk(
     root: &Path,
-    visit: &mut impl FnMut(&Path, &std::fs::Metadata) -> std::io::Result<()>,
-) -> std::io::Result<()> {
-    let mut folders = vec![root.to_path_buf()];
-    visit(root, &std::fs::symlink_metadata(root)?)?;
+    visit: &mut impl FnMut(&OwnedFd, &FileStat) -> nix::Result<()>,
+) -> nix::Result<()> {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let top = openat(nix::fcntl::AT_FDCWD, root, flags, Mode::empty())?;
+    let pinned = openat(&top, ".", OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())?;
+    visit(&pinned, &fstat(&pinned)?)?;
+    let mut folders = vec![top];
     while let Some(folder) = folders.pop() {
-        for entry in std::fs::read_dir(&folder)? {
-            let path = entry?.path();
-            let metadata = std::fs::symlink_metadata(&path)?;
-            visit(&path, &metadata)?;
-            if metadata.is_dir() {
-                folders.push(path);
+        let mut listing = Dir::from_fd(nix::unistd::dup(&folder)?)?;
+        for entry in listing.iter() {
+            let entry = entry?;
+            let name = entry.file_name();
+            if name.to_bytes() == b"." || name.to_bytes() == b".." {
+                continue;
+            }
+            let path_flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+            let pinned = openat(&folder, name, path_flags, Mode::empty())?;
+            let stat = fstat(&pinned)?;
+            visit(&pinned, &stat)?;
+            if kind(&stat) == SFlag::S_IFDIR {
+                folders.push(openat(&folder, name, flags, Mode::empty())?);
             }
         }
     }
@@ -193,6 +229,7 @@ pub fn default_root() -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::MetadataExt;
 
     #[test]
     fn one_cache_per_command() {
@@ -232,7 +269,7 @@ mod tests {
         for path in [cache.path().join("uv"), made.clone()] {
             std::os::unix::fs::lchown(&path, Some(warmer.0), Some(warmer.1)).unwrap();
         }
-        cache.seal(warmer).unwrap();
+        cache.seal(Some(warmer)).unwrap();
         assert_eq!(owner(&made), 0);
         let mode = std::fs::metadata(&made).unwrap().mode() & 0o7777;
         assert_eq!(

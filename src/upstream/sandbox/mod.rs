@@ -36,8 +36,10 @@ pub use filesystem::{
 pub use launcher::END_NOW;
 pub use limits::Limits;
 pub use private_dir::{
-    remove_own as remove_own_private_dirs, remove_stale as remove_stale_private_dirs, PrivateDir,
+    base as private_dirs_base, remove_own as remove_own_private_dirs,
+    remove_stale as remove_stale_private_dirs, PrivateDir,
 };
+pub use remove_tree::remove_tree;
 
 /// The subcommand the proxy's binary runs as a launcher by: `sandbox-exec -- PROGRAM ARGS…`.
 pub const LAUNCHER: &str = "sandbox-exec";

@@ -18,6 +18,11 @@ pub struct PrivateDir {
 const BASE_PREFIX: &str = "mcp-session-proxy-";
 
 /// The directory of this proxy's children's directories.
+pub fn base() -> PathBuf {
+    base_of(std::process::id())
+}
+
+/// The directory of the children's directories of the proxy `pid`.
 fn base_of(pid: u32) -> PathBuf {
     std::env::temp_dir().join(format!("{BASE_PREFIX}{pid}"))
 }

@@ -5,7 +5,7 @@
 //! off the runtime's threads.
 
 use std::ffi::{CString, OsStr};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -63,12 +63,21 @@ fn open_folder<Fd: AsFd>(at: Fd, name: &OsStr) -> nix::Result<OwnedFd> {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let folder = match openat(&at, name, flags, Mode::empty()) {
         Err(Errno::EACCES) => {
-            // Closed to its owner: opened again (it is a folder, not a link, checked first).
-            let stat = fstatat(&at, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)?;
-            if SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT != SFlag::S_IFDIR {
+            // Closed to its owner: opened to it again, the very folder looked at (held by an
+            // O_PATH descriptor, named through /proc/self/fd, never a link's target).
+            let path_flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+            let pinned = openat(&at, name, path_flags, Mode::empty())?;
+            if SFlag::from_bits_truncate(fstat(&pinned)?.st_mode) & SFlag::S_IFMT != SFlag::S_IFDIR
+            {
                 return Err(Errno::ENOTDIR);
             }
-            fchmodat(&at, name, Mode::S_IRWXU, FchmodatFlags::FollowSymlink)?;
+            let by_descriptor = format!("/proc/self/fd/{}", pinned.as_raw_fd());
+            fchmodat(
+                AT_FDCWD,
+                by_descriptor.as_str(),
+                Mode::S_IRWXU,
+                FchmodatFlags::FollowSymlink,
+            )?;
             openat(&at, name, flags, Mode::empty())?
         }
         folder => folder?,

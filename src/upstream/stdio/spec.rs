@@ -259,9 +259,11 @@ impl ChildHolds {
     /// Lets go of what the child held, once it ended: a user id from the range is given back
     /// only after every process running as it has ended (what the child may have left behind
     /// its launcher), so none is there when the id is given to another child.
-    pub async fn release(self, timeout: Duration) {
+    /// Whether nothing of the child runs any more (as far as its user from a range tells).
+    pub async fn release(self, timeout: Duration) -> bool {
+        let mut ended = true;
         if let Some((user, lease)) = self.user {
-            let ended =
+            ended =
                 crate::upstream::sandbox::end_every_process_of(user.uid, user.gid, timeout).await;
             match ended {
                 true => drop(lease),
@@ -273,6 +275,7 @@ impl ChildHolds {
         if let Some(dir) = self.private_dir {
             let _ = tokio::task::spawn_blocking(move || dir.remove()).await;
         }
+        ended
     }
 }
 

@@ -3,7 +3,8 @@
 //! writes it), sent a legacy `initialize` (by the time the server reads it, `npx` or `uvx` have
 //! fetched it), and ended at its answer, its exit, or the request timeout. The cache is then
 //! sealed: read-only to every session's child, each of which works on a view of its own, and
-//! given back to the proxy where the child ran as a user of the range.
+//! given back to the proxy where the child ran as another user. A cache that cannot be lent or
+//! sealed, or that something of the warming child may still write, is thrown away.
 
 use std::collections::VecDeque;
 use std::process::Stdio;
@@ -17,7 +18,7 @@ use tracing::{info, warn};
 use super::spec::Role;
 use super::StdioSpec;
 use crate::upstream::lines::{Line, LineReader};
-use crate::upstream::sandbox::CacheDir;
+use crate::upstream::sandbox::{remove_tree, CacheDir};
 use crate::wire::methods;
 
 /// The id of the warming child's `initialize`.
@@ -49,10 +50,12 @@ pub async fn warm_cache(spec: &StdioSpec, timeout: Duration) {
 enum WarmUpError {
     #[error("cannot start the server: {0}")]
     Start(std::io::Error),
-    #[error("cannot lend the cache to the child's user: {0}")]
-    Lend(std::io::Error),
-    #[error("cannot seal the cache: {0}")]
-    Seal(std::io::Error),
+    #[error("processes of the child's user could not be ended")]
+    Running,
+    #[error("cannot lend the cache to the child's user (thrown away, warmed anew next time): {0}")]
+    Lend(nix::Error),
+    #[error("cannot seal the cache (thrown away, warmed anew next time): {0}")]
+    Seal(nix::Error),
     #[error("the server did not answer within {0:?}{1}")]
     NoAnswer(Duration, String),
     #[error("the server ended without answering{0}")]
@@ -67,29 +70,20 @@ async fn run_warming_child(
     let (mut command, holds) = spec
         .command_as(Role::CacheWarmer)
         .map_err(WarmUpError::Start)?;
-    // A user of the range gets the cache for the warm-up, nothing else running as it (the
-    // cache is handed over entry by entry); a configured user keeps the cache as its own.
-    let range_user = holds.range_user();
-    match (range_user, holds.owner()) {
-        (Some((uid, gid)), _) => {
-            let grace = spec.shutdown_grace.max(Duration::from_secs(1));
-            if !crate::upstream::sandbox::end_every_process_of(uid, gid, grace).await {
-                return Err(WarmUpError::Lend(std::io::Error::other(
-                    "processes of the child's user could not be ended",
-                )));
-            }
-            let lent = cache.clone();
-            blocking(move || lent.lend((uid, gid)))
-                .await
-                .map_err(WarmUpError::Lend)?;
+    let grace = spec.shutdown_grace.max(Duration::from_secs(1));
+    // A user of the range gets the cache with nothing else running as it.
+    if let Some((uid, gid)) = holds.range_user() {
+        if !crate::upstream::sandbox::end_every_process_of(uid, gid, grace).await {
+            return Err(WarmUpError::Running);
         }
-        (None, Some(owner)) => {
-            let given = cache.clone();
-            blocking(move || given.give_to(owner))
-                .await
-                .map_err(WarmUpError::Lend)?;
+    }
+    let owner = holds.owner();
+    if let Some(owner) = owner {
+        let lent = cache.clone();
+        if let Err(error) = blocking(move || lent.lend(owner)).await {
+            discard(cache).await;
+            return Err(WarmUpError::Lend(error));
         }
-        (None, None) => {}
     }
     let answered = match command.stderr(Stdio::piped()).spawn() {
         Ok(mut child) => {
@@ -115,16 +109,26 @@ async fn run_warming_child(
         }
         Err(error) => Err(WarmUpError::Start(error)),
     };
-    holds
-        .release(spec.shutdown_grace.max(Duration::from_secs(1)))
-        .await;
-    if let Some(owner) = range_user {
-        let sealed = cache.clone();
-        blocking(move || sealed.seal(owner))
-            .await
-            .map_err(WarmUpError::Seal)?;
+    if !holds.release(grace).await {
+        // What the warming child left may still write the cache: it is not used.
+        discard(cache).await;
+        return Err(WarmUpError::Running);
+    }
+    let sealed = cache.clone();
+    if let Err(error) = blocking(move || sealed.seal(owner)).await {
+        discard(cache).await;
+        return Err(WarmUpError::Seal(error));
     }
     answered
+}
+
+/// Throws a cache away (what the next start warms anew).
+async fn discard(cache: &CacheDir) {
+    let path = cache.path().to_path_buf();
+    let removed = tokio::task::spawn_blocking(move || remove_tree(&path)).await;
+    if !matches!(removed, Ok(Ok(()))) {
+        warn!(cache = %cache.path().display(), "cannot throw the package cache away");
+    }
 }
 
 /// Sends `initialize` and reads until its answer (whether it came).
@@ -162,10 +166,8 @@ fn stderr_tail(tail: &Mutex<VecDeque<String>>) -> String {
     }
 }
 
-async fn blocking(
-    work: impl FnOnce() -> std::io::Result<()> + Send + 'static,
-) -> std::io::Result<()> {
+async fn blocking(work: impl FnOnce() -> nix::Result<()> + Send + 'static) -> nix::Result<()> {
     tokio::task::spawn_blocking(work)
         .await
-        .unwrap_or_else(|error| Err(std::io::Error::other(error)))
+        .unwrap_or(Err(nix::errno::Errno::EINTR))
 }

@@ -630,6 +630,32 @@ async fn a_folder_tree_a_child_leaves_however_deep_is_removed_and_the_proxy_goes
     }
 }
 
+/// With `upstream.user`, the package cache is lent to that user while it is warmed and sealed
+/// after: the proxy's, so a session's child (running as that user) changes nothing of it, its
+/// modes included, and reads it through its view.
+#[tokio::test]
+async fn with_a_configured_user_the_sealed_cache_is_the_proxys() {
+    if !Uid::effective().is_root() {
+        eprintln!("skipped: running children as another user needs root");
+        return;
+    }
+    let place = Place::new("user-cache", Proxy::Own);
+    // The temporary directory the children's own are in, open for them to pass through.
+    std::fs::set_permissions(place.tmp(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let cache = place.dir.join("cache");
+    let cache_flag = cache.to_str().unwrap();
+    let flags = [
+        "--sandbox",
+        "--upstream-user",
+        "nobody",
+        "--sandbox-cache-dir",
+        cache_flag,
+    ];
+    let (_proxy, addr, ..) = place.start(Proxy::Own, &flags).await;
+    let mut client = Client::initialized(addr, "2025-11-25").await;
+    crate::upstream::sandbox::the_sealed_cache_is_the_proxys(&mut client, &cache).await;
+}
+
 /// The directories the proxy grants a confined child by itself are checked as well: a
 /// configuration beside the server's script, or in a folder below it, or a secret file in the
 /// server's `node_modules`, stops the start naming the command and the file, with the fix.

@@ -430,6 +430,48 @@ async fn a_sandbox_that_would_let_a_child_read_the_configuration_stops_the_start
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A grant over what children share stops the start, naming the key, the place and the fix: a
+/// `writable` holding the package caches (a session's child could change what another's runs:
+/// `/tmp`, with the caches in the temporary directory) or a grant holding the children's
+/// private directories (another session's would be open to it).
+#[tokio::test]
+async fn a_grant_over_the_package_caches_or_the_private_directories_stops_the_start() {
+    let cache = Scratch::new("shared-grant");
+    let caches = cache.0.join("caches");
+    let tmp = std::env::temp_dir();
+    for (flags, names) in [
+        (
+            vec![
+                "--sandbox-cache-dir",
+                caches.to_str().unwrap(),
+                "--sandbox-writable",
+                cache.0.to_str().unwrap(),
+            ],
+            "the package caches",
+        ),
+        (
+            vec![
+                "--sandbox-cache-dir",
+                caches.to_str().unwrap(),
+                "--sandbox-readable",
+                tmp.to_str().unwrap(),
+            ],
+            "private directories",
+        ),
+    ] {
+        let mut args = vec!["--listen", "127.0.0.1:0", "--sandbox"];
+        args.extend(flags);
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+        let stderr = crate::harness::refused_start(&args, &[]).await;
+        assert!(
+            stderr.contains("upstream.sandbox.")
+                && stderr.contains(names)
+                && stderr.contains("grant a folder of its own"),
+            "{stderr}"
+        );
+    }
+}
+
 /// A host without Landlock (its calls refused, as by a kernel without it or a container profile
 /// older than them, `tests/servers/no_landlock.py`): with `require`, the proxy does not start,
 /// naming what it cannot enforce; without, it starts, warns of each missing piece and counts it,
@@ -709,28 +751,73 @@ async fn each_child_runs_as_a_user_of_its_own_and_forks_no_more_than_its_process
     // The other session's child counts its own processes.
     assert_eq!(b.call_tool("fork", json!({ "count": 3 })).await, "done");
 
-    // The package cache, warmed by a child of the range, is sealed: the proxy's, read by
-    // every child, written by none.
-    let sealed = std::fs::read_dir(&cache)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    // The package cache, warmed by a child of the range, is sealed.
+    the_sealed_cache_is_the_proxys(&mut a, &cache).await;
+}
+
+/// Checks that the one command's cache under `cache`, warmed by a child running as another
+/// user, is sealed: the proxy's, read by `child` through its view, changed by it in nothing
+/// (its contents, its modes).
+pub(super) async fn the_sealed_cache_is_the_proxys(child: &mut Client, cache: &std::path::Path) {
+    use std::os::unix::fs::MetadataExt;
+    let mut entries = std::fs::read_dir(cache).unwrap();
+    let sealed = entries.next().expect("a command's cache").unwrap().path();
     let fetched = sealed.join("npm/_npx/fetched.js");
     let metadata = std::fs::symlink_metadata(&fetched).unwrap();
-    use std::os::unix::fs::MetadataExt;
     assert_eq!((metadata.uid(), metadata.mode() & 0o777), (0, 0o644));
-    let npm = a
+    let npm = child
         .call_tool("env", json!({ "name": "npm_config_cache" }))
         .await;
     let in_view = format!("{npm}/_npx/fetched.js");
-    let warmed = a.call_tool("cat", json!({ "path": in_view })).await;
+    let warmed = child.call_tool("cat", json!({ "path": in_view })).await;
     assert!(warmed.starts_with("fetched by"), "{warmed}");
+    let written = child.call_tool("write", json!({ "path": in_view })).await;
+    assert_eq!(written, "EACCES");
+    let folder = sealed.join("npm/_npx").display().to_string();
+    let closed = json!({ "path": folder, "mode": "0" });
     assert_eq!(
-        a.call_tool("write", json!({ "path": in_view })).await,
-        "EACCES"
+        child.call_tool("chmod", closed).await,
+        "EPERM",
+        "not its own"
     );
+}
+
+/// Where children run as the cache's owner (here root, with no user range), Landlock does not
+/// keep one from changing the modes of the sealed cache (the book says so): a folder closed
+/// leaves it out of later children's views (the rest of each view is made), and the next
+/// start's seal sets the modes right again.
+#[tokio::test]
+async fn a_mode_a_child_changed_in_the_package_cache_is_set_right_at_the_next_start() {
+    let cache = Scratch::new("cache-modes");
+    let root = cache.0.display().to_string();
+    let flags = ["--sandbox", "--sandbox-cache-dir", &root];
+    let (proxy, addr) = confining(&flags).await;
+    let mut first = Client::initialized(addr, "2025-11-25").await;
+    let sealed = sealed_cache(&cache);
+    let warmed = std::fs::read_to_string(sealed.join("npm/_npx/fetched.js")).unwrap();
+    let folder = sealed.join("npm/_npx").display().to_string();
+    let closed = json!({ "path": folder, "mode": "0" });
+    if first.call_tool("chmod", closed).await != "done" {
+        eprintln!("skipped: this child does not own the cache");
+        return;
+    }
+    let mut second = Client::initialized(addr, "2025-11-25").await;
+    let npm = second
+        .call_tool("env", json!({ "name": "npm_config_cache" }))
+        .await;
+    let fetched = json!({ "path": format!("{npm}/_npx/fetched.js") });
+    // Left out of its view (the server fetched it again, into the view).
+    assert_ne!(second.call_tool("cat", fetched).await, warmed);
+    drop(proxy);
+    let (_proxy, addr) = confining(&flags).await;
+    let mut third = Client::initialized(addr, "2025-11-25").await;
+    let npm = third
+        .call_tool("env", json!({ "name": "npm_config_cache" }))
+        .await;
+    let fetched = third
+        .call_tool("cat", json!({ "path": format!("{npm}/_npx/fetched.js") }))
+        .await;
+    assert_eq!(fetched, warmed, "set right");
 }
 
 /// A folder of a test's own under the temporary directory, removed when dropped.
