@@ -22,9 +22,12 @@
 //!     `http.sse_keep_alive`, close-after, `retry:` at shutdown), fed by `session_stream` and
 //!     each listen; `telemetry`, the one wrapper around a request (its metrics, its span from
 //!     `traced`, what its `access` line names); `rejection/`, the one place where refused
-//!     input or a session's error becomes an HTTP status and a JSON-RPC error. `settings`
-//!     holds the values the configuration gives the front (the configuration names them
-//!     there, not in the front's workings).
+//!     input or a session's error becomes an HTTP status and a JSON-RPC error; `request`
+//!     reads and checks requests and writes the plain responses; `connections` bounds the
+//!     connections open (`http.max_connections`); `cors` answers pages on other origins;
+//!     `cidr` the networks peers are matched against. `settings` holds the values the
+//!     configuration gives the front (the configuration names them there, not in the front's
+//!     workings).
 //! - [`session`]: what a session is. The handle (`mod.rs`) decides where its messages go
 //!   (`reach`: its upstream here, or the replica that owns it); `door` is the registry's front
 //!   door; one file per job: `calls` (client messages in, in flight under upstream ids),
@@ -47,18 +50,30 @@
 //!   which member a request goes, `rules` whether it may, `catalog` what each serves; `fan_out`
 //!   and `merge`: what every member is asked, merged; `attribution`: what each member sends,
 //!   held to its own requests); `settings` names the values the configuration gives sessions.
+//!   Beside them: `expiry` when the sweeps look at a session, `leaving` shutting down without
+//!   losing what was taken, `revival` a session whose server exited going on with a new one,
+//!   `list_cache` and `response_cache` lists and reusable results answered without the
+//!   server, `lazy_map` the maps that cost nothing while empty.
 //! - [`upstream`]: server transports only. `factory` builds a session's upstream; `stdio` runs
 //!   one child process per session, `shared` one for all, `streamable_http` and `legacy_sse`
 //!   make the proxy an HTTP client, `modern/` bridges a legacy session to a 2026-07-28 server
 //!   (handshake, listen, calls, its HTTP transport), `deferred` starts any of them at the
 //!   session's `initialize`, `owner` is the client of the hop to another replica,
 //!   `in_process` a server in this process (how the session layer is tested without
-//!   sockets), `virtual_server` the upstream a virtual server's session holds (its members,
-//!   behind two traits the session layer implements); `error`'s `UpstreamError` names every
-//!   way one fails.
+//!   sockets; test builds only), `virtual_server` the upstream a virtual server's session holds
+//!   (its members, behind two traits the session layer implements); `error`'s `UpstreamError`
+//!   names every way one fails. For stdio: `lines` the bounded framing, `child_env` the
+//!   environment a child starts with, `child_user` whom it runs as, `sandbox/` how it is
+//!   started (the launcher, its reaper) and confined (Landlock, seccomp, limits, capabilities,
+//!   its private directory, its view of the package cache). For HTTP: `http_client` the
+//!   client and how a request is sent, `driven` connections polled by the task that sends on
+//!   them, `tls_stream` plain or TLS, `body` an answer read whole within bounds, `credential`
+//!   what a server gets to authenticate the proxy. `probe` asks a server which revision it
+//!   speaks at start, `era_switch` switches it while running, `handover` hands a legacy
+//!   session to a 2026-07-28 upstream.
 //! - [`store`]: state beyond the process: `Memory`, or `redis` (records, logs as Redis Streams,
 //!   heartbeats; a write-behind `Mirror` per owned session, its writes fenced by the owner epoch
-//!   its `Fence` holds, a follower per view; the sessions of each principal and the rate
+//!   its `Fence` holds (`fence`), a follower per view; the sessions of each principal and the rate
 //!   buckets, counted for every replica).
 //! - Floors every layer may use, each a folder:
 //!   - [`wire`]: the formats on the wire. `methods` the method table (every MCP method the proxy
@@ -84,12 +99,13 @@
 //!     ids and logged messages, `backlog` the bounded write-behind queue's count, which
 //!     upstream readers wait on, `memory` freed memory given back, `error_chain` an error and
 //!     its causes on one line.
-//!   - [`hop`] the replicas' hop on the wire, its signatures and the nonces taken; [`auth`]
+//!   - [`hop`] the replicas' hop on the wire, its signatures and the nonces taken (`nonces`); [`auth`]
 //!     bearer tokens verified (JWT signatures by the issuer's keys, introspection, the
 //!     issuer's metadata), tokens exchanged, a virtual server's members' credentials in one
 //!     value (`members`).
 //! - Entry: [`config`] every key declared once (type, default, flag, doc, checks), validation
-//!   and the rendered reference, [`server`] start and stop, [`demo`] the bundled
+//!   and the rendered reference, [`server`] start and stop (`stdio_checks`: what is checked of
+//!   the stdio servers before the proxy listens), [`demo`] the bundled
 //!   server (it names methods from the same table), [`health_probe`] the `health` subcommand
 //!   (a running proxy's `/healthz` asked once).
 

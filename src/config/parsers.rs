@@ -23,10 +23,15 @@ pub(super) fn access_log() -> impl TypedValueParser<Value = AccessLog> {
     })
 }
 
+/// A text that is not `NAME=VALUE`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not NAME=VALUE")]
+pub struct NotAnEnvPair(String);
+
 /// `NAME=VALUE`, as `--env` takes it.
-pub(super) fn parse_env_pair(text: &str) -> Result<(String, String), String> {
+pub(super) fn parse_env_pair(text: &str) -> Result<(String, String), NotAnEnvPair> {
     match text.split_once('=') {
         Some((name, value)) if !name.is_empty() => Ok((name.to_owned(), value.to_owned())),
-        _ => Err(format!("{text:?} is not NAME=VALUE")),
+        _ => Err(NotAnEnvPair(text.to_owned())),
     }
 }

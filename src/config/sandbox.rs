@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Deserializer};
 
-use super::duration::number_and_unit;
+use super::duration::{number_and_unit, QuantityError};
 use super::keys::settings;
 use std::path::PathBuf;
 
@@ -128,20 +128,20 @@ impl SandboxConfig {
 }
 
 /// A size: bytes, or a number with KiB, MiB or GiB.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, QuantityError> {
     let text = text.trim();
-    let (number, unit) = number_and_unit(text)
-        .ok_or_else(|| format!("{text:?} is not a size (bytes, or a number with KiB, MiB, GiB)"))?;
+    let (number, unit) =
+        number_and_unit(text).ok_or_else(|| QuantityError::NotASize(text.to_owned()))?;
     let scale: u64 = match unit {
         "" | "B" => 1,
         "KiB" => 1 << 10,
         "MiB" => 1 << 20,
         "GiB" => 1 << 30,
-        other => return Err(format!("{other:?} is not a unit of size (KiB, MiB, GiB)")),
+        other => return Err(QuantityError::SizeUnit(other.to_owned())),
     };
     number
         .checked_mul(scale)
-        .ok_or_else(|| format!("{text:?} is too large"))
+        .ok_or_else(|| QuantityError::TooLarge(text.to_owned()))
 }
 
 /// A size in the file: a number of bytes, or a string `parse_size` reads.

@@ -12,7 +12,6 @@ use tracing::warn;
 use super::era_switch::EraSwitch;
 use super::handover::ModernHttpBuilder;
 use super::http_client::{self, HttpClient, HttpSpec};
-use super::in_process::InProcessUpstream;
 use super::legacy_sse::SseUpstream;
 use super::modern::Bridge;
 use super::shared::SharedStdio;
@@ -147,8 +146,9 @@ impl UpstreamFactory {
                     )),
                 }
             }
+            #[cfg(test)]
             (UpstreamSpec::InProcess(spec), None) => {
-                Upstream::InProcess(InProcessUpstream::start(spec, events))
+                Upstream::InProcess(super::in_process::InProcessUpstream::start(spec, events))
             }
             (UpstreamSpec::Virtual(server), None) => {
                 Upstream::Virtual(server.open(credential, events, None))

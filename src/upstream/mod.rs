@@ -14,6 +14,7 @@ mod error;
 pub mod factory;
 pub mod handover;
 pub mod http_client;
+#[cfg(test)]
 pub mod in_process;
 pub mod legacy_sse;
 pub mod lines;
@@ -121,6 +122,7 @@ pub enum UpstreamSpec {
     /// A legacy HTTP+SSE server: the URL of its SSE endpoint.
     Sse(http_client::HttpSpec),
     /// A server in this process (tests of the session layer).
+    #[cfg(test)]
     InProcess(in_process::InProcessSpec),
     /// A virtual server: its members behind one endpoint.
     Virtual(Arc<dyn virtual_server::VirtualServer>),
@@ -132,9 +134,9 @@ impl UpstreamSpec {
         match self {
             UpstreamSpec::Stdio(spec) | UpstreamSpec::SharedStdio(spec) => spec.protocol,
             UpstreamSpec::Http(spec) => spec.protocol,
-            UpstreamSpec::Sse(_) | UpstreamSpec::InProcess(_) | UpstreamSpec::Virtual(_) => {
-                crate::wire::era::Era::Legacy
-            }
+            UpstreamSpec::Sse(_) | UpstreamSpec::Virtual(_) => crate::wire::era::Era::Legacy,
+            #[cfg(test)]
+            UpstreamSpec::InProcess(_) => crate::wire::era::Era::Legacy,
         }
     }
 
@@ -145,6 +147,7 @@ impl UpstreamSpec {
             UpstreamSpec::Http(spec) | UpstreamSpec::Sse(spec) => {
                 crate::telemetry::redact::url(&spec.url.to_string()).into_owned()
             }
+            #[cfg(test)]
             UpstreamSpec::InProcess(_) => "in-process".to_owned(),
             UpstreamSpec::Virtual(server) => server.display(),
         }
@@ -165,6 +168,8 @@ pub enum Upstream {
     ModernHttp(modern::http::ModernHttp),
     /// Any of these, started at the session's `initialize`.
     Deferred(deferred::DeferredUpstream),
+    /// A server in this process (tests of the session layer).
+    #[cfg(test)]
     InProcess(in_process::InProcessUpstream),
     /// One session of a virtual server: its members.
     Virtual(Arc<dyn virtual_server::VirtualSession>),
@@ -181,6 +186,7 @@ impl Upstream {
             Upstream::Modern(modern) => Box::pin(modern.send(message)).await,
             Upstream::ModernHttp(http) => http.send(message).await,
             Upstream::Deferred(deferred) => deferred.send(message).await,
+            #[cfg(test)]
             Upstream::InProcess(server) => server.send(message).await,
             Upstream::Virtual(members) => members.send(message).await,
         }
@@ -207,8 +213,9 @@ impl Upstream {
             | Upstream::Shared(_)
             | Upstream::Modern(_)
             | Upstream::ModernHttp(_)
-            | Upstream::InProcess(_)
             | Upstream::Virtual(_) => {}
+            #[cfg(test)]
+            Upstream::InProcess(_) => {}
         }
     }
 
@@ -289,6 +296,7 @@ impl Upstream {
             Upstream::Modern(modern) => modern.release(),
             Upstream::ModernHttp(http) => http.release(),
             Upstream::Deferred(deferred) => deferred.release(),
+            #[cfg(test)]
             Upstream::InProcess(server) => server.release(),
             Upstream::Virtual(members) => members.release(),
         }

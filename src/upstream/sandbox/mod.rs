@@ -65,16 +65,21 @@ pub enum Network {
 }
 
 impl std::str::FromStr for Network {
-    type Err = String;
+    type Err = UnknownChoice;
 
-    fn from_str(text: &str) -> Result<Network, String> {
+    fn from_str(text: &str) -> Result<Network, UnknownChoice> {
         match text {
             "allow" => Ok(Network::Allow),
             "none" => Ok(Network::None),
-            other => Err(format!("{other:?} is neither allow nor none")),
+            other => Err(UnknownChoice(other.to_owned(), "allow", "none")),
         }
     }
 }
+
+/// A setting's value that is neither of its two words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is neither {1} nor {2}")]
+pub struct UnknownChoice(String, &'static str, &'static str);
 
 /// With `connect_ports`: whether UDP is allowed too (to any port: Landlock bounds TCP only).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,13 +92,13 @@ pub enum Udp {
 }
 
 impl std::str::FromStr for Udp {
-    type Err = String;
+    type Err = UnknownChoice;
 
-    fn from_str(text: &str) -> Result<Udp, String> {
+    fn from_str(text: &str) -> Result<Udp, UnknownChoice> {
         match text {
             "allow" => Ok(Udp::Allow),
             "deny" => Ok(Udp::Deny),
-            other => Err(format!("{other:?} is neither allow nor deny")),
+            other => Err(UnknownChoice(other.to_owned(), "allow", "deny")),
         }
     }
 }

@@ -126,12 +126,12 @@ impl StdioSpec {
     }
 
     /// Splits a command line the way a POSIX shell would, without running a shell.
-    pub fn parse(command_line: &str) -> Result<StdioSpec, String> {
-        let words = shell_words::split(command_line)
-            .map_err(|e| format!("cannot split the command line `{command_line}`: {e}"))?;
-        let (program, args) = words
-            .split_first()
-            .ok_or_else(|| "the stdio command line is empty".to_string())?;
+    pub fn parse(command_line: &str) -> Result<StdioSpec, CommandError> {
+        let words = shell_words::split(command_line).map_err(|error| CommandError::Split {
+            line: command_line.to_owned(),
+            error,
+        })?;
+        let (program, args) = words.split_first().ok_or(CommandError::Empty)?;
         Ok(StdioSpec {
             program: program.clone(),
             args: args.to_vec(),
@@ -282,6 +282,13 @@ impl ChildHolds {
 /// Why a configured stdio command cannot be run.
 #[derive(Debug, thiserror::Error)]
 pub enum CommandError {
+    #[error("cannot split the command line `{line}`: {error}")]
+    Split {
+        line: String,
+        error: shell_words::ParseError,
+    },
+    #[error("the stdio command line is empty")]
+    Empty,
     #[error("the command `{0}` was not found (neither a path to a file nor a program on PATH)")]
     NotFound(String),
     #[error("{} is not an executable file", .0.display())]
