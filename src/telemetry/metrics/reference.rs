@@ -7,7 +7,7 @@ use std::time::Duration;
 /// What the page says before its tables.
 const PREAMBLE: &str = "# Metrics reference
 
-<!-- Rendered from src/telemetry/metrics.rs: edit the declarations there, then run
+<!-- Rendered from src/telemetry/metrics/mod.rs: edit the declarations there, then run
 `UPDATE_REFERENCE=1 cargo test --lib metrics_reference` to write this page again. -->
 
 Every figure `/metrics` serves (OpenMetrics text), with its type, its labels and its help text
@@ -182,7 +182,7 @@ mod tests {
         let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
         if let Some((line, (page, rendering))) = first_difference(&on_disk, &rendered) {
             panic!(
-                "{PAGE} is not the rendering of src/telemetry/metrics.rs (line {line}):\n  \
+                "{PAGE} is not the rendering of src/telemetry/metrics/mod.rs (line {line}):\n  \
                  page:      {page}\n  rendering: {rendering}\nrun \
                  `UPDATE_REFERENCE=1 cargo test --lib metrics_reference` and commit the page"
             );

@@ -1,7 +1,8 @@
 //! The crate map (`src/lib.rs`'s documentation) names every module a reader looks for: each
 //! layer and floor at the top, and each module of the layers the data flows through (front,
 //! session, upstream, store) and of the replicas' hop and the start, so that where a thing is
-//! done can be found from it. A module added without a word there fails this test.
+//! done can be found from it. A module added without a word there fails this test; so does a
+//! module written both as a file and as a folder.
 
 use std::path::Path;
 
@@ -50,4 +51,24 @@ fn the_crate_map_names_every_module_of_the_layers() {
         unnamed.is_empty(),
         "modules the crate map does not name: {unnamed:?}"
     );
+}
+
+/// One module style: a module with submodules is a folder with its `mod.rs`, never a file
+/// beside a folder of the same name.
+#[test]
+fn no_module_is_both_a_file_and_a_folder() {
+    let mut both = Vec::new();
+    let mut folders = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if path.with_extension("rs").exists() {
+                    both.push(path.display().to_string());
+                }
+                folders.push(path);
+            }
+        }
+    }
+    assert!(both.is_empty(), "a file and a folder each: {both:?}");
 }
