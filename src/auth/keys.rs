@@ -49,7 +49,7 @@ struct Known {
     /// Fetches failed since the last that succeeded.
     failures: u32,
     /// Why the last one failed.
-    error: Option<String>,
+    error: Option<KeySetError>,
 }
 
 impl Known {
@@ -67,7 +67,7 @@ impl Known {
     }
 
     /// What the last fetch brought: the keys, or why there are none newer.
-    fn outcome(&self) -> Result<Arc<Vec<PublicKey>>, String> {
+    fn outcome(&self) -> Result<Arc<Vec<PublicKey>>, KeySetError> {
         match (self.failures, &self.error) {
             (0, _) | (_, None) => Ok(self.keys.clone()),
             (_, Some(error)) => Err(error.clone()),
@@ -105,7 +105,22 @@ pub enum KeyMiss {
     /// The set holds no key of that `kid` (or none fitting the algorithm).
     Unknown,
     /// The set could not be fetched.
-    Unavailable(String),
+    Unavailable(KeySetError),
+}
+
+/// Why the issuer's key set could not be had.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeySetError {
+    /// Its metadata, which names where the set is, could not be read.
+    #[error("{0}")]
+    Metadata(String),
+    #[error("the issuer's metadata names no jwks_uri")]
+    NoJwksUri,
+    /// The set's document could not be fetched.
+    #[error("{0}")]
+    Fetch(String),
+    #[error("the JWK Set is not one")]
+    NotASet,
 }
 
 /// What a request needs of a fetch.
@@ -138,7 +153,7 @@ impl KeyCache {
     ) -> Result<Verdict, KeyMiss>
     where
         F: FnOnce() -> Fut,
-        Fut: std::future::Future<Output = Result<Vec<u8>, String>>,
+        Fut: std::future::Future<Output = Result<Vec<u8>, KeySetError>>,
     {
         let asked = Instant::now();
         let (keys, age) = self.current(asked);
@@ -190,10 +205,10 @@ impl KeyCache {
         asked: Instant,
         need: Need,
         fetch: F,
-    ) -> Result<Arc<Vec<PublicKey>>, String>
+    ) -> Result<Arc<Vec<PublicKey>>, KeySetError>
     where
         F: FnOnce() -> Fut,
-        Fut: std::future::Future<Output = Result<Vec<u8>, String>>,
+        Fut: std::future::Future<Output = Result<Vec<u8>, KeySetError>>,
     {
         if need == Need::Key {
             // The key may have been published since the last fetch: wait for the floor to end
@@ -227,15 +242,15 @@ impl KeyCache {
     }
 
     /// One fetch, and what it brought recorded.
-    async fn attempt<F, Fut>(&self, fetch: F) -> Result<Arc<Vec<PublicKey>>, String>
+    async fn attempt<F, Fut>(&self, fetch: F) -> Result<Arc<Vec<PublicKey>>, KeySetError>
     where
         F: FnOnce() -> Fut,
-        Fut: std::future::Future<Output = Result<Vec<u8>, String>>,
+        Fut: std::future::Future<Output = Result<Vec<u8>, KeySetError>>,
     {
         let began = Instant::now();
-        let fetched = fetch().await.and_then(|document| {
-            jwk::parse_set(&document).ok_or_else(|| "the JWK Set is not one".to_owned())
-        });
+        let fetched = fetch()
+            .await
+            .and_then(|document| jwk::parse_set(&document).ok_or(KeySetError::NotASet));
         let mut known = self
             .known
             .write()
@@ -326,7 +341,7 @@ mod tests {
                 issuer.fetches.fetch_add(1, Ordering::SeqCst);
                 tokio::task::yield_now().await;
                 if issuer.down.load(Ordering::SeqCst) {
-                    return Err("down".to_owned());
+                    return Err(KeySetError::Fetch("down".to_owned()));
                 }
                 let keys = match issuer.rotated.load(Ordering::SeqCst) {
                     false => K1.to_owned(),
@@ -402,7 +417,10 @@ mod tests {
         while start.elapsed() < Duration::from_secs(300) {
             let before = issuer.fetches();
             let answer = ask(&cache, "k1", &issuer).await;
-            assert_eq!(answer, Err(KeyMiss::Unavailable("down".into())));
+            assert_eq!(
+                answer,
+                Err(KeyMiss::Unavailable(KeySetError::Fetch("down".into())))
+            );
             if issuer.fetches() > before {
                 tries_at.push(start.elapsed().as_secs());
             }
@@ -429,13 +447,13 @@ mod tests {
         assert_eq!(issuer.fetches(), 2, "backed off in between");
         assert_eq!(
             ask(&cache, "k2", &issuer).await,
-            Err(KeyMiss::Unavailable("down".into())),
+            Err(KeyMiss::Unavailable(KeySetError::Fetch("down".into()))),
             "an unknown key cannot be told"
         );
         tokio::time::advance(Duration::from_secs(600)).await;
         assert_eq!(
             ask(&cache, "k1", &issuer).await,
-            Err(KeyMiss::Unavailable("down".into())),
+            Err(KeyMiss::Unavailable(KeySetError::Fetch("down".into()))),
             "past the grace"
         );
         issuer.down.store(false, Ordering::SeqCst);

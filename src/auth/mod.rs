@@ -36,7 +36,7 @@ use flight::{Flights, Role};
 use inactive::InactiveTokens;
 use jwk::Algorithm;
 use jwt::Claims;
-use keys::{KeyCache, KeyMiss, KeyPolicy};
+use keys::{KeyCache, KeyMiss, KeyPolicy, KeySetError};
 use tokens::TokenCache;
 
 /// How long an introspected token is believed without asking again, at most: an opaque token
@@ -288,27 +288,27 @@ impl Authority {
             }
             Ok(_) => Err(TokenError::Signature),
             Err(KeyMiss::Unknown) => Err(TokenError::UnknownKey),
-            Err(KeyMiss::Unavailable(why)) => Err(TokenError::Unavailable(why)),
+            Err(KeyMiss::Unavailable(why)) => Err(TokenError::Unavailable(why.to_string())),
         }
     }
 
     /// The issuer's JWK Set document, from `jwks_uri` or the one its metadata names.
-    async fn key_set(&self) -> Result<Vec<u8>, String> {
+    async fn key_set(&self) -> Result<Vec<u8>, KeySetError> {
         let url = match &self.settings.jwks_uri {
             Some(url) => url.clone(),
             None => self
                 .endpoints()
                 .await
-                .map_err(|e| e.to_string())?
+                .map_err(|e| KeySetError::Metadata(e.to_string()))?
                 .jwks_uri
                 .clone()
-                .ok_or("the issuer's metadata names no jwks_uri")?,
+                .ok_or(KeySetError::NoJwksUri)?,
         };
         let set: serde_json::Value = self
             .fetcher
             .get_json(&url)
             .await
-            .map_err(|e: FetchError| e.to_string())?;
+            .map_err(|e: FetchError| KeySetError::Fetch(e.to_string()))?;
         Ok(set.to_string().into_bytes())
     }
 
