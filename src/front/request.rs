@@ -149,10 +149,8 @@ pub fn query_session(query: &str) -> Option<&str> {
 pub async fn ask(
     registry: &Registry,
     session: &Arc<Session>,
-    request: serde_json::Value,
+    message: Message,
 ) -> Result<serde_json::Value, Rejection> {
-    let message = Message::parse(Bytes::from(request.to_string()))
-        .map_err(|e| Rejection::bad_request(e.to_string()))?;
     registry
         .ask(session, message)
         .await

@@ -172,8 +172,7 @@ pub async fn tools_list(
     message: &Message,
 ) -> Result<Bytes, Rejection> {
     let id = message.id().cloned().unwrap_or(Value::Null);
-    let request: Value = serde_json::from_slice(&message.to_bytes()).unwrap_or_default();
-    let answer = ask(&app.registry, transport, request).await;
+    let answer = ask(&app.registry, transport, message.clone()).await;
     let answer = answer.map_err(|r| r.with_id(Some(&id)))?;
     Ok(handles::rewrite_tools_list_response(Bytes::from(
         answer.to_string(),

@@ -324,7 +324,9 @@ async fn change_subscription(
         true => RESOURCES_SUBSCRIBE,
         false => RESOURCES_UNSUBSCRIBE,
     };
-    let request = json!({ "jsonrpc": "2.0", "id": "mcp-session-proxy/subscription",
-        "method": method, "params": { "uri": uri } });
+    let params = serde_json::value::to_raw_value(&json!({ "uri": uri }))
+        .map_err(|e| Rejection::bad_request(e.to_string()))?;
+    let id = json!("mcp-session-proxy/subscription");
+    let request = Message::request(Some(id), method, Some(params));
     ask(registry, session, request).await.map(|_| ())
 }

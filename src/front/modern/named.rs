@@ -140,8 +140,7 @@ pub async fn tools_list(
     forwarded: &Message,
     call: &Call,
 ) -> Result<Response<Body>, Rejection> {
-    let request: Value = serde_json::from_slice(&forwarded.to_bytes()).unwrap_or_default();
-    let answer = ask(&app.registry, &correlated.session, request).await?;
+    let answer = ask(&app.registry, &correlated.session, forwarded.clone()).await?;
     let mut answer = answer;
     if let Some(result) = answer.get_mut("result") {
         handles::rewrite_tools_list(result);
