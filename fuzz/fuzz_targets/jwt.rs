@@ -52,7 +52,8 @@ fn verify(
         stale_grace: Duration::ZERO,
     });
     let document = set.to_vec();
-    let fetch = move || async move { Ok::<_, String>(document) };
+    let fetch =
+        move || async move { Ok::<_, mcp_session_proxy::auth::keys::KeySetError>(document) };
     let check = cache.verify(jws.alg, jws.kid.as_deref(), signed, signature, fetch);
     // Nothing in it waits: the fetch is ready, the lock free.
     let mut check = std::pin::pin!(check);
