@@ -28,32 +28,35 @@
 //!     `cidr` the networks peers are matched against. `settings` holds the values the
 //!     configuration gives the front (the configuration names them there, not in the front's
 //!     workings).
-//! - [`session`]: what a session is. The handle (`mod.rs`) decides where its messages go
-//!   (`reach`: its upstream here, or the replica that owns it); `door` is the registry's front
-//!   door; one file per job: `calls` (client messages in, in flight under upstream ids),
-//!   `filing` (server messages and upstream failures into the log), `readers` (streams read,
-//!   replayed, resumed), `handshake` (initialize, initialized and subscriptions, for a client or
-//!   to bring an upstream back), `error_answer` (the code of each error a session answers with
-//!   itself), `exposure` (which of the server's tools and prompts clients see, and under which
-//!   names; which of its resources, by URI), `rate` (requests per second per principal and per
-//!   tool, checked at the door). `state` is what the one lock guards, in parts owned by those
-//!   files (`inflight`, `reading`, `subscriptions`, `replica`, `layer`); `registry` creates,
-//!   finds (per principal) and expires sessions, `per_principal` counts each principal's (with
-//!   replicas, together); `log` is the bounded, coalescing event log; `protocol` numbers a
-//!   protocol-level session's events; `routing` decides which stream a server message belongs
-//!   to; `correlate/` holds the server-wide tables of sessions for requests that name none of
-//!   the proxy's (which session serves a principal, sessions prepared ahead for requests
-//!   without one, sessions named in messages, calls held for the client's input); `replica/`
-//!   is everything about replicas sharing sessions (mirroring, lookup, views, following,
-//!   takeover, fencing a deposed owner, handing sessions over when leaving); `virtual_server/`
-//!   is a virtual server's members in one session (`members`: an upstream each; `router`: to
-//!   which member a request goes, `rules` whether it may, `catalog` what each serves; `fan_out`
-//!   and `merge`: what every member is asked, merged; `attribution`: what each member sends,
-//!   held to its own requests); `settings` names the values the configuration gives sessions.
-//!   Beside them: `expiry` when the sweeps look at a session, `leaving` shutting down without
-//!   losing what was taken, `revival` a session whose server exited going on with a new one,
-//!   `list_cache` and `response_cache` lists and reusable results answered without the
-//!   server, `lazy_map` the maps that cost nothing while empty.
+//! - [`session`]: what a session is. The handle (`mod.rs`: made of its `Parts`, it locks, delegates
+//!   and does the I/O) decides where its messages go (`reach`: its upstream here, or the replica
+//!   that owns it); its methods are in three more files, one per direction: `calls` (client
+//!   messages in, in flight under upstream ids), `filing` (server messages and upstream failures
+//!   into the log), `readers` (streams read, replayed, resumed). `state` is what the one lock
+//!   guards, in parts that own their bookkeeping (`inflight`, `reading`, `subscriptions`,
+//!   `replica`, `layer`); `log` is the bounded, coalescing event log. Beside them: `handshake`
+//!   (initialize, initialized and subscriptions, for a client or to bring an upstream back),
+//!   `revival` (a session whose server exited going on with a new one), `error` (why a session did
+//!   not take a message), `error_answer` (the code of each error a session answers with itself),
+//!   `exposure` (which of the server's tools and prompts clients see, and under which names; which
+//!   of its resources, by URI), `rate` (requests per second per principal and per tool, checked at
+//!   the door), `protocol` (a protocol-level session's numbered events), `routing` (which stream a
+//!   server message belongs to), `list_cache` and `response_cache` (lists and reusable results
+//!   answered without the server), `settings` (what the configuration gives sessions). `registry/`
+//!   creates, finds (per principal) and expires sessions, with what serves it: `door` (the way in),
+//!   `per_principal` (each principal's count, with replicas together), `expiry` (the sweeps),
+//!   `leaving` (shutting down without losing what was taken), and `replica/` (finding a session
+//!   wherever it lives, following views, takeover, fencing a deposed owner, handing sessions over
+//!   when leaving, the sessions of 2026-07-28 principals, one-use tokens). `replica/` is what one
+//!   session holds of the shared store (where it records itself, the `server_side` of it, the
+//!   `cluster` the fronts see); `state/record` the state written there and read back (an owned
+//!   session's record, a view's copy, a session adopted after its owner died). `correlate/` holds
+//!   the server-wide tables of sessions for requests that name none of the proxy's (which session
+//!   serves a principal, sessions prepared ahead for requests without one, sessions named in
+//!   messages, calls held for the client's input); `virtual_server/` is a virtual server's members
+//!   in one session (`members`: an upstream each; `router`: to which member a request goes, `rules`
+//!   whether it may, `catalog` what each serves; `fan_out` and `merge`: what every member is asked,
+//!   merged; `attribution`: what each member sends, held to its own requests).
 //! - [`upstream`]: server transports only. `factory` builds a session's upstream; `stdio` runs
 //!   one child process per session, `shared` one for all, `streamable_http` and `legacy_sse`
 //!   make the proxy an HTTP client, `modern/` bridges a legacy session to a 2026-07-28 server
@@ -97,7 +100,8 @@
 //!   - [`base`]: `clock` deadlines that never overflow, `keys` one key per purpose derived
 //!     from the cluster secret, `ids` session ids, replica names and principals, `event` event
 //!     ids and logged messages, `backlog` the bounded write-behind queue's count, which
-//!     upstream readers wait on, `memory` freed memory given back, `error_chain` an error and
+//!     upstream readers wait on, `memory` freed memory given back, `lazy_map` the maps that
+//!     cost nothing while empty, `error_chain` an error and
 //!     its causes on one line.
 //!   - [`hop`] the replicas' hop on the wire, its signatures and the nonces taken (`nonces`); [`auth`]
 //!     bearer tokens verified (JWT signatures by the issuer's keys, introspection, the

@@ -6,4 +6,5 @@ pub mod error_chain;
 pub mod event;
 pub mod ids;
 pub mod keys;
+pub mod lazy_map;
 pub mod memory;

@@ -47,7 +47,7 @@ impl Session {
             self.absorb(answer);
             return stream.ok_or(SessionError::Upstream(HopError::NoStream.into()));
         }
-        self.revive().await?;
+        super::revival::revive(self).await?;
         let (stream, upstream_id, outgoing) = match self.open_call(request)? {
             Opened::AnsweredHere(stream) => return Ok(stream),
             Opened::InFlight(n, upstream_id, outgoing) => (n, upstream_id, outgoing),
@@ -78,8 +78,8 @@ impl Session {
             return Ok(self.answer_here(&mut state, n, answer));
         }
         let exposed = named.map_err(ErrorAnswer::Unreadable).and_then(|named| {
-            self.to_server_name(&mut request, named.as_ref())?;
-            self.check_resource_shown(named.as_ref())?;
+            self.settings.to_server_name(&mut request, named.as_ref())?;
+            self.settings.check_resource_shown(named.as_ref())?;
             Ok(named)
         });
         let named = match exposed {
@@ -132,7 +132,12 @@ impl Session {
                 _counted: Counted::new(&self.metrics.requests_inflight),
             },
         );
-        self.note_busy(&mut state);
+        // The deadline sweep looks at this session until it finds it with none in flight. A
+        // view's requests are its owner's to time out.
+        if !state.calls.listed && !state.replica.view {
+            state.calls.listed = true;
+            self.sweeps.list_busy([self.this.clone()]);
+        }
         request.set_id(Value::from(upstream_id));
         Ok(Opened::InFlight(n, upstream_id, request))
     }
@@ -370,7 +375,7 @@ impl Session {
                     self.fail(&mut state, request, &cause);
                 }
             }
-            (overdue, self.still_busy(&mut state))
+            (overdue, state.calls.still_busy())
         };
         for upstream_id in &overdue {
             let reason = format!("no answer within {timeout:?}");
@@ -397,7 +402,7 @@ impl Session {
         if subscribe && !self.settings.resources.shows(uri) {
             return Err(SubscriptionRefused::NotShown.into());
         }
-        self.revive().await?;
+        super::revival::revive(self).await?;
         {
             let mut state = self.lock();
             match subscribe {

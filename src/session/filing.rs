@@ -2,6 +2,7 @@
 //! request's, under the client's id again), numbered for a protocol-level session, coalesced,
 //! mirrored to the store; an upstream that fails fails the requests it held.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -55,7 +56,7 @@ impl Session {
             }
             UpstreamEvent::SessionLost => {
                 state.mirror_upstream_session(|| self.upstream_session_record());
-                self.reestablish();
+                super::handshake::reestablish(self);
             }
             UpstreamEvent::Exited(cause) => {
                 self.metrics.upstream_exits_total.inc();
@@ -306,6 +307,38 @@ impl Session {
                 cache.invalidate(method);
             }
             self.response_cache.invalidate(method, message.params());
+        }
+    }
+
+    /// What a client of a taken-over session is told (the gap rule): each request the old
+    /// owner had in flight gets an error (it may or may not have been carried out), and every
+    /// subscription and changeable list an invalidation, since whatever the old server said
+    /// after the last logged message is unknown.
+    pub(in crate::session) fn close_gap(&self, inflight: HashMap<u64, String>) {
+        let mut state = self.lock();
+        for (stream, client_id) in inflight {
+            let client_id: Value = serde_json::from_str(&client_id).unwrap_or(Value::Null);
+            let error = ErrorAnswer::OwnerLeft.to_response(&client_id);
+            let stream = state.stream_of(stream);
+            self.append(&mut state, stream, error, true, None);
+        }
+        for message in state.subscriptions.invalidations() {
+            self.append(&mut state, StreamKey::Standalone, message, false, None);
+        }
+    }
+
+    /// Files in a view's log what was read from the shared log, which is then followed from
+    /// the newest of it on.
+    pub(in crate::session) fn absorb_followed(&self, logged: Vec<Logged>) {
+        self.lock().followed(&logged);
+        self.absorb(logged);
+    }
+
+    /// Files in a view's log what the owner logged.
+    pub(in crate::session) fn absorb(&self, logged: Vec<Logged>) {
+        let coalesce_progress = self.settings.coalesce_progress;
+        if self.lock().absorb(logged, coalesce_progress) {
+            self.changes.notify_waiters();
         }
     }
 

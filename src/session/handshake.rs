@@ -73,70 +73,71 @@ impl Way<'_> {
     }
 }
 
-impl Session {
-    /// The handshake, made `way`; the `initialize` result when it is read.
+impl Way<'_> {
+    /// The handshake, made this way; the `initialize` result when it is read.
     async fn handshake(
-        self: &Arc<Self>,
-        way: Way<'_>,
+        self,
+        session: &Arc<Session>,
         params: Option<Box<RawValue>>,
     ) -> Result<Option<Value>, SessionError> {
-        let result = way.initialize(self, params).await?;
-        way.initialized(self).await?;
-        let subscriptions: Vec<String> = self.lock().subscriptions.uris.iter().cloned().collect();
+        let result = self.initialize(session, params).await?;
+        self.initialized(session).await?;
+        let subscriptions: Vec<String> =
+            session.lock().subscriptions.uris.iter().cloned().collect();
         for uri in subscriptions {
             let params = serde_json::value::to_raw_value(&json!({ "uri": uri })).ok();
-            self.internal_request(methods::RESOURCES_SUBSCRIBE, params)
+            session
+                .internal_request(methods::RESOURCES_SUBSCRIBE, params)
                 .await?;
         }
         Ok(result)
     }
+}
 
-    /// Initializes a new session's server with `params` as its client would (the shared store,
-    /// if any, has the session once this returns); the server's `initialize` result.
-    pub(in crate::session) async fn initialize_as_client(
-        self: &Arc<Self>,
-        registry: &Registry,
-        params: Option<Box<RawValue>>,
-    ) -> Result<Value, SessionError> {
-        let result = self.handshake(Way::AsClient(registry), params).await?;
-        self.store_synced().await;
-        Ok(result.unwrap_or_default())
-    }
+/// Initializes a new session's server with `params` as its client would (the shared store, if
+/// any, has the session once this returns); the server's `initialize` result.
+pub(in crate::session) async fn initialize_as_client(
+    session: &Arc<Session>,
+    registry: &Registry,
+    params: Option<Box<RawValue>>,
+) -> Result<Value, SessionError> {
+    let result = Way::AsClient(registry).handshake(session, params).await?;
+    session.store_synced().await;
+    Ok(result.unwrap_or_default())
+}
 
-    /// Re-initializes the session's upstream (a no-op for a session never initialized: the
-    /// client will).
-    pub(in crate::session) async fn reinitialize(
-        self: &Arc<Self>,
-        init: Option<&str>,
-    ) -> Result<(), SessionError> {
-        let Some(init) = init else {
-            return Ok(());
-        };
-        let params = RawValue::from_string(init.to_owned()).ok();
-        self.handshake(Way::Own, params).await.map(|_| ())
-    }
+/// Re-initializes the session's upstream (a no-op for a session never initialized: the client
+/// will).
+pub(in crate::session) async fn reinitialize(
+    session: &Arc<Session>,
+    init: Option<&str>,
+) -> Result<(), SessionError> {
+    let Some(init) = init else {
+        return Ok(());
+    };
+    let params = RawValue::from_string(init.to_owned()).ok();
+    Way::Own.handshake(session, params).await.map(|_| ())
+}
 
-    /// Its upstream's server forgot the session: re-initializes it in the background.
-    pub(in crate::session) fn reestablish(&self) {
-        let Some(this) = self.this.upgrade() else {
-            return;
-        };
-        let span = self.span();
-        tokio::spawn(
-            async move {
-                warn!("the upstream server lost the session; re-initializing it");
-                let init = this.lock().init.clone();
-                let Some(init) = init else {
-                    let cause = UpstreamError::NoInitializeParams;
-                    warn!(%cause, "re-initializing the upstream failed");
-                    this.upstream.reestablished(Err(cause));
-                    return;
-                };
-                if let Err(error) = this.reinitialize(Some(&init)).await {
-                    warn!(%error, "re-initializing the upstream failed");
-                }
+/// The upstream's server forgot `session`: re-initializes it in the background.
+pub(in crate::session) fn reestablish(session: &Session) {
+    let Some(this) = session.this.upgrade() else {
+        return;
+    };
+    tokio::spawn(
+        async move {
+            warn!("the upstream server lost the session; re-initializing it");
+            let init = this.lock().init.clone();
+            let Some(init) = init else {
+                let cause = UpstreamError::NoInitializeParams;
+                warn!(%cause, "re-initializing the upstream failed");
+                this.upstream.reestablished(Err(cause));
+                return;
+            };
+            if let Err(error) = reinitialize(&this, Some(&init)).await {
+                warn!(%error, "re-initializing the upstream failed");
             }
-            .instrument(span),
-        );
-    }
+        }
+        .instrument(session.span()),
+    );
 }

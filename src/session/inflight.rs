@@ -5,8 +5,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::lazy_map::LazyMap;
 use super::list_cache::Ticket;
+use crate::base::lazy_map::LazyMap;
 use crate::telemetry::spans::Span;
 use crate::upstream::UpstreamError;
 
@@ -115,6 +115,20 @@ impl Calls {
             request.held_for_input &= deadline.is_none();
             request.deadline = deadline;
         }
+    }
+
+    /// How many requests are in flight, not counting calls held for a 2026-07-28 client's
+    /// input: that client may not come back before the stop.
+    pub(super) fn awaiting_server(&self) -> usize {
+        let held = |request: &&Inflight| request.held_for_input;
+        self.inflight.values().filter(|r| !held(r)).count()
+    }
+
+    /// Whether the deadline sweep should look at this session again (it has requests in
+    /// flight); if not, it is off the list until its next request.
+    pub(super) fn still_busy(&mut self) -> bool {
+        self.listed = !self.inflight.is_empty();
+        self.listed
     }
 
     /// The request stream of the newest client request in flight (not the proxy's own).

@@ -11,8 +11,6 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
-use super::Session;
-use crate::store::Op;
 use crate::wire::jsonrpc::Message;
 
 pub use crate::wire::era::SESSION_META_KEY as META_KEY;
@@ -107,45 +105,6 @@ impl Layer {
             .idle_ttl
             .min(self.deadline.saturating_duration_since(now));
         iso8601(unix_ms(SystemTime::now() + left))
-    }
-}
-
-impl Session {
-    /// Makes this a session named in messages (set once, right after it is created). Its own
-    /// idle TTL and lifetime may end it before the server's idle TTL would: the idle sweep
-    /// looks at it by then.
-    pub(in crate::session) fn set_layer(&self, layer: Layer) {
-        let first_look = crate::base::clock::from_now(layer.idle_ttl).min(layer.deadline);
-        self.sweeps.schedule(self.shared_id().clone(), first_look);
-        let mut state = self.lock();
-        let field = layer.to_record();
-        state.layer = Some(Box::new(layer));
-        state.mirror(|| Op::Field {
-            name: "layer",
-            value: field,
-        });
-    }
-
-    /// The client's `initialize` params, when this replica saw them.
-    pub fn init_params(&self) -> Option<String> {
-        self.lock().init.clone()
-    }
-
-    /// Whether messages name this session (not a header or a connection).
-    pub fn is_named(&self) -> bool {
-        self.lock().layer.is_some()
-    }
-
-    /// What names this session, when messages do.
-    pub fn layer(&self) -> Option<Layer> {
-        self.lock().layer.as_deref().cloned()
-    }
-
-    /// Whether the session is over at `now`: idle for `idle_ttl` (a session named in messages:
-    /// its own idle TTL), or past its lifetime.
-    pub(in crate::session) fn expired(&self, now: Instant, idle_ttl: Duration) -> bool {
-        // A session in use is not over before its lifetime: any later look will do.
-        self.next_expiry(now, idle_ttl, Duration::MAX).is_none()
     }
 }
 

@@ -13,8 +13,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use super::lazy_map::LazyMap;
 pub use crate::base::event::{EventId, Logged, StreamKey};
+use crate::base::lazy_map::LazyMap;
 
 /// The bounds of a replay window.
 #[derive(Debug, Clone, Copy)]

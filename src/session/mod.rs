@@ -1,26 +1,24 @@
 //! Sessions: what a session is, independent of how a request names it. A session owns its
-//! upstream binding, its event log and the streams attached to it. This file is the handle;
-//! each job has its own file: `calls` (client messages in, requests in flight under upstream
-//! ids), `filing` (server messages into the log), `readers` (streams read, replayed, resumed),
-//! `state` (what the one lock guards), `revival` (a new server for a session whose server
-//! exited), `replica` (mirroring, views, takeover), `registry` (creating, finding and expiring
+//! upstream binding, its event log and the streams attached to it. This file is the handle,
+//! made of its `Parts`: it locks, delegates to the parts of its `state` (each owning its
+//! bookkeeping) and does the I/O. Its other methods are in three files, one per direction:
+//! `calls` (client messages in, requests in flight under upstream ids), `filing` (server
+//! messages into the log), `readers` (streams read, replayed, resumed). Beside them `handshake`
+//! and `revival` (an upstream brought to where the session was), `replica` (what one session
+//! holds of the shared store) and `registry/` (creating, finding, expiring and taking over
 //! sessions).
 
 mod calls;
 pub mod correlate;
-mod door;
+mod error;
 mod error_answer;
-mod expiry;
 pub mod exposure;
 mod filing;
 mod handshake;
 mod inflight;
 pub mod layer;
-mod lazy_map;
-mod leaving;
 pub mod list_cache;
 pub mod log;
-mod per_principal;
 pub mod protocol;
 pub mod rate;
 mod reach;
@@ -38,6 +36,7 @@ mod subscriptions;
 mod testing;
 pub mod virtual_server;
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -46,208 +45,27 @@ use tokio_util::sync::CancellationToken;
 use tracing::Span;
 
 use crate::base::ids::Principal;
-use crate::store::{Backlog, Mirror, Op};
+use crate::store::{Backlog, Fence, Mirror, Op, Record};
 use crate::telemetry::metrics::ServerMetrics;
 use crate::upstream::credential::Credential;
-use crate::upstream::owner::HopError;
-use crate::upstream::{Upstream, UpstreamError};
+use crate::upstream::Upstream;
+use layer::Layer;
 use list_cache::ListCache;
-use log::Window;
 pub use reach::Reach;
 use response_cache::ResponseCache;
 use state::State;
 
+pub use error::{OwnerUnavailable, ReadError, SessionError, SubscriptionRefused};
 pub use readers::{Delivery, Reader, ResumeError, Resumed};
 pub use registry::Registry;
 pub use replica::cluster;
+pub use settings::{
+    SessionSettings, DEFAULT_MAX_ANONYMOUS_SESSIONS, DEFAULT_MAX_INFLIGHT,
+    DEFAULT_MAX_SESSIONS_PER_PRINCIPAL, DEFAULT_MAX_SUBSCRIPTIONS, MAX_SUBSCRIPTION_BYTES,
+};
 
 /// The longest new work waits for the shared store to catch up.
 const STORE_PATIENCE: Duration = Duration::from_secs(5);
-
-/// Per-session behaviour, from configuration.
-#[derive(Debug, Clone)]
-pub struct SessionSettings {
-    pub window: Window,
-    pub idle_ttl: Duration,
-    pub max_sessions: usize,
-    /// Most sessions one principal with a credential (or a trusted principal header) may hold.
-    pub max_sessions_per_principal: usize,
-    /// Most sessions clients without one may hold together (they are all one principal, the
-    /// anonymous one: this is their limit instead of `max_sessions_per_principal`).
-    pub max_anonymous_sessions: usize,
-    /// Let a newer progress notification replace an undelivered older one of its token.
-    pub coalesce_progress: bool,
-    /// Answer list requests from a cache shared by the server's sessions.
-    pub cache_lists: bool,
-    /// The longest a request waits for its server without hearing of it (its response, or a
-    /// progress notification, message or server request on its stream); then it fails and the
-    /// server is told to cancel it. Not counted while the client owes the server an answer.
-    pub request_timeout: Duration,
-    /// Resources one session may be subscribed to at once (and `MAX_SUBSCRIPTION_BYTES` of
-    /// their URIs); a `resources/subscribe` to one more is refused (-32602) without reaching the
-    /// server.
-    pub max_subscriptions: usize,
-    /// Requests one session may have in flight to its server at once; one more is refused
-    /// (`SessionError::TooManyInFlight`) without reaching the server.
-    pub max_inflight: usize,
-    /// Where the server's spans go (nowhere unless tracing is on).
-    pub spans: crate::telemetry::spans::Spans,
-    /// Which of the server's tools clients see, and under which names.
-    pub tools: Arc<exposure::Exposure>,
-    /// Which of the server's prompts clients see, and under which names.
-    pub prompts: Arc<exposure::Exposure>,
-    /// Which of the server's resources clients see, by URI.
-    pub resources: Arc<exposure::ResourceExposure>,
-    /// Requests per second per principal, and per principal and tool.
-    pub limits: rate::RateLimits,
-}
-
-/// `SessionSettings::max_sessions_per_principal` unless configured.
-pub const DEFAULT_MAX_SESSIONS_PER_PRINCIPAL: usize = 100;
-/// `SessionSettings::max_anonymous_sessions` unless configured.
-pub const DEFAULT_MAX_ANONYMOUS_SESSIONS: usize = 256;
-/// `SessionSettings::max_subscriptions` unless configured.
-pub const DEFAULT_MAX_SUBSCRIPTIONS: usize = 1000;
-/// `SessionSettings::max_inflight` unless configured.
-pub const DEFAULT_MAX_INFLIGHT: usize = 256;
-/// The bytes of URIs one session may be subscribed to at once (like the replay window's).
-pub const MAX_SUBSCRIPTION_BYTES: usize = 1 << 20;
-
-impl Default for SessionSettings {
-    fn default() -> Self {
-        SessionSettings {
-            window: Window::default(),
-            idle_ttl: Duration::from_secs(600),
-            max_sessions: 10_000,
-            max_sessions_per_principal: DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
-            max_anonymous_sessions: DEFAULT_MAX_ANONYMOUS_SESSIONS,
-            coalesce_progress: false,
-            cache_lists: false,
-            request_timeout: Duration::from_secs(60),
-            max_subscriptions: DEFAULT_MAX_SUBSCRIPTIONS,
-            max_inflight: DEFAULT_MAX_INFLIGHT,
-            spans: crate::telemetry::spans::Spans::default(),
-            tools: Arc::default(),
-            prompts: Arc::default(),
-            resources: Arc::default(),
-            limits: rate::RateLimits::default(),
-        }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum SessionError {
-    #[error(transparent)]
-    Upstream(#[from] UpstreamError),
-    #[error("the limit of {0} open sessions is reached")]
-    TooManySessions(usize),
-    #[error("this principal already holds its limit of {0} open sessions (session.max_sessions_per_principal)")]
-    TooManyForPrincipal(usize),
-    #[error("clients without credentials already hold their limit of {0} open sessions (session.max_anonymous_sessions)")]
-    TooManyAnonymous(usize),
-    /// The session has as many requests in flight to its server as it may.
-    #[error("this session already has its limit of {0} requests in flight (session.max_inflight); retry once one is answered")]
-    TooManyInFlight(usize),
-    #[error(transparent)]
-    SubscriptionRefused(#[from] SubscriptionRefused),
-    #[error("the session store (Redis) is unreachable; new sessions are refused until it is back")]
-    StoreUnavailable,
-    #[error("the session store (Redis) is {0} writes behind; new work waits until it catches up")]
-    StoreBehind(usize),
-    /// Another replica owns the session and cannot serve it right now (dead and not yet taken
-    /// over, restarted, or moving it).
-    #[error("the replica owning this session cannot serve it right now: {0}")]
-    OwnerUnavailable(OwnerUnavailable),
-    /// The session was found, then turned out to be gone (ended on its owner).
-    #[error("the session is gone")]
-    Gone,
-    /// This proxy is shutting down: it takes no new sessions or requests (another replica, or
-    /// this one restarted, will).
-    #[error("this proxy is shutting down; retry shortly")]
-    ShuttingDown,
-    /// The principal is over a rate limit: the request reached no session.
-    #[error("Too Many Requests: {}", rate_limited(.0))]
-    RateLimited(rate::Exceeded),
-    /// No session prepared for requests without credentials was ready in time.
-    #[error(
-        "none of the {size} server sessions for requests without credentials \
-         (session.anonymous_pool) was ready within {waited:?}"
-    )]
-    AnonymousPoolBusy { size: usize, waited: Duration },
-    /// The principal holds as many sessions named in messages as it may.
-    #[error("this principal holds its limit of {0} named sessions")]
-    TooManyNamed(usize),
-    /// The session a message names is unknown, another principal's, expired or ended.
-    #[error("session {0} is unknown, expired or deleted")]
-    NamedNotFound(String),
-}
-
-/// Why the replica owning a session cannot serve it right now.
-#[derive(Debug, thiserror::Error)]
-pub enum OwnerUnavailable {
-    /// Its record changed under every attempt to claim it.
-    #[error("the session is changing hands")]
-    ChangingHands,
-    /// The replica that created it could not say whether it has it.
-    #[error(transparent)]
-    Hop(HopError),
-    #[error("its owner described it in a form this replica does not read")]
-    Unreadable,
-}
-
-/// A `resources/subscribe` to one resource more than a session may hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum SubscriptionRefused {
-    #[error(
-        "Invalid params: this session is already subscribed to its limit of {0} resources \
-         (session.max_subscriptions); unsubscribe from one first"
-    )]
-    TooMany(usize),
-    #[error(
-        "Invalid params: this session's subscribed URIs would take more than {0} bytes; \
-         unsubscribe from one first"
-    )]
-    TooLarge(usize),
-    /// A resource the server's clients do not see (`[resources]`): never subscribed to.
-    #[error("Invalid params: Resource not found")]
-    NotShown,
-}
-
-impl SessionError {
-    /// Its owning replica cannot serve the session right now (unreachable, restarted, moving
-    /// it), and the message was not carried out: a retry shortly may be served.
-    pub fn owner_unavailable(&self) -> bool {
-        matches!(
-            self,
-            SessionError::OwnerUnavailable(_)
-                | SessionError::Upstream(UpstreamError::Hop(
-                    HopError::Unreachable(_) | HopError::Gone | HopError::Moved { .. },
-                ))
-        )
-    }
-
-    /// The session did not take the message (its owner or its store cannot serve it now, or it
-    /// is gone): an answer about the session, not one from its server.
-    pub fn not_taken(&self) -> bool {
-        self.owner_unavailable()
-            || matches!(
-                self,
-                SessionError::Gone
-                    | SessionError::StoreUnavailable
-                    | SessionError::StoreBehind(_)
-                    | SessionError::ShuttingDown
-                    | SessionError::RateLimited(_)
-                    | SessionError::TooManyInFlight(_)
-            )
-    }
-}
-
-/// Why a stream cannot be read from a position.
-#[derive(Debug, thiserror::Error)]
-pub enum ReadError {
-    #[error("the position {after} is ahead of this session's newest event ({head})")]
-    Ahead { after: u64, head: u64 },
-}
 
 /// How a session's server messages are laid out for its client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -272,7 +90,7 @@ pub struct Session {
     this: Weak<Session>,
     id: Arc<str>,
     /// When the sweeps look at it (shared by the registry's sessions).
-    sweeps: Arc<expiry::Sweeps>,
+    sweeps: Arc<registry::Sweeps>,
     principal: Principal,
     settings: Arc<SessionSettings>,
     metrics: Arc<ServerMetrics>,
@@ -307,21 +125,48 @@ impl std::fmt::Debug for Session {
     }
 }
 
+/// What a session is made of: its own parts, and what it shares with the registry's other
+/// sessions.
+pub(in crate::session) struct Parts {
+    pub(in crate::session) id: Arc<str>,
+    pub(in crate::session) principal: Principal,
+    pub(in crate::session) shape: Shape,
+    /// Where its messages go: its upstream here, or the replica that owns it.
+    pub(in crate::session) upstream: Reach,
+    /// The client's credential for the server, as the request that made it brought it.
+    pub(in crate::session) credential: Credential,
+    /// Where it records itself for other replicas (a shared store only, not for a view).
+    pub(in crate::session) mirror: Option<Mirror>,
+    pub(in crate::session) shared: Shared,
+}
+
+/// What a session shares with the registry's other sessions.
+pub(in crate::session) struct Shared {
+    pub(in crate::session) settings: Arc<SessionSettings>,
+    pub(in crate::session) metrics: Arc<ServerMetrics>,
+    pub(in crate::session) list_cache: Option<Arc<ListCache>>,
+    pub(in crate::session) response_cache: Arc<ResponseCache>,
+    pub(in crate::session) sweeps: Arc<registry::Sweeps>,
+}
+
 impl Session {
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        id: Arc<str>,
-        principal: Principal,
-        shape: Shape,
-        upstream: Reach,
-        list_cache: Option<Arc<ListCache>>,
-        response_cache: Arc<ResponseCache>,
-        settings: Arc<SessionSettings>,
-        metrics: Arc<ServerMetrics>,
-        mirror: Option<Mirror>,
-        credential: Credential,
-        sweeps: Arc<expiry::Sweeps>,
-    ) -> Arc<Session> {
+    fn new(parts: Parts) -> Arc<Session> {
+        let Parts {
+            id,
+            principal,
+            shape,
+            upstream,
+            credential,
+            mirror,
+            shared:
+                Shared {
+                    settings,
+                    metrics,
+                    list_cache,
+                    response_cache,
+                    sweeps,
+                },
+        } = parts;
         let backlog = mirror.as_ref().map(|mirror| mirror.backlog().clone());
         Arc::new_cyclic(|this| Session {
             this: this.clone(),
@@ -403,8 +248,185 @@ impl Session {
     /// Since when the session has been idle: no stream attached, nothing in flight.
     pub(in crate::session) fn idle_since(&self) -> Option<Instant> {
         let state = self.lock();
-        let unused = state.reading.unread() && state.calls.inflight.is_empty();
-        unused.then_some(state.last_active)
+        state.unused().then_some(state.last_active)
+    }
+
+    /// When this session may next be over (`State::next_expiry`).
+    pub(in crate::session) fn next_expiry(
+        &self,
+        now: Instant,
+        idle_ttl: Duration,
+        in_use: Duration,
+    ) -> Option<Instant> {
+        self.lock().next_expiry(now, idle_ttl, in_use)
+    }
+
+    /// Makes this a session named in messages (set once, right after it is created). Its own
+    /// idle TTL and lifetime may end it before the server's idle TTL would: the idle sweep
+    /// looks at it by then.
+    pub(in crate::session) fn set_layer(&self, layer: Layer) {
+        let first_look = crate::base::clock::from_now(layer.idle_ttl).min(layer.deadline);
+        self.sweeps.schedule(self.shared_id().clone(), first_look);
+        let mut state = self.lock();
+        let field = layer.to_record();
+        state.layer = Some(Box::new(layer));
+        state.mirror(|| Op::Field {
+            name: "layer",
+            value: field,
+        });
+    }
+
+    /// The client's `initialize` params, when this replica saw them.
+    pub fn init_params(&self) -> Option<String> {
+        self.lock().init.clone()
+    }
+
+    /// Whether messages name this session (not a header or a connection).
+    pub fn is_named(&self) -> bool {
+        self.lock().layer.is_some()
+    }
+
+    /// What names this session, when messages do.
+    pub fn layer(&self) -> Option<Layer> {
+        self.lock().layer.as_deref().cloned()
+    }
+
+    /// Whether the session is over at `now`: idle for `idle_ttl` (a session named in messages:
+    /// its own idle TTL), or past its lifetime.
+    pub(in crate::session) fn expired(&self, now: Instant, idle_ttl: Duration) -> bool {
+        // A session in use is not over before its lifetime: any later look will do.
+        self.next_expiry(now, idle_ttl, Duration::MAX).is_none()
+    }
+
+    /// A view of a session another replica owns, as its record describes it, subscribed to
+    /// `subscriptions`; its log is filled with `absorb`.
+    pub(in crate::session) fn view(
+        id: String,
+        principal: Principal,
+        record: &Record,
+        subscriptions: BTreeSet<String>,
+        owner: crate::upstream::owner::OwnerLink,
+        settings: Arc<SessionSettings>,
+        metrics: Arc<ServerMetrics>,
+    ) -> Arc<Session> {
+        let shape = match record.shape.as_str() {
+            "single" => Shape::SingleStream,
+            _ => Shape::Streams,
+        };
+        let session = Session::new(Parts {
+            id: id.into(),
+            principal,
+            shape,
+            upstream: Reach::Owner(owner),
+            credential: Credential::default(),
+            mirror: None,
+            shared: Shared {
+                settings,
+                metrics,
+                list_cache: None,
+                response_cache: Arc::default(),
+                sweeps: Arc::default(),
+            },
+        });
+        session.lock().become_view(record, subscriptions);
+        session
+    }
+
+    /// The link to the owner, for a view.
+    pub(crate) fn owner(&self) -> Option<&crate::upstream::owner::OwnerLink> {
+        self.upstream.owner()
+    }
+
+    /// The credential of the newest request that reached this view.
+    pub(crate) fn credential(&self) -> Option<http::HeaderValue> {
+        self.credential.current()
+    }
+
+    /// Where a view follows the shared log from: after what it read there, not after what
+    /// came with hops (a request's answer may come that way before the messages logged ahead
+    /// of it come through the shared log).
+    pub(in crate::session) fn followed_through(&self) -> u64 {
+        self.lock().replica.followed_through
+    }
+
+    /// True the first time it is asked: the caller starts the task following a view's log.
+    pub(in crate::session) fn claim_following(&self) -> bool {
+        !self
+            .following
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+    }
+
+    /// This replica took the session over: the view ends, and its readers read on in
+    /// `successor` from where they were (the log positions are the shared log's).
+    pub(in crate::session) fn succeeded_by(&self, successor: &Arc<Session>) {
+        let _ = self.successor.set(successor.clone());
+        self.end();
+    }
+
+    /// The session its server keeps for it, as the record holds it; `None` without one.
+    pub(in crate::session) fn upstream_session_record(&self) -> Option<String> {
+        self.upstream().and_then(Upstream::upstream_session_record)
+    }
+
+    /// This owner's hold on the session in the shared store (`State::fence`).
+    pub(in crate::session) fn fence(&self) -> Option<Arc<Fence>> {
+        self.lock().fence()
+    }
+
+    /// The key of the set of its principal's sessions it counts in (`State::counted_in`).
+    pub(in crate::session) fn counted_in(&self) -> Option<Arc<str>> {
+        self.lock().counted_in()
+    }
+
+    /// The session as its record in the shared store describes it.
+    pub(crate) fn record(&self) -> Record {
+        let upstream_session = self.upstream_session_record();
+        self.lock().record(&self.principal, upstream_session)
+    }
+
+    /// Writes the whole session to the shared store again (`State::rewrite_to_store`).
+    pub(in crate::session) fn rewrite_to_store(&self) {
+        let record = self.record();
+        self.lock().rewrite_to_store(record);
+    }
+
+    /// Records a new session in the shared store, bound to `upstream` (for operators).
+    pub(in crate::session) fn record_created(&self, upstream: String) {
+        self.lock().record_created(&self.principal, upstream);
+    }
+
+    /// Tells the shared store the session is alive (its keys' TTLs start again).
+    pub(in crate::session) fn touch_store(&self) {
+        self.lock().mirror(|| Op::Touch);
+    }
+
+    /// Waits (bounded) until the shared store holds everything this session wrote so far: a
+    /// client told of the session (its id, the answer to initialize) may ask any replica next.
+    pub async fn store_synced(&self) {
+        let mirror = self.lock().replica.mirror.as_deref().cloned();
+        if let Some(mirror) = mirror {
+            if !mirror.synced(STORE_PATIENCE).await {
+                self.span().in_scope(|| {
+                    tracing::warn!("the session could not be written to the shared store in time; other replicas find it through its id")
+                });
+            }
+        }
+    }
+
+    /// Its server ended (and has not been started again since).
+    pub fn upstream_exited(&self) -> bool {
+        self.lock().upstream_failure.is_some()
+    }
+
+    /// Its server ended and cannot be started again: nothing more will be served in it.
+    pub(in crate::session) fn upstream_failed(&self) -> bool {
+        let restartable = || self.upstream.upstream().is_some_and(|u| u.restartable());
+        self.upstream_exited() && !restartable()
+    }
+
+    /// Requests in flight to its server (`Calls::awaiting_server`).
+    pub(in crate::session) fn in_flight(&self) -> usize {
+        self.lock().calls.awaiting_server()
     }
 
     /// Ends the session: readers stop, the upstream is released (its server's session ended).
@@ -420,18 +442,5 @@ impl Session {
     pub(in crate::session) fn end_here(&self) {
         self.ended.cancel();
         self.upstream.detach();
-    }
-}
-
-/// What a refusal over a rate limit says.
-fn rate_limited(exceeded: &rate::Exceeded) -> String {
-    let wait = exceeded.retry_after().as_millis();
-    match exceeded {
-        rate::Exceeded::Requests { .. } => {
-            format!("this principal is over limits.requests_per_second; retry in {wait} ms")
-        }
-        rate::Exceeded::Tool { tool, .. } => {
-            format!("this principal is over limits.tools.{tool}; retry in {wait} ms")
-        }
     }
 }

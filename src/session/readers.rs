@@ -3,6 +3,7 @@
 //! one reader of a protocol-level session.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::time::Instant;
@@ -195,6 +196,31 @@ impl Session {
     }
 
     /// Whether a tap reads the session's own messages here.
+    pub(in crate::session) fn readers_signal(&self) -> Arc<tokio::sync::Notify> {
+        self.readers.clone()
+    }
+
+    /// The position of the newest message in this session's log.
+    pub(crate) fn head(&self) -> u64 {
+        self.lock().log.head()
+    }
+
+    /// Clients read `streams` through another replica's view for `lease` from now (renewed while
+    /// they do): the session is in use, and those streams get every message as it comes, as if
+    /// read here. Returns the newest position.
+    pub(crate) fn read_elsewhere(&self, streams: &[StreamKey], lease: Duration) -> u64 {
+        let mut state = self.lock();
+        let now = Instant::now();
+        state.last_active = now;
+        state.reading.read_elsewhere(streams, now, lease);
+        state.log.head()
+    }
+
+    /// The session this view's readers read on in, once it ended.
+    pub(in crate::session) fn successor(&self) -> Option<Arc<Session>> {
+        self.successor.get().cloned()
+    }
+
     pub(in crate::session) fn tapped(&self) -> bool {
         self.lock().reading.tapped()
     }

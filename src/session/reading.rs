@@ -6,8 +6,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::lazy_map::LazyMap;
 use super::log::StreamKey;
+use crate::base::lazy_map::LazyMap;
 
 /// Who reads the session's streams: the session's state of its readers.
 #[derive(Debug)]

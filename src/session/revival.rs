@@ -26,52 +26,35 @@ impl Exited {
     }
 }
 
-impl Session {
-    /// Its server ended (and has not been started again since).
-    pub fn upstream_exited(&self) -> bool {
-        self.lock().upstream_failure.is_some()
-    }
-
-    /// Its server ended and cannot be started again: nothing more will be served in it.
-    pub(in crate::session) fn upstream_failed(&self) -> bool {
-        let exited = self.lock().upstream_failure.is_some();
-        exited && !self.revivable()
-    }
-
-    fn revivable(&self) -> bool {
-        self.upstream.upstream().is_some_and(|u| u.restartable())
-    }
-
-    /// Starts the session's server again if it exited (else returns at once); the request
-    /// that asked then goes to the new server. A failure is the request's; the next request
-    /// tries again.
-    pub(in crate::session) async fn revive(&self) -> Result<(), SessionError> {
-        let turn = match &self.lock().upstream_failure {
-            None => return Ok(()),
-            Some(exited) => exited.turn.clone(),
-        };
-        let _one_at_a_time = turn.lock().await;
-        let (cause, init) = {
-            let state = self.lock();
-            match &state.upstream_failure {
-                None => return Ok(()), // revived meanwhile
-                Some(exited) => (exited.cause.clone(), state.init.clone()),
-            }
-        };
-        let (Some(upstream), Some(this)) = (self.upstream.upstream(), self.this.upgrade()) else {
-            return Err(cause.into());
-        };
-        let Some(restarted) = upstream.restart() else {
-            return Err(cause.into());
-        };
-        if restarted? {
-            self.metrics.upstream_spawns_total.inc();
+/// Starts the session's server again if it exited (else returns at once); the request that
+/// asked then goes to the new server. A failure is the request's; the next request tries again.
+pub(in crate::session) async fn revive(session: &Session) -> Result<(), SessionError> {
+    let turn = match &session.lock().upstream_failure {
+        None => return Ok(()),
+        Some(exited) => exited.turn.clone(),
+    };
+    let _one_at_a_time = turn.lock().await;
+    let (cause, init) = {
+        let state = session.lock();
+        match &state.upstream_failure {
+            None => return Ok(()), // revived meanwhile
+            Some(exited) => (exited.cause.clone(), state.init.clone()),
         }
-        self.metrics.upstream_restarts_total.inc();
-        self.span()
-            .in_scope(|| warn!(%cause, "the server had exited; started again for the session"));
-        this.reinitialize(init.as_deref()).await?;
-        self.lock().upstream_failure = None;
-        Ok(())
+    };
+    let (Some(upstream), Some(this)) = (session.upstream.upstream(), session.this.upgrade()) else {
+        return Err(cause.into());
+    };
+    let Some(restarted) = upstream.restart() else {
+        return Err(cause.into());
+    };
+    if restarted? {
+        session.metrics.upstream_spawns_total.inc();
     }
+    session.metrics.upstream_restarts_total.inc();
+    session
+        .span()
+        .in_scope(|| warn!(%cause, "the server had exited; started again for the session"));
+    super::handshake::reinitialize(&this, init.as_deref()).await?;
+    session.lock().upstream_failure = None;
+    Ok(())
 }

@@ -120,8 +120,7 @@ pub async fn initialized(registry: &Registry, principal: Principal) -> Arc<Sessi
         "clientInfo": { "name": "test", "version": "1" },
     }))
     .ok();
-    session
-        .initialize_as_client(registry, params)
+    crate::session::handshake::initialize_as_client(&session, registry, params)
         .await
         .expect("initialized");
     session

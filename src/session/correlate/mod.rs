@@ -184,7 +184,7 @@ pub async fn initialize_with(
     params: Value,
 ) -> Result<Value, SessionError> {
     let params = serde_json::value::to_raw_value(&params).ok();
-    session.initialize_as_client(registry, params).await
+    crate::session::handshake::initialize_as_client(session, registry, params).await
 }
 
 /// Capabilities as one string, the same however the client ordered them (a JSON object's keys

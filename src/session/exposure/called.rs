@@ -7,11 +7,11 @@
 use serde_json::Value;
 
 use crate::session::error_answer::ErrorAnswer;
-use crate::session::Session;
+use crate::session::SessionSettings;
 use crate::wire::jsonrpc::Message;
 use crate::wire::named::Named;
 
-impl Session {
+impl SessionSettings {
     /// A `tools/call` (`prompts/get`, a completion of a prompt's argument) names the tool
     /// (prompt) as clients see it: it goes to the server under the server's name, and one they
     /// do not see is unknown (`[tools]`, `[prompts]`).
@@ -21,9 +21,9 @@ impl Session {
         named: Option<&Named>,
     ) -> Result<(), ErrorAnswer> {
         let (exposure, pointer) = match named {
-            Some(Named::Tool(_)) => (&self.settings.tools, "/name"),
-            Some(Named::Prompt(_)) => (&self.settings.prompts, "/name"),
-            Some(Named::PromptReference(_)) => (&self.settings.prompts, "/ref/name"),
+            Some(Named::Tool(_)) => (&self.tools, "/name"),
+            Some(Named::Prompt(_)) => (&self.prompts, "/name"),
+            Some(Named::PromptReference(_)) => (&self.prompts, "/ref/name"),
             _ => return Ok(()),
         };
         if exposure.is_identity() {
@@ -58,7 +58,7 @@ impl Session {
         &self,
         named: Option<&Named>,
     ) -> Result<(), ErrorAnswer> {
-        let exposure = &self.settings.resources;
+        let exposure = &self.resources;
         match named {
             Some(Named::Resource(uri) | Named::ResourceReference(uri)) if !exposure.shows(uri) => {
                 Err(ErrorAnswer::UnknownResource(uri.clone()))

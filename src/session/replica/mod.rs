@@ -1,27 +1,15 @@
-//! Replicas sharing sessions through the store: an owned session's record and log mirrored for
-//! the others (`mirror`); finding a session wherever it lives (`lookup`); views of sessions
-//! another replica owns (`view`) and keeping them current (`follow`); a session taken over from
-//! a replica that died (`takeover`); an owner that was deposed meanwhile (`fencing`); sessions
-//! handed to the others when this replica leaves (`handover`); what the fronts know of the
-//! replicas (`cluster`); the sessions serving 2026-07-28 principals, the same on every replica
-//! (`correlated`); tokens good for one use, spent once across replicas (`spent`); what the
-//! store holds of the server's side of a session, for a new owner to go on in it
-//! (`server_side`). The hop's wire format is `crate::hop`; its client is `upstream::owner`,
-//! its server `front::internal`.
+//! What one session holds of the store that replicas share: where it records itself
+//! (`Replicated`: its mirror, or whether it is a view), what the store holds of the server's
+//! side of it, for a new owner to go on in it (`server_side`), and what the fronts know of the
+//! replicas (`cluster`). The state written to and read from the store is `state::record`; the
+//! registry's side (finding, following, taking over, handing over) is
+//! `session::registry::replica`. The hop's wire format is `crate::hop`; its client is
+//! `upstream::owner`, its server `front::internal`.
 
 use crate::store::{Mirror, Op};
 
 pub mod cluster;
-mod correlated;
-pub(in crate::session) mod fencing;
-mod follow;
-mod handover;
-mod lookup;
-mod mirror;
 pub(in crate::session) mod server_side;
-pub(in crate::session) mod spent;
-mod takeover;
-mod view;
 
 /// The session's state as one of several replicas sees it.
 #[derive(Debug, Default)]

@@ -3,16 +3,7 @@
 //! forgets it) and the lists the server said it may change, so that a replica taking the
 //! session over goes on in the server's session, where the server's state is.
 
-use crate::session::Session;
-use crate::upstream::Upstream;
 use crate::wire::methods;
-
-impl Session {
-    /// The session its server keeps for it, as the record holds it; `None` without one.
-    pub(in crate::session) fn upstream_session_record(&self) -> Option<String> {
-        self.upstream().and_then(Upstream::upstream_session_record)
-    }
-}
 
 /// The lists a server said it may change, as the record holds them.
 pub(in crate::session) fn lists_to_record(lists: &[&'static str]) -> String {

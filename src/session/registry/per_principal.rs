@@ -11,8 +11,9 @@ use std::sync::atomic::Ordering;
 
 use tracing::{info, warn};
 
-use super::{Registry, SessionError};
+use super::Registry;
 use crate::base::ids::Principal;
+use crate::session::SessionError;
 use crate::telemetry::metrics::Refusal;
 
 impl Registry {

@@ -14,6 +14,8 @@ use super::subscriptions::Subscriptions;
 use super::{Shape, SubscriptionRefused};
 use crate::store::{Mirror, Op};
 
+mod record;
+
 /// Upstream request ids reserved in the shared store at a time: it is written once per so many
 /// requests to the server.
 const UPSTREAM_ID_BLOCK: u64 = 1024;
@@ -64,6 +66,33 @@ impl State {
             init: None,
             layer: None,
         }
+    }
+
+    /// When the session may next be over, seen at `now`: `None` if it is over now (idle for
+    /// `idle_ttl`, or for a session named in messages its own TTL, or past its lifetime). A
+    /// session in use (a stream attached, a request in flight) is looked at again after
+    /// `in_use`.
+    pub(super) fn next_expiry(
+        &self,
+        now: Instant,
+        idle_ttl: Duration,
+        in_use: Duration,
+    ) -> Option<Instant> {
+        let (idle_ttl, lifetime) = match &self.layer {
+            None => (idle_ttl, None),
+            Some(layer) => (layer.idle_ttl, Some(layer.deadline)),
+        };
+        let idle_until = match self.unused() {
+            true => crate::base::clock::deadline(self.last_active, idle_ttl),
+            false => crate::base::clock::deadline(now, in_use),
+        };
+        let next = lifetime.map_or(idle_until, |end| end.min(idle_until));
+        (next > now).then_some(next)
+    }
+
+    /// No stream attached, nothing in flight.
+    pub(super) fn unused(&self) -> bool {
+        self.reading.unread() && self.calls.inflight.is_empty()
     }
 
     /// Takes a request out of flight, with its progress token.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Registry, Session};
+use super::Registry;
 
 /// How often a drain looks again at what is still in flight.
 const DRAIN_CHECK: Duration = Duration::from_millis(10);
@@ -56,18 +56,5 @@ impl Registry {
             self.close(&id, forget);
         }
         self.upstreams.release_all().await;
-    }
-}
-
-impl Session {
-    /// How many requests are in flight, not counting calls held for a 2026-07-28 client's
-    /// input: that client may not come back before the stop.
-    pub(in crate::session) fn in_flight(&self) -> usize {
-        self.lock()
-            .calls
-            .inflight
-            .values()
-            .filter(|request| !request.held_for_input)
-            .count()
     }
 }

@@ -10,11 +10,12 @@ use http::HeaderValue;
 use tokio::time::Instant;
 use tracing::warn;
 
-use super::rate::Exceeded;
 use super::replica::fencing::OwnedNow;
-use super::{OwnerUnavailable, Registry, Session, SessionError};
+use super::Registry;
 use crate::base::event::StreamKey;
 use crate::base::ids::{self, Principal};
+use crate::session::rate::Exceeded;
+use crate::session::{OwnerUnavailable, Session, SessionError};
 use crate::upstream::owner::HopError;
 use crate::upstream::UpstreamError;
 use crate::wire::jsonrpc::{Kind, Message};

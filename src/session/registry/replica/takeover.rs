@@ -1,92 +1,22 @@
 //! Taking over a session whose owner died: its record and log adopted, a new upstream brought
 //! to where the old one was, and the client told what may have been lost (the gap rule).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
 use http::HeaderValue;
-use serde_json::Value;
-use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::lookup::unavailable;
-use super::server_side;
 use crate::base::ids::Principal;
-use crate::session::error_answer::ErrorAnswer;
-use crate::session::layer::Layer;
-use crate::session::log::{Logged, StreamKey};
-use crate::session::{Reach, Registry, Session, SessionError, Shape};
-use crate::store::{Op, Record, RedisStore};
+use crate::session::handshake;
+use crate::session::log::StreamKey;
+use crate::session::{Parts, Reach, Registry, Session, SessionError, Shape};
+use crate::store::{Record, RedisStore};
 use crate::upstream::credential::Credential;
 use crate::upstream::factory::Binding;
 use crate::upstream::{Sink, Upstream};
-
-impl Session {
-    /// Takes over a session another replica owned, from what the shared store holds: its
-    /// record, its subscriptions and its log. The caller then re-initializes the new upstream
-    /// (`reinitialize`) unless it goes on in the server's session, and closes the gap
-    /// (`close_gap`).
-    pub(in crate::session) fn adopt(
-        &self,
-        record: &Record,
-        subscriptions: BTreeSet<String>,
-        logged: Vec<Logged>,
-    ) {
-        let upstream_session = self.upstream_session_record();
-        let mut state = self.lock();
-        state.numbered = record.numbered;
-        state.protocol_version = record.version.clone();
-        state.subscriptions.changeable_lists =
-            server_side::lists_from_record(record.lists.as_deref());
-        state.next_stream = record.next_stream.max(1);
-        // Past every id the old owners may have sent; the first request reserves more.
-        state.calls.next_upstream_id = record.upstream_ids.max(1);
-        state.calls.reserved_ids = state.calls.next_upstream_id;
-        state.init = record.init.clone();
-        state.layer = record
-            .layer
-            .as_deref()
-            .and_then(Layer::from_record)
-            .map(Box::new);
-        state.subscriptions.uris = subscriptions;
-        state.log.assume_evicted_through(record.evicted);
-        let now = Instant::now();
-        for entry in logged {
-            state.log.insert_logged(
-                entry.seq,
-                entry.stream,
-                entry.payload,
-                entry.terminal,
-                entry.coalesce,
-                now,
-            );
-        }
-        state.log.start_new_epoch();
-        let mut record = record.clone();
-        record.owner = String::new(); // the store writes this replica's name
-        record.upstream_session = upstream_session; // the same, or none: a new one to come
-        record.subs = serde_json::to_string(&state.subscriptions.uris).ok();
-        state.mirror(|| Op::Create(Box::new(record)));
-    }
-
-    /// What a client of a taken-over session is told (the gap rule): each request the old
-    /// owner had in flight gets an error (it may or may not have been carried out), and every
-    /// subscription and changeable list an invalidation, since whatever the old server said
-    /// after the last logged message is unknown.
-    pub(in crate::session) fn close_gap(&self, inflight: HashMap<u64, String>) {
-        let mut state = self.lock();
-        for (stream, client_id) in inflight {
-            let client_id: Value = serde_json::from_str(&client_id).unwrap_or(Value::Null);
-            let error = ErrorAnswer::OwnerLeft.to_response(&client_id);
-            let stream = state.stream_of(stream);
-            self.append(&mut state, stream, error, true, None);
-        }
-        for message in state.subscriptions.invalidations() {
-            self.append(&mut state, StreamKey::Standalone, message, false, None);
-        }
-    }
-}
 
 impl Registry {
     /// Room for session `id` of `principal` and its new upstream, for a takeover (counted once
@@ -183,14 +113,15 @@ impl Registry {
             .subscriptions(&self.server, id)
             .await
             .unwrap_or_default();
-        session.adopt(record, subscriptions, logged);
+        let upstream_session = session.upstream_session_record();
+        (session.lock()).adopt(record, subscriptions, logged, upstream_session);
         // Clients may read it through views on other replicas, which tell this new owner so
         // within a heartbeat or two: until then, its GET stream is read as if they had.
         session.read_elsewhere(&[StreamKey::Standalone], redis.owner_timeout);
         match session.upstream() {
             Some(upstream) if upstream.upstream_session().is_some() => upstream.listen(),
             _ => {
-                if let Err(error) = session.reinitialize(record.init.as_deref()).await {
+                if let Err(error) = handshake::reinitialize(session, record.init.as_deref()).await {
                     warn!(%error, "the new upstream of a taken-over session could not be re-initialized");
                 }
             }
@@ -235,20 +166,18 @@ impl Registry {
             "single" => Shape::SingleStream,
             _ => Shape::Streams,
         };
-        let session = Session::new(
-            id.into(),
-            principal.clone(),
+        let mirror = self
+            .store
+            .mirror(&self.server, id, self.counted_for(principal), epoch);
+        let session = Session::new(Parts {
+            id: id.into(),
+            principal: principal.clone(),
             shape,
-            Reach::Here(upstream),
-            self.list_cache.clone(),
-            self.response_cache.clone(),
-            self.settings.clone(),
-            self.metrics.clone(),
-            self.store
-                .mirror(&self.server, id, self.counted_for(principal), epoch),
+            upstream: Reach::Here(upstream),
             credential,
-            self.sweeps.clone(),
-        );
+            mirror,
+            shared: self.shared_with_sessions(),
+        });
         binding.bind(Arc::downgrade(&session) as Weak<dyn Sink>);
         let inflight = self.restore(redis, &session, &record).await;
         session.close_gap(inflight);

@@ -1,23 +1,29 @@
 //! The registry of a served server's sessions: creates them (with an upstream from the
 //! upstream factory), finds them for the principal that owns them, ends them on request, on
 //! idle expiry or at shutdown, and fails requests past their deadline. Sessions that live on
-//! other replicas are found, followed and taken over in `session::replica`.
+//! other replicas are found, followed and taken over in `replica`; what serves it: `door`
+//! (the way in), `per_principal` (limits), `expiry` (the sweeps), `leaving` (shutdown).
+
+mod door;
+mod expiry;
+mod leaving;
+mod per_principal;
+pub(in crate::session) mod replica;
+
+pub(in crate::session) use expiry::Sweeps;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 
 use dashmap::DashMap;
 use http::HeaderValue;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::expiry::Sweeps;
-use super::list_cache::ListCache;
-use super::response_cache::ResponseCache;
-use super::{Reach, Session, SessionError, SessionSettings, Shape};
 use crate::base::ids::{self, Principal};
+use crate::session::list_cache::ListCache;
+use crate::session::response_cache::ResponseCache;
+use crate::session::{Parts, Reach, Session, SessionError, SessionSettings, Shape, Shared};
 use crate::store::{Store, FIRST_EPOCH};
 use crate::telemetry::metrics::{Refusal, ServerMetrics};
 use crate::upstream::credential::Credential;
@@ -56,9 +62,9 @@ pub struct Registry {
     /// Set when this proxy begins to shut down: no new sessions or requests, no takeovers.
     pub(in crate::session) leaving: AtomicBool,
     /// One-use tokens spent here (with the memory store).
-    pub(in crate::session) spent: super::replica::spent::Spent,
+    pub(in crate::session) spent: replica::spent::Spent,
     /// The principals' request rates.
-    pub(in crate::session) limiter: super::rate::Limiter,
+    pub(in crate::session) limiter: crate::session::rate::Limiter,
 }
 
 impl Registry {
@@ -79,8 +85,10 @@ impl Registry {
         server: &str,
     ) -> Registry {
         let settings_cache = settings.cache_lists.then(Arc::default);
-        let limiter =
-            super::rate::Limiter::new(settings.limits.clone(), metrics.rate_buckets.clone());
+        let limiter = crate::session::rate::Limiter::new(
+            settings.limits.clone(),
+            metrics.rate_buckets.clone(),
+        );
         Registry {
             sessions: DashMap::new(),
             sweeps: Arc::default(),
@@ -219,19 +227,15 @@ impl Registry {
         let mirror =
             self.store
                 .mirror(&self.server, &id, self.counted_for(&principal), FIRST_EPOCH);
-        let session = Session::new(
-            id.into(),
+        let session = Session::new(Parts {
+            id: id.into(),
             principal,
             shape,
-            Reach::Here(upstream),
-            self.list_cache.clone(),
-            self.response_cache.clone(),
-            self.settings.clone(),
-            self.metrics.clone(),
-            mirror,
+            upstream: Reach::Here(upstream),
             credential,
-            self.sweeps.clone(),
-        );
+            mirror,
+            shared: self.shared_with_sessions(),
+        });
         binding.bind(Arc::downgrade(&session) as Weak<dyn Sink>);
         if self.store.redis().is_some() {
             session.record_created(self.upstreams.display());
@@ -241,6 +245,17 @@ impl Registry {
         self.metrics.sessions_open.inc();
         session.span().in_scope(|| info!("session created"));
         Ok(session)
+    }
+
+    /// What each session shares with the others.
+    pub(in crate::session) fn shared_with_sessions(&self) -> Shared {
+        Shared {
+            settings: self.settings.clone(),
+            metrics: self.metrics.clone(),
+            list_cache: self.list_cache.clone(),
+            response_cache: self.response_cache.clone(),
+            sweeps: self.sweeps.clone(),
+        }
     }
 
     /// The session `id` if `principal` owns it. Another principal's session is not found.
@@ -320,129 +335,6 @@ impl Registry {
         let first_look = session.next_expiry(now, ttl, self.in_use_period());
         self.sweeps.schedule(id.clone(), first_look.unwrap_or(now));
         self.sessions.insert(id, session.clone());
-    }
-
-    /// How often a session in use is looked at again by the idle sweep (and, with a shared
-    /// store, told alive there), and how often views are kept: a few times per idle TTL.
-    fn in_use_period(&self) -> Duration {
-        (self.settings.idle_ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(30))
-    }
-
-    /// Ends every session due whose idle TTL (or lifetime) has passed, and schedules the others
-    /// again; returns how many ended. Looks only at the sessions due, not at every one open.
-    pub(in crate::session) fn expire_idle(&self, now: Instant) -> usize {
-        let started = std::time::Instant::now();
-        let (ttl, in_use) = (self.settings.idle_ttl, self.in_use_period());
-        let shared = self.store.redis().is_some();
-        let due = self.sweeps.take_due(now);
-        self.metrics.idle_sweep_looks_total.inc_by(due.len() as u64);
-        let mut count = 0;
-        for id in due {
-            // A look scheduled for a session since ended, or replaced (taken over anew), lapses.
-            let Some(session) = self.sessions.get(&id).map(|s| s.value().clone()) else {
-                continue;
-            };
-            if !Arc::ptr_eq(session.shared_id(), &id) {
-                continue;
-            }
-            match session.next_expiry(now, ttl, in_use) {
-                Some(next) => {
-                    if shared {
-                        // Its record outlives it as long as it is here (a session that logs
-                        // nothing while in use writes nothing that would keep it).
-                        session.touch_store();
-                    }
-                    self.sweeps.schedule(id, next);
-                }
-                None if self.end(&id) => {
-                    self.metrics.sessions_expired_total.inc();
-                    count += 1;
-                }
-                None => {}
-            }
-        }
-        // Sessions ended before they were due leave their looks behind: pruned once they
-        // outnumber the sessions open, which keeps the heap in proportion to what is open.
-        if self.sweeps.scheduled() > 2 * self.sessions.len() + 1024 {
-            self.sweeps.prune(|id| self.sessions.contains_key(id));
-        }
-        // Many sessions gone (or the last of them): their memory goes back to the system.
-        if count >= crate::base::memory::RELEASE_AFTER || (count > 0 && self.sessions.is_empty()) {
-            self.sessions.shrink_to_fit();
-            self.views.shrink_to_fit();
-            crate::base::memory::release();
-        }
-        self.metrics
-            .idle_sweep_seconds
-            .set(started.elapsed().as_secs_f64());
-        count
-    }
-
-    /// Fails the requests whose server stayed silent too long, of the sessions that had
-    /// requests in flight since the last sweep (those still busy are looked at again).
-    pub(in crate::session) fn expire_requests(&self, now: Instant) {
-        let busy = self.sweeps.take_busy();
-        self.metrics
-            .deadline_sweep_looks_total
-            .inc_by(busy.len() as u64);
-        let mut timed_out = 0;
-        let still_busy: Vec<_> = busy
-            .into_iter()
-            .filter(|session| {
-                let Some(session) = session.upgrade() else {
-                    return false;
-                };
-                let (failed, busy) = session.expire_requests(now);
-                timed_out += failed;
-                busy
-            })
-            .collect();
-        self.sweeps.list_busy(still_busy);
-        self.metrics
-            .requests_timed_out_total
-            .inc_by(timed_out as u64);
-    }
-
-    /// Expires idle sessions until `shutdown` (each at most a second late), keeps views a few
-    /// times per TTL, and fails requests past their deadline.
-    pub async fn run_expiry(self: Arc<Self>, shutdown: CancellationToken) {
-        let period = self.in_use_period();
-        let mut ticks = tokio::time::interval(period.min(Duration::from_secs(1)));
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut views = tokio::time::interval(period);
-        views.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // With replicas: how often views check that their owner is alive.
-        let beat = self
-            .store
-            .redis()
-            .map_or(Duration::from_secs(3600), |redis| redis.heartbeat);
-        let mut beats = tokio::time::interval(beat);
-        beats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // Requests whose server stayed silent too long fail a little after their deadline.
-        let sweep = (self.settings.request_timeout / 8)
-            .clamp(Duration::from_millis(10), Duration::from_secs(1));
-        let mut deadlines = tokio::time::interval(sweep);
-        deadlines.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut recoveries = match self.store.redis() {
-            Some(redis) => redis.recoveries(),
-            None => tokio::sync::watch::channel(0).1,
-        };
-        // Sessions whose writes were refused: another replica took them over.
-        let mut deposals = match self.store.redis() {
-            Some(redis) => redis.deposals(&self.server),
-            None => tokio::sync::mpsc::unbounded_channel().1,
-        };
-        loop {
-            tokio::select! {
-                _ = ticks.tick() => { self.expire_idle(Instant::now()); }
-                _ = views.tick(), if self.store.redis().is_some() => self.keep_views(Instant::now()),
-                _ = deadlines.tick() => self.expire_requests(Instant::now()),
-                _ = beats.tick(), if self.store.redis().is_some() => self.check_views().await,
-                Ok(()) = recoveries.changed() => self.after_outage().await,
-                Some(deposed) = deposals.recv() => self.deposed(&deposed),
-                () = shutdown.cancelled() => return,
-            }
-        }
     }
 
     /// Sends a request of the proxy's own through `session` as a client's and waits for its
