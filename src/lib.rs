@@ -98,11 +98,12 @@
 //!     its files change), `subject` a client certificate's subject as text, `failure` a failed
 //!     handshake in words.
 //!   - [`base`]: `clock` deadlines that never overflow, `keys` one key per purpose derived
-//!     from the cluster secret, `ids` session ids, replica names and principals, `event` event
-//!     ids and logged messages, `backlog` the bounded write-behind queue's count, which
-//!     upstream readers wait on, `memory` freed memory given back, `lazy_map` the maps that
-//!     cost nothing while empty, `error_chain` an error and
-//!     its causes on one line.
+//!     from the cluster secret, `ids` session ids, replica names and principals, `caller` a
+//!     request's principal and the credential its server may get (made once where the front
+//!     admits it), `event` event ids and logged messages, `backlog` the bounded write-behind
+//!     queue's count, which upstream readers wait on, `memory` freed memory given back,
+//!     `lazy_map` the maps that cost nothing while empty, `error_chain` an error and its
+//!     causes on one line.
 //!   - [`hop`] the replicas' hop on the wire, its signatures and the nonces taken (`nonces`); [`auth`]
 //!     bearer tokens verified (JWT signatures by the issuer's keys, introspection, the
 //!     issuer's metadata), tokens exchanged, a virtual server's members' credentials in one

@@ -1,6 +1,7 @@
 //! The base every layer stands on: time, keys, ids, the logged event, bounded queues, errors.
 
 pub mod backlog;
+pub mod caller;
 pub mod clock;
 pub mod error_chain;
 pub mod event;

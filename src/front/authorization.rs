@@ -13,6 +13,7 @@ use super::guard::Admitted;
 use super::rejection::Rejection;
 use super::{App, Router};
 use crate::auth::{Authority, TokenError, Verified};
+use crate::base::caller::Caller;
 use crate::wire::http_body::Body;
 
 use super::settings::UpstreamCredentials;
@@ -80,19 +81,19 @@ impl Resource {
     }
 }
 
-/// Checks the bearer token of a request to a served path, marks the request with who it acts
-/// for, and puts in its `Authorization` what `app`'s server may get of it (nothing, the token
-/// itself, or one exchanged for the server). Without `[auth]`, every request passes unmarked.
+/// Checks the bearer token of a request to a served path: who it acts for, and what `app`'s
+/// server may get of it (nothing, the token itself, or one exchanged for the server). Without
+/// `[auth]`, `None`: every request passes, and the front's own rules name its caller.
 pub async fn admit<B>(
     router: &Router,
     app: &App,
-    request: &mut Request<B>,
-) -> Result<(), Rejection> {
+    request: &Request<B>,
+) -> Result<Option<(Admitted, Caller)>, Rejection> {
     let Some(authority) = &router.auth else {
-        return Ok(());
+        return Ok(None);
     };
     let Some(path) = resource_path(request.uri().path()) else {
-        return Ok(());
+        return Ok(None);
     };
     let resource = Resource {
         base: base_url(authority, request.headers()),
@@ -108,13 +109,8 @@ pub async fn admit<B>(
     let for_server = credential_for_server(authority, app, &resource, &token, &verified)
         .await
         .map_err(refused)?;
-    let headers = request.headers_mut();
-    match for_server {
-        Some(credential) => headers.insert(header::AUTHORIZATION, credential),
-        None => headers.remove(header::AUTHORIZATION),
-    };
-    request.extensions_mut().insert(Admitted { verified });
-    Ok(())
+    let caller = Caller::new(verified.principal.clone(), for_server);
+    Ok(Some((Admitted { verified }, caller)))
 }
 
 /// Why a request is refused: the metric's reason and the answer.

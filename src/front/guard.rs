@@ -9,6 +9,7 @@ use http::{header, HeaderMap, HeaderName, Uri};
 
 use super::settings::HttpSettings;
 use crate::auth::Verified;
+use crate::base::caller::Caller;
 use crate::base::ids::Principal;
 use crate::wire::loopback::{host_name, is_loopback_authority, is_loopback_origin};
 
@@ -198,18 +199,34 @@ pub fn check_principal_header(
 #[derive(Debug, Clone)]
 pub struct Certified(pub Principal);
 
-/// The principal a request acts for: the one its verified token names (with `[auth]`), else
-/// its connection's client certificate's (with `tls.principal_from_client_cert`), else the
-/// header a trusted proxy set when one is configured, else a digest of `Authorization`, else
-/// anonymous.
-pub fn principal(
+/// Who a request acts for without `[auth]` (with it, `authorization::admit` says): its
+/// principal (`principal`), and its `Authorization` as it came.
+pub fn caller(
+    settings: &HttpSettings,
+    headers: &HeaderMap,
+    extensions: &http::Extensions,
+) -> Caller {
+    let credential = headers.get(header::AUTHORIZATION).cloned();
+    Caller::new(principal(settings, headers, extensions), credential)
+}
+
+/// The caller the front made of a request when it admitted it; a request it did not admit
+/// acts for no one (anonymous, without a credential).
+pub fn admitted_caller(extensions: &http::Extensions) -> Caller {
+    extensions
+        .get::<Caller>()
+        .cloned()
+        .unwrap_or_else(Caller::anonymous)
+}
+
+/// The principal a request acts for without `[auth]`: its connection's client certificate's
+/// (with `tls.principal_from_client_cert`), else the header a trusted proxy set when one is
+/// configured, else a digest of `Authorization`, else anonymous.
+fn principal(
     settings: &HttpSettings,
     headers: &HeaderMap,
     extensions: &http::Extensions,
 ) -> Principal {
-    if let Some(admitted) = extensions.get::<Admitted>() {
-        return admitted.principal().clone();
-    }
     if let Some(Certified(principal)) = extensions.get::<Certified>() {
         return principal.clone();
     }

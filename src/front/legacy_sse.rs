@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use http::{header, Method, Request, Response};
+use http::{Method, Request, Response};
 use hyper::body::Incoming;
 
 use super::guard;
@@ -33,16 +33,12 @@ pub async fn open(app: &App, request: Request<Incoming>) -> Response<Body> {
 
 async fn stream(app: &App, request: &Request<Incoming>) -> Result<Response<Body>, Rejection> {
     check_origin(app, request.headers())?;
-    let principal = guard::principal(&app.http, request.headers(), request.extensions());
+    let caller = guard::admitted_caller(request.extensions());
     // The server starts at the client's initialize: a stream that never initializes costs
     // no process or connection upstream.
     let session = app
         .registry
-        .create_awaiting_initialize(
-            principal,
-            Shape::SingleStream,
-            request.headers().get(header::AUTHORIZATION).cloned(),
-        )
+        .create_awaiting_initialize(&caller, Shape::SingleStream)
         .await
         .map_err(|e| Rejection::session(&e))?;
     // Its id goes out in the first event; any replica may get the next message.
@@ -104,9 +100,9 @@ async fn post(
     .await?;
     let mut message = Message::parse(body)?;
     telemetry.read(&parts.headers, &mut message);
-    let principal = guard::principal(&app.http, &parts.headers, &parts.extensions);
+    let caller = guard::admitted_caller(&parts.extensions);
     app.registry
-        .admit(&principal, &message)
+        .admit(caller.principal(), &message)
         .await
         .map_err(|e| Rejection::session(&e).with_id(message.id()))?;
     telemetry.set("mcp_proxy.era", "legacy");
@@ -125,11 +121,7 @@ async fn find_session(app: &App, parts: &http::request::Parts) -> Result<Arc<Ses
         Rejection::bad_request("Bad Request: the sessionId query parameter is required")
     })?;
     app.registry
-        .find(
-            id,
-            &guard::principal(&app.http, &parts.headers, &parts.extensions),
-            parts.headers.get(http::header::AUTHORIZATION),
-        )
+        .find(id, &guard::admitted_caller(&parts.extensions))
         .await
         .map_err(|e| Rejection::session(&e))?
         .ok_or_else(Rejection::session_not_found)

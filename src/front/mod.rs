@@ -379,11 +379,20 @@ async fn serve_endpoint(router: &Router, mut request: Request<Incoming>) -> Resp
         telemetry::refused(app, request.method(), &response);
         return response;
     }
-    if let Err(rejection) = authorization::admit(router, app, &mut request).await {
-        let response = rejection.into_response();
-        telemetry::refused(app, request.method(), &response);
-        return response;
-    }
+    // Who the request acts for, made once here and carried with it.
+    let caller = match authorization::admit(router, app, &request).await {
+        Ok(Some((admitted, caller))) => {
+            request.extensions_mut().insert(admitted);
+            caller
+        }
+        Ok(None) => guard::caller(&app.http, request.headers(), request.extensions()),
+        Err(rejection) => {
+            let response = rejection.into_response();
+            telemetry::refused(app, request.method(), &response);
+            return response;
+        }
+    };
+    request.extensions_mut().insert(caller);
     let path = request.uri().path();
     let Some((app, endpoint)) = router.served(path) else {
         return text(StatusCode::NOT_FOUND, "not found\n".into());

@@ -5,13 +5,12 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::HeaderValue;
 use serde_json::{json, Value};
 
 use super::rejection::Rejection;
 use super::traced;
 use super::App;
-use crate::base::ids::Principal;
+use crate::base::caller::Caller;
 use crate::session::log::StreamKey;
 use crate::session::protocol::{self, EndParams, ResumeParams};
 use crate::session::{Resumed, Session, Shape};
@@ -34,14 +33,10 @@ pub fn parse(bytes: Bytes) -> Result<Message, crate::wire::jsonrpc::ParseError> 
 
 /// `session/start`: a new protocol-level session, its upstream bound, nothing attached yet,
 /// recorded where any replica finds it before its id is handed out.
-pub async fn start(
-    app: &App,
-    principal: Principal,
-    credential: Option<HeaderValue>,
-) -> Result<Arc<Session>, Rejection> {
+pub async fn start(app: &App, caller: &Caller) -> Result<Arc<Session>, Rejection> {
     let session = app
         .registry
-        .create(principal, Shape::SingleStream, credential)
+        .create(caller, Shape::SingleStream)
         .await
         .map_err(|e| Rejection::session(&e))?;
     session.number_events();
@@ -53,17 +48,12 @@ pub fn started(id: &Value, session: &Session) -> Bytes {
     jsonrpc::result_response(id, json!({ "sessionId": session.id() }))
 }
 
-/// A protocol-level session of this principal. Another principal's is reported exactly like
-/// an unknown one.
-pub async fn find(
-    app: &App,
-    principal: &Principal,
-    credential: Option<&HeaderValue>,
-    session_id: &str,
-) -> Result<Arc<Session>, Rejection> {
+/// A protocol-level session of this caller's principal. Another principal's is reported
+/// exactly like an unknown one.
+pub async fn find(app: &App, caller: &Caller, session_id: &str) -> Result<Arc<Session>, Rejection> {
     let found = app
         .registry
-        .find(session_id, principal, credential)
+        .find(session_id, caller)
         .await
         .map_err(|e| Rejection::session(&e))?;
     match found {
@@ -97,13 +87,12 @@ pub fn resume_params(message: &Message) -> Result<(String, Option<u64>), Rejecti
 /// connection, is detached); with tracing on, its replay is a span under `parent`.
 pub async fn resume(
     app: &App,
-    principal: &Principal,
-    credential: Option<&HeaderValue>,
+    caller: &Caller,
     session_id: &str,
     last: Option<u64>,
     parent: Option<SpanContext>,
 ) -> Result<(Arc<Session>, Resumed), Rejection> {
-    let session = find(app, principal, credential, session_id).await?;
+    let session = find(app, caller, session_id).await?;
     // On a view, the owner learns the channel is read here, and says how far it is.
     session
         .ready_reader(StreamKey::Standalone, None)
@@ -132,8 +121,8 @@ pub fn end_params(message: &Message) -> Result<String, Rejection> {
 }
 
 /// `session/end`: the upstream is released and the log dropped; nothing more is delivered.
-pub async fn end(app: &App, principal: &Principal, session_id: &str) -> Result<(), Rejection> {
-    find(app, principal, None, session_id).await?;
+pub async fn end(app: &App, caller: &Caller, session_id: &str) -> Result<(), Rejection> {
+    find(app, caller, session_id).await?;
     app.registry.end_everywhere(session_id).await;
     Ok(())
 }

@@ -44,6 +44,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Span;
 
+use crate::base::caller::Caller;
 use crate::base::ids::Principal;
 use crate::store::{Backlog, Fence, Mirror, Op, Record};
 use crate::telemetry::metrics::ServerMetrics;
@@ -337,9 +338,9 @@ impl Session {
         self.upstream.owner()
     }
 
-    /// The credential of the newest request that reached this view.
-    pub(crate) fn credential(&self) -> Option<http::HeaderValue> {
-        self.credential.current()
+    /// Its principal, with the credential of the newest request that reached it.
+    pub(crate) fn caller(&self) -> Caller {
+        Caller::new(self.principal.clone(), self.credential.current())
     }
 
     /// Where a view follows the shared log from: after what it read there, not after what

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use super::log::StreamKey;
 use super::{Registry, Session, SessionSettings, Shape};
+use crate::base::caller::Caller;
 use crate::base::ids::Principal;
 use crate::telemetry::metrics::Metrics;
 use crate::upstream::in_process::{InProcessSpec, Serve};
@@ -108,10 +109,15 @@ pub fn principal(name: &str) -> Principal {
     Principal::from_credential(name.as_bytes())
 }
 
+/// A caller acting for `principal(name)`, without a credential.
+pub fn caller(name: &str) -> Caller {
+    Caller::without_credential(principal(name))
+}
+
 /// A session of `principal`, initialized as a client would.
 pub async fn initialized(registry: &Registry, principal: Principal) -> Arc<Session> {
     let session = registry
-        .create(principal, Shape::Streams, None)
+        .create(&Caller::without_credential(principal), Shape::Streams)
         .await
         .expect("a session");
     let params = serde_json::value::to_raw_value(&json!({

@@ -6,9 +6,9 @@
 //! same for everyone: cacheable, `cacheScope: public`.
 
 use bytes::Bytes;
-use http::HeaderValue;
 use serde_json::{json, Map, Value};
 
+use crate::base::caller::Caller;
 use crate::base::ids::Principal;
 use crate::front::rejection::Rejection;
 use crate::front::App;
@@ -161,16 +161,14 @@ pub enum Dispatched {
 /// server gets.
 pub async fn dispatch(
     app: &App,
-    principal: &Principal,
+    caller: &Caller,
     request: &Message,
     init: impl FnOnce() -> Value,
-    credential: Option<HeaderValue>,
 ) -> Result<Dispatched, Rejection> {
+    let principal = caller.principal();
     Ok(match classify(request) {
         HandleCall::Plain => Dispatched::Plain,
-        HandleCall::Open => {
-            Dispatched::Answered(open(app, principal.clone(), init(), credential).await?)
-        }
+        HandleCall::Open => Dispatched::Answered(open(app, caller, init()).await?),
         HandleCall::Close(handle) => Dispatched::Answered(close(app, principal, handle).await),
         HandleCall::Within(handle, within) => {
             let named = super::resolve_id(app, principal, &handle, LayerKind::Handle).await;
@@ -183,13 +181,8 @@ pub async fn dispatch(
 }
 
 /// Opens a handle: the result of the open tool.
-async fn open(
-    app: &App,
-    principal: Principal,
-    init: Value,
-    credential: Option<HeaderValue>,
-) -> Result<Value, Rejection> {
-    let named = super::open(app, principal, LayerKind::Handle, init, credential).await?;
+async fn open(app: &App, caller: &Caller, init: Value) -> Result<Value, Rejection> {
+    let named = super::open(app, caller, LayerKind::Handle, init).await?;
     let handle = named.session.id();
     Ok(json!({
         "content": [{ "type": "text", "text": format!(

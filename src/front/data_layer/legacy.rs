@@ -7,14 +7,13 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::HeaderValue;
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
 use super::cookie::{self, Cookie};
 use super::handles::{self, Dispatched};
 use super::methods::{self, Verb};
-use crate::base::ids::Principal;
+use crate::base::caller::Caller;
 use crate::front::rejection::failed_request;
 use crate::front::rejection::Rejection;
 use crate::front::request::ask;
@@ -46,11 +45,11 @@ pub enum Routed {
 /// Routes a request made in transport session `transport`.
 pub async fn route(
     app: &App,
-    credential: Option<HeaderValue>,
+    caller: &Caller,
     transport: &Arc<Session>,
     message: Message,
-    principal: &Principal,
 ) -> Result<Routed, Rejection> {
+    let principal = caller.principal();
     let id = message.id().cloned().unwrap_or(Value::Null);
     let method = message.method().unwrap_or_default().to_owned();
     let named = message.params().is_some_and(|p| cookie::may_hold(p.get()));
@@ -59,7 +58,6 @@ pub async fn route(
         false => (None, None),
     };
     let answered = |result: Value| Ok(Routed::Answered(jsonrpc::result_response(&id, result)));
-    let credential = || credential.clone();
     if let Some(verb) = methods::verb(&method) {
         return match verb {
             Verb::Create { draft } => {
@@ -67,8 +65,7 @@ pub async fn route(
                     return Err(Rejection::cookie_on_create(&method).with_id(Some(&id)));
                 }
                 let init = init_params(transport);
-                let created =
-                    methods::create(app, principal.clone(), draft, init, credential()).await;
+                let created = methods::create(app, caller, draft, init).await;
                 answered(created.map_err(|r| r.with_id(Some(&id)))?)
             }
             Verb::Delete => {
@@ -104,7 +101,7 @@ pub async fn route(
     match method.as_str() {
         crate::wire::methods::TOOLS_CALL => {
             let init = || init_params(transport);
-            let dispatched = handles::dispatch(app, principal, &message, init, credential()).await;
+            let dispatched = handles::dispatch(app, caller, &message, init).await;
             match dispatched.map_err(|r| r.with_id(Some(&id)))? {
                 Dispatched::Plain => Ok(Routed::Transport(message)),
                 Dispatched::Answered(result) => answered(result),

@@ -2,11 +2,11 @@
 //! `session/delete`), the same for both eras: the result object, which each front wraps in its
 //! own response.
 
-use http::HeaderValue;
 use serde_json::{json, Map, Value};
 use tokio::time::Instant;
 
 use super::cookie::{Cookie, DRAFT_META_KEY};
+use crate::base::caller::Caller;
 use crate::base::ids::Principal;
 use crate::front::rejection::Rejection;
 use crate::front::App;
@@ -38,12 +38,11 @@ pub fn verb(method: &str) -> Option<Verb> {
 /// under the draft's key too when asked the draft's way).
 pub async fn create(
     app: &App,
-    principal: Principal,
+    caller: &Caller,
     draft: bool,
     init: Value,
-    credential: Option<HeaderValue>,
 ) -> Result<Value, Rejection> {
-    let named = super::open(app, principal, LayerKind::Session, init, credential).await?;
+    let named = super::open(app, caller, LayerKind::Session, init).await?;
     let layer = named.session.layer().expect("just set");
     let expires_at = layer.expires_at(Instant::now());
     let metadata = json!({

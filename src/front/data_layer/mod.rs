@@ -13,6 +13,7 @@ pub mod methods;
 
 use super::rejection::Rejection;
 use super::App;
+use crate::base::caller::Caller;
 use crate::base::ids::Principal;
 use crate::session::correlate::named::{DataLayerSettings, Named};
 use crate::session::layer::LayerKind;
@@ -67,16 +68,15 @@ pub async fn resolve_id(
         .map_err(|e| Rejection::session(&e))
 }
 
-/// Opens a named session of `kind` for `principal`, its server initialized with `init`.
+/// Opens a named session of `kind` for `caller`, its server initialized with `init`.
 pub async fn open(
     app: &App,
-    principal: Principal,
+    caller: &Caller,
     kind: LayerKind,
     init: serde_json::Value,
-    credential: Option<http::HeaderValue>,
 ) -> Result<Named, Rejection> {
     app.data_layer
-        .open(&app.registry, principal, kind, init, credential)
+        .open(&app.registry, caller, kind, init)
         .await
         .map_err(|e| Rejection::session(&e))
 }

@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::envelope::{self, CacheHints};
 use super::input;
 use super::state;
-use crate::base::ids::Principal;
+use crate::base::caller::Caller;
 use crate::front::traced;
 use crate::session::correlate::held::HeldCalls;
 use crate::session::correlate::Initialized;
@@ -38,7 +38,8 @@ pub struct Call {
     /// What the call names: the tool or prompt, or the resource.
     pub name: String,
     pub meta: RequestMeta,
-    pub principal: Principal,
+    /// Who it acts for.
+    pub caller: Caller,
     /// A cacheable request's params as its result is cached under.
     pub cache_key: Option<String>,
     /// The cache's invalidations when it was asked (see `ResponseCache::generation`).
@@ -48,12 +49,7 @@ pub struct Call {
 }
 
 impl Call {
-    pub fn new(
-        request: &Message,
-        params: &Params,
-        meta: RequestMeta,
-        principal: Principal,
-    ) -> Call {
+    pub fn new(request: &Message, params: &Params, meta: RequestMeta, caller: Caller) -> Call {
         let client_id = request.id().cloned().unwrap_or(Value::Null);
         Call {
             in_flight_id: client_id.clone(),
@@ -69,7 +65,7 @@ impl Call {
             cache_generation: 0,
             trace: traced::context_of(request),
             meta,
-            principal,
+            caller,
         }
     }
 
@@ -201,7 +197,7 @@ impl Translation {
             cache.store(
                 &self.call.method,
                 key,
-                &self.call.principal,
+                self.call.caller.principal(),
                 answer.result,
                 asked,
             );

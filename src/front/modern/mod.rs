@@ -13,12 +13,13 @@ mod retry;
 mod server_requests;
 pub mod state;
 
-use http::{header, HeaderMap, Response, StatusCode};
+use http::{HeaderMap, Response, StatusCode};
 use serde_json::Value;
 
 use super::rejection::Rejection;
 use super::request::{accepted, json};
 use super::App;
+use crate::base::caller::Caller;
 use crate::base::ids::Principal;
 use crate::front::data_layer::{self, cookie, methods};
 use crate::session::correlate::held::HeldCalls;
@@ -37,7 +38,7 @@ pub async fn post(
     app: &App,
     headers: &HeaderMap,
     message: Message,
-    principal: Principal,
+    caller: &Caller,
 ) -> Result<Response<Body>, Rejection> {
     if message.kind() != Kind::Request {
         // 2026-07-28 defines no client notification over HTTP; a cancellation is the client
@@ -53,29 +54,29 @@ pub async fn post(
     let max_state = app.data_layer.settings.max_state_bytes;
     let cookie = cookie::read(params.meta.as_ref(), max_state).map_err(|r| r.with_id(Some(&id)))?;
     if let Some(verb) = methods::verb(method) {
-        return named::verb(app, headers, verb, cookie, &message, &meta, principal).await;
+        return named::verb(app, verb, cookie, &message, &meta, caller).await;
     }
     if cookie.is_none() && data_layer::requires_session(&app.data_layer.settings, &message) {
         return Err(Rejection::data_session_required(method).with_id(Some(&id)));
     }
     match method {
-        SERVER_DISCOVER => discover(app, headers, principal, &meta, &id).await,
+        SERVER_DISCOVER => discover(app, caller, &meta, &id).await,
         SUBSCRIPTIONS_LISTEN => {
             let correlated = match &cookie {
                 Some(cookie) => {
-                    named::correlated(data_layer::resolve(app, &principal, cookie).await?)
+                    named::correlated(data_layer::resolve(app, caller.principal(), cookie).await?)
                 }
                 // A listen lasts and subscribes its session: never a lent one.
-                None => correlate(app, headers, principal, &meta, Lend::Never).await?,
+                None => correlate(app, caller, &meta, Lend::Never).await?,
             };
             listen::open(app, correlated, &message).await
         }
         _ if params.has("requestState") => {
-            let call = call::Call::new(&message, &params, meta, principal);
-            retry::resume(app, &message, call, headers.get(header::AUTHORIZATION)).await
+            let call = call::Call::new(&message, &params, meta, caller.clone());
+            retry::resume(app, &message, call).await
         }
         _ => {
-            let mut call = call::Call::new(&message, &params, meta, principal.clone());
+            let mut call = call::Call::new(&message, &params, meta, caller.clone());
             if let Some(cookie) = &cookie {
                 let forwarded = legacy()?;
                 return named::within_session(app, &message, forwarded, call, cookie).await;
@@ -83,29 +84,27 @@ pub async fn post(
             let handles = app.data_layer.settings.handles;
             if handles && method == TOOLS_CALL {
                 let forwarded = legacy()?;
-                call = match named::handle_call(app, headers, &forwarded, call).await {
+                call = match named::handle_call(app, &forwarded, call).await {
                     named::Handled::Answered(answered) => return answered,
                     named::Handled::Plain(plain) => *plain,
                 };
             }
             if handles && method == TOOLS_LIST {
                 let forwarded = legacy()?;
-                let correlated =
-                    correlate(app, headers, principal, &call.meta, Lend::OneRequest).await?;
+                let correlated = correlate(app, caller, &call.meta, Lend::OneRequest).await?;
                 return named::tools_list(app, correlated, &forwarded, &call).await;
             }
             if let Some(key) = &call.cache_key {
                 let cache = app.registry.response_cache();
                 call.cache_generation = cache.generation();
-                if let Some(result) = cache.lookup(&call.method, key, &principal) {
+                if let Some(result) = cache.lookup(&call.method, key, caller.principal()) {
                     app.metrics.response_cache_hits_total.inc();
                     return Ok(json(StatusCode::OK, cached(&id, &result)));
                 }
                 app.metrics.response_cache_misses_total.inc();
             }
             let forwarded = legacy()?;
-            let correlated =
-                correlate(app, headers, principal, &call.meta, Lend::OneRequest).await?;
+            let correlated = correlate(app, caller, &call.meta, Lend::OneRequest).await?;
             exchange::exchange(app, correlated, forwarded, call).await
         }
     }
@@ -140,17 +139,15 @@ enum Lend {
 
 async fn correlate(
     app: &App,
-    headers: &HeaderMap,
-    principal: Principal,
+    caller: &Caller,
     meta: &RequestMeta,
     lend: Lend,
 ) -> Result<Correlated, Rejection> {
-    let credential = headers.get(header::AUTHORIZATION).cloned();
     let modern = &app.modern;
     if lend == Lend::OneRequest
         && modern.pool.lends()
         && modern.anonymous == Anonymous::PerRequest
-        && principal == Principal::anonymous()
+        && *caller.principal() == Principal::anonymous()
     {
         return modern
             .pool
@@ -167,9 +164,8 @@ async fn correlate(
         .correlation
         .session(
             &app.registry,
-            principal,
+            caller,
             Declared::from(meta),
-            credential,
             app.modern.anonymous,
         )
         .await
@@ -180,15 +176,14 @@ async fn correlate(
 /// server not initialized yet is, once, for this request).
 async fn discover(
     app: &App,
-    headers: &HeaderMap,
-    principal: Principal,
+    caller: &Caller,
     meta: &RequestMeta,
     id: &Value,
 ) -> Result<Response<Body>, Rejection> {
     let initialized = match app.modern.correlation.newest() {
         Some(initialized) => initialized,
         None => {
-            correlate(app, headers, principal, meta, Lend::OneRequest)
+            correlate(app, caller, meta, Lend::OneRequest)
                 .await
                 .map_err(|r| r.with_id(Some(id)))?
                 .initialized

@@ -2,13 +2,13 @@
 //! `messages/listen`; a request with a data-layer cookie served by that session; the state
 //! handle tools and a call within a handle; the tool list with the handle tools in it.
 
-use http::{header, HeaderMap, Response, StatusCode};
+use http::{Response, StatusCode};
 use serde_json::{json, Value};
 
 use super::call::Call;
 use super::envelope::{self, CacheHints};
 use super::exchange;
-use crate::base::ids::Principal;
+use crate::base::caller::Caller;
 use crate::front::data_layer::cookie::Cookie;
 use crate::front::data_layer::handles::{self, Dispatched};
 use crate::front::data_layer::methods::{self, Verb};
@@ -26,42 +26,40 @@ use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::{self, Message};
 
 /// Answers a `sessions/*` or `messages/listen` request.
-#[allow(clippy::too_many_arguments)]
 pub async fn verb(
     app: &App,
-    headers: &HeaderMap,
     verb: Verb,
     cookie: Option<Cookie>,
     message: &Message,
     meta: &RequestMeta,
-    principal: Principal,
+    caller: &Caller,
 ) -> Result<Response<Body>, Rejection> {
     let id = message.id().cloned().unwrap_or(Value::Null);
     let method = message.method().unwrap_or_default();
-    let credential = headers.get(header::AUTHORIZATION).cloned();
+    let principal = caller.principal();
     let result = match verb {
         Verb::Create { draft } => {
             if cookie.is_some() {
                 return Err(Rejection::cookie_on_create(method).with_id(Some(&id)));
             }
             let init = Declared::from(meta).initialize_params();
-            methods::create(app, principal, draft, init, credential).await
+            methods::create(app, caller, draft, init).await
         }
         Verb::Delete => {
             let params = params_of(message);
-            methods::delete(app, &principal, cookie, &params).await
+            methods::delete(app, principal, cookie, &params).await
         }
         Verb::Listen => {
             return match cookie {
                 Some(cookie) => {
-                    let named = data_layer::resolve(app, &principal, &cookie).await;
+                    let named = data_layer::resolve(app, principal, &cookie).await;
                     let named = named.map_err(|r| r.with_id(Some(&id)))?;
                     let scope = Some(cookie.session_id);
                     Ok(listen::open(app, named.session, id, scope, ()))
                 }
                 None => {
                     let lend = super::Lend::Never;
-                    let correlated = super::correlate(app, headers, principal, meta, lend).await;
+                    let correlated = super::correlate(app, caller, meta, lend).await;
                     let correlated = correlated.map_err(|r| r.with_id(Some(&id)))?;
                     let session = correlated.session.clone();
                     Ok(listen::open(app, session, id, None, correlated))
@@ -93,15 +91,9 @@ pub enum Handled {
 
 /// A `tools/call` on a server offering state handles: the handle tools answered here, a call
 /// within a handle sent to the handle's session, any other given back to the caller.
-pub async fn handle_call(
-    app: &App,
-    headers: &HeaderMap,
-    forwarded: &Message,
-    call: Call,
-) -> Handled {
-    let credential = headers.get(header::AUTHORIZATION).cloned();
+pub async fn handle_call(app: &App, forwarded: &Message, call: Call) -> Handled {
     let init = || Declared::from(&call.meta).initialize_params();
-    let dispatched = handles::dispatch(app, &call.principal, forwarded, init, credential).await;
+    let dispatched = handles::dispatch(app, &call.caller, forwarded, init).await;
     match dispatched {
         Ok(Dispatched::Plain) => Handled::Plain(Box::new(call)),
         Ok(Dispatched::Answered(mut result)) => {
@@ -126,7 +118,7 @@ pub async fn within_session(
     cookie: &Cookie,
 ) -> Result<Response<Body>, Rejection> {
     call.cache_key = None;
-    let named = data_layer::resolve(app, &call.principal, cookie)
+    let named = data_layer::resolve(app, call.caller.principal(), cookie)
         .await
         .map_err(|r| r.with_id(message.id()))?;
     exchange::exchange(app, correlated(named), forwarded, call).await

@@ -24,9 +24,8 @@ pub async fn resume(
     app: &App,
     request: &Message,
     mut call: Call,
-    credential: Option<&http::HeaderValue>,
 ) -> Result<http::Response<Body>, Rejection> {
-    let principal = call.principal.clone();
+    let principal = call.caller.principal().clone();
     let id = request.id().cloned().unwrap_or(Value::Null);
     let refused = |message: String| Rejection::invalid_params(message).with_id(Some(&id));
     let params = call.params();
@@ -57,7 +56,7 @@ pub async fn resume(
     // Wherever the session lives now: a retry may come to any replica.
     let found = app
         .registry
-        .find(&held.session, &principal, credential)
+        .find(&held.session, &call.caller)
         .await
         .map_err(|e| Rejection::session(&e).with_id(Some(&id)))?;
     let Some(session) = found else {
@@ -108,7 +107,7 @@ async fn continued(
         .initialized_of(
             &app.registry,
             &session,
-            &call.principal,
+            call.caller.principal(),
             Declared::from(&call.meta),
         )
         .await;

@@ -75,7 +75,7 @@ impl Relay {
         self.gather_until = None;
         let held = HeldRequest {
             session: t.session.id().to_owned(),
-            principal: t.call.principal.as_str().to_owned(),
+            principal: t.call.caller.principal().as_str().to_owned(),
             own_session: t.own_session,
             method: t.call.method.clone(),
             name: t.call.name.clone(),

@@ -6,7 +6,7 @@ use http::{HeaderMap, Response};
 use super::{
     check_protocol_version, find_session, open_stream, refuse_protocol_header, LAST_EVENT_ID,
 };
-use crate::base::ids::Principal;
+use crate::base::caller::Caller;
 use crate::front::rejection::Rejection;
 use crate::front::request::{header_str, require_accept};
 use crate::front::traced;
@@ -18,11 +18,11 @@ use crate::wire::http_body::Body;
 pub(super) async fn get(
     app: &App,
     headers: &HeaderMap,
-    principal: &Principal,
+    caller: &Caller,
 ) -> Result<Response<Body>, Rejection> {
     refuse_protocol_header(headers)?;
     require_accept(headers, &["text/event-stream"])?;
-    let session = find_session(app, headers, principal).await?;
+    let session = find_session(app, headers, caller).await?;
     check_protocol_version(headers)?;
     let (stream, after) = match header_str(headers, LAST_EVENT_ID) {
         None => (StreamKey::Standalone, None),

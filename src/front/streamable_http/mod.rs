@@ -12,7 +12,7 @@ mod protocol_session;
 
 use std::sync::Arc;
 
-use http::{header, HeaderMap, HeaderValue, Method, Request, Response};
+use http::{HeaderMap, HeaderValue, Method, Request, Response};
 use hyper::body::Incoming;
 
 use super::guard;
@@ -21,7 +21,7 @@ use super::request::{check_origin, header_str};
 use super::session_stream::{self, Extras, Framing};
 use super::telemetry::{self, Telemetry};
 use super::App;
-use crate::base::ids::Principal;
+use crate::base::caller::Caller;
 use crate::session::log::EventId;
 use crate::session::protocol;
 use crate::session::{Delivery, Reader, Session};
@@ -40,16 +40,16 @@ const PRIMING_SINCE: &str = "2025-11-25";
 
 pub async fn handle(app: &App, request: Request<Incoming>) -> Response<Body> {
     let mut telemetry = Telemetry::request(app, telemetry::label_of(request.method()));
-    let principal = guard::principal(&app.http, request.headers(), request.extensions());
+    let caller = guard::admitted_caller(request.extensions());
     let outcome = match check_origin(app, request.headers()) {
         Err(rejection) => Err(rejection),
         Ok(()) => match *request.method() {
             Method::GET | Method::DELETE if is_modern_without_session(request.headers()) => {
                 Err(Rejection::modern_method_not_allowed())
             }
-            Method::POST => post(app, request, principal, &mut telemetry).await,
-            Method::GET => get(app, request.headers(), &principal).await,
-            Method::DELETE => delete(app, request.headers(), &principal).await,
+            Method::POST => post(app, request, &caller, &mut telemetry).await,
+            Method::GET => get(app, request.headers(), &caller).await,
+            Method::DELETE => delete(app, request.headers(), &caller).await,
             _ => Err(Rejection::method_not_allowed()),
         },
     };
@@ -68,12 +68,12 @@ fn is_modern_without_session(headers: &HeaderMap) -> bool {
 async fn transport_session(
     app: &App,
     session_id: &str,
-    principal: &crate::base::ids::Principal,
-    headers: &HeaderMap,
+    caller: &Caller,
+    _headers: &HeaderMap,
 ) -> Result<Arc<Session>, Rejection> {
     let session = app
         .registry
-        .find(session_id, principal, headers.get(header::AUTHORIZATION))
+        .find(session_id, caller)
         .await
         .map_err(|e| Rejection::session(&e))?
         .ok_or_else(Rejection::session_not_found)?;
@@ -90,10 +90,6 @@ async fn transport_session(
     Ok(session)
 }
 
-fn credential(headers: &HeaderMap) -> Option<HeaderValue> {
-    headers.get(header::AUTHORIZATION).cloned()
-}
-
 /// GET and DELETE have no meaning for a protocol-level session.
 fn refuse_protocol_header(headers: &HeaderMap) -> Result<(), Rejection> {
     match header_str(headers, protocol::HTTP_HEADER) {
@@ -108,10 +104,10 @@ fn refuse_protocol_header(headers: &HeaderMap) -> Result<(), Rejection> {
 async fn delete(
     app: &App,
     headers: &HeaderMap,
-    principal: &Principal,
+    caller: &Caller,
 ) -> Result<Response<Body>, Rejection> {
     refuse_protocol_header(headers)?;
-    let session = find_session(app, headers, principal).await?;
+    let session = find_session(app, headers, caller).await?;
     app.registry.end_everywhere(session.id()).await;
     Ok(Response::new(Body::empty()))
 }
@@ -141,11 +137,11 @@ fn open_stream(
 async fn find_session(
     app: &App,
     headers: &HeaderMap,
-    principal: &Principal,
+    caller: &Caller,
 ) -> Result<Arc<Session>, Rejection> {
     let id = header_str(headers, SESSION_HEADER)
         .ok_or_else(|| Rejection::bad_request("Bad Request: Mcp-Session-Id header is required"))?;
-    transport_session(app, id, principal, headers).await
+    transport_session(app, id, caller, headers).await
 }
 
 fn set_session_header(response: &mut Response<Body>, session: &Session) {

@@ -6,16 +6,16 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{header, HeaderMap, Request, Response, StatusCode};
+use http::{HeaderMap, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::Value;
 
 use super::protocol_session::{check_protocol_mode, protocol_post};
 use super::{
-    check_protocol_version, credential, open_stream, set_session_header, transport_session,
+    check_protocol_version, open_stream, set_session_header, transport_session,
     PROTOCOL_VERSION_HEADER, SESSION_HEADER, SUPPORTED_VERSIONS,
 };
-use crate::base::ids::Principal;
+use crate::base::caller::Caller;
 use crate::front::data_layer::legacy::{self, Routed};
 use crate::front::modern;
 use crate::front::rejection::{failed_request, Rejection};
@@ -33,7 +33,7 @@ use crate::wire::methods;
 pub(super) async fn post(
     app: &App,
     request: Request<Incoming>,
-    principal: Principal,
+    caller: &Caller,
     telemetry: &mut Telemetry<'_>,
 ) -> Result<Response<Body>, Rejection> {
     let (parts, body) = request.into_parts();
@@ -51,7 +51,7 @@ pub(super) async fn post(
     .await?;
     let mut message = session_methods::parse(body)?;
     telemetry.read(&headers, &mut message);
-    dispatch(app, &headers, message, principal, telemetry).await
+    dispatch(app, &headers, message, caller, telemetry).await
 }
 
 /// A parsed client message, to the 2026-07-28 face, a protocol-level session or the
@@ -60,13 +60,14 @@ async fn dispatch(
     app: &App,
     headers: &HeaderMap,
     message: Message,
-    principal: Principal,
+    caller: &Caller,
     telemetry: &mut Telemetry<'_>,
 ) -> Result<Response<Body>, Rejection> {
+    let principal = caller.principal();
     telemetry.set_with("mcp_proxy.principal", || principal.as_str().to_owned());
     // Under the principal's rates before anything is started or lent for the request.
     app.registry
-        .admit(&principal, &message)
+        .admit(principal, &message)
         .await
         .map_err(|e| Rejection::session(&e).with_id(message.id()))?;
     let session_id = header_str(headers, SESSION_HEADER);
@@ -77,7 +78,7 @@ async fn dispatch(
     {
         telemetry.set("mcp_proxy.era", crate::wire::era::MODERN_VERSION);
         telemetry.set("mcp.protocol.version", crate::wire::era::MODERN_VERSION);
-        return modern::post(app, headers, message, principal).await;
+        return modern::post(app, headers, message, caller).await;
     }
     telemetry.set("mcp_proxy.era", "legacy");
     if let Some(version) = header_str(headers, PROTOCOL_VERSION_HEADER) {
@@ -93,11 +94,11 @@ async fn dispatch(
 
     if session_method || protocol_session.is_some() {
         check_protocol_mode(headers, &message, session_id, protocol_session)?;
-        return protocol_post(app, headers, message, principal, protocol_session).await;
+        return protocol_post(app, headers, message, caller, protocol_session).await;
     }
 
     if message.kind() == Kind::Request && message.method() == Some(methods::INITIALIZE) {
-        return initialize(app, headers, message, principal, session_id).await;
+        return initialize(app, headers, message, caller, session_id).await;
     }
 
     let Some(session_id) = session_id else {
@@ -107,19 +108,19 @@ async fn dispatch(
         )
         .with_id(message.id()));
     };
-    let session = transport_session(app, session_id, &principal, headers)
+    let session = transport_session(app, session_id, caller, headers)
         .await
         .map_err(|rejection| rejection.with_id(message.id()))?;
     check_protocol_version(headers)?;
-    to_transport_session(app, headers, session, message, &principal).await
+    to_transport_session(app, headers, session, message, caller).await
 }
 
 /// `initialize` without a session: a new session, and the server's answer.
 async fn initialize(
     app: &App,
-    headers: &HeaderMap,
+    _headers: &HeaderMap,
     message: Message,
-    principal: Principal,
+    caller: &Caller,
     session_id: Option<&str>,
 ) -> Result<Response<Body>, Rejection> {
     if session_id.is_some() {
@@ -130,11 +131,7 @@ async fn initialize(
     }
     let session = app
         .registry
-        .create(
-            principal,
-            Shape::Streams,
-            headers.get(header::AUTHORIZATION).cloned(),
-        )
+        .create(caller, Shape::Streams)
         .await
         .map_err(|e| Rejection::session(&e).with_id(message.id()))?;
     exchange(app, session, message, true).await
@@ -144,14 +141,14 @@ async fn initialize(
 /// name a data-layer session or a handle), anything else delivered.
 async fn to_transport_session(
     app: &App,
-    headers: &HeaderMap,
+    _headers: &HeaderMap,
     session: Arc<Session>,
     message: Message,
-    principal: &Principal,
+    caller: &Caller,
 ) -> Result<Response<Body>, Rejection> {
     match message.kind() {
         Kind::Request => {
-            match legacy::route(app, credential(headers), &session, message, principal).await? {
+            match legacy::route(app, caller, &session, message).await? {
                 Routed::Answered(answer) => Ok(json(StatusCode::OK, answer)),
                 Routed::Listen { session, scope, id } => Ok(
                     crate::front::data_layer::listen::open(app, session, id, scope, ()),
@@ -169,7 +166,7 @@ async fn to_transport_session(
             let id = message.id().cloned().unwrap_or(Value::Null);
             let named = app
                 .data_layer
-                .awaiting_answer(&app.registry, principal, &id)
+                .awaiting_answer(&app.registry, caller.principal(), &id)
                 .await;
             app.registry
                 .send(named.as_ref().unwrap_or(&session), message)

@@ -3,11 +3,11 @@
 //! answer the stream everything comes back on, numbered) and `session/end`; any other message
 //! is answered 202.
 
-use http::{header, HeaderMap, Response, StatusCode};
+use http::{HeaderMap, Response, StatusCode};
 use serde_json::Value;
 
 use super::{check_protocol_version, LAST_EVENT_ID};
-use crate::base::ids::Principal;
+use crate::base::caller::Caller;
 use crate::front::rejection::Rejection;
 use crate::front::request::{accepted, header_str, json};
 use crate::front::session_methods;
@@ -53,7 +53,7 @@ pub(super) async fn protocol_post(
     app: &App,
     headers: &HeaderMap,
     message: Message,
-    principal: crate::base::ids::Principal,
+    caller: &Caller,
     named: Option<&str>,
 ) -> Result<Response<Body>, Rejection> {
     let id = message.id().cloned().unwrap_or(Value::Null);
@@ -65,29 +65,23 @@ pub(super) async fn protocol_post(
         _ => Ok(()),
     };
     match message.method().filter(|_| message.kind() == Kind::Request) {
-        Some(protocol::START) => start(app, headers, principal, named, &id).await,
+        Some(protocol::START) => start(app, caller, named, &id).await,
         Some(protocol::RESUME) => {
             let (session_id, last) =
                 session_methods::resume_params(&message).map_err(|r| r.with_id(Some(&id)))?;
             same_as_named(&session_id)?;
             let parent = traced::context_of(&message);
-            let (session, resumed) = session_methods::resume(
-                app,
-                &principal,
-                headers.get(header::AUTHORIZATION),
-                &session_id,
-                last,
-                parent,
-            )
-            .await
-            .map_err(|r| r.with_id(Some(&id)))?;
+            let (session, resumed) =
+                session_methods::resume(app, caller, &session_id, last, parent)
+                    .await
+                    .map_err(|r| r.with_id(Some(&id)))?;
             Ok(open_channel(app, &session, resumed, &id))
         }
         Some(protocol::END) => {
             let session_id =
                 session_methods::end_params(&message).map_err(|r| r.with_id(Some(&id)))?;
             same_as_named(&session_id)?;
-            session_methods::end(app, &principal, &session_id)
+            session_methods::end(app, caller, &session_id)
                 .await
                 .map_err(|r| r.with_id(Some(&id)))?;
             Ok(json(StatusCode::OK, session_methods::ended(&id)))
@@ -95,15 +89,14 @@ pub(super) async fn protocol_post(
         Some(method) if is_session_method(method) => {
             Err(Rejection::unknown_session_method(&message))
         }
-        _ => to_protocol_session(app, headers, message, &principal, named).await,
+        _ => to_protocol_session(app, headers, message, caller, named).await,
     }
 }
 
 /// `session/start`: a new protocol-level session.
 async fn start(
     app: &App,
-    headers: &HeaderMap,
-    principal: Principal,
+    caller: &Caller,
     named: Option<&str>,
     id: &Value,
 ) -> Result<Response<Body>, Rejection> {
@@ -113,8 +106,7 @@ async fn start(
         )
         .with_id(Some(id)));
     }
-    let credential = headers.get(header::AUTHORIZATION).cloned();
-    let session = session_methods::start(app, principal, credential)
+    let session = session_methods::start(app, caller)
         .await
         .map_err(|r| r.with_id(Some(id)))?;
     Ok(json(StatusCode::OK, session_methods::started(id, &session)))
@@ -126,15 +118,14 @@ async fn to_protocol_session(
     app: &App,
     headers: &HeaderMap,
     message: Message,
-    principal: &Principal,
+    caller: &Caller,
     named: Option<&str>,
 ) -> Result<Response<Body>, Rejection> {
     let id = message.id().cloned().unwrap_or(Value::Null);
     let session_id = named.ok_or_else(|| {
         Rejection::bad_request("Bad Request: Mcp-Protocol-Session-Id header is required")
     })?;
-    let credential = headers.get(header::AUTHORIZATION);
-    let session = session_methods::find(app, principal, credential, session_id)
+    let session = session_methods::find(app, caller, session_id)
         .await
         .map_err(|r| r.with_id(message.id()))?;
     check_protocol_version(headers)?;

@@ -29,7 +29,12 @@ impl Connection {
             Err(error) => return vec![Rejection::from(error).error_body()],
         };
         // Under the principal's rates before anything is started for the request.
-        if let Err(error) = self.app.registry.admit(&self.principal, &message).await {
+        if let Err(error) = self
+            .app
+            .registry
+            .admit(self.caller.principal(), &message)
+            .await
+        {
             return vec![Rejection::session(&error)
                 .with_id(message.id())
                 .error_body()];
@@ -63,8 +68,7 @@ impl Connection {
                 Ok(vec![session_methods::started(&id, &bound.session)])
             }
             None => {
-                let session =
-                    session_methods::start(&self.app, self.principal.clone(), self.credential.clone())
+                let session = session_methods::start(&self.app, &self.caller)
                         .await
                         .map_err(|r| r.with_id(Some(&id)))?;
                 let reader = session.attach(StreamKey::Standalone, None);
@@ -92,8 +96,7 @@ impl Connection {
             session_methods::resume_params(message).map_err(|r| r.with_id(Some(&id)))?;
         let (session, resumed) = session_methods::resume(
             &self.app,
-            &self.principal,
-            self.credential.as_ref(),
+            &self.caller,
             &session_id,
             last,
             traced::context_of(message),
@@ -115,7 +118,7 @@ impl Connection {
     async fn end(&mut self, message: &Message) -> Result<Vec<Bytes>, Rejection> {
         let id = message.id().cloned().unwrap_or(Value::Null);
         let session_id = session_methods::end_params(message).map_err(|r| r.with_id(Some(&id)))?;
-        session_methods::find(&self.app, &self.principal, None, &session_id)
+        session_methods::find(&self.app, &self.caller, &session_id)
             .await
             .map_err(|r| r.with_id(Some(&id)))?;
         // Stop reading first: nothing of the session may follow the answer.
@@ -126,7 +129,7 @@ impl Connection {
         {
             self.bound = None;
         }
-        session_methods::end(&self.app, &self.principal, &session_id)
+        session_methods::end(&self.app, &self.caller, &session_id)
             .await
             .map_err(|r| r.with_id(Some(&id)))?;
         Ok(vec![session_methods::ended(&id)])
@@ -153,11 +156,7 @@ impl Connection {
             let session = self
                 .app
                 .registry
-                .create(
-                    self.principal.clone(),
-                    Shape::SingleStream,
-                    self.credential.clone(),
-                )
+                .create(&self.caller, Shape::SingleStream)
                 .await
                 .map_err(|e| Rejection::session(&e).with_id(id.as_ref()))?;
             let reader = session.attach(StreamKey::Standalone, None);
@@ -210,9 +209,7 @@ impl Connection {
         let app = &self.app;
         match message.kind() {
             Kind::Request => {
-                let credential = self.credential.clone();
-                let routed =
-                    legacy::route(app, credential, transport, message, &self.principal).await?;
+                let routed = legacy::route(app, &self.caller, transport, message).await?;
                 match routed {
                     Routed::Answered(answer) => Ok(Named::Done(vec![answer])),
                     Routed::Listen { session, scope, id } => {
@@ -240,7 +237,7 @@ impl Connection {
                 let id = message.id().cloned().unwrap_or(Value::Null);
                 let named = app
                     .data_layer
-                    .awaiting_answer(&app.registry, &self.principal, &id)
+                    .awaiting_answer(&app.registry, self.caller.principal(), &id)
                     .await;
                 Ok(Named::To(
                     named.unwrap_or_else(|| transport.clone()),

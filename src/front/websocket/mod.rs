@@ -27,7 +27,7 @@ use super::request::{check_origin, header_str};
 use super::streamable_http::SESSION_HEADER;
 use super::telemetry::Telemetry;
 use super::App;
-use crate::base::ids::Principal;
+use crate::base::caller::Caller;
 use crate::session::{Reader, Session};
 use crate::wire::http_body::Body;
 
@@ -52,8 +52,8 @@ pub fn is_upgrade(request: &Request<Incoming>) -> bool {
 /// Checks the handshake and answers 101; the connection is served once hyper hands it over.
 pub fn upgrade(app: Arc<App>, mut request: Request<Incoming>) -> Response<Body> {
     let telemetry = Telemetry::opening(&app);
-    let outcome = accept(&app, &request).map(|(response, principal)| {
-        let credential = request.headers().get(header::AUTHORIZATION).cloned();
+    let outcome = accept(&app, &request).inspect(|_| {
+        let caller = guard::admitted_caller(request.extensions());
         // A connection lives no longer than the token that opened it.
         let expires = request
             .extensions()
@@ -79,7 +79,7 @@ pub fn upgrade(app: Arc<App>, mut request: Request<Incoming>) -> Response<Body> 
                             Some(config),
                         )
                         .await;
-                        Connection::new(connected, principal, credential, expires)
+                        Connection::new(connected, caller, expires)
                             .run(socket)
                             .await;
                         drop(slot);
@@ -89,15 +89,11 @@ pub fn upgrade(app: Arc<App>, mut request: Request<Incoming>) -> Response<Body> 
             }
             .instrument(span),
         );
-        response
     });
     telemetry.end(outcome)
 }
 
-fn accept(
-    app: &App,
-    request: &Request<Incoming>,
-) -> Result<(Response<Body>, Principal), Rejection> {
+fn accept(app: &App, request: &Request<Incoming>) -> Result<Response<Body>, Rejection> {
     let headers = request.headers();
     check_origin(app, headers)?;
     if header_str(headers, SESSION_HEADER).is_some()
@@ -139,10 +135,7 @@ fn accept(
             HeaderValue::from_static(SUBPROTOCOL),
         );
     }
-    Ok((
-        response,
-        guard::principal(&app.http, headers, request.extensions()),
-    ))
+    Ok(response)
 }
 
 fn offered_subprotocols(headers: &HeaderMap) -> Vec<String> {
@@ -166,8 +159,8 @@ struct Bound {
 
 struct Connection {
     app: Arc<App>,
-    principal: Principal,
-    credential: Option<HeaderValue>,
+    /// Who its messages act for, as its upgrade request was admitted.
+    caller: Caller,
     /// When its token stops being accepted: then it is closed (1008), and the client connects
     /// again with a fresh token and resumes its session.
     expires: Option<Instant>,
@@ -180,17 +173,11 @@ struct Connection {
 }
 
 impl Connection {
-    fn new(
-        app: Arc<App>,
-        principal: Principal,
-        credential: Option<HeaderValue>,
-        expires: Option<Instant>,
-    ) -> Connection {
+    fn new(app: Arc<App>, caller: Caller, expires: Option<Instant>) -> Connection {
         let (named, named_out) = mpsc::channel(64);
         Connection {
             app,
-            principal,
-            credential,
+            caller,
             expires,
             bound: None,
             named,

@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use dashmap::DashMap;
-use http::HeaderValue;
 
 use super::{canonical, open_with, usable, Correlated, Declared, EndOnDrop, Initialized, Newest};
+use crate::base::caller::Caller;
 use crate::base::ids::Principal;
 use crate::session::{Registry, Session, SessionError};
 
@@ -50,18 +50,17 @@ struct Entry {
 }
 
 impl Correlation {
-    /// The session that serves a request of `principal` declaring `declared` capabilities.
+    /// The session that serves a request of `caller` declaring `declared` capabilities.
     pub async fn session(
         &self,
         registry: &Arc<Registry>,
-        principal: Principal,
+        caller: &Caller,
         declared: Declared<'_>,
-        credential: Option<HeaderValue>,
         anonymous: Anonymous,
     ) -> Result<Correlated, SessionError> {
-        if principal == Principal::anonymous() && anonymous == Anonymous::PerRequest {
-            let (session, initialized) =
-                self.open(registry, principal, declared, credential).await?;
+        let principal = caller.principal();
+        if *principal == Principal::anonymous() && anonymous == Anonymous::PerRequest {
+            let (session, initialized) = self.open(registry, caller, declared).await?;
             let ending = Some(EndOnDrop::armed(registry.clone(), session.id().to_owned()));
             return Ok(Correlated {
                 session,
@@ -70,7 +69,7 @@ impl Correlation {
             });
         }
         let key = (principal.clone(), canonical(declared.capabilities));
-        if let Some(found) = self.live(registry, &key, credential.as_ref()).await? {
+        if let Some(found) = self.live(registry, caller, &key).await? {
             return Ok(found);
         }
         let gate = self.opening.entry(key.clone()).or_default().clone();
@@ -81,9 +80,7 @@ impl Correlation {
             key: &key,
         };
         let _one_at_a_time = gate.lock().await;
-        let opened = self
-            .live_or_open(registry, &key, declared, credential)
-            .await;
+        let opened = self.live_or_open(registry, caller, &key, declared).await;
         if let Ok((session, initialized)) = &opened {
             self.remember(registry, key.clone(), session, initialized);
         }
@@ -100,24 +97,19 @@ impl Correlation {
     async fn live_or_open(
         &self,
         registry: &Arc<Registry>,
+        caller: &Caller,
         key: &Key,
         declared: Declared<'_>,
-        credential: Option<HeaderValue>,
     ) -> Result<(Arc<Session>, Arc<Initialized>), SessionError> {
-        if let Some(found) = self.live(registry, key, credential.as_ref()).await? {
+        if let Some(found) = self.live(registry, caller, key).await? {
             return Ok((found.session, found.initialized));
         }
-        let principal = &key.0;
         let shared = shared_key(key);
-        let recorded = registry
-            .correlated(&shared, principal, credential.as_ref())
-            .await?;
+        let recorded = registry.correlated(&shared, caller).await?;
         if let Some((session, initialized)) = recorded.filter(|(session, _)| usable(session)) {
             return Ok((session, Initialized::recorded(&initialized)));
         }
-        let (session, initialized) = self
-            .open(registry, principal.clone(), declared, credential)
-            .await?;
+        let (session, initialized) = self.open(registry, caller, declared).await?;
         registry
             .correlate(&shared, &session, &initialized.result.to_string())
             .await;
@@ -184,8 +176,9 @@ impl Correlation {
             return initialized;
         }
         let shared = shared_key(&(principal.clone(), canonical(declared.capabilities)));
-        if let Ok(Some((recorded, initialized))) =
-            registry.correlated(&shared, principal, None).await
+        if let Ok(Some((recorded, initialized))) = registry
+            .correlated(&shared, &Caller::without_credential(principal.clone()))
+            .await
         {
             if recorded.id() == session.id() {
                 return Initialized::recorded(&initialized);
@@ -194,17 +187,18 @@ impl Correlation {
         self.newest().unwrap_or_default()
     }
 
-    /// The session this replica correlated `key` with, wherever it lives now, if it serves.
+    /// The session this replica correlated `key` (of `caller`) with, wherever it lives now, if
+    /// it serves.
     async fn live(
         &self,
         registry: &Registry,
+        caller: &Caller,
         key: &Key,
-        credential: Option<&HeaderValue>,
     ) -> Result<Option<Correlated>, SessionError> {
         let Some(entry) = self.by_key.get(key).map(|e| e.clone()) else {
             return Ok(None);
         };
-        let found = registry.find(&entry.session_id, &key.0, credential).await?;
+        let found = registry.find(&entry.session_id, caller).await?;
         match found {
             Some(session) if usable(&session) => Ok(Some(Correlated {
                 session,
@@ -226,12 +220,11 @@ impl Correlation {
     async fn open(
         &self,
         registry: &Arc<Registry>,
-        principal: Principal,
+        caller: &Caller,
         declared: Declared<'_>,
-        credential: Option<HeaderValue>,
     ) -> Result<(Arc<Session>, Arc<Initialized>), SessionError> {
         let params = declared.initialize_params();
-        open_with(registry, &self.newest, principal, params, credential).await
+        open_with(registry, &self.newest, caller, params).await
     }
 }
 

@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::{Registry, Session, SessionError, Shape};
-use crate::base::ids::Principal;
+use crate::base::caller::Caller;
 use crate::wire::era::request::RequestMeta;
 
 pub use by_principal::{Anonymous, Correlation};
@@ -125,18 +125,15 @@ impl Drop for EndOnDrop {
     }
 }
 
-/// Creates a session of `principal` and initializes its server with `params` as a legacy
-/// client would. The session is ended unless its server is initialized: a refusal, or the
-/// client gone meanwhile.
+/// Creates a session of `caller` and initializes its server with `params` as a legacy client
+/// would. The session is ended unless its server is initialized: a refusal, or the client gone
+/// meanwhile.
 async fn open_initialized(
     registry: &Arc<Registry>,
-    principal: Principal,
+    caller: &Caller,
     params: Value,
-    credential: Option<http::HeaderValue>,
 ) -> Result<(Arc<Session>, Arc<Initialized>), SessionError> {
-    let session = registry
-        .create(principal, Shape::Streams, credential)
-        .await?;
+    let session = registry.create(caller, Shape::Streams).await?;
     let unopened = EndOnDrop::armed(registry.clone(), session.id().to_owned());
     let initialized = Arc::new(Initialized::new(
         initialize_with(registry, &session, params).await?,
@@ -149,11 +146,10 @@ async fn open_initialized(
 async fn open_with(
     registry: &Arc<Registry>,
     newest: &Newest,
-    principal: Principal,
+    caller: &Caller,
     params: Value,
-    credential: Option<http::HeaderValue>,
 ) -> Result<(Arc<Session>, Arc<Initialized>), SessionError> {
-    let opened = open_initialized(registry, principal, params, credential).await?;
+    let opened = open_initialized(registry, caller, params).await?;
     *newest.lock().unwrap_or_else(|e| e.into_inner()) = Some(opened.1.clone());
     Ok(opened)
 }

@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dashmap::DashMap;
-use http::HeaderValue;
 use serde_json::Value;
 use tokio::time::Instant;
 
 use super::{open_initialized, Correlation, Initialized};
+use crate::base::caller::Caller;
 use crate::base::ids::Principal;
 use crate::base::keys::Key;
 use crate::session::layer::{Layer, LayerKind};
@@ -90,19 +90,18 @@ impl DataLayer {
         }
     }
 
-    /// Opens a named session for `principal`: a new upstream session, initialized with
-    /// `init` (the client's `initialize` params, or ones standing for a modern client).
+    /// Opens a named session for `caller`: a new upstream session, initialized with `init`
+    /// (the client's `initialize` params, or ones standing for a modern client).
     pub async fn open(
         &self,
         registry: &Arc<Registry>,
-        principal: Principal,
+        caller: &Caller,
         kind: LayerKind,
         init: Value,
-        credential: Option<HeaderValue>,
     ) -> Result<Named, SessionError> {
+        let principal = caller.principal().clone();
         self.reserve(registry, &principal)?;
-        let (session, initialized) =
-            open_initialized(registry, principal.clone(), init, credential).await?;
+        let (session, initialized) = open_initialized(registry, caller, init).await?;
         let state = self.key.tag(&state_parts(session.id(), &principal));
         session.set_layer(Layer {
             kind,
@@ -180,7 +179,7 @@ impl DataLayer {
             return Err(not_found());
         }
         let session = registry
-            .find(id, principal, None)
+            .find(id, &Caller::without_credential(principal.clone()))
             .await?
             .ok_or_else(not_found)?;
         let Some(layer) = session.layer().filter(|layer| layer.kind == kind) else {
@@ -250,7 +249,10 @@ impl DataLayer {
             return found.clone();
         }
         if let Ok(Some((_, recorded))) = registry
-            .correlated(&record_key(session.id()), principal, None)
+            .correlated(
+                &record_key(session.id()),
+                &Caller::without_credential(principal.clone()),
+            )
             .await
         {
             if let Ok(result) = serde_json::from_str(&recorded) {
@@ -272,8 +274,9 @@ impl DataLayer {
         id: &Value,
     ) -> Option<Arc<Session>> {
         let opened = self.opened.get(principal)?.clone();
+        let caller = Caller::without_credential(principal.clone());
         for session_id in opened {
-            if let Ok(Some(session)) = registry.find(&session_id, principal, None).await {
+            if let Ok(Some(session)) = registry.find(&session_id, &caller).await {
                 if session.awaits_answer(id) {
                     return Some(session);
                 }

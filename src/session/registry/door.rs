@@ -6,12 +6,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::HeaderValue;
 use tokio::time::Instant;
 use tracing::warn;
 
 use super::replica::fencing::OwnedNow;
 use super::Registry;
+use crate::base::caller::Caller;
 use crate::base::event::StreamKey;
 use crate::base::ids::{self, Principal};
 use crate::session::rate::Exceeded;
@@ -24,14 +24,14 @@ impl Registry {
     /// The session `id` if `principal` owns it, here or on another replica (then a view of it,
     /// fed from the shared log, whose client messages go to the owner). A session that may
     /// exist is never reported missing: while the shared store or its owner cannot tell, that
-    /// is an error (503, retry), not `None` (404). `credential` is the request's
-    /// `Authorization`: a session taken over here gets its new upstream with it.
+    /// is an error (503, retry), not `None` (404). A session taken over here gets its new
+    /// upstream with the caller's credential.
     pub async fn find(
         &self,
         id: &str,
-        principal: &Principal,
-        credential: Option<&HeaderValue>,
+        caller: &Caller,
     ) -> Result<Option<Arc<Session>>, SessionError> {
+        let (principal, credential) = (caller.principal(), caller.credential());
         if let Some(session) = self.get(id, principal) {
             // Dropped when another replica took it over while this one's lease had lapsed:
             // then it is looked up where it lives now.
@@ -61,7 +61,7 @@ impl Registry {
         if !self.store.healthy() {
             return Err(SessionError::StoreUnavailable);
         }
-        self.resolve(redis, id, principal, credential).await
+        self.resolve(redis, id, caller).await
     }
 
     /// Hands a request to `session` (a client's, admitted at the front door with
@@ -198,12 +198,9 @@ impl Registry {
                     true
                 }
             };
-            let credential = session.credential();
+            let caller = session.caller();
             current = loop {
-                match self
-                    .find(session.id(), session.principal(), credential.as_ref())
-                    .await
-                {
+                match self.find(session.id(), &caller).await {
                     Ok(Some(found)) => break found,
                     Ok(None) => return Err(SessionError::Gone),
                     Err(error) if error.owner_unavailable() && Instant::now() < deadline => {

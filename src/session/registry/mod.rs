@@ -16,10 +16,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use dashmap::DashMap;
-use http::HeaderValue;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
+use crate::base::caller::Caller;
 use crate::base::ids::{self, Principal};
 use crate::session::list_cache::ListCache;
 use crate::session::response_cache::ResponseCache;
@@ -153,19 +153,15 @@ impl Registry {
         self.sessions.is_empty()
     }
 
-    /// Creates a session for `principal` with a fresh upstream. `credential` (the client's
-    /// `Authorization`) reaches an HTTP upstream only when configured to.
+    /// Creates a session for `caller`'s principal with a fresh upstream. Its credential
+    /// reaches an HTTP upstream only when configured to.
     pub async fn create(
         &self,
-        principal: Principal,
+        caller: &Caller,
         shape: Shape,
-        credential: Option<HeaderValue>,
     ) -> Result<Arc<Session>, SessionError> {
-        let credential = Credential::new(credential);
-        self.create_with(principal, shape, credential.clone(), || {
-            self.upstreams.build(credential)
-        })
-        .await
+        self.create_with(caller, shape, |credential| self.upstreams.build(credential))
+            .await
     }
 
     /// Creates a session whose server starts at its client's `initialize`: until then it costs
@@ -173,24 +169,25 @@ impl Registry {
     /// initialize first. It counts against the limits from now.
     pub async fn create_awaiting_initialize(
         &self,
-        principal: Principal,
+        caller: &Caller,
         shape: Shape,
-        credential: Option<HeaderValue>,
     ) -> Result<Arc<Session>, SessionError> {
-        let credential = Credential::new(credential);
-        self.create_with(principal, shape, credential.clone(), || {
+        self.create_with(caller, shape, |credential| {
             Ok(DeferredUpstream::build(self.upstreams.clone(), credential))
         })
         .await
     }
 
+    /// Creates a session for `caller` whose upstream `build` makes with the session's
+    /// credential.
     async fn create_with(
         &self,
-        principal: Principal,
+        caller: &Caller,
         shape: Shape,
-        credential: Credential,
-        build: impl FnOnce() -> Result<(Upstream, Arc<Binding>), UpstreamError>,
+        build: impl FnOnce(Credential) -> Result<(Upstream, Arc<Binding>), UpstreamError>,
     ) -> Result<Arc<Session>, SessionError> {
+        let principal = caller.principal().clone();
+        let credential = Credential::new(caller.credential().cloned());
         if self.is_leaving() {
             return Err(SessionError::ShuttingDown);
         }
@@ -216,7 +213,7 @@ impl Registry {
             self.reserved.fetch_sub(1, Ordering::AcqRel);
             return Err(error);
         }
-        let (upstream, binding) = match build() {
+        let (upstream, binding) = match build(credential.clone()) {
             Ok(bound) => bound,
             Err(error) => {
                 self.reserved.fetch_sub(1, Ordering::AcqRel);
@@ -364,7 +361,7 @@ impl Registry {
 
 #[cfg(test)]
 mod tests {
-    use crate::session::testing::{initialized, principal, registry};
+    use crate::session::testing::{caller, initialized, principal, registry};
     use crate::session::{SessionError, SessionSettings, Shape};
 
     #[tokio::test]
@@ -372,12 +369,9 @@ mod tests {
         let registry = registry(SessionSettings::default());
         let session = initialized(&registry, principal("alice")).await;
         let id = session.id();
-        let found = registry.find(id, &principal("alice"), None).await.unwrap();
+        let found = registry.find(id, &caller("alice")).await.unwrap();
         assert!(found.is_some_and(|found| found.id() == id));
-        let other = registry
-            .find(id, &principal("mallory"), None)
-            .await
-            .unwrap();
+        let other = registry.find(id, &caller("mallory")).await.unwrap();
         assert!(
             other.is_none(),
             "another principal's is not found, nor told apart"
@@ -392,7 +386,7 @@ mod tests {
         assert!(registry.end(session.id()));
         assert!(!registry.end(session.id()), "once");
         assert!(session.ended.is_cancelled());
-        let found = registry.find(session.id(), &principal("alice"), None).await;
+        let found = registry.find(session.id(), &caller("alice")).await;
         assert!(found.unwrap().is_none());
         assert!(registry.is_empty());
     }
@@ -405,7 +399,10 @@ mod tests {
             ..SessionSettings::default()
         };
         let registry = registry(settings);
-        let create = |name: &str| registry.create(principal(name), Shape::Streams, None);
+        let create = |name: &'static str| {
+            let registry = registry.clone();
+            async move { registry.create(&caller(name), Shape::Streams).await }
+        };
         create("alice").await.unwrap();
         let second = create("alice").await.unwrap();
         let third = create("alice").await.map(|_| ()).unwrap_err();

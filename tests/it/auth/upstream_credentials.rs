@@ -70,6 +70,115 @@ async fn a_token_issued_for_the_proxy_never_reaches_the_server_unless_configured
     front.stop().await;
 }
 
+/// How a client reaches the server through the proxy: each front makes its caller once, where
+/// the request is admitted, and none of them hands the server what the client sent.
+#[derive(Debug, Clone, Copy)]
+enum Front {
+    LegacySse,
+    Modern,
+    WebSocket,
+    ProtocolSession,
+}
+
+/// What a front's request leaves open until the server is asked (a stream, a connection).
+#[allow(dead_code)]
+enum Open {
+    Nothing,
+    Stream(crate::harness::Reply),
+    Socket(crate::harness::ws::Ws),
+}
+
+/// Makes `client`'s first request that reaches the server, through `front`.
+async fn first_request(front: Front, client: &mut Client, addr: std::net::SocketAddr) -> Open {
+    let initialize = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": { "protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": { "name": "credentials", "version": "1" } } });
+    let authorization = client.authorization.clone().unwrap();
+    match front {
+        Front::LegacySse => {
+            let headers = [
+                ("accept", "text/event-stream"),
+                ("authorization", authorization.as_str()),
+            ];
+            let mut stream = client
+                .send_to("/sse", http::Method::GET, &headers, None)
+                .await;
+            assert_eq!(stream.status, StatusCode::OK, "the SSE stream opens");
+            let endpoint = within("the endpoint event", stream.next_event())
+                .await
+                .expect("an endpoint event");
+            let headers = [
+                ("content-type", "application/json"),
+                ("authorization", authorization.as_str()),
+            ];
+            let body = initialize.to_string().into();
+            let posted = client
+                .send_to(&endpoint.data, http::Method::POST, &headers, Some(body))
+                .await;
+            assert_eq!(posted.status, StatusCode::ACCEPTED);
+            Open::Stream(stream)
+        }
+        Front::Modern => {
+            let discover =
+                crate::harness::modern_request(1, "server/discover", json!({}), json!({}));
+            client.post_modern(&discover, &[]).await;
+            Open::Nothing
+        }
+        Front::WebSocket => {
+            let headers = [
+                ("sec-websocket-protocol", "mcp"),
+                ("authorization", authorization.as_str()),
+            ];
+            let mut ws = crate::harness::ws::Ws::connect_with(addr, "/mcp", &headers)
+                .await
+                .expect("the WebSocket handshake succeeds");
+            ws.send(initialize).await;
+            Open::Socket(ws)
+        }
+        Front::ProtocolSession => {
+            let start = json!({ "jsonrpc": "2.0", "id": 1, "method": "session/start" });
+            let started = client.post(&start).await.json().await;
+            let id = started["result"]["sessionId"].as_str().unwrap().to_owned();
+            client
+                .extra_headers
+                .push(("mcp-protocol-session-id".into(), id));
+            client.post(&initialize).await;
+            Open::Nothing
+        }
+    }
+}
+
+/// With `upstream.auth = "exchange"` the server gets a token the issuer made for it, never the
+/// client's, whichever front the client came through: the front makes the caller once, where
+/// it admits the request, and every layer after takes the credential from it.
+#[tokio::test]
+async fn every_front_hands_the_server_the_exchanged_token_never_the_clients() {
+    let issuer = AuthServer::start().await;
+    let secret = SecretFile::new("exchange", "proxy-secret");
+    for front in [
+        Front::LegacySse,
+        Front::Modern,
+        Front::WebSocket,
+        Front::ProtocolSession,
+    ] {
+        let (url, recorded) = recording_upstream().await;
+        let proxy = exchanging_front(&issuer, &url, &secret).await;
+        let mut client = proxy.client();
+        let proxy_url = format!("http://{}/mcp", proxy.addr());
+        let token = issuer.token("alice", &proxy_url, "mcp:tools").await;
+        client.authorization = bearer(&token);
+        let _open = first_request(front, &mut client, proxy.addr()).await;
+        let head = within("the server's request", recorded).await.unwrap();
+        assert!(
+            head.contains("authorization: bearer "),
+            "{front:?}: the exchanged token: {head}"
+        );
+        assert!(!head.contains(&token.to_lowercase()), "{front:?}: {head}");
+        assert_eq!(proxy.metric("mcp_proxy_auth_token_exchanges_total"), 1);
+        proxy.stop().await;
+    }
+}
+
 #[tokio::test]
 async fn a_static_credential_of_the_operators_reaches_the_server() {
     let secret = SecretFile::new("static", "s3cret-api-key");

@@ -40,7 +40,7 @@ use super::{
     client_params, open_with, usable, Correlated, Correlation, Declared, Ending, Initialized,
     Newest,
 };
-use crate::base::ids::Principal;
+use crate::base::caller::Caller;
 use crate::session::{Registry, Session, SessionError};
 use crate::telemetry::metrics::{Refusal, ServerMetrics};
 use slots::{Claimed, Slots, Want};
@@ -68,14 +68,9 @@ impl Opener {
     /// `clientInfo`.
     async fn open(&self, want: &Want) -> Result<Pooled, SessionError> {
         let params = client_params(&want.capabilities, None);
-        let (session, initialized) = open_with(
-            &self.registry,
-            &self.newest,
-            Principal::anonymous(),
-            params,
-            None,
-        )
-        .await?;
+        let anonymous = Caller::anonymous();
+        let (session, initialized) =
+            open_with(&self.registry, &self.newest, &anonymous, params).await?;
         Ok(Pooled {
             session,
             initialized,

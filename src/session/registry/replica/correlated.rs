@@ -6,18 +6,17 @@ use std::sync::Arc;
 use tracing::warn;
 
 use super::lookup::unavailable;
-use crate::base::ids::Principal;
+use crate::base::caller::Caller;
 use crate::session::{Registry, Session, SessionError};
 
 impl Registry {
     /// The session recorded for correlation `key` and its server's `initialize` result, found
     /// wherever it lives (`None` without a shared store, or when it is gone); taken over with
-    /// `credential` if its owner is gone.
+    /// `caller`'s credential if its owner is gone.
     pub async fn correlated(
         &self,
         key: &str,
-        principal: &Principal,
-        credential: Option<&http::HeaderValue>,
+        caller: &Caller,
     ) -> Result<Option<(Arc<Session>, String)>, SessionError> {
         let Some(redis) = self.store.redis() else {
             return Ok(None);
@@ -30,7 +29,7 @@ impl Registry {
             return Ok(None);
         };
         Ok(self
-            .find(&id, principal, credential)
+            .find(&id, caller)
             .await?
             .map(|session| (session, initialized)))
     }

@@ -76,9 +76,8 @@ impl Registry {
                     renew(&view, &link);
                 }
                 Ok(None) => {
-                    let principal = view.principal().clone();
-                    let credential = view.credential();
-                    let taken = self.take_over(record, view.id(), &principal, credential);
+                    let caller = view.caller();
+                    let taken = self.take_over(record, view.id(), &caller);
                     if let Err(error) = taken.await {
                         warn!(%error, "could not take over a session whose owner is gone");
                     }

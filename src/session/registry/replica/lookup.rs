@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use http::HeaderValue;
 use tracing::warn;
 
 use super::follow::{renew, tail};
+use crate::base::caller::Caller;
 use crate::base::ids::{self, Principal};
 use crate::session::{OwnerUnavailable, Registry, Session, SessionError};
 use crate::store::{Record, RedisStore};
@@ -21,9 +21,9 @@ impl Registry {
         &self,
         redis: &Arc<RedisStore>,
         id: &str,
-        principal: &Principal,
-        credential: Option<&HeaderValue>,
+        caller: &Caller,
     ) -> Result<Option<Arc<Session>>, SessionError> {
+        let (principal, credential) = (caller.principal(), caller.credential());
         // A claim lost to another replica means the record changed: read it once more.
         for _ in 0..2 {
             let record = redis
@@ -60,9 +60,7 @@ impl Registry {
                     return Ok(Some(view));
                 }
                 None => {
-                    let credential = credential.cloned();
-                    if let Some(session) = self.take_over(record, id, principal, credential).await?
-                    {
+                    if let Some(session) = self.take_over(record, id, caller).await? {
                         return Ok(Some(session));
                     }
                 }

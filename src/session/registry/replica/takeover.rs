@@ -5,10 +5,10 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
-use http::HeaderValue;
 use tracing::{info, warn};
 
 use super::lookup::unavailable;
+use crate::base::caller::Caller;
 use crate::base::ids::Principal;
 use crate::session::handshake;
 use crate::session::log::StreamKey;
@@ -18,16 +18,20 @@ use crate::upstream::credential::Credential;
 use crate::upstream::factory::Binding;
 use crate::upstream::{Sink, Upstream};
 
+/// A taken-over session's new upstream, its binding, and the credential it sends.
+type Opened = (Upstream, Arc<Binding>, Credential);
+
 impl Registry {
-    /// Room for session `id` of `principal` and its new upstream, for a takeover (counted once
-    /// among the principal's sessions: it was already): nothing held when refused.
+    /// Room for session `id` of `caller`'s principal and its new upstream, for a takeover
+    /// (counted once among the principal's sessions: it was already): nothing held when
+    /// refused.
     async fn open_taken(
         &self,
         id: &str,
-        principal: &Principal,
-        credential: Credential,
+        caller: &Caller,
         upstream_session: Option<&str>,
-    ) -> Result<(Upstream, Arc<Binding>), SessionError> {
+    ) -> Result<Opened, SessionError> {
+        let principal = caller.principal();
         let limit = self.settings.max_sessions;
         if self.reserved.fetch_add(1, Ordering::AcqRel) >= limit {
             self.reserved.fetch_sub(1, Ordering::AcqRel);
@@ -37,12 +41,15 @@ impl Registry {
             self.reserved.fetch_sub(1, Ordering::AcqRel);
             return Err(error);
         }
-        let resumed = self.upstreams.resume(credential, upstream_session);
-        resumed.map_err(|error| {
-            self.reserved.fetch_sub(1, Ordering::AcqRel);
-            self.release_for(principal);
-            error.into()
-        })
+        let credential = Credential::new(caller.credential().cloned());
+        match self.upstreams.resume(credential.clone(), upstream_session) {
+            Ok((upstream, binding)) => Ok((upstream, binding, credential)),
+            Err(error) => {
+                self.reserved.fetch_sub(1, Ordering::AcqRel);
+                self.release_for(principal);
+                Err(error.into())
+            }
+        }
     }
 
     /// [`Self::open_taken`] for a session this replica claimed, going on in the session its
@@ -53,13 +60,10 @@ impl Registry {
         redis: &RedisStore,
         (record, epoch): (&Record, u64),
         id: &str,
-        principal: &Principal,
-        credential: Credential,
-    ) -> Result<(Upstream, Arc<Binding>), SessionError> {
+        caller: &Caller,
+    ) -> Result<Opened, SessionError> {
         let upstream_session = record.upstream_session.as_deref();
-        let opened = self
-            .open_taken(id, principal, credential, upstream_session)
-            .await;
+        let opened = self.open_taken(id, caller, upstream_session).await;
         if let Err(error) = &opened {
             warn!(session = %crate::telemetry::redact::session(id), %error,
                   "a session claimed to take over cannot be opened here: given back");
@@ -85,7 +89,8 @@ impl Registry {
         match redis.record(&self.server, id).await {
             Ok(Some(record)) if record.owner == redis.node_id => {
                 let principal = Principal::from_stored(&record.principal);
-                self.take_over(record, id, &principal, None).await
+                let caller = Caller::without_credential(principal);
+                self.take_over(record, id, &caller).await
             }
             Ok(_) => Ok(None),
             Err(error) => Err(unavailable(&error)),
@@ -131,9 +136,9 @@ impl Registry {
 
     /// Becomes the owner of a session whose owner is gone: claims it (of several replicas, one
     /// wins: `None` here when another did, or the owner confirmed it still owns it; the claim
-    /// makes the session's owner epoch one more, which fences the old owner's writes), binds a new upstream built with `credential` (the
-    /// `Authorization` of the request that brought the session here) and going on in the
-    /// session its server keeps for it if it can, rebuilds the log from the shared one, brings
+    /// makes the session's owner epoch one more, which fences the old owner's writes), binds a
+    /// new upstream built with the credential of `caller` (the request that brought the
+    /// session here) and going on in the session its server keeps for it if it can, rebuilds the log from the shared one, brings
     /// the upstream to where the old one was (`restore`), and tells the client what may be lost
     /// (`close_gap`). A claim this replica cannot honour (a limit, no upstream) is given
     /// back, so that another replica may take the session.
@@ -141,9 +146,9 @@ impl Registry {
         &self,
         record: Record,
         id: &str,
-        principal: &Principal,
-        credential: Option<HeaderValue>,
+        caller: &Caller,
     ) -> Result<Option<Arc<Session>>, SessionError> {
+        let principal = caller.principal();
         let Some(redis) = self.store.redis() else {
             return Ok(None);
         };
@@ -158,9 +163,8 @@ impl Registry {
         let Some(epoch) = claimed.map_err(|e| unavailable(&e))? else {
             return Ok(None);
         };
-        let credential = Credential::new(credential);
-        let (upstream, binding) = self
-            .open_claimed(redis, (&record, epoch), id, principal, credential.clone())
+        let (upstream, binding, credential) = self
+            .open_claimed(redis, (&record, epoch), id, caller)
             .await?;
         let shape = match record.shape.as_str() {
             "single" => Shape::SingleStream,
