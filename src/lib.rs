@@ -13,7 +13,7 @@
 //!     pair, `internal` the other replicas' hop, `session_methods` `session/start|resume|end`.
 //!   - `modern/` is the 2026-07-28 face in front of legacy servers: the checks of a request,
 //!     the call and its stream (`call`, `exchange`), what the server asks of the client
-//!     (`server_requests`, `retry`), listens; `data_layer/` reads the sessions a client names
+//!     (`server_requests`, `retry`), `subscriptions_listen`; `data_layer/` reads the sessions a client names
 //!     in its messages and serves state handles. Both ask `session::correlate` for a session.
 //!   - `authorization` makes the proxy an OAuth 2.1 resource server in front of every path
 //!     (401/403 with their challenges, the RFC 9728 metadata); `guard` says who a request
@@ -72,8 +72,8 @@
 //!   client and how a request is sent, `driven` connections polled by the task that sends on
 //!   them, `tls_stream` plain or TLS, `body` an answer read whole within bounds, `credential`
 //!   what a server gets to authenticate the proxy. `probe` asks a server which revision it
-//!   speaks at start, `era_switch` switches it while running, `handover` hands a legacy
-//!   session to a 2026-07-28 upstream.
+//!   speaks at start, `era_switch` switches it while running, `modern_http_builder` builds the
+//!   2026-07-28 upstream a legacy session is handed to.
 //! - [`store`]: state beyond the process: `Memory`, or `redis` (records, logs as Redis Streams,
 //!   heartbeats; a write-behind `Mirror` per owned session, its writes fenced by the owner epoch
 //!   its `Fence` holds (`fence`), a follower per view; the sessions of each principal and the rate

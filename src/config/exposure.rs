@@ -4,7 +4,7 @@
 
 use super::keys::check::Checked;
 use super::keys::merge::Section;
-use super::keys::{Declared, Key};
+use super::keys::{Declared, SettingKey};
 use crate::session::exposure::{Exposure, ResourceExposure};
 use crate::session::rate::RateLimits;
 
@@ -29,8 +29,8 @@ const fn key(
     ty: &'static str,
     doc: &'static [&'static str],
     flag_id: Option<&'static str>,
-) -> Key {
-    Key {
+) -> SettingKey {
+    SettingKey {
         name,
         ty,
         doc,
@@ -42,7 +42,7 @@ const fn key(
 }
 
 /// `allow` and `deny` of `[tools]` or `[prompts]`, and what only they have.
-fn exposure_keys(what: &'static str, flags: [Option<&'static str>; 2]) -> Vec<Key> {
+fn exposure_keys(what: &'static str, flags: [Option<&'static str>; 2]) -> Vec<SettingKey> {
     let [allow, deny] = flags;
     let (allow_doc, deny_doc): (&'static [&'static str], &'static [&'static str]) = match what {
         "tools" => (&[ALLOW_TOOL], &[DENY_TOOL]),
@@ -105,7 +105,7 @@ impl Section<Exposure> for ToolsFlags {
 }
 
 impl Declared for ToolsFlags {
-    fn keys() -> Vec<Key> {
+    fn keys() -> Vec<SettingKey> {
         exposure_keys("tools", [Some("allow_tools"), Some("deny_tools")])
     }
 }
@@ -119,7 +119,7 @@ impl Section<Exposure> for PromptsFlags {
 }
 
 impl Declared for PromptsFlags {
-    fn keys() -> Vec<Key> {
+    fn keys() -> Vec<SettingKey> {
         exposure_keys("prompts", [None, None])
     }
 }
@@ -142,7 +142,7 @@ impl Section<ResourceExposure> for ResourcesFlags {
 }
 
 impl Declared for ResourcesFlags {
-    fn keys() -> Vec<Key> {
+    fn keys() -> Vec<SettingKey> {
         vec![
             key(
                 "allow",
@@ -176,7 +176,7 @@ impl Section<RateLimits> for LimitsFlags {
 }
 
 impl Declared for LimitsFlags {
-    fn keys() -> Vec<Key> {
+    fn keys() -> Vec<SettingKey> {
         vec![
             key(
                 "requests_per_second",

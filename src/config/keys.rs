@@ -10,7 +10,7 @@ use super::SecretSource;
 
 /// One key as declared: what the reference and the tests walk.
 #[derive(Debug, Clone, Copy)]
-pub struct Key {
+pub struct SettingKey {
     /// Its name within its section (`idle_ttl`).
     pub name: &'static str,
     /// Its Rust type, as written in the declaration.
@@ -24,10 +24,10 @@ pub struct Key {
     /// The checks it declares (`bounded`, `positive`: functions of [`check`]).
     pub checks: &'static [&'static str],
     /// A section (a table of keys of its own): its keys.
-    pub nested: Option<fn() -> Vec<Key>>,
+    pub nested: Option<fn() -> Vec<SettingKey>>,
 }
 
-impl Key {
+impl SettingKey {
     /// The doc comment as one paragraph, as clap shows it (the trailing period dropped).
     pub fn text(&self) -> String {
         let joined = self
@@ -54,13 +54,13 @@ impl Key {
 
 /// A section whose keys are declared: its flags struct names them.
 pub trait Declared {
-    fn keys() -> Vec<Key>;
+    fn keys() -> Vec<SettingKey>;
 }
 
 /// The keys of a nested section, for kind `section`.
 macro_rules! nested_keys {
     (section, $($flag:tt)*) => {
-        Some(<$($flag)* as $crate::config::keys::Declared>::keys as fn() -> Vec<$crate::config::keys::Key>)
+        Some(<$($flag)* as $crate::config::keys::Declared>::keys as fn() -> Vec<$crate::config::keys::SettingKey>)
     };
     ($kind:ident, $($flag:tt)*) => {
         None
@@ -281,9 +281,9 @@ macro_rules! settings {
         }
 
         impl $crate::config::keys::Declared for $flags {
-            fn keys() -> Vec<$crate::config::keys::Key> {
+            fn keys() -> Vec<$crate::config::keys::SettingKey> {
                 vec![$(
-                    $crate::config::keys::Key {
+                    $crate::config::keys::SettingKey {
                         name: $crate::config::keys::key_name(stringify!($field)),
                         ty: stringify!($ty),
                         doc: &[$($doc),*],
@@ -391,7 +391,7 @@ mod tests {
 
     #[test]
     fn a_doc_reads_as_the_help_does_with_its_default_apart() {
-        let key = Key {
+        let key = SettingKey {
             name: "idle_ttl",
             ty: "Duration",
             doc: &[" End a session after this long", " unused [default: 10m]."],

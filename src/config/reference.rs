@@ -4,7 +4,7 @@
 
 use clap::{Arg, CommandFactory};
 
-use super::keys::{Declared, Key};
+use super::keys::{Declared, SettingKey};
 use super::{Cli, ConfigFlags};
 
 /// Where the reference is checked in, from the crate's root.
@@ -75,7 +75,7 @@ fn collect(
     command: &clap::Command,
     name: &str,
     doc: String,
-    keys: Vec<Key>,
+    keys: Vec<SettingKey>,
     tables: &mut Vec<Table>,
 ) {
     let at = tables.len();
@@ -103,7 +103,7 @@ fn collect(
     }
 }
 
-fn entry(command: &clap::Command, path: &str, key: &Key) -> Entry {
+fn entry(command: &clap::Command, path: &str, key: &SettingKey) -> Entry {
     let args: Vec<Arg> = match (key.flag_id, key.flags) {
         (Some(id), _) => command
             .get_arguments()

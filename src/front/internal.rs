@@ -28,7 +28,7 @@ use crate::hop::{
     self, Answer, NonceRefused, Reading, ReadingStreams, SignatureError, Signed, Taken, TakenEvent,
     ANSWER_SIGNATURE_HEADER, FOR_NODE_HEADER, NODE_HEADER, PRINCIPAL_HEADER, SIGNATURE_HEADER,
 };
-use crate::session::cluster::Member;
+use crate::session::cluster::ThisReplica;
 use crate::session::Session;
 use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::{Kind, Message};
@@ -154,7 +154,7 @@ async fn take(
 /// finds nothing, as a client would, and one whose principal tag is not its own is refused.
 fn check_principal(
     headers: &http::HeaderMap,
-    member: Member<'_>,
+    member: ThisReplica<'_>,
     signature: &str,
     principal: &str,
 ) -> Result<(), Refused> {
@@ -176,7 +176,7 @@ fn check_principal(
 /// The hop is meant for this replica (not for the one that used to be at this address: then
 /// nothing is done here) and carries a recent signature, whose MAC is checked once the body is
 /// read.
-fn check(headers: &http::HeaderMap, member: Member<'_>) -> Result<(), Refused> {
+fn check(headers: &http::HeaderMap, member: ThisReplica<'_>) -> Result<(), Refused> {
     if header_str(headers, FOR_NODE_HEADER).is_some_and(|node| node != member.node_id) {
         return Err(refused(
             StatusCode::MISDIRECTED_REQUEST,
@@ -195,7 +195,7 @@ fn check(headers: &http::HeaderMap, member: Member<'_>) -> Result<(), Refused> {
 /// not carried out: the asker may send it again, signed anew).
 fn take_once(
     router: &Router,
-    member: Member<'_>,
+    member: ThisReplica<'_>,
     stamp: &hop::Stamp<'_>,
     now: SystemTime,
 ) -> Result<(), Refused> {

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::base::keys::Keys;
+use crate::config::ServedBy;
 use crate::config::{Config, SessionConfig, UpstreamConfig, VirtualConfig};
 use crate::front::modern::envelope::CacheHints;
 use crate::front::modern::state::StateKey;
@@ -26,7 +27,7 @@ use crate::session::correlate::named::DataLayer;
 use crate::session::correlate::pool::AnonymousPool;
 use crate::session::exposure::{Exposure, ResourceExposure};
 use crate::session::virtual_server::{Member, MemberNames, VirtualServer};
-use crate::session::{Registry, SessionSettings};
+use crate::session::Registry;
 use crate::store::{RedisStore, Store};
 use crate::telemetry::metrics::{Metrics, ServerMetrics};
 use crate::telemetry::spans::{Exporter, Spans};
@@ -232,7 +233,7 @@ impl Shared<'_> {
             ..UpstreamConfig::default()
         };
         let metrics = self.metrics.server(name);
-        let window = config.session.settings().window;
+        let window = config.session.window();
         let spec = VirtualServer::new(name, &composed.separator, members, window, metrics).spec();
         let exposure = (&composed.tools, &composed.prompts, &composed.resources);
         // Each member's credential made for it, as at its own path.
@@ -290,16 +291,12 @@ impl Shared<'_> {
         (spec, credentials): (UpstreamSpec, UpstreamCredentials),
     ) -> Arc<App> {
         let server_metrics = self.metrics.server(name);
-        let settings = SessionSettings {
-            cache_lists: upstream.caches_lists(),
-            request_timeout: upstream.request_timeout,
+        let settings = session.settings(ServedBy {
+            upstream,
+            exposure: (tools, prompts, resources),
+            limits: &self.config.limits,
             spans: self.spans.clone(),
-            tools: Arc::new(tools.clone()),
-            prompts: Arc::new(prompts.clone()),
-            resources: Arc::new(resources.clone()),
-            limits: self.config.limits.clone(),
-            ..session.settings()
-        };
+        });
         let registry = Arc::new(Registry::with_store(
             spec,
             settings,

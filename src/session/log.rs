@@ -36,7 +36,7 @@ impl Default for Window {
 
 /// One logged message. An empty payload is an end-of-stream marker that is never sent.
 #[derive(Debug, Clone)]
-pub struct Event {
+pub struct LogEvent {
     pub seq: u64,
     pub payload: Bytes,
     /// The message ends its stream (the response of a request stream).
@@ -57,7 +57,7 @@ struct Entry {
 /// What a read of one stream found.
 #[derive(Debug, Default)]
 pub struct Read {
-    pub events: Vec<Event>,
+    pub events: Vec<LogEvent>,
     /// Some message of this stream after the read position was evicted before it was read.
     pub gap: bool,
     /// The position the reader has now caught up to (its next `after`).
@@ -223,7 +223,7 @@ impl EventLog {
         let catching_up = catch_up_through > after;
         let mut coalesced = 0;
         let mut superseded = 0;
-        let mut events: Vec<Event> = Vec::new();
+        let mut events: Vec<LogEvent> = Vec::new();
         for seq in seqs.range(after + 1..).rev() {
             let entry = &self.entries[seq];
             superseded += entry.stands_for - 1;
@@ -233,7 +233,7 @@ impl EventLog {
                     continue;
                 }
             }
-            events.push(Event {
+            events.push(LogEvent {
                 seq: *seq,
                 payload: entry.payload.clone(),
                 terminal: entry.terminal,

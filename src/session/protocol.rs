@@ -28,7 +28,7 @@ pub const HTTP_HEADER: &str = "mcp-protocol-session-id";
 /// Whether `method` is in seed `000`'s `session/*` space (`session/create` and
 /// `session/delete`, seed `002`'s earlier names for its own methods, are not).
 pub fn is_session_method(method: &str) -> bool {
-    method.starts_with("session/") && !matches!(method, "session/create" | "session/delete")
+    crate::wire::methods::route(method) == crate::wire::methods::Route::ProtocolSession
 }
 
 #[derive(Debug, Deserialize)]

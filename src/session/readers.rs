@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
-use super::log::{Event, EventId, StreamKey};
+use super::log::{EventId, LogEvent, StreamKey};
 use super::reading::Attached;
 use super::state::State;
 use super::{protocol, ReadError, Session};
@@ -20,7 +20,7 @@ use crate::telemetry::spans::Span;
 /// What a reader takes out of its stream in one go.
 #[derive(Debug)]
 pub struct Delivery {
-    pub events: Vec<Event>,
+    pub events: Vec<LogEvent>,
     /// Synthesized invalidations, present when messages were lost (evicted unread).
     pub invalidations: Vec<Bytes>,
     /// Messages left out because a later one with the same coalesce key stands for them

@@ -31,7 +31,7 @@ const MAX_IDLE: usize = 1024;
 
 /// The connections to one server, shared by its upstream sessions.
 #[derive(Default)]
-pub struct Connections {
+pub struct ConnectionPool {
     idle: Mutex<Vec<Conn>>,
     /// How `https://` connections are made (none: only `http://` servers are reached).
     tls: Option<TlsDialer>,
@@ -42,10 +42,10 @@ struct Conn {
     driver: Driver,
 }
 
-impl Connections {
-    /// Connections made over TLS as `tls` says for `https://` servers.
-    pub fn with_tls(tls: TlsDialer) -> Connections {
-        Connections {
+impl ConnectionPool {
+    /// ConnectionPool made over TLS as `tls` says for `https://` servers.
+    pub fn with_tls(tls: TlsDialer) -> ConnectionPool {
+        ConnectionPool {
             idle: Mutex::default(),
             tls: Some(tls),
         }
@@ -207,7 +207,7 @@ async fn connect(spec: &HttpSpec, tls: Option<&TlsDialer>) -> Result<Conn, Upstr
 pub struct DrivenBody {
     body: Incoming,
     conn: Option<Conn>,
-    pool: Arc<Connections>,
+    pool: Arc<ConnectionPool>,
 }
 
 impl Body for DrivenBody {
@@ -282,7 +282,7 @@ mod tests {
         (spec, accepted)
     }
 
-    async fn call(connections: &Arc<Connections>, spec: &HttpSpec) -> String {
+    async fn call(connections: &Arc<ConnectionPool>, spec: &HttpSpec) -> String {
         let request = Request::post(spec.url.clone())
             .body(Full::new(Bytes::from_static(b"{}")))
             .unwrap();
@@ -294,14 +294,14 @@ mod tests {
     #[tokio::test]
     async fn a_connection_is_used_again_and_one_the_server_closed_is_replaced() {
         let (spec, accepted) = server(true).await;
-        let connections = Arc::new(Connections::default());
+        let connections = Arc::new(ConnectionPool::default());
         for _ in 0..3 {
             assert_eq!(call(&connections, &spec).await, "/mcp host=true");
         }
         assert_eq!(accepted.load(Ordering::SeqCst), 1, "one connection for all");
 
         let (spec, accepted) = server(false).await;
-        let connections = Arc::new(Connections::default());
+        let connections = Arc::new(ConnectionPool::default());
         for _ in 0..3 {
             assert_eq!(call(&connections, &spec).await, "/mcp host=true");
         }

@@ -10,10 +10,10 @@ use tokio_util::task::TaskTracker;
 use tracing::warn;
 
 use super::era_switch::EraSwitch;
-use super::handover::ModernHttpBuilder;
 use super::http_client::{self, HttpClient, HttpSpec};
 use super::legacy_sse::SseUpstream;
 use super::modern::Bridge;
+use super::modern_http_builder::ModernHttpBuilder;
 use super::shared::SharedStdio;
 use super::stdio::{StdioSpec, StdioUpstream};
 use super::streamable_http::{HttpUpstream, UpstreamSession};
@@ -29,8 +29,8 @@ pub struct UpstreamFactory {
     spec: UpstreamSpec,
     /// One connection pool for every HTTP upstream session (and the replicas' hops).
     http_client: HttpClient,
-    /// Connections for the POSTs of legacy HTTP upstreams, driven by their senders.
-    connections: Arc<super::driven::Connections>,
+    /// ConnectionPool for the POSTs of legacy HTTP upstreams, driven by their senders.
+    connections: Arc<super::driven::ConnectionPool>,
     /// The one child of `shared` isolation.
     shared: Option<Arc<SharedStdio>>,
     /// The upstream actors, so shutdown can wait until every child is released.
@@ -64,7 +64,7 @@ impl UpstreamFactory {
         let (http_client, connections) = match &spec {
             UpstreamSpec::Http(http) | UpstreamSpec::Sse(http) => (
                 http_client::client_or_none(&http.tls),
-                Arc::new(super::driven::Connections::with_tls(
+                Arc::new(super::driven::ConnectionPool::with_tls(
                     http_client::dialer_or_none(&http.tls),
                 )),
             ),

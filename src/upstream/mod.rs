@@ -12,13 +12,13 @@ pub mod driven;
 pub mod era_switch;
 mod error;
 pub mod factory;
-pub mod handover;
 pub mod http_client;
 #[cfg(test)]
 pub mod in_process;
 pub mod legacy_sse;
 pub mod lines;
 pub mod modern;
+pub mod modern_http_builder;
 pub mod owner;
 pub mod probe;
 pub mod sandbox;

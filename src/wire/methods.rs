@@ -29,6 +29,10 @@ pub const SESSIONS_DELETE: &str = "sessions/delete";
 pub const SESSION_START: &str = "session/start";
 pub const SESSION_RESUME: &str = "session/resume";
 pub const SESSION_END: &str = "session/end";
+/// An earlier draft's name of `sessions/create`.
+pub const SESSION_CREATE_DRAFT: &str = "session/create";
+/// An earlier draft's name of `sessions/delete`.
+pub const SESSION_DELETE_DRAFT: &str = "session/delete";
 pub const SAMPLING_CREATE_MESSAGE: &str = "sampling/createMessage";
 pub const ELICITATION_CREATE: &str = "elicitation/create";
 pub const ROOTS_LIST: &str = "roots/list";
@@ -89,6 +93,37 @@ impl Target {
     }
 }
 
+/// Where the fronts hand a client's request: each front maps these to its handlers in one
+/// table, so that what a method is served by is read here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// To the server, through the session serving the request (the default, and every method
+    /// the proxy does not know).
+    Server,
+    /// `initialize`: opens a transport session.
+    Initialize,
+    /// The proxy's protocol-level sessions: `session/start`, `session/resume`, `session/end`,
+    /// and any other name under `session/` (an unknown session method).
+    ProtocolSession,
+    /// Sessions named in messages: `sessions/create`, `sessions/delete`, `messages/listen`.
+    Named(NamedVerb),
+    /// `server/discover` (2026-07-28): what the server said at its `initialize`.
+    Discover,
+    /// `subscriptions/listen` (2026-07-28): a stream of the server's notifications.
+    Listen,
+}
+
+/// What a request does with sessions named in messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NamedVerb {
+    /// `sessions/create` (`draft`: under the earlier draft's name, `session/create`).
+    Create {
+        draft: bool,
+    },
+    Delete,
+    Listen,
+}
+
 /// One method and its properties.
 #[derive(Debug, Clone, Copy)]
 pub struct Method {
@@ -113,6 +148,8 @@ pub struct Method {
     /// While it is served, the server may ask the client for input (`input_required` in
     /// 2026-07-28, server requests before).
     pub asks_for_input: bool,
+    /// Where the fronts hand it, as a client's request.
+    pub route: Route,
 }
 
 impl Method {
@@ -129,7 +166,12 @@ impl Method {
             counted: false,
             announced_by: None,
             asks_for_input: false,
+            route: Route::Server,
         }
+    }
+    const fn routed(mut self, route: Route) -> Method {
+        self.route = route;
+        self
     }
     const fn counted(mut self) -> Method {
         self.counted = true;
@@ -171,7 +213,9 @@ use Shape::*;
 
 /// The table.
 pub const METHODS: &[Method] = &[
-    Method::new(INITIALIZE, Legacy, ClientRequest).counted(),
+    Method::new(INITIALIZE, Legacy, ClientRequest)
+        .routed(Route::Initialize)
+        .counted(),
     Method::new(PING, Legacy, EitherRequest).counted(),
     Method::new(TOOLS_LIST, Both, ClientRequest)
         .list(TOOLS_LIST_CHANGED)
@@ -219,14 +263,19 @@ pub const METHODS: &[Method] = &[
     Method::new(TASKS_CANCEL, Both, ClientRequest).counted(),
     Method::new(SERVER_DISCOVER, Modern, ClientRequest)
         .cacheable()
+        .routed(Route::Discover)
         .counted(),
-    Method::new(SUBSCRIPTIONS_LISTEN, Modern, ClientRequest),
-    Method::new(MESSAGES_LISTEN, Proxy, ClientRequest),
-    Method::new(SESSIONS_CREATE, Proxy, ClientRequest),
-    Method::new(SESSIONS_DELETE, Proxy, ClientRequest),
-    Method::new(SESSION_START, Proxy, ClientRequest),
-    Method::new(SESSION_RESUME, Proxy, ClientRequest),
-    Method::new(SESSION_END, Proxy, ClientRequest),
+    Method::new(SUBSCRIPTIONS_LISTEN, Modern, ClientRequest).routed(Route::Listen),
+    Method::new(MESSAGES_LISTEN, Proxy, ClientRequest).routed(Route::Named(NamedVerb::Listen)),
+    Method::new(SESSIONS_CREATE, Proxy, ClientRequest)
+        .routed(Route::Named(NamedVerb::Create { draft: false })),
+    Method::new(SESSIONS_DELETE, Proxy, ClientRequest).routed(Route::Named(NamedVerb::Delete)),
+    Method::new(SESSION_CREATE_DRAFT, Proxy, ClientRequest)
+        .routed(Route::Named(NamedVerb::Create { draft: true })),
+    Method::new(SESSION_DELETE_DRAFT, Proxy, ClientRequest).routed(Route::Named(NamedVerb::Delete)),
+    Method::new(SESSION_START, Proxy, ClientRequest).routed(Route::ProtocolSession),
+    Method::new(SESSION_RESUME, Proxy, ClientRequest).routed(Route::ProtocolSession),
+    Method::new(SESSION_END, Proxy, ClientRequest).routed(Route::ProtocolSession),
     Method::new(SAMPLING_CREATE_MESSAGE, Both, ServerRequest).needs("sampling"),
     Method::new(ELICITATION_CREATE, Both, ServerRequest).needs("elicitation"),
     Method::new(ROOTS_LIST, Both, ServerRequest).needs("roots"),
@@ -249,6 +298,16 @@ pub const METHODS: &[Method] = &[
 /// The row of a method, if the proxy knows it.
 pub fn find(name: &str) -> Option<&'static Method> {
     METHODS.iter().find(|method| method.name == name)
+}
+
+/// Where the fronts hand a client's request of method `name`. A name under `session/` the
+/// proxy does not know is still the proxy's (an unknown session method, never the server's).
+pub fn route(name: &str) -> Route {
+    match find(name) {
+        Some(method) => method.route,
+        None if name.starts_with("session/") => Route::ProtocolSession,
+        None => Route::Server,
+    }
 }
 
 /// A legacy client request that 2026-07-28 removed (a modern server answers -32601).
@@ -362,6 +421,32 @@ mod tests {
                 LOGGING_SET_LEVEL
             ]
         );
+    }
+
+    #[test]
+    fn the_fronts_route_the_proxys_methods_to_its_own_handlers() {
+        assert_eq!(route(INITIALIZE), Route::Initialize);
+        assert_eq!(route(TOOLS_CALL), Route::Server);
+        assert_eq!(route("vendor/unknown"), Route::Server);
+        for name in [
+            SESSION_START,
+            SESSION_RESUME,
+            SESSION_END,
+            "session/unknown",
+        ] {
+            assert_eq!(route(name), Route::ProtocolSession, "{name}");
+        }
+        for (name, verb) in [
+            (SESSIONS_CREATE, NamedVerb::Create { draft: false }),
+            (SESSION_CREATE_DRAFT, NamedVerb::Create { draft: true }),
+            (SESSIONS_DELETE, NamedVerb::Delete),
+            (SESSION_DELETE_DRAFT, NamedVerb::Delete),
+            (MESSAGES_LISTEN, NamedVerb::Listen),
+        ] {
+            assert_eq!(route(name), Route::Named(verb), "{name}");
+        }
+        assert_eq!(route(SERVER_DISCOVER), Route::Discover);
+        assert_eq!(route(SUBSCRIPTIONS_LISTEN), Route::Listen);
     }
 
     #[test]

@@ -20,6 +20,7 @@ use crate::front::request::ask;
 use crate::front::App;
 use crate::session::Session;
 use crate::wire::jsonrpc::{self, Message};
+use crate::wire::methods::{route as route_of, Route, TOOLS_CALL, TOOLS_LIST};
 
 /// Where a legacy request goes.
 pub enum Routed {
@@ -42,7 +43,20 @@ pub enum Routed {
     ToolsList(Message),
 }
 
-/// Routes a request made in transport session `transport`.
+/// Whether a request made in a transport session may name a session in its message, or be
+/// answered here: a `sessions/*` or `messages/listen` request, one whose params may hold a
+/// cookie, one refused for want of a session, or with state handles on, `tools/call` and
+/// `tools/list`. Any other goes to the transport session without entering `route`.
+pub fn may_name_session(app: &App, message: &Message) -> bool {
+    let method = message.method().unwrap_or_default();
+    let settings = &app.data_layer.settings;
+    matches!(route_of(method), Route::Named(_))
+        || message.params().is_some_and(|p| cookie::may_hold(p.get()))
+        || super::requires_session(settings, message)
+        || (settings.handles && matches!(method, TOOLS_CALL | TOOLS_LIST))
+}
+
+/// Routes a request made in transport session `transport` (one that `may_name_session`).
 pub async fn route(
     app: &App,
     caller: &Caller,
@@ -58,7 +72,7 @@ pub async fn route(
         false => (None, None),
     };
     let answered = |result: Value| Ok(Routed::Answered(jsonrpc::result_response(&id, result)));
-    if let Some(verb) = methods::verb(&method) {
+    if let Route::Named(verb) = route_of(&method) {
         return match verb {
             Verb::Create { draft } => {
                 if cookie.is_some() {
@@ -99,7 +113,7 @@ pub async fn route(
         return Ok(Routed::Transport(message));
     }
     match method.as_str() {
-        crate::wire::methods::TOOLS_CALL => {
+        TOOLS_CALL => {
             let init = || init_params(transport);
             let dispatched = handles::dispatch(app, caller, &message, init).await;
             match dispatched.map_err(|r| r.with_id(Some(&id)))? {
@@ -108,7 +122,7 @@ pub async fn route(
                 Dispatched::Within(named, within) => Ok(Routed::To(named.session, within)),
             }
         }
-        crate::wire::methods::TOOLS_LIST => Ok(Routed::ToolsList(message)),
+        TOOLS_LIST => Ok(Routed::ToolsList(message)),
         _ => Ok(Routed::Transport(message)),
     }
 }

@@ -12,27 +12,7 @@ use crate::front::rejection::Rejection;
 use crate::front::App;
 use crate::session::layer::{LayerKind, META_KEY};
 
-pub use crate::session::layer::{CREATE, DELETE, LISTEN};
-const DRAFT_CREATE: &str = "session/create";
-const DRAFT_DELETE: &str = "session/delete";
-
-/// What a request does with named sessions, by its method.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verb {
-    Create { draft: bool },
-    Delete,
-    Listen,
-}
-
-pub fn verb(method: &str) -> Option<Verb> {
-    match method {
-        CREATE => Some(Verb::Create { draft: false }),
-        DRAFT_CREATE => Some(Verb::Create { draft: true }),
-        DELETE | DRAFT_DELETE => Some(Verb::Delete),
-        LISTEN => Some(Verb::Listen),
-        _ => None,
-    }
-}
+pub use crate::wire::methods::NamedVerb as Verb;
 
 /// `sessions/create`: a new data-layer session, its metadata in the result (and in `_meta`,
 /// under the draft's key too when asked the draft's way).

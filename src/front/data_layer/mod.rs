@@ -8,7 +8,7 @@
 pub mod cookie;
 pub mod handles;
 pub mod legacy;
-pub mod listen;
+pub mod messages_listen;
 pub mod methods;
 
 use super::rejection::Rejection;

@@ -26,7 +26,7 @@ use crate::front::rejection::{failed_request, Rejection};
 use crate::front::request::json;
 use crate::front::App;
 use crate::session::correlate::{Correlated, Ending};
-use crate::session::log::{Event, StreamKey};
+use crate::session::log::{LogEvent, StreamKey};
 use crate::session::Reader;
 use crate::telemetry::spans::{Span, Spans};
 use crate::wire::http_body::Body;
@@ -214,7 +214,7 @@ pub(super) enum Next {
 pub(super) struct Relay {
     pub(super) translation: Translation,
     pub(super) reader: Reader,
-    pub(super) buffered: VecDeque<Event>,
+    pub(super) buffered: VecDeque<LogEvent>,
     pub(super) inputs: BTreeMap<String, (Value, Value)>,
     pub(super) gather_until: Option<Instant>,
     /// The position of the last message translated (where a retry reads on).

@@ -9,7 +9,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use serde_json::{json, Value};
 
 use super::state::HeldRequest;
@@ -17,7 +16,7 @@ use crate::session::correlate::held::HeldCalls;
 use crate::session::{Registry, Session};
 use crate::wire::era::INPUT_KEY;
 pub use crate::wire::era::{declares, required_capability};
-use crate::wire::jsonrpc::{self, Message, INTERNAL_ERROR};
+use crate::wire::jsonrpc::{Message, INTERNAL_ERROR};
 use crate::wire::methods::CANCELLED;
 
 /// A server request as an input request: its key, and `{method, params}`.
@@ -41,18 +40,17 @@ pub fn input_request(method: &str, id: &Value, params: &Value) -> (String, Value
     (key, request)
 }
 
-pub async fn answer_upstream(registry: &Registry, session: &Arc<Session>, answer: Value) {
-    if let Ok(message) = Message::parse(Bytes::from(answer.to_string())) {
-        let _ = registry.send(session, message).await;
-    }
+pub async fn answer_upstream(registry: &Registry, session: &Arc<Session>, answer: Message) {
+    let _ = registry.send(session, answer).await;
 }
 
 /// Tells the server to stop the request in flight as `request_id`.
 pub async fn cancel(registry: &Registry, session: &Arc<Session>, request_id: &Value, reason: &str) {
     let params = json!({ "requestId": request_id, "reason": reason });
-    if let Ok(message) = Message::parse(jsonrpc::notification(CANCELLED, params)) {
-        let _ = registry.send(session, message).await;
-    }
+    let params = serde_json::value::to_raw_value(&params).ok();
+    let _ = registry
+        .send(session, Message::request(None, CANCELLED, params))
+        .await;
 }
 
 /// After `ttl`, the held requests still waiting are refused upstream and the call cancelled
@@ -81,7 +79,7 @@ pub fn release_later(
             return;
         }
         for id in waiting {
-            let refusal = jsonrpc::error_value(
+            let refusal = Message::error_response(
                 id,
                 INTERNAL_ERROR,
                 "the client did not answer in time",

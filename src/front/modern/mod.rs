@@ -7,11 +7,11 @@ mod call;
 pub mod envelope;
 mod exchange;
 mod input;
-mod listen;
 pub mod named;
 mod retry;
 mod server_requests;
 pub mod state;
+mod subscriptions_listen;
 
 use http::{HeaderMap, Response, StatusCode};
 use serde_json::Value;
@@ -21,15 +21,15 @@ use super::request::{accepted, json};
 use super::App;
 use crate::base::caller::Caller;
 use crate::base::ids::Principal;
-use crate::front::data_layer::{self, cookie, methods};
+use crate::front::data_layer::{self, cookie};
 use crate::session::correlate::held::HeldCalls;
 use crate::session::correlate::pool::{self, AnonymousPool};
-use crate::session::correlate::{Anonymous, Correlated, Correlation, Declared};
+use crate::session::correlate::{Anonymous, Correlated, Declared, PrincipalSessions};
 use crate::wire::era::params::Params;
 use crate::wire::era::request::{self, RequestMeta};
 use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::{self, Kind, Message};
-use crate::wire::methods::{SERVER_DISCOVER, SUBSCRIPTIONS_LISTEN, TOOLS_CALL, TOOLS_LIST};
+use crate::wire::methods::{route, Route, TOOLS_CALL, TOOLS_LIST};
 
 pub use crate::wire::era::request::is_modern;
 
@@ -48,20 +48,19 @@ pub async fn post(
     let params = Params::read(&message);
     let meta = request::check(headers, &message, &params, app.registry.tool_marks())
         .map_err(|unfit| Rejection::from(unfit).with_id(message.id()))?;
-    let legacy = || legacy_request(&params, &message);
     let id = message.id().cloned().unwrap_or(Value::Null);
     let method = message.method().unwrap_or_default();
     let max_state = app.data_layer.settings.max_state_bytes;
     let cookie = cookie::read(params.meta.as_ref(), max_state).map_err(|r| r.with_id(Some(&id)))?;
-    if let Some(verb) = methods::verb(method) {
-        return named::verb(app, verb, cookie, &message, &meta, caller).await;
-    }
-    if cookie.is_none() && data_layer::requires_session(&app.data_layer.settings, &message) {
-        return Err(Rejection::data_session_required(method).with_id(Some(&id)));
-    }
-    match method {
-        SERVER_DISCOVER => discover(app, caller, &meta, &id).await,
-        SUBSCRIPTIONS_LISTEN => {
+    match route(method) {
+        Route::Named(verb) => named::verb(app, verb, cookie, &message, &meta, caller).await,
+        _ if cookie.is_none()
+            && data_layer::requires_session(&app.data_layer.settings, &message) =>
+        {
+            Err(Rejection::data_session_required(method).with_id(Some(&id)))
+        }
+        Route::Discover => discover(app, caller, &meta, &id).await,
+        Route::Listen => {
             let correlated = match &cookie {
                 Some(cookie) => {
                     named::correlated(data_layer::resolve(app, caller.principal(), cookie).await?)
@@ -69,45 +68,60 @@ pub async fn post(
                 // A listen lasts and subscribes its session: never a lent one.
                 None => correlate(app, caller, &meta, Lend::Never).await?,
             };
-            listen::open(app, correlated, &message).await
+            subscriptions_listen::open(app, correlated, &message).await
         }
         _ if params.has("requestState") => {
             let call = call::Call::new(&message, &params, meta, caller.clone());
             retry::resume(app, &message, call).await
         }
-        _ => {
-            let mut call = call::Call::new(&message, &params, meta, caller.clone());
-            if let Some(cookie) = &cookie {
-                let forwarded = legacy()?;
-                return named::within_session(app, &message, forwarded, call, cookie).await;
-            }
-            let handles = app.data_layer.settings.handles;
-            if handles && method == TOOLS_CALL {
-                let forwarded = legacy()?;
-                call = match named::handle_call(app, &forwarded, call).await {
-                    named::Handled::Answered(answered) => return answered,
-                    named::Handled::Plain(plain) => *plain,
-                };
-            }
-            if handles && method == TOOLS_LIST {
-                let forwarded = legacy()?;
-                let correlated = correlate(app, caller, &call.meta, Lend::OneRequest).await?;
-                return named::tools_list(app, correlated, &forwarded, &call).await;
-            }
-            if let Some(key) = &call.cache_key {
-                let cache = app.registry.response_cache();
-                call.cache_generation = cache.generation();
-                if let Some(result) = cache.lookup(&call.method, key, caller.principal()) {
-                    app.metrics.response_cache_hits_total.inc();
-                    return Ok(json(StatusCode::OK, cached(&id, &result)));
-                }
-                app.metrics.response_cache_misses_total.inc();
-            }
-            let forwarded = legacy()?;
-            let correlated = correlate(app, caller, &call.meta, Lend::OneRequest).await?;
-            exchange::exchange(app, correlated, forwarded, call).await
+        Route::Server | Route::Initialize | Route::ProtocolSession => {
+            let call = call::Call::new(&message, &params, meta, caller.clone());
+            serve(app, &message, &params, call, cookie.as_ref()).await
         }
     }
+}
+
+/// A request for the server (none of the proxy's own methods): within the data-layer session
+/// or handle it names, from the response cache, or through the session serving its caller.
+async fn serve(
+    app: &App,
+    message: &Message,
+    params: &Params<'_>,
+    mut call: call::Call,
+    cookie: Option<&cookie::Cookie>,
+) -> Result<Response<Body>, Rejection> {
+    let legacy = || legacy_request(params, message);
+    let method = message.method().unwrap_or_default();
+    if let Some(cookie) = cookie {
+        let forwarded = legacy()?;
+        return named::within_session(app, message, forwarded, call, cookie).await;
+    }
+    let handles = app.data_layer.settings.handles;
+    if handles && method == TOOLS_CALL {
+        let forwarded = legacy()?;
+        call = match named::handle_call(app, &forwarded, call).await {
+            named::Handled::Answered(answered) => return answered,
+            named::Handled::Plain(plain) => *plain,
+        };
+    }
+    let caller = call.caller.clone();
+    if handles && method == TOOLS_LIST {
+        let forwarded = legacy()?;
+        let correlated = correlate(app, &caller, &call.meta, Lend::OneRequest).await?;
+        return named::tools_list(app, correlated, &forwarded, &call).await;
+    }
+    if let Some(key) = &call.cache_key {
+        let cache = app.registry.response_cache();
+        call.cache_generation = cache.generation();
+        if let Some(result) = cache.lookup(&call.method, key, caller.principal()) {
+            app.metrics.response_cache_hits_total.inc();
+            return Ok(json(StatusCode::OK, cached(&call.client_id, &result)));
+        }
+        app.metrics.response_cache_misses_total.inc();
+    }
+    let forwarded = legacy()?;
+    let correlated = correlate(app, &caller, &call.meta, Lend::OneRequest).await?;
+    exchange::exchange(app, correlated, forwarded, call).await
 }
 
 /// The request as the legacy server takes it (`Params::legacy_request`).
@@ -198,7 +212,7 @@ async fn discover(
 
 /// A served server's modern settings and its upstream sessions for modern clients.
 pub struct Modern {
-    pub correlation: Correlation,
+    pub correlation: PrincipalSessions,
     pub hints: envelope::CacheHints,
     pub anonymous: Anonymous,
     /// Signs `requestState`.
@@ -206,7 +220,7 @@ pub struct Modern {
     /// How long a request held for the client's input waits for its retry.
     pub input_ttl: std::time::Duration,
     /// Upstream resource subscriptions of the listens.
-    pub subscriptions: std::sync::Arc<listen::Subscriptions>,
+    pub subscriptions: std::sync::Arc<subscriptions_listen::UpstreamSubscriptions>,
     /// The calls each principal has waiting for its input, bounded.
     pub held_calls: std::sync::Arc<HeldCalls>,
     /// Sessions prepared for anonymous requests (`session.anonymous_pool`; none unless each
@@ -217,7 +231,7 @@ pub struct Modern {
 impl Default for Modern {
     fn default() -> Modern {
         Modern {
-            correlation: Correlation::default(),
+            correlation: PrincipalSessions::default(),
             hints: envelope::CacheHints::default(),
             anonymous: Anonymous::default(),
             state_key: state::StateKey::minted(),

@@ -12,7 +12,7 @@ use crate::base::caller::Caller;
 use crate::front::data_layer::cookie::Cookie;
 use crate::front::data_layer::handles::{self, Dispatched};
 use crate::front::data_layer::methods::{self, Verb};
-use crate::front::data_layer::{self, listen};
+use crate::front::data_layer::{self, messages_listen};
 use crate::front::rejection::Rejection;
 use crate::front::request::ask;
 use crate::front::request::json;
@@ -55,14 +55,14 @@ pub async fn verb(
                     let named = data_layer::resolve(app, principal, &cookie).await;
                     let named = named.map_err(|r| r.with_id(Some(&id)))?;
                     let scope = Some(cookie.session_id);
-                    Ok(listen::open(app, named.session, id, scope, ()))
+                    Ok(messages_listen::open(app, named.session, id, scope, ()))
                 }
                 None => {
                     let lend = super::Lend::Never;
                     let correlated = super::correlate(app, caller, meta, lend).await;
                     let correlated = correlated.map_err(|r| r.with_id(Some(&id)))?;
                     let session = correlated.session.clone();
-                    Ok(listen::open(app, session, id, None, correlated))
+                    Ok(messages_listen::open(app, session, id, None, correlated))
                 }
             };
         }

@@ -17,7 +17,7 @@ use crate::session::correlate::{Correlated, Declared, EndOnDrop};
 use crate::session::log::StreamKey;
 use crate::session::Session;
 use crate::wire::http_body::Body;
-use crate::wire::jsonrpc::{self, Message};
+use crate::wire::jsonrpc::Message;
 
 /// A retry: the call's `requestState` and `inputResponses` continue the held request.
 pub async fn resume(
@@ -75,12 +75,7 @@ pub async fn resume(
                 "this requestState was already used; call again without it".into(),
             ));
         }
-        input::answer_upstream(
-            &app.registry,
-            &session,
-            jsonrpc::result_value(&waiting, answer),
-        )
-        .await;
+        input::answer_upstream(&app.registry, &session, Message::response(&waiting, answer)).await;
     }
     // Its answers are in: it no longer waits (a new round is counted anew).
     app.modern

@@ -19,7 +19,7 @@ use crate::front::rejection::Rejection;
 use crate::session::log::StreamKey;
 use crate::telemetry::spans::{self, Span};
 use crate::wire::era::SERVER_INFO_KEY;
-use crate::wire::jsonrpc::{self, METHOD_NOT_FOUND};
+use crate::wire::jsonrpc::{self, Message, METHOD_NOT_FOUND};
 use crate::wire::methods::{self, PING};
 
 /// How long after a server request others sent with it are gathered into the same answer.
@@ -146,8 +146,7 @@ impl Translation {
         message: &Value,
     ) -> Outcome {
         if method == PING {
-            self.answer_upstream(jsonrpc::result_value(id, json!({})))
-                .await;
+            self.answer_upstream(Message::response(id, json!({}))).await;
             return Outcome::Skip;
         }
         let needed = input::required_capability(method, &message["params"]);
@@ -176,16 +175,20 @@ impl Translation {
 
     async fn refuse_upstream(&self, method: &str, id: &Value) {
         let refusal = format!("the client cannot answer {method} here");
-        self.answer_upstream(jsonrpc::error_value(id, METHOD_NOT_FOUND, &refusal, None))
-            .await;
+        self.answer_upstream(Message::error_response(
+            id,
+            METHOD_NOT_FOUND,
+            &refusal,
+            None,
+        ))
+        .await;
     }
 
     async fn answer_input(&self, id: &Value, answer: Value) {
-        self.answer_upstream(jsonrpc::result_value(id, answer))
-            .await;
+        self.answer_upstream(Message::response(id, answer)).await;
     }
 
-    async fn answer_upstream(&self, answer: Value) {
+    async fn answer_upstream(&self, answer: Message) {
         input::answer_upstream(&self.registry, &self.session, answer).await;
     }
 }

@@ -24,11 +24,11 @@ use crate::front::session_methods;
 use crate::front::settings::PostResponse;
 use crate::front::telemetry::Telemetry;
 use crate::front::App;
-use crate::session::protocol::{self, is_session_method};
+use crate::session::protocol;
 use crate::session::{Delivery, Session, Shape};
 use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::{Kind, Message};
-use crate::wire::methods;
+use crate::wire::methods::{route, Route};
 
 pub(super) async fn post(
     app: &App,
@@ -89,18 +89,28 @@ async fn dispatch(
             crate::telemetry::redact::session(id).to_string()
         });
     }
-    let session_method =
-        message.kind() == Kind::Request && message.method().is_some_and(is_session_method);
-
-    if session_method || protocol_session.is_some() {
-        check_protocol_mode(headers, &message, session_id, protocol_session)?;
-        return protocol_post(app, headers, message, caller, protocol_session).await;
+    let route = match message.kind() {
+        Kind::Request => route(message.method().unwrap_or_default()),
+        _ => Route::Server,
+    };
+    match (route, protocol_session) {
+        (Route::ProtocolSession, _) | (_, Some(_)) => {
+            check_protocol_mode(headers, &message, session_id, protocol_session)?;
+            protocol_post(app, headers, message, caller, protocol_session).await
+        }
+        (Route::Initialize, None) => initialize(app, message, caller, session_id).await,
+        _ => in_transport_session(app, headers, message, caller, session_id).await,
     }
+}
 
-    if message.kind() == Kind::Request && message.method() == Some(methods::INITIALIZE) {
-        return initialize(app, headers, message, caller, session_id).await;
-    }
-
+/// A message for the transport session `Mcp-Session-Id` names.
+async fn in_transport_session(
+    app: &App,
+    headers: &HeaderMap,
+    message: Message,
+    caller: &Caller,
+    session_id: Option<&str>,
+) -> Result<Response<Body>, Rejection> {
     let Some(session_id) = session_id else {
         return Err(Rejection::bad_request(
             "Bad Request: Mcp-Session-Id header is required (or Mcp-Protocol-Session-Id for a \
@@ -112,13 +122,12 @@ async fn dispatch(
         .await
         .map_err(|rejection| rejection.with_id(message.id()))?;
     check_protocol_version(headers)?;
-    to_transport_session(app, headers, session, message, caller).await
+    to_transport_session(app, session, message, caller).await
 }
 
 /// `initialize` without a session: a new session, and the server's answer.
 async fn initialize(
     app: &App,
-    _headers: &HeaderMap,
     message: Message,
     caller: &Caller,
     session_id: Option<&str>,
@@ -141,26 +150,26 @@ async fn initialize(
 /// name a data-layer session or a handle), anything else delivered.
 async fn to_transport_session(
     app: &App,
-    _headers: &HeaderMap,
     session: Arc<Session>,
     message: Message,
     caller: &Caller,
 ) -> Result<Response<Body>, Rejection> {
     match message.kind() {
-        Kind::Request => {
-            match legacy::route(app, caller, &session, message).await? {
-                Routed::Answered(answer) => Ok(json(StatusCode::OK, answer)),
-                Routed::Listen { session, scope, id } => Ok(
-                    crate::front::data_layer::listen::open(app, session, id, scope, ()),
-                ),
-                Routed::To(named, message) => exchange(app, named, message, false).await,
-                Routed::Transport(message) => exchange(app, session, message, false).await,
-                Routed::ToolsList(message) => {
-                    let answer = legacy::tools_list(app, &session, &message).await?;
-                    Ok(json(StatusCode::OK, answer))
-                }
-            }
+        Kind::Request if !legacy::may_name_session(app, &message) => {
+            exchange(app, session, message, false).await
         }
+        Kind::Request => match legacy::route(app, caller, &session, message).await? {
+            Routed::Answered(answer) => Ok(json(StatusCode::OK, answer)),
+            Routed::Listen { session, scope, id } => Ok(
+                crate::front::data_layer::messages_listen::open(app, session, id, scope, ()),
+            ),
+            Routed::To(named, message) => exchange(app, named, message, false).await,
+            Routed::Transport(message) => exchange(app, session, message, false).await,
+            Routed::ToolsList(message) => {
+                let answer = legacy::tools_list(app, &session, &message).await?;
+                Ok(json(StatusCode::OK, answer))
+            }
+        },
         Kind::Response if !message.id().is_some_and(|id| session.awaits_answer(id)) => {
             // An answer to a server request of one of the client's named sessions.
             let id = message.id().cloned().unwrap_or(Value::Null);

@@ -11,7 +11,7 @@ use tracing::debug;
 use super::connection::payloads;
 use super::{Bound, Connection};
 use crate::front::data_layer::legacy::{self, Routed};
-use crate::front::data_layer::listen;
+use crate::front::data_layer::messages_listen;
 use crate::front::rejection::{failed_request, Rejection};
 use crate::front::session_methods;
 use crate::front::telemetry::Telemetry;
@@ -208,12 +208,15 @@ impl Connection {
     ) -> Result<Named, Rejection> {
         let app = &self.app;
         match message.kind() {
+            Kind::Request if !legacy::may_name_session(app, &message) => {
+                Ok(Named::To(transport.clone(), message))
+            }
             Kind::Request => {
                 let routed = legacy::route(app, &self.caller, transport, message).await?;
                 match routed {
                     Routed::Answered(answer) => Ok(Named::Done(vec![answer])),
                     Routed::Listen { session, scope, id } => {
-                        listen::relay(app, session, id, scope, self.named.clone());
+                        messages_listen::relay(app, session, id, scope, self.named.clone());
                         Ok(Named::Done(Vec::new()))
                     }
                     Routed::To(session, message) => {

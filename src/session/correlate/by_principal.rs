@@ -28,7 +28,7 @@ pub enum Anonymous {
 
 /// The upstream sessions modern requests are served by.
 #[derive(Default)]
-pub struct Correlation {
+pub struct PrincipalSessions {
     by_key: DashMap<Key, Entry>,
     /// One `initialize` at a time per key, so concurrent first requests share one session.
     opening: DashMap<Key, Arc<tokio::sync::Mutex<()>>>,
@@ -49,7 +49,7 @@ struct Entry {
     initialized: Arc<Initialized>,
 }
 
-impl Correlation {
+impl PrincipalSessions {
     /// The session that serves a request of `caller` declaring `declared` capabilities.
     pub async fn session(
         &self,
@@ -257,7 +257,7 @@ mod tests {
 
     #[test]
     fn bindings_of_sessions_gone_are_dropped_once_the_table_doubles() {
-        let correlation = Correlation::default();
+        let correlation = PrincipalSessions::default();
         let bind = |n: usize| {
             let key = (
                 Principal::from_credential(n.to_string().as_bytes()),

@@ -18,7 +18,7 @@ use super::{Registry, Session, SessionError, Shape};
 use crate::base::caller::Caller;
 use crate::wire::era::request::RequestMeta;
 
-pub use by_principal::{Anonymous, Correlation};
+pub use by_principal::{Anonymous, PrincipalSessions};
 
 /// The legacy revision the proxy speaks to its servers for modern clients.
 const UPSTREAM_VERSION: &str = "2025-11-25";

@@ -12,7 +12,7 @@ use dashmap::DashMap;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::{open_initialized, Correlation, Initialized};
+use super::{open_initialized, Initialized, PrincipalSessions};
 use crate::base::caller::Caller;
 use crate::base::ids::Principal;
 use crate::base::keys::Key;
@@ -172,7 +172,7 @@ impl DataLayer {
         id: &str,
         state: Option<&str>,
         kind: LayerKind,
-        correlation: &Correlation,
+        correlation: &PrincipalSessions,
     ) -> Result<Named, SessionError> {
         let not_found = || SessionError::NamedNotFound(id.to_owned());
         if state.is_some_and(|state| !self.key.verify_tag(&state_parts(id, principal), state)) {
@@ -207,7 +207,7 @@ impl DataLayer {
         registry: &Arc<Registry>,
         principal: &Principal,
         cookie: NamedBy<'_>,
-        correlation: &Correlation,
+        correlation: &PrincipalSessions,
     ) -> Result<Named, SessionError> {
         let (id, state) = (cookie.session_id, cookie.state);
         if state.is_none() && !cookie.draft {
@@ -241,7 +241,7 @@ impl DataLayer {
     async fn initialized_of(
         &self,
         registry: &Registry,
-        correlation: &Correlation,
+        correlation: &PrincipalSessions,
         session: &Session,
         principal: &Principal,
     ) -> Arc<Initialized> {

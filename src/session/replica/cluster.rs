@@ -19,7 +19,7 @@ pub struct Cluster {
 
 /// This replica, as the internal hop names and authenticates it.
 #[derive(Debug, Clone, Copy)]
-pub struct Member<'a> {
+pub struct ThisReplica<'a> {
     pub node_id: &'a str,
     /// Signs and checks hops.
     pub hop_key: &'a Key,
@@ -30,7 +30,7 @@ pub struct Member<'a> {
     nonces: &'a Mutex<Nonces>,
 }
 
-impl Member<'_> {
+impl ThisReplica<'_> {
     /// Takes the nonce of a hop whose signature checked, once (see [`Nonces::take`]): how many
     /// nonces are kept then, or why the hop is refused.
     pub fn take_nonce(&self, stamp: &Stamp<'_>, now: SystemTime) -> Result<usize, NonceRefused> {
@@ -57,8 +57,8 @@ impl Cluster {
     }
 
     /// This replica; `None` with the memory store (no hop is served).
-    pub fn member(&self) -> Option<Member<'_>> {
-        self.store.redis().map(|redis| Member {
+    pub fn member(&self) -> Option<ThisReplica<'_>> {
+        self.store.redis().map(|redis| ThisReplica {
             node_id: &redis.node_id,
             hop_key: &redis.hop_key,
             lease: redis.owner_timeout,

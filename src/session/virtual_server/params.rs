@@ -11,13 +11,13 @@ use serde_json::value::RawValue;
 
 /// The members of a params object in their order, names read (borrowed where they have no
 /// escapes), values unread.
-pub struct Params<'a> {
+pub struct ParamMembers<'a> {
     members: Vec<(Cow<'a, str>, &'a RawValue)>,
 }
 
-impl<'a> Params<'a> {
+impl<'a> ParamMembers<'a> {
     /// `None` when `text` is not a JSON object.
-    pub fn read(text: &'a str) -> Option<Params<'a>> {
+    pub fn read(text: &'a str) -> Option<ParamMembers<'a>> {
         serde_json::from_str(text).ok()
     }
 
@@ -49,20 +49,23 @@ impl<'a> Params<'a> {
     }
 }
 
-impl<'de> Deserialize<'de> for Params<'de> {
+impl<'de> Deserialize<'de> for ParamMembers<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct Members;
         impl<'de> Visitor<'de> for Members {
-            type Value = Params<'de>;
+            type Value = ParamMembers<'de>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a JSON object")
             }
-            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Params<'de>, M::Error> {
+            fn visit_map<M: MapAccess<'de>>(
+                self,
+                mut map: M,
+            ) -> Result<ParamMembers<'de>, M::Error> {
                 let mut members = Vec::with_capacity(map.size_hint().unwrap_or(4));
                 while let Some((key, value)) = map.next_entry::<Key<'de>, &'de RawValue>()? {
                     members.push((key.0, value));
                 }
-                Ok(Params { members })
+                Ok(ParamMembers { members })
             }
         }
         deserializer.deserialize_map(Members)
@@ -91,9 +94,9 @@ impl<'de> Deserialize<'de> for Key<'de> {
     }
 }
 
-/// [`Params::with_string`]'s form as it is written.
+/// [`ParamMembers::with_string`]'s form as it is written.
 struct Replaced<'p, 'a> {
-    params: &'p Params<'a>,
+    params: &'p ParamMembers<'a>,
     name: &'p str,
     value: &'p str,
 }
@@ -118,7 +121,7 @@ mod tests {
     #[test]
     fn a_member_is_replaced_where_it_stands_and_the_others_are_written_as_they_came() {
         let text = r#" { "arguments" : {"b":"\u00e9", "a":[1, 2]} , "n\u0061me" : "x__\u0065cho", "_meta":{} }"#;
-        let params = Params::read(text).unwrap();
+        let params = ParamMembers::read(text).unwrap();
         assert_eq!(params.string("name").as_deref(), Some("x__echo"));
         let written = params.with_string("name", "echo\"1").unwrap();
         assert_eq!(
@@ -129,9 +132,9 @@ mod tests {
 
     #[test]
     fn what_is_not_an_object_or_not_a_string_reads_as_nothing() {
-        assert!(Params::read("[1]").is_none());
-        assert!(Params::read("{\"name\":").is_none());
-        let params = Params::read(r#"{"name":7}"#).unwrap();
+        assert!(ParamMembers::read("[1]").is_none());
+        assert!(ParamMembers::read("{\"name\":").is_none());
+        let params = ParamMembers::read(r#"{"name":7}"#).unwrap();
         assert_eq!(params.string("name"), None);
         assert_eq!(params.string("other"), None);
     }

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::members::{Members, Sent};
 use super::names::Named;
-use super::params::Params;
+use super::params::ParamMembers;
 use super::rules::{self, Reached, Thing};
 use crate::session::error_answer::ErrorAnswer;
 use crate::session::routing;
@@ -33,7 +33,7 @@ impl Members {
             (Kind::Request, Some(methods::PROMPTS_GET)) => Named::Prompts,
             _ => return None,
         };
-        let params = Params::read(message.params().map(RawValue::get).unwrap_or("{}"))?;
+        let params = ParamMembers::read(message.params().map(RawValue::get).unwrap_or("{}"))?;
         let composed = params.string("name")?;
         let (index, name) = self.member_of_name(kind, &composed)?;
         let progress = params.raw("_meta").and_then(progress_token_in);
@@ -209,7 +209,7 @@ fn rename(message: &mut Message, target: &Target, name: &str) {
             params["ref"]["name"] = Value::from(name);
             serde_json::value::to_raw_value(&params).ok()
         }
-        _ => Params::read(text).and_then(|params| params.with_string("name", name)),
+        _ => ParamMembers::read(text).and_then(|params| params.with_string("name", name)),
     };
     if let Some(renamed) = renamed {
         message.set_params(renamed);

@@ -7,7 +7,7 @@
 //! client, whose answers go back in a retry (several rounds if the server asks again).
 //!
 //! Here the bridge and what it keeps; `handshake` (`initialize` from `server/discover`, the
-//! `_meta` of each request), `listen` (subscriptions and the listen that carries them),
+//! `_meta` of each request), `standing_listen` (subscriptions and the listen that carries them),
 //! `calls` (the session's requests and their answers, `input_required` rounds), `http`
 //! (the transport to a 2026-07-28 HTTP server), and `error` (why they fail).
 
@@ -15,7 +15,7 @@ mod calls;
 pub mod error;
 mod handshake;
 pub mod http;
-mod listen;
+mod standing_listen;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};

@@ -8,12 +8,12 @@
 //! is sent again under the new upstream session.
 //!
 //! Here the upstream session and its standing (lost, re-established) and the requests sent
-//! under it; `post` delivers each message, `listen` holds the GET stream and reads SSE streams,
+//! under it; `post` delivers each message, `streams` holds the GET stream and reads SSE streams,
 //! `resume` links a new upstream to an upstream session another replica opened.
 
-mod listen;
 mod post;
 mod resume;
+mod streams;
 
 pub use resume::UpstreamSession;
 
@@ -25,9 +25,9 @@ use http_body_util::Full;
 use tokio_util::sync::CancellationToken;
 use tracing::{warn, Instrument};
 
-use super::driven::Connections;
-use super::handover::ModernHttpBuilder;
+use super::driven::ConnectionPool;
 use super::http_client::{self, HttpClient, HttpSpec};
+use super::modern_http_builder::ModernHttpBuilder;
 use super::{EventSink, Upstream, UpstreamError, UpstreamEvent};
 use crate::telemetry::trace_context::TraceContext;
 use crate::upstream::credential::Credential;
@@ -48,7 +48,7 @@ struct Inner {
     /// For the GET stream and DELETE.
     client: HttpClient,
     /// For POSTs: driven by the task that sends each.
-    connections: Arc<Connections>,
+    connections: Arc<ConnectionPool>,
     events: EventSink,
     credential: Credential,
     released: CancellationToken,
@@ -100,7 +100,7 @@ impl HttpUpstream {
     pub fn start(
         spec: &HttpSpec,
         client: HttpClient,
-        connections: Arc<Connections>,
+        connections: Arc<ConnectionPool>,
         events: EventSink,
         credential: Credential,
         modern: Option<ModernHttpBuilder>,

@@ -10,7 +10,7 @@ use http::{HeaderValue, Method, Response, StatusCode};
 use http_body_util::BodyExt;
 use tracing::{warn, Instrument};
 
-use super::listen::{DEFAULT_RETRY, MAX_RETRY};
+use super::streams::{DEFAULT_RETRY, MAX_RETRY};
 use super::Inner;
 use crate::upstream::body::{self, BodyError};
 use crate::upstream::driven::DrivenBody;

@@ -10,9 +10,9 @@ use tracing::Instrument;
 
 use super::{HttpUpstream, Link};
 use crate::upstream::credential::Credential;
-use crate::upstream::driven::Connections;
-use crate::upstream::handover::ModernHttpBuilder;
+use crate::upstream::driven::ConnectionPool;
 use crate::upstream::http_client::{HttpClient, HttpSpec};
+use crate::upstream::modern_http_builder::ModernHttpBuilder;
 use crate::upstream::EventSink;
 
 /// The session a Streamable HTTP server keeps for one proxy session: enough for another
@@ -44,7 +44,7 @@ impl HttpUpstream {
     pub fn resume(
         spec: &HttpSpec,
         client: HttpClient,
-        connections: Arc<Connections>,
+        connections: Arc<ConnectionPool>,
         events: EventSink,
         credential: Credential,
         modern: Option<ModernHttpBuilder>,

@@ -207,9 +207,32 @@ impl Message {
         }
     }
 
-    /// A successful response the proxy answers with itself.
+    /// A successful response the proxy answers with itself, from parts.
     pub fn response(id: &Value, result: Value) -> Message {
-        Message::parse(result_response(id, result)).expect("a response the proxy built")
+        Message {
+            id: Some(id.clone()),
+            method: None,
+            params: None,
+            result: Some(serde_json::value::to_raw_value(&result).unwrap_or_default()),
+            error: None,
+            raw: None,
+        }
+    }
+
+    /// An error response the proxy answers with itself, from parts.
+    pub fn error_response(id: &Value, code: i64, message: &str, data: Option<Value>) -> Message {
+        let mut error = serde_json::json!({ "code": code, "message": message });
+        if let Some(data) = data {
+            error["data"] = data;
+        }
+        Message {
+            id: Some(id.clone()),
+            method: None,
+            params: None,
+            result: None,
+            error: Some(serde_json::value::to_raw_value(&error).unwrap_or_default()),
+            raw: None,
+        }
     }
 
     pub fn kind(&self) -> Kind {

@@ -549,23 +549,29 @@ on_every_transport!(a_member_that_stops_reading_holds_up_no_other:
 async fn a_member_asks_only_what_a_server_may(transport: Transport) {
     let (proxy, _running) = bank(Members::Stdio, &[], &[], |_| {}).await;
     let mut line = Line::open(proxy.addr(), BANK, transport).await;
-    let asked = line
-        .request("tools/call", call("evil__ask_tasks", json!({})))
+    let id = line
+        .start("tools/call", call("evil__ask_tasks", json!({})))
         .await;
+    // Evil's log messages come on the call's own stream while it is in flight (over
+    // Streamable HTTP, its POST stream), or after it on the session's stream.
+    let (during, asked) = line.until_answer(&id).await;
     assert_eq!(text(&asked), "asked");
     for refused in ["evil-tasks", "evil-task"] {
-        let said = line
-            .server_message(|m| {
-                m["method"] == "notifications/message"
-                    && m["params"]["data"]["answered"]["id"] == refused
-            })
-            .await;
+        let about = |m: &Value| {
+            m["method"] == "notifications/message"
+                && m["params"]["data"]["answered"]["id"] == refused
+        };
+        let said = match during.iter().find(|m| about(m)) {
+            Some(said) => said.clone(),
+            None => line.server_message(about).await,
+        };
         let error = &said["params"]["data"]["answered"]["error"];
         assert_eq!(error["code"], -32601, "{transport:?}: {said}");
     }
     let asked_the_client = line
         .read_so_far()
         .iter()
+        .chain(&during)
         .any(|m| m["method"] == "tasks/list" || m["method"] == "elicitation/create");
     assert!(!asked_the_client, "{transport:?}: {:?}", line.read_so_far());
     assert_eq!(violations(&proxy, "request"), 2);

@@ -37,8 +37,8 @@ use tokio::sync::{oneshot, Notify};
 use tracing::debug;
 
 use super::{
-    client_params, open_with, usable, Correlated, Correlation, Declared, Ending, Initialized,
-    Newest,
+    client_params, open_with, usable, Correlated, Declared, Ending, Initialized, Newest,
+    PrincipalSessions,
 };
 use crate::base::caller::Caller;
 use crate::session::{Registry, Session, SessionError};
@@ -255,7 +255,7 @@ impl AnonymousPool {
     /// them, else the next one prepared (or given back) for them within `wait`.
     pub async fn borrow(
         &self,
-        correlation: &Correlation,
+        correlation: &PrincipalSessions,
         registry: &Arc<Registry>,
         metrics: &ServerMetrics,
         declared: Declared<'_>,

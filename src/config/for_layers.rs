@@ -11,7 +11,9 @@ use super::{Correlation, SecretSource, SessionConfig, UpstreamAuth, UpstreamConf
 use crate::base::ids;
 use crate::base::keys::Keys;
 use crate::front::settings::HttpSettings;
+use crate::session::exposure::{Exposure, ResourceExposure};
 use crate::session::log::Window;
+use crate::session::rate::RateLimits;
 use crate::session::SessionSettings;
 use crate::store::redis::RedisSettings;
 use crate::telemetry::spans::ExporterSettings;
@@ -138,16 +140,14 @@ impl Config {
         Arc::new(Secrets::new(values))
     }
 
+    /// The settings of the sessions of the server at `/mcp`, spans going nowhere.
     pub fn session_settings(&self) -> SessionSettings {
-        SessionSettings {
-            cache_lists: self.upstream.caches_lists(),
-            request_timeout: self.upstream.request_timeout,
-            tools: std::sync::Arc::new(self.tools.clone()),
-            prompts: std::sync::Arc::new(self.prompts.clone()),
-            resources: std::sync::Arc::new(self.resources.clone()),
-            limits: self.limits.clone(),
-            ..self.session.settings()
-        }
+        self.session.settings(ServedBy {
+            upstream: &self.upstream,
+            exposure: (&self.tools, &self.prompts, &self.resources),
+            limits: &self.limits,
+            spans: crate::telemetry::spans::Spans::default(),
+        })
     }
 
     /// The front's HTTP settings; reads the trusted proxy's token.
@@ -282,31 +282,45 @@ impl UpstreamConfig {
     }
 }
 
+/// What a served server's sessions take from beyond `[session]`: its upstream's request
+/// timeout and whether its lists may be cached, its exposure rules (`[tools]`, `[prompts]`,
+/// `[resources]`), the rate limits (`[limits]`), and where its spans go.
+pub struct ServedBy<'a> {
+    pub upstream: &'a UpstreamConfig,
+    pub exposure: (&'a Exposure, &'a Exposure, &'a ResourceExposure),
+    pub limits: &'a RateLimits,
+    pub spans: crate::telemetry::spans::Spans,
+}
+
 impl SessionConfig {
-    pub fn settings(&self) -> SessionSettings {
+    /// The replay window of each session.
+    pub fn window(&self) -> Window {
+        Window {
+            max_events: self.window_events,
+            max_bytes: self.window_bytes,
+            max_age: self.window_age,
+        }
+    }
+
+    /// The settings of the sessions of the server `served` describes.
+    pub fn settings(&self, served: ServedBy<'_>) -> SessionSettings {
+        let (tools, prompts, resources) = served.exposure;
         SessionSettings {
-            window: Window {
-                max_events: self.window_events,
-                max_bytes: self.window_bytes,
-                max_age: self.window_age,
-            },
+            window: self.window(),
             idle_ttl: self.idle_ttl,
             max_sessions: self.max_sessions,
             max_sessions_per_principal: self.max_sessions_per_principal,
             max_anonymous_sessions: self.max_anonymous_sessions,
             coalesce_progress: self.coalesce_progress,
-            cache_lists: false,
-            request_timeout: UpstreamConfig::default().request_timeout,
+            cache_lists: served.upstream.caches_lists(),
+            request_timeout: served.upstream.request_timeout,
             max_subscriptions: self.max_subscriptions,
             max_inflight: self.max_inflight,
-            // Set by the server from the tracing configuration.
-            spans: crate::telemetry::spans::Spans::default(),
-            // Set by the server from the server's `[tools]`, `[prompts]`, `[resources]` and
-            // from `[limits]`.
-            tools: Default::default(),
-            prompts: Default::default(),
-            resources: Default::default(),
-            limits: Default::default(),
+            spans: served.spans,
+            tools: Arc::new(tools.clone()),
+            prompts: Arc::new(prompts.clone()),
+            resources: Arc::new(resources.clone()),
+            limits: served.limits.clone(),
         }
     }
 

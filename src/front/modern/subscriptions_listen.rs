@@ -137,7 +137,7 @@ pub fn server_notifies(capabilities: &Value) -> bool {
 
 /// Upstream resource subscriptions, counted per (session, URI) across its listens.
 #[derive(Default)]
-pub struct Subscriptions {
+pub struct UpstreamSubscriptions {
     counts: DashMap<(String, String), usize>,
 }
 
@@ -200,7 +200,7 @@ struct Listen {
     reader: Reader,
     registry: Arc<Registry>,
     session: Arc<Session>,
-    subscriptions: Arc<Subscriptions>,
+    subscriptions: Arc<UpstreamSubscriptions>,
     /// Keeps a session of the listen's own until it ends.
     _correlated: Correlated,
 }
@@ -261,7 +261,7 @@ fn frame(message: &Value) -> Bytes {
     sse::event(None, message.to_string().as_bytes())
 }
 
-impl Subscriptions {
+impl UpstreamSubscriptions {
     /// Subscribes the session's server to `uri`, unless a listen of the session already has.
     async fn subscribe(
         &self,
