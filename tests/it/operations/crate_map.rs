@@ -72,3 +72,32 @@ fn no_module_is_both_a_file_and_a_folder() {
     }
     assert!(both.is_empty(), "a file and a folder each: {both:?}");
 }
+
+/// The bench's own code (its scripts, the chaos harness, the load generator) stays within 500
+/// lines a module, as the crate's modules do.
+#[test]
+fn no_module_of_the_bench_is_over_500_lines() {
+    fn walk(dir: &Path, long: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if !["node", ".cargo", "__pycache__"].contains(&name.as_str()) {
+                    walk(&path, long);
+                }
+                continue;
+            }
+            let code = [".py", ".rs", ".sh"].iter().any(|ext| name.ends_with(ext));
+            let lines = std::fs::read_to_string(&path).map_or(0, |text| text.lines().count());
+            if code && lines > 500 {
+                long.push(format!("{} ({lines} lines)", path.display()));
+            }
+        }
+    }
+    let mut long = Vec::new();
+    walk(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("bench"),
+        &mut long,
+    );
+    assert!(long.is_empty(), "bench modules over 500 lines: {long:?}");
+}

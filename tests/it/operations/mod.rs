@@ -4,6 +4,7 @@
 
 mod bench_smoke;
 mod binary;
+mod book_defaults;
 mod crate_map;
 mod health_probe;
 mod quick_start;
