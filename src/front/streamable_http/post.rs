@@ -78,7 +78,9 @@ async fn dispatch(
     {
         telemetry.set("mcp_proxy.era", crate::wire::era::MODERN_VERSION);
         telemetry.set("mcp.protocol.version", crate::wire::era::MODERN_VERSION);
-        return modern::post(app, headers, message, caller).await;
+        // Boxed: its future is twice a legacy request's, and every request's would be as large
+        // (hyper moves each request's future into place).
+        return Box::pin(modern::post(app, headers, message, caller)).await;
     }
     telemetry.set("mcp_proxy.era", "legacy");
     if let Some(version) = header_str(headers, PROTOCOL_VERSION_HEADER) {
