@@ -38,6 +38,8 @@ const fn key(
         flags: None,
         checks: &[],
         nested: None,
+        // Lists and tables: their defaults are words (`all`, `none`).
+        default_shown: || None,
     }
 }
 

@@ -25,6 +25,10 @@ pub struct SettingKey {
     pub checks: &'static [&'static str],
     /// A section (a table of keys of its own): its keys.
     pub nested: Option<fn() -> Vec<SettingKey>>,
+    /// Its default as the reference writes a plain value (`256`, `10m`, `true`, `text`), for a
+    /// key of such a type: what its `[default: …]` must say (read by the test of the texts).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub default_shown: fn() -> Option<String>,
 }
 
 impl SettingKey {
@@ -294,11 +298,74 @@ macro_rules! settings {
                         flags: $crate::config::keys::own_flags!($kind, $($flag)*),
                         checks: &[$($(stringify!($check)),*)?],
                         nested: $crate::config::keys::nested_keys!($kind, $($flag)*),
+                        default_shown: || {
+                            #[allow(unused_imports)]
+                            use $crate::config::keys::shown::{Plain as _, NotPlain as _};
+                            (&$crate::config::keys::shown::Probe(&$name::default().$field)).shown()
+                        },
                     },
                 )*]
             }
         }
     };
+}
+
+/// A default as the reference writes it, for the types whose values are plain (numbers,
+/// booleans, durations, text); for any other, nothing (picked by method resolution on
+/// `&Probe`: `Plain::shown` where the type is plain, else `NotPlain::shown` one reference out).
+pub mod shown {
+    use std::time::Duration;
+
+    pub struct Probe<'a, T>(pub &'a T);
+
+    /// A type whose default is written as a plain value.
+    pub trait Value {
+        fn written(&self) -> String;
+    }
+
+    macro_rules! displayed {
+        ($($ty:ty),*) => {$(
+            impl Value for $ty {
+                fn written(&self) -> String {
+                    self.to_string()
+                }
+            }
+        )*};
+    }
+    displayed!(usize, u64, u32, u16, u8, i64, f64, bool, String);
+
+    /// In the largest unit that divides it: `10m`, `5s`, `250ms`, `0s`.
+    impl Value for Duration {
+        fn written(&self) -> String {
+            let ms = self.as_millis();
+            match ms {
+                0 => "0s".into(),
+                _ if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
+                _ if ms % 60_000 == 0 => format!("{}m", ms / 60_000),
+                _ if ms % 1000 == 0 => format!("{}s", ms / 1000),
+                _ => format!("{ms}ms"),
+            }
+        }
+    }
+
+    pub trait Plain {
+        fn shown(&self) -> Option<String>;
+    }
+
+    /// An empty text is no value: such a key's default is said in words (`none`, `its URL`).
+    impl<T: Value> Plain for Probe<'_, T> {
+        fn shown(&self) -> Option<String> {
+            Some(self.0.written()).filter(|written| !written.is_empty())
+        }
+    }
+
+    pub trait NotPlain {
+        fn shown(&self) -> Option<String> {
+            None
+        }
+    }
+
+    impl<T> NotPlain for &Probe<'_, T> {}
 }
 
 /// A key's name as the file spells it: its field's, without the `r#` of a field named after
@@ -399,6 +466,7 @@ mod tests {
             flags: None,
             checks: &[],
             nested: None,
+            default_shown: || Some("10m".into()),
         };
         assert_eq!(
             key.text(),

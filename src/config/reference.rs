@@ -244,6 +244,49 @@ mod tests {
         );
     }
 
+    /// Every key's `[default: …]` (what the help and the reference say) begins with the value
+    /// its declaration gives it, where that value is plain (a number, a boolean, a duration, a
+    /// text): a default changed in the code and not in its text fails here.
+    #[test]
+    fn every_default_text_says_the_declared_default() {
+        fn walk(prefix: &str, keys: Vec<SettingKey>, checked: &mut usize, wrong: &mut Vec<String>) {
+            for key in keys {
+                let path = match prefix {
+                    "" => key.name.to_owned(),
+                    prefix => format!("{prefix}.{}", key.name),
+                };
+                if let Some(nested) = key.nested {
+                    walk(&path, nested(), checked, wrong);
+                    continue;
+                }
+                let (Some(said), Some(shown)) = (key.doc_and_default().1, (key.default_shown)())
+                else {
+                    continue;
+                };
+                *checked += 1;
+                let begins = [":", ",", " "]
+                    .iter()
+                    .any(|after| said.starts_with(&format!("{shown}{after}")));
+                // A duration may be written in another unit (`60s` for `1m`).
+                let duration = |text: &str| crate::config::duration::parse_duration(text).ok();
+                let same_duration = shown.ends_with(['s', 'm', 'h'])
+                    && duration(&said).is_some()
+                    && duration(&said) == duration(&shown);
+                if said != shown && !begins && !same_duration {
+                    wrong.push(format!("{path}: [default: {said}], but it is {shown}"));
+                }
+            }
+        }
+        let (mut checked, mut wrong) = (0, Vec::new());
+        walk("", ConfigFlags::keys(), &mut checked, &mut wrong);
+        assert!(checked >= 60, "{checked} defaults checked");
+        assert!(
+            wrong.is_empty(),
+            "default texts that differ from the code:\n{}",
+            wrong.join("\n")
+        );
+    }
+
     #[test]
     fn the_reference_names_every_key_and_every_flag_of_the_help() {
         let page = render_reference();

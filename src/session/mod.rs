@@ -60,10 +60,7 @@ pub use error::{OwnerUnavailable, ReadError, SessionError, SubscriptionRefused};
 pub use readers::{Delivery, Reader, ResumeError, Resumed};
 pub use registry::Registry;
 pub use replica::cluster;
-pub use settings::{
-    SessionSettings, DEFAULT_MAX_ANONYMOUS_SESSIONS, DEFAULT_MAX_INFLIGHT,
-    DEFAULT_MAX_SESSIONS_PER_PRINCIPAL, DEFAULT_MAX_SUBSCRIPTIONS, MAX_SUBSCRIPTION_BYTES,
-};
+pub use settings::{SessionSettings, MAX_SUBSCRIPTION_BYTES};
 
 /// The longest new work waits for the shared store to catch up.
 const STORE_PATIENCE: Duration = Duration::from_secs(5);

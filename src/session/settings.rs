@@ -52,30 +52,24 @@ pub struct SessionSettings {
     pub limits: rate::RateLimits,
 }
 
-/// `SessionSettings::max_sessions_per_principal` unless configured.
-pub const DEFAULT_MAX_SESSIONS_PER_PRINCIPAL: usize = 100;
-/// `SessionSettings::max_anonymous_sessions` unless configured.
-pub const DEFAULT_MAX_ANONYMOUS_SESSIONS: usize = 256;
-/// `SessionSettings::max_subscriptions` unless configured.
-pub const DEFAULT_MAX_SUBSCRIPTIONS: usize = 1000;
-/// `SessionSettings::max_inflight` unless configured.
-pub const DEFAULT_MAX_INFLIGHT: usize = 256;
 /// The bytes of URIs one session may be subscribed to at once (like the replay window's).
 pub const MAX_SUBSCRIPTION_BYTES: usize = 1 << 20;
 
+/// The defaults, each written once: the configuration's keys take theirs from here, and their
+/// `[default: …]` texts are checked against these (`config::reference`).
 impl Default for SessionSettings {
     fn default() -> Self {
         SessionSettings {
             window: Window::default(),
             idle_ttl: Duration::from_secs(600),
             max_sessions: 10_000,
-            max_sessions_per_principal: DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
-            max_anonymous_sessions: DEFAULT_MAX_ANONYMOUS_SESSIONS,
+            max_sessions_per_principal: 100,
+            max_anonymous_sessions: 256,
             coalesce_progress: false,
             cache_lists: false,
             request_timeout: Duration::from_secs(60),
-            max_subscriptions: DEFAULT_MAX_SUBSCRIPTIONS,
-            max_inflight: DEFAULT_MAX_INFLIGHT,
+            max_subscriptions: 1000,
+            max_inflight: 256,
             spans: crate::telemetry::spans::Spans::default(),
             tools: Arc::default(),
             prompts: Arc::default(),
