@@ -9,7 +9,6 @@ use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
 use crate::base::caller::Caller;
-use crate::base::ids::Principal;
 use crate::front::rejection::Rejection;
 use crate::front::App;
 use crate::session::correlate::named::Named;
@@ -165,13 +164,12 @@ pub async fn dispatch(
     request: &Message,
     init: impl FnOnce() -> Value,
 ) -> Result<Dispatched, Rejection> {
-    let principal = caller.principal();
     Ok(match classify(request) {
         HandleCall::Plain => Dispatched::Plain,
         HandleCall::Open => Dispatched::Answered(open(app, caller, init()).await?),
-        HandleCall::Close(handle) => Dispatched::Answered(close(app, principal, handle).await),
+        HandleCall::Close(handle) => Dispatched::Answered(close(app, caller, handle).await),
         HandleCall::Within(handle, within) => {
-            let named = super::resolve_id(app, principal, &handle, LayerKind::Handle).await;
+            let named = super::resolve_id(app, caller, &handle, LayerKind::Handle).await;
             match named {
                 Ok(named) => Dispatched::Within(named, within),
                 Err(_) => Dispatched::Answered(unknown(&handle)),
@@ -193,13 +191,13 @@ async fn open(app: &App, caller: &Caller, init: Value) -> Result<Value, Rejectio
 }
 
 /// Closes a handle: the result of the close tool.
-async fn close(app: &App, principal: &Principal, handle: Option<String>) -> Value {
+async fn close(app: &App, caller: &Caller, handle: Option<String>) -> Value {
     let Some(handle) = handle else {
         return tool_error(format!(
             "{CLOSE_TOOL} needs the handle to close, as {ARGUMENT}"
         ));
     };
-    let found = super::resolve_id(app, principal, &handle, LayerKind::Handle).await;
+    let found = super::resolve_id(app, caller, &handle, LayerKind::Handle).await;
     match found.map(|named| app.data_layer.close(&app.registry, named)) {
         Ok(()) => json!({
             "content": [{ "type": "text", "text": format!("Closed session handle {handle}.") }],

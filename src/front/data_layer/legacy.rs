@@ -63,7 +63,6 @@ pub async fn route(
     transport: &Arc<Session>,
     message: Message,
 ) -> Result<Routed, Rejection> {
-    let principal = caller.principal();
     let id = message.id().cloned().unwrap_or(Value::Null);
     let method = message.method().unwrap_or_default().to_owned();
     let named = message.params().is_some_and(|p| cookie::may_hold(p.get()));
@@ -84,13 +83,13 @@ pub async fn route(
             }
             Verb::Delete => {
                 let params = params_of(&message);
-                let deleted = methods::delete(app, principal, cookie, &params).await;
+                let deleted = methods::delete(app, caller, cookie, &params).await;
                 answered(deleted.map_err(|r| r.with_id(Some(&id)))?)
             }
             Verb::Listen => {
                 let (session, scope) = match &cookie {
                     Some(cookie) => {
-                        let named = super::resolve(app, principal, cookie).await;
+                        let named = super::resolve(app, caller, cookie).await;
                         let named = named.map_err(|r| r.with_id(Some(&id)))?;
                         (named.session, Some(cookie.session_id.clone()))
                     }
@@ -102,7 +101,7 @@ pub async fn route(
         };
     }
     if let Some(cookie) = &cookie {
-        let named = super::resolve(app, principal, cookie).await;
+        let named = super::resolve(app, caller, cookie).await;
         let named = named.map_err(|r| r.with_id(Some(&id)))?;
         return Ok(Routed::To(named.session, stripped.unwrap_or(message)));
     }

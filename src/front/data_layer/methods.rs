@@ -7,7 +7,6 @@ use tokio::time::Instant;
 
 use super::cookie::{Cookie, DRAFT_META_KEY};
 use crate::base::caller::Caller;
-use crate::base::ids::Principal;
 use crate::front::rejection::Rejection;
 use crate::front::App;
 use crate::session::layer::{LayerKind, META_KEY};
@@ -45,14 +44,14 @@ pub async fn create(
 /// result revokes the cookie (`null`).
 pub async fn delete(
     app: &App,
-    principal: &Principal,
+    caller: &Caller,
     cookie: Option<Cookie>,
     params: &Value,
 ) -> Result<Value, Rejection> {
     let named = match (&cookie, params.get("id").and_then(Value::as_str)) {
-        (Some(cookie), _) => super::resolve(app, principal, cookie).await?,
+        (Some(cookie), _) => super::resolve(app, caller, cookie).await?,
         // The earlier drafts name the session in the params.
-        (None, Some(id)) => super::resolve_id(app, principal, id, LayerKind::Session).await?,
+        (None, Some(id)) => super::resolve_id(app, caller, id, LayerKind::Session).await?,
         (None, None) => return Err(Rejection::data_session_not_found("")),
     };
     app.data_layer.close(&app.registry, named);

@@ -14,7 +14,6 @@ pub mod methods;
 use super::rejection::Rejection;
 use super::App;
 use crate::base::caller::Caller;
-use crate::base::ids::Principal;
 use crate::session::correlate::named::{DataLayerSettings, Named};
 use crate::session::layer::LayerKind;
 use crate::wire::jsonrpc::Message;
@@ -31,16 +30,17 @@ pub fn requires_session(settings: &DataLayerSettings, request: &Message) -> bool
             && !matches!(handles::classify(request), handles::HandleCall::Plain))
 }
 
-/// The named session `cookie` names for `principal`.
+/// The named session `cookie` names for `caller` (found with its credential, which its
+/// server gets from now on).
 pub async fn resolve(
     app: &App,
-    principal: &Principal,
+    caller: &Caller,
     cookie: &cookie::Cookie,
 ) -> Result<Named, Rejection> {
     app.data_layer
         .resolve_cookie(
             &app.registry,
-            principal,
+            caller,
             cookie.named(),
             &app.modern.correlation,
         )
@@ -48,17 +48,17 @@ pub async fn resolve(
         .map_err(|e| Rejection::session(&e))
 }
 
-/// The named session `id` of `principal`, of `kind` (named without a `state`).
+/// The named session `id` of `caller`, of `kind` (named without a `state`).
 pub async fn resolve_id(
     app: &App,
-    principal: &Principal,
+    caller: &Caller,
     id: &str,
     kind: LayerKind,
 ) -> Result<Named, Rejection> {
     app.data_layer
         .resolve(
             &app.registry,
-            principal,
+            caller,
             id,
             None,
             kind,

@@ -62,9 +62,7 @@ pub async fn post(
         Route::Discover => discover(app, caller, &meta, &id).await,
         Route::Listen => {
             let correlated = match &cookie {
-                Some(cookie) => {
-                    named::correlated(data_layer::resolve(app, caller.principal(), cookie).await?)
-                }
+                Some(cookie) => named::correlated(data_layer::resolve(app, caller, cookie).await?),
                 // A listen lasts and subscribes its session: never a lent one.
                 None => correlate(app, caller, &meta, Lend::Never).await?,
             };

@@ -36,7 +36,6 @@ pub async fn verb(
 ) -> Result<Response<Body>, Rejection> {
     let id = message.id().cloned().unwrap_or(Value::Null);
     let method = message.method().unwrap_or_default();
-    let principal = caller.principal();
     let result = match verb {
         Verb::Create { draft } => {
             if cookie.is_some() {
@@ -47,12 +46,12 @@ pub async fn verb(
         }
         Verb::Delete => {
             let params = params_of(message);
-            methods::delete(app, principal, cookie, &params).await
+            methods::delete(app, caller, cookie, &params).await
         }
         Verb::Listen => {
             return match cookie {
                 Some(cookie) => {
-                    let named = data_layer::resolve(app, principal, &cookie).await;
+                    let named = data_layer::resolve(app, caller, &cookie).await;
                     let named = named.map_err(|r| r.with_id(Some(&id)))?;
                     let scope = Some(cookie.session_id);
                     Ok(messages_listen::open(app, named.session, id, scope, ()))
@@ -118,7 +117,7 @@ pub async fn within_session(
     cookie: &Cookie,
 ) -> Result<Response<Body>, Rejection> {
     call.cache_key = None;
-    let named = data_layer::resolve(app, call.caller.principal(), cookie)
+    let named = data_layer::resolve(app, &call.caller, cookie)
         .await
         .map_err(|r| r.with_id(message.id()))?;
     exchange::exchange(app, correlated(named), forwarded, call).await

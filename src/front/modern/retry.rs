@@ -102,7 +102,7 @@ async fn continued(
         .initialized_of(
             &app.registry,
             &session,
-            call.caller.principal(),
+            &call.caller,
             Declared::from(&call.meta),
         )
         .await;

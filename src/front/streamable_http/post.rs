@@ -177,7 +177,7 @@ async fn to_transport_session(
             let id = message.id().cloned().unwrap_or(Value::Null);
             let named = app
                 .data_layer
-                .awaiting_answer(&app.registry, caller.principal(), &id)
+                .awaiting_answer(&app.registry, caller, &id)
                 .await;
             app.registry
                 .send(named.as_ref().unwrap_or(&session), message)

@@ -240,7 +240,7 @@ impl Connection {
                 let id = message.id().cloned().unwrap_or(Value::Null);
                 let named = app
                     .data_layer
-                    .awaiting_answer(&app.registry, self.caller.principal(), &id)
+                    .awaiting_answer(&app.registry, &self.caller, &id)
                     .await;
                 Ok(Named::To(
                     named.unwrap_or_else(|| transport.clone()),

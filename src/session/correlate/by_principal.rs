@@ -164,9 +164,10 @@ impl PrincipalSessions {
         &self,
         registry: &Registry,
         session: &Session,
-        principal: &Principal,
+        caller: &Caller,
         declared: Declared<'_>,
     ) -> Arc<Initialized> {
+        let principal = caller.principal();
         let here = self
             .by_key
             .iter()
@@ -176,10 +177,7 @@ impl PrincipalSessions {
             return initialized;
         }
         let shared = shared_key(&(principal.clone(), canonical(declared.capabilities)));
-        if let Ok(Some((recorded, initialized))) = registry
-            .correlated(&shared, &Caller::without_credential(principal.clone()))
-            .await
-        {
+        if let Ok(Some((recorded, initialized))) = registry.correlated(&shared, caller).await {
             if recorded.id() == session.id() {
                 return Initialized::recorded(&initialized);
             }

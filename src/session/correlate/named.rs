@@ -168,20 +168,18 @@ impl DataLayer {
     pub async fn resolve(
         &self,
         registry: &Arc<Registry>,
-        principal: &Principal,
+        caller: &Caller,
         id: &str,
         state: Option<&str>,
         kind: LayerKind,
         correlation: &PrincipalSessions,
     ) -> Result<Named, SessionError> {
+        let principal = caller.principal();
         let not_found = || SessionError::NamedNotFound(id.to_owned());
         if state.is_some_and(|state| !self.key.verify_tag(&state_parts(id, principal), state)) {
             return Err(not_found());
         }
-        let session = registry
-            .find(id, &Caller::without_credential(principal.clone()))
-            .await?
-            .ok_or_else(not_found)?;
+        let session = registry.find(id, caller).await?.ok_or_else(not_found)?;
         let Some(layer) = session.layer().filter(|layer| layer.kind == kind) else {
             return Err(not_found());
         };
@@ -192,7 +190,7 @@ impl DataLayer {
             return Err(not_found());
         }
         let initialized = self
-            .initialized_of(registry, correlation, &session, principal)
+            .initialized_of(registry, correlation, &session, caller)
             .await;
         Ok(Named {
             session,
@@ -205,7 +203,7 @@ impl DataLayer {
     pub async fn resolve_cookie(
         &self,
         registry: &Arc<Registry>,
-        principal: &Principal,
+        caller: &Caller,
         cookie: NamedBy<'_>,
         correlation: &PrincipalSessions,
     ) -> Result<Named, SessionError> {
@@ -213,15 +211,8 @@ impl DataLayer {
         if state.is_none() && !cookie.draft {
             return Err(SessionError::NamedNotFound(id.to_owned()));
         }
-        self.resolve(
-            registry,
-            principal,
-            id,
-            state,
-            LayerKind::Session,
-            correlation,
-        )
-        .await
+        self.resolve(registry, caller, id, state, LayerKind::Session, correlation)
+            .await
     }
 
     /// Ends a named session (found with `resolve`).
@@ -243,17 +234,13 @@ impl DataLayer {
         registry: &Registry,
         correlation: &PrincipalSessions,
         session: &Session,
-        principal: &Principal,
+        caller: &Caller,
     ) -> Arc<Initialized> {
         if let Some(found) = self.initialized.get(session.id()) {
             return found.clone();
         }
-        if let Ok(Some((_, recorded))) = registry
-            .correlated(
-                &record_key(session.id()),
-                &Caller::without_credential(principal.clone()),
-            )
-            .await
+        if let Ok(Some((_, recorded))) =
+            registry.correlated(&record_key(session.id()), caller).await
         {
             if let Ok(result) = serde_json::from_str(&recorded) {
                 let initialized = Arc::new(Initialized::new(result));
@@ -265,18 +252,17 @@ impl DataLayer {
         correlation.newest().unwrap_or_default()
     }
 
-    /// The sessions `principal` opened here that still wait for the client's answer to the
-    /// server's request `id` (a legacy client answers in its transport session).
+    /// The sessions `caller`'s principal opened here that still wait for the client's answer to
+    /// the server's request `id` (a legacy client answers in its transport session).
     pub async fn awaiting_answer(
         &self,
         registry: &Arc<Registry>,
-        principal: &Principal,
+        caller: &Caller,
         id: &Value,
     ) -> Option<Arc<Session>> {
-        let opened = self.opened.get(principal)?.clone();
-        let caller = Caller::without_credential(principal.clone());
+        let opened = self.opened.get(caller.principal())?.clone();
         for session_id in opened {
-            if let Ok(Some(session)) = registry.find(&session_id, &caller).await {
+            if let Ok(Some(session)) = registry.find(&session_id, caller).await {
                 if session.awaits_answer(id) {
                     return Some(session);
                 }

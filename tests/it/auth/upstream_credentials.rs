@@ -374,6 +374,72 @@ async fn a_narrower_token_never_reuses_the_token_exchanged_for_a_broader_one() {
     server.stop().await;
 }
 
+/// A `tools/call` of echo within the data-layer session `cookie` names: its text, or what came
+/// back instead.
+async fn echo_within(
+    client: &mut Client,
+    cookie: &serde_json::Value,
+    text: &str,
+) -> Result<String, String> {
+    let answer = client
+        .request(
+            "tools/call",
+            json!({ "name": "echo", "arguments": { "text": text },
+                    "_meta": { "io.modelcontextprotocol/session": cookie } }),
+        )
+        .await;
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{answer}"))
+}
+
+/// A data-layer session is found with the credential of the request that names it, which its
+/// server gets from then on: a narrower token of the same user, naming the session, cannot do
+/// the broader token's work there (as in its transport session).
+#[tokio::test]
+async fn a_narrower_token_never_reuses_the_broader_ones_within_a_data_layer_session() {
+    let issuer = AuthServer::start().await;
+    let issuer_url = issuer.issuer().to_owned();
+    let server = Proxy::start_with(move |config| {
+        config.auth.issuer = issuer_url;
+        config.auth.required_scopes = vec!["mcp:admin".into()];
+    })
+    .await;
+    let server_url = format!("http://{}/mcp", server.addr());
+    let secret = SecretFile::new("narrower-named", "proxy-secret");
+    let front = exchanging_front(&issuer, &server_url, &secret).await;
+    let front_url = format!("http://{}/mcp", front.addr());
+    let broad = issuer
+        .token("alice", &front_url, "mcp:tools mcp:admin")
+        .await;
+    let narrow = issuer.token("alice", &front_url, "mcp:tools").await;
+
+    let mut client = front.client();
+    client.authorization = bearer(&broad);
+    client.initialize("2025-11-25").await;
+    let created = client.request("sessions/create", json!({})).await;
+    let session = &created["result"]["session"];
+    let cookie = json!({ "sessionId": session["sessionId"], "state": session["state"] });
+    assert_eq!(
+        echo_within(&mut client, &cookie, "admin").await.as_deref(),
+        Ok("admin"),
+        "the broad token works within its data-layer session"
+    );
+
+    // The same user, down-scoped: refused in the transport session, as it should be.
+    client.authorization = bearer(&narrow);
+    assert!(echo(&mut client, "narrow").await.is_err());
+    // And within the data-layer session: the server must see a token without mcp:admin.
+    let answered = echo_within(&mut client, &cookie, "narrow-within").await;
+    assert!(
+        answered.is_err(),
+        "the narrower token did the admin's work through the data-layer session: {answered:?}"
+    );
+    front.stop().await;
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn concurrent_first_requests_with_one_token_make_one_exchange() {
     const CLIENTS: u64 = 16;
