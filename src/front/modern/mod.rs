@@ -217,8 +217,6 @@ pub struct Modern {
     pub state_key: state::StateKey,
     /// How long a request held for the client's input waits for its retry.
     pub input_ttl: std::time::Duration,
-    /// Upstream resource subscriptions of the listens.
-    pub subscriptions: std::sync::Arc<subscriptions_listen::UpstreamSubscriptions>,
     /// The calls each principal has waiting for its input, bounded.
     pub held_calls: std::sync::Arc<HeldCalls>,
     /// Sessions prepared for anonymous requests (`session.anonymous_pool`; none unless each
@@ -234,7 +232,6 @@ impl Default for Modern {
             anonymous: Anonymous::default(),
             state_key: state::StateKey::minted(),
             input_ttl: std::time::Duration::from_secs(300),
-            subscriptions: Default::default(),
             held_calls: Default::default(),
             pool: AnonymousPool::new(0, pool::DEFAULT_WAIT, false, Default::default()),
         }

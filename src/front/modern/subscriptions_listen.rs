@@ -9,13 +9,11 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use dashmap::DashMap;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use crate::front::event_stream::{self, Ended, Next, Options, Source};
 use crate::front::rejection::Rejection;
-use crate::front::request::ask;
 use crate::front::App;
 use crate::session::correlate::Correlated;
 use crate::session::{Reader, Registry, Session};
@@ -23,8 +21,8 @@ use crate::wire::era::request::Unfit;
 use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::{self, Message};
 use crate::wire::methods::{
-    PROMPTS_LIST_CHANGED, RESOURCES_LIST_CHANGED, RESOURCES_SUBSCRIBE, RESOURCES_UNSUBSCRIBE,
-    RESOURCES_UPDATED, SUBSCRIPTIONS_ACKNOWLEDGED, SUBSCRIPTIONS_LISTEN, TOOLS_LIST_CHANGED,
+    PROMPTS_LIST_CHANGED, RESOURCES_LIST_CHANGED, RESOURCES_UPDATED, SUBSCRIPTIONS_ACKNOWLEDGED,
+    SUBSCRIPTIONS_LISTEN, TOOLS_LIST_CHANGED,
 };
 use crate::wire::sse;
 
@@ -135,12 +133,6 @@ pub fn server_notifies(capabilities: &Value) -> bool {
         || capabilities["resources"]["subscribe"] == json!(true)
 }
 
-/// Upstream resource subscriptions, counted per (session, URI) across its listens.
-#[derive(Default)]
-pub struct UpstreamSubscriptions {
-    counts: DashMap<(String, String), usize>,
-}
-
 /// Opens a listen on the session `correlated` names.
 pub async fn open(
     app: &App,
@@ -166,11 +158,10 @@ pub async fn open(
     }
     let session = correlated.session.clone();
     for uri in &honoured.uris {
-        app.modern
-            .subscriptions
-            .subscribe(&app.registry, &session, uri)
+        app.registry
+            .subscribe_for_listen(&session, uri)
             .await
-            .map_err(|r| r.with_id(Some(&id)))?;
+            .map_err(|e| Rejection::session(&e).with_id(Some(&id)))?;
     }
     let ack = jsonrpc::notification(
         SUBSCRIPTIONS_ACKNOWLEDGED,
@@ -186,7 +177,6 @@ pub async fn open(
         reader: session.tap(),
         registry: app.registry.clone(),
         session,
-        subscriptions: app.modern.subscriptions.clone(),
         _correlated: correlated,
     };
     Ok(event_stream::open(listen, options))
@@ -200,7 +190,6 @@ struct Listen {
     reader: Reader,
     registry: Arc<Registry>,
     session: Arc<Session>,
-    subscriptions: Arc<UpstreamSubscriptions>,
     /// Keeps a session of the listen's own until it ends.
     _correlated: Correlated,
 }
@@ -237,14 +226,13 @@ impl Source for Listen {
             reader,
             registry,
             session,
-            subscriptions,
             _correlated: correlated,
             ..
         } = self;
         drop(reader);
         drop(correlated);
         for uri in &filter.uris {
-            subscriptions.release(&registry, &session, uri).await;
+            registry.release_for_listen(&session, uri).await;
         }
     }
 }
@@ -259,74 +247,4 @@ fn end(id: &Value) -> Value {
 
 fn frame(message: &Value) -> Bytes {
     sse::event(None, message.to_string().as_bytes())
-}
-
-impl UpstreamSubscriptions {
-    /// Subscribes the session's server to `uri`, unless a listen of the session already has.
-    async fn subscribe(
-        &self,
-        registry: &Registry,
-        session: &Arc<Session>,
-        uri: &str,
-    ) -> Result<(), Rejection> {
-        let key = (session.id().to_owned(), uri.to_owned());
-        let first = {
-            let mut count = self.counts.entry(key.clone()).or_default();
-            *count += 1;
-            *count == 1
-        };
-        if first {
-            if let Err(refused) = change_subscription(registry, session, uri, true).await {
-                // Not subscribed: the count goes back, so the next listen tries again.
-                self.counts.remove_if_mut(&key, |_, count| {
-                    *count -= 1;
-                    *count == 0
-                });
-                return Err(refused);
-            }
-        }
-        Ok(())
-    }
-
-    /// One listen of the session no longer wants `uri`; the last one unsubscribes its server.
-    async fn release(&self, registry: &Registry, session: &Arc<Session>, uri: &str) {
-        let key = (session.id().to_owned(), uri.to_owned());
-        // Counted down and removed under one lock: a listen subscribing meanwhile is not lost.
-        let last = self
-            .counts
-            .remove_if_mut(&key, |_, count| {
-                *count -= 1;
-                *count == 0
-            })
-            .is_some();
-        if last && !session.ended.is_cancelled() {
-            let _ = change_subscription(registry, session, uri, false).await;
-        }
-    }
-}
-
-/// Subscribes or unsubscribes the session's server: on the proxy's own behalf where the session
-/// lives here (nothing the server sends meanwhile is taken as caused by it); through its owner
-/// for a view.
-async fn change_subscription(
-    registry: &Registry,
-    session: &Arc<Session>,
-    uri: &str,
-    subscribe: bool,
-) -> Result<(), Rejection> {
-    if session.owner().is_none() {
-        return session
-            .subscribe_upstream(uri, subscribe)
-            .await
-            .map_err(|e| Rejection::session(&e));
-    }
-    let method = match subscribe {
-        true => RESOURCES_SUBSCRIBE,
-        false => RESOURCES_UNSUBSCRIBE,
-    };
-    let params = serde_json::value::to_raw_value(&json!({ "uri": uri }))
-        .map_err(|e| Rejection::bad_request(e.to_string()))?;
-    let id = json!("mcp-session-proxy/subscription");
-    let request = Message::request(Some(id), method, Some(params));
-    ask(registry, session, request).await.map(|_| ())
 }

@@ -2,11 +2,13 @@
 //! upstream factory), finds them for the principal that owns them, ends them on request, on
 //! idle expiry or at shutdown, and fails requests past their deadline. Sessions that live on
 //! other replicas are found, followed and taken over in `replica`; what serves it: `door`
-//! (the way in), `per_principal` (limits), `expiry` (the sweeps), `leaving` (shutdown).
+//! (the way in), `per_principal` (limits), `expiry` (the sweeps), `leaving` (shutdown), `listens`
+//! (the resource subscriptions of 2026-07-28 listens).
 
 mod door;
 mod expiry;
 mod leaving;
+mod listens;
 mod per_principal;
 pub(in crate::session) mod replica;
 
@@ -65,6 +67,8 @@ pub struct Registry {
     pub(in crate::session) spent: replica::spent::Spent,
     /// The principals' request rates.
     pub(in crate::session) limiter: crate::session::rate::Limiter,
+    /// The resource subscriptions the sessions' 2026-07-28 listens hold.
+    pub(in crate::session) listens: listens::ListenSubscriptions,
 }
 
 impl Registry {
@@ -111,6 +115,7 @@ impl Registry {
             server: server.to_owned(),
             spent: Default::default(),
             limiter,
+            listens: Default::default(),
         }
     }
 
