@@ -45,18 +45,19 @@
 //!   answered without the server), `settings` (what the configuration gives sessions). `registry/`
 //!   creates, finds (per principal) and expires sessions, with what serves it: `door` (the way in),
 //!   `per_principal` (each principal's count, with replicas together), `expiry` (the sweeps),
-//!   `leaving` (shutting down without losing what was taken), and `replica/` (finding a session
-//!   wherever it lives, following views, takeover, fencing a deposed owner, handing sessions over
-//!   when leaving, the sessions of 2026-07-28 principals, one-use tokens). `replica/` is what one
-//!   session holds of the shared store (where it records itself, the `server_side` of it, the
-//!   `cluster` the fronts see); `state/record` the state written there and read back (an owned
-//!   session's record, a view's copy, a session adopted after its owner died). `correlate/` holds
-//!   the server-wide tables of sessions for requests that name none of the proxy's (which session
-//!   serves a principal, sessions prepared ahead for requests without one, sessions named in
-//!   messages, calls held for the client's input); `virtual_server/` is a virtual server's members
-//!   in one session (`members`: an upstream each; `router`: to which member a request goes, `rules`
-//!   whether it may, `catalog` what each serves; `fan_out` and `merge`: what every member is asked,
-//!   merged; `attribution`: what each member sends, held to its own requests).
+//!   `leaving` (shutting down without losing what was taken), `listens` (the resource subscriptions
+//!   of 2026-07-28 listens), and `replica/` (finding a session wherever it lives, following views,
+//!   takeover, fencing a deposed owner, handing sessions over when leaving, the sessions of
+//!   2026-07-28 principals, one-use tokens). `replica/` is what one session holds of the shared
+//!   store (where it records itself, the `server_side` of it, the `cluster` the fronts see);
+//!   `state/record` the state written there and read back (an owned session's record, a view's
+//!   copy, a session adopted after its owner died). `correlate/` holds the server-wide tables of
+//!   sessions for requests that name none of the proxy's (which session serves a principal,
+//!   sessions prepared ahead for requests without one, sessions named in messages, calls held for
+//!   the client's input); `virtual_server/` is a virtual server's members in one session
+//!   (`members`: an upstream each; `router`: to which member a request goes, `rules` whether it
+//!   may, `catalog` what each serves; `fan_out` and `merge`: what every member is asked, merged;
+//!   `attribution`: what each member sends, held to its own requests).
 //! - [`upstream`]: server transports only. `factory` builds a session's upstream; `stdio` runs
 //!   one child process per session, `shared` one for all, `streamable_http` and `legacy_sse`
 //!   make the proxy an HTTP client, `modern/` bridges a legacy session to a 2026-07-28 server
