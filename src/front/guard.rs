@@ -7,10 +7,12 @@ use std::net::SocketAddr;
 use http::uri::Authority;
 use http::{header, HeaderMap, HeaderName, Uri};
 
+use super::rejection::Rejection;
 use super::settings::HttpSettings;
 use crate::auth::Verified;
 use crate::base::caller::Caller;
 use crate::base::ids::Principal;
+use crate::wire::jsonrpc::INTERNAL_ERROR;
 use crate::wire::loopback::{host_name, is_loopback_authority, is_loopback_origin};
 
 /// A request whose bearer token the resource server verified (`authorization::admit`): who it
@@ -210,13 +212,17 @@ pub fn caller(
     Caller::new(principal(settings, headers, extensions), credential)
 }
 
-/// The caller the front made of a request when it admitted it; a request it did not admit
-/// acts for no one (anonymous, without a credential).
-pub fn admitted_caller(extensions: &http::Extensions) -> Caller {
-    extensions
-        .get::<Caller>()
-        .cloned()
-        .unwrap_or_else(Caller::anonymous)
+/// The caller the front made of a request when it admitted it. A request it did not admit is
+/// refused (500), never served as anyone: every served path is admitted first.
+pub fn admitted_caller(extensions: &http::Extensions) -> Result<Caller, Rejection> {
+    extensions.get::<Caller>().cloned().ok_or_else(|| {
+        let message = "the request reached a handler without being admitted";
+        Rejection::new(
+            http::StatusCode::INTERNAL_SERVER_ERROR,
+            INTERNAL_ERROR,
+            message,
+        )
+    })
 }
 
 /// The principal a request acts for without `[auth]`: its connection's client certificate's
@@ -248,6 +254,18 @@ fn principal(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_the_front_did_not_admit_is_refused_not_served_as_anyone() {
+        let refused = admitted_caller(&http::Extensions::new()).unwrap_err();
+        assert_eq!(refused.status, http::StatusCode::INTERNAL_SERVER_ERROR);
+        let mut admitted = http::Extensions::new();
+        admitted.insert(Caller::anonymous());
+        assert_eq!(
+            admitted_caller(&admitted).unwrap().principal(),
+            &Principal::anonymous()
+        );
+    }
 
     #[test]
     fn loopback_origins_are_allowed_by_default() {

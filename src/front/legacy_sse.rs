@@ -33,7 +33,7 @@ pub async fn open(app: &App, request: Request<Incoming>) -> Response<Body> {
 
 async fn stream(app: &App, request: &Request<Incoming>) -> Result<Response<Body>, Rejection> {
     check_origin(app, request.headers())?;
-    let caller = guard::admitted_caller(request.extensions());
+    let caller = guard::admitted_caller(request.extensions())?;
     // The server starts at the client's initialize: a stream that never initializes costs
     // no process or connection upstream.
     let session = app
@@ -100,7 +100,7 @@ async fn post(
     .await?;
     let mut message = Message::parse(body)?;
     telemetry.read(&parts.headers, &mut message);
-    let caller = guard::admitted_caller(&parts.extensions);
+    let caller = guard::admitted_caller(&parts.extensions)?;
     app.registry
         .admit(caller.principal(), &message)
         .await
@@ -121,7 +121,7 @@ async fn find_session(app: &App, parts: &http::request::Parts) -> Result<Arc<Ses
         Rejection::bad_request("Bad Request: the sessionId query parameter is required")
     })?;
     app.registry
-        .find(id, &guard::admitted_caller(&parts.extensions))
+        .find(id, &guard::admitted_caller(&parts.extensions)?)
         .await
         .map_err(|e| Rejection::session(&e))?
         .ok_or_else(Rejection::session_not_found)

@@ -75,10 +75,19 @@ pub enum Shape {
 }
 
 impl Shape {
+    /// As a record in the shared store names it.
     fn name(self) -> &'static str {
         match self {
             Shape::Streams => "streams",
             Shape::SingleStream => "single",
+        }
+    }
+
+    /// The shape a record names (`name`'s inverse; anything else is `Streams`).
+    fn named(name: &str) -> Shape {
+        match name {
+            "single" => Shape::SingleStream,
+            _ => Shape::Streams,
         }
     }
 }
@@ -307,10 +316,7 @@ impl Session {
         settings: Arc<SessionSettings>,
         metrics: Arc<ServerMetrics>,
     ) -> Arc<Session> {
-        let shape = match record.shape.as_str() {
-            "single" => Shape::SingleStream,
-            _ => Shape::Streams,
-        };
+        let shape = Shape::named(&record.shape);
         let session = Session::new(Parts {
             id: id.into(),
             principal,

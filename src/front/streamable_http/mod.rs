@@ -40,10 +40,11 @@ const PRIMING_SINCE: &str = "2025-11-25";
 
 pub async fn handle(app: &App, request: Request<Incoming>) -> Response<Body> {
     let mut telemetry = Telemetry::request(app, telemetry::label_of(request.method()));
-    let caller = guard::admitted_caller(request.extensions());
-    let outcome = match check_origin(app, request.headers()) {
+    let admitted = check_origin(app, request.headers())
+        .and_then(|()| guard::admitted_caller(request.extensions()));
+    let outcome = match admitted {
         Err(rejection) => Err(rejection),
-        Ok(()) => match *request.method() {
+        Ok(caller) => match *request.method() {
             Method::GET | Method::DELETE if is_modern_without_session(request.headers()) => {
                 Err(Rejection::modern_method_not_allowed())
             }

@@ -52,8 +52,9 @@ pub fn is_upgrade(request: &Request<Incoming>) -> bool {
 /// Checks the handshake and answers 101; the connection is served once hyper hands it over.
 pub fn upgrade(app: Arc<App>, mut request: Request<Incoming>) -> Response<Body> {
     let telemetry = Telemetry::opening(&app);
-    let outcome = accept(&app, &request).inspect(|_| {
-        let caller = guard::admitted_caller(request.extensions());
+    let admitted = accept(&app, &request)
+        .and_then(|response| Ok((response, guard::admitted_caller(request.extensions())?)));
+    let outcome = admitted.map(|(response, caller)| {
         // A connection lives no longer than the token that opened it.
         let expires = request
             .extensions()
@@ -89,6 +90,7 @@ pub fn upgrade(app: Arc<App>, mut request: Request<Incoming>) -> Response<Body> 
             }
             .instrument(span),
         );
+        response
     });
     telemetry.end(outcome)
 }

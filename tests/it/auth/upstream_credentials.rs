@@ -8,7 +8,7 @@ use crate::harness::auth_server::{claims_of, AuthServer};
 use crate::harness::{recording_upstream, within, Client, Proxy, SecretFile};
 use http::StatusCode;
 use mcp_session_proxy::config::{Config, UpstreamAuth};
-use serde_json::json;
+use serde_json::{json, Value};
 
 /// A proxy in front of the HTTP server at `url`, as the client of that server.
 async fn in_front_of(url: &str, adjust: impl FnOnce(&mut Config)) -> Proxy {
@@ -266,10 +266,16 @@ async fn exchanging_front(issuer: &AuthServer, server_url: &str, secret: &Secret
 
 /// A `tools/call` of echo: its text, or what came back instead.
 async fn echo(client: &mut Client, text: &str) -> Result<String, String> {
+    echo_in(client, text, json!({})).await
+}
+
+/// A `tools/call` of echo with `meta` as its `_meta` (naming a data-layer session, say): its
+/// text, or what came back instead.
+async fn echo_in(client: &mut Client, text: &str, meta: Value) -> Result<String, String> {
     let id = client.next_id();
     let reply = client
         .post(&json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": { "name": "echo", "arguments": { "text": text } } }))
+            "params": { "name": "echo", "arguments": { "text": text }, "_meta": meta } }))
         .await;
     let status = reply.status;
     let answer = match status {
@@ -374,26 +380,6 @@ async fn a_narrower_token_never_reuses_the_token_exchanged_for_a_broader_one() {
     server.stop().await;
 }
 
-/// A `tools/call` of echo within the data-layer session `cookie` names: its text, or what came
-/// back instead.
-async fn echo_within(
-    client: &mut Client,
-    cookie: &serde_json::Value,
-    text: &str,
-) -> Result<String, String> {
-    let answer = client
-        .request(
-            "tools/call",
-            json!({ "name": "echo", "arguments": { "text": text },
-                    "_meta": { "io.modelcontextprotocol/session": cookie } }),
-        )
-        .await;
-    answer["result"]["content"][0]["text"]
-        .as_str()
-        .map(str::to_owned)
-        .ok_or_else(|| format!("{answer}"))
-}
-
 /// A data-layer session is found with the credential of the request that names it, which its
 /// server gets from then on: a narrower token of the same user, naming the session, cannot do
 /// the broader token's work there (as in its transport session).
@@ -421,8 +407,11 @@ async fn a_narrower_token_never_reuses_the_broader_ones_within_a_data_layer_sess
     let created = client.request("sessions/create", json!({})).await;
     let session = &created["result"]["session"];
     let cookie = json!({ "sessionId": session["sessionId"], "state": session["state"] });
+    let within = json!({ "io.modelcontextprotocol/session": cookie });
     assert_eq!(
-        echo_within(&mut client, &cookie, "admin").await.as_deref(),
+        echo_in(&mut client, "admin", within.clone())
+            .await
+            .as_deref(),
         Ok("admin"),
         "the broad token works within its data-layer session"
     );
@@ -431,7 +420,7 @@ async fn a_narrower_token_never_reuses_the_broader_ones_within_a_data_layer_sess
     client.authorization = bearer(&narrow);
     assert!(echo(&mut client, "narrow").await.is_err());
     // And within the data-layer session: the server must see a token without mcp:admin.
-    let answered = echo_within(&mut client, &cookie, "narrow-within").await;
+    let answered = echo_in(&mut client, "narrow-within", within).await;
     assert!(
         answered.is_err(),
         "the narrower token did the admin's work through the data-layer session: {answered:?}"

@@ -166,10 +166,7 @@ impl Registry {
         let (upstream, binding, credential) = self
             .open_claimed(redis, (&record, epoch), id, caller)
             .await?;
-        let shape = match record.shape.as_str() {
-            "single" => Shape::SingleStream,
-            _ => Shape::Streams,
-        };
+        let shape = Shape::named(&record.shape);
         let mirror = self
             .store
             .mirror(&self.server, id, self.counted_for(principal), epoch);
