@@ -7,12 +7,10 @@ use std::net::SocketAddr;
 use http::uri::Authority;
 use http::{header, HeaderMap, HeaderName, Uri};
 
-use super::rejection::Rejection;
 use super::settings::HttpSettings;
 use crate::auth::Verified;
 use crate::base::caller::Caller;
 use crate::base::ids::Principal;
-use crate::wire::jsonrpc::INTERNAL_ERROR;
 use crate::wire::loopback::{host_name, is_loopback_authority, is_loopback_origin};
 
 /// A request whose bearer token the resource server verified (`authorization::admit`): who it
@@ -212,17 +210,16 @@ pub fn caller(
     Caller::new(principal(settings, headers, extensions), credential)
 }
 
+/// A request that reached a handler without the front's caller: a path served before it was
+/// admitted, which is the proxy's fault (500), never a reason to serve it as anyone.
+#[derive(Debug, thiserror::Error)]
+#[error("the request reached a handler without being admitted")]
+pub struct NotAdmitted;
+
 /// The caller the front made of a request when it admitted it. A request it did not admit is
-/// refused (500), never served as anyone: every served path is admitted first.
-pub fn admitted_caller(extensions: &http::Extensions) -> Result<Caller, Rejection> {
-    extensions.get::<Caller>().cloned().ok_or_else(|| {
-        let message = "the request reached a handler without being admitted";
-        Rejection::new(
-            http::StatusCode::INTERNAL_SERVER_ERROR,
-            INTERNAL_ERROR,
-            message,
-        )
-    })
+/// refused, never served as anyone: every served path is admitted first.
+pub fn admitted_caller(extensions: &http::Extensions) -> Result<Caller, NotAdmitted> {
+    extensions.get::<Caller>().cloned().ok_or(NotAdmitted)
 }
 
 /// The principal a request acts for without `[auth]`: its connection's client certificate's
@@ -257,8 +254,7 @@ mod tests {
 
     #[test]
     fn a_request_the_front_did_not_admit_is_refused_not_served_as_anyone() {
-        let refused = admitted_caller(&http::Extensions::new()).unwrap_err();
-        assert_eq!(refused.status, http::StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(admitted_caller(&http::Extensions::new()).is_err());
         let mut admitted = http::Extensions::new();
         admitted.insert(Caller::anonymous());
         assert_eq!(

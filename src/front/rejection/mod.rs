@@ -13,7 +13,7 @@ mod modern;
 use http::{header, HeaderValue, Response, StatusCode};
 use serde_json::Value;
 
-use super::guard::Refused;
+use super::guard::{NotAdmitted, Refused};
 use crate::session::rate::Exceeded;
 use crate::session::SessionError;
 use crate::wire::http_body::Body;
@@ -292,6 +292,17 @@ impl From<Refused> for Rejection {
     }
 }
 
+/// The proxy's own fault: a handler reached without the front's caller.
+impl From<NotAdmitted> for Rejection {
+    fn from(not_admitted: NotAdmitted) -> Rejection {
+        Rejection::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            INTERNAL_ERROR,
+            not_admitted.to_string(),
+        )
+    }
+}
+
 impl From<ParseError> for Rejection {
     fn from(error: ParseError) -> Rejection {
         let message = match &error {
@@ -308,5 +319,16 @@ impl From<ParseError> for Rejection {
             },
             _ => rejection,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_the_front_did_not_admit_is_the_proxys_fault() {
+        let refused = Rejection::from(NotAdmitted);
+        assert_eq!(refused.status, StatusCode::INTERNAL_SERVER_ERROR);
     }
 }

@@ -41,7 +41,7 @@ const PRIMING_SINCE: &str = "2025-11-25";
 pub async fn handle(app: &App, request: Request<Incoming>) -> Response<Body> {
     let mut telemetry = Telemetry::request(app, telemetry::label_of(request.method()));
     let admitted = check_origin(app, request.headers())
-        .and_then(|()| guard::admitted_caller(request.extensions()));
+        .and_then(|()| Ok(guard::admitted_caller(request.extensions())?));
     let outcome = match admitted {
         Err(rejection) => Err(rejection),
         Ok(caller) => match *request.method() {
