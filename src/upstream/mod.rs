@@ -14,6 +14,7 @@ mod error;
 pub mod factory;
 pub mod http_client;
 #[cfg(test)]
+#[cfg(test)]
 pub mod in_process;
 pub mod legacy_sse;
 pub mod lines;
