@@ -46,7 +46,7 @@
 //!   creates, finds (per principal) and expires sessions, with what serves it: `door` (the way in),
 //!   `per_principal` (each principal's count, with replicas together), `expiry` (the sweeps),
 //!   `leaving` (shutting down without losing what was taken), `listens` (the resource subscriptions
-//!   of 2026-07-28 listens), and `replica/` (finding a session wherever it lives, following views,
+//!   2026-07-28 listens make, counted in the session's one book of them, `subscriptions`), and `replica/` (finding a session wherever it lives, following views,
 //!   takeover, fencing a deposed owner, handing sessions over when leaving, the sessions of
 //!   2026-07-28 principals, one-use tokens). `replica/` is what one session holds of the shared
 //!   store (where it records itself, the `server_side` of it, the `cluster` the fronts see);

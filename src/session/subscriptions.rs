@@ -1,7 +1,9 @@
-//! What a session is subscribed to, and which lists its server may change: the session's state
-//! of its subscriptions, bounded in count and bytes.
+//! What a session is subscribed to, and which lists its server may change: the session's one
+//! book of its subscriptions, bounded in count and bytes, with the URIs its 2026-07-28 listens on
+//! this replica hold (the server subscribed when the first listen asks for a URI, unsubscribed
+//! when the last one lets it go).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use bytes::Bytes;
 
@@ -13,6 +15,8 @@ pub(super) struct Subscriptions {
     pub(super) uris: BTreeSet<String>,
     /// The `list_changed` notifications the server announced it may send.
     pub(super) changeable_lists: Vec<&'static str>,
+    /// How many listens on this replica want each URI.
+    listening: HashMap<String, usize>,
 }
 
 impl Subscriptions {
@@ -32,6 +36,28 @@ impl Subscriptions {
         Ok(self.uris.insert(uri.to_owned()))
     }
 
+    /// One more listen wants `uri`; whether it is the first (which subscribes the server).
+    pub(super) fn hold_for_listen(&mut self, uri: &str) -> bool {
+        let count = self.listening.entry(uri.to_owned()).or_default();
+        *count += 1;
+        *count == 1
+    }
+
+    /// One listen no longer wants `uri` (or its subscription was refused); whether it was the
+    /// last (which unsubscribes the server). Counted down and forgotten under the session's
+    /// lock: a listen holding the URI meanwhile is not lost.
+    pub(super) fn release_for_listen(&mut self, uri: &str) -> bool {
+        let Some(count) = self.listening.get_mut(uri) else {
+            return false;
+        };
+        *count -= 1;
+        if *count > 0 {
+            return false;
+        }
+        self.listening.remove(uri);
+        true
+    }
+
     /// What a client that lost messages must re-read: one `resources/updated` per subscribed
     /// URI and one `list_changed` per list the server can change.
     pub(super) fn invalidations(&self) -> Vec<Bytes> {
@@ -46,5 +72,28 @@ impl Subscriptions {
             .iter()
             .map(|method| jsonrpc::notification(method, serde_json::json!({})));
         updates.chain(lists).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_listen_of_a_uri_subscribes_and_the_last_unsubscribes() {
+        let mut book = Subscriptions::default();
+        assert!(book.hold_for_listen("file:///a"));
+        assert!(!book.hold_for_listen("file:///a"));
+        assert!(book.hold_for_listen("file:///b"));
+        assert!(!book.release_for_listen("file:///a"));
+        assert!(book.release_for_listen("file:///a"));
+        assert!(
+            !book.release_for_listen("file:///a"),
+            "an unheld URI is no one's last"
+        );
+        assert!(
+            book.hold_for_listen("file:///a"),
+            "released, the next listen subscribes again"
+        );
     }
 }

@@ -1,22 +1,15 @@
-//! The resource subscriptions 2026-07-28 listens make of a session's server, counted per
-//! session and URI across the listens on this replica: the server is subscribed when the first
-//! listen asks for a URI and unsubscribed when the last one lets it go.
+//! The resource subscriptions 2026-07-28 listens make of a session's server, counted in the
+//! session's book of subscriptions: made by the session itself where it lives here, through its
+//! owner for a view.
 
 use std::sync::Arc;
 
-use dashmap::DashMap;
 use serde_json::json;
 
 use super::Registry;
 use crate::session::{Session, SessionError};
 use crate::wire::jsonrpc::Message;
 use crate::wire::methods::{RESOURCES_SUBSCRIBE, RESOURCES_UNSUBSCRIBE};
-
-/// How many listens of each session want each URI.
-#[derive(Debug, Default)]
-pub(in crate::session) struct ListenSubscriptions {
-    counts: DashMap<(String, String), usize>,
-}
 
 impl Registry {
     /// Subscribes `session`'s server to `uri` for a listen, unless a listen of the session
@@ -26,19 +19,10 @@ impl Registry {
         session: &Arc<Session>,
         uri: &str,
     ) -> Result<(), SessionError> {
-        let counts = &self.listens.counts;
-        let key = (session.id().to_owned(), uri.to_owned());
-        let first = {
-            let mut count = counts.entry(key.clone()).or_default();
-            *count += 1;
-            *count == 1
-        };
+        let first = session.lock().subscriptions.hold_for_listen(uri);
         if first {
             if let Err(refused) = self.change_subscription(session, uri, true).await {
-                counts.remove_if_mut(&key, |_, count| {
-                    *count -= 1;
-                    *count == 0
-                });
+                session.lock().subscriptions.release_for_listen(uri);
                 return Err(refused);
             }
         }
@@ -48,16 +32,7 @@ impl Registry {
     /// One listen of `session` no longer wants `uri`; the last one unsubscribes its server
     /// (an ended session's is not asked).
     pub async fn release_for_listen(&self, session: &Arc<Session>, uri: &str) {
-        let key = (session.id().to_owned(), uri.to_owned());
-        // Counted down and removed under one lock: a listen subscribing meanwhile is not lost.
-        let last = self
-            .listens
-            .counts
-            .remove_if_mut(&key, |_, count| {
-                *count -= 1;
-                *count == 0
-            })
-            .is_some();
+        let last = session.lock().subscriptions.release_for_listen(uri);
         if last && !session.ended.is_cancelled() {
             let _ = self.change_subscription(session, uri, false).await;
         }

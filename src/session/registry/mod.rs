@@ -3,7 +3,7 @@
 //! idle expiry or at shutdown, and fails requests past their deadline. Sessions that live on
 //! other replicas are found, followed and taken over in `replica`; what serves it: `door`
 //! (the way in), `per_principal` (limits), `expiry` (the sweeps), `leaving` (shutdown), `listens`
-//! (the resource subscriptions of 2026-07-28 listens).
+//! (the resource subscriptions 2026-07-28 listens make, counted in each session's book).
 
 mod door;
 mod expiry;
@@ -67,8 +67,6 @@ pub struct Registry {
     pub(in crate::session) spent: replica::spent::Spent,
     /// The principals' request rates.
     pub(in crate::session) limiter: crate::session::rate::Limiter,
-    /// The resource subscriptions the sessions' 2026-07-28 listens hold.
-    pub(in crate::session) listens: listens::ListenSubscriptions,
 }
 
 impl Registry {
@@ -115,7 +113,6 @@ impl Registry {
             server: server.to_owned(),
             spent: Default::default(),
             limiter,
-            listens: Default::default(),
         }
     }
 
