@@ -11,10 +11,12 @@
 //!     for `session/*` and `Mcp-Protocol-Session-Id`), `websocket/` the same path upgraded (the
 //!     handshake, the connection's loop, what each message does), `legacy_sse` the 2024-11-05
 //!     pair, `internal` the other replicas' hop, `session_methods` `session/start|resume|end`.
-//!   - `modern/` is the 2026-07-28 face in front of legacy servers: the checks of a request,
-//!     the call and its stream (`call`, `exchange`), what the server asks of the client
-//!     (`server_requests`, `retry`), `subscriptions_listen`; `data_layer/` reads the sessions a client names
-//!     in its messages and serves state handles. Both ask `session::correlate` for a session.
+//!   - `modern/` is the 2026-07-28 face in front of legacy servers: the checks of a request, the
+//!     call and its stream (`call`, `exchange`), what the server asks of the client
+//!     (`server_requests`, `retry`), `subscriptions_listen`; `data_layer/` is the wire of the
+//!     sessions a client names in its messages (the cookie, the `sessions/*` answers,
+//!     `messages/listen`, the handle tools answered). Both ask `session::correlate` and
+//!     `session::data_layer` for a session.
 //!   - `authorization` makes the proxy an OAuth 2.1 resource server in front of every path
 //!     (401/403 with their challenges, the RFC 9728 metadata); `guard` says who a request
 //!     acts for.
@@ -34,30 +36,32 @@
 //!   messages in, in flight under upstream ids), `filing` (server messages and upstream failures
 //!   into the log), `readers` (streams read, replayed, resumed). `state` is what the one lock
 //!   guards, in parts that own their bookkeeping (`inflight`, `reading`, `subscriptions`,
-//!   `replica`, `layer`); `log` is the bounded, coalescing event log. Beside them: `handshake`
-//!   (initialize, initialized and subscriptions, for a client or to bring an upstream back),
-//!   `revival` (a session whose server exited going on with a new one), `error` (why a session did
-//!   not take a message), `error_answer` (the code of each error a session answers with itself),
-//!   `exposure` (which of the server's tools and prompts clients see, and under which names; which
-//!   of its resources, by URI), `rate` (requests per second per principal and per tool, checked at
-//!   the door), `protocol` (a protocol-level session's numbered events), `routing` (which stream a
-//!   server message belongs to), `list_cache` and `response_cache` (lists and reusable results
-//!   answered without the server), `settings` (what the configuration gives sessions). `registry/`
-//!   creates, finds (per principal) and expires sessions, with what serves it: `door` (the way in),
-//!   `per_principal` (each principal's count, with replicas together), `expiry` (the sweeps),
-//!   `leaving` (shutting down without losing what was taken), `listens` (the resource subscriptions
-//!   2026-07-28 listens make, counted in the session's one book of them, `subscriptions`), and `replica/` (finding a session wherever it lives, following views,
+//!   `replica`, the named session's `Layer`); `log` is the bounded, coalescing event log. Beside
+//!   them: `handshake` (initialize, initialized and subscriptions, for a client or to bring an
+//!   upstream back), `revival` (a session whose server exited going on with a new one), `error`
+//!   (why a session did not take a message), `error_answer` (the code of each error a session
+//!   answers with itself), `exposure` (which of the server's tools and prompts clients see, and
+//!   under which names; which of its resources, by URI), `rate` (requests per second per principal
+//!   and per tool, checked at the door), `protocol` (a protocol-level session's numbered events),
+//!   `routing` (which stream a server message belongs to), `list_cache` and `response_cache` (lists
+//!   and reusable results answered without the server), `settings` (what the configuration gives
+//!   sessions). `registry/` creates, finds (per principal) and expires sessions, with what serves
+//!   it: `door` (the way in), `per_principal` (each principal's count, with replicas together),
+//!   `expiry` (the sweeps), `leaving` (shutting down without losing what was taken), `listens` (the
+//!   resource subscriptions 2026-07-28 listens make, counted in the session's one book of them,
+//!   `subscriptions`), and `replica/` (finding a session wherever it lives, following views,
 //!   takeover, fencing a deposed owner, handing sessions over when leaving, the sessions of
 //!   2026-07-28 principals, one-use tokens). `replica/` is what one session holds of the shared
 //!   store (where it records itself, the `server_side` of it, the `cluster` the fronts see);
 //!   `state/record` the state written there and read back (an owned session's record, a view's
 //!   copy, a session adopted after its owner died). `correlate/` holds the server-wide tables of
 //!   sessions for requests that name none of the proxy's (which session serves a principal,
-//!   sessions prepared ahead for requests without one, sessions named in messages, calls held for
-//!   the client's input); `virtual_server/` is a virtual server's members in one session
-//!   (`members`: an upstream each; `router`: to which member a request goes, `rules` whether it
-//!   may, `catalog` what each serves; `fan_out` and `merge`: what every member is asked, merged;
-//!   `attribution`: what each member sends, held to its own requests).
+//!   sessions prepared ahead for requests without one, calls held for the client's input);
+//!   `data_layer/` the sessions a client names in its messages (what one is, `table` of them,
+//!   `handles`: how a call names a state handle); `virtual_server/` is a virtual server's members
+//!   in one session (`members`: an upstream each; `router`: to which member a request goes, `rules`
+//!   whether it may, `catalog` what each serves; `fan_out` and `merge`: what every member is asked,
+//!   merged; `attribution`: what each member sends, held to its own requests).
 //! - [`upstream`]: server transports only. `factory` builds a session's upstream; `stdio` runs
 //!   one child process per session, `shared` one for all, `streamable_http` and `legacy_sse`
 //!   make the proxy an HTTP client, `modern/` bridges a legacy session to a 2026-07-28 server
@@ -105,10 +109,10 @@
 //!     queue's count, which upstream readers wait on, `memory` freed memory given back,
 //!     `lazy_map` the maps that cost nothing while empty, `error_chain` an error and its
 //!     causes on one line.
-//!   - [`hop`] the replicas' hop on the wire, its signatures and the nonces taken (`nonces`); [`auth`]
-//!     bearer tokens verified (JWT signatures by the issuer's keys, introspection, the
-//!     issuer's metadata), tokens exchanged, a virtual server's members' credentials in one
-//!     value (`members`).
+//!   - [`hop`] the replicas' hop on the wire, its signatures and the nonces taken (`nonces`);
+//!     [`auth`] bearer tokens verified (JWT signatures by the issuer's keys, introspection, the
+//!     issuer's metadata), tokens exchanged, a virtual server's members' credentials in one value
+//!     (`members`).
 //! - Entry: [`config`] every key declared once (type, default, flag, doc, checks), validation
 //!   and the rendered reference, [`server`] start and stop (`stdio_checks`: what is checked of
 //!   the stdio servers before the proxy listens), [`demo`] the bundled

@@ -13,7 +13,7 @@
 use libfuzzer_sys::fuzz_target;
 use mcp_session_proxy::base::keys::Keys;
 use mcp_session_proxy::front::data_layer::cookie::{self, Cookie, DRAFT_META_KEY};
-use mcp_session_proxy::session::layer::META_KEY;
+use mcp_session_proxy::session::data_layer::META_KEY;
 use mcp_session_proxy::wire::jsonrpc;
 use serde_json::{Map, Value};
 

@@ -64,7 +64,7 @@ pub struct App {
     /// The 2026-07-28 face: its settings and the upstream sessions serving it.
     pub modern: modern::Modern,
     /// Sessions clients name in their messages: data-layer sessions and state handles.
-    pub data_layer: crate::session::correlate::named::DataLayer,
+    pub data_layer: crate::session::data_layer::NamedSessions,
     /// With `[auth]`: what its server gets of a client's token.
     pub upstream_credentials: settings::UpstreamCredentials,
 }

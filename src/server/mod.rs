@@ -23,8 +23,8 @@ use crate::front::settings::UpstreamCredentials;
 use crate::front::{self, App, Router};
 use crate::session::cluster::Cluster;
 use crate::session::correlate::held::HeldCalls;
-use crate::session::correlate::named::DataLayer;
 use crate::session::correlate::pool::AnonymousPool;
+use crate::session::data_layer::NamedSessions;
 use crate::session::exposure::{Exposure, ResourceExposure};
 use crate::session::virtual_server::{Member, MemberNames, VirtualServer};
 use crate::session::Registry;
@@ -315,7 +315,7 @@ impl Shared<'_> {
             metrics: server_metrics,
             shutdown: self.shutdown.clone(),
             websockets: TaskTracker::new(),
-            data_layer: DataLayer::new(
+            data_layer: NamedSessions::new(
                 session.data_layer_settings(),
                 self.keys.layer_state.clone(),
             ),

@@ -12,10 +12,10 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tracing::debug;
 
+use super::data_layer::{self, LayerKind};
 use super::error_answer::ErrorAnswer;
 use super::exposure::ResourceList;
 use super::inflight::{Inflight, MAX_ASKED};
-use super::layer::{self, LayerKind};
 use super::log::{Logged, StreamKey};
 use super::routing::{self, Route};
 use super::state::State;
@@ -185,7 +185,7 @@ impl Session {
             .as_ref()
             .filter(|l| l.kind == LayerKind::Session)
         {
-            layer::stamp(message, &self.id, layer);
+            data_layer::stamp(message, &self.id, layer);
         }
         Some(state.stream_of(request.stream))
     }

@@ -10,13 +10,13 @@
 
 mod calls;
 pub mod correlate;
+pub mod data_layer;
 mod error;
 mod error_answer;
 pub mod exposure;
 mod filing;
 mod handshake;
 mod inflight;
-pub mod layer;
 pub mod list_cache;
 pub mod log;
 pub mod protocol;
@@ -50,7 +50,7 @@ use crate::store::{Backlog, Fence, Mirror, Op, Record};
 use crate::telemetry::metrics::ServerMetrics;
 use crate::upstream::credential::Credential;
 use crate::upstream::Upstream;
-use layer::Layer;
+use data_layer::Layer;
 use list_cache::ListCache;
 pub use reach::Reach;
 use response_cache::ResponseCache;

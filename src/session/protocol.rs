@@ -113,7 +113,7 @@ pub fn advertise(result: &RawValue, window: &Window) -> Option<Box<RawValue>> {
             "httpHeader": "Mcp-Protocol-Session-Id",
         }),
     );
-    super::layer::advertise(capabilities);
+    super::data_layer::advertise(capabilities);
     serde_json::value::to_raw_value(&result).ok()
 }
 

@@ -6,8 +6,7 @@
 use serde_json::{Map, Value};
 
 use crate::front::rejection::Rejection;
-use crate::session::correlate::named::NamedBy;
-use crate::session::layer::META_KEY;
+use crate::session::data_layer::{NamedBy, META_KEY};
 
 /// The earlier drafts' key.
 pub use crate::wire::era::DRAFT_SESSION_META_KEY as DRAFT_META_KEY;

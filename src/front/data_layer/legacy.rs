@@ -11,13 +11,14 @@ use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
 use super::cookie::{self, Cookie};
-use super::handles::{self, Dispatched};
+use super::handle_tools::{self, Dispatched};
 use super::methods::{self, Verb};
 use crate::base::caller::Caller;
 use crate::front::rejection::failed_request;
 use crate::front::rejection::Rejection;
 use crate::front::request::ask;
 use crate::front::App;
+use crate::session::data_layer::handles;
 use crate::session::Session;
 use crate::wire::jsonrpc::{self, Message};
 use crate::wire::methods::{route as route_of, Route, TOOLS_CALL, TOOLS_LIST};
@@ -114,7 +115,7 @@ pub async fn route(
     match method.as_str() {
         TOOLS_CALL => {
             let init = || init_params(transport);
-            let dispatched = handles::dispatch(app, caller, &message, init).await;
+            let dispatched = handle_tools::dispatch(app, caller, &message, init).await;
             match dispatched.map_err(|r| r.with_id(Some(&id)))? {
                 Dispatched::Plain => Ok(Routed::Transport(message)),
                 Dispatched::Answered(result) => answered(result),

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use crate::front::event_stream::{self, KeepAlive, Next, Options, Source};
 use crate::front::App;
-use crate::session::layer::META_KEY;
+use crate::session::data_layer::META_KEY;
 use crate::session::{Reader, Session};
 use crate::wire::http_body::Body;
 use crate::wire::jsonrpc;

@@ -9,7 +9,7 @@ use super::cookie::{Cookie, DRAFT_META_KEY};
 use crate::base::caller::Caller;
 use crate::front::rejection::Rejection;
 use crate::front::App;
-use crate::session::layer::{LayerKind, META_KEY};
+use crate::session::data_layer::{LayerKind, META_KEY};
 
 pub use crate::wire::methods::NamedVerb as Verb;
 

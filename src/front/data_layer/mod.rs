@@ -1,12 +1,13 @@
 //! How a client names a session in its messages: data-layer sessions (seed `002`:
 //! `sessions/create`, a cookie in `_meta`, `sessions/delete`, `messages/listen`) and state
 //! handles (SEP-2567: a tool opens a handle, tools take it as an argument). `cookie` (how a
-//! request names one), `methods` (the `sessions/*` answers), `listen` (`messages/listen`),
-//! `handles` (the tools), `legacy` (legacy requests naming one). The table of named sessions
-//! is `session::correlate::named`; what a named session is, `session::layer`.
+//! request names one), `methods` (the `sessions/*` answers), `messages_listen`
+//! (`messages/listen`), `handle_tools` (the handle tools answered), `legacy` (legacy requests
+//! naming one). What a named session is, their table and how a call names a handle are the
+//! session layer's `session::data_layer`; this is the wire.
 
 pub mod cookie;
-pub mod handles;
+pub mod handle_tools;
 pub mod legacy;
 pub mod messages_listen;
 pub mod methods;
@@ -14,8 +15,8 @@ pub mod methods;
 use super::rejection::Rejection;
 use super::App;
 use crate::base::caller::Caller;
-use crate::session::correlate::named::{DataLayerSettings, Named};
-use crate::session::layer::LayerKind;
+use crate::session::data_layer::handles::{self, HandleCall};
+use crate::session::data_layer::{DataLayerSettings, LayerKind, Named};
 use crate::wire::jsonrpc::Message;
 use crate::wire::methods::{is_session_bound, TOOLS_CALL};
 
@@ -27,7 +28,7 @@ pub fn requires_session(settings: &DataLayerSettings, request: &Message) -> bool
         && is_session_bound(method)
         && !(settings.handles
             && method == TOOLS_CALL
-            && !matches!(handles::classify(request), handles::HandleCall::Plain))
+            && !matches!(handles::classify(request), HandleCall::Plain))
 }
 
 /// The named session `cookie` names for `caller` (found with its credential, which its

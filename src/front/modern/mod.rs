@@ -203,7 +203,7 @@ async fn discover(
     };
     let mut result = envelope::discover(&initialized.result, app.modern.hints, true);
     if let Some(serde_json::Value::Object(capabilities)) = result.get_mut("capabilities") {
-        crate::session::layer::advertise(capabilities);
+        crate::session::data_layer::advertise(capabilities);
     }
     Ok(json(StatusCode::OK, jsonrpc::result_response(id, result)))
 }

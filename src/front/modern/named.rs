@@ -10,7 +10,7 @@ use super::envelope::{self, CacheHints};
 use super::exchange;
 use crate::base::caller::Caller;
 use crate::front::data_layer::cookie::Cookie;
-use crate::front::data_layer::handles::{self, Dispatched};
+use crate::front::data_layer::handle_tools::{self, Dispatched};
 use crate::front::data_layer::methods::{self, Verb};
 use crate::front::data_layer::{self, messages_listen};
 use crate::front::rejection::Rejection;
@@ -18,9 +18,10 @@ use crate::front::request::ask;
 use crate::front::request::json;
 use crate::front::settings::CacheScope;
 use crate::front::App;
-use crate::session::correlate::named::Named;
 use crate::session::correlate::Correlated;
 use crate::session::correlate::Declared;
+use crate::session::data_layer::handles;
+use crate::session::data_layer::Named;
 use crate::wire::era::request::RequestMeta;
 use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::{self, Message};
@@ -92,7 +93,7 @@ pub enum Handled {
 /// within a handle sent to the handle's session, any other given back to the caller.
 pub async fn handle_call(app: &App, forwarded: &Message, call: Call) -> Handled {
     let init = || Declared::from(&call.meta).initialize_params();
-    let dispatched = handles::dispatch(app, &call.caller, forwarded, init).await;
+    let dispatched = handle_tools::dispatch(app, &call.caller, forwarded, init).await;
     match dispatched {
         Ok(Dispatched::Plain) => Handled::Plain(Box::new(call)),
         Ok(Dispatched::Answered(mut result)) => {

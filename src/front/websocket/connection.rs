@@ -13,8 +13,8 @@ use tokio_tungstenite::WebSocketStream;
 use tracing::debug;
 
 use super::{Bound, Connection};
-use crate::front::data_layer::handles;
 use crate::front::session_methods;
+use crate::session::data_layer::handles;
 use crate::session::Delivery;
 use crate::wire::jsonrpc::{id_key, Kind, Message};
 

@@ -1,12 +1,12 @@
 //! The server-wide tables of sessions, for requests that name no session of the proxy's: which
 //! session serves a principal and the capabilities its client declares (`by_principal`),
-//! sessions prepared ahead for requests without a principal (`pool`), the sessions a client
-//! names in its messages (`named`), and the calls each principal has waiting for its input
-//! (`held`). The front asks for a session and gets one, initialized as its client would.
+//! sessions prepared ahead for requests without a principal (`pool`), and the calls each
+//! principal has waiting for its input (`held`). The front asks for a session and gets one,
+//! initialized as its client would (the sessions a client names in its messages are
+//! `session::data_layer`'s, opened the same way).
 
 pub mod by_principal;
 pub mod held;
-pub mod named;
 pub mod pool;
 
 use std::sync::{Arc, Mutex};
@@ -128,7 +128,7 @@ impl Drop for EndOnDrop {
 /// Creates a session of `caller` and initializes its server with `params` as a legacy client
 /// would. The session is ended unless its server is initialized: a refusal, or the client gone
 /// meanwhile.
-async fn open_initialized(
+pub(in crate::session) async fn open_initialized(
     registry: &Arc<Registry>,
     caller: &Caller,
     params: Value,

@@ -43,7 +43,7 @@ pub(super) struct State {
     /// The client's `initialize` params: a new or forgetful upstream is initialized with them.
     pub(super) init: Option<String>,
     /// A session named in messages (a data-layer session or a state handle, `layer`).
-    pub(super) layer: Option<Box<super::layer::Layer>>,
+    pub(super) layer: Option<Box<super::data_layer::Layer>>,
 }
 
 impl State {

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::State;
 use crate::base::ids::Principal;
-use crate::session::layer::Layer;
+use crate::session::data_layer::Layer;
 use crate::session::log::Logged;
 use crate::session::replica::server_side;
 use crate::session::routing;

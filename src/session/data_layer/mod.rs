@@ -1,7 +1,15 @@
 //! Sessions a client names in its messages rather than its transport: data-layer sessions (seed
 //! `002`) and state handles (SEP-2567). Each is a session like any other, with an idle TTL and a
-//! lifetime of its own; a data-layer session's results tell the client its metadata
-//! (`_meta["io.modelcontextprotocol/session"]`: `sessionId`, `state`, `expiresAt`).
+//! lifetime of its own (its `Layer`, here); a data-layer session's results tell the client its
+//! metadata (`_meta["io.modelcontextprotocol/session"]`: `sessionId`, `state`, `expiresAt`).
+//! `table` opens, finds (bound to their principal by a signed `state`), counts and closes them;
+//! `handles` is how a call names a handle. The front keeps the wire: how a request carries a
+//! cookie, and each era's answers (`front::data_layer`, `front::modern::named`).
+
+pub mod handles;
+pub mod table;
+
+pub use table::{DataLayerSettings, Named, NamedBy, NamedSessions};
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

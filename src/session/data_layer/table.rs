@@ -1,8 +1,7 @@
-//! The sessions a client names in its messages, each its own upstream session (its own child
-//! under per-session isolation): data-layer sessions (`sessions/create`, a cookie in `_meta`)
-//! and state handles (a tool opens a handle, tools take it as an argument). Opened, found
-//! (bound to their principal by a signed `state`), counted per principal and closed here;
-//! what a named session is lives in `session::layer`, how requests name one in the front.
+//! The table of sessions a client names in its messages, each its own upstream session (its own
+//! child under per-session isolation): data-layer sessions (`sessions/create`, a cookie in
+//! `_meta`) and state handles (a tool opens a handle, tools take it as an argument). Opened,
+//! found (bound to their principal by a signed `state`), counted per principal and closed here.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -12,11 +11,11 @@ use dashmap::DashMap;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::{open_initialized, Initialized, PrincipalSessions};
+use super::{Layer, LayerKind};
 use crate::base::caller::Caller;
 use crate::base::ids::Principal;
 use crate::base::keys::Key;
-use crate::session::layer::{Layer, LayerKind};
+use crate::session::correlate::{open_initialized, Initialized, PrincipalSessions};
 use crate::session::{Registry, Session, SessionError};
 
 /// A served server's settings for sessions named in messages (configuration).
@@ -51,7 +50,7 @@ impl Default for DataLayerSettings {
 
 /// The named sessions of a served server, as this replica knows them.
 #[derive(Default)]
-pub struct DataLayer {
+pub struct NamedSessions {
     pub settings: DataLayerSettings,
     /// Signs each named session's `state`.
     key: Key,
@@ -81,12 +80,12 @@ pub struct Named {
     pub initialized: Arc<Initialized>,
 }
 
-impl DataLayer {
-    pub fn new(settings: DataLayerSettings, key: Key) -> DataLayer {
-        DataLayer {
+impl NamedSessions {
+    pub fn new(settings: DataLayerSettings, key: Key) -> NamedSessions {
+        NamedSessions {
             settings,
             key,
-            ..DataLayer::default()
+            ..NamedSessions::default()
         }
     }
 
