@@ -9,7 +9,10 @@ use clap::ValueEnum;
 use serde::{Deserialize, Deserializer};
 
 use super::duration::parse_duration;
-use super::exposure::{LimitsFlags, PromptsFlags, ResourcesFlags, ToolsFlags};
+use super::exposure::{
+    LimitsConfig, LimitsFlags, PromptsConfig, PromptsFlags, ResourcesConfig, ResourcesFlags,
+    ToolsConfig, ToolsFlags,
+};
 use super::keys::settings;
 use super::parsers::access_log;
 use super::tls::{ListenerTlsConfig, ListenerTlsFlags};
@@ -18,8 +21,6 @@ use super::{
     SessionFlags, TracingConfig, TracingFlags, UpstreamConfig, UpstreamFlags,
 };
 use crate::front::settings::AccessLog;
-use crate::session::exposure::{Exposure, ResourceExposure};
-use crate::session::rate::RateLimits;
 
 /// How stdio children are shared among sessions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ValueEnum)]
@@ -113,100 +114,97 @@ settings! {
 
         /// Which of the default server's tools clients see, and under which names.
         #[command(flatten)]
-        pub tools: Exposure = Exposure::default(), section(ToolsFlags);
+        pub tools: ToolsConfig = ToolsConfig::default(), section(ToolsFlags);
 
         /// Which of the default server's prompts clients see, and under which names.
         #[command(flatten)]
-        pub prompts: Exposure = Exposure::default(), section(PromptsFlags);
+        pub prompts: PromptsConfig = PromptsConfig::default(), section(PromptsFlags);
 
         /// Which of the default server's resources clients see, by URI.
         #[command(flatten)]
-        pub resources: ResourceExposure = ResourceExposure::default(), section(ResourcesFlags);
+        pub resources: ResourcesConfig = ResourcesConfig::default(), section(ResourcesFlags);
 
         /// Requests per second per principal (and per principal and tool), for every served
         /// server.
         #[command(flatten)]
-        pub limits: RateLimits = RateLimits::default(), section(LimitsFlags);
+        pub limits: LimitsConfig = LimitsConfig::default(), section(LimitsFlags);
 
         /// The proxy as an OAuth 2.1 resource server: tokens from this issuer on every request.
         #[command(flatten)]
         pub auth: AuthConfig = AuthConfig::default(), section(AuthFlags);
 
-        /// Gateway mode: named servers, each at `/servers/<name>/mcp` (and `/sse`), each a table
-        /// of `upstream`, `session` (absent: the top-level one), `tools`, `prompts` and
-        /// `resources` keys as at the top level [default: none].
+        /// Gateway mode: named servers, each at `/servers/<name>/mcp` (and `/sse`).
         #[arg(skip)]
-        pub servers: BTreeMap<String, ServerConfig> = BTreeMap::new(), none(());
+        pub servers: BTreeMap<String, ServerConfig> = BTreeMap::new(),
+            named_sections(ServerFlags);
 
         /// Virtual servers: each one endpoint at `/servers/<name>/mcp` composing several named
-        /// servers (`servers`, names of `[servers.<name>]`) with one session, their tools and
-        /// prompts seen as `<member><separator><name>`; `separator` (default `__`), `default`
-        /// (true: also at `/mcp`), and `tools`, `prompts` and `resources` tables on the composed
-        /// names [default: none].
+        /// servers with one session, their tools and prompts seen as
+        /// `<member><separator><name>`.
         #[arg(skip)]
-        pub r#virtual: BTreeMap<String, VirtualConfig> = BTreeMap::new(), none(());
+        pub r#virtual: BTreeMap<String, VirtualConfig> = BTreeMap::new(),
+            named_sections(VirtualFlags);
     }
 }
 
-/// One virtual server: named servers composed into one endpoint.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct VirtualConfig {
-    /// Its members, names of `[servers.<name>]`, in order: the first wins a name two offer.
-    pub servers: Vec<String>,
-    /// Between a member's name and its tools' and prompts' names.
-    pub separator: String,
-    /// Also served at `/mcp`.
-    pub default: bool,
-    /// Which composed tools clients see, and under which names (after the members' own rules).
-    pub tools: Exposure,
-    /// Which composed prompts clients see, and under which names.
-    pub prompts: Exposure,
-    /// Which resources clients see, by URI.
-    pub resources: ResourceExposure,
-}
+settings! {
+    /// One virtual server: named servers composed into one endpoint.
+    pub struct VirtualConfig, flags VirtualFlags {
+        /// Its members, names of `[servers.<name>]`, in order: the first wins a name two offer
+        /// [default: none].
+        #[arg(skip)]
+        pub servers: Vec<String> = Vec::new(), none(());
 
-impl Default for VirtualConfig {
-    fn default() -> VirtualConfig {
-        VirtualConfig {
-            servers: Vec::new(),
-            separator: "__".to_owned(),
-            default: false,
-            tools: Exposure::default(),
-            prompts: Exposure::default(),
-            resources: ResourceExposure::default(),
-        }
+        /// Between a member's name and its tools' and prompts' names [default: __].
+        #[arg(skip)]
+        pub separator: String = "__".to_owned(), none(());
+
+        /// Also served at `/mcp` [default: false].
+        #[arg(skip)]
+        pub default: bool = false, none(());
+
+        /// Which composed tools clients see, and under which names (after the members' own
+        /// rules) [default: all, as named].
+        #[arg(skip)]
+        pub tools: ToolsConfig = ToolsConfig::default(), none(());
+
+        /// Which composed prompts clients see, and under which names [default: all, as named].
+        #[arg(skip)]
+        pub prompts: PromptsConfig = PromptsConfig::default(), none(());
+
+        /// Which resources clients see, by URI [default: all].
+        #[arg(skip)]
+        pub resources: ResourcesConfig = ResourcesConfig::default(), none(());
     }
 }
 
-/// One named server of a gateway.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ServerConfig {
-    /// Served at its own path (`/servers/<name>/mcp`); false: only as a member of virtual
-    /// servers.
-    pub serve: bool,
-    pub upstream: UpstreamConfig,
-    /// Its own session limits and window; absent: the top-level `[session]`.
-    pub session: Option<SessionConfig>,
-    /// Which of its tools clients see, and under which names.
-    pub tools: Exposure,
-    /// Which of its prompts clients see, and under which names.
-    pub prompts: Exposure,
-    /// Which of its resources clients see, by URI.
-    pub resources: ResourceExposure,
-}
+settings! {
+    /// One named server of a gateway.
+    pub struct ServerConfig, flags ServerFlags {
+        /// Served at its own path (`/servers/<name>/mcp`); false: only as a member of virtual
+        /// servers [default: true].
+        #[arg(skip)]
+        pub serve: bool = true, none(());
 
-impl Default for ServerConfig {
-    fn default() -> ServerConfig {
-        ServerConfig {
-            serve: true,
-            upstream: UpstreamConfig::default(),
-            session: None,
-            tools: Exposure::default(),
-            prompts: Exposure::default(),
-            resources: ResourceExposure::default(),
-        }
+        /// Its server [default: the top-level `[upstream]`'s defaults].
+        #[arg(skip)]
+        pub upstream: UpstreamConfig = UpstreamConfig::default(), none(());
+
+        /// Its own session limits and window [default: the top-level `[session]`].
+        #[arg(skip)]
+        pub session: Option<SessionConfig> = None, none(());
+
+        /// Which of its tools clients see, and under which names [default: all, as named].
+        #[arg(skip)]
+        pub tools: ToolsConfig = ToolsConfig::default(), none(());
+
+        /// Which of its prompts clients see, and under which names [default: all, as named].
+        #[arg(skip)]
+        pub prompts: PromptsConfig = PromptsConfig::default(), none(());
+
+        /// Which of its resources clients see, by URI [default: all].
+        #[arg(skip)]
+        pub resources: ResourcesConfig = ResourcesConfig::default(), none(());
     }
 }
 

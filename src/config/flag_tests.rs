@@ -129,7 +129,7 @@ fn tools_are_exposed_as_the_file_and_the_flags_say() {
                 rename = { echo = \"say\" }\ndescriptions = { add = \"Adds.\" }\n\
                 [servers.b.tools]\ndeny = [\"sleep\"]\n";
     let mut config = Config::from_toml(file).unwrap();
-    let exposure = &config.tools;
+    let exposure = config.tools.exposure();
     assert_eq!(exposure.server_name("a_say").as_deref(), Some("echo"));
     assert_eq!(exposure.server_name("a_debug_x"), None);
     assert_eq!(exposure.descriptions["add"], "Adds.");
@@ -175,9 +175,12 @@ fn resources_are_shown_by_uri_globs_from_the_file_and_the_flags_and_never_rename
     let file = "[resources]\ndeny = [\"internal://*\"]\n\
                 [servers.b.resources]\nallow = [\"demo://*\"]\n";
     let mut config = Config::from_toml(file).unwrap();
-    assert!(!config.resources.shows("internal://secret"));
-    assert!(config.resources.shows("demo://greeting"));
-    assert!(!config.servers["b"].resources.shows("test://static-text"));
+    assert!(!config.resources.exposure().shows("internal://secret"));
+    assert!(config.resources.exposure().shows("demo://greeting"));
+    assert!(!config.servers["b"]
+        .resources
+        .exposure()
+        .shows("test://static-text"));
     config.apply(&Cli::parse_from([
         "mcp-session-proxy",
         "--allow-resource",

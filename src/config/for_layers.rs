@@ -144,8 +144,8 @@ impl Config {
     pub fn session_settings(&self) -> SessionSettings {
         self.session.settings(ServedBy {
             upstream: &self.upstream,
-            exposure: (&self.tools, &self.prompts, &self.resources),
-            limits: &self.limits,
+            exposure: super::exposure::exposure(&self.tools, &self.prompts, &self.resources),
+            limits: self.limits.rates(),
             spans: crate::telemetry::spans::Spans::default(),
         })
     }
@@ -287,8 +287,8 @@ impl UpstreamConfig {
 /// `[resources]`), the rate limits (`[limits]`), and where its spans go.
 pub struct ServedBy<'a> {
     pub upstream: &'a UpstreamConfig,
-    pub exposure: (&'a Exposure, &'a Exposure, &'a ResourceExposure),
-    pub limits: &'a RateLimits,
+    pub exposure: (Exposure, Exposure, ResourceExposure),
+    pub limits: RateLimits,
     pub spans: crate::telemetry::spans::Spans,
 }
 
@@ -317,10 +317,10 @@ impl SessionConfig {
             max_subscriptions: self.max_subscriptions,
             max_inflight: self.max_inflight,
             spans: served.spans,
-            tools: Arc::new(tools.clone()),
-            prompts: Arc::new(prompts.clone()),
-            resources: Arc::new(resources.clone()),
-            limits: served.limits.clone(),
+            tools: Arc::new(tools),
+            prompts: Arc::new(prompts),
+            resources: Arc::new(resources),
+            limits: served.limits,
         }
     }
 

@@ -25,6 +25,8 @@ pub struct SettingKey {
     pub checks: &'static [&'static str],
     /// A section (a table of keys of its own): its keys.
     pub nested: Option<fn() -> Vec<SettingKey>>,
+    /// A table of such sections by a name of the operator's (`[servers.<name>]`).
+    pub per_name: bool,
     /// Its default as the reference writes a plain value (`256`, `10m`, `true`, `text`), for a
     /// key of such a type: what its `[default: …]` must say (read by the test of the texts).
     #[cfg_attr(not(test), allow(dead_code))]
@@ -61,9 +63,12 @@ pub trait Declared {
     fn keys() -> Vec<SettingKey>;
 }
 
-/// The keys of a nested section, for kind `section`.
+/// The keys of a nested section, for kind `section` (and `named_sections`: a table of them).
 macro_rules! nested_keys {
     (section, $($flag:tt)*) => {
+        Some(<$($flag)* as $crate::config::keys::Declared>::keys as fn() -> Vec<$crate::config::keys::SettingKey>)
+    };
+    (named_sections, $($flag:tt)*) => {
         Some(<$($flag)* as $crate::config::keys::Declared>::keys as fn() -> Vec<$crate::config::keys::SettingKey>)
     };
     ($kind:ident, $($flag:tt)*) => {
@@ -153,10 +158,15 @@ pub mod check {
     }
 }
 
-/// A nested section's own checks, for kind `section`.
+/// A nested section's own checks, for kind `section`; each named one's, for `named_sections`.
 macro_rules! check_nested {
     (section, $value:expr, $key:expr) => {
         $crate::config::keys::check::Checked::check_keys($value, $key)?
+    };
+    (named_sections, $value:expr, $key:expr) => {
+        for (name, table) in $value {
+            $crate::config::keys::check::Checked::check_keys(table, &format!("{}.{name}", $key))?
+        }
     };
     ($kind:ident, $value:expr, $key:expr) => {};
 }
@@ -175,7 +185,9 @@ macro_rules! check_nested {
 /// `#[arg(skip)]` is a key without a flag; `#[flag_id = "…"]` (last, before the key) names
 /// its flag's id where its name is another table's key's too (with `#[arg(id = "…")]`);
 /// `section(FooFlags)` with `#[command(flatten)]` a
-/// table of keys declared on their own; `secret(FooFlags)` a secret's `…-env` and `…-file`.
+/// table of keys declared on their own; `named_sections(FooFlags)` with `#[arg(skip)]` a table of
+/// such tables by a name of the operator's, without flags; `secret(FooFlags)` a secret's `…-env`
+/// and `…-file`.
 macro_rules! settings {
     // Each key's flag type made explicit (`Option<T>` unless given), as clap reads it.
     (
@@ -292,12 +304,13 @@ macro_rules! settings {
                         ty: stringify!($ty),
                         doc: &[$($doc),*],
                         flag_id: match stringify!($kind) {
-                            "none" | "section" | "secret" => None,
+                            "none" | "section" | "named_sections" | "secret" => None,
                             _ => Some($crate::config::keys::first!($($fid,)? stringify!($field))),
                         },
                         flags: $crate::config::keys::own_flags!($kind, $($flag)*),
                         checks: &[$($(stringify!($check)),*)?],
                         nested: $crate::config::keys::nested_keys!($kind, $($flag)*),
+                        per_name: stringify!($kind) == "named_sections",
                         default_shown: || {
                             #[allow(unused_imports)]
                             use $crate::config::keys::shown::{Plain as _, NotPlain as _};
@@ -434,6 +447,9 @@ pub mod merge {
         flags.apply_to(value);
     }
 
+    /// Tables by a name of the operator's: no flags set them.
+    pub fn named_sections<T, F>(_: &mut BTreeMap<String, T>, _: &F) {}
+
     /// A secret by where it is: the `…-env` or `…-file` flag given replaces the file's.
     pub fn secret<F: SecretFlags>(value: &mut Option<SecretSource>, flags: &F) {
         if let Some(source) = flags.source() {
@@ -466,6 +482,7 @@ mod tests {
             flags: None,
             checks: &[],
             nested: None,
+            per_name: false,
             default_shown: || Some("10m".into()),
         };
         assert_eq!(

@@ -17,6 +17,7 @@ mod reference;
 mod sandbox;
 mod sandbox_reach;
 mod session;
+pub use exposure::{exposure, LimitsConfig, PromptsConfig, ResourcesConfig, ToolsConfig};
 pub use for_layers::ServedBy;
 mod tls;
 mod upstream;

@@ -91,6 +91,10 @@ fn collect(
     let mut sections = Vec::new();
     for key in keys {
         match key.nested {
+            Some(nested) if key.per_name => {
+                let name = format!("{}.<name>", path(key.name));
+                sections.push((name, key.text(), nested()));
+            }
             Some(nested) => sections.push((path(key.name), key.text(), nested())),
             None => {
                 let entry = entry(command, &path(key.name), &key);
@@ -169,8 +173,11 @@ fn type_name(ty: &str) -> Option<&'static str> {
         "SecretSource" => Some("table (`{ env = \"NAME\" }` or `{ file = \"/path\" }`)"),
         "BTreeMap<String,String>" => Some("table of strings"),
         "BTreeMap<String,f64>" => Some("table of numbers"),
-        "BTreeMap<String,ServerConfig>" => Some("table of servers"),
-        "BTreeMap<String,VirtualConfig>" => Some("table of virtual servers"),
+        "ToolsConfig" => Some("table: the keys of `[tools]`"),
+        "PromptsConfig" => Some("table: the keys of `[prompts]`"),
+        "ResourcesConfig" => Some("table: the keys of `[resources]`"),
+        "UpstreamConfig" => Some("table: the keys of `[upstream]`"),
+        "SessionConfig" => Some("table: the keys of `[session]`"),
         _ => None,
     }
 }

@@ -278,8 +278,8 @@ fn the_shipped_example_shows_every_declared_key_and_each_has_a_flag() {
     }
     // Described in the example's prose rather than shown as keys.
     let in_prose = |path: &str| {
-        path == "servers"
-            || path == "virtual"
+        path.starts_with("servers.<name>.")
+            || path.starts_with("virtual.<name>.")
             || path == "limits.tools"
             || path.starts_with("prompts.")
             || ["tools.prefix", "tools.rename", "tools.descriptions"].contains(&path)

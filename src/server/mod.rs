@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::base::keys::Keys;
-use crate::config::ServedBy;
+use crate::config::{exposure, ServedBy};
 use crate::config::{Config, SessionConfig, UpstreamConfig, VirtualConfig};
 use crate::front::modern::envelope::CacheHints;
 use crate::front::modern::state::StateKey;
@@ -162,7 +162,7 @@ impl Shared<'_> {
                     "default",
                     &config.upstream,
                     &config.session,
-                    (&config.tools, &config.prompts, &config.resources),
+                    exposure(&config.tools, &config.prompts, &config.resources),
                     (spec, config.upstream.upstream_credentials()),
                 ))
             }
@@ -174,7 +174,7 @@ impl Shared<'_> {
         for (name, server) in &config.servers {
             let session = server.session.as_ref().unwrap_or(&config.session);
             let spec = settled(&server.upstream, &secrets).await?;
-            let exposure = (&server.tools, &server.prompts, &server.resources);
+            let exposure = exposure(&server.tools, &server.prompts, &server.resources);
             let upstream = (spec, server.upstream.upstream_credentials());
             let app = self.serve(name, &server.upstream, session, exposure, upstream);
             members.insert(name.as_str(), app.clone());
@@ -212,9 +212,9 @@ impl Shared<'_> {
                 Member {
                     names: MemberNames {
                         name: member.clone(),
-                        tools: server.tools.clone(),
-                        prompts: server.prompts.clone(),
-                        resources: server.resources.clone(),
+                        tools: server.tools.exposure(),
+                        prompts: server.prompts.exposure(),
+                        resources: server.resources.exposure(),
                     },
                     factory: apps[member.as_str()].registry.upstream_factory(),
                     request_timeout: server.upstream.request_timeout,
@@ -235,7 +235,7 @@ impl Shared<'_> {
         let metrics = self.metrics.server(name);
         let window = config.session.window();
         let spec = VirtualServer::new(name, &composed.separator, members, window, metrics).spec();
-        let exposure = (&composed.tools, &composed.prompts, &composed.resources);
+        let exposure = exposure(&composed.tools, &composed.prompts, &composed.resources);
         // Each member's credential made for it, as at its own path.
         let credentials = UpstreamCredentials::Members(
             composed
@@ -287,14 +287,14 @@ impl Shared<'_> {
         name: &str,
         upstream: &UpstreamConfig,
         session: &SessionConfig,
-        (tools, prompts, resources): (&Exposure, &Exposure, &ResourceExposure),
+        exposure: (Exposure, Exposure, ResourceExposure),
         (spec, credentials): (UpstreamSpec, UpstreamCredentials),
     ) -> Arc<App> {
         let server_metrics = self.metrics.server(name);
         let settings = session.settings(ServedBy {
             upstream,
-            exposure: (tools, prompts, resources),
-            limits: &self.config.limits,
+            exposure,
+            limits: self.config.limits.rates(),
             spans: self.spans.clone(),
         });
         let registry = Arc::new(Registry::with_store(

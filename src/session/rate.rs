@@ -22,9 +22,8 @@ use crate::wire::named::{self, Named};
 /// Buckets kept at most before the full ones are dropped.
 pub const MAX_BUCKETS: usize = 100_000;
 
-/// As the configuration spells it: `[limits]` (applied to every served server).
-#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
-#[serde(deny_unknown_fields, default)]
+/// The rates principals are held to: what `[limits]` says (applied to every served server).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RateLimits {
     /// Requests one principal may send per second, on average (0: no limit).
     pub requests_per_second: f64,

@@ -23,9 +23,9 @@ pub use resources::{ResourceExposure, ResourceList, UriGlob};
 #[doc(hidden)]
 pub use uri::readings as uri_readings;
 
-/// As the configuration spells it: `[tools]`, `[prompts]`, `[servers.<name>.tools]`, ….
-#[derive(Debug, Clone, Default, serde::Deserialize)]
-#[serde(deny_unknown_fields, default)]
+/// Which of a server's tools (or prompts) clients see, and under which names: what
+/// `[tools]`, `[prompts]`, `[servers.<name>.tools]`, … say.
+#[derive(Debug, Clone, Default)]
 pub struct Exposure {
     /// Globs (`*`, `?`) on the server's names: only tools matching one are seen (none: all).
     pub allow: Vec<Glob>,

@@ -15,10 +15,10 @@ use serde_json::Value;
 use super::glob::Glob;
 use super::uri::{self, READINGS};
 
-/// As the configuration spells it: `[resources]`, `[servers.<name>.resources]`. Only `allow`
-/// and `deny`: URIs are what clients read, so they are never renamed or prefixed.
-#[derive(Debug, Clone, Default, serde::Deserialize)]
-#[serde(deny_unknown_fields, default)]
+/// Which of a server's resources clients see, by URI: what `[resources]`,
+/// `[servers.<name>.resources]` say. Only `allow` and `deny`: URIs are what clients read, so
+/// they are never renamed or prefixed.
+#[derive(Debug, Clone, Default)]
 pub struct ResourceExposure {
     /// Globs (`*`, `?`) on resource URIs: only resources matching one are seen (none: all).
     pub allow: Vec<UriGlob>,

@@ -5,14 +5,14 @@
 //! server's updates of a hidden URI never reach the client.
 
 use crate::harness::{assert_duplicate_refused, Client, Proxy};
+use mcp_session_proxy::config::ResourcesConfig;
 use mcp_session_proxy::config::{Config, Isolation, ServerConfig};
-use mcp_session_proxy::session::exposure::ResourceExposure;
 use serde_json::{json, Value};
 
 fn counter_hidden(config: &mut Config) {
-    config.resources = ResourceExposure {
+    config.resources = ResourcesConfig {
         deny: vec!["demo://counter".into(), "test://static-*".into()],
-        ..ResourceExposure::default()
+        ..ResourcesConfig::default()
     };
 }
 

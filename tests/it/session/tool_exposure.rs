@@ -4,16 +4,16 @@
 //! prompts likewise (`[prompts]`).
 
 use crate::harness::{Client, Proxy};
+use mcp_session_proxy::config::ToolsConfig;
 use mcp_session_proxy::config::{Config, Isolation, ServerConfig};
-use mcp_session_proxy::session::exposure::Exposure;
 use serde_json::{json, Value};
 
 fn exposed(config: &mut Config) {
-    config.tools = Exposure {
+    config.tools = ToolsConfig {
         deny: vec!["sleep*".into(), "emit_*".into()],
         rename: [("echo".to_owned(), "say".to_owned())].into(),
         descriptions: [("add".to_owned(), "Adds two numbers.".to_owned())].into(),
-        ..Exposure::default()
+        ..ToolsConfig::default()
     };
 }
 
