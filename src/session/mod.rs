@@ -362,9 +362,41 @@ impl Session {
 
     /// This replica took the session over: the view ends, and its readers read on in
     /// `successor` from where they were (the log positions are the shared log's).
+    /// The URIs its 2026-07-28 listens hold are counted in the successor from then on: the
+    /// counts move and the successor is named under the view's lock, where `listen_book`
+    /// looks.
     pub(in crate::session) fn succeeded_by(&self, successor: &Arc<Session>) {
-        let _ = self.successor.set(successor.clone());
+        {
+            let mut state = self.lock();
+            let listening = state.subscriptions.take_listening();
+            successor.lock().subscriptions.absorb_listening(listening);
+            let _ = self.successor.set(successor.clone());
+        }
         self.end();
+    }
+
+    /// Does `count` to the book of subscriptions the listens of this session count in now: its
+    /// own, or that of the session that took it over (a view's successor, followed to the
+    /// last). Returns that session, and what `count` said.
+    pub(in crate::session) fn listen_book<T>(
+        self: &Arc<Self>,
+        count: impl Fn(&mut subscriptions::Subscriptions) -> T,
+    ) -> (Arc<Session>, T) {
+        let mut session = self.clone();
+        loop {
+            let successor = {
+                let mut state = session.lock();
+                match session.successor() {
+                    Some(successor) => successor,
+                    None => {
+                        let counted = count(&mut state.subscriptions);
+                        drop(state);
+                        return (session, counted);
+                    }
+                }
+            };
+            session = successor;
+        }
     }
 
     /// The session its server keeps for it, as the record holds it; `None` without one.

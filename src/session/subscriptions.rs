@@ -58,6 +58,18 @@ impl Subscriptions {
         true
     }
 
+    /// The listens' counts, taken out (a view's, for the session that took it over).
+    pub(super) fn take_listening(&mut self) -> HashMap<String, usize> {
+        std::mem::take(&mut self.listening)
+    }
+
+    /// Another book's listens counted here too.
+    pub(super) fn absorb_listening(&mut self, listening: HashMap<String, usize>) {
+        for (uri, count) in listening {
+            *self.listening.entry(uri).or_default() += count;
+        }
+    }
+
     /// What a client that lost messages must re-read: one `resources/updated` per subscribed
     /// URI and one `list_changed` per list the server can change.
     pub(super) fn invalidations(&self) -> Vec<Bytes> {

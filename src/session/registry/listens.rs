@@ -19,10 +19,10 @@ impl Registry {
         session: &Arc<Session>,
         uri: &str,
     ) -> Result<(), SessionError> {
-        let first = session.lock().subscriptions.hold_for_listen(uri);
+        let (session, first) = session.listen_book(|book| book.hold_for_listen(uri));
         if first {
-            if let Err(refused) = self.change_subscription(session, uri, true).await {
-                session.lock().subscriptions.release_for_listen(uri);
+            if let Err(refused) = self.change_subscription(&session, uri, true).await {
+                session.listen_book(|book| book.release_for_listen(uri));
                 return Err(refused);
             }
         }
@@ -32,9 +32,9 @@ impl Registry {
     /// One listen of `session` no longer wants `uri`; the last one unsubscribes its server
     /// (an ended session's is not asked).
     pub async fn release_for_listen(&self, session: &Arc<Session>, uri: &str) {
-        let last = session.lock().subscriptions.release_for_listen(uri);
+        let (session, last) = session.listen_book(|book| book.release_for_listen(uri));
         if last && !session.ended.is_cancelled() {
-            let _ = self.change_subscription(session, uri, false).await;
+            let _ = self.change_subscription(&session, uri, false).await;
         }
     }
 
@@ -58,5 +58,37 @@ impl Registry {
         let id = json!("mcp-session-proxy/subscription");
         let request = Message::request(Some(id), method, params);
         self.ask(session, request).await.map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::session::testing::{initialized, principal, registry};
+    use crate::session::SessionSettings;
+
+    /// A listen opened through a view reads on in the session that took the view over: its
+    /// URIs count there, so another listen of the same URI there neither subscribes again nor,
+    /// closing, unsubscribes what the first still holds; the first one's release is the last.
+    #[tokio::test]
+    async fn a_views_listens_count_on_in_the_session_that_took_it_over() {
+        let registry = registry(SessionSettings::default());
+        let view = initialized(&registry, principal("alice")).await;
+        let successor = initialized(&registry, principal("alice")).await;
+        let uri = "demo://counter";
+        let (_, first) = view.listen_book(|book| book.hold_for_listen(uri));
+        assert!(first);
+        view.succeeded_by(&successor);
+
+        let (counted_in, first) = successor.listen_book(|book| book.hold_for_listen(uri));
+        assert!(std::sync::Arc::ptr_eq(&counted_in, &successor));
+        assert!(!first, "the view's listen holds the URI in the successor");
+        let (_, last) = successor.listen_book(|book| book.release_for_listen(uri));
+        assert!(!last, "the view's listen still holds it");
+        let (counted_in, last) = view.listen_book(|book| book.release_for_listen(uri));
+        assert!(std::sync::Arc::ptr_eq(&counted_in, &successor));
+        assert!(
+            last,
+            "released through the view, the last listen lets the successor's go"
+        );
     }
 }
