@@ -9,3 +9,4 @@ pub mod ids;
 pub mod keys;
 pub mod lazy_map;
 pub mod memory;
+pub mod swap;

@@ -271,7 +271,7 @@ pub fn metadata<B>(router: &Router, request: &Request<B>) -> Option<Response<Bod
     if super::cors::is_preflight(request) {
         let methods = super::cors::methods::METADATA;
         return Some(super::cors::preflight(
-            &router.http,
+            &router.http.now(),
             request.headers(),
             methods,
         ));

@@ -91,8 +91,8 @@ async fn take(
     let body = read_body(
         &parts.headers,
         body,
-        app.http.max_body_bytes,
-        app.http.body_timeout,
+        app.http.now().max_body_bytes,
+        app.http.now().body_timeout,
     )
     .await
     .map_err(|rejection| Refused::Body(Box::new(rejection)))?;
@@ -279,7 +279,7 @@ async fn forward(
             // The asker reads the answer there.
             session.read_elsewhere(&[stream], lease);
             let room = max_answer_bytes.saturating_sub(1 << 10); // the rest of the answer
-            let events = first_answer(session, stream, app.http.json_wait, room).await;
+            let events = first_answer(session, stream, app.http.now().json_wait, room).await;
             Ok(encoded(&Taken::new(Some(stream), events)))
         }
         Ok(None) => Ok(encoded(&Taken::default())),

@@ -94,8 +94,8 @@ async fn post(
     let body = read_body(
         &parts.headers,
         body,
-        app.http.max_body_bytes,
-        app.http.body_timeout,
+        app.http.now().max_body_bytes,
+        app.http.now().body_timeout,
     )
     .await?;
     let mut message = Message::parse(body)?;

@@ -40,6 +40,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
 use crate::base::ids::Principal;
+use crate::base::swap::Swappable;
 use crate::session::cluster::Cluster;
 use crate::session::Registry;
 use crate::telemetry::metrics::{Metrics, ServerMetrics};
@@ -53,7 +54,8 @@ pub struct App {
     /// Its name: `default` for `/mcp`, else the gateway's name for it.
     pub server: Arc<str>,
     pub registry: Arc<Registry>,
-    pub http: HttpSettings,
+    /// The front's settings, one handle a reload may replace (shared by every served server).
+    pub http: Arc<Swappable<HttpSettings>>,
     pub metrics: Arc<ServerMetrics>,
     /// Where its spans go (nowhere unless tracing is on).
     pub spans: crate::telemetry::spans::Spans,
@@ -72,8 +74,9 @@ pub struct App {
 /// Every served server: `/mcp` (the single-server form) and `/servers/<name>/…` (a gateway).
 pub struct Router {
     pub default: Option<Arc<App>>,
-    /// The `Host` policy every path but the internal hop is held to.
-    pub http: HttpSettings,
+    /// The front's settings (the `Host` policy every path but the internal hop is held to, …):
+    /// the handle every served server's `App` shares.
+    pub http: Arc<Swappable<HttpSettings>>,
     pub servers: BTreeMap<String, Arc<App>>,
     pub metrics: Arc<Metrics>,
     /// Cancelled first when stopping: `/readyz` answers 503 and every answer says
@@ -120,8 +123,10 @@ pub async fn serve(
     closing: CancellationToken,
 ) {
     let connections = TaskTracker::new();
-    let open =
-        connections::Connections::new(router.http.max_connections, router.metrics.http.clone());
+    let open = connections::Connections::new(
+        router.http.now().max_connections,
+        router.metrics.http.clone(),
+    );
     let tokens = (stop_accepting.clone(), closing);
     loop {
         let (socket, peer) = tokio::select! {
@@ -324,7 +329,7 @@ async fn route(router: &Router, request: Request<Incoming>) -> Response<Body> {
         return internal::handle(router, &rest, request).await;
     }
     // Against DNS rebinding, on every path: health and metrics too.
-    if let Err(refused) = guard::check_host(&router.http, request.uri(), request.headers()) {
+    if let Err(refused) = guard::check_host(&router.http.now(), request.uri(), request.headers()) {
         let response = Rejection::from(refused).into_response();
         if let Some((app, _)) = router.served(path) {
             telemetry::refused(app, request.method(), &response);
@@ -354,13 +359,13 @@ async fn route(router: &Router, request: Request<Incoming>) -> Response<Body> {
     };
     // A preflight carries no credentials: it is answered before any token is asked for.
     if let Some(methods) = cors::methods::of(endpoint).filter(|_| cors::is_preflight(&request)) {
-        let response = cors::preflight(&app.http, request.headers(), methods);
+        let response = cors::preflight(&app.http.now(), request.headers(), methods);
         if !response.status().is_success() {
             telemetry::refused(app, request.method(), &response);
         }
         return response;
     }
-    let readers = cors::Readers::of(&app.http, request.headers());
+    let readers = cors::Readers::of(&app.http.now(), request.headers());
     let mut response = serve_endpoint(router, request).await;
     readers.allow(&mut response);
     response
@@ -372,7 +377,7 @@ async fn serve_endpoint(router: &Router, mut request: Request<Incoming>) -> Resp
         return text(StatusCode::NOT_FOUND, "not found\n".into());
     };
     if let Err(refused) =
-        guard::check_principal_header(&app.http, request.headers(), request.extensions())
+        guard::check_principal_header(&app.http.now(), request.headers(), request.extensions())
     {
         router.metrics.http.principal_headers_refused.inc();
         let response = Rejection::from(refused).into_response();
@@ -385,7 +390,7 @@ async fn serve_endpoint(router: &Router, mut request: Request<Incoming>) -> Resp
             request.extensions_mut().insert(admitted);
             caller
         }
-        Ok(None) => guard::caller(&app.http, request.headers(), request.extensions()),
+        Ok(None) => guard::caller(&app.http.now(), request.headers(), request.extensions()),
         Err(rejection) => {
             let response = rejection.into_response();
             telemetry::refused(app, request.method(), &response);

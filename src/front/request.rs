@@ -98,7 +98,7 @@ async fn collect(
 
 /// The `Origin` check against DNS rebinding and cross-site use (the router has checked `Host`).
 pub fn check_origin(app: &App, headers: &HeaderMap) -> Result<(), Rejection> {
-    guard::check_origin(&app.http, headers).map_err(Rejection::from)
+    guard::check_origin(&app.http.now(), headers).map_err(Rejection::from)
 }
 
 pub fn require_accept(headers: &HeaderMap, required: &[&str]) -> Result<(), Rejection> {

@@ -48,10 +48,10 @@ pub fn open(
     framing: Framing,
     extras: Extras,
 ) -> Response<Body> {
-    let mut options = Options::new(&app.http, app.shutdown.clone());
+    let mut options = Options::new(&app.http.now(), app.shutdown.clone());
     options.prelude = extras.prelude;
     if framing.primed {
-        let retry = event_stream::retry_ms(&app.http);
+        let retry = event_stream::retry_ms(&app.http.now());
         options.priming = Some(sse::priming(&start.to_string(), Some(retry)));
     }
     options.close_after = framing.close_after;

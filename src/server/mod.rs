@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::base::keys::Keys;
+use crate::base::swap::Swappable;
 use crate::config::{exposure, ServedBy};
 use crate::config::{Config, SessionConfig, UpstreamConfig, VirtualConfig};
 use crate::front::modern::envelope::CacheHints;
@@ -76,6 +77,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
     warn_if_open_to_anyone(&http, addr);
+    let http = Arc::new(Swappable::new(http));
     let metrics = Arc::new(Metrics::default());
     for (server, what) in unenforced {
         let labels = vec![("server", server), ("what", what.to_owned())];
@@ -270,7 +272,7 @@ fn warn_if_open_to_anyone(http: &crate::front::settings::HttpSettings, addr: Soc
 /// What every served server's `App` is built from.
 struct Shared<'a> {
     config: &'a Config,
-    http: &'a crate::front::settings::HttpSettings,
+    http: &'a Arc<Swappable<crate::front::settings::HttpSettings>>,
     metrics: &'a Arc<Metrics>,
     spans: &'a Spans,
     store: &'a Store,

@@ -73,7 +73,7 @@ fn listen<K: Send + 'static>(
     };
     let ack = json!({ "jsonrpc": "2.0", "method": methods::MESSAGES_LISTEN_ACKNOWLEDGED, "params": params });
     let end = jsonrpc::result_value(&id, json!({}));
-    let mut options = Options::new(&app.http, app.shutdown.clone());
+    let mut options = Options::new(&app.http.now(), app.shutdown.clone());
     options.prelude = Some(framing.frame(&ack));
     options.at_shutdown = Some(framing.frame(&end));
     options.buffered = 64;

@@ -87,11 +87,11 @@ pub async fn respond(
         gather_until: None,
         read_through: 0,
         spans: app.spans.clone(),
-        keep_alive: app.http.sse_keep_alive,
+        keep_alive: app.http.now().sse_keep_alive,
         round: None,
     };
     let mut pending = Vec::new();
-    let until = crate::base::clock::from_now(app.http.json_wait);
+    let until = crate::base::clock::from_now(app.http.now().json_wait);
     loop {
         match relay.next(Some(until)).await {
             Next::Frame(frame) => pending.push(frame),

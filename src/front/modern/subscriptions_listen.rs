@@ -167,7 +167,7 @@ pub async fn open(
         SUBSCRIPTIONS_ACKNOWLEDGED,
         json!({ "_meta": { SUBSCRIPTION_ID: id }, "notifications": honoured.to_json() }),
     );
-    let mut options = Options::new(&app.http, app.shutdown.clone());
+    let mut options = Options::new(&app.http.now(), app.shutdown.clone());
     options.prelude = Some(sse::event(None, &ack));
     options.at_shutdown = Some(frame(&end(&id)));
     options.buffered = 64;

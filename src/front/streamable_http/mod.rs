@@ -129,7 +129,7 @@ fn open_stream(
             .is_some_and(|v| v.as_str() >= PRIMING_SINCE);
     let framing = Framing {
         primed: primes,
-        close_after: Some(app.http.sse_close_after).filter(|d| resumable && !d.is_zero()),
+        close_after: Some(app.http.now().sse_close_after).filter(|d| resumable && !d.is_zero()),
         event_ids: resumable,
     };
     session_stream::open(app, reader, start, first, framing, Extras::default())

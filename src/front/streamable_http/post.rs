@@ -45,8 +45,8 @@ pub(super) async fn post(
     let body = read_body(
         &headers,
         body,
-        app.http.max_body_bytes,
-        app.http.body_timeout,
+        app.http.now().max_body_bytes,
+        app.http.now().body_timeout,
     )
     .await?;
     let mut message = session_methods::parse(body)?;
@@ -219,10 +219,14 @@ async fn exchange(
     };
     let mut reader = session.attach(stream, None);
     let start = reader.position();
-    let first = match app.http.post_response {
+    let (post_response, json_wait) = {
+        let http = app.http.now();
+        (http.post_response, http.json_wait)
+    };
+    let first = match post_response {
         PostResponse::Sse => None,
         PostResponse::Json => reader.next().await,
-        PostResponse::Auto => tokio::time::timeout(app.http.json_wait, reader.next())
+        PostResponse::Auto => tokio::time::timeout(json_wait, reader.next())
             .await
             .ok()
             .flatten(),

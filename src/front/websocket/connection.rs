@@ -52,7 +52,7 @@ type Socket = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
 impl Connection {
     pub(super) async fn run(mut self, mut socket: Socket) {
         self.app.metrics.websocket_connections.inc();
-        let keep_alive = self.app.http.sse_keep_alive;
+        let keep_alive = self.app.http.now().sse_keep_alive;
         let mut ticks = interval_at(crate::base::clock::from_now(keep_alive), keep_alive);
         let mut last_heard = Instant::now();
         let shutdown = self.app.shutdown.clone();

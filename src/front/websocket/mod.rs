@@ -66,8 +66,8 @@ pub fn upgrade(app: Arc<App>, mut request: Request<Incoming>) -> Response<Body> 
             .extensions_mut()
             .remove::<super::connections::Slot>();
         let config = WebSocketConfig::default()
-            .max_message_size(Some(app.http.max_body_bytes))
-            .max_frame_size(Some(app.http.max_body_bytes));
+            .max_message_size(Some(app.http.now().max_body_bytes))
+            .max_frame_size(Some(app.http.now().max_body_bytes));
         let span = tracing::debug_span!("websocket");
         let connected = app.clone();
         app.websockets.spawn(

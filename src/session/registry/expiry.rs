@@ -77,14 +77,14 @@ impl Registry {
     /// How often a session in use is looked at again by the idle sweep (and, with a shared
     /// store, told alive there), and how often views are kept: a few times per idle TTL.
     pub(in crate::session) fn in_use_period(&self) -> Duration {
-        (self.settings.idle_ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(30))
+        (self.settings().idle_ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(30))
     }
 
     /// Ends every session due whose idle TTL (or lifetime) has passed, and schedules the others
     /// again; returns how many ended. Looks only at the sessions due, not at every one open.
     pub(in crate::session) fn expire_idle(&self, now: Instant) -> usize {
         let started = std::time::Instant::now();
-        let (ttl, in_use) = (self.settings.idle_ttl, self.in_use_period());
+        let (ttl, in_use) = (self.settings().idle_ttl, self.in_use_period());
         let shared = self.store.redis().is_some();
         let due = self.sweeps.take_due(now);
         self.metrics.idle_sweep_looks_total.inc_by(due.len() as u64);
@@ -171,7 +171,7 @@ impl Registry {
         let mut beats = tokio::time::interval(beat);
         beats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Requests whose server stayed silent too long fail a little after their deadline.
-        let sweep = (self.settings.request_timeout / 8)
+        let sweep = (self.settings().request_timeout / 8)
             .clamp(Duration::from_millis(10), Duration::from_secs(1));
         let mut deadlines = tokio::time::interval(sweep);
         deadlines.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -23,6 +23,7 @@ use tracing::{info, warn};
 
 use crate::base::caller::Caller;
 use crate::base::ids::{self, Principal};
+use crate::base::swap::Swappable;
 use crate::session::list_cache::ListCache;
 use crate::session::response_cache::ResponseCache;
 use crate::session::{Parts, Reach, Session, SessionError, SessionSettings, Shape, Shared};
@@ -53,7 +54,10 @@ pub struct Registry {
     pub(in crate::session) upstreams: Arc<UpstreamFactory>,
     /// The client of the hop to other replicas (https:// as `cluster.ca_file` says).
     pub(in crate::session) hop_client: crate::upstream::http_client::HttpClient,
-    pub(in crate::session) settings: Arc<SessionSettings>,
+    /// The sessions' settings, one handle a reload may replace: a session keeps those current
+    /// when it was made (what was built from them at start, the rate limiter and the list cache,
+    /// stays).
+    settings: Swappable<SessionSettings>,
     pub(in crate::session) metrics: Arc<ServerMetrics>,
     pub(in crate::session) list_cache: Option<Arc<ListCache>>,
     pub(in crate::session) response_cache: Arc<ResponseCache>,
@@ -105,7 +109,7 @@ impl Registry {
                 None => crate::upstream::http_client::plain_client(),
             },
             leaving: AtomicBool::new(false),
-            settings: Arc::new(settings),
+            settings: Swappable::new(settings),
             metrics,
             list_cache: settings_cache,
             response_cache: Arc::default(),
@@ -143,8 +147,14 @@ impl Registry {
         &self.response_cache
     }
 
-    pub fn settings(&self) -> &SessionSettings {
-        &self.settings
+    /// The settings current now: those a session made now gets.
+    pub fn settings(&self) -> Arc<SessionSettings> {
+        self.settings.current()
+    }
+
+    /// Replaces the settings for the sessions made from now on.
+    pub fn replace_settings(&self, settings: SessionSettings) {
+        self.settings.replace(settings);
     }
 
     pub fn len(&self) -> usize {
@@ -201,7 +211,7 @@ impl Registry {
             self.metrics.session_refused(Refusal::Store);
             return Err(SessionError::StoreBehind(queued));
         }
-        let limit = self.settings.max_sessions;
+        let limit = self.settings().max_sessions;
         if self.reserved.fetch_add(1, Ordering::AcqRel) >= limit {
             self.reserved.fetch_sub(1, Ordering::AcqRel);
             self.metrics.session_refused(Refusal::MaxSessions);
@@ -249,7 +259,7 @@ impl Registry {
     /// What each session shares with the others.
     pub(in crate::session) fn shared_with_sessions(&self) -> Shared {
         Shared {
-            settings: self.settings.clone(),
+            settings: self.settings(),
             metrics: self.metrics.clone(),
             list_cache: self.list_cache.clone(),
             response_cache: self.response_cache.clone(),
@@ -330,7 +340,7 @@ impl Registry {
     pub(in crate::session) fn take_in(&self, session: &Arc<Session>) {
         let id = session.shared_id().clone();
         let now = Instant::now();
-        let ttl = self.settings.idle_ttl;
+        let ttl = self.settings().idle_ttl;
         let first_look = session.next_expiry(now, ttl, self.in_use_period());
         self.sweeps.schedule(id.clone(), first_look.unwrap_or(now));
         self.sessions.insert(id, session.clone());
@@ -363,6 +373,8 @@ impl Registry {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use crate::session::testing::{caller, initialized, principal, registry};
     use crate::session::{SessionError, SessionSettings, Shape};
 
@@ -417,5 +429,39 @@ mod tests {
         assert!(matches!(over, SessionError::TooManySessions(3)), "{over}");
         registry.end(second.id());
         create("alice").await.expect("a place freed is a place");
+    }
+
+    #[tokio::test]
+    async fn replaced_settings_reach_the_sessions_made_after_and_the_limits_at_the_door() {
+        let settings = SessionSettings {
+            max_sessions: 1,
+            idle_ttl: Duration::from_secs(600),
+            ..SessionSettings::default()
+        };
+        let registry = registry(settings);
+        let before = registry
+            .create(&caller("alice"), Shape::Streams)
+            .await
+            .unwrap();
+        let refused = registry.create(&caller("bob"), Shape::Streams).await;
+        assert!(matches!(
+            refused.map(|_| ()),
+            Err(SessionError::TooManySessions(1))
+        ));
+        registry.replace_settings(SessionSettings {
+            max_sessions: 2,
+            idle_ttl: Duration::from_secs(60),
+            ..SessionSettings::default()
+        });
+        let after = registry
+            .create(&caller("bob"), Shape::Streams)
+            .await
+            .unwrap();
+        assert_eq!(after.settings.idle_ttl, Duration::from_secs(60));
+        assert_eq!(
+            before.settings.idle_ttl,
+            Duration::from_secs(600),
+            "a session keeps the settings it was made with"
+        );
     }
 }

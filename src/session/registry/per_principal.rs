@@ -26,8 +26,8 @@ impl Registry {
     ) -> Result<(), SessionError> {
         let anonymous = *principal == Principal::anonymous();
         let limit = match anonymous {
-            true => self.settings.max_anonymous_sessions,
-            false => self.settings.max_sessions_per_principal,
+            true => self.settings().max_anonymous_sessions,
+            false => self.settings().max_sessions_per_principal,
         };
         let shared = match self.counted_for(principal) {
             Some(principal) => self.shared_room(principal, id, limit).await,

@@ -91,7 +91,7 @@ impl Registry {
     /// session from expiring, and views nobody reads are dropped (the owner's session lives
     /// on). Owned sessions are told alive by the idle sweep, as they come due.
     pub(in crate::session) fn keep_views(&self, now: Instant) {
-        let ttl = self.settings.idle_ttl;
+        let ttl = self.settings().idle_ttl;
         for view in self.views.iter() {
             if let Some(link) = view.value().owner() {
                 renew(view.value(), link);

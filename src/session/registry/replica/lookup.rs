@@ -176,7 +176,7 @@ impl Registry {
             record,
             subscriptions,
             self.link(redis, id, principal, owner),
-            self.settings.clone(),
+            self.settings(),
             self.metrics.clone(),
         );
         match redis.read_log(&self.server, id, 0).await {

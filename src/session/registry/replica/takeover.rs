@@ -32,7 +32,7 @@ impl Registry {
         upstream_session: Option<&str>,
     ) -> Result<Opened, SessionError> {
         let principal = caller.principal();
-        let limit = self.settings.max_sessions;
+        let limit = self.settings().max_sessions;
         if self.reserved.fetch_add(1, Ordering::AcqRel) >= limit {
             self.reserved.fetch_sub(1, Ordering::AcqRel);
             return Err(SessionError::TooManySessions(limit));
