@@ -170,6 +170,7 @@ impl Config {
         Ok(HttpSettings {
             max_body_bytes: self.http.max_body_bytes,
             body_timeout: self.http.body_timeout,
+            header_timeout: self.http.header_timeout,
             sse_keep_alive: self.http.sse_keep_alive,
             sse_retry: self.http.sse_retry,
             sse_close_after: self.http.sse_close_after,

@@ -31,6 +31,13 @@ settings! {
         #[check(bounded, positive)]
         pub body_timeout: Duration = HttpSettings::default().body_timeout, set;
 
+        /// Longest a request's line and headers may take to arrive; a slower client's connection
+        /// is closed unanswered [default: 30s].
+        #[serde(deserialize_with = "duration")]
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        #[check(bounded, positive)]
+        pub header_timeout: Duration = HttpSettings::default().header_timeout, set;
+
         /// Interval of SSE keep-alive comments on idle streams [default: 15s].
         #[serde(deserialize_with = "duration")]
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]

@@ -263,6 +263,7 @@ async fn serve_connection<IO>(
     // What the connection carried: nothing yet, client requests, or hops.
     let carried = Arc::new(AtomicU8::new(CARRIED_NOTHING));
     let carrying = carried.clone();
+    let header_timeout = router.http.now().header_timeout;
     let service = service_fn(move |mut request: Request<Incoming>| {
         let router = router.clone();
         let kind = match request.uri().path().starts_with("/internal/") {
@@ -294,6 +295,7 @@ async fn serve_connection<IO>(
     });
     let connection = http1::Builder::new()
         .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
         .serve_connection(TokioIo::new(socket), service)
         .with_upgrades();
     tokio::pin!(connection);

@@ -41,6 +41,8 @@ pub struct HttpSettings {
     pub max_body_bytes: usize,
     /// Longest a request body may take to arrive; then 408.
     pub body_timeout: Duration,
+    /// Longest a request's line and headers may take to arrive; then the connection is closed.
+    pub header_timeout: Duration,
     pub sse_keep_alive: Duration,
     pub sse_retry: Duration,
     /// Close streams of 2025-11-25 clients after this long (zero: never).
@@ -72,6 +74,7 @@ impl Default for HttpSettings {
         HttpSettings {
             max_body_bytes: 4 << 20,
             body_timeout: Duration::from_secs(10),
+            header_timeout: Duration::from_secs(30),
             sse_keep_alive: Duration::from_secs(15),
             sse_retry: Duration::from_secs(1),
             sse_close_after: Duration::ZERO,

@@ -460,6 +460,29 @@ async fn a_body_that_stalls_is_408_and_other_sessions_go_on() {
 }
 
 #[tokio::test]
+async fn a_head_that_stalls_closes_its_connection_unanswered_and_other_sessions_go_on() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (proxy, bystander) = with_bystander(|c| {
+        c.http.header_timeout = std::time::Duration::from_millis(300);
+    })
+    .await;
+    let mut socket = tokio::net::TcpStream::connect(proxy.addr()).await.unwrap();
+    let head = format!("POST /mcp HTTP/1.1\r\nhost: {}\r\n", proxy.addr());
+    socket.write_all(head.as_bytes()).await.unwrap();
+    // The headers never end: the proxy closes the connection without an answer.
+    let mut answer = Vec::new();
+    within("the connection closed", socket.read_to_end(&mut answer))
+        .await
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&answer).contains("200 OK"),
+        "nothing served: {}",
+        String::from_utf8_lossy(&answer)
+    );
+    bystander_unharmed(proxy, bystander).await;
+}
+
+#[tokio::test]
 async fn configured_hosts_are_the_only_ones_allowed() {
     let proxy = Proxy::start_with(|c| c.http.allowed_hosts = vec!["mcp.example".into()]).await;
     let mut client = proxy.client();
