@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use super::digest::TokenDigest;
 use super::fetch::ClientCredentials;
-use super::flight::{Flights, Role};
+use super::flight::{Flights, InFlight};
 use super::{unix_now, Authority, Verified};
 
 /// Exchanged tokens kept at most (the bound on what clients can make the proxy hold).
@@ -156,8 +156,8 @@ impl Authority {
             })
             .await;
         match flight {
-            Ok((outcome, Role::Led)) => outcome,
-            Ok((outcome, Role::Followed)) => {
+            Ok((outcome, InFlight::Led)) => outcome,
+            Ok((outcome, InFlight::Followed)) => {
                 self.metrics.token_exchanges_coalesced.inc();
                 outcome
             }

@@ -26,7 +26,7 @@ impl<K, V> Default for Flights<K, V> {
 
 /// How a caller had its outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
+pub enum InFlight {
     /// It did the work.
     Led,
     /// It waited for another caller's.
@@ -46,7 +46,12 @@ enum Joined<V> {
 impl<K: Hash + Eq + Clone, V: Clone> Flights<K, V> {
     /// The outcome of `work` for `key`: done here if no flight for `key` is in progress, else
     /// the one in progress's, waited for at most `wait`.
-    pub async fn run<F, Fut>(&self, key: K, wait: Duration, work: F) -> Result<(V, Role), Overdue>
+    pub async fn run<F, Fut>(
+        &self,
+        key: K,
+        wait: Duration,
+        work: F,
+    ) -> Result<(V, InFlight), Overdue>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = V>,
@@ -59,14 +64,14 @@ impl<K: Hash + Eq + Clone, V: Clone> Flights<K, V> {
                     let work = work.take().expect("a caller leads at most once");
                     let value = work().await;
                     outcome.send_replace(Some(value.clone()));
-                    return Ok((value, Role::Led));
+                    return Ok((value, InFlight::Led));
                 }
                 Joined::Follow(mut outcome) => {
                     match tokio::time::timeout(wait, outcome.wait_for(Option::is_some)).await {
                         Err(_) => return Err(Overdue(wait)),
                         Ok(Ok(value)) => {
                             let value = value.clone().expect("waited for a value");
-                            return Ok((value, Role::Followed));
+                            return Ok((value, InFlight::Followed));
                         }
                         // The leader went away without an outcome: lead (or follow) anew.
                         Ok(Err(_)) => continue,
@@ -142,9 +147,14 @@ mod tests {
         let other = flights.run("b", WAIT, work(2));
         let (answers, other) = tokio::join!(futures_util::future::join_all(burst), other);
         assert_eq!(done.load(Ordering::SeqCst), 2);
-        assert_eq!(other, Ok((2, Role::Led)));
-        let led = answers.iter().filter(|a| **a == Ok((1, Role::Led))).count();
-        let followed = answers.iter().filter(|a| **a == Ok((1, Role::Followed)));
+        assert_eq!(other, Ok((2, InFlight::Led)));
+        let led = answers
+            .iter()
+            .filter(|a| **a == Ok((1, InFlight::Led)))
+            .count();
+        let followed = answers
+            .iter()
+            .filter(|a| **a == Ok((1, InFlight::Followed)));
         assert_eq!((led, followed.count()), (1, 9));
         assert!(flights.is_empty(), "every flight landed");
         flights.run("a", WAIT, work(3)).await.unwrap();
@@ -164,7 +174,7 @@ mod tests {
         });
         let impatient = flights.run("a", Duration::from_secs(2), || async { 2 });
         let (slow, impatient) = tokio::join!(slow, impatient);
-        assert_eq!(slow, Ok((1, Role::Led)));
+        assert_eq!(slow, Ok((1, InFlight::Led)));
         assert_eq!(impatient, Err(Overdue(Duration::from_secs(2))));
     }
 
@@ -181,7 +191,7 @@ mod tests {
         assert!(abandoned.as_mut().now_or_never().is_none());
         assert!(follower.as_mut().now_or_never().is_none());
         drop(abandoned);
-        assert_eq!(follower.await, Ok((2, Role::Led)));
+        assert_eq!(follower.await, Ok((2, InFlight::Led)));
         assert!(flights.is_empty());
     }
 }

@@ -32,7 +32,7 @@ use budget::Budget;
 use digest::{Digests, TokenDigest};
 use discovery::{DiscoveryError, Endpoints};
 use fetch::{ClientCredentials, FetchError, Fetcher};
-use flight::{Flights, Role};
+use flight::{Flights, InFlight};
 use inactive::InactiveTokens;
 use jwk::Algorithm;
 use jwt::Claims;
@@ -335,8 +335,8 @@ impl Authority {
             })
             .await;
         match flight {
-            Ok((claims, Role::Led)) => claims,
-            Ok((claims, Role::Followed)) => {
+            Ok((claims, InFlight::Led)) => claims,
+            Ok((claims, InFlight::Followed)) => {
                 self.metrics.introspections_spared.inc();
                 claims
             }

@@ -332,13 +332,13 @@ pub mod shown {
     pub struct Probe<'a, T>(pub &'a T);
 
     /// A type whose default is written as a plain value.
-    pub trait Value {
+    pub trait Written {
         fn written(&self) -> String;
     }
 
     macro_rules! displayed {
         ($($ty:ty),*) => {$(
-            impl Value for $ty {
+            impl Written for $ty {
                 fn written(&self) -> String {
                     self.to_string()
                 }
@@ -348,7 +348,7 @@ pub mod shown {
     displayed!(usize, u64, u32, u16, u8, i64, f64, bool, String);
 
     /// In the largest unit that divides it: `10m`, `5s`, `250ms`, `0s`.
-    impl Value for Duration {
+    impl Written for Duration {
         fn written(&self) -> String {
             let ms = self.as_millis();
             match ms {
@@ -366,7 +366,7 @@ pub mod shown {
     }
 
     /// An empty text is no value: such a key's default is said in words (`none`, `its URL`).
-    impl<T: Value> Plain for Probe<'_, T> {
+    impl<T: Written> Plain for Probe<'_, T> {
         fn shown(&self) -> Option<String> {
             Some(self.0.written()).filter(|written| !written.is_empty())
         }

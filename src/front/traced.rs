@@ -41,7 +41,7 @@ impl RequestSpan {
             .and_then(|c| SpanContext::parse(&c.traceparent));
         let Some(mut span) = spans.start(
             spans::name_of(message),
-            spans::Kind::Server,
+            spans::SpanKind::Server,
             parent.as_ref(),
         ) else {
             // A trace the client does not record goes on as it came.
@@ -123,7 +123,9 @@ impl RequestSpan {
 /// With tracing on, the span of a resume's replay, under `parent`: the resuming request's span
 /// (or, for a GET with `Last-Event-ID`, the client's context).
 pub fn replay_span(app: &App, parent: Option<&SpanContext>, session: &str) -> Option<Span> {
-    let mut span = app.spans.start("replay", spans::Kind::Internal, parent)?;
+    let mut span = app
+        .spans
+        .start("replay", spans::SpanKind::Internal, parent)?;
     span.set(
         "mcp.session.id",
         crate::telemetry::redact::session(session).to_string(),

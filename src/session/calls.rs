@@ -153,7 +153,7 @@ impl Session {
         }
         let client = request.params().and_then(TraceContext::from_params)?;
         let parent = SpanContext::parse(&client.traceparent)?;
-        let mut span = spans.start(name, spans::Kind::Client, Some(&parent))?;
+        let mut span = spans.start(name, spans::SpanKind::Client, Some(&parent))?;
         spans::describe(&mut span, request);
         span.set(
             "mcp.session.id",

@@ -17,7 +17,7 @@ use super::error_answer::ErrorAnswer;
 use super::exposure::ResourceList;
 use super::inflight::{Inflight, MAX_ASKED};
 use super::log::{Logged, StreamKey};
-use super::routing::{self, Route};
+use super::routing::{self, Destination};
 use super::state::State;
 use super::{protocol, Session};
 use crate::store::{Backlog, Op};
@@ -102,19 +102,19 @@ impl Session {
     fn file(&self, state: &mut State, mut message: Message, rides: Rides) {
         let filing = routing::file(&message, self.settings.coalesce_progress);
         let (stream, terminal) = match filing.route {
-            Route::Response(id) => match self.file_response(state, &mut message, id) {
+            Destination::Response(id) => match self.file_response(state, &mut message, id) {
                 Some(stream) => (stream, true),
                 None => return,
             },
-            Route::Progress(token) => match rides {
+            Destination::Progress(token) => match rides {
                 Rides::Found => (self.progress_stream(state, token), false),
                 Rides::Given(request) => (self.given_stream(state, &message, request), false),
             },
-            Route::Related => match rides {
+            Destination::Related => match rides {
                 Rides::Found => (self.related_stream(state, &message), false),
                 Rides::Given(request) => (self.given_stream(state, &message, request), false),
             },
-            Route::SessionWide => {
+            Destination::SessionWide => {
                 if self.hides(&message) {
                     return;
                 }

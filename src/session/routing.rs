@@ -10,7 +10,7 @@ use crate::wire::methods;
 
 /// Where a server message goes.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Route {
+pub enum Destination {
     /// A response: the stream of the request with this (upstream) id.
     Response(String),
     /// Progress: the stream of the request that carried this token (key form).
@@ -24,7 +24,7 @@ pub enum Route {
 /// How a message is filed: its route and, when only the latest one matters, a coalesce key.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Filing {
-    pub route: Route,
+    pub route: Destination,
     pub coalesce: Option<String>,
 }
 
@@ -51,9 +51,9 @@ pub fn file(message: &Message, coalesce_progress: bool) -> Filing {
     let method = match message.kind() {
         Kind::Response => {
             let id = message.id().map(id_key).unwrap_or_default();
-            return filing(Route::Response(id), None);
+            return filing(Destination::Response(id), None);
         }
-        Kind::Request => return filing(Route::Related, None),
+        Kind::Request => return filing(Destination::Related, None),
         Kind::Notification => message.method().unwrap_or_default(),
     };
     match method {
@@ -61,29 +61,29 @@ pub fn file(message: &Message, coalesce_progress: bool) -> Filing {
             Some(p) => {
                 let token = id_key(&p.token);
                 let key = coalesce_progress.then(|| format!("progress {token}"));
-                filing(Route::Progress(token), key)
+                filing(Destination::Progress(token), key)
             }
-            None => filing(Route::SessionWide, None),
+            None => filing(Destination::SessionWide, None),
         },
-        methods::MESSAGE | methods::CANCELLED => filing(Route::Related, None),
+        methods::MESSAGE | methods::CANCELLED => filing(Destination::Related, None),
         methods::RESOURCES_UPDATED => {
             let key = message
                 .params_as::<Uri>()
                 .map(|p| format!("{method} {}", p.uri));
-            filing(Route::SessionWide, key)
+            filing(Destination::SessionWide, key)
         }
         methods::TASKS_STATUS => {
             let key = message
                 .params_as::<TaskStatus>()
                 .map(|p| format!("{method} {}", p.task_id));
-            filing(Route::SessionWide, key)
+            filing(Destination::SessionWide, key)
         }
-        m if m.ends_with("/list_changed") => filing(Route::SessionWide, Some(m.to_owned())),
-        _ => filing(Route::SessionWide, None),
+        m if m.ends_with("/list_changed") => filing(Destination::SessionWide, Some(m.to_owned())),
+        _ => filing(Destination::SessionWide, None),
     }
 }
 
-fn filing(route: Route, coalesce: Option<String>) -> Filing {
+fn filing(route: Destination, coalesce: Option<String>) -> Filing {
     Filing { route, coalesce }
 }
 
@@ -123,37 +123,37 @@ mod tests {
         let cases = [
             (
                 r#"{"jsonrpc":"2.0","id":4,"result":{}}"#,
-                Route::Response("4".into()),
+                Destination::Response("4".into()),
                 None,
             ),
             (
                 r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}"#,
-                Route::Progress("\"t\"".into()),
+                Destination::Progress("\"t\"".into()),
                 None,
             ),
             (
                 r#"{"jsonrpc":"2.0","id":1,"method":"sampling/createMessage","params":{}}"#,
-                Route::Related,
+                Destination::Related,
                 None,
             ),
             (
                 r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":1}}"#,
-                Route::Related,
+                Destination::Related,
                 None,
             ),
             (
                 r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"a://b"}}"#,
-                Route::SessionWide,
+                Destination::SessionWide,
                 Some("notifications/resources/updated a://b"),
             ),
             (
                 r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#,
-                Route::SessionWide,
+                Destination::SessionWide,
                 Some("notifications/tools/list_changed"),
             ),
             (
                 r#"{"jsonrpc":"2.0","method":"notifications/other"}"#,
-                Route::SessionWide,
+                Destination::SessionWide,
                 None,
             ),
         ];

@@ -50,25 +50,25 @@ pub fn flush_before_panic() {
 }
 
 /// One line's writer.
-pub struct Line {
+pub struct LineWriter {
     gathered: bool,
 }
 
 impl<'a> MakeWriter<'a> for Stderr {
-    type Writer = Line;
+    type Writer = LineWriter;
 
-    fn make_writer(&'a self) -> Line {
-        Line { gathered: false }
+    fn make_writer(&'a self) -> LineWriter {
+        LineWriter { gathered: false }
     }
 
-    fn make_writer_for(&'a self, meta: &Metadata<'_>) -> Line {
-        Line {
+    fn make_writer_for(&'a self, meta: &Metadata<'_>) -> LineWriter {
+        LineWriter {
             gathered: meta.target() == self.batched,
         }
     }
 }
 
-impl Write for Line {
+impl Write for LineWriter {
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
         let mut batch = batch();
         if !self.gathered {
@@ -140,7 +140,7 @@ mod tests {
     #[test]
     fn gathered_lines_wait_for_their_batch_and_other_lines_go_out_behind_them() {
         let gathered = |text: &str| {
-            let mut line = Line { gathered: true };
+            let mut line = LineWriter { gathered: true };
             line.write_all(text.as_bytes()).unwrap();
         };
         flush();
@@ -150,7 +150,9 @@ mod tests {
         assert_eq!(&batch()[..], b"one\ntwo\n", "gathered, not written");
 
         // A line of another target writes the batch, then itself.
-        Line { gathered: false }.write_all(b"three\n").unwrap();
+        LineWriter { gathered: false }
+            .write_all(b"three\n")
+            .unwrap();
         assert!(batch().is_empty());
 
         // The line that fills a batch writes it: what is gathered stays bounded.

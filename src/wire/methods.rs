@@ -65,7 +65,7 @@ pub enum Eras {
 
 /// Who sends it, and whether it has an answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shape {
+pub enum Flow {
     /// A client's request to its server.
     ClientRequest,
     /// A server's request to its client.
@@ -129,7 +129,7 @@ pub enum NamedVerb {
 pub struct Method {
     pub name: &'static str,
     pub eras: Eras,
-    pub shape: Shape,
+    pub flow: Flow,
     /// A list the proxy caches per principal, and the notification that makes it stale.
     pub list_changed: Option<&'static str>,
     /// A 2026-07-28 server gives its complete results caching hints (`ttlMs`, `cacheScope`).
@@ -153,11 +153,11 @@ pub struct Method {
 }
 
 impl Method {
-    const fn new(name: &'static str, eras: Eras, shape: Shape) -> Method {
+    const fn new(name: &'static str, eras: Eras, flow: Flow) -> Method {
         Method {
             name,
             eras,
-            shape,
+            flow,
             list_changed: None,
             cacheable: false,
             session_bound: false,
@@ -209,7 +209,7 @@ impl Method {
 }
 
 use Eras::{Both, Legacy, Modern, Proxy};
-use Shape::*;
+use Flow::*;
 
 /// The table.
 pub const METHODS: &[Method] = &[
@@ -312,7 +312,7 @@ pub fn route(name: &str) -> Route {
 
 /// A legacy client request that 2026-07-28 removed (a modern server answers -32601).
 pub fn removed_in_modern(name: &str) -> bool {
-    find(name).is_some_and(|m| m.eras == Legacy && matches!(m.shape, ClientRequest | EitherRequest))
+    find(name).is_some_and(|m| m.eras == Legacy && matches!(m.flow, ClientRequest | EitherRequest))
 }
 
 /// Results a modern server must give caching hints (`ttlMs`, `cacheScope`).

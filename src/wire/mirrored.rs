@@ -38,7 +38,7 @@ pub fn encode(value: &str) -> String {
 
 /// Why a header's value cannot be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum Unreadable {
+pub enum UnreadableHeader {
     #[error("has characters a header value may not carry")]
     Characters,
     #[error("is not valid base64 of UTF-8 text")]
@@ -47,14 +47,14 @@ pub enum Unreadable {
 
 /// A header value as sent (surrounding spaces and tabs dropped): `=?base64?…?=` is the UTF-8
 /// of standard, padded base64; anything else is literal.
-pub fn decode(raw: &[u8]) -> Result<String, Unreadable> {
+pub fn decode(raw: &[u8]) -> Result<String, UnreadableHeader> {
     let text = std::str::from_utf8(raw)
         .ok()
         .filter(|text| {
             text.bytes()
                 .all(|b| b == b'\t' || (0x20..0x7f).contains(&b))
         })
-        .ok_or(Unreadable::Characters)?
+        .ok_or(UnreadableHeader::Characters)?
         .trim_matches(|c| c == ' ' || c == '\t');
     let Some(encoded) = text
         .strip_prefix("=?base64?")
@@ -64,8 +64,8 @@ pub fn decode(raw: &[u8]) -> Result<String, Unreadable> {
     };
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(encoded)
-        .map_err(|_| Unreadable::Encoding)?;
-    String::from_utf8(bytes).map_err(|_| Unreadable::Encoding)
+        .map_err(|_| UnreadableHeader::Encoding)?;
+    String::from_utf8(bytes).map_err(|_| UnreadableHeader::Encoding)
 }
 
 /// One mirrored parameter: where it is in the arguments and the header it travels in.
@@ -246,7 +246,7 @@ pub enum ParamMismatch {
     #[error("the Mcp-Param-{0} header is sent more than once")]
     Repeated(String),
     #[error("the Mcp-Param-{0} header {1}")]
-    Unreadable(String, Unreadable),
+    UnreadableHeader(String, UnreadableHeader),
     #[error("the Mcp-Param-{0} header value {1:?} does not match the body value {2}")]
     Differs(String, String, Value),
 }
@@ -269,8 +269,8 @@ pub fn check(
             (None, Some(_)) => return Err(ParamMismatch::Unexpected(m.name.clone())),
             (Some(value), Some(raw)) => (value, raw),
         };
-        let said =
-            decode(raw.as_bytes()).map_err(|e| ParamMismatch::Unreadable(m.name.clone(), e))?;
+        let said = decode(raw.as_bytes())
+            .map_err(|e| ParamMismatch::UnreadableHeader(m.name.clone(), e))?;
         let same = match (m.integer, value.as_f64()) {
             (true, Some(number)) => said.parse::<f64>().is_ok_and(|h| h == number),
             _ => text_of(value).is_some_and(|text| text == said),
@@ -352,14 +352,17 @@ mod tests {
         assert_eq!(decode(b"  x  ").unwrap(), "x");
         assert_eq!(
             decode(b"=?base64?SGVsbG8?=").unwrap_err(),
-            Unreadable::Encoding
+            UnreadableHeader::Encoding
         );
         assert_eq!(
             decode(b"=?base64?SGVs!!!bG8=?=").unwrap_err(),
-            Unreadable::Encoding
+            UnreadableHeader::Encoding
         );
         assert_eq!(decode(b"=?base64?SGVsbG8=").unwrap(), "=?base64?SGVsbG8=");
-        assert_eq!(decode("é".as_bytes()).unwrap_err(), Unreadable::Characters);
+        assert_eq!(
+            decode("é".as_bytes()).unwrap_err(),
+            UnreadableHeader::Characters
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use crate::base::caller::Caller;
 use crate::front::rejection::Rejection;
 use crate::front::App;
 use crate::session::data_layer::handles::{classify, HandleCall, ARGUMENT, CLOSE_TOOL, OPEN_TOOL};
-use crate::session::data_layer::{LayerKind, Named};
+use crate::session::data_layer::{LayerKind, NamedSession};
 use crate::wire::jsonrpc::Message;
 
 /// What a `tools/call` comes to on a server offering state handles.
@@ -18,7 +18,7 @@ pub enum Dispatched {
     /// A handle tool's result, or the tool error for a handle that is gone.
     Answered(Value),
     /// A call within a handle: the handle's session, and the request without the handle.
-    Within(Named, Message),
+    Within(NamedSession, Message),
     /// A call of the server's that names no handle.
     Plain,
 }

@@ -16,7 +16,7 @@ use super::rejection::Rejection;
 use super::App;
 use crate::base::caller::Caller;
 use crate::session::data_layer::handles::{self, HandleCall};
-use crate::session::data_layer::{DataLayerSettings, LayerKind, Named};
+use crate::session::data_layer::{DataLayerSettings, LayerKind, NamedSession};
 use crate::wire::jsonrpc::Message;
 use crate::wire::methods::{is_session_bound, TOOLS_CALL};
 
@@ -37,7 +37,7 @@ pub async fn resolve(
     app: &App,
     caller: &Caller,
     cookie: &cookie::Cookie,
-) -> Result<Named, Rejection> {
+) -> Result<NamedSession, Rejection> {
     app.data_layer
         .resolve_cookie(
             &app.registry,
@@ -55,7 +55,7 @@ pub async fn resolve_id(
     caller: &Caller,
     id: &str,
     kind: LayerKind,
-) -> Result<Named, Rejection> {
+) -> Result<NamedSession, Rejection> {
     app.data_layer
         .resolve(
             &app.registry,
@@ -75,7 +75,7 @@ pub async fn open(
     caller: &Caller,
     kind: LayerKind,
     init: serde_json::Value,
-) -> Result<Named, Rejection> {
+) -> Result<NamedSession, Rejection> {
     app.data_layer
         .open(&app.registry, caller, kind, init)
         .await

@@ -24,7 +24,7 @@ use crate::base::ids::Principal;
 use crate::front::data_layer::{self, cookie};
 use crate::session::correlate::held::HeldCalls;
 use crate::session::correlate::pool::{self, AnonymousPool};
-use crate::session::correlate::{Anonymous, Correlated, Declared, PrincipalSessions};
+use crate::session::correlate::{Anonymous, ClientDeclared, Correlated, PrincipalSessions};
 use crate::wire::era::params::Params;
 use crate::wire::era::request::{self, RequestMeta};
 use crate::wire::http_body::Body;
@@ -167,7 +167,7 @@ async fn correlate(
                 &modern.correlation,
                 &app.registry,
                 &app.metrics,
-                Declared::from(meta),
+                ClientDeclared::from(meta),
             )
             .await
             .map_err(|e| Rejection::session(&e));
@@ -177,7 +177,7 @@ async fn correlate(
         .session(
             &app.registry,
             caller,
-            Declared::from(meta),
+            ClientDeclared::from(meta),
             app.modern.anonymous,
         )
         .await

@@ -18,10 +18,10 @@ use crate::front::request::ask;
 use crate::front::request::json;
 use crate::front::settings::CacheScope;
 use crate::front::App;
+use crate::session::correlate::ClientDeclared;
 use crate::session::correlate::Correlated;
-use crate::session::correlate::Declared;
 use crate::session::data_layer::handles;
-use crate::session::data_layer::Named;
+use crate::session::data_layer::NamedSession;
 use crate::wire::era::request::RequestMeta;
 use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::{self, Message};
@@ -42,7 +42,7 @@ pub async fn verb(
             if cookie.is_some() {
                 return Err(Rejection::cookie_on_create(method).with_id(Some(&id)));
             }
-            let init = Declared::from(meta).initialize_params();
+            let init = ClientDeclared::from(meta).initialize_params();
             methods::create(app, caller, draft, init).await
         }
         Verb::Delete => {
@@ -73,7 +73,7 @@ pub async fn verb(
 }
 
 /// A named session as the exchange takes it.
-pub fn correlated(named: Named) -> Correlated {
+pub fn correlated(named: NamedSession) -> Correlated {
     Correlated {
         session: named.session,
         initialized: named.initialized,
@@ -92,7 +92,7 @@ pub enum Handled {
 /// A `tools/call` on a server offering state handles: the handle tools answered here, a call
 /// within a handle sent to the handle's session, any other given back to the caller.
 pub async fn handle_call(app: &App, forwarded: &Message, call: Call) -> Handled {
-    let init = || Declared::from(&call.meta).initialize_params();
+    let init = || ClientDeclared::from(&call.meta).initialize_params();
     let dispatched = handle_tools::dispatch(app, &call.caller, forwarded, init).await;
     match dispatched {
         Ok(Dispatched::Plain) => Handled::Plain(Box::new(call)),

@@ -13,7 +13,7 @@ use super::input;
 use super::state::{self, HeldRequest};
 use crate::front::rejection::Rejection;
 use crate::front::App;
-use crate::session::correlate::{Correlated, Declared, EndOnDrop};
+use crate::session::correlate::{ClientDeclared, Correlated, EndOnDrop};
 use crate::session::log::StreamKey;
 use crate::session::Session;
 use crate::wire::http_body::Body;
@@ -103,7 +103,7 @@ async fn continued(
             &app.registry,
             &session,
             &call.caller,
-            Declared::from(&call.meta),
+            ClientDeclared::from(&call.meta),
         )
         .await;
     Correlated {

@@ -36,7 +36,7 @@ impl Relay {
                 if self.round.is_none() {
                     self.round = self.spans.start(
                         "input_required round",
-                        spans::Kind::Internal,
+                        spans::SpanKind::Internal,
                         self.translation.call.trace.as_ref(),
                     );
                 }

@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use dashmap::DashMap;
 
-use super::{canonical, open_with, usable, Correlated, Declared, EndOnDrop, Initialized, Newest};
+use super::{
+    canonical, open_with, usable, ClientDeclared, Correlated, EndOnDrop, Initialized, Newest,
+};
 use crate::base::caller::Caller;
 use crate::base::ids::Principal;
 use crate::session::{Registry, Session, SessionError};
@@ -55,7 +57,7 @@ impl PrincipalSessions {
         &self,
         registry: &Arc<Registry>,
         caller: &Caller,
-        declared: Declared<'_>,
+        declared: ClientDeclared<'_>,
         anonymous: Anonymous,
     ) -> Result<Correlated, SessionError> {
         let principal = caller.principal();
@@ -99,7 +101,7 @@ impl PrincipalSessions {
         registry: &Arc<Registry>,
         caller: &Caller,
         key: &Key,
-        declared: Declared<'_>,
+        declared: ClientDeclared<'_>,
     ) -> Result<(Arc<Session>, Arc<Initialized>), SessionError> {
         if let Some(found) = self.live(registry, caller, key).await? {
             return Ok((found.session, found.initialized));
@@ -165,7 +167,7 @@ impl PrincipalSessions {
         registry: &Registry,
         session: &Session,
         caller: &Caller,
-        declared: Declared<'_>,
+        declared: ClientDeclared<'_>,
     ) -> Arc<Initialized> {
         let principal = caller.principal();
         let here = self
@@ -219,7 +221,7 @@ impl PrincipalSessions {
         &self,
         registry: &Arc<Registry>,
         caller: &Caller,
-        declared: Declared<'_>,
+        declared: ClientDeclared<'_>,
     ) -> Result<(Arc<Session>, Arc<Initialized>), SessionError> {
         let params = declared.initialize_params();
         open_with(registry, &self.newest, caller, params).await

@@ -26,21 +26,21 @@ const UPSTREAM_VERSION: &str = "2025-11-25";
 /// What a request that names no session declares of its client: the capabilities, and its
 /// `clientInfo` if it gave one.
 #[derive(Debug, Clone, Copy)]
-pub struct Declared<'a> {
+pub struct ClientDeclared<'a> {
     pub capabilities: &'a Map<String, Value>,
     pub client_info: Option<&'a Value>,
 }
 
-impl<'a> From<&'a RequestMeta> for Declared<'a> {
-    fn from(meta: &'a RequestMeta) -> Declared<'a> {
-        Declared {
+impl<'a> From<&'a RequestMeta> for ClientDeclared<'a> {
+    fn from(meta: &'a RequestMeta) -> ClientDeclared<'a> {
+        ClientDeclared {
             capabilities: &meta.capabilities,
             client_info: meta.client_info.as_ref(),
         }
     }
 }
 
-impl Declared<'_> {
+impl ClientDeclared<'_> {
     /// The `initialize` params that stand for this client.
     pub fn initialize_params(&self) -> Value {
         client_params(self.capabilities, self.client_info)
@@ -206,7 +206,7 @@ mod tests {
     fn a_client_that_names_itself_is_named_upstream_else_the_proxy_is() {
         let capabilities: Map<String, Value> = serde_json::from_str(r#"{"sampling":{}}"#).unwrap();
         let named = json!({ "name": "agent", "version": "1" });
-        let declared = Declared {
+        let declared = ClientDeclared {
             capabilities: &capabilities,
             client_info: Some(&named),
         };

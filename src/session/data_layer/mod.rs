@@ -9,7 +9,7 @@
 pub mod handles;
 pub mod table;
 
-pub use table::{DataLayerSettings, Named, NamedBy, NamedSessions};
+pub use table::{DataLayerSettings, NamedBy, NamedSession, NamedSessions};
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

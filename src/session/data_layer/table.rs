@@ -75,7 +75,7 @@ pub struct NamedBy<'a> {
 }
 
 /// A named session found for a request, with what its server said at `initialize`.
-pub struct Named {
+pub struct NamedSession {
     pub session: Arc<Session>,
     pub initialized: Arc<Initialized>,
 }
@@ -97,7 +97,7 @@ impl NamedSessions {
         caller: &Caller,
         kind: LayerKind,
         init: Value,
-    ) -> Result<Named, SessionError> {
+    ) -> Result<NamedSession, SessionError> {
         let principal = caller.principal().clone();
         self.reserve(registry, &principal)?;
         let (session, initialized) = open_initialized(registry, caller, init).await?;
@@ -122,7 +122,7 @@ impl NamedSessions {
             .entry(principal)
             .or_default()
             .push(session.id().to_owned());
-        Ok(Named {
+        Ok(NamedSession {
             session,
             initialized,
         })
@@ -172,7 +172,7 @@ impl NamedSessions {
         state: Option<&str>,
         kind: LayerKind,
         correlation: &PrincipalSessions,
-    ) -> Result<Named, SessionError> {
+    ) -> Result<NamedSession, SessionError> {
         let principal = caller.principal();
         let not_found = || SessionError::NamedNotFound(id.to_owned());
         if state.is_some_and(|state| !self.key.verify_tag(&state_parts(id, principal), state)) {
@@ -191,7 +191,7 @@ impl NamedSessions {
         let initialized = self
             .initialized_of(registry, correlation, &session, caller)
             .await;
-        Ok(Named {
+        Ok(NamedSession {
             session,
             initialized,
         })
@@ -205,7 +205,7 @@ impl NamedSessions {
         caller: &Caller,
         cookie: NamedBy<'_>,
         correlation: &PrincipalSessions,
-    ) -> Result<Named, SessionError> {
+    ) -> Result<NamedSession, SessionError> {
         let (id, state) = (cookie.session_id, cookie.state);
         if state.is_none() && !cookie.draft {
             return Err(SessionError::NamedNotFound(id.to_owned()));
@@ -215,7 +215,7 @@ impl NamedSessions {
     }
 
     /// Ends a named session (found with `resolve`).
-    pub fn close(&self, registry: &Registry, named: Named) {
+    pub fn close(&self, registry: &Registry, named: NamedSession) {
         let id = named.session.id();
         registry.end(id);
         self.initialized.remove(id);

@@ -10,7 +10,7 @@ use tracing::{debug, warn};
 use super::attribution::Violation;
 use super::members::Members;
 use super::merge::{self, MemberPage};
-use super::names::Named;
+use super::names::NameList;
 use crate::session::error_answer::ErrorAnswer;
 use crate::session::exposure::ResourceList;
 use crate::telemetry::metrics::MemberEvent;
@@ -267,8 +267,8 @@ impl Members {
         let names = &self.server.members[index].names;
         let separator = &self.server.separator;
         let items = match list {
-            List::Tools => names.list(Named::Tools, separator, &raw),
-            List::Prompts => names.list(Named::Prompts, separator, &raw),
+            List::Tools => names.list(NameList::Tools, separator, &raw),
+            List::Prompts => names.list(NameList::Prompts, separator, &raw),
             List::Resources => names.resources(ResourceList::Resources, &raw),
             List::Templates => names.resources(ResourceList::Templates, &raw),
         }

@@ -19,26 +19,26 @@ pub struct MemberNames {
 
 /// Tools or prompts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Named {
+pub enum NameList {
     Tools,
     Prompts,
 }
 
-impl Named {
+impl NameList {
     /// The list's key in a list result.
     pub fn key(self) -> &'static str {
         match self {
-            Named::Tools => "tools",
-            Named::Prompts => "prompts",
+            NameList::Tools => "tools",
+            NameList::Prompts => "prompts",
         }
     }
 }
 
 impl MemberNames {
-    fn exposure(&self, kind: Named) -> &Exposure {
+    fn exposure(&self, kind: NameList) -> &Exposure {
         match kind {
-            Named::Tools => &self.tools,
-            Named::Prompts => &self.prompts,
+            NameList::Tools => &self.tools,
+            NameList::Prompts => &self.prompts,
         }
     }
 
@@ -46,7 +46,7 @@ impl MemberNames {
     /// member's (another member's, or one its rules hide). Clients see the member's (exposed)
     /// names under `<member><separator>`, or as they are where the member has a prefix of its
     /// own.
-    pub fn server_name(&self, kind: Named, separator: &str, composed: &str) -> Option<String> {
+    pub fn server_name(&self, kind: NameList, separator: &str, composed: &str) -> Option<String> {
         let exposure = self.exposure(kind);
         let exposed = match exposure.prefix.is_empty() {
             true => composed
@@ -59,7 +59,7 @@ impl MemberNames {
 
     /// What clients of the virtual server see before the member's (exposed) names: nothing
     /// where the member has a prefix of its own.
-    fn composed_prefix(&self, kind: Named, separator: &str) -> String {
+    fn composed_prefix(&self, kind: NameList, separator: &str) -> String {
         match self.exposure(kind).prefix.is_empty() {
             true => format!("{}{separator}", self.name),
             false => String::new(),
@@ -68,7 +68,7 @@ impl MemberNames {
 
     /// A member's list result (`tools/list`, `prompts/list`) as the virtual server's clients
     /// see it: its rules applied, every name composed. `None`: not a list result.
-    pub fn list(&self, kind: Named, separator: &str, result: &RawValue) -> Option<Vec<Value>> {
+    pub fn list(&self, kind: NameList, separator: &str, result: &RawValue) -> Option<Vec<Value>> {
         let exposed = match self.exposure(kind).is_identity() {
             true => None,
             false => Some(self.exposure(kind).list(result, kind.key())?),
@@ -161,21 +161,21 @@ mod tests {
         let github = member("github", Exposure::default());
         let listed = github
             .list(
-                Named::Tools,
+                NameList::Tools,
                 "__",
                 &raw(serde_json::json!({"tools": [{"name": "search"}]})),
             )
             .unwrap();
         assert_eq!(listed[0]["name"], "github__search");
         assert_eq!(
-            github.server_name(Named::Tools, "__", "github__search"),
+            github.server_name(NameList::Tools, "__", "github__search"),
             Some("search".into())
         );
         assert_eq!(
-            github.server_name(Named::Tools, "__", "tickets__search"),
+            github.server_name(NameList::Tools, "__", "tickets__search"),
             None
         );
-        assert_eq!(github.server_name(Named::Tools, "__", "search"), None);
+        assert_eq!(github.server_name(NameList::Tools, "__", "search"), None);
     }
 
     #[test]
@@ -190,18 +190,21 @@ mod tests {
         let result = raw(serde_json::json!({"tools": [
             {"name": "search"}, {"name": "delete_repo"}, {"name": "star"}
         ]}));
-        let listed = github.list(Named::Tools, "__", &result).unwrap();
+        let listed = github.list(NameList::Tools, "__", &result).unwrap();
         let names: Vec<&str> = listed.iter().map(|t| t["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["gh_find", "gh_star"]);
         assert_eq!(
-            github.server_name(Named::Tools, "__", "gh_find"),
+            github.server_name(NameList::Tools, "__", "gh_find"),
             Some("search".into())
         );
         assert_eq!(
-            github.server_name(Named::Tools, "__", "gh_delete_repo"),
+            github.server_name(NameList::Tools, "__", "gh_delete_repo"),
             None
         );
-        assert_eq!(github.server_name(Named::Tools, "__", "github__star"), None);
+        assert_eq!(
+            github.server_name(NameList::Tools, "__", "github__star"),
+            None
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::members::{Members, Sent};
-use super::names::Named;
+use super::names::NameList;
 use super::params::ParamMembers;
 use super::rules::{self, Reached, Thing};
 use crate::session::error_answer::ErrorAnswer;
@@ -29,8 +29,8 @@ impl Members {
     /// and the request noted in flight there. `None` (and `message` unchanged): the long way.
     pub(super) fn route_at_once(&self, message: &mut Message) -> Option<(usize, Upstream)> {
         let kind = match (message.kind(), message.method()) {
-            (Kind::Request, Some(methods::TOOLS_CALL)) => Named::Tools,
-            (Kind::Request, Some(methods::PROMPTS_GET)) => Named::Prompts,
+            (Kind::Request, Some(methods::TOOLS_CALL)) => NameList::Tools,
+            (Kind::Request, Some(methods::PROMPTS_GET)) => NameList::Prompts,
             _ => return None,
         };
         let params = ParamMembers::read(message.params().map(RawValue::get).unwrap_or("{}"))?;
@@ -165,7 +165,7 @@ impl Members {
 
     /// The first member (in `servers`) whose tool or prompt clients call `composed` and may
     /// reach, and the member's own name of it.
-    pub(super) fn member_of_name(&self, kind: Named, composed: &str) -> Option<(usize, String)> {
+    pub(super) fn member_of_name(&self, kind: NameList, composed: &str) -> Option<(usize, String)> {
         let separator = &self.server.separator;
         self.server
             .members
@@ -181,10 +181,10 @@ impl Members {
 }
 
 /// A tool or prompt no member has (or none lets clients reach).
-fn unknown(kind: Named, name: &str) -> ErrorAnswer {
+fn unknown(kind: NameList, name: &str) -> ErrorAnswer {
     match kind {
-        Named::Tools => ErrorAnswer::UnknownTool(name.to_owned()),
-        Named::Prompts => ErrorAnswer::UnknownPrompt(name.to_owned()),
+        NameList::Tools => ErrorAnswer::UnknownTool(name.to_owned()),
+        NameList::Prompts => ErrorAnswer::UnknownPrompt(name.to_owned()),
     }
 }
 

@@ -5,14 +5,14 @@
 //! template). The virtual server's own rules are held at the session's door before a request
 //! gets here; lists are shown by the same rules (`names`).
 
-use super::names::{MemberNames, Named};
+use super::names::{MemberNames, NameList};
 use crate::wire::named::Named as Target;
 
 /// The thing a request names, as the decision reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Thing<'a> {
     /// A tool or prompt by the name clients of the virtual server call it.
-    Name(Named, &'a str),
+    Name(NameList, &'a str),
     /// A resource, or a template, by its URI (as sent).
     Uri(&'a str),
 }
@@ -20,9 +20,9 @@ pub enum Thing<'a> {
 impl<'a> From<&'a Target> for Thing<'a> {
     fn from(target: &'a Target) -> Thing<'a> {
         match target {
-            Target::Tool(name) => Thing::Name(Named::Tools, name),
+            Target::Tool(name) => Thing::Name(NameList::Tools, name),
             Target::Prompt(name) | Target::PromptReference(name) => {
-                Thing::Name(Named::Prompts, name)
+                Thing::Name(NameList::Prompts, name)
             }
             Target::Resource(uri) | Target::ResourceReference(uri) => Thing::Uri(uri),
         }
@@ -78,13 +78,13 @@ mod tests {
         let tasks = tasks();
         let reach = |thing| reach(&tasks, "__", thing);
         assert_eq!(
-            reach(Thing::Name(Named::Tools, "tasks__echo")),
+            reach(Thing::Name(NameList::Tools, "tasks__echo")),
             Some(Reached::Name("echo".into()))
         );
-        assert_eq!(reach(Thing::Name(Named::Tools, "tasks__sleep")), None);
-        assert_eq!(reach(Thing::Name(Named::Tools, "notes__echo")), None);
+        assert_eq!(reach(Thing::Name(NameList::Tools, "tasks__sleep")), None);
+        assert_eq!(reach(Thing::Name(NameList::Tools, "notes__echo")), None);
         assert_eq!(
-            reach(Thing::Name(Named::Prompts, "tasks__greet")),
+            reach(Thing::Name(NameList::Prompts, "tasks__greet")),
             Some(Reached::Name("greet".into()))
         );
         assert_eq!(
@@ -108,11 +108,14 @@ mod tests {
     #[test]
     fn every_kind_of_target_reads_as_a_thing() {
         let targets = [
-            (Target::Tool("a".into()), Thing::Name(Named::Tools, "a")),
-            (Target::Prompt("b".into()), Thing::Name(Named::Prompts, "b")),
+            (Target::Tool("a".into()), Thing::Name(NameList::Tools, "a")),
+            (
+                Target::Prompt("b".into()),
+                Thing::Name(NameList::Prompts, "b"),
+            ),
             (
                 Target::PromptReference("c".into()),
-                Thing::Name(Named::Prompts, "c"),
+                Thing::Name(NameList::Prompts, "c"),
             ),
             (Target::Resource("d://".into()), Thing::Uri("d://")),
             (

@@ -112,7 +112,7 @@ fn now_nanos() -> u64 {
 
 /// What a span is to its trace (OTLP `SpanKind`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Kind {
+pub enum SpanKind {
     #[default]
     Internal = 1,
     /// A client's request, as the proxy serves it.
@@ -165,7 +165,7 @@ pub struct Finished {
     pub context: SpanContext,
     pub parent: Option<[u8; 8]>,
     pub name: Cow<'static, str>,
-    pub kind: Kind,
+    pub kind: SpanKind,
     pub start_nanos: u64,
     pub end_nanos: u64,
     pub attributes: Vec<(&'static str, Value)>,
@@ -193,7 +193,7 @@ impl Spans {
     pub fn start(
         &self,
         name: impl Into<Cow<'static, str>>,
-        kind: Kind,
+        kind: SpanKind,
         parent: Option<&SpanContext>,
     ) -> Option<Span> {
         let exporter = self.exporter.as_ref()?;
@@ -297,6 +297,8 @@ mod tests {
 
     #[test]
     fn tracing_off_starts_nothing() {
-        assert!(Spans::default().start("x", Kind::Server, None).is_none());
+        assert!(Spans::default()
+            .start("x", SpanKind::Server, None)
+            .is_none());
     }
 }

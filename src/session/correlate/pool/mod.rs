@@ -37,7 +37,7 @@ use tokio::sync::{oneshot, Notify};
 use tracing::debug;
 
 use super::{
-    client_params, open_with, usable, Correlated, Declared, Ending, Initialized, Newest,
+    client_params, open_with, usable, ClientDeclared, Correlated, Ending, Initialized, Newest,
     PrincipalSessions,
 };
 use crate::base::caller::Caller;
@@ -258,7 +258,7 @@ impl AnonymousPool {
         correlation: &PrincipalSessions,
         registry: &Arc<Registry>,
         metrics: &ServerMetrics,
-        declared: Declared<'_>,
+        declared: ClientDeclared<'_>,
     ) -> Result<Correlated, SessionError> {
         let shared = &self.shared;
         let mut borrower = Borrower {
