@@ -13,7 +13,8 @@ use super::keys::settings;
 settings! {
     /// Replicas sharing sessions through a Redis store.
     pub struct ClusterConfig, flags ClusterFlags {
-        /// With a Redis store: this replica's name [default: a random one].
+        /// With a Redis store: this replica's name, 1 to 32 letters, digits, '-' and '_' (it
+        /// becomes part of session ids) [default: a random one].
         #[arg(long, value_name = "NAME")]
         pub node_id: String = String::new(), set;
 

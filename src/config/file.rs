@@ -80,10 +80,12 @@ settings! {
         #[arg(long, value_name = "N")]
         pub workers: usize = 0, set;
 
-        /// Where session state lives: `memory` (this process only) or `redis://host:port/db`
-        /// (replicas behind a balancer share sessions); a password (`redis://:PASSWORD@host…`)
-        /// belongs in MCP_PROXY_STORE or the configuration file, not on the command line
-        /// [default: memory].
+        /// Where session state lives: `memory` (this process only), or a Redis store that
+        /// replicas behind a balancer share sessions through: `redis://host:port/db`
+        /// (`rediss://` over TLS), `redis+sentinel://host:port,host:port/<service>[/<db>]`,
+        /// `redis+cluster://host:port,host:port` (`rediss+sentinel://`, `rediss+cluster://`); a
+        /// password (`redis://:PASSWORD@host…`) belongs in MCP_PROXY_STORE or the configuration
+        /// file, not on the command line [default: memory].
         #[arg(long, value_name = "URL", env = "MCP_PROXY_STORE", hide_env_values = true)]
         pub store: String = "memory".into(), set;
 

@@ -1,5 +1,7 @@
 //! How flags read the values whose types have no parser of their own: `--post-response`,
-//! `--access-log`, `--env NAME=VALUE`.
+//! `--access-log`, the words of a type that reads its own (`choices`), `--env NAME=VALUE`.
+
+use std::str::FromStr;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 
@@ -21,6 +23,15 @@ pub(super) fn access_log() -> impl TypedValueParser<Value = AccessLog> {
         "off" => AccessLog::Off,
         _ => AccessLog::All,
     })
+}
+
+/// One of `words`, read by the type's own `FromStr`: the help and the reference list the words.
+pub(super) fn choices<T>(words: &'static [&'static str]) -> impl TypedValueParser<Value = T>
+where
+    T: FromStr + Clone + Send + Sync + 'static,
+    T::Err: std::error::Error + Send + Sync + 'static,
+{
+    PossibleValuesParser::new(words).try_map(|word| word.parse::<T>())
 }
 
 /// A text that is not `NAME=VALUE`.

@@ -126,10 +126,14 @@ fn entry(command: &clap::Command, path: &str, key: &SettingKey) -> Entry {
         .flat_map(|arg| arg.get_possible_values())
         .map(|value| format!("`\"{}\"`", value.get_name()))
         .collect();
+    let sized = args.iter().any(|arg| {
+        (arg.get_value_names()).is_some_and(|names| names.iter().any(|name| name == "SIZE"))
+    });
     let mut ty = match type_name(key.ty) {
+        Some("integer") if sized => SIZE.to_owned(),
         Some(ty) => ty.to_owned(),
         None if !values.is_empty() => format!("string: {}", values.join(", ")),
-        None => "string".to_owned(),
+        None => format!("{UNDESCRIBED} {}", key.ty),
     };
     for check in key.checks {
         ty.push_str(match (*check, key.ty) {
@@ -155,7 +159,14 @@ fn entry(command: &clap::Command, path: &str, key: &SettingKey) -> Entry {
     }
 }
 
-/// The type as an operator writes it in the file; `None` for a string of named values.
+/// What the reference says of a type it has no name for: the test of the page refuses it.
+const UNDESCRIBED: &str = "undescribed type";
+
+/// A byte count, as `parse_size` reads it.
+const SIZE: &str = "size: bytes, or with a unit (`256MiB`, `1GiB`)";
+
+/// The type as an operator writes it in the file; `None` for a string of named values (or a
+/// type without a name here).
 fn type_name(ty: &str) -> Option<&'static str> {
     let ty = ty.replace(' ', "");
     let inner = ty
@@ -164,12 +175,16 @@ fn type_name(ty: &str) -> Option<&'static str> {
         .unwrap_or(&ty);
     match inner {
         "Duration" => Some("duration"),
-        "usize" => Some("integer"),
+        "usize" | "u64" | "u32" | "u16" => Some("integer"),
         "f64" => Some("number"),
         "bool" => Some("boolean"),
-        "String" | "PathBuf" => Some("string"),
+        "String" => Some("string"),
+        "PathBuf" => Some("path"),
         "SocketAddr" => Some("address (host:port)"),
-        "Vec<String>" | "Vec<Glob>" | "Vec<UriGlob>" | "Vec<Cidr>" => Some("list of strings"),
+        "Vec<String>" | "Vec<Glob>" | "Vec<UriGlob>" => Some("list of strings"),
+        "Vec<Cidr>" => Some("list of networks (CIDR: `10.0.0.0/8`, `::1/128`)"),
+        "Vec<PathBuf>" => Some("list of paths"),
+        "Vec<u16>" => Some("list of integers"),
         "SecretSource" => Some("table (`{ env = \"NAME\" }` or `{ file = \"/path\" }`)"),
         "BTreeMap<String,String>" => Some("table of strings"),
         "BTreeMap<String,f64>" => Some("table of numbers"),
@@ -292,6 +307,72 @@ mod tests {
             "default texts that differ from the code:\n{}",
             wrong.join("\n")
         );
+    }
+
+    #[test]
+    fn every_declared_type_has_its_name_in_the_reference() {
+        let undescribed: Vec<String> = entries()
+            .into_iter()
+            .filter(|entry| entry.ty.starts_with(UNDESCRIBED))
+            .map(|entry| format!("{}: {}", entry.path, entry.ty))
+            .collect();
+        assert!(
+            undescribed.is_empty(),
+            "name these types in config::reference::type_name: {undescribed:?}"
+        );
+    }
+
+    /// A value of the type the reference documents, as the file writes it.
+    fn example_of(ty: &str) -> String {
+        let example = match ty {
+            ty if ty.starts_with("duration") => "\"1s\"",
+            ty if ty.starts_with("integer") => "1",
+            ty if ty.starts_with(SIZE) => "\"1MiB\"",
+            "number" => "1.5",
+            "boolean" => "true",
+            "string" => "\"x\"",
+            "path" => "\"/tmp/x\"",
+            "address (host:port)" => "\"127.0.0.1:1\"",
+            "list of strings" => "[\"x\"]",
+            "list of paths" => "[\"/tmp\"]",
+            "list of integers" => "[1]",
+            ty if ty.starts_with("list of networks") => "[\"10.0.0.0/8\"]",
+            ty if ty.starts_with("table (`{ env") => "{ env = \"X\" }",
+            "table of strings" => "{ a = \"b\" }",
+            "table of numbers" => "{ a = 1.5 }",
+            ty if ty.starts_with("table: the keys of") => "{}",
+            // The first of the words it lists: `string: `"auto"`, `"sse"``.
+            ty if ty.starts_with("string: `\"") => {
+                let first = &ty["string: `".len()..];
+                return first[..first.find('`').unwrap()].to_owned();
+            }
+            other => panic!("no example of the documented type {other:?}"),
+        };
+        example.to_owned()
+    }
+
+    /// Written as the reference documents it, every key loads: a type the page states wrongly
+    /// (a list said to be a string, say) fails here.
+    #[test]
+    fn every_key_loads_written_in_its_documented_type() {
+        for entry in entries() {
+            let path = entry.path.replace("<name>", "n");
+            let value = example_of(&entry.ty);
+            let file = match path.rsplit_once('.') {
+                Some((table, key)) => format!("[{table}]\n{key} = {value}\n"),
+                None => format!("{path} = {value}\n"),
+            };
+            if let Err(error) = super::super::Config::parse(&file) {
+                panic!("{} as `{}`: {error}\n{file}", entry.path, entry.ty);
+            }
+        }
+    }
+
+    #[test]
+    fn the_node_id_rule_the_reference_states_is_the_codes() {
+        let node_id = entries().into_iter().find(|e| e.path == "cluster.node_id");
+        let rule = format!("1 to {}", crate::base::ids::MAX_NODE_NAME);
+        assert!(node_id.unwrap().doc.contains(&rule), "{rule}");
     }
 
     #[test]

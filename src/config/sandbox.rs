@@ -5,6 +5,7 @@ use serde::{Deserialize, Deserializer};
 
 use super::duration::{number_and_unit, QuantityError};
 use super::keys::settings;
+use super::parsers::choices;
 use std::path::PathBuf;
 
 use crate::upstream::sandbox::{
@@ -22,13 +23,13 @@ settings! {
 
         /// With the sandbox: allow (as the proxy) or none (no socket at all, not even a Unix
         /// one or loopback; pipes and socketpair work) [default: allow].
-        #[arg(long = "sandbox-network", value_name = "NETWORK")]
+        #[arg(long = "sandbox-network", value_name = "NETWORK", value_parser = choices::<Network>(&["allow", "none"]))]
         pub network: Network = Network::Allow, set;
 
         /// With the sandbox and connect_ports: allow or deny UDP sockets (to any port: the
         /// ports bound TCP only); denied, names are resolved over TCP (RES_OPTIONS=use-vc)
         /// [default: deny].
-        #[arg(long = "sandbox-udp", value_name = "UDP")]
+        #[arg(long = "sandbox-udp", value_name = "UDP", value_parser = choices::<Udp>(&["allow", "deny"]))]
         pub udp: Udp = Udp::Deny, set;
 
         /// With the sandbox: a path a child may read and execute beneath, besides the system's

@@ -8,13 +8,13 @@ use super::duration::parse_duration;
 use super::file::{duration, Isolation};
 use super::keys::merge::SecretFlags;
 use super::keys::settings;
-use super::parsers::parse_env_pair;
+use super::parsers::{choices, parse_env_pair};
 use super::sandbox::{SandboxConfig, SandboxFlags};
 use super::tls::{UpstreamTlsConfig, UpstreamTlsFlags};
 use super::{SecretSource, UpstreamAuth};
 use crate::front::settings::CacheScope;
 use crate::session::SessionSettings;
-use crate::wire::era::Era;
+use crate::wire::era::{Era, MODERN_VERSION};
 
 settings! {
     /// The server fronted, and how.
@@ -103,7 +103,7 @@ settings! {
 
         /// The revision the server speaks: legacy (2024-11-05 … 2025-11-25), 2026-07-28 (its
         /// legacy clients are bridged to it) or auto (asked once at start) [default: auto].
-        #[arg(long = "upstream-protocol", value_name = "REVISION")]
+        #[arg(long = "upstream-protocol", value_name = "REVISION", value_parser = choices::<Era>(&["legacy", MODERN_VERSION, "auto"]))]
         pub protocol: Era = Era::Auto, set;
 
         /// Answer list requests from a per-server, per-principal cache (true/false) [default: on for
