@@ -290,6 +290,21 @@ macro_rules! settings {
             }
         }
 
+        impl $crate::config::paths::VisitPaths for $name {
+            fn visit_paths(
+                &mut self,
+                prefix: &str,
+                visit: &mut dyn FnMut(&str, &mut std::path::PathBuf),
+            ) {
+                #[allow(unused_imports)]
+                use $crate::config::paths::{NotVisited as _, Visited as _};
+                $(
+                    (&$crate::config::paths::Probe(std::cell::RefCell::new(&mut self.$field)))
+                        .visit(&$crate::config::keys::check::path(prefix, stringify!($field)), visit);
+                )*
+            }
+        }
+
         impl $crate::config::keys::merge::Section<$name> for $flags {
             fn apply_to(&self, config: &mut $name) {
                 self.apply(config);

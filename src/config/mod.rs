@@ -13,6 +13,7 @@ mod for_layers;
 mod http;
 mod keys;
 mod parsers;
+mod paths;
 mod reference;
 mod sandbox;
 mod sandbox_reach;
@@ -45,10 +46,15 @@ impl Config {
         // Validated once the options are applied: the secret usually comes from the
         // environment, not from the file.
         let mut config = match &cli.config {
-            Some(path) => Config::parse_file(path)?,
+            Some(path) => {
+                let mut config = Config::parse_file(path)?;
+                config.resolve_paths(&paths::folder_of(path)?);
+                config
+            }
             None => Config::default(),
         };
         config.apply(cli);
+        config.resolve_paths(&std::env::current_dir()?);
         config.read_secret_file()?;
         config.validate()?;
         config.validate_sandbox_reach(cli.config.as_deref())?;
@@ -77,7 +83,8 @@ impl Config {
     }
 
     pub fn from_file(path: &Path) -> anyhow::Result<Config> {
-        let config = Config::parse_file(path)?;
+        let mut config = Config::parse_file(path)?;
+        config.resolve_paths(&paths::folder_of(path)?);
         config
             .validate()
             .with_context(|| format!("in {}", path.display()))?;

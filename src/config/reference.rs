@@ -20,7 +20,9 @@ Every key is optional. A key can be set in the TOML file named by `--config FILE
 `config/proxy.toml`, every key with its default, commented) and by its flag, which wins over
 the file; where a key also has an environment variable, the variable stands for the flag.
 A boolean flag takes a value to turn an option off as well as on (`--trace-headers=false`);
-alone, it means `true`. A duration is written `250ms`, `15s`, `10m` or `1h` (a bare number is
+alone, it means `true`. A relative path in the file is read from the file's folder, one given by
+a flag or a variable from the working directory (the start logs each path it uses, absolute).
+A duration is written `250ms`, `15s`, `10m` or `1h` (a bare number is
 seconds). An unknown key, a wrong type or an impossible value stops start-up with a message
 naming the key and line. How the file, the flags and the environment combine:
 [Configuration](../configuration/index.md).

@@ -70,6 +70,9 @@ pub struct Running {
 
 /// Binds `config.listen` and starts serving.
 pub async fn start(config: &Config) -> anyhow::Result<Running> {
+    for (key, path) in config.paths() {
+        tracing::info!(%key, path = %path.display(), "a path the configuration names");
+    }
     let unenforced = check_commands(config)?;
     let http = config.http_settings()?;
     let listener = TcpListener::bind(config.listen)

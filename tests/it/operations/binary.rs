@@ -182,6 +182,40 @@ async fn a_proxy_whose_log_reader_went_away_goes_on_serving() {
     assert!(status.success(), "{status}");
 }
 
+/// A path the file names is read from the file's folder, whatever the working directory; one a
+/// flag gives, from the working directory; the start says which absolute paths it uses.
+#[tokio::test]
+async fn a_files_relative_paths_are_read_from_its_folder_and_a_flags_from_the_working_one() {
+    let dir = std::env::temp_dir().join(format!("mcp-proxy-paths-{}", std::process::id()));
+    let elsewhere = dir.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let file = dir.join("proxy.toml");
+    std::fs::write(
+        &file,
+        "listen = \"127.0.0.1:0\"\n[tls]\ncert_file = \"certs/proxy.pem\"\nkey_file = \"certs/key.pem\"\n",
+    )
+    .unwrap();
+    let message = refused_start(
+        Command::new(DEMO)
+            .current_dir(&elsewhere)
+            .arg("--config")
+            .arg(&file)
+            .args(["--trusted-proxy-token-file", "token"]),
+    )
+    .await;
+    let cert = dir.join("certs/proxy.pem");
+    let token = elsewhere.join("token");
+    assert!(
+        message.contains(&format!("path={}", cert.display())),
+        "the file's path from its folder: {message}"
+    );
+    assert!(
+        message.contains(&format!("path={}", token.display())),
+        "the flag's path from the working directory: {message}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[tokio::test]
 async fn a_bad_configuration_stops_start_up_with_the_key_and_line() {
     let dir = std::env::temp_dir().join(format!("mcp-proxy-config-{}", std::process::id()));
