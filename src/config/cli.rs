@@ -82,10 +82,45 @@ impl Cli {
     /// Parses the process's arguments as [`Parser::parse`] does (exiting on an error or
     /// `--help`), and names the options that gave a secret there.
     pub fn parse_noting_exposed_secrets() -> (Cli, Vec<ExposedSecret>) {
-        let matches = Cli::command().get_matches();
+        let matches = Cli::grouped_command().get_matches();
         let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
         let exposed = cli.exposed_secrets(&matches);
         (cli, exposed)
+    }
+
+    /// The command line as `--help` shows it: each key's flag under the heading of its table
+    /// (`[session]`, `[upstream.sandbox]`), its help naming the key (`(session.idle_ttl)`);
+    /// clap adds the environment variable.
+    pub fn grouped_command() -> clap::Command {
+        let mut command = Cli::command();
+        let ids: Vec<(String, String)> = command
+            .get_arguments()
+            .filter_map(|arg| Some((arg.get_long()?.to_owned(), arg.get_id().to_string())))
+            .collect();
+        for entry in super::reference::entries() {
+            let heading = match entry.path.rsplit_once('.') {
+                Some((table, _)) => format!("[{table}]"),
+                None => "Top-level keys".to_owned(),
+            };
+            for flag in &entry.flags {
+                let long = flag.trim_start_matches("--");
+                let Some((_, id)) = ids.iter().find(|(name, _)| name == long) else {
+                    continue;
+                };
+                let key = format!("({})", entry.path);
+                command = command.mut_arg(id, |arg| {
+                    let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+                    // Named already (`(cluster.store_password = { env })`): once is enough.
+                    let named = help.contains(&format!("({}", entry.path));
+                    let help = match named {
+                        true => help,
+                        false => with_key(&help, &key),
+                    };
+                    arg.help(help).help_heading(heading.clone())
+                });
+            }
+        }
+        command
     }
 
     /// The options of `matches` given on the command line (not by environment) whose value is
@@ -124,5 +159,47 @@ impl Cli {
             }
         }
         exposed
+    }
+}
+
+/// `help` with the key it sets before its `[default: …]` (or at its end).
+fn with_key(help: &str, key: &str) -> String {
+    match help.rfind(" [default: ") {
+        Some(at) => format!("{} {key}{}", &help[..at], &help[at..]),
+        None => format!("{help} {key}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn help_groups_the_flags_by_table_and_names_each_key() {
+        let help = Cli::grouped_command().render_long_help().to_string();
+        for heading in [
+            "[session]:",
+            "[http]:",
+            "[upstream]:",
+            "[upstream.sandbox]:",
+            "[tls]:",
+        ] {
+            assert!(help.contains(heading), "no {heading} in the help");
+        }
+        let flag = |name: &str| {
+            let at = help.find(&format!("--{name} ")).unwrap();
+            help[at..].split("\n\n").next().unwrap().to_owned()
+        };
+        assert!(flag("idle-ttl").contains("(session.idle_ttl) [default: 10m]"));
+        assert!(flag("sandbox-memory").contains("(upstream.sandbox.memory)"));
+        assert!(
+            flag("store").contains("(store)") && flag("store").contains("[env: MCP_PROXY_STORE")
+        );
+        let password = flag("store-password-env");
+        assert_eq!(
+            password.matches("cluster.store_password").count(),
+            1,
+            "{password}"
+        );
     }
 }
