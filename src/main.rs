@@ -149,14 +149,42 @@ async fn run(config: Config, start: StartNotes) -> anyhow::Result<()> {
         true => "https",
         false => "http",
     };
-    tracing::info!(addr = %running.addr, upstream = %config.upstream_spec()?.display(), "listening on {scheme}://{}/mcp", running.addr);
+    let urls: Vec<String> = running
+        .served()
+        .into_iter()
+        .map(|(path, name)| {
+            let url = format!("{scheme}://{}{path}", running.addr);
+            match name.and_then(|name| config.r#virtual.get(name)) {
+                Some(composed) => format!("{url} (virtual: {})", composed.servers.join(", ")),
+                None => url,
+            }
+        })
+        .collect();
+    let upstream = match config.serves_default() {
+        true => config.upstream_spec()?.display(),
+        false => String::new(),
+    };
+    tracing::info!(addr = %running.addr, %upstream, "listening on {}", urls.join(", "));
     wait_for_signal().await?;
-    tracing::info!("shutting down");
+    let written = mcp_session_proxy::base::clock::written;
+    let (drain, timeout) = (
+        written(config.drain_delay),
+        written(config.shutdown_timeout),
+    );
+    tracing::info!(
+        %drain,
+        %timeout,
+        "shutting down: unready for the drain delay while balancers notice, then no new \
+         connection, requests in flight answered and sessions handed over or ended within the \
+         timeout"
+    );
     let bound = config.drain_delay + config.shutdown_timeout;
     if tokio::time::timeout(bound, running.stop()).await.is_err() {
-        tracing::warn!(timeout = ?bound, "shutdown took too long; killing what is left");
+        let timeout = written(bound);
+        tracing::warn!(%timeout, "shutdown took too long; killing what is left");
     }
     sandbox::remove_own_private_dirs();
+    tracing::info!("stopped");
     Ok(())
 }
 

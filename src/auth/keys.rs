@@ -271,11 +271,13 @@ impl KeyCache {
                 let usable_for = known
                     .age(began)
                     .map(|age| self.policy.usable_for().saturating_sub(age));
+                let written = crate::base::clock::written;
+                let usable_for = usable_for.map_or_else(|| "none".to_owned(), written);
                 warn!(
                     %error,
                     failures = known.failures,
-                    ?retry_in,
-                    keys_usable_for = ?usable_for,
+                    retry_in = %written(retry_in),
+                    keys_usable_for = %usable_for,
                     "the issuer's keys could not be fetched; the keys known stay in use within \
                      auth.jwks_max_age and auth.jwks_stale_grace"
                 );

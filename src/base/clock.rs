@@ -9,6 +9,19 @@ use tokio::time::Instant;
 pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 
 /// `after` past `from`; far in the future (never reached) when that does not fit the clock.
+/// A duration as the configuration writes it, in the largest unit that divides it: `10m`, `5s`,
+/// `250ms`, `0s` (what logs and the reference show).
+pub fn written(duration: Duration) -> String {
+    let ms = duration.as_millis();
+    match ms {
+        0 => "0s".into(),
+        _ if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
+        _ if ms % 60_000 == 0 => format!("{}m", ms / 60_000),
+        _ if ms % 1000 == 0 => format!("{}s", ms / 1000),
+        _ => format!("{ms}ms"),
+    }
+}
+
 pub fn deadline(from: Instant, after: Duration) -> Instant {
     from.checked_add(after)
         .or_else(|| from.checked_add(MAX_DURATION))

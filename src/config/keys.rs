@@ -365,14 +365,7 @@ pub mod shown {
     /// In the largest unit that divides it: `10m`, `5s`, `250ms`, `0s`.
     impl Written for Duration {
         fn written(&self) -> String {
-            let ms = self.as_millis();
-            match ms {
-                0 => "0s".into(),
-                _ if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
-                _ if ms % 60_000 == 0 => format!("{}m", ms / 60_000),
-                _ if ms % 1000 == 0 => format!("{}s", ms / 1000),
-                _ => format!("{ms}ms"),
-            }
+            crate::base::clock::written(*self)
         }
     }
 

@@ -380,6 +380,19 @@ async fn settled(
 }
 
 impl Running {
+    /// The paths it serves MCP at, with the name of each gateway server: `/mcp` (no name) for
+    /// the single-server form or a virtual server's `default`, `/servers/<name>/mcp` for each.
+    pub fn served(&self) -> Vec<(String, Option<&str>)> {
+        let default = self
+            .router
+            .default
+            .as_ref()
+            .map(|_| ("/mcp".to_owned(), None));
+        let named = (self.router.servers.keys())
+            .map(|name| (format!("/servers/{name}/mcp"), Some(name.as_str())));
+        default.into_iter().chain(named).collect()
+    }
+
     /// The sessions of `/mcp`.
     pub fn registry(&self) -> &Arc<Registry> {
         &self

@@ -148,9 +148,9 @@ fn report_sandbox(
     tracing::info!(
         server,
         landlock_abi = abi.unwrap_or(0),
-        network = ?sandbox.network,
-        udp = ?sandbox.udp,
-        limits = ?sandbox.limits,
+        network = %sandbox.network,
+        udp = %sandbox.udp,
+        limits = %sandbox.limits,
         "stdio children confined: no capabilities, no_new_privs, seccomp (an allowlist), \
          Landlock, each reaped with what it starts"
     );

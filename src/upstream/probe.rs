@@ -55,7 +55,7 @@ pub async fn settle(mut spec: UpstreamSpec, timeout: Duration) -> UpstreamSpec {
         }
         _ => return spec,
     };
-    info!(%server, ?protocol, "probed the server's protocol");
+    info!(%server, %protocol, "probed the server's protocol");
     spec
 }
 

@@ -125,9 +125,12 @@ impl Paths {
         }
         let status = created.restrict_self().map_err(failed)?;
         if self.require && status.ruleset != RulesetStatus::FullyEnforced {
+            let enforced = match status.ruleset {
+                RulesetStatus::PartiallyEnforced => "in part",
+                _ => "not at all",
+            };
             return Err(SandboxError::Landlock(format!(
-                "the kernel enforces the rules only {:?}",
-                status.ruleset
+                "the kernel enforces the rules {enforced}"
             )));
         }
         Ok(())

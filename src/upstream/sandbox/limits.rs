@@ -24,6 +24,32 @@ pub struct Limits {
     pub processes: Option<u64>,
 }
 
+/// In words, as an operator reads them: `memory 256 MiB, cpu 60 s, processes 64`, or `none`.
+impl std::fmt::Display for Limits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mib = |bytes: u64| match bytes % (1 << 20) {
+            0 => format!("{} MiB", bytes >> 20),
+            _ => format!("{bytes} bytes"),
+        };
+        let set: Vec<String> = [
+            self.memory.map(|bytes| format!("memory {}", mib(bytes))),
+            self.cpu_seconds.map(|seconds| format!("cpu {seconds} s")),
+            self.open_files.map(|files| format!("open files {files}")),
+            self.file_size
+                .map(|bytes| format!("file size {}", mib(bytes))),
+            self.processes
+                .map(|processes| format!("processes {processes}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        match set.is_empty() {
+            true => f.write_str("none"),
+            false => f.write_str(&set.join(", ")),
+        }
+    }
+}
+
 impl Limits {
     /// Sets each limit on this process.
     pub(super) fn apply(&self) -> Result<(), SandboxError> {

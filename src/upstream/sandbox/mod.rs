@@ -76,6 +76,26 @@ impl std::str::FromStr for Network {
     }
 }
 
+/// As the configuration writes it.
+impl std::fmt::Display for Network {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Network::Allow => "allow",
+            Network::None => "none",
+        })
+    }
+}
+
+/// As the configuration writes it.
+impl std::fmt::Display for Udp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Udp::Allow => "allow",
+            Udp::Deny => "deny",
+        })
+    }
+}
+
 /// A setting's value that is neither of its two words.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0:?} is neither {1} nor {2}")]
@@ -245,7 +265,8 @@ pub async fn end_every_process_of(uid: u32, gid: u32, timeout: Duration) -> bool
     let ended = match command.spawn() {
         Ok(mut reaper) => match tokio::time::timeout(timeout, reaper.wait()).await {
             Ok(Ok(status)) if status.success() => return true,
-            Ok(status) => format!("{status:?}"),
+            Ok(Ok(status)) => status.to_string(),
+            Ok(Err(error)) => error.to_string(),
             Err(_) => "it took too long".to_owned(),
         },
         Err(error) => error.to_string(),

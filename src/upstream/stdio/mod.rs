@@ -404,9 +404,10 @@ async fn read_stdout(
             Ok(Some(Line::TooLong { max, head })) => {
                 let id = jsonrpc::top_level_id(&head);
                 budget.log(&unlogged, || {
+                    let id = id.as_ref().map_or_else(String::new, ToString::to_string);
                     warn!(
                         max,
-                        ?id,
+                        %id,
                         "upstream wrote a message longer than max_line_bytes; dropped"
                     )
                 });

@@ -31,6 +31,17 @@ pub enum Era {
     Auto,
 }
 
+/// As the configuration writes it: `legacy`, `2026-07-28`, `auto`.
+impl std::fmt::Display for Era {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Era::Legacy => "legacy",
+            Era::Modern => MODERN_VERSION,
+            Era::Auto => "auto",
+        })
+    }
+}
+
 /// A name that is none of the revisions' ([`Era`]'s `FromStr`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}: legacy, {MODERN_VERSION} or auto")]

@@ -137,6 +137,19 @@ async fn serve_then_sigterm(workers: &str) {
             .any(|entry| entry.to_string().contains(&session)),
         "no log line holds the session id itself, a bearer token"
     );
+    let message =
+        |entry: &serde_json::Value| entry["fields"]["message"].as_str().map(str::to_owned);
+    let shutting = seen
+        .iter()
+        .find(|entry| message(entry).is_some_and(|m| m.starts_with("shutting down")));
+    let shutting = shutting.expect("the stop says what it does");
+    assert_eq!(shutting["fields"]["drain"], "3s", "{shutting}");
+    assert_eq!(shutting["fields"]["timeout"], "5s", "{shutting}");
+    assert_eq!(
+        message(seen.last().unwrap()).as_deref(),
+        Some("stopped"),
+        "the last line"
+    );
 }
 
 /// Whether `shown` is how logs show a session id: `s-` and 16 hex digits.
@@ -577,4 +590,82 @@ async fn in_front_of_a_2026_07_28_http_server_the_defaults_serve_both_eras() {
     assert_eq!(reply.status, StatusCode::OK);
     let answer = within("the modern answer", reply.response()).await;
     assert_eq!(answer["result"]["content"][0]["text"], "new", "{answer}");
+}
+
+/// What the start says is written for people: words and numbers, never a type's debug form
+/// (`limits=Limits { memory: Some(…) }`, `protocol=Legacy`).
+#[tokio::test]
+async fn a_confined_start_is_logged_in_words_not_debug_output() {
+    let (_proxy, _, _logs, lines) = spawn_proxy(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--sandbox",
+        "--sandbox-network",
+        "none",
+        "--sandbox-memory",
+        "256MiB",
+        "--sandbox-cpu-seconds",
+        "60",
+    ])
+    .await;
+    let debug_shapes = [
+        "Some(", "None", " { ", "Legacy", "Modern", "Allow", "Deny", "(unix_",
+    ];
+    for line in &lines {
+        for (field, value) in line["fields"].as_object().into_iter().flatten() {
+            let text = value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_owned);
+            let shape = debug_shapes.iter().find(|shape| text.contains(*shape));
+            assert!(
+                shape.is_none(),
+                "{field}={text} reads as debug output: {line}"
+            );
+        }
+    }
+    let confined = lines
+        .iter()
+        .find(|line| line["fields"]["limits"].is_string())
+        .expect("the confinement is logged");
+    assert_eq!(confined["fields"]["limits"], "memory 256 MiB, cpu 60 s");
+    assert_eq!(confined["fields"]["network"], "none");
+    let probed = lines
+        .iter()
+        .find(|line| line["fields"]["protocol"].is_string())
+        .expect("the probe is logged");
+    assert_eq!(probed["fields"]["protocol"], "legacy");
+}
+
+/// A gateway's start line names every path it serves, and what each virtual server composes.
+#[tokio::test]
+async fn a_gateways_start_line_names_every_path_it_serves() {
+    let dir = std::env::temp_dir().join(format!("mcp-proxy-gateway-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("gateway.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[servers.notes.upstream]\nstdio = \"{DEMO} demo-server\"\n\
+             [servers.tasks.upstream]\nstdio = \"{DEMO} demo-server\"\n\
+             [virtual.work]\nservers = [\"notes\", \"tasks\"]\n"
+        ),
+    )
+    .unwrap();
+    let config = file.to_str().unwrap();
+    let (_proxy, addr, _logs, lines) =
+        spawn_proxy(&["--listen", "127.0.0.1:0", "--config", config]).await;
+    let message = lines.last().unwrap()["fields"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let url = |path: &str| format!("http://{addr}{path}");
+    for served in [
+        url("/servers/notes/mcp"),
+        url("/servers/tasks/mcp"),
+        format!("{} (virtual: notes, tasks)", url("/servers/work/mcp")),
+    ] {
+        assert!(message.contains(&served), "{served} in: {message}");
+    }
+    assert!(!message.contains(&url("/mcp,")), "no /mcp: {message}");
+    std::fs::remove_dir_all(&dir).ok();
 }
