@@ -16,6 +16,7 @@ use super::session_stream::{self, Extras, Framing};
 use super::telemetry::Telemetry;
 use super::App;
 use crate::session::log::StreamKey;
+use crate::session::EndReason;
 use crate::session::{Session, Shape};
 use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::Message;
@@ -62,7 +63,7 @@ async fn stream(app: &App, request: &Request<Incoming>) -> Result<Response<Body>
         on_replaced: None,
         // In this transport the stream is the session.
         on_close: Some(Box::new(move || {
-            registry.end(&id);
+            registry.end(&id, EndReason::StreamClosed);
         })),
     };
     Ok(session_stream::open(

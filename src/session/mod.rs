@@ -58,7 +58,7 @@ use state::State;
 
 pub use error::{OwnerUnavailable, ReadError, SessionError, SubscriptionRefused};
 pub use readers::{Delivery, Reader, ResumeError, Resumed};
-pub use registry::Registry;
+pub use registry::{EndReason, Registry};
 pub use replica::cluster;
 pub use settings::{SessionSettings, MAX_SUBSCRIPTION_BYTES};
 

@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 
 use super::state::HeldRequest;
 use crate::session::correlate::held::HeldCalls;
+use crate::session::EndReason;
 use crate::session::{Registry, Session};
 use crate::wire::era::INPUT_KEY;
 pub use crate::wire::era::{declares, required_capability};
@@ -90,7 +91,7 @@ pub fn release_later(
         let reason = "the client did not answer the server's questions in time";
         cancel(&registry, &session, &held.request_id, reason).await;
         if held.own_session {
-            registry.end(session.id());
+            registry.end(session.id(), EndReason::Idle);
         }
     });
 }

@@ -25,6 +25,7 @@ use crate::front::settings::PostResponse;
 use crate::front::telemetry::Telemetry;
 use crate::front::App;
 use crate::session::protocol;
+use crate::session::EndReason;
 use crate::session::{Delivery, Session, Shape};
 use crate::wire::http_body::Body;
 use crate::wire::jsonrpc::{Kind, Message};
@@ -207,7 +208,7 @@ async fn exchange(
     let stream = match app.registry.call(&session, request).await {
         Ok(stream) => stream,
         Err(error) if initializing => {
-            app.registry.end(session.id());
+            app.registry.end(session.id(), EndReason::NotInitialized);
             return Err(Rejection::session(&error).with_id(Some(&request_id)));
         }
         // The session could not take the message (its owning replica or the store cannot
@@ -235,7 +236,7 @@ async fn exchange(
         // A JSON body carries no event id: nothing of this stream can ever be resumed.
         session.forget(stream);
         if initializing && is_error(&response) {
-            app.registry.end(session.id());
+            app.registry.end(session.id(), EndReason::NotInitialized);
             // Ended before it answered: the server could not be started (its command cannot be
             // run, it dies at once), which is the gateway's failure, not the server's answer.
             if session.upstream_exited() {

@@ -16,6 +16,7 @@ use super::{Bound, Connection};
 use crate::front::session_methods;
 use crate::session::data_layer::handles;
 use crate::session::Delivery;
+use crate::session::EndReason;
 use crate::wire::jsonrpc::{id_key, Kind, Message};
 
 /// Close code (private range) for a connection whose session was resumed on another.
@@ -105,7 +106,9 @@ impl Connection {
         }
         if let Some(bound) = self.bound.take() {
             if bound.own {
-                self.app.registry.end(bound.session.id());
+                self.app
+                    .registry
+                    .end(bound.session.id(), EndReason::StreamClosed);
             }
         }
         self.app.metrics.websocket_connections.dec();

@@ -15,6 +15,7 @@ use super::{
 };
 use crate::base::caller::Caller;
 use crate::base::ids::Principal;
+use crate::session::EndReason;
 use crate::session::{Registry, Session, SessionError};
 
 /// What anonymous requests (no credential, no trusted principal header) share.
@@ -208,7 +209,7 @@ impl PrincipalSessions {
             found => {
                 // Gone, or its server died: the next request opens another, transparently.
                 if found.is_some() {
-                    registry.end(&entry.session_id);
+                    registry.end(&entry.session_id, EndReason::ServerGone);
                 }
                 self.by_key.remove(key);
                 Ok(None)

@@ -16,6 +16,7 @@ use serde_json::{json, Map, Value};
 
 use super::{Registry, Session, SessionError, Shape};
 use crate::base::caller::Caller;
+use crate::session::EndReason;
 use crate::wire::era::request::RequestMeta;
 
 pub use by_principal::{Anonymous, PrincipalSessions};
@@ -120,7 +121,8 @@ impl Ending for EndOnDrop {
 impl Drop for EndOnDrop {
     fn drop(&mut self) {
         if self.armed {
-            self.registry.end(&self.session_id);
+            self.registry
+                .end(&self.session_id, EndReason::NotInitialized);
         }
     }
 }

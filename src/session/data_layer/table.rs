@@ -16,6 +16,7 @@ use crate::base::caller::Caller;
 use crate::base::ids::Principal;
 use crate::base::keys::Key;
 use crate::session::correlate::{open_initialized, Initialized, PrincipalSessions};
+use crate::session::EndReason;
 use crate::session::{Registry, Session, SessionError};
 
 /// A served server's settings for sessions named in messages (configuration).
@@ -185,7 +186,11 @@ impl NamedSessions {
         // Past its lifetime or its own idle TTL (the argument is for sessions without a layer).
         let over = session.expired(Instant::now(), layer.idle_ttl);
         if over || session.ended.is_cancelled() || session.upstream_failed() {
-            registry.end(id);
+            let why = match over {
+                true => EndReason::Idle,
+                false => EndReason::ServerGone,
+            };
+            registry.end(id, why);
             return Err(not_found());
         }
         let initialized = self
@@ -217,7 +222,7 @@ impl NamedSessions {
     /// Ends a named session (found with `resolve`).
     pub fn close(&self, registry: &Registry, named: NamedSession) {
         let id = named.session.id();
-        registry.end(id);
+        registry.end(id, EndReason::Deleted);
         self.initialized.remove(id);
         self.opened
             .remove_if_mut(named.session.principal(), |_, ids| {

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::Registry;
+use crate::session::EndReason;
 use crate::session::Session;
 
 /// The sessions due for a look, and those busy with requests.
@@ -106,7 +107,7 @@ impl Registry {
                     }
                     self.sweeps.schedule(id, next);
                 }
-                None if self.end(&id) => {
+                None if self.end(&id, EndReason::Idle) => {
                     self.metrics.sessions_expired_total.inc();
                     count += 1;
                 }

@@ -3,6 +3,7 @@
 //! sessions ended here; with a shared store each is handed to another replica as soon as nothing
 //! is in flight on it (`replica::handover`), and new requests for it follow it there.
 
+use crate::session::EndReason;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,7 +54,7 @@ impl Registry {
         let ids: Vec<Arc<str>> = self.sessions.iter().map(|e| e.key().clone()).collect();
         let forget = self.store.redis().is_none();
         for id in ids {
-            self.close(&id, forget);
+            self.close(&id, forget, EndReason::Shutdown);
         }
         self.upstreams.release_all().await;
     }

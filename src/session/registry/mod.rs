@@ -73,6 +73,46 @@ pub struct Registry {
     pub(in crate::session) limiter: crate::session::rate::Limiter,
 }
 
+/// Why a session ended, as its last log line says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndReason {
+    /// Unused for its idle TTL, past its lifetime, or its client's answer overdue.
+    Idle,
+    /// Its client deleted it (`DELETE`, `session/end`, `sessions/delete`, a handle closed).
+    Deleted,
+    /// The proxy stopped.
+    Shutdown,
+    /// Handed to another replica as this one stopped.
+    HandedOver,
+    /// Another replica owns it now: this one lost its claim.
+    Deposed,
+    /// Made room for another under a bound (the anonymous pool's).
+    Limit,
+    /// Its server is gone and the next request opens another.
+    ServerGone,
+    /// Its server refused or failed the `initialize`.
+    NotInitialized,
+    /// Its client closed the stream or connection that is the session (2024-11-05 SSE, a
+    /// WebSocket).
+    StreamClosed,
+}
+
+impl std::fmt::Display for EndReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EndReason::Idle => "idle",
+            EndReason::Deleted => "deleted",
+            EndReason::Shutdown => "shutdown",
+            EndReason::HandedOver => "handed_over",
+            EndReason::Deposed => "deposed",
+            EndReason::Limit => "limit",
+            EndReason::ServerGone => "server_gone",
+            EndReason::NotInitialized => "not_initialized",
+            EndReason::StreamClosed => "stream_closed",
+        })
+    }
+}
+
 impl Registry {
     pub fn new(
         upstream: UpstreamSpec,
@@ -286,8 +326,9 @@ impl Registry {
         self.sessions.get(id).map(|s| s.value().clone())
     }
 
-    /// Ends session `id`; false if it was not open. A view's end is the owner's to carry out.
-    pub fn end(&self, id: &str) -> bool {
+    /// Ends session `id` for `why`; false if it was not open. A view's end is the owner's to
+    /// carry out.
+    pub fn end(&self, id: &str, why: EndReason) -> bool {
         if let Some((_, view)) = self.views.remove(id) {
             if let Some(owner) = view.owner().cloned() {
                 tokio::spawn(async move {
@@ -299,32 +340,42 @@ impl Registry {
             view.end();
             return true;
         }
-        self.close(id, true)
+        self.close(id, true, why)
     }
 
     /// Closes an owned session here; with `forget`, also in the shared store (else it stays
     /// there for another replica to take over).
-    pub(in crate::session) fn close(&self, id: &str, forget: bool) -> bool {
+    pub(in crate::session) fn close(&self, id: &str, forget: bool, why: EndReason) -> bool {
         let Some((_, session)) = self.sessions.remove(id) else {
             return false;
         };
-        self.closed(&session, forget);
+        self.closed(&session, forget, why);
         true
+    }
+
+    /// Whether the registry holds `session` itself under its id (not a newer one).
+    pub(in crate::session) fn owned_exactly(&self, session: &Arc<Session>) -> bool {
+        (self.sessions.get(session.id())).is_some_and(|held| Arc::ptr_eq(held.value(), session))
     }
 
     /// Closes `session` here (as `close`) if it is the one the registry holds under its id
     /// (not a newer one, taken over anew); whether it was.
-    pub(in crate::session) fn close_exactly(&self, session: &Arc<Session>, forget: bool) -> bool {
+    pub(in crate::session) fn close_exactly(
+        &self,
+        session: &Arc<Session>,
+        forget: bool,
+        why: EndReason,
+    ) -> bool {
         let removed = self
             .sessions
             .remove_if(session.id(), |_, held| Arc::ptr_eq(held, session));
         if removed.is_some() {
-            self.closed(session, forget);
+            self.closed(session, forget, why);
         }
         removed.is_some()
     }
 
-    fn closed(&self, session: &Arc<Session>, forget: bool) {
+    fn closed(&self, session: &Arc<Session>, forget: bool, why: EndReason) {
         self.reserved.fetch_sub(1, Ordering::AcqRel);
         self.release_for(session.principal());
         self.metrics.sessions_open.dec();
@@ -332,7 +383,9 @@ impl Registry {
             true => session.end(),
             false => session.end_here(),
         }
-        session.span().in_scope(|| info!("session ended"));
+        session
+            .span()
+            .in_scope(|| info!(reason = %why, "session ended"));
     }
 
     /// Takes an owned session into the registry; the idle sweep looks at it once it could have
@@ -376,7 +429,7 @@ mod tests {
     use std::time::Duration;
 
     use crate::session::testing::{caller, initialized, principal, registry};
-    use crate::session::{SessionError, SessionSettings, Shape};
+    use crate::session::{EndReason, SessionError, SessionSettings, Shape};
 
     #[tokio::test]
     async fn a_session_is_found_for_its_principal_alone() {
@@ -397,8 +450,8 @@ mod tests {
     async fn an_ended_session_is_gone_and_ends_once() {
         let registry = registry(SessionSettings::default());
         let session = initialized(&registry, principal("alice")).await;
-        assert!(registry.end(session.id()));
-        assert!(!registry.end(session.id()), "once");
+        assert!(registry.end(session.id(), EndReason::Deleted));
+        assert!(!registry.end(session.id(), EndReason::Deleted), "once");
         assert!(session.ended.is_cancelled());
         let found = registry.find(session.id(), &caller("alice")).await;
         assert!(found.unwrap().is_none());
@@ -427,7 +480,7 @@ mod tests {
         create("bob").await.unwrap();
         let over = create("carol").await.map(|_| ()).unwrap_err();
         assert!(matches!(over, SessionError::TooManySessions(3)), "{over}");
-        registry.end(second.id());
+        registry.end(second.id(), EndReason::Deleted);
         create("alice").await.expect("a place freed is a place");
     }
 

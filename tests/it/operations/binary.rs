@@ -150,6 +150,34 @@ async fn serve_then_sigterm(workers: &str) {
         Some("stopped"),
         "the last line"
     );
+    let ended = seen
+        .iter()
+        .find(|entry| message(entry).as_deref() == Some("session ended"));
+    assert_eq!(ended.expect("its end")["fields"]["reason"], "shutdown");
+}
+
+/// `session ended` says why: a client's `DELETE`, an idle TTL run out.
+#[tokio::test]
+async fn a_sessions_end_is_logged_with_its_reason() {
+    let (_proxy, addr, mut logs, _) =
+        spawn_proxy(&["--listen", "127.0.0.1:0", "--idle-ttl", "1s"]).await;
+    let mut deleted = Client::new(addr);
+    deleted.initialize("2025-11-25").await;
+    assert_eq!(deleted.delete().await, StatusCode::OK);
+    let mut idle = Client::new(addr);
+    idle.initialize("2025-11-25").await;
+    let mut reasons = Vec::new();
+    within("two ends logged", async {
+        while reasons.len() < 2 {
+            let line = logs.next_line().await.unwrap().expect("a log line");
+            let entry: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if entry["fields"]["message"] == "session ended" {
+                reasons.push(entry["fields"]["reason"].as_str().unwrap().to_owned());
+            }
+        }
+    })
+    .await;
+    assert_eq!(reasons, ["deleted", "idle"]);
 }
 
 /// Whether `shown` is how logs show a session id: `s-` and 16 hex digits.

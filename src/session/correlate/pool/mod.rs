@@ -41,6 +41,7 @@ use super::{
     PrincipalSessions,
 };
 use crate::base::caller::Caller;
+use crate::session::EndReason;
 use crate::session::{Registry, Session, SessionError};
 use crate::telemetry::metrics::{Refusal, ServerMetrics};
 use slots::{Claimed, Slots, Want};
@@ -277,7 +278,7 @@ impl AnonymousPool {
             changed.as_mut().enable();
             let look = self.look(&mut borrower, metrics)?;
             if let Some(evicted) = look.evicted {
-                registry.end(evicted.session.id());
+                registry.end(evicted.session.id(), EndReason::Limit);
             }
             for reported in look.starts {
                 let sender = reported.then(|| {
@@ -296,7 +297,7 @@ impl AnonymousPool {
                 }
                 Some(stale) => {
                     // Its server died while it was ready: its place goes to a fresh one.
-                    registry.end(stale.session.id());
+                    registry.end(stale.session.id(), EndReason::ServerGone);
                     shared.lost(&opener, borrower.want.clone());
                     continue;
                 }
@@ -435,7 +436,9 @@ impl Drop for Loan {
             self.shared.changed.notify_waiters();
             return;
         }
-        self.opener.registry.end(session.id());
+        self.opener
+            .registry
+            .end(session.id(), EndReason::NotInitialized);
         self.shared.lost(&self.opener, self.want.clone());
     }
 }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use tracing::warn;
 
+use crate::session::EndReason;
 use crate::session::{Registry, Session, SessionError};
 use crate::store::Deposed;
 
@@ -48,7 +49,7 @@ impl Registry {
         if let Some(fence) = session.fence() {
             fence.retire();
         }
-        if self.close_exactly(session, false) {
+        if self.close_exactly(session, false, EndReason::Deposed) {
             self.metrics.sessions_deposed_total.inc();
             session.span().in_scope(|| {
                 warn!(why, "session deposed: another replica took it over; its copy here is dropped and requests go to the new owner")

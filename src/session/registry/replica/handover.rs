@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use tracing::{info, warn};
 
+use crate::session::EndReason;
 use crate::session::{Registry, Session};
 use crate::store::Fence;
 
@@ -75,11 +76,14 @@ impl Registry {
             };
             for (((session, _), (_, _, to)), handed) in batch.iter().zip(&given).zip(handed) {
                 match handed {
-                    true if self.close_exactly(session, false) => {
-                        self.metrics.sessions_handed_over_total.inc();
+                    // Said first: its last line is the `session ended` that closing it logs.
+                    true if self.owned_exactly(session) => {
                         session
                             .span()
                             .in_scope(|| info!(to = %to, "session handed over"));
+                        if self.close_exactly(session, false, EndReason::HandedOver) {
+                            self.metrics.sessions_handed_over_total.inc();
+                        }
                     }
                     true => {}
                     false => {

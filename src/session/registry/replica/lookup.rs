@@ -9,6 +9,7 @@ use tracing::warn;
 use super::follow::{renew, tail};
 use crate::base::caller::Caller;
 use crate::base::ids::{self, Principal};
+use crate::session::EndReason;
 use crate::session::{OwnerUnavailable, Registry, Session, SessionError};
 use crate::store::{Record, RedisStore};
 use crate::upstream::owner::{HopError, LinkSettings, Owner, OwnerLink};
@@ -217,7 +218,7 @@ impl Registry {
         let owned = self.owned(id);
         let fence = owned.as_ref().and_then(|session| session.fence());
         let counted_in = owned.as_ref().and_then(|session| session.counted_in());
-        let ended = self.end(id);
+        let ended = self.end(id, EndReason::Deleted);
         if let (true, Some(redis), Some(fence)) = (ended, self.store.redis(), fence) {
             match redis
                 .forget(&self.server, id, &fence, counted_in.as_deref())
