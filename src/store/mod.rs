@@ -107,6 +107,10 @@ pub enum Op {
 #[serde(default)]
 pub struct Record {
     pub owner: String,
+    /// The owner before the last change of owner (a hand-over, a takeover, a claim given
+    /// back): whom a replica that finds itself the owner of a session it does not hold took
+    /// it from.
+    pub previous_owner: Option<String>,
     /// Hex digest of the principal.
     pub principal: String,
     /// `streams` or `single`.

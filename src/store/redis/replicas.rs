@@ -18,8 +18,9 @@ use crate::store::{Fence, Record, StoreError, StoreResult};
 const LEAVE_PATIENCE: Duration = Duration::from_secs(2);
 
 /// KEYS: a session record. ARGV: the owner and epoch it must hold, the `confirmed` count it must
-/// hold (empty: any), the new owner. Answers the new epoch, or 0 when the record did not hold
-/// them (nothing changed).
+/// hold (empty: any), the new owner. Makes the new one the owner and the old one the
+/// `previous_owner`; answers the new epoch, or 0 when the record did not hold them (nothing
+/// changed).
 const HAND_OVER: &str = r"
 local record = KEYS[1]
 if redis.call('HGET', record, 'owner') ~= ARGV[1]
@@ -27,7 +28,7 @@ if redis.call('HGET', record, 'owner') ~= ARGV[1]
   or (ARGV[3] ~= '' and (redis.call('HGET', record, 'confirmed') or '0') ~= ARGV[3]) then
   return 0
 end
-redis.call('HSET', record, 'owner', ARGV[4])
+redis.call('HSET', record, 'owner', ARGV[4], 'previous_owner', ARGV[1])
 return redis.call('HINCRBY', record, 'epoch', 1)
 ";
 

@@ -562,6 +562,24 @@ async fn a_replica_that_stops_leaves_its_sessions_to_the_others() {
         "a new server"
     );
     assert_eq!(metric(&b, "mcp_proxy_sessions_taken_over_total").await, 1);
+    // The log tells it in order, each line naming the other replica (read as the logs come).
+    let told = |replica: &Replica, line: &str| replica.session_story().iter().any(|l| l == line);
+    crate::harness::eventually("a's end logged", || {
+        told(&a, "session ended reason=handed_over")
+    })
+    .await;
+    let story = a.session_story();
+    let handed = story
+        .iter()
+        .position(|line| line == "session handed over to=b");
+    let ended = story
+        .iter()
+        .position(|line| line == "session ended reason=handed_over");
+    assert!(handed.is_some() && handed < ended, "{story:?}");
+    crate::harness::eventually("b's takeover logged", || {
+        told(&b, "session taken over from=a")
+    })
+    .await;
 }
 
 #[tokio::test]

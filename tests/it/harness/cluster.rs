@@ -166,6 +166,8 @@ pub struct Replica {
     args: Vec<String>,
     /// Its WARN and ERROR log lines, as they come.
     pub warnings: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// Its lines about a session's life (`session ended`, `… handed over`, `… taken over`).
+    pub session_lines: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
 }
 
 impl Replica {
@@ -206,6 +208,8 @@ impl Replica {
         let (child, addr, mut lines, _) = spawn_proxy_with_env(&all, &env).await;
         let warnings = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let seen = warnings.clone();
+        let session_lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let of_sessions = session_lines.clone();
         // Keep reading its logs, so a full pipe never stalls it (and show them all with
         // PROXY_TEST_LOGS=1, at the level PROXY_TEST_LOG_LEVEL names).
         let echo = std::env::var_os("PROXY_TEST_LOGS").is_some();
@@ -213,6 +217,11 @@ impl Replica {
             while let Ok(Some(line)) = lines.next_line().await {
                 if echo {
                     eprintln!("{line}");
+                }
+                if line.contains("\"message\":\"session ") {
+                    if let Ok(entry) = serde_json::from_str(&line) {
+                        of_sessions.lock().unwrap().push(entry);
+                    }
                 }
                 if line.contains("\"WARN\"") || line.contains("\"ERROR\"") {
                     seen.lock().unwrap().push(line);
@@ -231,7 +240,23 @@ impl Replica {
             name,
             args,
             warnings,
+            session_lines,
         }
+    }
+
+    /// The messages of its lines about sessions so far, with the field that says most of each
+    /// (`reason`, `to`, `from`): `["session handed over to=b", "session ended reason=…"]`.
+    pub fn session_story(&self) -> Vec<String> {
+        let lines = self.session_lines.lock().unwrap();
+        let told = |entry: &serde_json::Value| {
+            let fields = &entry["fields"];
+            let message = fields["message"].as_str().unwrap_or_default();
+            let detail = ["reason", "to", "from"]
+                .into_iter()
+                .find_map(|key| Some(format!(" {key}={}", fields[key].as_str()?)));
+            format!("{message}{}", detail.unwrap_or_default())
+        };
+        lines.iter().map(told).collect()
     }
 
     /// `kill -9`: no goodbye to Redis, no cleanup.

@@ -188,9 +188,14 @@ impl Registry {
         }
         self.metrics.sessions_open.inc();
         self.metrics.sessions_taken_over_total.inc();
+        // Handed to this replica, the record names it already: the one before it gave it up.
+        let from = match (&record.previous_owner, record.owner == redis.node_id) {
+            (Some(previous), true) => previous,
+            _ => &record.owner,
+        };
         session
             .span()
-            .in_scope(|| info!(from = %record.owner, epoch, "session taken over"));
+            .in_scope(|| info!(%from, epoch, "session taken over"));
         Ok(Some(session))
     }
 }
