@@ -96,6 +96,17 @@ settings! {
         #[arg(long, value_name = "MODE")]
         pub isolation: Isolation = Isolation::PerSession, set;
 
+        /// stdio, with protocol = auto: stop the start when the server's child exits without
+        /// answering the probe (else a warning names how it ended, and each session starts it
+        /// again) (true/false) [default: false].
+        #[arg(
+            long = "upstream-require-start",
+            value_name = "BOOL",
+            num_args = 0..=1,
+            default_missing_value = "true"
+        )]
+        pub require_start: bool = false, set;
+
         /// stdio, per-session: children kept started ahead of sessions, so initialize does not
         /// wait for process start-up [default: 0].
         #[arg(long, value_name = "N")]

@@ -162,7 +162,7 @@ impl Shared<'_> {
         let secrets = config.child_secrets();
         let default = match config.serves_default() {
             true => {
-                let spec = settled(&config.upstream, &secrets).await?;
+                let spec = settled("upstream", &config.upstream, &secrets).await?;
                 Some(self.serve(
                     "default",
                     &config.upstream,
@@ -178,7 +178,8 @@ impl Shared<'_> {
         let mut unserved = Vec::new();
         for (name, server) in &config.servers {
             let session = server.session.as_ref().unwrap_or(&config.session);
-            let spec = settled(&server.upstream, &secrets).await?;
+            let key = format!("servers.{name}.upstream");
+            let spec = settled(&key, &server.upstream, &secrets).await?;
             let exposure = exposure(&server.tools, &server.prompts, &server.resources);
             let upstream = (spec, server.upstream.upstream_credentials());
             let app = self.serve(name, &server.upstream, session, exposure, upstream);
@@ -369,6 +370,7 @@ impl Shared<'_> {
 /// A server's spec with its revision settled (`auto` probed once, here, before any session),
 /// a confined stdio server's package cache warmed first.
 async fn settled(
+    key: &str,
     upstream: &UpstreamConfig,
     secrets: &Arc<Secrets>,
 ) -> anyhow::Result<UpstreamSpec> {
@@ -376,7 +378,20 @@ async fn settled(
     if let UpstreamSpec::Stdio(stdio) | UpstreamSpec::SharedStdio(stdio) = &spec {
         stdio::warm_cache(stdio, upstream.request_timeout).await;
     }
-    Ok(probe::settle(spec, upstream.request_timeout).await)
+    let (spec, failure) = probe::settle(spec, upstream.request_timeout).await;
+    if let Some(failure) = failure {
+        if upstream.require_start {
+            anyhow::bail!("{key}: the server could not start: {failure} ({key}.require_start)");
+        }
+        warn!(
+            server = %key,
+            status = %failure.status,
+            stderr = %failure.stderr,
+            "the server exited at start without answering; each session will start it again \
+             ({key}.require_start = true stops the start instead)"
+        );
+    }
+    Ok(spec)
 }
 
 impl Running {

@@ -5,14 +5,16 @@
 //! or an exit means a legacy server. A server that speaks 2026-07-28 is then offered a legacy
 //! `initialize`: one that takes it speaks both revisions and is spoken to in the legacy one
 //! (its sessions kept as they are; the upstream session the probe opened is ended); only a
-//! server that refuses it is bridged.
+//! server that refuses it is bridged. A stdio child that exits without answering is offered
+//! `initialize` in another: one that answers is a legacy server that exits on requests before
+//! it; one that does not cannot start, and the probe says how it ended (`StartFailure`).
 
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tracing::info;
 
 use bytes::Bytes;
@@ -33,17 +35,48 @@ const PROBE_INITIALIZE_ID: &str = "mcp-session-proxy/probe-initialize";
 /// The longest the probe waits for a server at start (at most the request timeout).
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// `spec` with its revision settled: probed when it is `auto`.
-pub async fn settle(mut spec: UpstreamSpec, timeout: Duration) -> UpstreamSpec {
+/// The most of a failed child's standard error the probe keeps: its last lines.
+const LAST_WORDS: usize = 512;
+
+/// A stdio server whose child exited at start without answering the probe.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("it exited without answering ({status}){}", last_words(.stderr))]
+pub struct StartFailure {
+    /// How it ended (`exit status: 3`, `signal: 9 (SIGKILL)`, or why it could not start).
+    pub status: String,
+    /// The end of what it wrote on its standard error.
+    pub stderr: String,
+}
+
+fn last_words(stderr: &str) -> String {
+    match stderr.is_empty() {
+        true => String::new(),
+        false => format!(", its standard error ending: {stderr}"),
+    }
+}
+
+/// `spec` with its revision settled: probed when it is `auto`; and, for a stdio server whose
+/// child could not start, how it failed (its revision is then taken as legacy).
+pub async fn settle(
+    mut spec: UpstreamSpec,
+    timeout: Duration,
+) -> (UpstreamSpec, Option<StartFailure>) {
     let timeout = timeout.min(PROBE_TIMEOUT);
     let server = spec.display();
     let protocol = match &mut spec {
         UpstreamSpec::Stdio(stdio) | UpstreamSpec::SharedStdio(stdio)
             if stdio.protocol == Era::Auto =>
         {
-            let verdict = stdio_verdict(stdio, timeout).await;
-            Arc::make_mut(stdio).protocol = verdict;
-            verdict
+            match stdio_probe(stdio, timeout).await {
+                Ok(verdict) => {
+                    Arc::make_mut(stdio).protocol = verdict;
+                    verdict
+                }
+                Err(failure) => {
+                    Arc::make_mut(stdio).protocol = Era::Legacy;
+                    return (spec, Some(failure));
+                }
+            }
         }
         UpstreamSpec::Http(http) if http.protocol == Era::Auto => {
             let asked = HttpSpec {
@@ -53,10 +86,10 @@ pub async fn settle(mut spec: UpstreamSpec, timeout: Duration) -> UpstreamSpec {
             http.protocol = http_verdict(&asked).await;
             http.protocol
         }
-        _ => return spec,
+        _ => return (spec, None),
     };
     info!(%server, %protocol, "probed the server's protocol");
-    spec
+    (spec, None)
 }
 
 /// POSTs `server/discover` as a 2026-07-28 client does.
@@ -153,55 +186,131 @@ fn speaks_modern(message: &Value) -> bool {
             .is_some_and(|versions| versions.iter().any(|v| v == MODERN_VERSION))
 }
 
-/// Asks a throwaway child of `spec` for `server/discover` (confined, it works on a view of its
-/// command's package cache, as a session's child does).
+/// [`stdio_probe`]'s revision, a child that cannot start taken as a legacy server.
 pub async fn stdio_verdict(spec: &StdioSpec, timeout: Duration) -> Era {
-    let Ok((mut command, holds)) = spec.command() else {
-        return Era::Legacy;
+    stdio_probe(spec, timeout).await.unwrap_or(Era::Legacy)
+}
+
+/// Asks a throwaway child of `spec` for `server/discover` (confined, it works on a view of its
+/// command's package cache, as a session's child does). No answer in time is a legacy server;
+/// a child that exits without one is offered `initialize` in another.
+pub async fn stdio_probe(spec: &StdioSpec, timeout: Duration) -> Result<Era, StartFailure> {
+    let cannot_start = |error: std::io::Error| StartFailure {
+        status: format!("it could not be started: {error}"),
+        stderr: String::new(),
     };
-    let Ok(mut child) = command.stderr(Stdio::null()).spawn() else {
-        return Era::Legacy;
-    };
+    let (mut command, holds) = spec.command().map_err(cannot_start)?;
+    let mut child = command
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(cannot_start)?;
     let verdict = match (child.stdin.take(), child.stdout.take()) {
         (Some(stdin), Some(stdout)) => {
             let asked = ask(stdin, stdout, spec.max_line_bytes);
             tokio::time::timeout(timeout, asked)
                 .await
-                .unwrap_or(Era::Legacy)
+                .unwrap_or(Some(Era::Legacy))
         }
-        _ => Era::Legacy,
+        _ => Some(Era::Legacy),
+    };
+    let ended = match verdict {
+        Some(_) => None,
+        None => Some(how_it_ended(&mut child).await),
     };
     let _ = super::stdio::terminate(&mut child, Duration::ZERO).await;
     holds.release(Duration::from_secs(1)).await;
-    verdict
+    match (verdict, ended) {
+        (Some(verdict), _) => Ok(verdict),
+        // Some legacy servers exit on any request before `initialize`.
+        (None, _) if takes_initialize(spec, timeout).await => Ok(Era::Legacy),
+        (None, failure) => Err(failure.unwrap_or(StartFailure {
+            status: "unknown".into(),
+            stderr: String::new(),
+        })),
+    }
 }
 
+/// How a child that stopped answering ended: its status and the end of its standard error
+/// (each read within a second: a grandchild may hold the pipe open).
+async fn how_it_ended(child: &mut tokio::process::Child) -> StartFailure {
+    let bound = Duration::from_secs(1);
+    let status = match tokio::time::timeout(bound, child.wait()).await {
+        Ok(Ok(status)) => status.to_string(),
+        Ok(Err(error)) => error.to_string(),
+        Err(_) => "its output closed, the process still running".into(),
+    };
+    let mut written = Vec::new();
+    if let Some(stderr) = child.stderr.as_mut() {
+        let mut limited = stderr.take(64 << 10);
+        let _ = tokio::time::timeout(bound, limited.read_to_end(&mut written)).await;
+    }
+    let text = String::from_utf8_lossy(&written);
+    let text = text.trim();
+    let from = text.len().saturating_sub(LAST_WORDS);
+    let from = (from..text.len())
+        .find(|at| text.is_char_boundary(*at))
+        .unwrap_or(0);
+    StartFailure {
+        status,
+        stderr: text[from..]
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
+/// Whether a fresh child of `spec` answers a legacy `initialize` within `timeout`.
+async fn takes_initialize(spec: &StdioSpec, timeout: Duration) -> bool {
+    let Ok((mut command, holds)) = spec.command() else {
+        return false;
+    };
+    let Ok(mut child) = command.stderr(Stdio::null()).spawn() else {
+        return false;
+    };
+    let answered = match (child.stdin.take(), child.stdout.take()) {
+        (Some(mut stdin), Some(stdout)) => {
+            let asked = async {
+                let offered = format!("{}\n", legacy_initialize());
+                stdin.write_all(offered.as_bytes()).await.ok()?;
+                let mut lines = LineReader::new(BufReader::new(stdout), spec.max_line_bytes);
+                answer_to(&mut lines, PROBE_INITIALIZE_ID).await
+            };
+            let answer = tokio::time::timeout(timeout, asked).await.ok().flatten();
+            answer.is_some_and(|answer| answer.get("result").is_some())
+        }
+        _ => false,
+    };
+    let _ = super::stdio::terminate(&mut child, Duration::ZERO).await;
+    holds.release(Duration::from_secs(1)).await;
+    answered
+}
+
+/// The child's revision; `None` when it ended (or closed its output) without answering
+/// `server/discover`.
 async fn ask(
     mut stdin: tokio::process::ChildStdin,
     stdout: tokio::process::ChildStdout,
     max_line_bytes: usize,
-) -> Era {
-    if stdin
-        .write_all(format!("{}\n", discover()).as_bytes())
-        .await
-        .is_err()
-    {
-        return Era::Legacy;
-    }
+) -> Option<Era> {
     let mut lines = LineReader::new(BufReader::new(stdout), max_line_bytes);
-    let Some(discovered) = answer_to(&mut lines, PROBE_ID).await else {
-        return Era::Legacy; // it ended without answering
+    let asked = stdin
+        .write_all(format!("{}\n", discover()).as_bytes())
+        .await;
+    let discovered = answer_to(&mut lines, PROBE_ID).await;
+    let discovered = match (asked, discovered) {
+        (_, Some(discovered)) => discovered,
+        _ => return None,
     };
     if !speaks_modern(&discovered) {
-        return Era::Legacy;
+        return Some(Era::Legacy);
     }
     let offered = format!("{}\n", legacy_initialize());
     if stdin.write_all(offered.as_bytes()).await.is_err() {
-        return Era::Modern;
+        return Some(Era::Modern);
     }
     match answer_to(&mut lines, PROBE_INITIALIZE_ID).await {
-        Some(answer) if answer.get("result").is_some() => Era::Legacy,
-        _ => Era::Modern,
+        Some(answer) if answer.get("result").is_some() => Some(Era::Legacy),
+        _ => Some(Era::Modern),
     }
 }
 

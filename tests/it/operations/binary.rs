@@ -697,3 +697,35 @@ async fn a_gateways_start_line_names_every_path_it_serves() {
     assert!(!message.contains(&url("/mcp,")), "no /mcp: {message}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A stdio server whose child exits at start without answering: a warning with how it ended
+/// and the end of its standard error; with `--upstream-require-start`, no start at all.
+#[tokio::test]
+async fn a_server_that_cannot_start_is_named_at_the_start_with_its_last_words() {
+    let failing = "sh -c 'echo cannot open /data/db: permission denied >&2; exit 3'";
+    let (_proxy, _, _logs, lines) =
+        spawn_proxy(&["--listen", "127.0.0.1:0", "--stdio", failing]).await;
+    let warning = lines
+        .iter()
+        .find(|line| line["level"] == "WARN" && line["fields"]["status"].is_string())
+        .expect("a warning at the start");
+    assert_eq!(warning["fields"]["status"], "exit status: 3", "{warning}");
+    assert_eq!(
+        warning["fields"]["stderr"], "cannot open /data/db: permission denied",
+        "{warning}"
+    );
+    let message = refused_start(Command::new(DEMO).args([
+        "--listen",
+        "127.0.0.1:0",
+        "--stdio",
+        failing,
+        "--upstream-require-start",
+    ]))
+    .await;
+    assert!(
+        message.contains("upstream: the server could not start")
+            && message.contains("exit status: 3")
+            && message.contains("permission denied"),
+        "{message}"
+    );
+}
