@@ -250,12 +250,14 @@ async fn how_it_ended(child: &mut tokio::process::Child) -> StartFailure {
     let from = (from..text.len())
         .find(|at| text.is_char_boundary(*at))
         .unwrap_or(0);
+    // One line of printable text: what a child writes cannot forge log lines or drive a terminal.
+    let words = text[from..]
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     StartFailure {
         status,
-        stderr: text[from..]
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" "),
+        stderr: words.chars().filter(|c| !c.is_control()).collect(),
     }
 }
 
