@@ -29,8 +29,10 @@ fn main() -> std::process::ExitCode {
     match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
-            // One line with every cause: `upstream.stdio: the command `x` was not found (…)`.
-            eprintln!("mcp-session-proxy: {error:#}");
+            // One line with every cause, each once: `upstream.stdio: the command `x` was not
+            // found (…)`.
+            let said = mcp_session_proxy::base::error_chain::error_chain(error.as_ref());
+            eprintln!("mcp-session-proxy: {said}");
             std::process::ExitCode::FAILURE
         }
     }

@@ -733,3 +733,25 @@ async fn a_server_that_cannot_start_is_named_at_the_start_with_its_last_words() 
         "{message}"
     );
 }
+
+/// A store whose name does not resolve: the start stops with the resolver's words, once.
+#[tokio::test]
+async fn a_start_error_says_each_cause_once() {
+    let message = refused_start(
+        Command::new(DEMO)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(["--store", "redis://no-such-host.invalid:6379/0"])
+            .env(
+                "MCP_PROXY_CLUSTER_SECRET",
+                "0123456789abcdef0123456789abcdef",
+            ),
+    )
+    .await;
+    let last = message.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("mcp-session-proxy: cannot reach the Redis store"),
+        "{last}"
+    );
+    let cause = last.rsplit(": ").next().unwrap();
+    assert_eq!(last.matches(cause).count(), 1, "{last}");
+}
