@@ -108,7 +108,8 @@
 //!     admits it), `event` event ids and logged messages, `backlog` the bounded write-behind
 //!     queue's count, which upstream readers wait on, `memory` freed memory given back,
 //!     `lazy_map` the maps that cost nothing while empty, `error_chain` an error and its
-//!     causes on one line, `swap` a layer's settings as one handle a reload may replace.
+//!     causes on one line, `swap` a layer's settings as one handle a reload may replace,
+//!     `text` the characters a third party's text may not show in a log.
 //!   - [`hop`] the replicas' hop on the wire, its signatures and the nonces taken (`nonces`);
 //!     [`auth`] bearer tokens verified (JWT signatures by the issuer's keys, introspection, the
 //!     issuer's metadata), tokens exchanged, a virtual server's members' credentials in one value

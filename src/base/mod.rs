@@ -10,3 +10,4 @@ pub mod keys;
 pub mod lazy_map;
 pub mod memory;
 pub mod swap;
+pub mod text;

@@ -25,6 +25,7 @@ use super::http_client::{self, HttpSpec};
 use super::lines::{Line, LineReader};
 use super::stdio::StdioSpec;
 use super::UpstreamSpec;
+use crate::base::text::is_unseen;
 use crate::wire::era::{Era, CAPABILITIES_KEY, MODERN_VERSION, VERSION_KEY};
 use crate::wire::methods;
 
@@ -257,7 +258,7 @@ async fn how_it_ended(child: &mut tokio::process::Child) -> StartFailure {
         .join(" ");
     StartFailure {
         status,
-        stderr: words.chars().filter(|c| !c.is_control()).collect(),
+        stderr: words.chars().filter(|c| !is_unseen(*c)).collect(),
     }
 }
 

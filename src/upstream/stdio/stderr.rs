@@ -16,17 +16,19 @@ use tracing::{info, warn};
 
 use super::super::lines::{Line, LineReader};
 use super::STDERR_TAIL;
+use crate::base::text::is_unseen;
 
 /// Longest stderr line kept whole.
 const MAX_STDERR_LINE: usize = 8 << 10;
 /// What one read of it takes at most: it is read a line at a time and rarely.
 const STDERR_BUFFER: usize = 512;
 /// `text` with its control characters (a carriage return that would overwrite the log line's
-/// start on a terminal, an escape sequence) written as escapes; tabs kept.
+/// start on a terminal, an escape sequence) and its format characters (a right-to-left override
+/// that shows `gnp.exe` as `exe.png`) written as escapes; tabs kept.
 pub(super) fn printable(text: &str) -> String {
     let mut shown = String::with_capacity(text.len());
     for c in text.chars() {
-        match c.is_control() && c != '\t' {
+        match is_unseen(c) && c != '\t' {
             true => shown.extend(c.escape_default()),
             false => shown.push(c),
         }
@@ -125,6 +127,12 @@ impl Budget {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_childs_line_shows_no_escape_and_no_reordering() {
+        let line = "ok \u{1b}[2J \u{202e}gnp.exe\tdone";
+        assert_eq!(printable(line), "ok \\u{1b}[2J \\u{202e}gnp.exe\tdone");
+    }
 
     #[test]
     fn past_its_burst_a_flood_is_logged_at_the_rate_and_what_is_dropped_said_once_a_second() {
