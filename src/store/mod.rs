@@ -107,10 +107,9 @@ pub enum Op {
 #[serde(default)]
 pub struct Record {
     pub owner: String,
-    /// The owner before the last change of owner (a hand-over, a takeover, a claim given
-    /// back): whom a replica that finds itself the owner of a session it does not hold took
-    /// it from.
-    pub previous_owner: Option<String>,
+    /// The replica that handed the session to its owner as it left, until the next change of
+    /// owner: whom an owner that finds it handed over took it from.
+    pub handed_by: Option<String>,
     /// Hex digest of the principal.
     pub principal: String,
     /// `streams` or `single`.

@@ -25,7 +25,7 @@ impl RedisStore {
         let number = |name: &str| fields.get(name).and_then(|v| v.parse().ok()).unwrap_or(0);
         Ok(Some(Record {
             owner: fields.get("owner").cloned().unwrap_or_default(),
-            previous_owner: fields.get("previous_owner").cloned(),
+            handed_by: fields.get("handed_by").cloned(),
             principal: fields.get("principal").cloned().unwrap_or_default(),
             shape: fields.get("shape").cloned().unwrap_or_default(),
             numbered: fields.get("numbered").is_some_and(|v| v == "1"),

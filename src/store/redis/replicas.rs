@@ -18,9 +18,9 @@ use crate::store::{Fence, Record, StoreError, StoreResult};
 const LEAVE_PATIENCE: Duration = Duration::from_secs(2);
 
 /// KEYS: a session record. ARGV: the owner and epoch it must hold, the `confirmed` count it must
-/// hold (empty: any), the new owner. Makes the new one the owner and the old one the
-/// `previous_owner`; answers the new epoch, or 0 when the record did not hold them (nothing
-/// changed).
+/// hold (empty: any), the new owner, and `1` for a hand-over (the old owner leaving: it is
+/// kept as `handed_by`) or empty for a claim. Answers the new epoch, or 0 when the record did
+/// not hold them (nothing changed).
 const HAND_OVER: &str = r"
 local record = KEYS[1]
 if redis.call('HGET', record, 'owner') ~= ARGV[1]
@@ -28,7 +28,12 @@ if redis.call('HGET', record, 'owner') ~= ARGV[1]
   or (ARGV[3] ~= '' and (redis.call('HGET', record, 'confirmed') or '0') ~= ARGV[3]) then
   return 0
 end
-redis.call('HSET', record, 'owner', ARGV[4], 'previous_owner', ARGV[1])
+redis.call('HSET', record, 'owner', ARGV[4])
+if ARGV[5] == '1' then
+  redis.call('HSET', record, 'handed_by', ARGV[1])
+else
+  redis.call('HDEL', record, 'handed_by')
+end
 return redis.call('HINCRBY', record, 'epoch', 1)
 ";
 
@@ -210,6 +215,7 @@ impl RedisStore {
             .arg(epoch)
             .arg(confirmed)
             .arg(to)
+            .arg("")
             .query_async(&mut connection)
             .await?;
         Ok((epoch > 0).then_some(epoch))
@@ -303,7 +309,8 @@ impl RedisStore {
                 .arg(&self.node_id)
                 .arg(fence.epoch())
                 .arg("")
-                .arg(to);
+                .arg(to)
+                .arg("1");
         }
         let mut connection = self.timed();
         let epochs: Vec<u64> = pipe.query_async(&mut connection).await?;

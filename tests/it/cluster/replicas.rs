@@ -718,3 +718,26 @@ async fn a_request_state_is_good_for_one_retry_on_any_replica_even_two_at_once()
     let again = modern_call(&b, 4, tool, retry).await;
     assert_eq!(again["error"]["code"], -32602, "{again}");
 }
+
+/// A takeover's line names whom the session came from: the dead owner after a claim, and, for a
+/// replica restarted under its name that reclaims what it had taken over, itself (a claim
+/// forgets who handed a session over earlier).
+#[tokio::test]
+async fn a_takeover_names_the_replica_it_took_the_session_from() {
+    let redis = Redis::start().await;
+    let mut a = Replica::start(&redis, "a", &FAST_TAKEOVER).await;
+    let mut b = Replica::start(&redis, "b", &FAST_TAKEOVER).await;
+    let mut on_a = Client::new(a.addr);
+    on_a.initialize("2025-11-25").await;
+    assert_eq!(on_a.call_tool("counter", json!({})).await, "1");
+    a.kill().await;
+    let on_b = through(&on_a, &b);
+    call_until_served("b takes it over", &on_b, "echo", json!({ "text": "x" })).await;
+    let told = |r: &Replica, l: &str| r.session_story().iter().any(|x| x == l);
+    crate::harness::eventually("b's takeover", || told(&b, "session taken over from=a")).await;
+    b.kill().await;
+    b.restart(&redis).await;
+    let on_b = through(&on_a, &b);
+    call_until_served("b reclaims it", &on_b, "echo", json!({ "text": "y" })).await;
+    crate::harness::eventually("b's reclaim", || told(&b, "session taken over from=b")).await;
+}

@@ -189,8 +189,8 @@ impl Registry {
         self.metrics.sessions_open.inc();
         self.metrics.sessions_taken_over_total.inc();
         // Handed to this replica, the record names it already: the one before it gave it up.
-        let from = match (&record.previous_owner, record.owner == redis.node_id) {
-            (Some(previous), true) => previous,
+        let from = match (&record.handed_by, record.owner == redis.node_id) {
+            (Some(by), true) => by,
             _ => &record.owner,
         };
         session
