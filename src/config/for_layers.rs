@@ -279,7 +279,7 @@ impl UpstreamConfig {
     /// at fault (`<key>.user`, `<key>.group` or `<key>.user_range`).
     pub fn child_user(&self, key: &str) -> anyhow::Result<Option<RunAs>> {
         RunAs::resolve(&self.user, &self.group, &self.user_range)
-            .map_err(|e| anyhow::anyhow!("{key}.{}: {e}", e.field(&self.user)))
+            .map_err(|e| anyhow::anyhow!("{key}.{}: {e}", e.field(&self.user, &self.user_range)))
     }
 }
 

@@ -81,11 +81,7 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
     let addr = listener.local_addr()?;
     warn_if_open_to_anyone(&http, addr);
     let http = Arc::new(Swappable::new(http));
-    let metrics = Arc::new(Metrics::default());
-    for (server, what) in unenforced {
-        let labels = vec![("server", server), ("what", what.to_owned())];
-        metrics.sandbox.unenforced.get_or_create(&labels).set(1);
-    }
+    let metrics = metrics_showing(unenforced);
     let shutdown = CancellationToken::new();
     let keys = Keys::from_secret(&config.cluster.secret);
     crate::telemetry::redact::set_digest_key(keys.log_digest.clone());
@@ -151,6 +147,16 @@ pub async fn start(config: &Config) -> anyhow::Result<Running> {
         served,
         unserved,
     })
+}
+
+/// The proxy's metrics, showing what confinement each server's children go without.
+fn metrics_showing(unenforced: Vec<(String, &'static str)>) -> Arc<Metrics> {
+    let metrics = Arc::new(Metrics::default());
+    for (server, what) in unenforced {
+        let labels = vec![("server", server), ("what", what.to_owned())];
+        metrics.sandbox.unenforced.get_or_create(&labels).set(1);
+    }
+    metrics
 }
 
 impl Shared<'_> {

@@ -39,7 +39,8 @@ pub enum ChildUserError {
     #[error(
         "the proxy may not run its children as another user: it runs as user id {uid} without \
          CAP_SETUID, CAP_SETGID and CAP_KILL (to stop them) (run it as root or with those \
-         capabilities, or leave user and group unset)"
+         capabilities, or set none of user, group and user_range: children then run as the \
+         proxy's user)"
     )]
     NotPermitted { uid: u32 },
     #[error("cannot tell whether the proxy may switch users (/proc/self/status): {0}")]
@@ -53,12 +54,17 @@ pub enum ChildUserError {
 }
 
 impl ChildUserError {
-    /// The key at fault: `user`, `group` or `user_range`.
-    pub fn field(&self, user: &str) -> &'static str {
+    /// The key at fault: `user`, `group` or `user_range`, with `user` and `range` as set.
+    pub fn field(&self, user: &str, range: &str) -> &'static str {
         match self {
             ChildUserError::NotARange(_)
             | ChildUserError::RangeHoldsProxy(_)
             | ChildUserError::UserAndRange => "user_range",
+            ChildUserError::NotPermitted { .. } | ChildUserError::Capabilities(_)
+                if !range.is_empty() =>
+            {
+                "user_range"
+            }
             ChildUserError::UnknownGroup(_) => "group",
             ChildUserError::Lookup(name, _) if name != user => "group",
             _ if user.is_empty() => "group",
@@ -293,9 +299,14 @@ mod tests {
     fn unknown_names_are_errors_naming_their_key() {
         let error = ChildUser::resolve("no-such-user-4f2a", "").unwrap_err();
         assert!(matches!(error, ChildUserError::UnknownUser(_)));
-        assert_eq!(error.field("no-such-user-4f2a"), "user");
+        assert_eq!(error.field("no-such-user-4f2a", ""), "user");
         let error = ChildUser::resolve("", "no-such-group-4f2a").unwrap_err();
-        assert_eq!(error.field(""), "group");
+        assert_eq!(error.field("", ""), "group");
+        // A proxy that may not switch users is told so under the key it set.
+        let not_permitted = ChildUserError::NotPermitted { uid: 1000 };
+        assert_eq!(not_permitted.field("", "100000-100999"), "user_range");
+        assert_eq!(not_permitted.field("", ""), "group");
+        assert_eq!(not_permitted.field("mcp", ""), "user");
     }
 
     #[test]
@@ -333,7 +344,7 @@ mod tests {
         }
         assert_eq!(parse_range("100000-100999").unwrap(), (100_000, 100_999));
         let both = RunAs::resolve("nobody", "", "100000-100999").unwrap_err();
-        assert_eq!(both.field("nobody"), "user_range");
+        assert_eq!(both.field("nobody", "100000-100999"), "user_range");
     }
 
     #[test]

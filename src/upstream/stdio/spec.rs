@@ -186,9 +186,12 @@ impl StdioSpec {
 /// The directories a confined child reads its own files from: its program's, and those of the
 /// files its arguments name (a script an interpreter runs); around each, the `node_modules` it
 /// is in (a Node server's packages), and the virtual environment it is in with the Python
-/// installation that environment was made from.
+/// installation that environment was made from; a Python interpreter's own installation.
 pub fn own_directories(program: &std::path::Path, args: &[String]) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
+    if let Ok(resolved) = std::fs::canonicalize(program) {
+        dirs.extend(python_installation(&resolved));
+    }
     let files = std::iter::once(program.to_path_buf())
         .chain(args.iter().map(PathBuf::from))
         .filter(|path| path.is_file());
@@ -222,6 +225,22 @@ fn python_home(config: &str) -> Option<PathBuf> {
     })?;
     let home = std::fs::canonicalize(&home).unwrap_or(home);
     home.parent().map(PathBuf::from)
+}
+
+/// The installation a Python interpreter runs from, when `program` is one (`<prefix>/bin/python3`
+/// beside a standard library in `<prefix>/lib/python3.*`: pyenv's, one in `/opt`): the prefix.
+fn python_installation(program: &std::path::Path) -> Option<PathBuf> {
+    let name = program.file_name()?.to_str()?;
+    let prefix = program.parent()?.parent()?;
+    let standard_library = |entry: std::fs::DirEntry| {
+        entry.file_name().to_string_lossy().starts_with("python")
+            && entry.path().join("os.py").is_file()
+    };
+    let installed = std::fs::read_dir(prefix.join("lib"))
+        .ok()?
+        .flatten()
+        .any(standard_library);
+    (name.starts_with("python") && installed).then(|| prefix.to_path_buf())
 }
 
 /// What a child holds for as long as it runs: its private directory (removed when dropped), its
@@ -293,4 +312,26 @@ pub enum CommandError {
     NotFound(String),
     #[error("{} is not an executable file", .0.display())]
     NotExecutable(PathBuf),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_python_interpreter_reads_its_own_installation_and_another_program_does_not() {
+        let prefix = std::env::temp_dir().join(format!("mcp-python-prefix-{}", std::process::id()));
+        std::fs::create_dir_all(prefix.join("bin")).unwrap();
+        std::fs::create_dir_all(prefix.join("lib/python3.11")).unwrap();
+        std::fs::write(prefix.join("lib/python3.11/os.py"), "").unwrap();
+        for name in ["python3", "node"] {
+            std::fs::write(prefix.join("bin").join(name), "").unwrap();
+        }
+        let prefix = std::fs::canonicalize(&prefix).unwrap();
+        let python = own_directories(&prefix.join("bin/python3"), &[]);
+        assert!(python.contains(&prefix), "{python:?}");
+        let node = own_directories(&prefix.join("bin/node"), &[]);
+        assert!(!node.contains(&prefix), "{node:?}");
+        std::fs::remove_dir_all(&prefix).unwrap();
+    }
 }

@@ -13,3 +13,4 @@ mod redaction;
 mod threat_model;
 mod trace_context;
 mod tracing;
+mod try_it;
