@@ -162,11 +162,14 @@ async fn run(config: Config, start: StartNotes) -> anyhow::Result<()> {
             }
         })
         .collect();
-    let upstream = match config.serves_default() {
-        true => config.upstream_spec()?.display(),
-        false => String::new(),
-    };
-    tracing::info!(addr = %running.addr, %upstream, "listening on {}", urls.join(", "));
+    let urls = urls.join(", ");
+    match config.serves_default() {
+        true => {
+            let upstream = config.upstream_spec()?.display();
+            tracing::info!(addr = %running.addr, %upstream, "listening on {urls}");
+        }
+        false => tracing::info!(addr = %running.addr, "listening on {urls}"),
+    }
     wait_for_signal().await?;
     let written = mcp_session_proxy::base::clock::written;
     let (drain, timeout) = (

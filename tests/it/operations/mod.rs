@@ -10,6 +10,7 @@ mod health_probe;
 mod quick_start;
 mod readme;
 mod redaction;
+mod start_log;
 mod threat_model;
 mod trace_context;
 mod tracing;
