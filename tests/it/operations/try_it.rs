@@ -14,13 +14,18 @@ const FENCE: &str = "```sh try-it\n";
 
 /// Every page that sets something up, each with its blocks.
 const PAGES: &[&str] = &[
+    "access/exposure.md",
+    "access/rate-limits.md",
     "access/tls.md",
     "clients-and-servers/gateway.md",
     "clients-and-servers/sandbox.md",
     "clients-and-servers/virtual-servers.md",
     "getting-started/first-client.md",
+    "operations/health.md",
+    "replicas/balancers.md",
     "replicas/index.md",
     "replicas/redis.md",
+    "resume-and-replay.md",
 ];
 
 fn book() -> PathBuf {
@@ -214,6 +219,31 @@ fn a_blocks_ports_are_replaced_whole_and_everywhere() {
         "{replaced}"
     );
     assert_eq!(ports(block), ["8787", "6379"]);
+}
+
+#[tokio::test]
+async fn the_exposure_pages_block_runs() {
+    page_runs("access/exposure.md").await;
+}
+
+#[tokio::test]
+async fn the_rate_limits_pages_block_runs() {
+    page_runs("access/rate-limits.md").await;
+}
+
+#[tokio::test]
+async fn the_health_pages_block_runs() {
+    page_runs("operations/health.md").await;
+}
+
+#[tokio::test]
+async fn the_balancers_pages_block_runs() {
+    page_runs("replicas/balancers.md").await;
+}
+
+#[tokio::test]
+async fn the_resume_pages_block_runs() {
+    page_runs("resume-and-replay.md").await;
 }
 
 #[tokio::test]
