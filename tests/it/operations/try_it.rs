@@ -14,10 +14,13 @@ const FENCE: &str = "```sh try-it\n";
 
 /// Every page that sets something up, each with its blocks.
 const PAGES: &[&str] = &[
+    "access/authorization.md",
     "access/exposure.md",
     "access/rate-limits.md",
     "access/tls.md",
     "clients-and-servers/gateway.md",
+    "clients-and-servers/modern-clients.md",
+    "clients-and-servers/protocol-sessions.md",
     "clients-and-servers/sandbox.md",
     "clients-and-servers/virtual-servers.md",
     "getting-started/first-client.md",
@@ -222,6 +225,11 @@ fn a_blocks_ports_are_replaced_whole_and_everywhere() {
 }
 
 #[tokio::test]
+async fn the_authorization_pages_block_runs() {
+    page_runs("access/authorization.md").await;
+}
+
+#[tokio::test]
 async fn the_exposure_pages_block_runs() {
     page_runs("access/exposure.md").await;
 }
@@ -254,6 +262,16 @@ async fn the_tls_pages_block_runs() {
 #[tokio::test]
 async fn the_gateway_pages_block_runs() {
     page_runs("clients-and-servers/gateway.md").await;
+}
+
+#[tokio::test]
+async fn the_modern_clients_pages_block_runs() {
+    page_runs("clients-and-servers/modern-clients.md").await;
+}
+
+#[tokio::test]
+async fn the_protocol_sessions_pages_block_runs() {
+    page_runs("clients-and-servers/protocol-sessions.md").await;
 }
 
 #[tokio::test]
