@@ -18,6 +18,7 @@ const PAGES: &[&str] = &[
     "access/exposure.md",
     "access/rate-limits.md",
     "access/tls.md",
+    "clients-and-servers/data-layer-sessions.md",
     "clients-and-servers/gateway.md",
     "clients-and-servers/modern-clients.md",
     "clients-and-servers/protocol-sessions.md",
@@ -257,6 +258,11 @@ async fn the_resume_pages_block_runs() {
 #[tokio::test]
 async fn the_tls_pages_block_runs() {
     page_runs("access/tls.md").await;
+}
+
+#[tokio::test]
+async fn the_data_layer_sessions_pages_block_runs() {
+    page_runs("clients-and-servers/data-layer-sessions.md").await;
 }
 
 #[tokio::test]
