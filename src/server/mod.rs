@@ -384,7 +384,7 @@ async fn settled(
     if let UpstreamSpec::Stdio(stdio) | UpstreamSpec::SharedStdio(stdio) = &spec {
         stdio::warm_cache(stdio, upstream.request_timeout).await;
     }
-    let (spec, failure) = probe::settle(spec, upstream.request_timeout).await;
+    let (spec, failure) = probe::settle(key, spec, upstream.request_timeout).await;
     if let Some(failure) = failure {
         if upstream.require_start {
             anyhow::bail!("{key}: the server could not start: {failure} ({key}.require_start)");

@@ -56,14 +56,16 @@ fn last_words(stderr: &str) -> String {
     }
 }
 
-/// `spec` with its revision settled: probed when it is `auto`; and, for a stdio server whose
-/// child could not start, how it failed (its revision is then taken as legacy).
+/// `spec`, the server configured at `key`, with its revision settled: probed when it is
+/// `auto`; and, for a stdio server whose child could not start, how it failed (its revision is
+/// then taken as legacy).
 pub async fn settle(
+    key: &str,
     mut spec: UpstreamSpec,
     timeout: Duration,
 ) -> (UpstreamSpec, Option<StartFailure>) {
     let timeout = timeout.min(PROBE_TIMEOUT);
-    let server = spec.display();
+    let command = spec.display();
     let protocol = match &mut spec {
         UpstreamSpec::Stdio(stdio) | UpstreamSpec::SharedStdio(stdio)
             if stdio.protocol == Era::Auto =>
@@ -89,7 +91,7 @@ pub async fn settle(
         }
         _ => return (spec, None),
     };
-    info!(%server, %protocol, "probed the server's protocol");
+    info!(server = %key, %command, %protocol, "probed the server's protocol");
     (spec, None)
 }
 

@@ -136,6 +136,16 @@ async fn a_start_with_every_feature_on_is_logged_in_words_from_start_to_stop() {
         )),
         "{listening}"
     );
+    // Each member's probe names the member, not only the command both run.
+    for member in ["servers.notes.upstream", "servers.tasks.upstream"] {
+        assert!(
+            lines.iter().any(
+                |line| line["fields"]["message"] == "probed the server's protocol"
+                    && line["fields"]["server"] == member
+            ),
+            "{member}'s probe is logged under its key"
+        );
+    }
     for said in ["joined the replicas sharing", "session created", "stopped"] {
         assert!(
             messages.iter().any(|message| message.starts_with(said)),
