@@ -105,26 +105,33 @@ settings! {
 impl ToolsConfig {
     /// The tools clients see, as the session layer applies it.
     pub fn exposure(&self) -> Exposure {
-        Exposure {
-            allow: self.allow.clone(),
-            deny: self.deny.clone(),
-            rename: self.rename.clone(),
-            prefix: self.prefix.clone(),
-            descriptions: self.descriptions.clone(),
-        }
+        let ToolsConfig { allow, deny, prefix, rename, descriptions } = self;
+        named_exposure(allow, deny, prefix, rename, descriptions)
     }
 }
 
 impl PromptsConfig {
     /// The prompts clients see, as the session layer applies it.
     pub fn exposure(&self) -> Exposure {
-        Exposure {
-            allow: self.allow.clone(),
-            deny: self.deny.clone(),
-            rename: self.rename.clone(),
-            prefix: self.prefix.clone(),
-            descriptions: self.descriptions.clone(),
-        }
+        let PromptsConfig { allow, deny, prefix, rename, descriptions } = self;
+        named_exposure(allow, deny, prefix, rename, descriptions)
+    }
+}
+
+/// The rules on things with names (tools, prompts), from the five keys of their table.
+fn named_exposure(
+    allow: &[Glob],
+    deny: &[Glob],
+    prefix: &str,
+    rename: &BTreeMap<String, String>,
+    descriptions: &BTreeMap<String, String>,
+) -> Exposure {
+    Exposure {
+        allow: allow.to_vec(),
+        deny: deny.to_vec(),
+        rename: rename.clone(),
+        prefix: prefix.to_owned(),
+        descriptions: descriptions.clone(),
     }
 }
 

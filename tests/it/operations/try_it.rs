@@ -8,9 +8,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::harness::{free_port, within, DEMO};
+use crate::harness::{free_port, with_bound, within, DEMO};
 
 const FENCE: &str = "```sh try-it\n";
+
+/// A block's whole run at most: each of its own waits (`wait-ready`) is bounded at 20 s.
+const BLOCK_BOUND: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Every page that sets something up, each with its blocks.
 const PAGES: &[&str] = &[
@@ -153,22 +156,51 @@ async fn runs(page: &str, index: usize, block: &str) {
         .spawn()
         .expect("sh runs");
     let group = Group(child.id().expect("the shell runs") as i32);
-    let status = within(&what, child.wait()).await.unwrap();
+    let status = with_bound(BLOCK_BOUND, within(&what, child.wait()))
+        .await
+        .unwrap();
     drop(group);
     let stdout = std::fs::read_to_string(&out).unwrap();
     let stderr = std::fs::read_to_string(&err).unwrap();
-    assert!(
-        status.success(),
-        "{what} failed ({status}):\n{stdout}\n{stderr}"
-    );
+    // What went wrong shows with what the block's processes logged; its folder is kept.
+    let failed = |why: String| -> ! {
+        panic!(
+            "{what} {why}; it printed:\n{stdout}\n{stderr}\n{}(its folder: {})",
+            logs_of(&dir),
+            dir.display()
+        )
+    };
+    if !status.success() {
+        failed(format!("failed ({status})"));
+    }
     let mut rest: &str = &stdout;
     for line in stated(&script) {
-        let at = rest.find(line).unwrap_or_else(|| {
-            panic!("{what} says it prints {line:?} (after the lines before); it printed:\n{stdout}\n{stderr}")
-        });
-        rest = &rest[at + line.len()..];
+        match rest.find(line) {
+            Some(at) => rest = &rest[at + line.len()..],
+            None => failed(format!("says it prints {line:?} (after the lines before)")),
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The last lines of each log a block wrote in `dir`.
+fn logs_of(dir: &Path) -> String {
+    let mut shown = String::new();
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|e| e == "log"))
+        .collect();
+    logs.sort();
+    for log in logs {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(15)..].join("\n");
+        shown.push_str(&format!("--- {}:\n{tail}\n", log.display()));
+    }
+    shown
 }
 
 /// Runs every "Try it" block of `page` (a path under `docs/src`), one after the other.
