@@ -25,22 +25,32 @@ impl RedisStore {
 
 /// Follows one session's log on a connection of its own (a blocking read must not hold up the
 /// shared one), opened again after a failure (a restarted Redis, a cut, a slot moved to another
-/// node of a cluster).
+/// node of a cluster) and after the store moved to a new master (an old master still answering,
+/// in a planned failover, no longer gets what is logged).
 pub struct LogFollower {
     store: Arc<RedisStore>,
     key: String,
     block: Duration,
-    connection: Option<MultiplexedConnection>,
+    /// The connection, and the link's generation it was made in.
+    connection: Option<(MultiplexedConnection, u64)>,
 }
 
 impl LogFollower {
     /// The messages logged after `after`, waiting up to the follower's block for some (none:
     /// empty). A failure is counted and logged; after one to connect, it first waits a block.
     pub async fn next(&mut self, after: u64) -> StoreResult<Vec<Logged>> {
+        let generation = self.store.link.current().generation;
+        if self
+            .connection
+            .as_ref()
+            .is_some_and(|(_, made)| *made != generation)
+        {
+            self.connection = None;
+        }
         let connection = match &mut self.connection {
-            Some(connection) => connection,
+            Some((connection, _)) => connection,
             None => match self.connect().await {
-                Ok(opened) => self.connection.insert(opened),
+                Ok(opened) => &mut self.connection.insert((opened, generation)).0,
                 Err(error) => {
                     self.store
                         .note_error("connection to follow a session's log", &error);

@@ -1,20 +1,24 @@
 //! The store's connection, following its master: a Redis named by its address, or the master a
-//! set of Sentinels names, asked for again when the connection in use fails or finds itself on
-//! a replica (a master demoted by a failover), and a new connection made to a new master; or a
+//! set of Sentinels names, moved to as soon as one of them announces a new one, and asked for
+//! again when the connection in use fails or finds itself on a replica (a master demoted by a
+//! failover whose announcement was missed), a new connection made to a new master; or a
 //! Redis Cluster, whose masters the connection follows itself (`MOVED`, `ASK`, a failover), and
 //! whose nodes are read again at every heartbeat and after a failure, to tell a change of master.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind};
+use tokio::sync::watch;
+use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{info, warn};
 
+use super::announcements;
 use super::cluster::{self, View};
-use super::connect::Source;
+use super::connect::{Announced, Source};
 
 /// Sentinels are asked at most this often, however many requests fail meanwhile.
 const ASK_AT_MOST_EVERY: Duration = Duration::from_millis(100);
@@ -55,11 +59,21 @@ pub(super) struct Link {
     told: AtomicBool,
     /// A cluster's nodes, as last read (empty for one Redis).
     view: RwLock<View>,
+    /// Held while the link moves to another master: one move at a time, each deciding on
+    /// what the one before did.
+    moving: tokio::sync::Mutex<()>,
+    /// Stops hearing the Sentinels when the link is dropped.
+    _hearing: DropGuard,
 }
 
 impl Link {
-    /// Connects to the master (a clear error when none can be reached).
-    pub async fn open(source: Source, config: ConnectionManagerConfig) -> RedisResult<Link> {
+    /// Connects to the master (a clear error when none can be reached); with Sentinels, hears
+    /// their announcements of a new master until `stop` or the link is dropped.
+    pub async fn open(
+        source: Source,
+        config: ConnectionManagerConfig,
+        stop: CancellationToken,
+    ) -> RedisResult<Arc<Link>> {
         let connection = match &source {
             Source::Cluster { client, .. } => {
                 Connection::Cluster(client.get_async_connection().await?)
@@ -79,7 +93,7 @@ impl Link {
             Connection::Cluster(cluster) => read_view(cluster.clone()).await?,
             Connection::Single { .. } => View::default(),
         };
-        Ok(Link {
+        let link = Arc::new(Link {
             source,
             config,
             current: RwLock::new(Current {
@@ -92,7 +106,16 @@ impl Link {
             switches: AtomicU64::new(0),
             told: AtomicBool::new(false),
             view: RwLock::new(view),
-        })
+            moving: tokio::sync::Mutex::new(()),
+            _hearing: stop.clone().drop_guard(),
+        });
+        if let Source::Sentinels(sentinels) = &link.source {
+            let (hearing, announced) =
+                announcements::hear(sentinels.each(), sentinels.service(), stop);
+            let following = follow_announced(Arc::downgrade(&link), announced);
+            tokio::spawn(async move { tokio::join!(hearing, following) });
+        }
+        Ok(link)
     }
 
     /// Whether the store is a cluster.
@@ -238,6 +261,30 @@ impl Link {
                 return;
             }
         };
+        self.move_to(client, Some(seen)).await;
+    }
+
+    /// A Sentinel announced `master`: the link moves to it at once, unless it is the one in use
+    /// already (every Sentinel announces it).
+    async fn announced(&self, master: &Announced) {
+        let Source::Sentinels(sentinels) = &self.source else {
+            return;
+        };
+        match sentinels.master_at(master) {
+            Ok(client) => self.move_to(client, None).await,
+            Err(error) => self
+                .tell(|| warn!(%error, "cannot be a client of the master the Sentinels announce")),
+        }
+    }
+
+    /// Moves to the master `client` reaches, unless it is the one in use or, with `seen`, the
+    /// link moved on from that generation while the Sentinels were asked (their answer is
+    /// older news than that move).
+    async fn move_to(&self, client: redis::Client, seen: Option<u64>) {
+        let _moving = self.moving.lock().await;
+        if seen.is_some_and(|seen| seen != self.current().generation) {
+            return;
+        }
         let old = self.masters().join(",");
         let new = address(&client);
         if old == new {
@@ -267,7 +314,9 @@ impl Link {
         };
         self.switches.fetch_add(1, Ordering::AcqRel);
         self.told.store(false, Ordering::Release);
-        info!(from = %old, to = %new, generation, "the store's master changed: following it");
+        let announced = seen.is_none();
+        info!(from = %old, to = %new, generation, announced,
+            "the store's master changed: following it");
     }
 
     /// The master answers again (after an outage with no change of master): the next failure
@@ -282,6 +331,20 @@ impl Link {
         if !self.told.swap(true, Ordering::AcqRel) {
             log();
         }
+    }
+}
+
+/// Moves `link` to each master the Sentinels announce, until they are no longer heard or the
+/// link is dropped.
+async fn follow_announced(link: Weak<Link>, mut announced: watch::Receiver<Option<Announced>>) {
+    while announced.changed().await.is_ok() {
+        let Some(master) = announced.borrow_and_update().clone() else {
+            continue;
+        };
+        let Some(link) = link.upgrade() else {
+            return;
+        };
+        link.announced(&master).await;
     }
 }
 

@@ -48,6 +48,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+mod announcements;
 mod cluster;
 mod connect;
 mod correlation;
@@ -132,7 +133,8 @@ pub struct RedisStore {
     ops: mpsc::UnboundedSender<Queued>,
     backlog: Arc<Backlog>,
     metrics: Arc<StoreMetrics>,
-    /// Cancelled by `leave`: the heartbeat stops and deletes this replica's key.
+    /// Cancelled by `leave`: the heartbeat stops and deletes this replica's key, and the
+    /// Sentinels are no longer heard.
     leaving: CancellationToken,
     /// Cancelled once that key is deleted.
     left: CancellationToken,
@@ -162,12 +164,13 @@ impl RedisStore {
             .set_response_timeout(Some(Duration::from_secs(2)))
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_millis(500));
-        let link = tokio::time::timeout(Duration::from_secs(5), Link::open(source, config))
+        let leaving = CancellationToken::new();
+        let opened = Link::open(source, config, leaving.child_token());
+        let link = tokio::time::timeout(Duration::from_secs(5), opened)
             .await
             .map_err(|_| anyhow::anyhow!("no answer within 5 s"))
             .and_then(|c| c.map_err(anyhow::Error::from))
             .with_context(|| format!("cannot reach the Redis store at {shown}"))?;
-        let link = Arc::new(link);
         let mut first = timed::Timed {
             connection: link.current().connection,
             generation: 0,
@@ -206,7 +209,7 @@ impl RedisStore {
                 }),
             )),
             metrics,
-            leaving: CancellationToken::new(),
+            leaving,
             left: CancellationToken::new(),
             handing_over: AtomicBool::new(false),
             lease: lease::Lease::new(lease_span(settings.heartbeat, settings.owner_timeout)),

@@ -2,8 +2,15 @@
 //! when it is killed and the Sentinels promote its replica. Every session whose owner lives goes
 //! on (its server's count continues, its replay window intact, never a 404), new sessions open
 //! once the new master is there, and a replica's sessions are still taken over after the
-//! failover. Real `redis-server` processes: a master, its replica, three Sentinels.
+//! failover; a planned failover (`SENTINEL FAILOVER`) is followed as soon as the Sentinels
+//! announce it, under calls, none failing and nothing warned. Real `redis-server` processes: a
+//! master, its replica, three Sentinels.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::StatusCode;
 use serde_json::json;
 
 use crate::harness::cluster::{
@@ -11,7 +18,7 @@ use crate::harness::cluster::{
     sessions_with_a_logged_stream, taken_over_afresh, through, Replica, FAST_TAKEOVER,
 };
 use crate::harness::sentinel::Sentinels;
-use crate::harness::Client;
+use crate::harness::{eventually, Client, Received};
 
 #[tokio::test]
 async fn a_killed_master_is_followed_and_every_live_session_goes_on() {
@@ -140,4 +147,208 @@ async fn through_a_failover(redis: &mut Sentinels, flags: &[&str]) {
     )
     .await;
     assert_eq!(answer["result"]["content"][0]["text"], "2", "{answer}");
+}
+
+/// `SENTINEL FAILOVER` while calls go on through both replicas: the Sentinels announce the new
+/// master (`+switch-master`) and each replica moves to it at once, while the old master still
+/// answers as one (the Sentinels make it a replica seconds later). No call fails, no new
+/// session is refused, neither replica warns, every stream logged before the move resumes
+/// whole through the replica that does not own its session, and each replica followed one
+/// master once (three Sentinels announce it).
+#[tokio::test]
+async fn a_planned_failover_is_followed_when_announced_and_no_call_fails() {
+    let redis = Sentinels::start().await;
+    let store = redis.url();
+    // A window that holds every event of the test's calls: each stream can be resumed at the end.
+    let mut flags = FAST_TAKEOVER.to_vec();
+    flags.extend(["--window-events", "65536", "--window-bytes", "67108864"]);
+    let a = Replica::start_on(&store, "a", &flags).await;
+    let b = Replica::start_on(&store, "b", &flags).await;
+    let (sessions, logged) = sessions_with_a_logged_stream(&a, &b, 2).await;
+
+    let calls = Calls::start(sessions.clone(), [a.addr, b.addr]);
+    eventually("calls before the failover", || calls.made() >= 40).await;
+    let asked = Instant::now();
+    let announced = redis.planned_failover().await;
+    for replica in [&a, &b] {
+        eventually("the replica to follow the announced master", || {
+            !replica.masters_followed.lock().unwrap().is_empty()
+        })
+        .await;
+    }
+    let followed_first = redis.old_master_still_answers_as_one().await;
+    let mut moved = announced;
+    for replica in [&a, &b] {
+        let at = replica.masters_followed.lock().unwrap()[0];
+        moved = moved.max(at);
+        println!(
+            "replica {} followed the new master {:.0} ms after the announcement",
+            replica.name,
+            signed_ms(at, announced)
+        );
+    }
+    assert!(
+        followed_first,
+        "both replicas followed the new master before the old one was made a replica"
+    );
+
+    // Calls go on until the old master is a replica of the new one, and a while after.
+    redis.until_old_master_follows().await;
+    let made = calls.made();
+    eventually("calls after the old master is a replica", || {
+        calls.made() >= made + 40
+    })
+    .await;
+    let (made, failed, streams) = calls.stop().await;
+    println!("{made} calls, {} failed", failed.len());
+    assert!(failed.is_empty(), "{failed:#?}");
+
+    for replica in [&a, &b] {
+        let warnings = replica.warnings.lock().unwrap().clone();
+        assert!(warnings.is_empty(), "{}: {warnings:#?}", replica.name);
+        assert_eq!(replica.masters_followed.lock().unwrap().len(), 1);
+        assert_eq!(metric(replica, "mcp_proxy_store_failovers_total").await, 1);
+        let promoted = format!(
+            "mcp_proxy_store_master{{address=\"127.0.0.1:{}\"}} 1",
+            redis.replica.port
+        );
+        assert!(metrics_text(replica).await.contains(&promoted));
+    }
+    // Every stream logged before the move resumes whole through the replica that does not own
+    // its session: it reads the log from the new master.
+    resumes_whole(&sessions[1], &a, &logged).await;
+    let around = asked - Duration::from_secs(1)..=moved;
+    let mut resumed = 0;
+    for (n, at, stream) in &streams {
+        if around.contains(at) {
+            let other = if n % 2 == 0 { &b } else { &a };
+            resumes_whole(&sessions[*n], other, stream).await;
+            resumed += 1;
+        }
+    }
+    println!("{resumed} streams logged around the move resumed whole");
+    assert!(resumed > 0);
+}
+
+/// Milliseconds from `from` to `to`, negative when `to` came first.
+fn signed_ms(to: Instant, from: Instant) -> f64 {
+    match to.checked_duration_since(from) {
+        Some(after) => after.as_secs_f64() * 1e3,
+        None => -(from - to).as_secs_f64() * 1e3,
+    }
+}
+
+/// A session's stream as received: the session's index, when, its messages.
+type Logged = (usize, Instant, Vec<Received>);
+
+/// Calls going on until stopped, one at a time: each session in turn (even ones owned by the
+/// first replica, odd ones by the second) through one replica and then the other, a `counter`
+/// whose count must go on and a `progress` whose stream is kept, and now and then a new
+/// session, one call, and its end. Anything but an answer, or a count that does not follow,
+/// is a failure.
+struct Calls {
+    stop: Arc<AtomicBool>,
+    made: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<(Vec<String>, Vec<Logged>)>,
+}
+
+impl Calls {
+    fn start(sessions: Vec<Client>, replicas: [std::net::SocketAddr; 2]) -> Calls {
+        let stop = Arc::new(AtomicBool::new(false));
+        let made = Arc::new(AtomicU64::new(0));
+        let (stopped, counted) = (stop.clone(), made.clone());
+        let task = tokio::spawn(async move {
+            let mut counts = vec![1u64; sessions.len()];
+            let (mut failed, mut streams) = (Vec::new(), Vec::new());
+            for round in 0.. {
+                if stopped.load(Ordering::Acquire) {
+                    break;
+                }
+                for (n, session) in sessions.iter().enumerate() {
+                    let mut client = session.clone();
+                    client.addr = replicas[(n + round) % 2];
+                    counts[n] += 1;
+                    match counted_on(&client, counts[n]).await {
+                        Ok(()) => {}
+                        Err((why, count)) => {
+                            failed.push(format!("session {n} round {round}: {why}"));
+                            counts[n] = count.unwrap_or(counts[n]);
+                        }
+                    }
+                    match streamed(&client, round).await {
+                        Ok(stream) => streams.push((n, Instant::now(), stream)),
+                        Err(why) => failed.push(format!("session {n} round {round}: {why}")),
+                    }
+                    counted.fetch_add(2, Ordering::AcqRel);
+                }
+                if round % 5 == 0 {
+                    let mut fresh = Client::new(replicas[round % 2]);
+                    if let Err(status) = fresh.try_initialize("2025-11-25").await {
+                        failed.push(format!("a new session in round {round}: {status}"));
+                        continue;
+                    }
+                    if let Err((why, _)) = counted_on(&fresh, 1).await {
+                        failed.push(format!("a new session in round {round}: {why}"));
+                    }
+                    let ended = fresh.delete().await;
+                    if !ended.is_success() {
+                        failed.push(format!("a new session's end in round {round}: {ended}"));
+                    }
+                    counted.fetch_add(3, Ordering::AcqRel);
+                }
+            }
+            (failed, streams)
+        });
+        Calls { stop, made, task }
+    }
+
+    /// How many calls were made so far.
+    fn made(&self) -> u64 {
+        self.made.load(Ordering::Acquire)
+    }
+
+    /// Stops them: how many were made, what failed, the streams received.
+    async fn stop(self) -> (u64, Vec<String>, Vec<Logged>) {
+        self.stop.store(true, Ordering::Release);
+        let (failed, streams) = crate::harness::within("the calls to stop", self.task)
+            .await
+            .expect("the calls go on without a panic");
+        (self.made.load(Ordering::Acquire), failed, streams)
+    }
+}
+
+/// Calls `counter` through `client`: an answer saying `count`, or why not (and the count it
+/// said, if any).
+async fn counted_on(client: &Client, count: u64) -> Result<(), (String, Option<u64>)> {
+    let reply = client
+        .post(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": { "name": "counter", "arguments": {} } }))
+        .await;
+    if reply.status != StatusCode::OK {
+        return Err((format!("counter answered {}", reply.status), None));
+    }
+    let answer = reply.response().await;
+    let said = answer["result"]["content"][0]["text"].as_str();
+    match said.and_then(|text| text.parse::<u64>().ok()) {
+        Some(said) if said == count => Ok(()),
+        said => Err((format!("counter said {answer}, not {count}"), said)),
+    }
+}
+
+/// Calls `progress` with one step through `client`: its stream (the step and the answer), or
+/// why not.
+async fn streamed(client: &Client, round: usize) -> Result<Vec<Received>, String> {
+    let mut reply = client
+        .post(&json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": { "name": "progress", "arguments": { "steps": 1, "delay_ms": 0 },
+                        "_meta": { "progressToken": format!("round-{round}") } } }))
+        .await;
+    if reply.status != StatusCode::OK || !reply.is_sse() {
+        return Err(format!("progress answered {}", reply.status));
+    }
+    let stream = reply.remaining_messages().await;
+    match stream.last() {
+        Some(last) if stream.len() == 2 && last.message.get("result").is_some() => Ok(stream),
+        _ => Err(format!("progress streamed {stream:?}")),
+    }
 }

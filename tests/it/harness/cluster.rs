@@ -168,6 +168,8 @@ pub struct Replica {
     pub warnings: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     /// Its lines about a session's life (`session ended`, `… handed over`, `… taken over`).
     pub session_lines: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+    /// When it logged that it followed a new master of the store, as each line was read.
+    pub masters_followed: std::sync::Arc<std::sync::Mutex<Vec<std::time::Instant>>>,
 }
 
 impl Replica {
@@ -210,6 +212,8 @@ impl Replica {
         let seen = warnings.clone();
         let session_lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let of_sessions = session_lines.clone();
+        let masters_followed = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let followed = masters_followed.clone();
         // Keep reading its logs, so a full pipe never stalls it (and show them all with
         // PROXY_TEST_LOGS=1, at the level PROXY_TEST_LOG_LEVEL names).
         let echo = std::env::var_os("PROXY_TEST_LOGS").is_some();
@@ -222,6 +226,9 @@ impl Replica {
                     if let Ok(entry) = serde_json::from_str(&line) {
                         of_sessions.lock().unwrap().push(entry);
                     }
+                }
+                if line.contains("the store's master changed: following it") {
+                    followed.lock().unwrap().push(std::time::Instant::now());
                 }
                 if line.contains("\"WARN\"") || line.contains("\"ERROR\"") {
                     seen.lock().unwrap().push(line);
@@ -241,6 +248,7 @@ impl Replica {
             args,
             warnings,
             session_lines,
+            masters_followed,
         }
     }
 

@@ -4,13 +4,15 @@
 //! and speaking TLS only.
 
 use std::process::Stdio;
+use std::time::Instant;
 
+use futures_util::StreamExt;
 use tokio::process::{Child, Command};
 
 use super::balancer::fresh_dir;
 use super::cluster::Redis;
 use super::tls::Certificates;
-use super::{free_port, until};
+use super::{free_port, until, within};
 
 pub const SERVICE: &str = "mcp-store";
 
@@ -21,6 +23,8 @@ pub struct Sentinels {
     dir: std::path::PathBuf,
     /// What the servers' clients must give (`requirepass`), if anything.
     password: Option<String>,
+    /// What the Sentinels' clients must give, if anything.
+    sentinel_password: Option<String>,
     /// The CA of every server's certificate, when they speak TLS only.
     ca: Option<Vec<u8>>,
 }
@@ -114,10 +118,11 @@ impl Sentinels {
             sentinels,
             dir,
             password: password.map(str::to_owned),
+            sentinel_password: sentinel_password.map(str::to_owned),
             ca,
         };
         for (_, port) in &set.sentinels {
-            let client = client_of(*port, sentinel_password, set.ca.as_deref());
+            let client = set.sentinel(*port);
             until(
                 "a Sentinel to know the replica and the others",
                 true,
@@ -152,16 +157,73 @@ impl Sentinels {
 
     /// Waits until the replica is the master (the Sentinels promoted it).
     pub async fn until_promoted(&self) {
-        let client = client_of(
-            self.replica.port,
-            self.password.as_deref(),
-            self.ca.as_deref(),
-        );
+        let client = self.server(self.replica.port);
         until("the replica to be promoted", true, || {
             let client = client.clone();
             async move { replication(&client).await.contains("role:master") }
         })
         .await;
+    }
+
+    /// A failover while the master is up, as an operator plans one: `SENTINEL FAILOVER` to the
+    /// first Sentinel, which promotes the replica and announces it (`+switch-master`) while
+    /// the old master still answers as one, until the Sentinels make it a replica of the new
+    /// one some seconds later. When the announcement came, as a subscriber read it.
+    pub async fn planned_failover(&self) -> Instant {
+        let sentinel = self.sentinel(self.sentinels[0].1);
+        let mut announcements = sentinel.get_async_pubsub().await.unwrap();
+        announcements.subscribe("+switch-master").await.unwrap();
+        let mut connection = sentinel.get_multiplexed_async_connection().await.unwrap();
+        let _: () = redis::cmd("SENTINEL")
+            .arg("FAILOVER")
+            .arg(SERVICE)
+            .query_async(&mut connection)
+            .await
+            .expect("a Sentinel starts a failover when asked");
+        let message = within("the Sentinel to announce the new master", async {
+            announcements.on_message().next().await
+        })
+        .await
+        .expect("the Sentinel's announcements go on");
+        let announced = Instant::now();
+        let payload: String = message.get_payload().unwrap();
+        let new_master = format!("127.0.0.1 {}", self.replica.port);
+        assert!(
+            payload.starts_with(SERVICE) && payload.ends_with(&new_master),
+            "{payload}"
+        );
+        announced
+    }
+
+    /// Whether the old master still says it is a master (the Sentinels have not made it a
+    /// replica of the new one yet).
+    pub async fn old_master_still_answers_as_one(&self) -> bool {
+        replication(&self.server(self.master.port))
+            .await
+            .contains("role:master")
+    }
+
+    /// Waits until the old master is a replica of the new one, copying it.
+    pub async fn until_old_master_follows(&self) {
+        let client = self.server(self.master.port);
+        until("the old master to become a replica", true, || {
+            let client = client.clone();
+            async move {
+                let replication = replication(&client).await;
+                replication.contains("role:slave") && replication.contains("master_link_status:up")
+            }
+        })
+        .await;
+    }
+
+    /// A client of the Redis on `port` (the master or the replica).
+    fn server(&self, port: u16) -> redis::Client {
+        client_of(port, self.password.as_deref(), self.ca.as_deref())
+    }
+
+    /// A client of the Sentinel on `port`.
+    fn sentinel(&self, port: u16) -> redis::Client {
+        client_of(port, self.sentinel_password.as_deref(), self.ca.as_deref())
     }
 }
 

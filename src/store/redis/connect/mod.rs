@@ -7,17 +7,20 @@ use std::borrow::Cow;
 use std::fmt;
 
 use redis::cluster::ClusterClient;
-use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use redis::{ConnectionAddr, ErrorKind, IntoConnectionInfo, RedisError, RedisResult, TlsMode};
 
 use crate::tls::{ClientTls, ClientTlsError};
 
+mod sentinels;
+
+pub(super) use sentinels::{Announced, Sentinels};
+
 /// Where the master is found.
 pub(super) enum Source {
     /// One Redis, at its address.
-    Direct(redis::Client),
+    Direct(Box<redis::Client>),
     /// The master of a service, as its Sentinels name it.
-    Sentinels(tokio::sync::Mutex<SentinelClient>),
+    Sentinels(Box<Sentinels>),
     /// A Redis Cluster, found from any of its nodes; `connection` says how to reach one node
     /// (a log follower's blocking reads go to the node serving its key).
     Cluster {
@@ -30,8 +33,8 @@ impl Source {
     /// A client of the master as it stands (not of a cluster: its connection finds them).
     pub(super) async fn master(&self) -> RedisResult<redis::Client> {
         match self {
-            Source::Direct(client) => Ok(client.clone()),
-            Source::Sentinels(sentinels) => sentinels.lock().await.async_get_client().await,
+            Source::Direct(client) => Ok((**client).clone()),
+            Source::Sentinels(sentinels) => sentinels.master().await,
             Source::Cluster { .. } => Err(RedisError::from((
                 ErrorKind::Client,
                 "a cluster has no one master",
@@ -155,10 +158,8 @@ impl StoreConnection {
             });
         }
         match self.is_sentinel() {
-            false => Ok(Source::Direct(self.client()?)),
-            true => Ok(Source::Sentinels(tokio::sync::Mutex::new(
-                self.sentinel_client()?,
-            ))),
+            false => Ok(Source::Direct(Box::new(self.client()?))),
+            true => Ok(Source::Sentinels(Box::new(self.sentinels()?))),
         }
     }
 
@@ -230,80 +231,6 @@ impl StoreConnection {
         .client()
     }
 
-    /// The client of the Sentinels named by `redis+sentinel://host:port,…/<service>[/<db>]`.
-    fn sentinel_client(&self) -> Result<SentinelClient, StoreConnectError> {
-        let url = self.shown().into_owned();
-        let malformed = || StoreConnectError::Sentinels { url: url.clone() };
-        let (_, rest) = self.url.split_once("://").ok_or_else(malformed)?;
-        let (hosts, path) = rest.split_once('/').ok_or_else(malformed)?;
-        if hosts.contains('@') {
-            // Credentials go in cluster.store_username/store_password, never in this URL.
-            return Err(malformed());
-        }
-        let mut parts = path.trim_end_matches('/').split('/');
-        let service = parts
-            .next()
-            .filter(|s| !s.is_empty())
-            .ok_or_else(malformed)?;
-        let db = match parts.next() {
-            Some(db) => Some(db.parse::<i64>().map_err(|_| malformed())?),
-            None => None,
-        };
-        if parts.next().is_some() {
-            return Err(malformed());
-        }
-        let tls = self.is_tls();
-        let mut sentinels = Vec::new();
-        for host in hosts.split(',') {
-            let (name, port) = host.rsplit_once(':').ok_or_else(malformed)?;
-            let port = port.parse::<u16>().map_err(|_| malformed())?;
-            let name = name
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .to_owned();
-            sentinels.push(match tls {
-                true => ConnectionAddr::TcpTls {
-                    host: name,
-                    port,
-                    insecure: false,
-                    tls_params: None,
-                },
-                false => ConnectionAddr::Tcp(name, port),
-            });
-        }
-        let mut builder =
-            SentinelClientBuilder::new(sentinels, service, SentinelServerType::Master).map_err(
-                |e| StoreConnectError::Url {
-                    url: url.clone(),
-                    reason: e.to_string(),
-                },
-            )?;
-        if let Some(db) = db {
-            builder = builder.set_client_to_redis_db(db);
-        }
-        if let Some(username) = &self.username {
-            builder = builder.set_client_to_redis_username(username);
-        }
-        if let Some(password) = &self.password {
-            builder = builder.set_client_to_redis_password(password);
-        }
-        if let Some(password) = &self.sentinel_password {
-            builder = builder.set_client_to_sentinel_password(password);
-        }
-        if tls {
-            let certificates = self.certificates(&url)?;
-            builder = builder
-                .set_client_to_redis_tls_mode(TlsMode::Secure)
-                .set_client_to_redis_certificates(certificates.clone())
-                .set_client_to_sentinel_tls_mode(TlsMode::Secure)
-                .set_client_to_sentinel_certificates(certificates);
-        }
-        builder.build().map_err(|e| StoreConnectError::Url {
-            url,
-            reason: e.to_string(),
-        })
-    }
-
     /// The Redis client these settings describe; every file is read now.
     pub fn client(&self) -> Result<redis::Client, StoreConnectError> {
         let url = self.shown().into_owned();
@@ -371,7 +298,8 @@ impl StoreConnection {
 mod tests {
     use super::*;
 
-    fn plain(url: &str) -> StoreConnection {
+    /// Settings of a store at `url` with a user and password, no Sentinel password, no TLS.
+    pub(super) fn plain(url: &str) -> StoreConnection {
         StoreConnection {
             url: url.into(),
             username: Some("proxy".into()),
@@ -436,34 +364,6 @@ mod tests {
             let error = plain(bad).cluster_client().expect_err(bad);
             assert!(
                 matches!(error, StoreConnectError::Cluster { .. }),
-                "{bad}: {error}"
-            );
-            assert!(!error.to_string().contains("pw@"), "{error}");
-        }
-    }
-
-    #[test]
-    fn a_sentinel_url_names_its_sentinels_and_service() {
-        for good in [
-            "redis+sentinel://127.0.0.1:26379,127.0.0.1:26380/mymaster",
-            "redis+sentinel://[::1]:26379/mymaster/3",
-            "rediss+sentinel://sentinel.internal:26379/mymaster",
-        ] {
-            let connection = plain(good);
-            assert!(connection.is_sentinel(), "{good}");
-            assert!(connection.sentinel_client().is_ok(), "{good}");
-        }
-        for bad in [
-            "redis+sentinel://127.0.0.1:26379",
-            "redis+sentinel://127.0.0.1:26379/",
-            "redis+sentinel://127.0.0.1/mymaster",
-            "redis+sentinel://:pw@127.0.0.1:26379/mymaster",
-            "redis+sentinel://127.0.0.1:26379/mymaster/x",
-            "redis+sentinel://127.0.0.1:26379/mymaster/0/more",
-        ] {
-            let error = plain(bad).sentinel_client().err().expect(bad);
-            assert!(
-                matches!(error, StoreConnectError::Sentinels { .. }),
                 "{bad}: {error}"
             );
             assert!(!error.to_string().contains("pw@"), "{error}");
