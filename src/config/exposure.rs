@@ -105,16 +105,16 @@ settings! {
 impl ToolsConfig {
     /// The tools clients see, as the session layer applies it.
     pub fn exposure(&self) -> Exposure {
-        let ToolsConfig { allow, deny, prefix, rename, descriptions } = self;
-        named_exposure(allow, deny, prefix, rename, descriptions)
+        let (allow, deny, prefix) = (&self.allow, &self.deny, &self.prefix);
+        named_exposure(allow, deny, prefix, &self.rename, &self.descriptions)
     }
 }
 
 impl PromptsConfig {
     /// The prompts clients see, as the session layer applies it.
     pub fn exposure(&self) -> Exposure {
-        let PromptsConfig { allow, deny, prefix, rename, descriptions } = self;
-        named_exposure(allow, deny, prefix, rename, descriptions)
+        let (allow, deny, prefix) = (&self.allow, &self.deny, &self.prefix);
+        named_exposure(allow, deny, prefix, &self.rename, &self.descriptions)
     }
 }
 

@@ -227,20 +227,22 @@ fn python_home(config: &str) -> Option<PathBuf> {
     home.parent().map(PathBuf::from)
 }
 
-/// The installation a Python interpreter runs from, when `program` is one (`<prefix>/bin/python3`
-/// beside a standard library in `<prefix>/lib/python3.*`: pyenv's, one in `/opt`): the prefix.
+/// Where a Python interpreter's standard library and shared library are, when `program` is one
+/// installed outside the system's directories (`<prefix>/bin/python3` beside a standard library
+/// in `<prefix>/lib/python3.*`: pyenv's, one in `/opt`): `<prefix>/lib`, and not the prefix
+/// itself, which may be a home directory.
 fn python_installation(program: &std::path::Path) -> Option<PathBuf> {
     let name = program.file_name()?.to_str()?;
-    let prefix = program.parent()?.parent()?;
+    let lib = program.parent()?.parent()?.join("lib");
     let standard_library = |entry: std::fs::DirEntry| {
         entry.file_name().to_string_lossy().starts_with("python")
             && entry.path().join("os.py").is_file()
     };
-    let installed = std::fs::read_dir(prefix.join("lib"))
+    let installed = std::fs::read_dir(&lib)
         .ok()?
         .flatten()
         .any(standard_library);
-    (name.starts_with("python") && installed).then(|| prefix.to_path_buf())
+    (name.starts_with("python") && installed).then_some(lib)
 }
 
 /// What a child holds for as long as it runs: its private directory (removed when dropped), its
@@ -319,7 +321,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_python_interpreter_reads_its_own_installation_and_another_program_does_not() {
+    fn a_python_interpreter_reads_its_own_libraries_and_another_program_does_not() {
         let prefix = std::env::temp_dir().join(format!("mcp-python-prefix-{}", std::process::id()));
         std::fs::create_dir_all(prefix.join("bin")).unwrap();
         std::fs::create_dir_all(prefix.join("lib/python3.11")).unwrap();
@@ -329,9 +331,13 @@ mod tests {
         }
         let prefix = std::fs::canonicalize(&prefix).unwrap();
         let python = own_directories(&prefix.join("bin/python3"), &[]);
-        assert!(python.contains(&prefix), "{python:?}");
+        assert!(python.contains(&prefix.join("lib")), "{python:?}");
+        assert!(
+            !python.contains(&prefix),
+            "not the whole prefix: {python:?}"
+        );
         let node = own_directories(&prefix.join("bin/node"), &[]);
-        assert!(!node.contains(&prefix), "{node:?}");
+        assert!(!node.contains(&prefix.join("lib")), "{node:?}");
         std::fs::remove_dir_all(&prefix).unwrap();
     }
 }
