@@ -267,6 +267,16 @@ impl UpstreamConfig {
         spec.user = self.child_user("upstream")?;
         spec.capabilities = self.capabilities.clone();
         spec.sandbox = self.sandbox.spec();
+        // The command's own directories, found once, here at start, as the start checks them
+        // (`validate_sandbox_reach`): what a child writes later (a `pyvenv.cfg` in a writable
+        // folder) widens no later child's reach.
+        let own = match spec.locate() {
+            Ok(program) => crate::upstream::stdio::own_directories(&program, &spec.args),
+            Err(_) => Vec::new(),
+        };
+        if let Some(sandbox) = &mut spec.sandbox {
+            sandbox.paths.read.extend(own);
+        }
         if let Some(sandbox) = &spec.sandbox {
             sandbox
                 .check()

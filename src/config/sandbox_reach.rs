@@ -115,12 +115,53 @@ fn shared_places_out_of_reach(key: &str, upstream: &UpstreamConfig) -> anyhow::R
                 _ => continue,
             };
             anyhow::bail!(
-                "{key}.sandbox.{list}: {} overlaps {shared}: a confined server could reach what                  another session's child runs or keeps; grant a folder of its own (each child                  has a private TMPDIR already), or move those out of it",
+                "{key}.sandbox.{list}: {} overlaps {shared}: a confined server could reach what \
+                 another session's child runs or keeps; grant a folder of its own (each child \
+                 has a private TMPDIR already), or move those out of it",
                 path.display()
             );
         }
     }
+    // The directories the proxy grants the command by itself are read by every child too.
+    for (grant, dir) in own_grants(key, upstream)? {
+        let dir = real(&dir);
+        if overlap(&dir, &private) {
+            anyhow::bail!(
+                "{grant}: {} holds {}, the children's private directories (in the temporary \
+                 directory, TMPDIR): a confined server could read another session's; put the \
+                 server's files in a folder of their own, or set TMPDIR elsewhere",
+                dir.display(),
+                private.display()
+            );
+        }
+    }
     Ok(())
+}
+
+/// The directories the proxy grants the command of the server at `key` by itself (its
+/// program's, its files', their `node_modules`, a virtual environment, a Python's `lib`), as
+/// the stdio spec finds them at start.
+fn own_grants(key: &str, upstream: &UpstreamConfig) -> anyhow::Result<Vec<(String, PathBuf)>> {
+    let command = match &upstream.stdio {
+        Some(command) => {
+            StdioSpec::parse(command).map_err(|e| anyhow::anyhow!("{key}.stdio: {e}"))?
+        }
+        None => StdioSpec {
+            program: std::env::current_exe()?.to_string_lossy().into_owned(),
+            ..StdioSpec::parse("demo-server").map_err(|e| anyhow::anyhow!(e))?
+        },
+    };
+    let Ok(program) = command.locate() else {
+        return Ok(Vec::new());
+    };
+    let own = format!(
+        "{key}.stdio (the command's own directories, granted to its children: its program's, \
+         its files', their node_modules, a virtual environment, a Python's lib)"
+    );
+    Ok(own_directories(&program, &command.args)
+        .into_iter()
+        .map(|dir| (own.clone(), dir))
+        .collect())
 }
 
 /// A path with its links resolved, as the kernel reaches it (as given where it does not exist).
@@ -151,25 +192,6 @@ fn granted(key: &str, upstream: &UpstreamConfig) -> anyhow::Result<Vec<(String, 
             .iter()
             .map(|path| (system.clone(), PathBuf::from(path))),
     );
-    let command = match &upstream.stdio {
-        Some(command) => {
-            StdioSpec::parse(command).map_err(|e| anyhow::anyhow!("{key}.stdio: {e}"))?
-        }
-        None => StdioSpec {
-            program: std::env::current_exe()?.to_string_lossy().into_owned(),
-            ..StdioSpec::parse("demo-server").map_err(|e| anyhow::anyhow!(e))?
-        },
-    };
-    if let Ok(program) = command.locate() {
-        let own = format!(
-            "{key}.stdio (the command's own directories, granted to its children: its \
-             program's, its files', their node_modules, a virtual environment)"
-        );
-        grants.extend(
-            own_directories(&program, &command.args)
-                .into_iter()
-                .map(|dir| (own.clone(), dir)),
-        );
-    }
+    grants.extend(own_grants(key, upstream)?);
     Ok(grants)
 }

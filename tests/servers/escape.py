@@ -3,7 +3,8 @@ happened: `connect {port}` (a TCP connection to 127.0.0.1), `ptrace` (attaching 
 `signal` (SIGCONT to its parent: harmless had it arrived), `unix {name}` (a connection to an
 abstract Unix socket), `allocate {mib}` (that much memory, touched), `open_files {count}`,
 `fork {count}` (that many processes at once, each waiting until it is killed), `unshare` (a
-new network namespace), `read {path}`, `write {path}` (a file created there), `list {path}` (a
+new network namespace), `read {path}`, `write {path}` (a file created there), `write_text {path,
+text}` (that file with that text), `list {path}` (a
 directory); `env {name}` answers a variable of its environment, `home` its HOME, `whoami` its
 user and group ids; `spin` uses CPU until stopped, `grow {mib}` writes a file that large in
 its HOME (Python ignores SIGXFSZ: past the limit, its write fails with EFBIG).
@@ -132,6 +133,11 @@ def read(path):
 def write(path):
     with open(path, "w") as f:
         f.write("escaped")
+
+
+def write_text(path, text):
+    with open(path, "w") as f:
+        f.write(text)
 
 
 def spin():
@@ -348,6 +354,7 @@ TOOLS = {
     "grow": lambda a: attempt(lambda: grow(int(a["mib"]))),
     "read": lambda a: attempt(lambda: read(a["path"])),
     "write": lambda a: attempt(lambda: write(a["path"])),
+    "write_text": lambda a: attempt(lambda: write_text(a["path"], a["text"])),
     "list": lambda a: attempt(lambda: os.listdir(a["path"])),
     "home": lambda a: os.environ.get("HOME", ""),
     "env": lambda a: os.environ.get(a["name"], ""),

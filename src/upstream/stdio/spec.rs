@@ -90,10 +90,8 @@ impl StdioSpec {
         if let Some(sandbox) = &self.sandbox {
             let dir = PrivateDir::create(owner)?;
             let cache = CacheDir::of(&sandbox.cache, &self.display())?;
+            // Its own directories are in the spec already, found once at start.
             let mut spec = sandbox.clone();
-            spec.paths
-                .read
-                .extend(own_directories(&program, &self.args));
             spec.paths.write.push(dir.path().to_path_buf());
             let cache_at = match role {
                 Role::CacheWarmer => {

@@ -53,11 +53,15 @@ impl Place {
         std::fs::create_dir_all(dir.join("tmp")).unwrap();
         let binary = dir.join("mcp-session-proxy");
         std::fs::copy(crate::harness::DEMO, &binary).unwrap();
-        let server = dir.join("escape.py");
+        // The server's folder is granted to its children: one of its own, not the place that
+        // holds the children's private directories (which the start refuses).
+        std::fs::create_dir_all(dir.join("server")).unwrap();
+        let server = dir.join("server/escape.py");
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/servers/escape.py");
         std::fs::copy(script, &server).unwrap();
         for (path, mode) in [
             (&dir, 0o755),
+            (&dir.join("server"), 0o755),
             (&binary, 0o755),
             (&server, 0o644),
             (&dir.join("tmp"), 0o700),
@@ -719,6 +723,72 @@ async fn a_file_of_the_proxys_own_in_the_commands_own_directories_stops_the_star
             );
         }
     }
+}
+
+/// A child cannot widen a later child's reach: the command's own directories are found once,
+/// at start, so a `pyvenv.cfg` a child writes beside its script (in a folder it may write),
+/// naming the proxy's configuration folder as its Python's home, opens nothing to the next.
+#[tokio::test]
+async fn what_a_child_writes_beside_its_script_widens_no_later_childs_reach() {
+    let proxy = Proxy::Own;
+    let place = Place::new("plant", proxy);
+    let (app, conf) = (place.dir.join("app"), place.dir.join("conf"));
+    std::fs::create_dir_all(&app).unwrap();
+    std::fs::create_dir_all(conf.join("bin")).unwrap();
+    let server = app.join("escape.py");
+    std::fs::copy(&place.server, &server).unwrap();
+    let config = conf.join("proxy.toml");
+    std::fs::write(&config, "[session]\nidle_ttl = \"10m\"\n").unwrap();
+    let stdio = format!("/usr/bin/python3 {}", server.display());
+    let (config_arg, app_arg) = (config.display().to_string(), app.display().to_string());
+    let args = [
+        "--listen",
+        "127.0.0.1:0",
+        "--config",
+        &config_arg,
+        "--stdio",
+        &stdio,
+        "--sandbox",
+        "--sandbox-writable",
+        &app_arg,
+    ];
+    let tmp = place.tmp().display().to_string();
+    let (_proxy, addr, ..) =
+        spawn_proxy_command(place.command(proxy), &args, &[("TMPDIR", &tmp)]).await;
+    let read_config = json!({ "path": config_arg });
+    let mut first = Client::initialized(addr, "2025-11-25").await;
+    let planted = json!({
+        "path": app.join("pyvenv.cfg").display().to_string(),
+        "text": format!("home = {}\n", conf.join("bin").display()),
+    });
+    assert_eq!(first.call_tool("write_text", planted).await, "done");
+    assert_eq!(first.call_tool("cat", read_config.clone()).await, "EACCES");
+    let mut next = Client::initialized(addr, "2025-11-25").await;
+    assert_eq!(
+        next.call_tool("cat", read_config).await,
+        "EACCES",
+        "the next child reads the proxy's configuration"
+    );
+}
+
+/// A command whose own folder holds the children's private directories (a script in the
+/// temporary directory itself) stops the start: each child would read every other's.
+#[tokio::test]
+async fn a_command_whose_folder_holds_the_childrens_private_directories_stops_the_start() {
+    let proxy = Proxy::Own;
+    let place = Place::new("own-private", proxy);
+    let script = place.tmp().join("server.py");
+    std::fs::copy(&place.server, &script).unwrap();
+    let stdio = format!("/usr/bin/python3 {}", script.display());
+    let args = ["--listen", "127.0.0.1:0", "--stdio", &stdio, "--sandbox"];
+    let tmp = place.tmp().display().to_string();
+    let stderr =
+        crate::harness::refused_start_command(place.command(proxy), &args, &[("TMPDIR", &tmp)])
+            .await;
+    assert!(
+        stderr.contains("upstream.stdio") && stderr.contains("the children's private directories"),
+        "{stderr}"
+    );
 }
 
 /// The start line names the scheme the listener speaks: `https://` with `[tls]`. (The files are
