@@ -131,12 +131,21 @@ async fn hear_one(
 fn parse(payload: &str, service: &str) -> Option<Announced> {
     let words: Vec<&str> = payload.split_whitespace().collect();
     match words.as_slice() {
-        [named, _, _, host, port] if *named == service => Some(Announced {
+        [named, _, _, host, port] if *named == service && is_host(host) => Some(Announced {
             host: (*host).to_owned(),
             port: port.parse().ok()?,
         }),
         _ => None,
     }
+}
+
+/// Whether `host` reads as an address or a name, and nothing a URL would take for more (a
+/// user, a path, a port, a query).
+fn is_host(host: &str) -> bool {
+    !host.is_empty()
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '_'))
 }
 
 #[cfg(test)]
@@ -164,6 +173,9 @@ mod tests {
             "mcp-store 127.0.0.1 6379 10.0.0.7",
             "mcp-store 127.0.0.1 6379 10.0.0.7 port",
             "mcp-store 127.0.0.1 6379 10.0.0.7 6380 more",
+            "mcp-store 127.0.0.1 6379 127.0.0.2/7? 6380",
+            "mcp-store 127.0.0.1 6379 user@10.0.0.7 6380",
+            "mcp-store 127.0.0.1 6379 10.0.0.7#x 6380",
             "",
         ] {
             assert_eq!(parse(other, "mcp-store"), None, "{other}");

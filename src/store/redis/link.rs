@@ -20,8 +20,11 @@ use super::announcements;
 use super::cluster::{self, View};
 use super::connect::{Announced, Source};
 
-/// Sentinels are asked at most this often, however many requests fail meanwhile.
+/// Sentinels are asked at most this often, however many requests fail meanwhile; and their
+/// announcements acted on at most this often, however many arrive.
 const ASK_AT_MOST_EVERY: Duration = Duration::from_millis(100);
+/// The longest the Sentinels, or a master they name, may take to answer a question.
+const ANSWER_WITHIN: Duration = Duration::from_secs(2);
 
 /// A connection to the store: to its master, or to a cluster (commands routed by key).
 #[derive(Clone)]
@@ -254,10 +257,15 @@ impl Link {
             }
             return;
         }
-        let client = match self.source.master().await {
-            Ok(client) => client,
-            Err(error) => {
+        let asked = tokio::time::timeout(ANSWER_WITHIN * 2, self.source.master()).await;
+        let client = match asked {
+            Ok(Ok(client)) => client,
+            Ok(Err(error)) => {
                 self.tell(|| warn!(%error, "no Sentinel names a master for the store yet"));
+                return;
+            }
+            Err(_) => {
+                self.tell(|| warn!("the Sentinels did not name a master within 4 s"));
                 return;
             }
         };
@@ -270,11 +278,25 @@ impl Link {
         let Source::Sentinels(sentinels) = &self.source else {
             return;
         };
-        match sentinels.master_at(master) {
-            Ok(client) => self.move_to(client, None).await,
-            Err(error) => self
-                .tell(|| warn!(%error, "cannot be a client of the master the Sentinels announce")),
+        let client = match sentinels.master_at(master) {
+            Ok(client) => client,
+            Err(error) => {
+                return self.tell(
+                    || warn!(%error, "cannot be a client of the master the Sentinels announce"),
+                )
+            }
+        };
+        if self.masters() == [address(&client)] {
+            return;
         }
+        // Taken on only once it says it is a master, as a master the Sentinels name when asked
+        // is: an announcement that arrives late (a failover since undone) moves nothing.
+        if !says_master(&client).await {
+            info!(master = %address(&client),
+                "a Sentinel announced a master that does not say it is one: not followed");
+            return;
+        }
+        self.move_to(client, None).await
     }
 
     /// Moves to the master `client` reaches, unless it is the one in use or, with `seen`, the
@@ -336,8 +358,14 @@ impl Link {
 
 /// Moves `link` to each master the Sentinels announce, until they are no longer heard or the
 /// link is dropped.
+/// One announcement is acted on every `ASK_AT_MOST_EVERY` at most (the latest one, when more
+/// came meanwhile): a Sentinel, or a network, that floods them moves the link no more often.
 async fn follow_announced(link: Weak<Link>, mut announced: watch::Receiver<Option<Announced>>) {
+    let mut acted: Option<Instant> = None;
     while announced.changed().await.is_ok() {
+        if let Some(at) = acted {
+            tokio::time::sleep_until((at + ASK_AT_MOST_EVERY).into()).await;
+        }
         let Some(master) = announced.borrow_and_update().clone() else {
             continue;
         };
@@ -345,6 +373,26 @@ async fn follow_announced(link: Weak<Link>, mut announced: watch::Receiver<Optio
             return;
         };
         link.announced(&master).await;
+        acted = Some(Instant::now());
+    }
+}
+
+/// Whether the server `client` reaches says it is a master (`ROLE`), within `ANSWER_WITHIN`.
+async fn says_master(client: &redis::Client) -> bool {
+    let asking = async {
+        let mut connection = client.get_multiplexed_async_connection().await?;
+        redis::cmd("ROLE")
+            .query_async::<redis::Value>(&mut connection)
+            .await
+    };
+    let role = match tokio::time::timeout(ANSWER_WITHIN, asking).await {
+        Ok(Ok(redis::Value::Array(role))) => role,
+        _ => return false,
+    };
+    match role.first() {
+        Some(redis::Value::BulkString(word)) => word == b"master",
+        Some(redis::Value::SimpleString(word)) => word == "master",
+        _ => false,
     }
 }
 

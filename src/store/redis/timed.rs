@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use futures_util::future::try_join_all;
 use redis::aio::ConnectionLike;
-use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
+use redis::{Cmd, Pipeline, RedisFuture, RedisResult, ServerErrorKind, Value};
 
 use super::cluster;
 use super::link::{Connection, Link};
@@ -97,6 +97,11 @@ impl ConnectionLike for Timed {
                         .req_packed_commands(pipeline, offset, count)
                         .await;
                     self.seen(None, started, &answer);
+                    // A pipeline's commands fail each in its answer: one refused by a master
+                    // demoted to replica says the master moved as a failed command does.
+                    if answer.as_ref().is_ok_and(|values| demoted(values)) {
+                        self.link.lost(self.generation);
+                    }
                     answer
                 }
                 // The store sends no transactions: the whole pipeline is answered.
@@ -110,5 +115,28 @@ impl ConnectionLike for Timed {
             Connection::Single { manager, .. } => manager.get_db(),
             Connection::Cluster(_) => 0,
         }
+    }
+}
+
+/// Whether an answer of a pipeline holds an error a master demoted to replica gives (`READONLY`,
+/// `MASTERDOWN`).
+fn demoted(values: &[Value]) -> bool {
+    values.iter().any(|value| {
+        matches!(value, Value::ServerError(error)
+            if matches!(error.kind(), Some(ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown)))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pipeline_refused_by_a_demoted_master_says_so_and_another_error_does_not() {
+        let value = |wire: &[u8]| redis::parse_redis_value(wire).unwrap();
+        let readonly = value(b"-READONLY You can't write against a read only replica.\r\n");
+        let other = value(b"-ERR wrong number of arguments\r\n");
+        assert!(demoted(&[Value::Okay, readonly]));
+        assert!(!demoted(&[Value::Okay, other, Value::Nil]));
     }
 }

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use http::StatusCode;
 use serde_json::json;
 
+use crate::harness::cluster::Redis;
 use crate::harness::cluster::{
     call_until_served, each_session_counts_on, metric, metrics_text, resumes_whole,
     sessions_with_a_logged_stream, taken_over_afresh, through, Replica, FAST_TAKEOVER,
@@ -351,4 +352,65 @@ async fn streamed(client: &Client, round: usize) -> Result<Vec<Received>, String
         Some(last) if stream.len() == 2 && last.message.get("result").is_some() => Ok(stream),
         _ => Err(format!("progress streamed {stream:?}")),
     }
+}
+
+/// A Sentinel (or the network between) that announces a master which is not one, a replica here
+/// (a failover since undone, an announcement arriving late), moves nothing: the store checks
+/// that the announced server says it is a master, stays on the one in use, and new sessions go
+/// on opening. A Sentinel of the test's own, which announces what it is told.
+#[tokio::test]
+async fn an_announced_master_that_is_not_one_is_not_followed() {
+    let master = Redis::start().await;
+    let replica = Redis::start_with(
+        None,
+        vec![format!("replicaof 127.0.0.1 {}", master.port)],
+        false,
+    )
+    .await;
+    let port = crate::harness::free_port();
+    let (_sentinel, listening, mut said) = crate::harness::spawn_announcing(
+        "the test's Sentinel",
+        crate::harness::python_script("../servers/fake_sentinel.py")
+            .args([port.to_string(), master.port.to_string()]),
+    )
+    .await;
+    assert_eq!(listening, "listening");
+    let store = format!("redis+sentinel://127.0.0.1:{port}/mcp-store/0");
+    let a = Replica::start_on(&store, "a", &[]).await;
+    crate::harness::within("the store to hear the Sentinel", async {
+        while said.next_line().await.unwrap().as_deref() != Some("subscribed") {}
+    })
+    .await;
+
+    let mut sentinel = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let stale = format!(
+        "mcp-store 127.0.0.1 {} 127.0.0.1 {}",
+        master.port, replica.port
+    );
+    let heard: i64 = redis::cmd("ANNOUNCE")
+        .arg(stale)
+        .query_async(&mut sentinel)
+        .await
+        .unwrap();
+    assert!(heard >= 1, "the store hears the announcement");
+    crate::harness::until("the announcement to be turned down", true, || async {
+        a.store_said("a Sentinel announced a master that does not say it is one: not followed")
+    })
+    .await;
+
+    let in_use = format!(
+        "mcp_proxy_store_master{{address=\"127.0.0.1:{}\"}} 1",
+        master.port
+    );
+    let text = metrics_text(&a).await;
+    assert!(text.contains(&in_use), "{text}");
+    assert_eq!(metric(&a, "mcp_proxy_store_failovers_total").await, 0);
+    let mut fresh = Client::new(a.addr);
+    fresh.initialize("2025-11-25").await;
+    assert_eq!(fresh.call_tool("counter", json!({})).await, "1");
+    assert!(a.warned("").is_empty(), "{:?}", a.warned(""));
 }

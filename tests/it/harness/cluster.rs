@@ -170,6 +170,8 @@ pub struct Replica {
     pub session_lines: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
     /// When it logged that it followed a new master of the store, as each line was read.
     pub masters_followed: std::sync::Arc<std::sync::Mutex<Vec<std::time::Instant>>>,
+    /// Its store's log lines, as they come.
+    pub store_lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Replica {
@@ -214,6 +216,8 @@ impl Replica {
         let of_sessions = session_lines.clone();
         let masters_followed = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let followed = masters_followed.clone();
+        let store_lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let of_store = store_lines.clone();
         // Keep reading its logs, so a full pipe never stalls it (and show them all with
         // PROXY_TEST_LOGS=1, at the level PROXY_TEST_LOG_LEVEL names).
         let echo = std::env::var_os("PROXY_TEST_LOGS").is_some();
@@ -226,6 +230,9 @@ impl Replica {
                     if let Ok(entry) = serde_json::from_str(&line) {
                         of_sessions.lock().unwrap().push(entry);
                     }
+                }
+                if line.contains("\"target\":\"mcp_session_proxy::store") {
+                    of_store.lock().unwrap().push(line.clone());
                 }
                 if line.contains("the store's master changed: following it") {
                     followed.lock().unwrap().push(std::time::Instant::now());
@@ -249,6 +256,7 @@ impl Replica {
             warnings,
             session_lines,
             masters_followed,
+            store_lines,
         }
     }
 
@@ -292,6 +300,15 @@ impl Replica {
     }
 
     /// Its warnings that contain `text`.
+    /// Whether its store logged a line holding `text`.
+    pub fn store_said(&self, text: &str) -> bool {
+        self.store_lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|line| line.contains(text))
+    }
+
     pub fn warned(&self, text: &str) -> Vec<String> {
         self.warnings
             .lock()
