@@ -8,7 +8,6 @@ use tokio::time::Instant;
 /// The longest duration configuration takes.
 pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 
-/// `after` past `from`; far in the future (never reached) when that does not fit the clock.
 /// A duration as the configuration writes it, in the largest unit that divides it: `10m`, `5s`,
 /// `250ms`, `0s` (what logs and the reference show).
 pub fn written(duration: Duration) -> String {
@@ -22,6 +21,7 @@ pub fn written(duration: Duration) -> String {
     }
 }
 
+/// `after` past `from`; far in the future (never reached) when that does not fit the clock.
 pub fn deadline(from: Instant, after: Duration) -> Instant {
     from.checked_add(after)
         .or_else(|| from.checked_add(MAX_DURATION))

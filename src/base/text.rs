@@ -15,6 +15,20 @@ pub fn is_unseen(c: char) -> bool {
     c.is_control() || is_format(c)
 }
 
+/// `text` with its control characters (a carriage return that would overwrite the log line's
+/// start on a terminal, an escape sequence) and its format characters (a right-to-left override
+/// that shows `gnp.exe` as `exe.png`) written as escapes; tabs kept.
+pub fn printable(text: &str) -> String {
+    let mut shown = String::with_capacity(text.len());
+    for c in text.chars() {
+        match is_unseen(c) && c != '\t' {
+            true => shown.extend(c.escape_default()),
+            false => shown.push(c),
+        }
+    }
+    shown
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -105,16 +105,26 @@ settings! {
 impl ToolsConfig {
     /// The tools clients see, as the session layer applies it.
     pub fn exposure(&self) -> Exposure {
-        let (allow, deny, prefix) = (&self.allow, &self.deny, &self.prefix);
-        named_exposure(allow, deny, prefix, &self.rename, &self.descriptions)
+        named_exposure(
+            &self.allow,
+            &self.deny,
+            &self.prefix,
+            &self.rename,
+            &self.descriptions,
+        )
     }
 }
 
 impl PromptsConfig {
     /// The prompts clients see, as the session layer applies it.
     pub fn exposure(&self) -> Exposure {
-        let (allow, deny, prefix) = (&self.allow, &self.deny, &self.prefix);
-        named_exposure(allow, deny, prefix, &self.rename, &self.descriptions)
+        named_exposure(
+            &self.allow,
+            &self.deny,
+            &self.prefix,
+            &self.rename,
+            &self.descriptions,
+        )
     }
 }
 

@@ -270,11 +270,9 @@ impl UpstreamConfig {
         // The command's own directories, found once, here at start, as the start checks them
         // (`validate_sandbox_reach`): what a child writes later (a `pyvenv.cfg` in a writable
         // folder) widens no later child's reach.
-        let own = match spec.locate() {
-            Ok(program) => crate::upstream::stdio::own_directories(&program, &spec.args),
-            Err(_) => Vec::new(),
-        };
-        if let Some(sandbox) = &mut spec.sandbox {
+        let program = spec.sandbox.as_ref().and_then(|_| spec.locate().ok());
+        if let (Some(sandbox), Some(program)) = (&mut spec.sandbox, program) {
+            let own = crate::upstream::stdio::own_directories(&program, &spec.args);
             sandbox.paths.read.extend(own);
         }
         if let Some(sandbox) = &spec.sandbox {

@@ -25,7 +25,7 @@ use super::http_client::{self, HttpSpec};
 use super::lines::{Line, LineReader};
 use super::stdio::StdioSpec;
 use super::UpstreamSpec;
-use crate::base::text::is_unseen;
+use crate::base::text::printable;
 use crate::wire::era::{Era, CAPABILITIES_KEY, MODERN_VERSION, VERSION_KEY};
 use crate::wire::methods;
 
@@ -260,7 +260,7 @@ async fn how_it_ended(child: &mut tokio::process::Child) -> StartFailure {
         .join(" ");
     StartFailure {
         status,
-        stderr: words.chars().filter(|c| !is_unseen(*c)).collect(),
+        stderr: printable(&words),
     }
 }
 

@@ -39,7 +39,7 @@ impl LogFollower {
     /// The messages logged after `after`, waiting up to the follower's block for some (none:
     /// empty). A failure is counted and logged; after one to connect, it first waits a block.
     pub async fn next(&mut self, after: u64) -> StoreResult<Vec<Logged>> {
-        let generation = self.store.link.current().generation;
+        let generation = self.store.link.generation();
         if self
             .connection
             .as_ref()

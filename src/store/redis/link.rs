@@ -192,6 +192,14 @@ impl Link {
         Ok(())
     }
 
+    /// The generation of the master in use (one more at every change), without the connection.
+    pub fn generation(&self) -> u64 {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .generation
+    }
+
     pub fn current(&self) -> Current {
         self.current
             .read()
@@ -243,7 +251,7 @@ impl Link {
     /// Asks the Sentinels for the master, unless the link moved on from generation `seen`
     /// already, and moves to the one they name if it is another.
     async fn ask(&self, seen: u64) {
-        if self.current().generation != seen {
+        if self.generation() != seen {
             return;
         }
         let last = *self.asked.lock().unwrap_or_else(|e| e.into_inner());
@@ -304,7 +312,7 @@ impl Link {
     /// older news than that move).
     async fn move_to(&self, client: redis::Client, seen: Option<u64>) {
         let _moving = self.moving.lock().await;
-        if seen.is_some_and(|seen| seen != self.current().generation) {
+        if seen.is_some_and(|seen| seen != self.generation()) {
             return;
         }
         let old = self.masters().join(",");

@@ -16,26 +16,12 @@ use tracing::{info, warn};
 
 use super::super::lines::{Line, LineReader};
 use super::STDERR_TAIL;
-use crate::base::text::is_unseen;
+use crate::base::text::printable;
 
 /// Longest stderr line kept whole.
 const MAX_STDERR_LINE: usize = 8 << 10;
 /// What one read of it takes at most: it is read a line at a time and rarely.
 const STDERR_BUFFER: usize = 512;
-/// `text` with its control characters (a carriage return that would overwrite the log line's
-/// start on a terminal, an escape sequence) and its format characters (a right-to-left override
-/// that shows `gnp.exe` as `exe.png`) written as escapes; tabs kept.
-pub(super) fn printable(text: &str) -> String {
-    let mut shown = String::with_capacity(text.len());
-    for c in text.chars() {
-        match is_unseen(c) && c != '\t' {
-            true => shown.extend(c.escape_default()),
-            false => shown.push(c),
-        }
-    }
-    shown
-}
-
 /// Lines a second logged, once the burst is spent.
 const LINES_PER_SECOND: f64 = 100.0;
 /// Lines logged at once before the rate holds.

@@ -676,8 +676,9 @@ async fn a_server_that_cannot_start_is_named_at_the_start_with_its_last_words() 
     let stderr = warning["fields"]["stderr"].as_str().unwrap();
     assert!(
         stderr.ends_with("cannot open /data/db: permission denied")
-            && !stderr.contains(char::is_control),
-        "{warning}"
+            && !stderr.contains(char::is_control)
+            && stderr.contains("\\u{1b}[2J"),
+        "the escape written out, as in its stderr lines: {warning}"
     );
     let message = refused_start(Command::new(DEMO).args([
         "--listen",
@@ -715,4 +716,20 @@ async fn a_start_error_says_each_cause_once() {
     );
     let cause = last.rsplit(": ").next().unwrap();
     assert_eq!(last.matches(cause).count(), 1, "{last}");
+}
+
+/// The binary's `--help` lists its flags under the table of their key, each naming its key.
+#[tokio::test]
+async fn the_binarys_help_groups_its_flags_by_table_and_names_their_keys() {
+    let help = crate::harness::stdout_of("--help", Command::new(DEMO).arg("--help")).await;
+    let help = String::from_utf8(help).unwrap();
+    for said in [
+        "[upstream.sandbox]:",
+        "[cluster]:",
+        "--sandbox-memory <SIZE>",
+        "(upstream.sandbox.memory)",
+        "(session.idle_ttl) [default: 10m]",
+    ] {
+        assert!(help.contains(said), "{said:?} in the help");
+    }
 }
