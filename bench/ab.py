@@ -2,12 +2,15 @@
 """Two (or more) builds of the proxy side by side: each up at once in front of the same kind of
 server, measured in interleaved rounds (so drift of the machine hits them alike), medians.
 
-Usage: bench/ab.py BIN[+ARGS][,BIN[+ARGS]...] [--sessions 1,8,32] [--rounds 5] [--http]
+Usage: bench/ab.py BIN[+ARGS][,BIN[+ARGS]...] [--sessions 1,8,32] [--rounds 5] [--http [--anchors]]
                    [--demo BIN] [--otlp-sink] [-- ARGS]
 
 Each BIN serves the demo over stdio (a child of its own per BIN; `--demo` picks the binary that
 runs `demo-server`, to tell the proxy's side from the child's), or with `--http` one demo over
-HTTP that every BIN fronts. ARGS go to every BIN (e.g. `-- --isolation shared`); `BIN+ARGS`
+HTTP that every BIN fronts; `--anchors` measures beside them, in the same rounds, the demo
+called directly, the TCP relay, and nginx as an HTTP reverse proxy with its access log off and
+on (bench/anchors.py), and gives each BIN's CPU per call and added p50 over direct as ratios to
+nginx's (against nginx with its access log for a BIN that logs at info). ARGS go to every BIN (e.g. `-- --isolation shared`); `BIN+ARGS`
 gives one BIN more of its own, so one build can be measured with and without an option; a
 `NAME=value` among them is that BIN's environment instead (every BIN runs with RUST_LOG=warn
 and its logs going to /dev/null unless told otherwise: `BIN,BIN+RUST_LOG=info` measures what
@@ -37,6 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from processes import PROXY, ROOT, Target, bench, free_port  # noqa: E402
+import anchors  # noqa: E402
 
 AUDIENCE = "http://bench.example/mcp"
 
@@ -87,6 +91,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=4000)
     parser.add_argument("--http", action="store_true")
+    parser.add_argument("--anchors", action="store_true",
+                        help="with --http: direct, the TCP relay and nginx measured beside")
     parser.add_argument("--demo", default=None, help="the binary that runs demo-server")
     parser.add_argument("--otlp-sink", action="store_true", help="a collector for {otlp} in ARGS")
     parser.add_argument("--auth-server", action="store_true",
@@ -133,6 +139,15 @@ def main():
                             stderr=options.logs / f"{position}.log" if options.logs else None)
             started.append(target)
             targets.append((build, target))
+        if options.anchors:
+            if not options.http:
+                sys.exit("--anchors needs --http")
+            server = f"127.0.0.1:{demo.port}"
+            started.extend(anchor for anchor in (
+                anchors.relay(free_port(), server), anchors.nginx(free_port(), server),
+                anchors.nginx(free_port(), server, access_log=True)))
+            targets[:0] = [("direct", demo), (anchors.RELAY, started[-3]),
+                           (anchors.NGINX, started[-2]), (anchors.NGINX_LOGGED, started[-1])]
         samples = {(binary, level): [] for binary, _ in targets for level in levels}
         for _ in range(options.rounds):
             for level in levels:
@@ -151,6 +166,8 @@ def main():
                 median = lambda key: sorted(r[key] for r in runs)[len(runs) // 2]
                 print(f"| {binary} | {level} | {median('throughput_rps'):.0f} | {median('p50_us'):.0f} "
                       f"| {median('p99_us'):.0f} | {median('cpu_us_per_call'):.0f} |")
+        if options.anchors:
+            print_ratios(samples, [b for b, _ in targets[4:]], levels)
         if options.otlp_sink:
             print(f"\nThe OTLP sink took {Sink.exports} exports.")
     finally:
@@ -159,6 +176,28 @@ def main():
         if auth is not None:
             auth.kill()
             auth.wait()
+
+
+def print_ratios(samples, bins, levels):
+    """Each BIN against nginx: CPU per call and added p50 over direct (against nginx with its
+    access log for a BIN run with RUST_LOG=info)."""
+    def median(key, field):
+        runs = samples[key]
+        return sorted(r[field] for r in runs)[len(runs) // 2]
+    print("\n| build | sessions | against | CPU ÷ nginx's | added p50 ÷ nginx's | CPU ÷ relay's |")
+    print("|---|---:|---|---:|---:|---:|")
+    for level in levels:
+        direct = median(("direct", level), "p50_us")
+        for binary in bins:
+            logs = "RUST_LOG=info" in binary
+            nginx = anchors.NGINX_LOGGED if logs else anchors.NGINX
+            cpu = median((binary, level), "cpu_us_per_call")
+            added = median((binary, level), "p50_us") - direct
+            nginx_added = max(median((nginx, level), "p50_us") - direct, 1)
+            print(f"| {binary} | {level} | {'nginx, access log' if logs else 'nginx'} "
+                  f"| {cpu / median((nginx, level), 'cpu_us_per_call'):.2f} "
+                  f"| {added / nginx_added:.2f} "
+                  f"| {cpu / median((anchors.RELAY, level), 'cpu_us_per_call'):.2f} |")
 
 
 if __name__ == "__main__":

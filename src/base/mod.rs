@@ -2,6 +2,7 @@
 
 pub mod backlog;
 pub mod caller;
+pub mod carry;
 pub mod clock;
 pub mod error_chain;
 pub mod event;

@@ -39,6 +39,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
+use crate::base::carry::Repolled;
 use crate::base::ids::Principal;
 use crate::base::swap::Swappable;
 use crate::session::cluster::Cluster;
@@ -298,6 +299,10 @@ async fn serve_connection<IO>(
         .header_read_timeout(header_timeout)
         .serve_connection(TokioIo::new(socket), service)
         .with_upgrades();
+    // Reading a request hands its body to the handler in this same task, which wakes it: it
+    // is polled again at once rather than rescheduled (which the runtime announces to its
+    // other threads).
+    let connection = Repolled::new(connection);
     tokio::pin!(connection);
     let closes = async {
         stopped.cancelled().await;
@@ -309,7 +314,7 @@ async fn serve_connection<IO>(
         outcome = connection.as_mut() => outcome,
         () = closes => {
             // Closed at once when idle; else after its current exchange.
-            connection.as_mut().graceful_shutdown();
+            connection.as_mut().get_pin_mut().graceful_shutdown();
             connection.await
         }
     };

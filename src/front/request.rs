@@ -102,24 +102,22 @@ pub fn check_origin(app: &App, headers: &HeaderMap) -> Result<(), Rejection> {
 }
 
 pub fn require_accept(headers: &HeaderMap, required: &[&str]) -> Result<(), Rejection> {
-    let accepted: Vec<String> = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|part| {
-            part.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .collect();
+    let accepted = || {
+        headers
+            .get_all(header::ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(|part| part.split(';').next().unwrap_or("").trim())
+    };
     let satisfied = |wanted: &str| {
         let family = wanted.split('/').next().unwrap_or_default();
-        accepted
-            .iter()
-            .any(|a| a == wanted || a == "*/*" || *a == format!("{family}/*"))
+        accepted().any(|a| {
+            a.eq_ignore_ascii_case(wanted)
+                || a == "*/*"
+                || a.strip_suffix("/*")
+                    .is_some_and(|range| range.eq_ignore_ascii_case(family))
+        })
     };
     match required.iter().find(|wanted| !satisfied(wanted)) {
         Some(_) => Err(Rejection::not_acceptable(&required.join(" and "))),

@@ -16,6 +16,7 @@ use super::{
     PROTOCOL_VERSION_HEADER, SESSION_HEADER, SUPPORTED_VERSIONS,
 };
 use crate::base::caller::Caller;
+use crate::base::carry::Carrying;
 use crate::front::data_layer::legacy::{self, Routed};
 use crate::front::modern;
 use crate::front::rejection::{failed_request, Rejection};
@@ -205,6 +206,18 @@ async fn exchange(
     initializing: bool,
 ) -> Result<Response<Body>, Rejection> {
     let request_id = request.id().cloned().unwrap_or(Value::Null);
+    // The session's server work for this message (an HTTP server's POST) is carried by this
+    // task until the first answer is here: no hand-off to a task of its own and back.
+    Carrying::new(answer(app, session, request, request_id, initializing)).await
+}
+
+async fn answer(
+    app: &App,
+    session: Arc<Session>,
+    request: Message,
+    request_id: Value,
+    initializing: bool,
+) -> Result<Response<Body>, Rejection> {
     let stream = match app.registry.call(&session, request).await {
         Ok(stream) => stream,
         Err(error) if initializing => {

@@ -110,6 +110,9 @@ impl Refusal {
 }
 
 type PerServer<M> = Family<ServerLabel, M>;
+/// Request counters a server's figures keep at hand (the methods and statuses met most: the
+/// rest are found in their family).
+const MAX_KNOWN_REQUEST_COUNTERS: usize = 64;
 /// A gauge of seconds.
 type Seconds = Gauge<f64, std::sync::atomic::AtomicU64>;
 type Latency = Family<ServerLabel, Histogram, fn() -> Histogram>;
@@ -138,6 +141,9 @@ macro_rules! per_server {
             /// Time from a request sent to the server to the server's answer.
             pub upstream_duration: Histogram,
             requests: Family<RequestLabels, Counter>,
+            /// The counters of `requests` met so far, by method and status: found again
+            /// without hashing their labels.
+            request_counters: std::sync::Mutex<Vec<(&'static str, u16, Counter)>>,
             members_down: Family<MemberLabels, Counter>,
             member_name_collisions: Family<MemberLabels, Counter>,
             member_violations: Family<ViolationLabels, Counter>,
@@ -210,6 +216,7 @@ macro_rules! per_server {
                     request_duration: self.request_duration.get_or_create_owned(&label),
                     upstream_duration: self.upstream_duration.get_or_create_owned(&label),
                     requests: self.requests.clone(),
+                    request_counters: Default::default(),
                     members_down: self.members_down.clone(),
                     member_name_collisions: self.member_name_collisions.clone(),
                     member_violations: self.member_violations.clone(),
@@ -307,13 +314,30 @@ impl ServerMetrics {
 
     /// Counts one HTTP request on an MCP endpoint and the time to its response head.
     pub fn record_request(&self, method: &'static str, status: u16, latency: Duration) {
+        self.count_request(method, status);
+        self.request_duration.observe(latency.as_secs_f64());
+    }
+
+    /// Counts a request by `method` answered `status`.
+    fn count_request(&self, method: &'static str, status: u16) {
+        let mut known = self
+            .request_counters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some((_, _, counter)) = known.iter().find(|(m, s, _)| *s == status && *m == method) {
+            counter.inc();
+            return;
+        }
         let labels = RequestLabels {
             server: self.server.clone(),
             method,
             status,
         };
-        self.requests.get_or_create(&labels).inc();
-        self.request_duration.observe(latency.as_secs_f64());
+        let counter = self.requests.get_or_create(&labels).clone();
+        counter.inc();
+        if known.len() < MAX_KNOWN_REQUEST_COUNTERS {
+            known.push((method, status, counter));
+        }
     }
 }
 

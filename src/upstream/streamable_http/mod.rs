@@ -29,6 +29,7 @@ use super::driven::ConnectionPool;
 use super::http_client::{self, HttpClient, HttpSpec};
 use super::modern_http_builder::ModernHttpBuilder;
 use super::{EventSink, Upstream, UpstreamError, UpstreamEvent};
+use crate::base::carry;
 use crate::telemetry::trace_context::TraceContext;
 use crate::upstream::credential::Credential;
 use crate::wire::jsonrpc::Message;
@@ -140,7 +141,9 @@ impl HttpUpstream {
         }
         let inner = self.inner.clone();
         let released = self.inner.released.clone();
-        tokio::spawn(
+        // Carried by the task that asked, when it carries work (a POST waiting for its
+        // answer): no task hand-off each way.
+        carry::hand_over(
             async move {
                 // Released: nothing of the session's is read any more.
                 tokio::select! {
