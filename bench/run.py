@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tls_cost import measure_tls, tls_json, tls_table  # noqa: E402
 from virtual_cost import measure_virtual, virtual_json, virtual_table  # noqa: E402
+from owner_cost import measure_owner, owner_table  # noqa: E402
 from processes import (  # noqa: E402
     BENCH, CLUSTER_SECRET, PROXY, RELEASE, ROOT, Target, bench, cpu_of, descendants, ensure_redis, free_port, log, medians, rss_of, run, start_redis, wait_for_port)
 from run_targets import *  # noqa: E402,F401,F403
@@ -177,6 +178,11 @@ def main():
             log(f"1 and 3 replicas behind nginx, {sessions} sessions")
             balanced[sessions] = measure_balanced(calls, sessions)
             report += balanced_table(balanced[sessions], sessions)
+    owner = None
+    if "owner" in sections and ensure_redis():
+        log(f"3 replicas behind nginx, round-robin and owner-aware, {CONCURRENCY[-1]} sessions")
+        owner = measure_owner(calls, CONCURRENCY[-1])
+        report += owner_table(owner, CONCURRENCY[-1])
     if "cut" in sections:
         report += cut_section(started_for_cut())
     if "eras" in sections:
@@ -212,7 +218,7 @@ def main():
          "replicas": {f"{name} / {sessions}": f for (name, sessions), f in (replicas or {}).items()},
          "eras": {f"{era} / {sessions}": f for (era, sessions), f in (eras or {}).items()},
          "bridge": {f"{name} / {sessions}": f for (name, sessions), f in (bridge or {}).items()},
-         "balanced": balanced, "tls": tls_json(tls or {}),
+         "balanced": balanced, "owner": owner, "tls": tls_json(tls or {}),
          "virtual": virtual_json(composed) if composed else None},
         indent=1, default=str))
     log(f"wrote {args.output}")

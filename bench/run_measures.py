@@ -132,16 +132,18 @@ def measure_replicas(calls, rounds=7):
 
 
 class Nginx:
-    """nginx running the shipped config/nginx.conf (round-robin, no affinity) in front of
-    `replicas` (loopback ports), in a folder of its own under target/; stopped by its PID."""
+    """nginx running the shipped config/nginx.conf (round-robin, no affinity), or `config`
+    (config/nginx-owner.conf, routing on the replica a session id names: `names`, the replicas'
+    --node-id), in front of `replicas` (loopback ports), in a folder of its own under target/;
+    stopped by its PID."""
 
-    def __init__(self, replicas, name):
+    def __init__(self, replicas, name, config="nginx.conf", names=None):
         from balancer import find_balancer, render_balancer_config
         self.dir = ROOT / "target" / f"bench-{name}"
         self.dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.dir, 0o755)  # nginx's workers, run as another user, read and write here
         self.port = free_port()
-        shipped = (ROOT / "config" / "nginx.conf").read_text()
+        shipped = (ROOT / "config" / config).read_text()
         try:
             import pwd
             pwd.getpwnam("www-data")
@@ -149,7 +151,8 @@ class Nginx:
             shipped = shipped.replace("user www-data;", "")
         conf = self.dir / "nginx.conf"
         conf.write_text(render_balancer_config("nginx", shipped, f"127.0.0.1:{self.port}",
-                                               [f"127.0.0.1:{port}" for port in replicas], str(self.dir)))
+                                               [f"127.0.0.1:{port}" for port in replicas], str(self.dir),
+                                               names))
         self.process = subprocess.Popen([find_balancer("nginx"), "-c", str(conf), "-p", f"{self.dir}/", "-e", "stderr",
                                          "-g", "daemon off;"], stdout=subprocess.DEVNULL,
                                         stderr=open(self.dir / "output.log", "ab"), start_new_session=True)

@@ -31,12 +31,13 @@ from .cluster import *  # noqa: F401,F403
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from balancer import BALANCER_CONFIGS, find_balancer, render_balancer_config  # noqa: E402
+from balancer import BALANCER_CONFIGS, find_balancer, program_of, render_balancer_config  # noqa: E402
 
 
 class Balancer:
-    """nginx or HAProxy running a shipped configuration in front of the replicas, on a
-    loopback port of its own; its configuration, logs and temporary files in a folder of the
+    """nginx or HAProxy running a shipped configuration in front of the replicas (round-robin,
+    or the owner-aware nginx-owner and haproxy-owner, whose servers are the replicas' names), on
+    a loopback port of its own; its configuration, logs and temporary files in a folder of the
     run's logs."""
 
     def __init__(self, kind: str, config: str | None, cluster: Cluster):
@@ -65,9 +66,10 @@ class Balancer:
                 f.write(render_balancer_config(
                     self.kind, shipped, f"127.0.0.1:{self.port}",
                     [f"127.0.0.1:{p}" for p in self.cluster.ports], self.dir,
-                    # HAProxy's log names replicas as this script does
+                    # HAProxy's log names replicas as this script does, the owner-aware
+                    # configurations route on these names (the replicas' --node-id when named)
                     [f"replica-{i}" for i in range(len(self.cluster.ports))]))
-            if self.kind == "nginx":
+            if program_of(self.kind) == "nginx":
                 argv = [self.program, "-c", conf, "-p", self.dir + "/", "-e", "stderr",
                         "-g", "daemon off;"]
             else:

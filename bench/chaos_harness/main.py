@@ -124,7 +124,8 @@ def main() -> int:
     p.add_argument("--report", default=None, help="also write the JSON report here")
     p.add_argument("--through", choices=sorted(BALANCER_CONFIGS), default=None,
                    help="clients reach the replicas through this balancer, running the shipped "
-                   "config/nginx.conf or config/haproxy.cfg (or --balancer-config)")
+                   "config/nginx.conf or config/haproxy.cfg, or their owner-aware forms "
+                   "config/nginx-owner.conf and config/haproxy-owner.cfg (or --balancer-config)")
     p.add_argument("--balancer-config", default=None, help="another configuration for "
                    "--through, with the same '# replicas' and '# listen' blocks")
     m = p.add_argument_group("measurements (instead of the chaos run: counted, not judged)")

@@ -316,7 +316,7 @@ async fn websocket_client(url: &str, env: &[(&str, &std::path::Path)]) -> Value 
 
 /// A replica's /metrics text (over TLS where its listener speaks it: what is read is the
 /// figures, not the certificate, checked elsewhere).
-async fn metrics(replica: &Replica, tls: bool) -> String {
+pub(super) async fn metrics(replica: &Replica, tls: bool) -> String {
     if tls {
         let url = format!("https://{}/metrics", replica.addr);
         let mut command = tokio::process::Command::new("curl");
@@ -331,7 +331,7 @@ async fn metrics(replica: &Replica, tls: bool) -> String {
 }
 
 /// The sum of the series of `name` whose labels pass `labels` (0 when there are none).
-fn sum(text: &str, name: &str, labels: impl Fn(&str) -> bool) -> u64 {
+pub(super) fn sum(text: &str, name: &str, labels: impl Fn(&str) -> bool) -> u64 {
     text.lines()
         .filter_map(|line| {
             let rest = line.strip_prefix(name)?;

@@ -1,5 +1,6 @@
 //! Replicas sharing Redis: ownership and takeover, faults, fencing, the signed hop, limits across
-//! replicas, balancers, chaos, and the shipped Compose and Kubernetes deployments.
+//! replicas, balancers (round-robin and owner-aware), chaos, and the shipped Compose and
+//! Kubernetes deployments.
 
 mod balancers;
 mod chaos;
@@ -9,6 +10,7 @@ mod hop_signature;
 mod hop_tls;
 mod http_sessions_survive;
 mod kubernetes;
+mod owner_routing;
 mod redis_cluster;
 mod replica_faults;
 mod replicas;

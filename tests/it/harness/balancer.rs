@@ -1,14 +1,18 @@
 //! Real balancers for tests: nginx and HAProxy (Debian packages, installed by scripts/test)
 //! running the configurations the project ships, config/nginx.conf and config/haproxy.cfg (and
-//! their TLS forms, config/nginx-tls.conf and config/haproxy-tls.cfg), rendered for replicas on
+//! their TLS forms, config/nginx-tls.conf and config/haproxy-tls.cfg, and their owner-aware
+//! forms, config/nginx-owner.conf and config/haproxy-owner.cfg), rendered for replicas on
 //! 127.0.0.1: the lines between `# replicas` and `# end replicas`
 //! become one copy of their first line per replica (its address changed, `replica-1` numbered
-//! on), the lines between `# listen` and `# end listen` their first line listening on a free
-//! loopback port, and nginx's paths (under /var/log/nginx/, /var/lib/nginx/, /run/, and its
+//! on, or renamed after the replica's `--node-id`), the first group between `# each replica` and
+//! `# end each replica` (up to the `}` that closes it) one copy per replica, renamed likewise,
+//! whose own `# replicas` block takes its first line for that replica and its second for each of
+//! the others; the lines between `# listen` and `# end listen` their first line listening on a
+//! free loopback port, and nginx's paths (under /var/log/nginx/, /var/lib/nginx/, /run/, and its
 //! temporary files) and the certificates' (under /etc/mcp-session-proxy/tls/) move to a folder of
 //! the balancer's own. Each is stopped by its own handle,
 //! also when a test fails.
-//! bench/chaos.py renders them the same way.
+//! bench/balancer.py (for bench/chaos.py and bench/run.py) renders them the same way.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -29,13 +33,17 @@ pub enum Kind {
     NginxTls,
     /// HAProxy over TLS to clients and to the replicas.
     HaproxyTls,
+    /// nginx sending each request of a session to the replica its id names.
+    NginxOwner,
+    /// HAProxy sending each request of a session to the replica its id names.
+    HaproxyOwner,
 }
 
 impl Kind {
     fn program(self) -> &'static str {
         match self {
-            Kind::Nginx | Kind::NginxTls => "nginx",
-            Kind::Haproxy | Kind::HaproxyTls => "haproxy",
+            Kind::Nginx | Kind::NginxTls | Kind::NginxOwner => "nginx",
+            Kind::Haproxy | Kind::HaproxyTls | Kind::HaproxyOwner => "haproxy",
         }
     }
 
@@ -45,7 +53,15 @@ impl Kind {
             Kind::Haproxy => "config/haproxy.cfg",
             Kind::NginxTls => "config/nginx-tls.conf",
             Kind::HaproxyTls => "config/haproxy-tls.cfg",
+            Kind::NginxOwner => "config/nginx-owner.conf",
+            Kind::HaproxyOwner => "config/haproxy-owner.cfg",
         }
+    }
+
+    /// Whether it routes on the replica a session id names (its servers named after the
+    /// replicas' `--node-id`).
+    pub fn owner_aware(self) -> bool {
+        matches!(self, Kind::NginxOwner | Kind::HaproxyOwner)
     }
 
     pub fn tls(self) -> bool {
@@ -73,10 +89,27 @@ impl Balancer {
 
     pub async fn start(kind: Kind, replicas: &[SocketAddr]) -> Balancer {
         assert!(
+            !kind.owner_aware(),
+            "{kind:?} routes by the replicas' names: Balancer::start_named"
+        );
+        assert!(
             !kind.tls(),
             "{kind:?} needs certificates: Balancer::start_tls"
         );
-        Balancer::launch(kind, replicas, fresh_dir(kind.program())).await
+        Balancer::launch(kind, &numbered(replicas), fresh_dir(kind.program())).await
+    }
+
+    /// A balancer in front of replicas named as their `--node-id` (`("a", address)`).
+    pub async fn start_named(kind: Kind, replicas: &[(&str, SocketAddr)]) -> Balancer {
+        assert!(
+            !kind.tls(),
+            "{kind:?} needs certificates: Balancer::start_tls"
+        );
+        let named: Vec<_> = replicas
+            .iter()
+            .map(|(name, addr)| (name.to_string(), *addr))
+            .collect();
+        Balancer::launch(kind, &named, fresh_dir(kind.program())).await
     }
 
     /// A balancer of a TLS kind, showing clients `server.pem` of `certificates` (for
@@ -92,10 +125,10 @@ impl Balancer {
         std::fs::write(tls.join("balancer.key"), &key).unwrap();
         std::fs::write(tls.join("balancer.pem"), [cert, key].concat()).unwrap();
         std::fs::write(tls.join("replicas-ca.crt"), read("ca.pem")).unwrap();
-        Balancer::launch(kind, replicas, dir).await
+        Balancer::launch(kind, &numbered(replicas), dir).await
     }
 
-    async fn launch(kind: Kind, replicas: &[SocketAddr], dir: PathBuf) -> Balancer {
+    async fn launch(kind: Kind, replicas: &[(String, SocketAddr)], dir: PathBuf) -> Balancer {
         let program = installed(kind.program());
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         let shipped = std::fs::read_to_string(root.join(kind.shipped())).unwrap();
@@ -212,66 +245,132 @@ pub(super) fn terminate(mut child: Child) {
     }
 }
 
-/// The shipped configuration `text` for a balancer on `listen` in front of `replicas`, with
-/// its paths in `dir`.
+/// `replicas` named as the round-robin files name their servers: `replica-1`, `replica-2`, ...
+fn numbered(replicas: &[SocketAddr]) -> Vec<(String, SocketAddr)> {
+    let named = |(n, addr): (usize, &SocketAddr)| (format!("replica-{}", n + 1), *addr);
+    replicas.iter().enumerate().map(named).collect()
+}
+
+/// The shipped configuration `text` for a balancer on `listen` in front of `replicas` (each
+/// named as its `--node-id`), with its paths in `dir`.
 pub fn render(
     kind: Kind,
     text: &str,
     listen: SocketAddr,
-    replicas: &[SocketAddr],
+    replicas: &[(String, SocketAddr)],
     dir: &Path,
 ) -> String {
     let dir = dir.display().to_string();
+    let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
-    let mut block: Option<(&str, Option<&str>)> = None;
-    for line in text.lines() {
-        let mark = line.trim();
-        match block {
-            None if mark == "# replicas" || mark == "# listen" => {
-                block = Some((&mark[2..], None));
-                out.push(line.to_owned());
-            }
-            Some((name, first)) if mark == format!("# end {name}") => {
-                let first = first.unwrap_or_else(|| panic!("no line in the {name} block"));
-                if name == "replicas" {
-                    for (n, replica) in replicas.iter().enumerate() {
-                        let line = replace_address(first, &replica.to_string());
-                        out.push(line.replace("replica-1", &format!("replica-{}", n + 1)));
-                    }
-                } else {
+    let mut at = 0;
+    while at < lines.len() {
+        let (line, mark) = (lines[at], lines[at].trim());
+        if ["# replicas", "# listen", "# each replica"].contains(&mark) {
+            let end = closing(&lines, at);
+            let inside = &lines[at + 1..end];
+            out.push(line.to_owned());
+            match mark {
+                "# replicas" => out.extend(replica_lines(inside, replicas, None)),
+                "# listen" => {
+                    let first = first_line(inside, 0).expect("a line in the listen block");
                     out.push(moved_paths(&listening_on(first, listen), &dir));
                 }
-                out.push(line.to_owned());
-                block = None;
+                _ => out.extend(each_replica(inside, replicas)),
             }
-            Some((name, None)) if !mark.is_empty() && !mark.starts_with('#') => {
-                block = Some((name, Some(line)));
-            }
-            Some(_) => {}
-            None => {
-                out.push(moved_paths(line, &dir));
-                if kind.nginx() && mark == "http {" {
-                    for temp in ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"] {
-                        out.push(format!("    {temp}_temp_path {dir}/{temp};"));
-                    }
-                }
+            out.push(lines[end].to_owned());
+            at = end + 1;
+            continue;
+        }
+        out.push(moved_paths(line, &dir));
+        if kind.nginx() && mark == "http {" {
+            for temp in ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"] {
+                out.push(format!("    {temp}_temp_path {dir}/{temp};"));
             }
         }
+        at += 1;
     }
-    assert!(block.is_none(), "a block without its end marker");
     out.join("\n") + "\n"
 }
 
-/// `line` with its first `a.b.c.d:port` replaced by `address`.
+/// Where the block opened at `at` (`# replicas`) ends: its `# end replicas` line.
+fn closing(lines: &[&str], at: usize) -> usize {
+    let end = format!("# end {}", &lines[at].trim()[2..]);
+    (at + 1..lines.len())
+        .find(|&n| lines[n].trim() == end)
+        .unwrap_or_else(|| panic!("{:?} without {end:?}", lines[at].trim()))
+}
+
+/// The `nth` line of `block` that is neither blank nor a comment.
+fn first_line<'a>(block: &[&'a str], nth: usize) -> Option<&'a str> {
+    block
+        .iter()
+        .copied()
+        .filter(|line| !line.trim().is_empty() && !line.trim().starts_with('#'))
+        .nth(nth)
+}
+
+/// One line per replica: the block's first (its address and `replica-1` changed); in the
+/// group of `owner`, its second for the replicas other than `owner`.
+fn replica_lines(
+    block: &[&str],
+    replicas: &[(String, SocketAddr)],
+    owner: Option<&str>,
+) -> Vec<String> {
+    let first = first_line(block, 0).expect("a line in the replicas block");
+    let other = owner.and(first_line(block, 1)).unwrap_or(first);
+    replicas
+        .iter()
+        .map(|(name, addr)| {
+            let line = if owner.is_none_or(|owner| owner == name.as_str()) {
+                first
+            } else {
+                other
+            };
+            replace_address(line, &addr.to_string()).replace("replica-1", name)
+        })
+        .collect()
+}
+
+/// The first group of `block` (its first line up to the `}` that closes it), once per replica,
+/// `replica-1` renamed, its own `# replicas` block rendered for that replica.
+fn each_replica(block: &[&str], replicas: &[(String, SocketAddr)]) -> Vec<String> {
+    let first = first_line(block, 0).expect("a group in the each replica block");
+    let start = block.iter().position(|line| *line == first).unwrap();
+    let indent = &first[..first.len() - first.trim_start().len()];
+    let end = (start..block.len())
+        .find(|&n| block[n] == format!("{indent}}}"))
+        .expect("the group's closing }");
+    let group = &block[start..=end];
+    let mut out = Vec::new();
+    for (name, _) in replicas {
+        let mut at = 0;
+        while at < group.len() {
+            if group[at].trim() == "# replicas" {
+                let stop = closing(group, at);
+                out.push(group[at].to_owned());
+                out.extend(replica_lines(&group[at + 1..stop], replicas, Some(name)));
+                out.push(group[stop].to_owned());
+                at = stop + 1;
+            } else {
+                out.push(group[at].replace("replica-1", name));
+                at += 1;
+            }
+        }
+    }
+    out
+}
+
+/// `line` with its first `a.b.c.d:port` replaced by `address` (as it is, if it has none).
 fn replace_address(line: &str, address: &str) -> String {
     let found = line.split_whitespace().find(|word| {
         let word = word.trim_end_matches(';');
         word.parse::<SocketAddr>().is_ok()
     });
-    let word = found
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .trim_end_matches(';');
-    line.replacen(word, address, 1)
+    match found {
+        Some(word) => line.replacen(word.trim_end_matches(';'), address, 1),
+        None => line.to_owned(),
+    }
 }
 
 /// `listen 80;`, `listen 443 ssl;` or `bind :80`: the same directive on `addr`, with what
