@@ -270,6 +270,7 @@ async fn forward(
     lease: Duration,
     max_answer_bytes: usize,
 ) -> Result<Response<Body>, Refused> {
+    let before = session.head();
     let delivered = match message.kind() {
         Kind::Request => session.call(message).await.map(Some),
         Kind::Notification | Kind::Response => session.send(message).await.map(|()| None),
@@ -279,7 +280,8 @@ async fn forward(
             // The asker reads the answer there.
             session.read_elsewhere(&[stream], lease);
             let room = max_answer_bytes.saturating_sub(1 << 10); // the rest of the answer
-            let events = first_answer(session, stream, app.http.now().json_wait, room).await;
+            let wait = app.http.now().json_wait;
+            let events = first_answer(session, stream, before, wait, room).await;
             Ok(encoded(&Taken::new(Some(stream), events)))
         }
         Ok(None) => Ok(encoded(&Taken::default())),
@@ -296,13 +298,21 @@ async fn forward(
 /// What the request's stream holds until its answer, or for at most `wait`, in at most `room`
 /// bytes: handed back with the hop, so the asking replica need not wait for it to come through
 /// Redis (it comes that way too, and is recognized by its position, as does what did not fit).
+/// A request stream is read by a reader of its own. The standalone stream, where every message
+/// of a session with one stream goes (2024-11-05 SSE, WebSocket, protocol-level), is read from
+/// `before` (the log's head before the request) beside its client's reader, which may be attached
+/// here: attaching another would end the client's stream, and with it a 2024-11-05 session.
 async fn first_answer(
     session: &Arc<Session>,
     stream: StreamKey,
+    before: u64,
     wait: Duration,
     mut room: usize,
 ) -> Vec<TakenEvent> {
-    let mut reader = session.attach(stream, None);
+    let mut reader = match stream {
+        StreamKey::Standalone => session.tap_after(Some(before)),
+        StreamKey::Request(_) => session.attach(stream, None),
+    };
     let deadline = crate::base::clock::from_now(wait);
     let mut events = Vec::new();
     while let Ok(Some(delivery)) = tokio::time::timeout_at(deadline, reader.next()).await {

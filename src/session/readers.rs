@@ -79,6 +79,13 @@ impl Session {
     /// attached one and any other tap: for `subscriptions/listen`, several at once. The session
     /// is in use while one reads.
     pub fn tap(self: &Arc<Self>) -> Reader {
+        self.tap_after(None)
+    }
+
+    /// A tap reading after `after` (what it finds up to the newest position, it catches up on,
+    /// coalesced), or from now on: the owner's look at the answer to a hop's request on the
+    /// standalone stream, beside the reader attached to it.
+    pub fn tap_after(self: &Arc<Self>, after: Option<u64>) -> Reader {
         let mut state = self.lock();
         state.reading.tap();
         self.readers.notify_waiters(); // a view follows its log while read
@@ -86,7 +93,7 @@ impl Session {
         Reader {
             session: self.clone(),
             stream: StreamKey::Standalone,
-            cursor: head,
+            cursor: after.map_or(head, |after| after.min(head)),
             catch_up_through: head,
             generation: TAP,
             detached: CancellationToken::new(),

@@ -10,6 +10,7 @@ mod hop_signature;
 mod hop_tls;
 mod http_sessions_survive;
 mod kubernetes;
+mod one_stream_hop;
 mod owner_routing;
 mod redis_cluster;
 mod replica_faults;
