@@ -23,6 +23,7 @@ use tracing::warn;
 use super::rejection::Rejection;
 use super::request::{header_str, json, read_body};
 use super::{App, Router};
+use crate::base::carry::Carrying;
 use crate::base::event::StreamKey;
 use crate::hop::{
     self, Answer, NonceRefused, Reading, ReadingStreams, SignatureError, Signed, Taken, TakenEvent,
@@ -263,6 +264,19 @@ async fn owned(router: &Router, app: &App, id: &str) -> Result<Arc<Session>, Ref
 /// `Registry::deliver` does): for a request, the stream its answer goes on and what is logged
 /// there within the JSON wait.
 async fn forward(
+    router: &Router,
+    app: &App,
+    session: &Arc<Session>,
+    message: Message,
+    lease: Duration,
+    max_answer_bytes: usize,
+) -> Result<Response<Body>, Refused> {
+    // Its server's work (an HTTP server's POST) carried by this task until the answer is read.
+    let delivered = forward_here(router, app, session, message, lease, max_answer_bytes);
+    Carrying::new(delivered).await
+}
+
+async fn forward_here(
     router: &Router,
     app: &App,
     session: &Arc<Session>,

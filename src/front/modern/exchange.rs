@@ -21,6 +21,7 @@ use tokio::time::Instant;
 use super::call::{Call, Outcome, Translation};
 use super::input;
 use super::state::HeldRequest;
+use crate::base::carry::Carrying;
 use crate::front::event_stream::{self, Ended, KeepAlive, Options, Source};
 use crate::front::rejection::{failed_request, Rejection};
 use crate::front::request::json;
@@ -36,8 +37,18 @@ use crate::wire::sse;
 /// Chunks buffered towards a slow client before the writer waits.
 const CHUNKS: usize = 64;
 
-/// Sends a call and answers it.
+/// Sends a call and answers it; its server's work (an HTTP server's POST) is carried by this
+/// task until the answer begins.
 pub async fn exchange(
+    app: &App,
+    correlated: Correlated,
+    forwarded: Message,
+    call: Call,
+) -> Result<http::Response<Body>, Rejection> {
+    Carrying::new(send_and_answer(app, correlated, forwarded, call)).await
+}
+
+async fn send_and_answer(
     app: &App,
     correlated: Correlated,
     forwarded: Message,
