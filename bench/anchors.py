@@ -47,6 +47,14 @@ http {{
 """
 
 
+def nginx_installed() -> bool:
+    try:
+        find_balancer("nginx")
+        return True
+    except RuntimeError:
+        return False
+
+
 def nginx(port: int, server: str, access_log: bool = False) -> Target:
     """nginx in front of `server` (host:port) on `port`, its files in a folder of its own."""
     run_dir = tempfile.mkdtemp(prefix="bench-nginx-")

@@ -163,9 +163,13 @@ def targets(series, added, idle, micro, replicas=None, eras=None, redis_bytes=No
 WHY_MISSED = (
     ("added latency ≤ 25 µs",
      "the floor of any user-space hop (the relay, beside it) plus the proxy's HTTP work on both sides; on 2 cores the floor alone is above 25 µs (PROFILE.md, \"The floor\")"),
+    ("nginx's",
+     "the proxy's own work per call in user space (~120k instructions against nginx's ~23k: HTTP "
+     "framing both sides, JSON read, the session's log); the system calls are nginx's since one "
+     "task carries a call (PROFILE.md, \"One task a call, against nginx\")"),
     ("HTTP upstream",
-     "two HTTP/1 exchanges and a second task per call against the relay's one copy; one task per "
-     "exchange and h2c tried and lost (PROFILE.md, \"The HTTP hop against the relay\")"),
+     "two HTTP/1 exchanges against the relay's one copy; one task carries a call, h2c tried and "
+     "lost (PROFILE.md, \"The HTTP hop against the relay\", \"One task a call, against nginx\")"),
     ("per-session children: req/s ≥ 3× ContextForge",
      "ContextForge's bridge drives one child for all its clients (it matches answers by id): its "
      "like is the shared child; a child per session costs a process each, a Node one in front of "
@@ -241,6 +245,7 @@ def load_targets(upstream, results_of, added):
     children against direct."""
     loaded = CONCURRENCY[1:]
     relay, http = results_of(upstream, RELAY), results_of(upstream, "mcp-session-proxy (HTTP)")
+    nginx = results_of(upstream, NGINX)
     shared = results_of(upstream, "mcp-session-proxy (stdio, shared)")
     crates = results_of(upstream, "crates.io mcp-proxy 0.6.0")
     per_session = results_of(upstream, "mcp-session-proxy (stdio)")
@@ -265,6 +270,14 @@ def load_targets(upstream, results_of, added):
             {s: over(http[s]["cpu_us_per_call"], relay[s]["cpu_us_per_call"]) for s in CONCURRENCY}, 2, False)
         row("HTTP upstream: req/s ≥ 0.9× the relay's",
             {s: http[s]["throughput_rps"] / relay[s]["throughput_rps"] for s in loaded}, 0.9, True)
+    if nginx and http:
+        row("HTTP upstream: CPU per call ≤ 1.5× nginx's",
+            {s: over(http[s]["cpu_us_per_call"], nginx[s]["cpu_us_per_call"]) for s in CONCURRENCY}, 1.5, False)
+        ratios = {s: hops["mcp-session-proxy (HTTP)"]["p50_us"] / hops[NGINX]["p50_us"]
+                  for s, hops in added.items()
+                  if "mcp-session-proxy (HTTP)" in hops and NGINX in hops and hops[NGINX]["p50_us"] > 10}
+        if ratios:
+            row("HTTP upstream: added p50 ≤ 2× nginx's", ratios, 2, False)
     if shared and len(loaded) > 1:
         first = shared[loaded[0]]["throughput_rps"]
         row(f"shared child: req/s at every level ≥ 0.9× its {loaded[0]}-session figure",

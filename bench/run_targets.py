@@ -17,6 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tls_cost import measure_tls, tls_json, tls_table  # noqa: E402
 from virtual_cost import measure_virtual, virtual_json, virtual_table  # noqa: E402
+import anchors  # noqa: E402
 from processes import (  # noqa: E402
     BENCH, CLUSTER_SECRET, PROXY, RELEASE, ROOT, Target, bench, cpu_of, descendants, ensure_redis, free_port, log, medians, rss_of, run, start_redis, wait_for_port)
 
@@ -35,7 +36,10 @@ CONCURRENCY = [1, 8, 32]
 RELAY = "TCP relay (floor of any hop)"
 # Interleaved rounds of the latency and throughput tables.
 ROUNDS = 3
-HOPS = ["mcp-session-proxy (HTTP)", "mcp-session-proxy (HTTP, 1 worker)", RELAY]
+# nginx as an HTTP reverse proxy (one process, keep-alive to the server): what an HTTP endpoint
+# on both sides costs when it does nothing else.
+NGINX = anchors.NGINX
+HOPS = ["mcp-session-proxy (HTTP)", "mcp-session-proxy (HTTP, 1 worker)", NGINX, RELAY]
 
 
 CONTEXTFORGE = "ContextForge 1.1.0 (translate)"
@@ -127,6 +131,10 @@ def targets_for(stdio, direct_url, with_crates):
             "relay", [str(BENCH), "relay", "--listen", f"127.0.0.1:{p}",
                       "--to", direct_url.split("/")[2]], p), ""),
     ]
+    if anchors.nginx_installed():
+        launchers.insert(-1, (NGINX, lambda p: anchors.nginx(p, direct_url.split("/")[2]), ""))
+    else:
+        log("nginx is not installed: the HTTP tables go without it (scripts/test installs it)")
     node_peers = [
         ("supergateway 4.0.0", lambda p: Target(
             "supergateway", ["node", "--require", str(LOOPBACK), str(supergateway), "--stdio", quoted,
