@@ -411,7 +411,8 @@ async fn serve_endpoint(router: &Router, mut request: Request<Incoming>) -> Resp
     };
     let mut response = match endpoint {
         "mcp" if websocket::is_upgrade(&request) => websocket::upgrade(app.clone(), request),
-        "mcp" => streamable_http::handle(app, request).await,
+        // Boxed once here: the request's future hyper keeps (and moves) stays small.
+        "mcp" => Box::pin(streamable_http::handle(app, request)).await,
         "sse" => legacy_sse::open(app, request).await,
         "messages" => legacy_sse::message(app, request).await,
         _ => text(StatusCode::NOT_FOUND, "not found\n".into()),
