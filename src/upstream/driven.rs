@@ -35,6 +35,17 @@ pub struct ConnectionPool {
     idle: Mutex<Vec<Conn>>,
     /// How `https://` connections are made (none: only `http://` servers are reached).
     tls: Option<TlsDialer>,
+    /// The last URL sent to, as HTTP/1 sends it: one server's requests go to one URL, so it is
+    /// worked out once.
+    origin: Mutex<Option<OriginForm>>,
+}
+
+/// A URL and the request line's path and `Host` header it makes.
+#[derive(Clone)]
+struct OriginForm {
+    absolute: http::Uri,
+    path: Option<http::Uri>,
+    host: Option<http::HeaderValue>,
 }
 
 struct Conn {
@@ -48,6 +59,7 @@ impl ConnectionPool {
         ConnectionPool {
             idle: Mutex::default(),
             tls: Some(tls),
+            origin: Mutex::default(),
         }
     }
 
@@ -67,7 +79,7 @@ impl ConnectionPool {
         spec: &HttpSpec,
         mut request: Request<Full<Bytes>>,
     ) -> Result<Response<DrivenBody>, UpstreamError> {
-        origin_form(&mut request);
+        self.origin_form(&mut request);
         // An idle connection first; if it cannot take the request, a new one.
         let mut reused = self.take_idle();
         loop {
@@ -146,28 +158,42 @@ impl Conn {
     }
 }
 
-/// The request as HTTP/1 sends it on its own connection: a path, and `Host` naming the server
-/// (what a pooled client does for its requests).
-fn origin_form(request: &mut Request<Full<Bytes>>) {
-    if let Some(host) = request.uri().host() {
-        let host = match request.uri().port_u16() {
-            Some(port) => format!("{host}:{port}"),
-            None => host.to_owned(),
-        };
-        if !request.headers().contains_key(http::header::HOST) {
-            if let Ok(host) = http::HeaderValue::from_str(&host) {
-                request.headers_mut().insert(http::header::HOST, host);
+impl ConnectionPool {
+    /// The request as HTTP/1 sends it on its own connection: a path, and `Host` naming the
+    /// server (what a pooled client does for its requests).
+    fn origin_form(&self, request: &mut Request<Full<Bytes>>) {
+        let form = {
+            let mut known = self.origin.lock().unwrap_or_else(|e| e.into_inner());
+            match known.as_ref() {
+                Some(form) if form.absolute == *request.uri() => form.clone(),
+                _ => known.insert(OriginForm::of(request.uri())).clone(),
             }
+        };
+        if let Some(host) = form.host {
+            request.headers_mut().entry(http::header::HOST).or_insert(host);
+        }
+        if let Some(path) = form.path {
+            *request.uri_mut() = path;
         }
     }
-    if request.uri().scheme().is_some() {
-        let path = request
-            .uri()
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .to_owned();
-        if let Ok(uri) = path.parse() {
-            *request.uri_mut() = uri;
+}
+
+impl OriginForm {
+    fn of(uri: &http::Uri) -> OriginForm {
+        let host = uri.host().and_then(|host| {
+            let host = match uri.port_u16() {
+                Some(port) => format!("{host}:{port}"),
+                None => host.to_owned(),
+            };
+            http::HeaderValue::from_str(&host).ok()
+        });
+        let path = uri
+            .scheme()
+            .and_then(|_| uri.path_and_query().map_or("/", |p| p.as_str()).parse().ok());
+        OriginForm {
+            absolute: uri.clone(),
+            path,
+            host,
         }
     }
 }
