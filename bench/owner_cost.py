@@ -29,7 +29,22 @@ def forwarded(replicas):
     return total
 
 
-def start_set(setup, config, held, pinned, started):
+def replica(name, redis_port, cores=None, upstream=(), prefix=(), extra=()):
+    """A replica named `name` (its --node-id) on the Redis at `redis_port`, in front of
+    `upstream` (its --stdio or --http arguments; the bundled demo when empty), held to `cores`
+    (`taskset`, as many workers) when given, its command after `prefix` (valgrind)."""
+    port = free_port()
+    held = ["taskset", "-c", ",".join(map(str, cores))] if cores else []
+    return Target(name, [
+        *held, *prefix, str(PROXY), "--listen", f"127.0.0.1:{port}",
+        "--store", f"redis://127.0.0.1:{redis_port}/0", "--node-id", name,
+        "--allowed-host", "127.0.0.1", "--allowed-host", "mcp.example.com",
+        "--max-anonymous-sessions", "100000", "--max-sessions", "100000",
+        *(["--workers", str(len(cores))] if cores else []), *upstream, *extra], port,
+        env={"RUST_LOG": "warn", "MCP_PROXY_CLUSTER_SECRET": CLUSTER_SECRET})
+
+
+def start_set(setup, config, pinned, started):
     """Redis, three replicas named replica-0..2 (their --node-id), and nginx running `config`
     in front of them; each added to `started` as it starts."""
     redis_port = free_port()
@@ -38,14 +53,7 @@ def start_set(setup, config, held, pinned, started):
     wait_for_port(redis_port, redis)
     replicas, names = [], [f"replica-{n}" for n in range(REPLICAS)]
     for n, name in enumerate(names):
-        port = free_port()
-        replicas.append(Target(name, [
-            *held(pinned and pinned[0][n]), str(PROXY), "--listen", f"127.0.0.1:{port}",
-            "--store", f"redis://127.0.0.1:{redis_port}/0", "--node-id", name,
-            "--allowed-host", "127.0.0.1", "--allowed-host", "mcp.example.com",
-            "--max-anonymous-sessions", "100000", "--max-sessions", "100000",
-            *(["--workers", str(len(pinned[0][n]))] if pinned else [])], port,
-            env={"RUST_LOG": "warn", "MCP_PROXY_CLUSTER_SECRET": CLUSTER_SECRET}))
+        replicas.append(replica(name, redis_port, pinned and pinned[0][n]))
         started.append(replicas[-1])
     nginx = Nginx([r.port for r in replicas], f"nginx-{setup}", config, names)
     started.append(nginx)
@@ -57,13 +65,12 @@ def measure_owner(calls, sessions=32, rounds=5):
     8 cores or more each replica is held to cores of its own (`replica_cores`)."""
     started, sets = [], {}
     pinned = replica_cores()
-    held = lambda cores: ["taskset", "-c", ",".join(map(str, cores))] if cores else []
     everything = os.sched_getaffinity(0)
     if pinned:
         os.sched_setaffinity(0, pinned[1])
     try:
         for setup, config in SETUPS.items():
-            sets[setup] = start_set(setup, config, held, pinned, started)
+            sets[setup] = start_set(setup, config, pinned, started)
         samples = {setup: [] for setup in SETUPS}
         for round_ in range(rounds):
             order = list(SETUPS) if round_ % 2 == 0 else list(SETUPS)[::-1]

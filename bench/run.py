@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tls_cost import measure_tls, tls_json, tls_table  # noqa: E402
 from virtual_cost import measure_virtual, virtual_json, virtual_table  # noqa: E402
 from owner_cost import measure_owner, owner_table  # noqa: E402
+from fleet import fleet_json, fleet_table, measure_fleet  # noqa: E402
 from processes import (  # noqa: E402
     BENCH, CLUSTER_SECRET, PROXY, RELEASE, ROOT, Target, bench, cpu_of, descendants, ensure_redis, free_port, log, medians, rss_of, run, start_redis, wait_for_port)
 from run_targets import *  # noqa: E402,F401,F403
@@ -183,6 +184,11 @@ def main():
         log(f"3 replicas behind nginx, round-robin and owner-aware, {CONCURRENCY[-1]} sessions")
         owner = measure_owner(calls, CONCURRENCY[-1])
         report += owner_table(owner, CONCURRENCY[-1])
+    fleet = None
+    if "fleet" in sections and ensure_redis():
+        log("1 replica against 3 behind nginx, stdio and HTTP servers, interleaved rounds")
+        fleet = measure_fleet(calls // 2, CONCURRENCY)
+        report += fleet_table(fleet)
     if "cut" in sections:
         report += cut_section(started_for_cut())
     if "eras" in sections:
@@ -218,7 +224,8 @@ def main():
          "replicas": {f"{name} / {sessions}": f for (name, sessions), f in (replicas or {}).items()},
          "eras": {f"{era} / {sessions}": f for (era, sessions), f in (eras or {}).items()},
          "bridge": {f"{name} / {sessions}": f for (name, sessions), f in (bridge or {}).items()},
-         "balanced": balanced, "owner": owner, "tls": tls_json(tls or {}),
+         "balanced": balanced, "owner": owner, "fleet": fleet_json(fleet) if fleet else None,
+         "tls": tls_json(tls or {}),
          "virtual": virtual_json(composed) if composed else None},
         indent=1, default=str))
     log(f"wrote {args.output}")

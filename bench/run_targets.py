@@ -54,8 +54,8 @@ def contextforge_python():
 
 
 # The parts of a run (`--sections`), in the order they are run.
-SECTIONS = ["tables", "idle", "log", "replicas", "cut", "eras", "bridge", "balanced", "owner", "tls",
-            "virtual"]
+SECTIONS = ["tables", "idle", "log", "replicas", "cut", "eras", "bridge", "balanced", "owner", "fleet",
+            "tls", "virtual"]
 # Whether the Node peers and server-everything are in this run (`--without-node`).
 WITH_NODE = [True]
 

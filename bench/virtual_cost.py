@@ -86,6 +86,24 @@ def measure_virtual(calls, rounds=7, opened=5):
             "instructions": measure_instructions()}
 
 
+def callgrind(out):
+    """The command line prefix that runs a program under callgrind, its counts written to `out`
+    when it exits."""
+    return ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+
+
+def stop_counted(target):
+    """A graceful stop of a program under callgrind, so that it writes its counts."""
+    if target.process.poll() is None:
+        target.process.send_signal(signal.SIGTERM)
+    target.process.wait(300)
+
+
+def instructions_in(out):
+    """The instructions a callgrind output file counted (user space, every thread)."""
+    return int(re.search(r"^summary: (\d+)", Path(out).read_text(), re.M).group(1))
+
+
 def measure_instructions(sessions=8, few=50, many=250):
     """User-space instructions per call of the proxy, by path (`None` without valgrind)."""
     if not shutil.which("valgrind"):
@@ -97,17 +115,14 @@ def measure_instructions(sessions=8, few=50, many=250):
 
     def counted(path, tool, calls):
         port, out = free_port(), folder / f"callgrind-{calls}.out"
-        proxy = Target("callgrind", ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                                     str(PROXY), "--listen", f"127.0.0.1:{port}", "--config", str(config)],
-                       port, env={"RUST_LOG": "warn"})
+        proxy = Target("callgrind", [*callgrind(out), str(PROXY), "--listen", f"127.0.0.1:{port}",
+                                     "--config", str(config)], port, env={"RUST_LOG": "warn"})
         try:
             bench("calls", "--url", f"http://127.0.0.1:{port}{path}", "--sessions", sessions,
                   "--calls", calls, "--warmup", 0, "--tool", tool)
         finally:
-            # A graceful stop, so that callgrind writes its counts.
-            proxy.process.send_signal(signal.SIGTERM)
-            proxy.process.wait(300)
-        return int(re.search(r"^summary: (\d+)", out.read_text(), re.M).group(1))
+            stop_counted(proxy)
+        return instructions_in(out)
 
     try:
         return {name: (counted(path, tool, many) - counted(path, tool, few)) / (sessions * (many - few))
