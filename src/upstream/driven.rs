@@ -170,7 +170,10 @@ impl ConnectionPool {
             }
         };
         if let Some(host) = form.host {
-            request.headers_mut().entry(http::header::HOST).or_insert(host);
+            request
+                .headers_mut()
+                .entry(http::header::HOST)
+                .or_insert(host);
         }
         if let Some(path) = form.path {
             *request.uri_mut() = path;
@@ -187,9 +190,12 @@ impl OriginForm {
             };
             http::HeaderValue::from_str(&host).ok()
         });
-        let path = uri
-            .scheme()
-            .and_then(|_| uri.path_and_query().map_or("/", |p| p.as_str()).parse().ok());
+        let path = uri.scheme().and_then(|_| {
+            uri.path_and_query()
+                .map_or("/", |p| p.as_str())
+                .parse()
+                .ok()
+        });
         OriginForm {
             absolute: uri.clone(),
             path,
