@@ -7,8 +7,9 @@
 //! answer that future waits for), the future is polled again at once: no reschedule of the
 //! task, which the runtime would also announce to its other threads.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -22,6 +23,9 @@ thread_local! {
     /// What is handed over during the poll of a [`Carrying`] future on this thread (none: no
     /// carrier is being polled here).
     static HANDED: RefCell<Option<Vec<Handed>>> = const { RefCell::new(None) };
+    /// Whether a relay is polling on this thread: one inside it polls once and passes a
+    /// wake-up on, so that the outer one's bound is the bound.
+    static RELAYING: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Runs `work` in the task that is polling a [`Carrying`] future now, or as a task of its own
@@ -92,7 +96,10 @@ impl Relay {
     ) -> Poll<T> {
         self.task.register(cx.waker());
         let mut inner = Context::from_waker(waker);
-        for _ in 0..MAX_REPOLLS {
+        let outer = RELAYING.with(|relaying| relaying.replace(true));
+        let _restored = Restore(outer);
+        let rounds = if outer { 1 } else { MAX_REPOLLS };
+        for _ in 0..rounds {
             self.polling.store(true, Ordering::SeqCst);
             let polled = poll(&mut inner);
             self.polling.store(false, Ordering::SeqCst);
@@ -102,6 +109,15 @@ impl Relay {
         }
         cx.waker().wake_by_ref();
         Poll::Pending
+    }
+}
+
+/// Puts back whether a relay was polling on this thread, also when the poll panics.
+struct Restore(bool);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        RELAYING.with(|relaying| relaying.set(self.0));
     }
 }
 
@@ -122,9 +138,14 @@ impl Wake for Relay {
     }
 }
 
-/// Polls every future of `carried` once, keeping those not finished.
+/// Polls every future of `carried` once, keeping those not finished. One that panics is
+/// dropped there, as a task of its own would have ended alone: the carrier and the rest of its
+/// work go on.
 fn poll_all(carried: &mut Vec<Handed>, cx: &mut Context<'_>) {
-    carried.retain_mut(|work| work.as_mut().poll(cx).is_pending());
+    carried.retain_mut(|work| {
+        let polled = std::panic::catch_unwind(AssertUnwindSafe(|| work.as_mut().poll(cx)));
+        polled.is_ok_and(|polled| polled.is_pending())
+    });
 }
 
 /// Spawns what is left of `carried` (on the runtime of this thread; nothing if it has none,
@@ -312,5 +333,111 @@ mod tests {
         })));
         assert!(always.as_mut().poll(&mut cx).is_pending());
         assert_eq!(task.0.load(Ordering::SeqCst), 1, "left to the runtime once");
+    }
+
+    /// A carried future that panics (an upstream delivery hitting a bug) ends alone, as a task
+    /// of its own would: neither the carrier (the client's request) nor the work handed over
+    /// beside it goes with it.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_panic_in_handed_work_ends_it_alone() {
+        let ran = Arc::new(AtomicUsize::new(0));
+        let counted = ran.clone();
+        let carrier = tokio::spawn(Carrying::new(async move {
+            hand_over(async { panic!("a bug in one delivery") });
+            hand_over(async move {
+                tokio::task::yield_now().await;
+                counted.fetch_add(1, Ordering::SeqCst);
+            });
+            tokio::task::yield_now().await;
+        }));
+        let panicked = carrier.await.is_err_and(|e| e.is_panic());
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        let ran = ran.load(Ordering::SeqCst);
+        assert!(
+            !panicked && ran == 1,
+            "the carrier (the client's request) panicked: {panicked}; the delivery handed over \
+             beside the panicking one ran {ran} times"
+        );
+    }
+
+    /// Where the carrier's own future panics, what it handed over goes on (sound).
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_panic_in_the_carriers_own_future_spawns_what_it_handed_over() {
+        let ran = Arc::new(AtomicUsize::new(0));
+        let counted = ran.clone();
+        let carrier = tokio::spawn(Carrying::new(async move {
+            hand_over(async move {
+                tokio::task::yield_now().await;
+                counted.fetch_add(1, Ordering::SeqCst);
+            });
+            panic!("the carrier's own future fails")
+        }));
+        let _ = carrier.await;
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            ran.load(Ordering::SeqCst),
+            1,
+            "spawned by the scope on unwinding"
+        );
+    }
+
+    /// Nested relays keep one bound: a carrier polled inside a repolled connection (every
+    /// carried POST) polls a future that always wakes itself at most 16 times before the task
+    /// is rescheduled once.
+    #[test]
+    fn nested_relays_poll_a_self_waking_future_at_most_16_times_per_task_poll() {
+        let task = Arc::new(Counted::default());
+        let waker = Waker::from(task.clone());
+        let mut cx = Context::from_waker(&waker);
+        let polls = Arc::new(AtomicUsize::new(0));
+        let counted = polls.clone();
+        let mut nested = std::pin::pin!(Repolled::new(Carrying::new(std::future::poll_fn(
+            move |cx| {
+                counted.fetch_add(1, Ordering::SeqCst);
+                cx.waker().wake_by_ref();
+                Poll::<()>::Pending
+            }
+        ))));
+        assert!(nested.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(task.0.load(Ordering::SeqCst), 1);
+        assert!(
+            polls.load(Ordering::SeqCst) <= MAX_REPOLLS,
+            "polled {} times in one task poll",
+            polls.load(Ordering::SeqCst)
+        );
+    }
+
+    /// Wake-ups from other threads at any moment of the carrier's poll (before, during, after)
+    /// are never lost: a repolled carrier whose carried work waits on another thread, and whose
+    /// own future waits on the carried work, always finishes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn wakes_from_other_threads_are_never_lost() {
+        for round in 0..3000u32 {
+            let (go, gone) = oneshot::channel::<()>();
+            let (tell, told) = oneshot::channel::<u32>();
+            std::thread::spawn(move || {
+                for _ in 0..(round % 7) * 50 {
+                    std::hint::spin_loop();
+                }
+                let _ = go.send(());
+            });
+            let carrier = Repolled::new(Carrying::new(async move {
+                hand_over(async move {
+                    let _ = gone.await;
+                    let _ = tell.send(round);
+                });
+                told.await.unwrap()
+            }));
+            let done = tokio::time::timeout(Duration::from_secs(5), carrier).await;
+            assert_eq!(
+                done.ok(),
+                Some(round),
+                "a wake-up was lost in round {round}"
+            );
+        }
     }
 }

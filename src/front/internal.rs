@@ -324,7 +324,9 @@ async fn first_answer(
     mut room: usize,
 ) -> Vec<TakenEvent> {
     let mut reader = match stream {
-        StreamKey::Standalone => session.tap_after(Some(before)),
+        StreamKey::Standalone => {
+            session.tap_after(Some(before.min(session.delivered_through(stream))))
+        }
         StreamKey::Request(_) => session.attach(stream, None),
     };
     let deadline = crate::base::clock::from_now(wait);

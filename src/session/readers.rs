@@ -207,6 +207,11 @@ impl Session {
         self.readers.clone()
     }
 
+    /// How far `stream` was handed out (read by any reader or tap here).
+    pub(crate) fn delivered_through(&self, stream: StreamKey) -> u64 {
+        self.lock().log.delivered_through(stream)
+    }
+
     /// The position of the newest message in this session's log.
     pub(crate) fn head(&self) -> u64 {
         self.lock().log.head()
