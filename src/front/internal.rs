@@ -142,7 +142,10 @@ async fn take(
                     "this replica is shutting down",
                 ));
             }
-            forward(router, app, &session, message, lease, max_answer_bytes).await
+            // Its server's work (an HTTP server's POST) carried by this task until the answer
+            // is read.
+            let forwarded = forward(router, app, &session, message, lease, max_answer_bytes);
+            Carrying::new(forwarded).await
         }
         _ => Err(refused(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -264,19 +267,6 @@ async fn owned(router: &Router, app: &App, id: &str) -> Result<Arc<Session>, Ref
 /// `Registry::deliver` does): for a request, the stream its answer goes on and what is logged
 /// there within the JSON wait.
 async fn forward(
-    router: &Router,
-    app: &App,
-    session: &Arc<Session>,
-    message: Message,
-    lease: Duration,
-    max_answer_bytes: usize,
-) -> Result<Response<Body>, Refused> {
-    // Its server's work (an HTTP server's POST) carried by this task until the answer is read.
-    let delivered = forward_here(router, app, session, message, lease, max_answer_bytes);
-    Carrying::new(delivered).await
-}
-
-async fn forward_here(
     router: &Router,
     app: &App,
     session: &Arc<Session>,

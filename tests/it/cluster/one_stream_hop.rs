@@ -97,13 +97,18 @@ async fn answers_reach_a_channel_on_a_view(a: &Replica, b: &Replica) {
     .await;
     // A request on the owner; its answer is logged there at once, and reaches b through its
     // slow link to Redis some 300 ms later.
+    const ANSWERED: &str = "mcp_proxy_upstream_duration_seconds_count";
+    let answered = metric(a, ANSWERED).await;
     sent(
         &on_a,
         json!({ "jsonrpc": "2.0", "id": 4, "method": "tools/call",
                         "params": { "name": "counter", "arguments": {} } }),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    crate::harness::until("the owner to have the answer to 4", answered + 1, || {
+        metric(a, ANSWERED)
+    })
+    .await;
     // Meanwhile one through b, over the hop.
     sent(
         &on_b,
