@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::harness::{free_port, with_bound, within, DEMO};
+use crate::harness::{with_bound, within, DEMO};
 
 const FENCE: &str = "```sh try-it\n";
 
@@ -80,10 +80,17 @@ fn ports(block: &str) -> Vec<String> {
 
 /// `block` with every whole-word occurrence of each port replaced by a free one.
 fn with_free_ports(block: &str) -> String {
+    // Held together while they are chosen, so that no two of a block's ports are the same.
+    let held: Vec<std::net::TcpListener> = ports(block)
+        .iter()
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
     let chosen: BTreeMap<String, String> = ports(block)
         .into_iter()
-        .map(|port| (port, free_port().to_string()))
+        .zip(&held)
+        .map(|(port, free)| (port, free.local_addr().unwrap().port().to_string()))
         .collect();
+    drop(held);
     let mut out = String::with_capacity(block.len());
     let mut word = String::new();
     for c in block.chars().chain(std::iter::once('\0')) {
